@@ -1,0 +1,89 @@
+// The document store port, shaped after MongoDB: collections of JSON documents with
+// an `_id`, secondary and unique indexes, queries by equality and ranges with sort,
+// limit and keyset cursors. There are no multi-document transactions: every write is
+// one document, made safe by compare-and-set on the `_v` version field. Every adapter
+// must pass test/contracts/document-store.contract.ts.
+
+export type Scalar = string | number | boolean | null;
+
+export interface Condition {
+  eq?: Scalar;
+  ne?: Scalar;
+  in?: Scalar[];
+  gt?: Scalar;
+  gte?: Scalar;
+  lt?: Scalar;
+  lte?: Scalar;
+  /** The field is an array holding this value. */
+  contains?: Scalar;
+}
+
+/** Field paths may be dotted ("a.b"). A Scalar value means equality. All entries must hold. */
+export type Where = Record<string, Scalar | Condition>;
+
+export type Direction = 'asc' | 'desc';
+
+export interface FindOptions {
+  where?: Where;
+  orderBy?: Array<[field: string, direction: Direction]>;
+  limit?: number;
+  /**
+   * Keyset cursor: the orderBy field values of the last document already seen. Only
+   * documents strictly after it in the orderBy order are returned. The orderBy must end
+   * with a unique field (usually _id) for this to be exact.
+   */
+  after?: Record<string, Scalar>;
+}
+
+export interface IndexSpec {
+  name: string;
+  fields: Array<[field: string, direction: Direction]>;
+  unique?: boolean;
+}
+
+export interface Versioned {
+  _id: string;
+  /** Version, set by the store: 1 on insert, +1 on each replace. */
+  _v: number;
+}
+
+export type Stored<T> = T & Versioned;
+
+export interface Collection<T extends { _id: string }> {
+  get(id: string): Promise<Stored<T> | null>;
+  /** Throws DuplicateKeyError when the _id or a unique index value is taken. */
+  insert(doc: T): Promise<Stored<T>>;
+  /**
+   * Compare-and-set: replaces the document only if its current version is `expectedVersion`.
+   * Returns the stored document, or null when the version did not match or the document is gone.
+   * Throws DuplicateKeyError when a unique index value would be taken.
+   */
+  replace(doc: T, expectedVersion: number): Promise<Stored<T> | null>;
+  /** Deletes the document (only at that version when given). Returns whether one was deleted. */
+  delete(id: string, expectedVersion?: number): Promise<boolean>;
+  find(options?: FindOptions): Promise<Array<Stored<T>>>;
+  count(where?: Where): Promise<number>;
+  ensureIndexes(indexes: IndexSpec[]): Promise<void>;
+}
+
+export interface DocumentStore {
+  collection<T extends { _id: string }>(name: string): Collection<T>;
+  /** Removes a collection and its indexes. */
+  drop(name: string): Promise<void>;
+  /** Renames `from` to `to`, replacing `to` if it exists (used to swap in a rebuilt read model). */
+  rename(from: string, to: string): Promise<void>;
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export class DuplicateKeyError extends Error {
+  readonly collection: string;
+  /** The index whose value is taken ('_id' for the primary key). */
+  readonly index: string;
+  constructor(collection: string, index: string) {
+    super(`duplicate key in ${collection} (index ${index})`);
+    this.name = 'DuplicateKeyError';
+    this.collection = collection;
+    this.index = index;
+  }
+}

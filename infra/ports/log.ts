@@ -1,0 +1,52 @@
+// The message log port, shaped after Kafka: topics split into partitions, records
+// keyed (one key always lands in one partition, so per-key order holds), and named
+// consumer groups that each keep their own committed offsets. Every adapter must
+// pass test/contracts/log.contract.ts.
+
+export interface OutgoingRecord {
+  key: string;
+  value: string;
+  headers?: Record<string, string>;
+}
+
+export interface LogRecord {
+  topic: string;
+  partition: number;
+  /** Decimal offset within the partition. */
+  offset: string;
+  key: string;
+  value: string;
+  headers: Record<string, string>;
+}
+
+export interface ConsumeOptions {
+  group: string;
+  topic: string;
+  /**
+   * Called for each record, in order per partition. The offset is committed only after it
+   * resolves; when it throws, the same record is retried (after a back-off) and nothing
+   * behind it in the partition is delivered meanwhile. Delivery is at-least-once: handlers
+   * must be idempotent.
+   */
+  handle: (record: LogRecord) => Promise<void>;
+  /** Where a group with no committed offset starts. Default 'earliest'. */
+  fromBeginning?: boolean;
+  /** Told about handler failures (the record will be retried). */
+  onHandlerError?: (error: Error, record: LogRecord) => void;
+}
+
+export interface LogConsumer {
+  /** Stops fetching, lets the in-flight handler finish, commits, and leaves the group. */
+  stop(): Promise<void>;
+}
+
+export interface Log {
+  /** Creates the topic if it does not exist. */
+  ensureTopic(topic: string, partitions: number): Promise<void>;
+  /** Appends records; resolves once the log has durably acknowledged all of them. */
+  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  /** Joins a consumer group; several consumers of one group share the topic's partitions. */
+  consume(options: ConsumeOptions): Promise<LogConsumer>;
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
