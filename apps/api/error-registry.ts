@@ -1,0 +1,72 @@
+// The one mapping from error codes to HTTP statuses, and the spec's envelope
+// {error: {code, message}} for every failure, including fastify's own.
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { RelayError, type ErrorCode } from '../../domain/errors.ts';
+
+export const httpStatusOf: Record<ErrorCode, number> = {
+  validation_error: 400,
+  invalid_api_key: 401,
+  session_required: 401,
+  invalid_credentials: 401,
+  forbidden: 403,
+  origin_not_allowed: 403,
+  production_not_enabled: 403,
+  not_found: 404,
+  conflict: 409,
+  idempotency_conflict: 409,
+  message_too_large: 413,
+  domain_not_verified: 422,
+  sender_not_allowed: 422,
+  test_recipient_not_allowed: 422,
+  invalid_template_variables: 422,
+  rate_limit_exceeded: 429,
+  quota_exceeded: 429,
+  internal_error: 500,
+};
+
+export interface ErrorBody {
+  error: { code: string; message: string };
+}
+
+export const envelope = (code: string, message: string): ErrorBody => ({ error: { code, message } });
+
+/** Turns fastify's validation output into one sentence that names the field. */
+function describeValidation(error: FastifyError): string {
+  const first = error.validation?.[0];
+  if (!first) return error.message;
+  const where = error.validationContext ?? 'body';
+  const params = first.params as Record<string, unknown>;
+  const path = (first.instancePath || '').replace(/^\//, '').replace(/\//g, '.');
+  const field = params.missingProperty
+    ? [path, params.missingProperty].filter(Boolean).join('.')
+    : params.additionalProperty
+      ? [path, params.additionalProperty].filter(Boolean).join('.')
+      : path;
+  const subject = field ? `${where}.${field}` : where;
+  if (params.additionalProperty) return `${subject} is not an allowed property`;
+  if (params.missingProperty) return `${subject} is required`;
+  return `${subject} ${first.message ?? 'is invalid'}`;
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {
+    if (error instanceof RelayError) {
+      const status = httpStatusOf[error.code];
+      if (typeof error.details.retryAfterSeconds === 'number') reply.header('retry-after', String(error.details.retryAfterSeconds));
+      return reply.status(status).send(envelope(error.code, error.message));
+    }
+    const fe = error as FastifyError;
+    if (fe.validation) return reply.status(400).send(envelope('validation_error', describeValidation(fe)));
+    if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.status(413).send(envelope('message_too_large', 'the request body exceeds 10 MiB'));
+    if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.status(415).send(envelope('validation_error', 'the request body must be application/json'));
+    if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+      // fastify's own client errors (malformed JSON, empty body with a JSON content type, ...)
+      return reply.status(400).send(envelope('validation_error', fe.message));
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return reply.status(500).send(envelope('internal_error', 'internal server error'));
+  });
+  app.setNotFoundHandler((request, reply) =>
+    reply.status(404).send(envelope('not_found', `no route for ${request.method} ${request.url.split('?')[0]}`)),
+  );
+}

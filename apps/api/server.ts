@@ -1,0 +1,36 @@
+// Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
+// everywhere, JSON bodies up to the spec's 10 MiB.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ApiContext } from './context.ts';
+import { registerErrorHandling } from './error-registry.ts';
+import { emailRoutes } from './plugins/emails.ts';
+import { healthRoutes } from './plugins/health.ts';
+import { installTypeBoxValidation } from './validation.ts';
+
+/** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
+export const MAX_REQUEST_BYTES = 10 * 1024 * 1024;
+
+export interface ApiOptions {
+  /** false silences request logs (tests); otherwise a pino level. */
+  logLevel?: string | false;
+}
+
+export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
+  const level = options.logLevel ?? ctx.config.logLevel;
+  const app = Fastify({
+    logger: level === false || level === 'silent' ? false : { level },
+    bodyLimit: MAX_REQUEST_BYTES,
+    // Behind a proxy the operator sets this through the proxy's own headers; off by default.
+    trustProxy: false,
+  });
+  installTypeBoxValidation(app);
+  registerErrorHandling(app);
+  await app.register(async (scope) => healthRoutes(scope, ctx));
+  for (const plugin of routePlugins) await app.register(async (scope) => plugin(scope, ctx));
+  return app;
+}
+
+type RoutePlugin = (app: FastifyInstance, ctx: ApiContext) => Promise<void>;
+
+/** Resource plugins, registered in this order. */
+const routePlugins: RoutePlugin[] = [emailRoutes];

@@ -1,0 +1,16 @@
+// `relay start`: everything in one process, on the stores the configuration names
+// (the embedded sqlite files by default).
+import { loadConfig } from '../../infra/config.ts';
+import { PROCESSORS, startRelay, stopOnSignals } from '../relay.ts';
+
+export async function start(args: string[]): Promise<number> {
+  if (args.length > 0) {
+    console.error('usage: relay start   (configuration comes from environment variables; see README)');
+    return 2;
+  }
+  const config = loadConfig();
+  const relay = await startRelay(config, ['forwarder', ...PROCESSORS, 'api']);
+  stopOnSignals(relay);
+  await new Promise(() => {}); // runs until a signal stops it
+  return 0;
+}

@@ -1,0 +1,104 @@
+// Starts the parts of Relay a process runs. `relay start` runs them all over the embedded
+// stores; in distributed mode each part runs in its own process (`relay api`,
+// `relay forwarder`, `relay processor <name>`), over the same code.
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { RelayConfig } from '../infra/config.ts';
+import { buildApi } from './api/server.ts';
+import { startEmailProjector } from './processors/email-projector.ts';
+import { startForwarder } from './processors/forwarder.ts';
+import { openStores, type Stores } from './runtime.ts';
+import { prepareStores } from './services/prepare-stores.ts';
+
+export const PROCESSORS = ['projector'] as const;
+export type ProcessorName = (typeof PROCESSORS)[number];
+export type Part = 'api' | 'forwarder' | ProcessorName;
+
+export interface RunningRelay {
+  stores: Stores;
+  api: FastifyInstance | null;
+  /** Address the API listens on, when it runs. */
+  url: string | null;
+  logger: Logger;
+  /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
+  stop(): Promise<void>;
+}
+
+interface Stoppable {
+  stop(): Promise<void>;
+}
+
+export async function startRelay(config: RelayConfig, parts: readonly Part[], options: { now?: () => Date } = {}): Promise<RunningRelay> {
+  const logger = pino({ level: config.logLevel, base: { service: 'relay' } });
+  const stores = await openStores(config);
+  const running = new Map<Part, Stoppable>();
+  const now = options.now ?? (() => new Date());
+  const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
+  let api: FastifyInstance | null = null;
+  let url: string | null = null;
+  try {
+    logger.info({ adapters: stores.kinds, parts }, 'starting');
+    await prepareStores(stores.documents);
+    for (const part of parts) {
+      if (part === 'forwarder') {
+        running.set(part, await startForwarder({ events: stores.events, log: stores.log, documents: stores.documents, onError: reportError(part) }));
+      } else if (part === 'projector') {
+        running.set(part, await startEmailProjector({ events: stores.events, log: stores.log, documents: stores.documents, onHandlerError: reportError(part) }));
+      }
+    }
+    if (parts.includes('api')) {
+      api = await buildApi({
+        config,
+        events: stores.events,
+        documents: stores.documents,
+        now,
+        readiness: async () => ({
+          ...Object.fromEntries([...running.keys()].map((p) => [p, true])),
+          ...(running.size > 0 ? { log: await stores.log.ping() } : {}),
+        }),
+      });
+      url = await api.listen({ host: config.host, port: config.port });
+      logger.info({ url }, 'api listening');
+    }
+  } catch (error) {
+    for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
+    await stores.close();
+    throw error;
+  }
+  let stopping: Promise<void> | null = null;
+  return {
+    stores, api, url, logger,
+    stop() {
+      stopping ??= (async () => {
+        // Requests first (they append events), then processors in reverse start order, so
+        // that the forwarder still forwards what the last requests appended.
+        if (api) await api.close();
+        for (const [part, stoppable] of [...running.entries()].reverse()) {
+          await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
+        }
+        await stores.close();
+        logger.info('stopped');
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. */
+export function stopOnSignals(relay: RunningRelay): void {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) process.exit(130);
+    signalled = true;
+    relay.logger.info({ signal }, 'shutting down');
+    relay.stop().then(
+      () => process.exit(0),
+      (error) => {
+        relay.logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}

@@ -1,0 +1,17 @@
+// Names of the document store's collections, in one place, so that adapters, rebuilds
+// and tests agree on them.
+export const COLLECTIONS = {
+  users: 'users',
+  sessions: 'sessions',
+  workspaces: 'workspaces',
+  memberships: 'memberships',
+  projects: 'projects',
+  domains: 'domains',
+  apiKeys: 'api_keys',
+  suppressions: 'suppressions',
+  emails: 'emails',
+  usage: 'usage',
+  checkpoints: 'checkpoints',
+  contentKeys: 'content_keys',
+  templates: 'templates',
+} as const;

@@ -1,0 +1,70 @@
+// Message bodies and BCC are kept for seven days (spec: body retention). Events are kept
+// forever, so bodies travel in them sealed with a per-email AES-256-GCM key that lives in
+// the document store with an expiry; deleting the key is deleting the body everywhere,
+// event store backups included ("crypto-shredding").
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { EmailContent, SealedContent } from '../../domain/email/events.ts';
+import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
+import { COLLECTIONS } from './collections.ts';
+
+export const BODY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+
+interface ContentKey {
+  _id: string;
+  key: string;
+  expiresAt: string;
+}
+
+/**
+ * Key ids are the email ids: an idempotent retry of one admission finds the key its first
+ * attempt stored instead of making a second one.
+ */
+async function keyFor(documents: DocumentStore, emailId: string, now: Date): Promise<ContentKey> {
+  const keys = documents.collection<ContentKey>(COLLECTIONS.contentKeys);
+  const existing = await keys.get(emailId);
+  if (existing) return existing;
+  const fresh: ContentKey = { _id: emailId, key: randomBytes(32).toString('base64'), expiresAt: new Date(now.getTime() + BODY_RETENTION_MS).toISOString() };
+  try {
+    return await keys.insert(fresh);
+  } catch (error) {
+    if (!(error instanceof DuplicateKeyError)) throw error;
+    const raced = await keys.get(emailId);
+    if (!raced) throw error;
+    return raced;
+  }
+}
+
+export async function sealContent(documents: DocumentStore, emailId: string, content: EmailContent, now: Date): Promise<SealedContent> {
+  const { key } = await keyFor(documents, emailId, now);
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', Buffer.from(key, 'base64'), iv);
+  cipher.setAAD(Buffer.from(emailId));
+  const data = Buffer.concat([cipher.update(JSON.stringify(content), 'utf8'), cipher.final()]);
+  return { keyId: emailId, alg: 'A256GCM', iv: iv.toString('base64'), data: data.toString('base64'), tag: cipher.getAuthTag().toString('base64') };
+}
+
+/** The content, or null once its key has expired (the body is gone for good). */
+export async function openContent(documents: DocumentStore, sealed: SealedContent, now: Date): Promise<EmailContent | null> {
+  const key = await documents.collection<ContentKey>(COLLECTIONS.contentKeys).get(sealed.keyId);
+  if (!key || key.expiresAt <= now.toISOString()) return null;
+  const decipher = createDecipheriv('aes-256-gcm', Buffer.from(key.key, 'base64'), Buffer.from(sealed.iv, 'base64'));
+  decipher.setAAD(Buffer.from(sealed.keyId));
+  decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'));
+  const plain = Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]);
+  return JSON.parse(plain.toString('utf8')) as EmailContent;
+}
+
+/** Destroys keys past their expiry; returns how many. */
+export async function shredExpiredContent(documents: DocumentStore, now: Date, batch = 500): Promise<number> {
+  const keys = documents.collection<ContentKey>(COLLECTIONS.contentKeys);
+  let removed = 0;
+  for (;;) {
+    const expired = await keys.find({ where: { expiresAt: { lte: now.toISOString() } }, limit: batch });
+    for (const key of expired) if (await keys.delete(key._id)) removed++;
+    if (expired.length < batch) return removed;
+  }
+}
+
+export async function ensureContentKeyIndexes(documents: DocumentStore): Promise<void> {
+  await documents.collection<ContentKey>(COLLECTIONS.contentKeys).ensureIndexes([{ name: 'expiresAt', fields: [['expiresAt', 'asc']] }]);
+}

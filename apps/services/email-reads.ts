@@ -1,0 +1,89 @@
+// Reads of sent emails from the email read model, within a key's scope: an email:read key
+// sees its project, an email:send key only the emails it created.
+import type { Status } from '../../domain/email/status.ts';
+import { RelayError } from '../../domain/errors.ts';
+import type { DocumentStore, Where } from '../../infra/ports/document-store.ts';
+import type { EventStore } from '../../infra/ports/event-store.ts';
+import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
+import { COLLECTIONS } from './collections.ts';
+import { readEmailStream } from './email-stream.ts';
+
+export interface ReadScope {
+  projectId: string;
+  /** Set for keys that may read only their own emails. */
+  apiKeyId: string | null;
+}
+
+export interface ListQuery {
+  sender?: string;
+  domain?: string;
+  after?: string;
+  before?: string;
+  limit?: number;
+  cursor?: string;
+  status?: Status;
+  recipient?: string;
+}
+
+const inScope = (view: EmailView | null, scope: ReadScope): view is EmailView =>
+  view !== null && view.projectId === scope.projectId && (scope.apiKeyId === null || view.apiKeyId === scope.apiKeyId);
+
+const notInScope = (id: string) => new RelayError('not_found', `email ${id} was not found`);
+
+/**
+ * The read model is updated asynchronously; an email admitted a moment ago may not be in it
+ * yet. Its stream is the source of truth, so a miss is answered by projecting the stream
+ * on the spot: a client can always read back the id it was just given.
+ */
+async function viewOf(documents: DocumentStore, events: EventStore, id: string): Promise<EmailView | null> {
+  const stored = await documents.collection<EmailView>(COLLECTIONS.emails).get(id);
+  if (stored) return stored;
+  return (await readEmailStream(events, id)).reduce(applyToEmailView, null as EmailView | null);
+}
+
+export async function getEmail(documents: DocumentStore, events: EventStore, scope: ReadScope, id: string): Promise<EmailView> {
+  const view = await viewOf(documents, events, id);
+  if (!inScope(view, scope)) throw notInScope(id);
+  return view;
+}
+
+export async function listEmails(documents: DocumentStore, events: EventStore, scope: ReadScope, query: ListQuery) {
+  const limit = query.limit ?? 50;
+  const where: Where = { projectId: scope.projectId };
+  if (scope.apiKeyId !== null) where.apiKeyId = scope.apiKeyId;
+  if (query.sender !== undefined) where.fromAddress = query.sender.trim().toLowerCase();
+  if (query.domain !== undefined) where.fromDomain = query.domain.trim().toLowerCase().replace(/\.$/, '');
+  if (query.status !== undefined) where.status = query.status;
+  if (query.recipient !== undefined) where.toAddresses = { contains: query.recipient.trim().toLowerCase() };
+  // Dates are compared as UTC ISO strings, the form in which createdAt is stored.
+  const range: { gte?: string; lt?: string } = {};
+  if (query.after !== undefined) range.gte = new Date(query.after).toISOString();
+  if (query.before !== undefined) range.lt = new Date(query.before).toISOString();
+  if (range.gte !== undefined || range.lt !== undefined) where.createdAt = range;
+
+  let after: Record<string, string> | undefined;
+  if (query.cursor !== undefined) {
+    const cursor = await documents.collection<EmailView>(COLLECTIONS.emails).get(query.cursor);
+    if (!inScope(cursor, scope)) throw notInScope(query.cursor);
+    after = { createdAt: cursor.createdAt, _id: cursor._id };
+  }
+  const page = await documents.collection<EmailView>(COLLECTIONS.emails).find({
+    where,
+    orderBy: [['createdAt', 'desc'], ['_id', 'desc']],
+    limit: limit + 1,
+    after,
+  });
+  const items = page.slice(0, limit);
+  return { items, nextCursor: page.length > limit ? items[items.length - 1]._id : null };
+}
+
+export async function ensureEmailViewIndexes(documents: DocumentStore, collection: string = COLLECTIONS.emails): Promise<void> {
+  await documents.collection<EmailView>(collection).ensureIndexes([
+    { name: 'project_created', fields: [['projectId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+    { name: 'key_created', fields: [['projectId', 'asc'], ['apiKeyId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+    { name: 'project_sender', fields: [['projectId', 'asc'], ['fromAddress', 'asc'], ['createdAt', 'desc']] },
+    { name: 'project_domain', fields: [['projectId', 'asc'], ['fromDomain', 'asc'], ['createdAt', 'desc']] },
+    { name: 'project_status', fields: [['projectId', 'asc'], ['status', 'asc'], ['createdAt', 'desc']] },
+    { name: 'project_recipient', fields: [['projectId', 'asc'], ['toAddresses', 'asc'], ['createdAt', 'desc']] },
+  ]);
+}

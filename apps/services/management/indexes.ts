@@ -1,0 +1,29 @@
+// The management collections' indexes, created at start by every process that serves them.
+// Unique indexes are what settle concurrent creation: the loser of a race gets a
+// DuplicateKeyError (409 conflict), never a second document.
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import { COLLECTIONS } from '../collections.ts';
+
+export async function ensureManagementIndexes(documents: DocumentStore): Promise<void> {
+  await Promise.all([
+    documents.collection(COLLECTIONS.users).ensureIndexes([{ name: 'email', fields: [['email', 'asc']], unique: true }]),
+    documents.collection(COLLECTIONS.sessions).ensureIndexes([{ name: 'user', fields: [['userId', 'asc'], ['expiresAt', 'asc']] }]),
+    documents.collection(COLLECTIONS.memberships).ensureIndexes([
+      { name: 'user', fields: [['userId', 'asc'], ['workspaceId', 'asc']] },
+      { name: 'workspace', fields: [['workspaceId', 'asc'], ['createdAt', 'asc']] },
+    ]),
+    documents.collection(COLLECTIONS.projects).ensureIndexes([
+      { name: 'workspace_name', fields: [['workspaceId', 'asc'], ['name', 'asc']], unique: true },
+    ]),
+    documents.collection(COLLECTIONS.domains).ensureIndexes([
+      { name: 'workspace_name', fields: [['workspaceId', 'asc'], ['name', 'asc']], unique: true },
+    ]),
+    documents.collection(COLLECTIONS.apiKeys).ensureIndexes([
+      { name: 'secret', fields: [['secretHash', 'asc']], unique: true },
+      { name: 'project', fields: [['projectId', 'asc'], ['createdAt', 'asc']] },
+    ]),
+    documents.collection(COLLECTIONS.suppressions).ensureIndexes([
+      { name: 'workspace', fields: [['workspaceId', 'asc'], ['_id', 'asc']] },
+    ]),
+  ]);
+}

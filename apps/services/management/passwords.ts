@@ -1,0 +1,66 @@
+// Password hashing with scrypt (node:crypto), stored in the PHC string format
+// "$scrypt$ln=15,r=8,p=1$<salt>$<hash>" so that the parameters travel with each hash and can
+// be raised later without breaking old ones.
+import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+
+/** 2^15 × 8 × 128 bytes = 32 MiB and roughly 50–100 ms per hash: OWASP's scrypt baseline. */
+export const SCRYPT_PARAMS = { ln: 15, r: 8, p: 1 } as const;
+const KEY_LENGTH = 32;
+const SALT_LENGTH = 16;
+/** Upper bounds accepted when verifying, so a tampered stored hash cannot ask for gigabytes. */
+const MAX_LN = 20;
+const MAX_R = 16;
+const MAX_P = 4;
+
+function derive(password: string, salt: Buffer, ln: number, r: number, p: number, length: number): Promise<Buffer> {
+  const N = 2 ** ln;
+  const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * p + 16 * 1024 * 1024 };
+  return new Promise((resolve, reject) => {
+    scrypt(password.normalize('NFC'), salt, length, options, (error, key) => (error ? reject(error) : resolve(key)));
+  });
+}
+
+export async function hashPassword(password: string): Promise<string> {
+  const { ln, r, p } = SCRYPT_PARAMS;
+  const salt = randomBytes(SALT_LENGTH);
+  const key = await derive(password, salt, ln, r, p, KEY_LENGTH);
+  return `$scrypt$ln=${ln},r=${r},p=${p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
+}
+
+interface Parsed { ln: number; r: number; p: number; salt: Buffer; key: Buffer }
+
+function parse(encoded: string): Parsed | null {
+  const match = /^\$scrypt\$ln=(\d{1,2}),r=(\d{1,2}),p=(\d{1,2})\$([A-Za-z0-9_-]+)\$([A-Za-z0-9_-]+)$/.exec(encoded);
+  if (!match) return null;
+  const [ln, r, p] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  if (ln < 1 || ln > MAX_LN || r < 1 || r > MAX_R || p < 1 || p > MAX_P) return null;
+  const salt = Buffer.from(match[4], 'base64url');
+  const key = Buffer.from(match[5], 'base64url');
+  if (salt.length < 8 || key.length < 16) return null;
+  return { ln, r, p, salt, key };
+}
+
+/** Compares in constant time; a malformed stored hash verifies nothing. */
+export async function verifyPassword(password: string, encoded: string): Promise<boolean> {
+  const parsed = parse(encoded);
+  if (!parsed) return false;
+  const key = await derive(password, parsed.salt, parsed.ln, parsed.r, parsed.p, parsed.key.length);
+  return timingSafeEqual(key, parsed.key);
+}
+
+/** True when the hash was made with other parameters than today's: rehash at the next login. */
+export function needsRehash(encoded: string): boolean {
+  const parsed = parse(encoded);
+  return !parsed || parsed.ln !== SCRYPT_PARAMS.ln || parsed.r !== SCRYPT_PARAMS.r || parsed.p !== SCRYPT_PARAMS.p || parsed.key.length !== KEY_LENGTH;
+}
+
+let decoy: Promise<string> | undefined;
+/**
+ * Spends the same work as a real check, for logins whose email matches no user, so the
+ * response time does not tell which emails have accounts.
+ */
+export async function verifyAgainstDecoy(password: string): Promise<false> {
+  decoy ??= hashPassword(randomBytes(16).toString('hex'));
+  await verifyPassword(password, await decoy);
+  return false;
+}

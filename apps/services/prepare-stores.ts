@@ -1,0 +1,12 @@
+// Indexes every part relies on, created at start (idempotent), so each process can start
+// alone in any order.
+import type { DocumentStore } from '../../infra/ports/document-store.ts';
+import { ensureContentKeyIndexes } from './content-vault.ts';
+import { ensureEmailViewIndexes } from './email-reads.ts';
+import { ensureManagementIndexes } from './management/indexes.ts';
+
+export async function prepareStores(documents: DocumentStore): Promise<void> {
+  await ensureManagementIndexes(documents);
+  await ensureEmailViewIndexes(documents);
+  await ensureContentKeyIndexes(documents);
+}

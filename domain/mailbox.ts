@@ -1,0 +1,65 @@
+// Mailbox: "address" or "Name <address>" (spec: bare address max 254, whole max 320,
+// no CR or LF, surrounding whitespace trimmed).
+
+export interface Mailbox {
+  /** The mailbox as the client wrote it, trimmed. */
+  mailbox: string;
+  /** The address part, as written. */
+  address: string;
+  /** Lower-cased address: the form used for filters, suppressions and quotas. */
+  normalized: string;
+  /** Lower-cased domain of the address. */
+  domain: string;
+  displayName: string | null;
+}
+
+export const MAX_MAILBOX_LENGTH = 320;
+export const MAX_ADDRESS_LENGTH = 254;
+
+// Dot-atom local parts, or a quoted local part; a domain of LDH labels. Deliberately no
+// IP-literal domains: nobody sends transactional mail to them and they bypass domain rules.
+const LOCAL_DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const LOCAL_QUOTED = /^"([\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$/;
+const DOMAIN_LABEL = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+export type MailboxResult = { ok: true; value: Mailbox } | { ok: false; reason: string };
+
+export function parseAddress(address: string): { ok: true; domain: string } | { ok: false; reason: string } {
+  if (address.length > MAX_ADDRESS_LENGTH) return { ok: false, reason: `address is longer than ${MAX_ADDRESS_LENGTH} characters` };
+  const at = address.lastIndexOf('@');
+  if (at <= 0 || at === address.length - 1) return { ok: false, reason: 'is not an email address' };
+  const local = address.slice(0, at);
+  const domain = address.slice(at + 1);
+  if (local.length > 64) return { ok: false, reason: 'local part is longer than 64 characters' };
+  if (!LOCAL_DOT_ATOM.test(local) && !LOCAL_QUOTED.test(local)) return { ok: false, reason: 'is not an email address' };
+  const labels = domain.split('.');
+  if (labels.length < 2 || !labels.every((l) => DOMAIN_LABEL.test(l)) || /^\d+$/.test(labels[labels.length - 1])) {
+    return { ok: false, reason: 'has an invalid domain' };
+  }
+  return { ok: true, domain: domain.toLowerCase() };
+}
+
+export function parseMailbox(input: string): MailboxResult {
+  if (/[\r\n]/.test(input)) return { ok: false, reason: 'must not contain CR or LF' };
+  const mailbox = input.trim();
+  if (mailbox.length === 0) return { ok: false, reason: 'must not be empty' };
+  if (mailbox.length > MAX_MAILBOX_LENGTH) return { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters` };
+  let address = mailbox;
+  let displayName: string | null = null;
+  const angle = /^(.*?)\s*<([^<>]*)>$/.exec(mailbox);
+  if (angle) {
+    address = angle[2].trim();
+    const name = angle[1].trim();
+    displayName = name.length > 0 ? unquote(name) : null;
+    if (displayName !== null && /[<>]/.test(angle[1]) && !/^".*"$/.test(name)) return { ok: false, reason: 'has an invalid display name' };
+  } else if (/[<>\s]/.test(mailbox)) {
+    return { ok: false, reason: 'must be an address or "Name <address>"' };
+  }
+  const parsed = parseAddress(address);
+  if (!parsed.ok) return parsed;
+  return { ok: true, value: { mailbox, address, normalized: address.toLowerCase(), domain: parsed.domain, displayName } };
+}
+
+function unquote(name: string): string {
+  return /^".*"$/.test(name) ? name.slice(1, -1).replace(/\\(.)/g, '$1') : name;
+}

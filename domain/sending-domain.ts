@@ -1,0 +1,317 @@
+// Sending-domain rules: which DNS records a sender must publish before Relay will send as
+// that domain, and whether what DNS actually answers satisfies them. No I/O here: the
+// resolver adapter (infra/dns/resolver.ts) gathers the answers, this module judges them.
+//
+// Invalid input throws SendingDomainInputError; `field` names the offending input so an
+// HTTP layer can map it to a 422 on that property.
+import { domainToASCII, domainToUnicode } from 'node:url';
+
+export class SendingDomainInputError extends Error {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = 'SendingDomainInputError';
+    this.field = field;
+  }
+}
+
+const MAX_NAME_LENGTH = 253;
+const LDH_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function checkLabels(labels: string[], field: string, shown: string): void {
+  for (const label of labels) {
+    if (label.length === 0) throw new SendingDomainInputError(field, `${shown}: empty label (two dots in a row, or a leading dot)`);
+    if (label.length > 63) throw new SendingDomainInputError(field, `${shown}: label "${label.slice(0, 20)}…" is longer than 63 characters`);
+    if (!LDH_LABEL.test(label)) {
+      throw new SendingDomainInputError(
+        field,
+        `${shown}: label "${label}" may only hold letters, digits and inner hyphens`,
+      );
+    }
+    // A bogus A-label cannot be any real internationalised name; domainToUnicode hands back
+    // the input unchanged when the punycode does not decode.
+    if (label.startsWith('xn--') && domainToUnicode(label) === label) {
+      throw new SendingDomainInputError(field, `${shown}: label "${label}" is not valid punycode`);
+    }
+  }
+}
+
+/**
+ * Canonical ASCII form of a DNS host name: trimmed, lower-cased, without a trailing dot,
+ * Unicode labels converted to punycode (IDNA via the WHATWG URL rules). Requires at least
+ * two labels and a non-numeric top-level label, which keeps out bare hosts and IP addresses.
+ */
+export function normalizeDomainName(input: string, field = 'domain'): string {
+  if (typeof input !== 'string') throw new SendingDomainInputError(field, `${field} must be a string`);
+  let name = input.trim().toLowerCase();
+  if (name.endsWith('.')) name = name.slice(0, -1);
+  if (name.length === 0) throw new SendingDomainInputError(field, `${field} is empty`);
+  if (/[^\x20-\x7e]/.test(name)) {
+    const ascii = domainToASCII(name);
+    if (ascii === '') throw new SendingDomainInputError(field, `${field} "${input.trim()}" is not a valid internationalised domain name`);
+    name = ascii;
+  }
+  if (name.length > MAX_NAME_LENGTH) throw new SendingDomainInputError(field, `${field} is longer than ${MAX_NAME_LENGTH} characters`);
+  const labels = name.split('.');
+  checkLabels(labels, field, `${field} "${name}"`);
+  if (labels.length < 2) throw new SendingDomainInputError(field, `${field} "${name}" needs at least two labels (like example.com)`);
+  if (/^\d+$/.test(labels[labels.length - 1])) {
+    throw new SendingDomainInputError(field, `${field} "${name}" looks like an IP address, not a domain name`);
+  }
+  return name;
+}
+
+/** One or more labels to sit in front of the domain (a DKIM selector, the MAIL FROM prefix). */
+function normalizeLabels(input: string, field: string): string {
+  if (typeof input !== 'string') throw new SendingDomainInputError(field, `${field} must be a string`);
+  const name = input.trim().toLowerCase();
+  if (name.length === 0) throw new SendingDomainInputError(field, `${field} is empty`);
+  checkLabels(name.split('.'), field, `${field} "${name}"`);
+  return name;
+}
+
+export type DnsRecordType = 'TXT' | 'MX';
+export type RecordPurpose = 'dkim' | 'mail_from_mx' | 'mail_from_spf' | 'dmarc';
+
+export interface DnsRecord {
+  /** Fully qualified, lower case, no trailing dot. */
+  name: string;
+  type: DnsRecordType;
+  /** TXT: the full text (publish it split in 255-char strings, see splitTxtValue). MX: the exchange host. */
+  value: string;
+  /** MX only. */
+  priority?: number;
+  purpose: RecordPurpose;
+  /** False for records we recommend but do not wait for. */
+  required: boolean;
+}
+
+export interface SendingDomainSettings {
+  domain: string;
+  dkimSelector: string;
+  /** Base64 DER SubjectPublicKeyInfo (the DKIM p= tag). */
+  dkimPublicKeyBase64: string;
+  /** Label(s) put in front of the domain for the envelope sender, e.g. "bounce". */
+  mailFromSubdomain: string;
+  /** Host receiving bounces for the MAIL FROM domain. */
+  mxHost: string;
+  /**
+   * Domain whose SPF record lists the sending IPs (`include:<spfInclude>`). When absent the
+   * MAIL FROM SPF authorises the MX host's addresses (`a:<mxHost>`), which fits a
+   * self-hosted Relay whose bounce host is also its sending host.
+   */
+  spfInclude?: string;
+  /** What the SPF record says about everyone else. Default '~all' (soft fail). */
+  spfAll?: '~all' | '-all';
+}
+
+export const MAIL_FROM_MX_PRIORITY = 10;
+export const RECOMMENDED_DMARC = 'v=DMARC1; p=none;';
+
+function normalizeDkimKey(input: string): string {
+  const key = typeof input === 'string' ? input.replace(/\s+/g, '') : '';
+  if (key.length === 0 || key.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(key)) {
+    throw new SendingDomainInputError('dkimPublicKeyBase64', 'dkimPublicKeyBase64 must be non-empty standard base64');
+  }
+  return key;
+}
+
+function checkedName(name: string, field: string): string {
+  if (name.length > MAX_NAME_LENGTH) throw new SendingDomainInputError(field, `${name} is longer than ${MAX_NAME_LENGTH} characters`);
+  return name;
+}
+
+export function requiredRecords(settings: SendingDomainSettings): DnsRecord[] {
+  const domain = normalizeDomainName(settings.domain, 'domain');
+  const selector = normalizeLabels(settings.dkimSelector, 'dkimSelector');
+  const key = normalizeDkimKey(settings.dkimPublicKeyBase64);
+  const mailFrom = checkedName(`${normalizeLabels(settings.mailFromSubdomain, 'mailFromSubdomain')}.${domain}`, 'mailFromSubdomain');
+  const mxHost = normalizeDomainName(settings.mxHost, 'mxHost');
+  const mechanism = settings.spfInclude === undefined
+    ? `a:${mxHost}`
+    : `include:${normalizeDomainName(settings.spfInclude, 'spfInclude')}`;
+  const all = settings.spfAll ?? '~all';
+  if (all !== '~all' && all !== '-all') throw new SendingDomainInputError('spfAll', 'spfAll must be "~all" or "-all"');
+  return [
+    {
+      name: checkedName(`${selector}._domainkey.${domain}`, 'dkimSelector'),
+      type: 'TXT',
+      value: `v=DKIM1; k=rsa; p=${key}`,
+      purpose: 'dkim',
+      required: true,
+    },
+    { name: mailFrom, type: 'MX', value: mxHost, priority: MAIL_FROM_MX_PRIORITY, purpose: 'mail_from_mx', required: true },
+    { name: mailFrom, type: 'TXT', value: `v=spf1 ${mechanism} ${all}`, purpose: 'mail_from_spf', required: true },
+    { name: `_dmarc.${domain}`, type: 'TXT', value: RECOMMENDED_DMARC, purpose: 'dmarc', required: false },
+  ];
+}
+
+/** A TXT character-string holds at most 255 bytes, so longer values are published as several. */
+export function splitTxtValue(value: string, size = 255): string[] {
+  const chunks: string[] = [];
+  for (let at = 0; at < value.length; at += size) chunks.push(value.slice(at, at + size));
+  return chunks.length > 0 ? chunks : [''];
+}
+
+// ---------------------------------------------------------------------------------------
+// Verification
+
+/** What a resolver said for one name and type. */
+export type DnsAnswer =
+  /** Each TXT record as the character-strings it was published in. */
+  | { name: string; type: 'TXT'; kind: 'answer'; txt: string[][] }
+  | { name: string; type: 'MX'; kind: 'answer'; mx: Array<{ exchange: string; priority: number }> }
+  /** The name does not exist at all. */
+  | { name: string; type: DnsRecordType; kind: 'nxdomain' }
+  /** The name exists but has no record of this type. */
+  | { name: string; type: DnsRecordType; kind: 'nodata' }
+  /** No usable answer (timeout, SERVFAIL, refused…): says nothing about the records. */
+  | { name: string; type: DnsRecordType; kind: 'error'; code: string; message: string };
+
+export type CheckStatus = 'ok' | 'missing' | 'mismatch' | 'error';
+
+export interface RecordCheck {
+  purpose: RecordPurpose;
+  name: string;
+  type: DnsRecordType;
+  required: boolean;
+  status: CheckStatus;
+  expected: string;
+  /** What DNS holds at that name and type (TXT strings joined, MX as "priority host"). */
+  found: string[];
+  message: string;
+}
+
+export interface VerificationResult {
+  /** Every required record checked ok. */
+  verified: boolean;
+  checks: RecordCheck[];
+}
+
+function canonicalHost(name: string): string {
+  return name.trim().toLowerCase().replace(/\.$/, '');
+}
+
+type Judgement = Pick<RecordCheck, 'status' | 'message'>;
+
+/** Tag list per RFC 6376 3.2; null when malformed (no '=', or a tag given twice). */
+function parseTagList(text: string): Map<string, string> | null {
+  const tags = new Map<string, string>();
+  for (const spec of text.split(';')) {
+    if (spec.trim() === '') continue;
+    const eq = spec.indexOf('=');
+    if (eq < 0) return null;
+    const tag = spec.slice(0, eq).trim();
+    if (tag === '' || tags.has(tag)) return null;
+    // Whitespace inside a value is folding (and base64 ignores it), never meaning.
+    tags.set(tag, spec.slice(eq + 1).replace(/\s+/g, ''));
+  }
+  return tags;
+}
+
+function dkimKeyMatches(expected: Map<string, string>, found: Map<string, string>): boolean {
+  // Absent v= and k= take their RFC 6376 defaults.
+  const v = found.get('v') ?? 'DKIM1';
+  const k = (found.get('k') ?? 'rsa').toLowerCase();
+  return v === expected.get('v') && k === (expected.get('k') ?? 'rsa').toLowerCase() && found.get('p') === expected.get('p');
+}
+
+function judgeDkim(record: DnsRecord, txt: string[]): Judgement {
+  const expected = parseTagList(record.value);
+  if (!expected) throw new Error(`unparseable expected DKIM record ${record.value}`);
+  if (txt.length === 0) return { status: 'missing', message: `No TXT record at ${record.name}` };
+  const parsed = txt.map(parseTagList);
+  const matching = parsed.filter((tags) => tags !== null && dkimKeyMatches(expected, tags)).length;
+  // Verifiers pick one key record arbitrarily when there are several (RFC 6376 6.1.2), so a
+  // stray second key makes signatures fail some of the time.
+  const others = parsed.filter((tags) => tags === null || tags.has('p')).length - matching;
+  if (matching > 0 && others === 0) return { status: 'ok', message: `DKIM key for selector published at ${record.name}` };
+  if (matching > 0) return { status: 'mismatch', message: `${record.name} holds the expected DKIM key and ${others} other key record(s); remove the others` };
+  if (parsed.some((tags) => tags?.get('p') === '')) return { status: 'mismatch', message: `DKIM key at ${record.name} is revoked (empty p=)` };
+  if (parsed.every((tags) => tags === null)) return { status: 'mismatch', message: `TXT at ${record.name} is not a valid DKIM key record` };
+  return { status: 'mismatch', message: `DKIM record at ${record.name} does not hold the expected public key` };
+}
+
+function isSpf(text: string): boolean {
+  // RFC 7208 4.5: exactly "v=spf1" followed by a space or the end, case-insensitively.
+  return /^v=spf1(?: |$)/i.test(text);
+}
+
+/** Mechanisms that authorise senders, stopping at "all": anything after it is never evaluated (RFC 7208 5.1). */
+function spfPassMechanisms(text: string): string[] {
+  const terms = text.trim().split(/\s+/).slice(1).map((t) => t.toLowerCase());
+  const out: string[] = [];
+  for (const term of terms) {
+    const bare = term.replace(/^[+\-~?]/, '');
+    if (bare === 'all') break;
+    if (term.startsWith('+') || bare === term) out.push(bare.replace(/\.$/, ''));
+  }
+  return out;
+}
+
+function judgeSpf(record: DnsRecord, txt: string[]): Judgement {
+  const spf = txt.filter(isSpf);
+  if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) record at ${record.name}` };
+  if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.name}; receivers treat that as a permanent error (RFC 7208 4.5): keep one` };
+  const have = new Set(spfPassMechanisms(spf[0]));
+  const lacking = spfPassMechanisms(record.value).filter((m) => !have.has(m));
+  if (lacking.length > 0) return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${lacking.join(' ')} (before any "all")` };
+  return { status: 'ok', message: `SPF at ${record.name} authorises ${spfPassMechanisms(record.value).join(' ')}` };
+}
+
+function judgeDmarc(record: DnsRecord, txt: string[]): Judgement {
+  const dmarc = txt.filter((t) => /^v\s*=\s*DMARC1\s*(;|$)/.test(t));
+  if (dmarc.length === 1) return { status: 'ok', message: `DMARC policy published at ${record.name}` };
+  // Receivers ignore every DMARC record when there are several (RFC 7489 6.6.3).
+  if (dmarc.length > 1) return { status: 'missing', message: `${dmarc.length} DMARC records at ${record.name}; receivers ignore them all. Recommended: ${record.value}` };
+  return { status: 'missing', message: `No DMARC policy at ${record.name} (recommended, not required): ${record.value}` };
+}
+
+function judgeMx(record: DnsRecord, mx: Array<{ exchange: string; priority: number }>): Judgement {
+  if (mx.length === 0) return { status: 'missing', message: `No MX record at ${record.name}` };
+  const want = canonicalHost(record.value);
+  if (mx.some((m) => canonicalHost(m.exchange) === want)) return { status: 'ok', message: `MX at ${record.name} points to ${want}` };
+  return { status: 'mismatch', message: `MX at ${record.name} does not point to ${want}` };
+}
+
+function judge(record: DnsRecord, answer: DnsAnswer | undefined): Judgement & { found: string[] } {
+  const what = `${record.type} ${record.name}`;
+  if (!answer) return { status: 'error', found: [], message: `${what} was not looked up` };
+  if (answer.kind === 'error') return { status: 'error', found: [], message: `Looking up ${what} failed (${answer.code}): ${answer.message}` };
+  const judged = judgeAnswer(record, answer);
+  return answer.kind === 'nxdomain' ? { ...judged, message: `${judged.message} (the name does not exist in DNS)` } : judged;
+}
+
+function judgeAnswer(record: DnsRecord, answer: DnsAnswer): Judgement & { found: string[] } {
+  if (record.type === 'MX') {
+    const mx = answer.kind === 'answer' && answer.type === 'MX' ? answer.mx : [];
+    return { ...judgeMx(record, mx), found: mx.map((m) => `${m.priority} ${canonicalHost(m.exchange)}`) };
+  }
+  // A TXT record's character-strings are one value split for transport (RFC 7208 3.3, RFC 6376 3.6.2.2).
+  const txt = answer.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')) : [];
+  switch (record.purpose) {
+    case 'dkim': return { ...judgeDkim(record, txt), found: txt };
+    case 'dmarc': return { ...judgeDmarc(record, txt), found: txt };
+    default: return { ...judgeSpf(record, txt), found: txt };
+  }
+}
+
+/** Compares the records a domain needs with what DNS returned for each of their names and types. */
+export function evaluateVerification(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): VerificationResult {
+  const byKey = new Map<string, DnsAnswer>();
+  for (const answer of answers) byKey.set(`${answer.type} ${canonicalHost(answer.name)}`, answer);
+  const checks = records.map((record): RecordCheck => {
+    const judgement = judge(record, byKey.get(`${record.type} ${canonicalHost(record.name)}`));
+    return {
+      purpose: record.purpose,
+      name: record.name,
+      type: record.type,
+      required: record.required,
+      status: judgement.status,
+      expected: record.type === 'MX' ? `${record.priority ?? MAIL_FROM_MX_PRIORITY} ${record.value}` : record.value,
+      found: judgement.found,
+      message: judgement.message,
+    };
+  });
+  return { verified: checks.every((c) => !c.required || c.status === 'ok'), checks };
+}

@@ -1,0 +1,105 @@
+// Configuration comes only from environment variables. Each is parsed once at start;
+// a bad value stops the process with a message that names the variable.
+import { resolve } from 'node:path';
+
+export type RelayEnv = 'development' | 'production';
+
+export interface RelayConfig {
+  env: RelayEnv;
+  host: string;
+  port: number;
+  dataDir: string;
+  /** DNS resolvers for domain verification, "host" or "host:port"; empty = the system's. */
+  dnsServers: string[];
+  /** The dashboard's origin; browser writes from any other Origin are refused. */
+  dashboardOrigin: string;
+  logLevel: string;
+  /** Distributed adapters; unset means the embedded (sqlite) one. */
+  eventStoreUrl: string | null;
+  kafkaBrokers: string[] | null;
+  mongodbUrl: string | null;
+  /** Host name published in MAIL FROM MX records and used as the SMTP HELO name. */
+  mailHost: string;
+}
+
+export class ConfigError extends Error {
+  readonly variable: string;
+  constructor(variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value ? value : undefined;
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) throw new ConfigError(name, `must be a port number from 0 to 65535, got "${raw}"`);
+  return Number(raw);
+}
+
+function hostPort(variable: string, item: string): string {
+  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(item)) {
+    throw new ConfigError(variable, `"${item}" is not a host or host:port`);
+  }
+  return item;
+}
+
+function list(env: Env, name: string): string[] | null {
+  const raw = text(env, name);
+  if (raw === undefined) return null;
+  return raw.split(',').map((s) => s.trim()).filter(Boolean).map((item) => hostPort(name, item));
+}
+
+function url(env: Env, name: string, schemes: string[]): string | null {
+  const raw = text(env, name);
+  if (raw === undefined) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `"${raw}" is not a URL`);
+  }
+  if (!schemes.includes(parsed.protocol.replace(/:$/, ''))) {
+    throw new ConfigError(name, `must use ${schemes.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return raw;
+}
+
+export function loadConfig(env: Env = process.env): RelayConfig {
+  const envName = text(env, 'RELAY_ENV') ?? text(env, 'NODE_ENV') ?? 'development';
+  const variable = text(env, 'RELAY_ENV') ? 'RELAY_ENV' : 'NODE_ENV';
+  // NODE_ENV=test is what test runners set; it behaves as development.
+  const relayEnv = envName === 'test' ? 'development' : envName;
+  if (relayEnv !== 'development' && relayEnv !== 'production') {
+    throw new ConfigError(variable, `must be development or production, got "${envName}"`);
+  }
+  const listenPort = port(env, 'PORT', 3000);
+  const origin = url(env, 'RELAY_DASHBOARD_ORIGIN', ['http', 'https']);
+  const logLevel = text(env, 'RELAY_LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('RELAY_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
+  }
+  const mailHost = text(env, 'RELAY_MAIL_HOST') ?? 'mail.relay.localhost';
+  if (!/^[A-Za-z0-9.-]+$/.test(mailHost)) throw new ConfigError('RELAY_MAIL_HOST', `"${mailHost}" is not a host name`);
+  return {
+    env: relayEnv,
+    host: text(env, 'HOST') ?? '127.0.0.1',
+    port: listenPort,
+    dataDir: resolve(text(env, 'RELAY_DATA_DIR') ?? './data'),
+    dnsServers: list(env, 'RELAY_DNS_SERVERS') ?? [],
+    dashboardOrigin: origin ? new URL(origin).origin : `http://localhost:${listenPort}`,
+    logLevel,
+    eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
+    kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
+    mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv']),
+    mailHost,
+  };
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# FerretDB v1 (MongoDB wire protocol over SQLite files) on loopback, built
+# from source fetched through the Go module proxy (no Docker, no release binary).
+#
+#   ferretdb.sh install   build the binary into the cache (once; later a no-op)
+#   ferretdb.sh start     install if needed, start on an empty data dir, print the URL
+#   ferretdb.sh stop      stop it and delete its data
+#   ferretdb.sh status    print the URL and exit 0 if running, else exit 3
+#   ferretdb.sh logs      print the path of the server log
+#
+# Env: RELAY_FERRETDB_PORT (27018), RELAY_FERRETDB_VERSION (v1.24.2),
+#      RELAY_FERRETDB_START_TIMEOUT seconds (30), RELAY_ENGINES_CACHE, RELAY_ENGINES_RUN.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+FERRETDB_MODULE="github.com/FerretDB/FerretDB"
+# v1.24.2 is the last v1 release; v2 dropped the SQLite backend.
+FERRETDB_VERSION="${RELAY_FERRETDB_VERSION:-v1.24.2}"
+FERRETDB_PORT="${RELAY_FERRETDB_PORT:-27018}"
+FERRETDB_START_TIMEOUT="${RELAY_FERRETDB_START_TIMEOUT:-30}"
+
+FERRETDB_HOME="$ENGINES_CACHE/ferretdb-$FERRETDB_VERSION"
+FERRETDB_BIN="$FERRETDB_HOME/bin/ferretdb"
+
+FERRETDB_RUN="$ENGINES_RUN/ferretdb"
+FERRETDB_PIDFILE="$FERRETDB_RUN/ferretdb.pid"
+FERRETDB_PORTFILE="$FERRETDB_RUN/port"
+FERRETDB_LOG="$FERRETDB_RUN/ferretdb.log"
+FERRETDB_DATA="$FERRETDB_RUN/data"
+# Seen in /proc/<pid>/cmdline of our server and nobody else's.
+FERRETDB_MARKER="--state-dir=$FERRETDB_RUN"
+
+is_installed() {
+  [[ -x "$FERRETDB_BIN" ]] && "$FERRETDB_BIN" --version 2>/dev/null | grep -qx "version: $FERRETDB_VERSION"
+}
+
+cmd_install() {
+  if is_installed; then
+    log "ferretdb $FERRETDB_VERSION already installed in $FERRETDB_HOME"
+    return 0
+  fi
+  need_cmd go "FerretDB is built from source with Go >= 1.24"
+  mkdir -p "$FERRETDB_HOME"
+  local buildlog="$FERRETDB_HOME/install.log" src="$FERRETDB_HOME/src.$$"
+  # `go install module@version` cannot be used: it asks the proxy for the
+  # module's version list (deprecation check), which our proxy refuses (403).
+  # `go mod download` of an exact version works, and building inside the
+  # module keeps FerretDB's own go.mod/go.sum pins.
+  log "fetching $FERRETDB_MODULE@$FERRETDB_VERSION through the Go module proxy (log: $buildlog)"
+  local dir
+  if ! dir="$(cd / && go mod download -json "$FERRETDB_MODULE@$FERRETDB_VERSION" 2>"$buildlog" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')" || [[ -z "$dir" || ! -d "$dir" ]]; then
+    show_log_tail "$buildlog" 20
+    die "could not download $FERRETDB_MODULE@$FERRETDB_VERSION"
+  fi
+  rm -rf "$src"
+  cp -R "$dir" "$src"
+  chmod -R u+w "$src"
+  # The module zip lacks the generated version.txt; without it the binary
+  # reports "unknown", which is also what is_installed would then reject.
+  printf '%s\n' "$FERRETDB_VERSION" >"$src/build/version/version.txt"
+  log "building ferretdb (first time takes a minute or two)"
+  # CGO off: the SQLite driver is pure Go, and a static binary needs no C toolchain.
+  if ! (cd "$src" && CGO_ENABLED=0 go build -trimpath -o "$FERRETDB_HOME/bin/ferretdb.new" ./cmd/ferretdb) >>"$buildlog" 2>&1; then
+    rm -rf "$src"
+    show_log_tail "$buildlog" 30
+    die "go build of ferretdb failed"
+  fi
+  rm -rf "$src"
+  mv -f "$FERRETDB_HOME/bin/ferretdb.new" "$FERRETDB_BIN"
+  is_installed || die "built $FERRETDB_BIN but it does not report version $FERRETDB_VERSION"
+  log "ferretdb $FERRETDB_VERSION installed: $FERRETDB_BIN"
+}
+
+running_pid() { live_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER"; }
+
+print_url() { printf 'mongodb://127.0.0.1:%s/\n' "$(<"$FERRETDB_PORTFILE")"; }
+
+cmd_start() {
+  check_port_number RELAY_FERRETDB_PORT "$FERRETDB_PORT"
+  if running_pid >/dev/null; then
+    if [[ "$(<"$FERRETDB_PORTFILE")" != "$FERRETDB_PORT" ]]; then
+      log "warning: ferretdb already runs on port $(<"$FERRETDB_PORTFILE"), not $FERRETDB_PORT"
+    fi
+    log "ferretdb already running (pid $(running_pid))"
+    print_url
+    return 0
+  fi
+  cmd_install
+  port_open "$FERRETDB_PORT" && die "port $FERRETDB_PORT is already in use on 127.0.0.1 (set RELAY_FERRETDB_PORT)"
+
+  rm -rf "$FERRETDB_RUN"
+  mkdir -p "$FERRETDB_RUN" "$FERRETDB_DATA"
+  printf '%s\n' "$FERRETDB_PORT" >"$FERRETDB_PORTFILE"
+
+  log "starting ferretdb $FERRETDB_VERSION (sqlite) on 127.0.0.1:$FERRETDB_PORT"
+  # --debug-addr=- : the default debug listener (127.0.0.1:8088) would clash
+  # between parallel instances and is not needed.
+  spawn "$FERRETDB_PIDFILE" "$FERRETDB_LOG" "$FERRETDB_BIN" \
+    --handler=sqlite \
+    "--sqlite-url=file:$FERRETDB_DATA/" \
+    "--listen-addr=127.0.0.1:$FERRETDB_PORT" \
+    "$FERRETDB_MARKER" \
+    --debug-addr=- \
+    --telemetry=disable \
+    --log-level=INFO
+  trap 'stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5; exit 130' INT TERM
+
+  local deadline=$((SECONDS + FERRETDB_START_TIMEOUT)) pid
+  pid="$(<"$FERRETDB_PIDFILE")"
+  while :; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      show_log_tail "$FERRETDB_LOG"
+      rm -f "$FERRETDB_PIDFILE"
+      die "ferretdb exited during startup"
+    fi
+    # FerretDB opens its listener only after the backend is initialised.
+    port_open "$FERRETDB_PORT" && break
+    if ((SECONDS >= deadline)); then
+      show_log_tail "$FERRETDB_LOG"
+      stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5
+      die "ferretdb was not ready within ${FERRETDB_START_TIMEOUT}s"
+    fi
+    sleep 0.2
+  done
+  trap - INT TERM
+  log "ferretdb ready (pid $pid, log $FERRETDB_LOG)"
+  print_url
+}
+
+cmd_stop() {
+  if running_pid >/dev/null; then
+    log "stopping ferretdb (pid $(running_pid))"
+  fi
+  stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 10
+  rm -rf "$FERRETDB_DATA"
+}
+
+cmd_status() {
+  local pid
+  if pid="$(running_pid)"; then
+    log "ferretdb running (pid $pid)"
+    print_url
+  else
+    log "ferretdb not running"
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  install) cmd_install ;;
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  restart) cmd_stop; cmd_start ;;
+  status) cmd_status ;;
+  logs) printf '%s\n' "$FERRETDB_LOG" ;;
+  *)
+    echo "usage: $0 install|start|stop|restart|status|logs" >&2
+    exit 2
+    ;;
+esac

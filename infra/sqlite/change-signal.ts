@@ -1,0 +1,75 @@
+// In-process wake-ups for the sqlite adapters: a writer bumps a signal after commit so
+// readers of the same database file in this process react at once instead of at their next
+// poll. Other processes sharing the file are only seen by polling.
+import type { DatabaseSync } from 'node:sqlite';
+
+export class ChangeSignal {
+  #version = 0;
+  readonly #waiters = new Set<() => void>();
+
+  /** Take it before reading; pass it to wait() so a change made in between is not missed. */
+  get version(): number {
+    return this.#version;
+  }
+
+  notify(): void {
+    this.#version++;
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const wake of waiters) wake();
+  }
+
+  /** @internal */
+  addWaiter(wake: () => void): () => void {
+    this.#waiters.add(wake);
+    return () => this.#waiters.delete(wake);
+  }
+}
+
+export interface SeenSignal {
+  signal: ChangeSignal;
+  version: number;
+}
+
+/** Resolves when any signal moved past its seen version, after `ms`, or when `abort` fires. */
+export function waitForChange(seen: SeenSignal[], ms: number, abort?: AbortSignal): Promise<void> {
+  if (abort?.aborted || seen.some((s) => s.signal.version !== s.version)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const removers: Array<() => void> = [];
+    const done = () => {
+      clearTimeout(timer);
+      for (const remove of removers) remove();
+      abort?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    for (const s of seen) removers.push(s.signal.addWaiter(done));
+    abort?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Resolves after `ms` or as soon as `abort` fires. */
+export function sleep(ms: number, abort?: AbortSignal): Promise<void> {
+  return waitForChange([], ms, abort);
+}
+
+// Keyed by the database file so two connections to one file in this process wake each other.
+const byFile = new Map<string, Map<string, ChangeSignal>>();
+// In-memory databases have no file; each connection is its own database.
+const byConnection = new WeakMap<DatabaseSync, Map<string, ChangeSignal>>();
+
+export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
+  const file = db.location();
+  let channels = file ? byFile.get(file) : byConnection.get(db);
+  if (!channels) {
+    channels = new Map();
+    if (file) byFile.set(file, channels);
+    else byConnection.set(db, channels);
+  }
+  let signal = channels.get(channel);
+  if (!signal) {
+    signal = new ChangeSignal();
+    channels.set(channel, signal);
+  }
+  return signal;
+}

@@ -1,0 +1,314 @@
+// The embedded adapter of the document store port: one SQLite table per collection,
+// (id TEXT PRIMARY KEY, v INTEGER, doc TEXT JSON), secondary indexes as expression
+// indexes on json_extract. Unique indexes do not constrain documents where any indexed
+// field is missing or null (SQLite treats NULLs as distinct), i.e. sparse semantics.
+// Tables are created on first write; reads of a collection that does not exist see it
+// empty. Several adapters may share one database file or connection.
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import {
+  DuplicateKeyError,
+  type Collection,
+  type DocumentStore,
+  type FindOptions,
+  type IndexSpec,
+  type Stored,
+  type Where,
+} from '../ports/document-store.ts';
+import { openDatabase } from './database.ts';
+import { fieldSql, findTail, quoteIdent, whereSql } from './document-query.ts';
+
+const TABLE_PREFIX = 'doc_';
+const INDEX_SEPARATOR = '__';
+const STATEMENT_CACHE_LIMIT = 256;
+
+interface Row {
+  id: string;
+  v: number;
+  doc: string;
+}
+
+function tableName(collection: string): string {
+  if (collection === '') throw new Error('collection name must not be empty');
+  return TABLE_PREFIX + collection;
+}
+
+function indexName(table: string, index: string): string {
+  if (index === '') throw new Error('index name must not be empty');
+  return table + INDEX_SEPARATOR + index;
+}
+
+function sqliteErrcode(err: unknown): number | undefined {
+  return typeof err === 'object' && err !== null && 'errcode' in err ? Number((err as { errcode: unknown }).errcode) : undefined;
+}
+
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+const SQLITE_CONSTRAINT_UNIQUE = 2067;
+
+function isNoSuchTable(err: unknown): boolean {
+  return err instanceof Error && sqliteErrcode(err) === 1 && err.message.startsWith('no such table');
+}
+
+function isUniqueViolation(err: unknown): err is Error {
+  const code = sqliteErrcode(err);
+  return code === SQLITE_CONSTRAINT_UNIQUE || code === SQLITE_CONSTRAINT_PRIMARYKEY;
+}
+
+function toRow(doc: { _id: string }): { id: string; json: string } {
+  const { _id, _v, ...body } = doc as { _id: unknown; _v?: unknown };
+  if (typeof _id !== 'string') throw new TypeError('document _id must be a string');
+  return { id: _id, json: JSON.stringify(body) };
+}
+
+function fromRow<T>(row: Row): Stored<T> {
+  return { _id: row.id, ...JSON.parse(row.doc), _v: Number(row.v) } as Stored<T>;
+}
+
+/** The connection-level services the collections share. */
+class Engine {
+  readonly db: DatabaseSync;
+  readonly #statements = new Map<string, StatementSync>();
+  readonly #existing = new Set<string>();
+  #closed = false;
+
+  constructor(db: DatabaseSync) {
+    this.db = db;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  markClosed(): void {
+    this.#closed = true;
+    this.#statements.clear();
+  }
+
+  statement(sql: string): StatementSync {
+    if (this.#closed) throw new Error('document store is closed');
+    let stmt = this.#statements.get(sql);
+    if (!stmt) {
+      stmt = this.db.prepare(sql);
+      // Query shapes vary with the where clause; bound the cache rather than grow forever.
+      if (this.#statements.size >= STATEMENT_CACHE_LIMIT) this.#statements.clear();
+      this.#statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
+  ensureTable(table: string): void {
+    if (this.#existing.has(table)) return;
+    this.statement(`CREATE TABLE IF NOT EXISTS ${quoteIdent(table)} (id TEXT PRIMARY KEY NOT NULL, v INTEGER NOT NULL, doc TEXT NOT NULL)`).run();
+    this.#existing.add(table);
+  }
+
+  forget(table: string): void {
+    this.#existing.delete(table);
+  }
+
+  remember(table: string): void {
+    this.#existing.add(table);
+  }
+
+  /** Runs a write; another connection may have dropped or renamed the table since we last looked. */
+  write<R>(table: string, fn: () => R): R {
+    this.ensureTable(table);
+    try {
+      return fn();
+    } catch (err) {
+      if (!isNoSuchTable(err)) throw err;
+      this.forget(table);
+      this.ensureTable(table);
+      return fn();
+    }
+  }
+
+  read<R>(fn: () => R, absent: R): R {
+    try {
+      return fn();
+    } catch (err) {
+      if (isNoSuchTable(err)) return absent;
+      throw err;
+    }
+  }
+
+  transaction<R>(fn: () => R): R {
+    if (this.#closed) throw new Error('document store is closed');
+    // A connection shared with another adapter may already be inside a transaction.
+    const nested = this.db.isTransaction;
+    this.db.exec(nested ? 'SAVEPOINT document_store' : 'BEGIN IMMEDIATE');
+    try {
+      const result = fn();
+      this.db.exec(nested ? 'RELEASE document_store' : 'COMMIT');
+      return result;
+    } catch (err) {
+      this.db.exec(nested ? 'ROLLBACK TO document_store; RELEASE document_store' : 'ROLLBACK');
+      throw err;
+    }
+  }
+
+  /** Maps a SQLite unique violation to the port's error, naming the index as the caller did. */
+  duplicateKey(collection: string, table: string, err: Error): DuplicateKeyError {
+    const named = /UNIQUE constraint failed: index '(.*)'$/.exec(err.message);
+    if (named) {
+      const prefix = table + INDEX_SEPARATOR;
+      return new DuplicateKeyError(collection, named[1].startsWith(prefix) ? named[1].slice(prefix.length) : named[1]);
+    }
+    const columns = /UNIQUE constraint failed: (.*)$/.exec(err.message)?.[1]
+      .split(', ')
+      .map((c) => c.slice(c.lastIndexOf('.') + 1)) ?? [];
+    if (columns.length === 1 && columns[0] === 'id') return new DuplicateKeyError(collection, '_id');
+    // A unique index on plain columns only (e.g. ['_id', '_v']): find it by its columns.
+    for (const index of this.db.prepare(`PRAGMA index_list(${quoteIdent(table)})`).all() as Array<{ name: string; unique: number; origin: string }>) {
+      if (!index.unique || index.origin !== 'c') continue;
+      const indexed = (this.db.prepare(`PRAGMA index_info(${quoteIdent(index.name)})`).all() as Array<{ name: string }>).map((c) => c.name);
+      if (indexed.join(',') === columns.join(',')) return this.duplicateKey(collection, table, new Error(`UNIQUE constraint failed: index '${index.name}'`));
+    }
+    return new DuplicateKeyError(collection, columns.join(','));
+  }
+}
+
+class SqliteCollection<T extends { _id: string }> implements Collection<T> {
+  readonly #engine: Engine;
+  readonly #name: string;
+  readonly #table: string;
+  readonly #quoted: string;
+
+  constructor(engine: Engine, name: string) {
+    this.#engine = engine;
+    this.#name = name;
+    this.#table = tableName(name);
+    this.#quoted = quoteIdent(this.#table);
+  }
+
+  async get(id: string): Promise<Stored<T> | null> {
+    const row = this.#engine.read(() => this.#engine.statement(`SELECT id, v, doc FROM ${this.#quoted} WHERE id = ?`).get(id) as Row | undefined, undefined);
+    return row ? fromRow<T>(row) : null;
+  }
+
+  async insert(doc: T): Promise<Stored<T>> {
+    const { id, json } = toRow(doc);
+    this.#uniqueWrite(() => this.#engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`).run(id, json));
+    return fromRow<T>({ id, v: 1, doc: json });
+  }
+
+  async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
+    const { id, json } = toRow(doc);
+    const row = this.#uniqueWrite(() => this.#engine
+      .statement(`UPDATE ${this.#quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`)
+      .get(json, id, expectedVersion) as { v: number } | undefined);
+    return row ? fromRow<T>({ id, v: row.v, doc: json }) : null;
+  }
+
+  async delete(id: string, expectedVersion?: number): Promise<boolean> {
+    const result = this.#engine.read(() => expectedVersion === undefined
+      ? this.#engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ?`).run(id)
+      : this.#engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 });
+    return Number(result.changes) > 0;
+  }
+
+  async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
+    const tail = findTail(options);
+    const rows = this.#engine.read(() => this.#engine.statement(`SELECT id, v, doc FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Row[], []);
+    return rows.map((row) => fromRow<T>(row));
+  }
+
+  async count(where?: Where): Promise<number> {
+    const filter = whereSql(where);
+    const row = this.#engine.read(() => this.#engine.statement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number }, { n: 0 });
+    return Number(row.n);
+  }
+
+  async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
+    const engine = this.#engine;
+    engine.transaction(() => {
+      engine.forget(this.#table);
+      engine.ensureTable(this.#table);
+      for (const spec of indexes) {
+        if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
+        const name = indexName(this.#table, spec.name);
+        const columns = spec.fields.map(([field, direction]) => `${fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
+        const sql = `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${this.#quoted} (${columns})`;
+        const existing = engine.db.prepare(`SELECT sql, tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name) as { sql: string; tbl_name: string } | undefined;
+        if (existing?.sql === sql) continue;
+        if (existing && existing.tbl_name !== this.#table) throw new Error(`index name ${name} is taken by table ${existing.tbl_name}`);
+        // Same name, other definition: the caller's current definition wins.
+        if (existing) engine.db.exec(`DROP INDEX ${quoteIdent(name)}`);
+        try {
+          engine.db.exec(sql);
+        } catch (err) {
+          if (isUniqueViolation(err)) throw new DuplicateKeyError(this.#name, spec.name);
+          throw err;
+        }
+      }
+    });
+  }
+
+  #uniqueWrite<R>(fn: () => R): R {
+    try {
+      return this.#engine.write(this.#table, fn);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw this.#engine.duplicateKey(this.#name, this.#table, err);
+      throw err;
+    }
+  }
+}
+
+export class SqliteDocumentStore implements DocumentStore {
+  readonly #engine: Engine;
+  readonly #ownsDatabase: boolean;
+
+  /** Opens `source` as a file path, or shares an open connection (which the caller keeps and closes). */
+  constructor(source: string | DatabaseSync) {
+    this.#ownsDatabase = typeof source === 'string';
+    this.#engine = new Engine(typeof source === 'string' ? openDatabase(source) : source);
+  }
+
+  collection<T extends { _id: string }>(name: string): Collection<T> {
+    return new SqliteCollection<T>(this.#engine, name);
+  }
+
+  async drop(name: string): Promise<void> {
+    const table = tableName(name);
+    this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run();
+    this.#engine.forget(table);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    if (from === to) return;
+    const source = tableName(from);
+    const target = tableName(to);
+    const engine = this.#engine;
+    engine.transaction(() => {
+      const found = engine.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(source);
+      if (!found) throw new Error(`cannot rename collection ${from}: it does not exist`);
+      engine.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(target)}`);
+      engine.db.exec(`ALTER TABLE ${quoteIdent(source)} RENAME TO ${quoteIdent(target)}`);
+      // Index names carry the table name (SQLite has one index namespace per database), so
+      // rebuild them under the new name; ALTER TABLE already rewrote their ON clause.
+      const indexes = engine.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`).all(target) as Array<{ name: string; sql: string }>;
+      const oldPrefix = source + INDEX_SEPARATOR;
+      for (const index of indexes) {
+        if (!index.name.startsWith(oldPrefix)) continue;
+        const renamed = indexName(target, index.name.slice(oldPrefix.length));
+        engine.db.exec(`DROP INDEX ${quoteIdent(index.name)}`);
+        engine.db.exec(index.sql.replace(quoteIdent(index.name), quoteIdent(renamed)));
+      }
+    });
+    engine.forget(source);
+    engine.remember(target);
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return (this.#engine.statement('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#engine.closed) return;
+    this.#engine.markClosed();
+    if (this.#ownsDatabase) this.#engine.db.close();
+  }
+}

@@ -1,0 +1,343 @@
+// The embedded event store: EventStoreDB's append/read/subscribe semantics on one sqlite table.
+// The global order ($all) is the table's AUTOINCREMENT key: sqlite has a single writer, so
+// keys are handed out in commit order and a reader that sees key N has seen every key below N.
+import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
+import { WrongExpectedRevisionError } from '../ports/event-store.ts';
+import type {
+  AppendResult,
+  EventFilter,
+  EventStore,
+  ExpectedRevision,
+  NewEvent,
+  ReadAllOptions,
+  StoredEvent,
+  SubscribeAllOptions,
+  Subscription,
+} from '../ports/event-store.ts';
+import { changeSignal, sleep, waitForChange } from './change-signal.ts';
+import type { ChangeSignal } from './change-signal.ts';
+import { immediateTransaction, openDatabase } from './database.ts';
+
+export interface SqliteEventStoreOptions {
+  /** How often live subscriptions look for events appended by other processes. Default 150 ms. */
+  pollIntervalMs?: number;
+  /** Events read per query while a subscription catches up. Default 200. */
+  batchSize?: number;
+  /** First delay before a failed handler call is retried; it doubles up to maxRetryDelayMs. Default 50 ms. */
+  retryDelayMs?: number;
+  /** Default 5000 ms. */
+  maxRetryDelayMs?: number;
+}
+
+interface EventRow {
+  position: number;
+  event_id: string;
+  stream_id: string;
+  revision: number;
+  type: string;
+  data: string;
+  metadata: string;
+  recorded_at: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS es_events (
+  position    INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id    TEXT    NOT NULL,
+  stream_id   TEXT    NOT NULL,
+  revision    INTEGER NOT NULL,
+  type        TEXT    NOT NULL,
+  data        TEXT    NOT NULL,
+  metadata    TEXT    NOT NULL,
+  recorded_at TEXT    NOT NULL,
+  UNIQUE (stream_id, revision)
+);
+CREATE INDEX IF NOT EXISTS es_events_stream_event_id ON es_events (stream_id, event_id);
+`;
+
+const COLUMNS = 'position, event_id, stream_id, revision, type, data, metadata, recorded_at';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    id: row.event_id,
+    streamId: row.stream_id,
+    revision: row.revision,
+    position: String(row.position),
+    type: row.type,
+    data: JSON.parse(row.data),
+    metadata: JSON.parse(row.metadata),
+    recordedAt: row.recorded_at,
+  };
+}
+
+function parsePosition(position: string | null | undefined): number {
+  if (position === null || position === undefined) return 0;
+  if (typeof position !== 'string' || !/^\d{1,15}$/.test(position)) {
+    throw new TypeError(`"${String(position)}" is not a position of the sqlite event store`);
+  }
+  return Number(position);
+}
+
+function checkPrefixes(name: string, prefixes: string[] | undefined): void {
+  if (prefixes === undefined) return;
+  // An empty list would silently match nothing, which is never what a caller means.
+  if (!Array.isArray(prefixes) || prefixes.length === 0 || prefixes.some((p) => typeof p !== 'string')) {
+    throw new TypeError(`filter.${name} must be a non-empty array of strings`);
+  }
+}
+
+function checkMaxCount(maxCount: number | undefined): void {
+  if (maxCount !== undefined && (!Number.isInteger(maxCount) || maxCount < 0)) {
+    throw new TypeError(`maxCount must be a non-negative integer, got ${String(maxCount)}`);
+  }
+}
+
+function errorOf(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+export class SqliteEventStore implements EventStore {
+  readonly #db: DatabaseSync;
+  readonly #ownsDb: boolean;
+  readonly #signal: ChangeSignal;
+  readonly #pollIntervalMs: number;
+  readonly #batchSize: number;
+  readonly #retryDelayMs: number;
+  readonly #maxRetryDelayMs: number;
+  readonly #subscriptions = new Set<Subscription>();
+  readonly #readAllStatements = new Map<string, StatementSync>();
+  #closed = false;
+
+  readonly #lastOfStream: StatementSync;
+  readonly #revisionOfId: StatementSync;
+  readonly #streamRange: StatementSync;
+  readonly #insert: StatementSync;
+  readonly #lastPosition: StatementSync;
+
+  /** A path opens (and close() closes) a connection of its own; a given connection stays the caller's. */
+  constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
+    this.#ownsDb = typeof database === 'string';
+    this.#db = typeof database === 'string' ? openDatabase(database) : database;
+    this.#pollIntervalMs = options.pollIntervalMs ?? 150;
+    this.#batchSize = options.batchSize ?? 200;
+    this.#retryDelayMs = options.retryDelayMs ?? 50;
+    this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
+    try {
+      this.#db.exec(SCHEMA);
+      this.#lastOfStream = this.#db.prepare(
+        'SELECT revision, position FROM es_events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1',
+      );
+      this.#revisionOfId = this.#db.prepare(
+        'SELECT min(revision) AS revision FROM es_events WHERE stream_id = ? AND event_id = ?',
+      );
+      this.#streamRange = this.#db.prepare(
+        `SELECT ${COLUMNS} FROM es_events WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`,
+      );
+      this.#insert = this.#db.prepare(
+        `INSERT INTO es_events (event_id, stream_id, revision, type, data, metadata, recorded_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      );
+      this.#lastPosition = this.#db.prepare('SELECT max(position) AS position FROM es_events');
+    } catch (error) {
+      if (this.#ownsDb) this.#db.close();
+      throw error;
+    }
+    this.#signal = changeSignal(this.#db, 'es_events');
+  }
+
+  async append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+    this.#assertOpen();
+    const expected = options?.expectedRevision;
+    if (typeof streamId !== 'string' || streamId === '') throw new TypeError('streamId must be a non-empty string');
+    if (!(expected === 'any' || expected === 'no_stream' || expected === 'stream_exists' || (Number.isSafeInteger(expected) && expected >= 0))) {
+      throw new TypeError(`expectedRevision must be 'any', 'no_stream', 'stream_exists' or a revision >= 0, got ${String(expected)}`);
+    }
+    // The ids are checked as EventStoreDB would, so code that works here works there.
+    for (const event of events) {
+      if (typeof event.id !== 'string' || !UUID.test(event.id)) throw new TypeError(`event id must be a UUID, got "${String(event.id)}"`);
+      if (typeof event.type !== 'string' || event.type === '') throw new TypeError('event type must be a non-empty string');
+    }
+    const rows = events.map((event) => ({
+      id: event.id.toLowerCase(),
+      type: event.type,
+      data: JSON.stringify(event.data ?? {}),
+      metadata: JSON.stringify(event.metadata ?? {}),
+    }));
+    const outcome = immediateTransaction(this.#db, () => this.#appendLocked(streamId, rows, expected));
+    if (outcome.wrote) this.#signal.notify();
+    return outcome.result;
+  }
+
+  #appendLocked(
+    streamId: string,
+    events: Array<{ id: string; type: string; data: string; metadata: string }>,
+    expected: ExpectedRevision,
+  ): { result: AppendResult; wrote: boolean } {
+    const last = this.#lastOfStream.get(streamId) as { revision: number; position: number } | undefined;
+    const actual = last ? last.revision : 'no_stream';
+
+    // Idempotency, as in EventStoreDB: when the events already sit where this append would
+    // have put them, the append succeeds without writing. A partial match is a conflict.
+    if (last && events.length > 0) {
+      let start: number | undefined;
+      if (typeof expected === 'number') start = expected + 1;
+      else if (expected === 'no_stream') start = 0;
+      else start = (this.#revisionOfId.get(streamId, events[0].id) as { revision: number | null }).revision ?? undefined;
+      if (start !== undefined && start <= last.revision) {
+        const existing = this.#streamRange.all(streamId, start, events.length) as unknown as EventRow[];
+        const same = existing.length === events.length && existing.every((row, i) => row.event_id === events[i].id);
+        if (same) {
+          return {
+            result: { nextExpectedRevision: start + events.length - 1, position: String(existing[existing.length - 1].position) },
+            wrote: false,
+          };
+        }
+        if (expected === 'any' || expected === 'stream_exists') throw new WrongExpectedRevisionError(streamId, expected, actual);
+      }
+    }
+
+    if (typeof expected === 'number' ? actual !== expected : expected === 'no_stream' ? last !== undefined : expected === 'stream_exists' && !last) {
+      throw new WrongExpectedRevisionError(streamId, expected, actual);
+    }
+
+    if (events.length === 0) {
+      return { result: { nextExpectedRevision: last ? last.revision : -1, position: last ? String(last.position) : '0' }, wrote: false };
+    }
+    const recordedAt = new Date().toISOString();
+    let revision = last ? last.revision : -1;
+    let position = 0;
+    for (const event of events) {
+      revision++;
+      const { lastInsertRowid } = this.#insert.run(event.id, streamId, revision, event.type, event.data, event.metadata, recordedAt);
+      position = Number(lastInsertRowid);
+    }
+    return { result: { nextExpectedRevision: revision, position: String(position) }, wrote: true };
+  }
+
+  async readStream(streamId: string, options: { fromRevision?: number; maxCount?: number } = {}): Promise<StoredEvent[]> {
+    this.#assertOpen();
+    const fromRevision = options.fromRevision ?? 0;
+    if (!Number.isSafeInteger(fromRevision) || fromRevision < 0) throw new TypeError(`fromRevision must be a revision >= 0, got ${String(fromRevision)}`);
+    checkMaxCount(options.maxCount);
+    const rows = this.#streamRange.all(streamId, fromRevision, options.maxCount ?? -1) as unknown as EventRow[];
+    return rows.map(toStoredEvent);
+  }
+
+  async readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
+    this.#assertOpen();
+    const after = parsePosition(options.after);
+    checkMaxCount(options.maxCount);
+    checkPrefixes('streamPrefixes', options.filter?.streamPrefixes);
+    checkPrefixes('eventTypePrefixes', options.filter?.eventTypePrefixes);
+    return this.#readAllRows(after, Number.MAX_SAFE_INTEGER, options.maxCount ?? -1, options.filter).map(toStoredEvent);
+  }
+
+  #readAllRows(after: number, upTo: number, limit: number, filter: EventFilter | undefined): EventRow[] {
+    const streamPrefixes = filter?.streamPrefixes ?? [];
+    const typePrefixes = filter?.eventTypePrefixes ?? [];
+    const key = `${streamPrefixes.length}/${typePrefixes.length}`;
+    let statement = this.#readAllStatements.get(key);
+    if (!statement) {
+      // substr/length count characters on both sides, so non-ASCII prefixes compare correctly.
+      const anyPrefix = (column: string, count: number) =>
+        Array.from({ length: count }, () => `substr(${column}, 1, length(?)) = ?`).join(' OR ');
+      let where = 'position > ? AND position <= ?';
+      if (streamPrefixes.length > 0) where += ` AND (${anyPrefix('stream_id', streamPrefixes.length)})`;
+      if (typePrefixes.length > 0) where += ` AND (${anyPrefix('type', typePrefixes.length)})`;
+      statement = this.#db.prepare(`SELECT ${COLUMNS} FROM es_events WHERE ${where} ORDER BY position LIMIT ?`);
+      this.#readAllStatements.set(key, statement);
+    }
+    const params: SQLInputValue[] = [after, upTo];
+    for (const prefix of [...streamPrefixes, ...typePrefixes]) params.push(prefix, prefix);
+    params.push(limit);
+    return statement.all(...params) as unknown as EventRow[];
+  }
+
+  subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription {
+    this.#assertOpen();
+    let cursor = parsePosition(options.after);
+    const filter = options.filter;
+    checkPrefixes('streamPrefixes', filter?.streamPrefixes);
+    checkPrefixes('eventTypePrefixes', filter?.eventTypePrefixes);
+    const abort = new AbortController();
+
+    // Handler failures are retried forever with a capped back-off: skipping an event would
+    // silently break the read model behind the subscription, and giving up would stop it for
+    // good; a stuck subscription is the visible, recoverable choice. onError is therefore
+    // only called when the store itself can no longer be read.
+    const deliver = async (event: StoredEvent): Promise<boolean> => {
+      let delay = this.#retryDelayMs;
+      for (;;) {
+        try {
+          await onEvent(event);
+          return true;
+        } catch {
+          if (abort.signal.aborted) return false;
+          await sleep(delay, abort.signal);
+          if (abort.signal.aborted) return false;
+          delay = Math.min(delay * 2, this.#maxRetryDelayMs);
+        }
+      }
+    };
+
+    const run = async (): Promise<void> => {
+      while (!abort.signal.aborted) {
+        const seen = this.#signal.version;
+        let rows: EventRow[];
+        let upTo: number;
+        try {
+          upTo = (this.#lastPosition.get() as { position: number | null }).position ?? 0;
+          rows = this.#readAllRows(cursor, upTo, this.#batchSize, filter);
+        } catch (error) {
+          if (!abort.signal.aborted) options.onError?.(errorOf(error));
+          return;
+        }
+        for (const row of rows) {
+          if (abort.signal.aborted) return;
+          if (!(await deliver(toStoredEvent(row)))) return;
+          cursor = row.position;
+        }
+        if (rows.length < this.#batchSize) {
+          // Everything up to upTo was scanned; skipping past filtered-out events keeps the
+          // next poll from rescanning them.
+          cursor = Math.max(cursor, upTo);
+          await waitForChange([{ signal: this.#signal, version: seen }], this.#pollIntervalMs, abort.signal);
+        }
+      }
+    };
+
+    const done = Promise.resolve().then(run);
+    const subscription: Subscription = {
+      stop: async () => {
+        abort.abort();
+        await done;
+        this.#subscriptions.delete(subscription);
+      },
+    };
+    this.#subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async ping(): Promise<boolean> {
+    if (this.#closed) return false;
+    try {
+      this.#db.prepare('SELECT 1').get();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops every subscription (waiting for in-flight handler calls), then closes an owned connection. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((s) => s.stop()));
+    if (this.#ownsDb) this.#db.close();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the event store is closed');
+  }
+}

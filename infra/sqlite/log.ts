@@ -1,0 +1,482 @@
+// The embedded log: Kafka's model (partitioned topics, per-group committed offsets, consumer
+// groups that share partitions) in sqlite tables, so several processes can share one file.
+//
+// Group coordination has no broker: each member keeps a row with a lease (expires_at) that a
+// timer renews, and every member computes the same round-robin assignment from the live
+// member rows. A member claims a partition only when it is the partition's desired owner and
+// the recorded owner is gone (left or lease expired); an owner hands a partition over by
+// deleting its ownership row between two records, i.e. after its in-flight handler finished
+// and its offset was committed. A member that dies without stop() keeps its partitions until
+// its lease runs out. Commits check ownership in the same transaction, so a member that
+// stalled past its lease cannot commit over the member that took its partition.
+import { randomUUID } from 'node:crypto';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
+import { changeSignal, sleep, waitForChange } from './change-signal.ts';
+import type { ChangeSignal } from './change-signal.ts';
+import { immediateTransaction, openDatabase } from './database.ts';
+import { partitionForKey } from './partitioner.ts';
+
+export interface SqliteLogOptions {
+  /** How often idle consumers look for records and members of other processes. Default 150 ms. */
+  pollIntervalMs?: number;
+  /** How long a consumer that stopped heartbeating (crashed) keeps its partitions. Default 10 s, as Kafka's session.timeout.ms. */
+  sessionTimeoutMs?: number;
+  /** First delay before a failed record is retried; it doubles up to maxRetryDelayMs. Default 100 ms. */
+  retryDelayMs?: number;
+  /** Default 5000 ms. */
+  maxRetryDelayMs?: number;
+  /** Records fetched per query. Default 100. */
+  batchSize?: number;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS log_topics (
+  topic      TEXT    PRIMARY KEY,
+  partitions INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_records (
+  topic         TEXT    NOT NULL,
+  partition     INTEGER NOT NULL,
+  record_offset INTEGER NOT NULL,
+  key           TEXT    NOT NULL,
+  value         TEXT    NOT NULL,
+  headers       TEXT    NOT NULL,
+  appended_at   TEXT    NOT NULL,
+  PRIMARY KEY (topic, partition, record_offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_committed_offsets (
+  group_id    TEXT    NOT NULL,
+  topic       TEXT    NOT NULL,
+  partition   INTEGER NOT NULL,
+  next_offset INTEGER NOT NULL,
+  PRIMARY KEY (group_id, topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_group_members (
+  group_id   TEXT    NOT NULL,
+  topic      TEXT    NOT NULL,
+  member_id  TEXT    NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (group_id, topic, member_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_partition_owners (
+  group_id  TEXT    NOT NULL,
+  topic     TEXT    NOT NULL,
+  partition INTEGER NOT NULL,
+  member_id TEXT    NOT NULL,
+  PRIMARY KEY (group_id, topic, partition)
+) WITHOUT ROWID;
+`;
+
+interface RecordRow {
+  partition: number;
+  record_offset: number;
+  key: string;
+  value: string;
+  headers: string;
+}
+
+function prepareStatements(db: DatabaseSync) {
+  return {
+    topicPartitions: db.prepare('SELECT partitions FROM log_topics WHERE topic = ?'),
+    createTopic: db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING'),
+    endOffset: db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?'),
+    insertRecord: db.prepare(
+      'INSERT INTO log_records (topic, partition, record_offset, key, value, headers, appended_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ),
+    fetch: db.prepare(
+      `SELECT partition, record_offset, key, value, headers FROM log_records
+       WHERE topic = ? AND partition = ? AND record_offset >= ? ORDER BY record_offset LIMIT ?`,
+    ),
+    committed: db.prepare('SELECT next_offset FROM log_committed_offsets WHERE group_id = ? AND topic = ? AND partition = ?'),
+    commit: db.prepare(
+      `INSERT INTO log_committed_offsets (group_id, topic, partition, next_offset) VALUES (?, ?, ?, ?)
+       ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset`,
+    ),
+    joinMember: db.prepare(
+      `INSERT INTO log_group_members (group_id, topic, member_id, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (group_id, topic, member_id) DO UPDATE SET expires_at = excluded.expires_at`,
+    ),
+    rejoinMember: db.prepare(
+      'INSERT INTO log_group_members (group_id, topic, member_id, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+    ),
+    heartbeat: db.prepare('UPDATE log_group_members SET expires_at = ? WHERE group_id = ? AND topic = ? AND member_id = ?'),
+    expireMembers: db.prepare('DELETE FROM log_group_members WHERE group_id = ? AND topic = ? AND expires_at < ?'),
+    liveMembers: db.prepare('SELECT member_id FROM log_group_members WHERE group_id = ? AND topic = ? ORDER BY member_id'),
+    leaveMember: db.prepare('DELETE FROM log_group_members WHERE group_id = ? AND topic = ? AND member_id = ?'),
+    owners: db.prepare('SELECT partition, member_id FROM log_partition_owners WHERE group_id = ? AND topic = ?'),
+    owner: db.prepare('SELECT member_id FROM log_partition_owners WHERE group_id = ? AND topic = ? AND partition = ?'),
+    claim: db.prepare(
+      `INSERT INTO log_partition_owners (group_id, topic, partition, member_id) VALUES (?, ?, ?, ?)
+       ON CONFLICT (group_id, topic, partition) DO UPDATE SET member_id = excluded.member_id`,
+    ),
+    release: db.prepare('DELETE FROM log_partition_owners WHERE group_id = ? AND topic = ? AND partition = ? AND member_id = ?'),
+    releaseAll: db.prepare('DELETE FROM log_partition_owners WHERE group_id = ? AND topic = ? AND member_id = ?'),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+interface Settings {
+  pollIntervalMs: number;
+  sessionTimeoutMs: number;
+  retryDelayMs: number;
+  maxRetryDelayMs: number;
+  batchSize: number;
+}
+
+function errorOf(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+function nonEmptyString(name: string, value: unknown): void {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`${name} must be a non-empty string`);
+}
+
+export class SqliteLog implements Log {
+  readonly #db: DatabaseSync;
+  readonly #ownsDb: boolean;
+  readonly #statements: Statements;
+  readonly #settings: Settings;
+  readonly #partitionCounts = new Map<string, number>();
+  readonly #consumers = new Set<GroupConsumer>();
+  #closed = false;
+
+  /** A path opens (and close() closes) a connection of its own; a given connection stays the caller's. */
+  constructor(database: DatabaseSync | string, options: SqliteLogOptions = {}) {
+    this.#ownsDb = typeof database === 'string';
+    this.#db = typeof database === 'string' ? openDatabase(database) : database;
+    this.#settings = {
+      pollIntervalMs: options.pollIntervalMs ?? 150,
+      sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
+      retryDelayMs: options.retryDelayMs ?? 100,
+      maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
+      batchSize: options.batchSize ?? 100,
+    };
+    try {
+      this.#db.exec(SCHEMA);
+      this.#statements = prepareStatements(this.#db);
+    } catch (error) {
+      if (this.#ownsDb) this.#db.close();
+      throw error;
+    }
+  }
+
+  /** Like Kafka's createTopics, an existing topic is left as it is, whatever its partition count. */
+  async ensureTopic(topic: string, partitions: number): Promise<void> {
+    this.#assertOpen();
+    nonEmptyString('topic', topic);
+    if (!Number.isInteger(partitions) || partitions < 1) throw new TypeError(`partitions must be an integer >= 1, got ${String(partitions)}`);
+    this.#statements.createTopic.run(topic, partitions);
+  }
+
+  async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+    this.#assertOpen();
+    for (const record of records) {
+      if (typeof record.key !== 'string') throw new TypeError('record key must be a string');
+      if (typeof record.value !== 'string') throw new TypeError('record value must be a string');
+      for (const [name, value] of Object.entries(record.headers ?? {})) {
+        if (typeof value !== 'string') throw new TypeError(`header ${name} must be a string`);
+      }
+    }
+    if (records.length === 0) return;
+    const partitions = this.#partitionsOf(topic);
+    const s = this.#statements;
+    const appendedAt = new Date().toISOString();
+    immediateTransaction(this.#db, () => {
+      const next = new Map<number, number>();
+      for (const record of records) {
+        const partition = partitionForKey(record.key, partitions);
+        const offset = next.get(partition) ?? (s.endOffset.get(topic, partition) as { next: number }).next;
+        s.insertRecord.run(topic, partition, offset, record.key, record.value, JSON.stringify(record.headers ?? {}), appendedAt);
+        next.set(partition, offset + 1);
+      }
+    });
+    topicSignal(this.#db, topic).notify();
+  }
+
+  async consume(options: ConsumeOptions): Promise<LogConsumer> {
+    this.#assertOpen();
+    nonEmptyString('group', options.group);
+    nonEmptyString('topic', options.topic);
+    if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
+    const partitions = this.#partitionsOf(options.topic);
+    const consumer = new GroupConsumer(this.#db, this.#statements, this.#settings, options, partitions, () => this.#consumers.delete(consumer));
+    this.#consumers.add(consumer);
+    return consumer;
+  }
+
+  async ping(): Promise<boolean> {
+    if (this.#closed) return false;
+    try {
+      this.#db.prepare('SELECT 1').get();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops every consumer (each finishes its in-flight handler and commits), then closes an owned connection. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#consumers].map((c) => c.stop()));
+    if (this.#ownsDb) this.#db.close();
+  }
+
+  #partitionsOf(topic: string): number {
+    nonEmptyString('topic', topic);
+    let count = this.#partitionCounts.get(topic);
+    if (count === undefined) {
+      const row = this.#statements.topicPartitions.get(topic) as { partitions: number } | undefined;
+      // Unlike a broker with auto-creation, a typo'd topic is an error rather than a new topic.
+      if (!row) throw new Error(`topic "${topic}" does not exist; create it with ensureTopic()`);
+      count = row.partitions;
+      this.#partitionCounts.set(topic, count);
+    }
+    return count;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the log is closed');
+  }
+}
+
+function topicSignal(db: DatabaseSync, topic: string): ChangeSignal {
+  return changeSignal(db, `log-records\u0000${topic}`);
+}
+
+function groupSignal(db: DatabaseSync, group: string, topic: string): ChangeSignal {
+  return changeSignal(db, `log-group\u0000${group}\u0000${topic}`);
+}
+
+interface PartitionCursor {
+  /** Offset of the next record to hand to the handler. */
+  next: number;
+  /** A failed record is not retried before this time (ms since epoch). */
+  retryAt: number;
+  delay: number;
+}
+
+class GroupConsumer implements LogConsumer {
+  readonly #id = randomUUID();
+  readonly #db: DatabaseSync;
+  readonly #s: Statements;
+  readonly #settings: Settings;
+  readonly #options: ConsumeOptions;
+  readonly #group: string;
+  readonly #topic: string;
+  readonly #partitions: number;
+  readonly #records: ChangeSignal;
+  readonly #members: ChangeSignal;
+  readonly #owned = new Map<number, PartitionCursor>();
+  readonly #abort = new AbortController();
+  readonly #heartbeat: NodeJS.Timeout;
+  readonly #running: Promise<void>;
+  readonly #onStopped: () => void;
+  #stopped: Promise<void> | undefined;
+  #roundRobin = 0;
+  #failing = false;
+
+  constructor(db: DatabaseSync, statements: Statements, settings: Settings, options: ConsumeOptions, partitions: number, onStopped: () => void) {
+    this.#db = db;
+    this.#s = statements;
+    this.#settings = settings;
+    this.#options = options;
+    this.#group = options.group;
+    this.#topic = options.topic;
+    this.#partitions = partitions;
+    this.#onStopped = onStopped;
+    this.#records = topicSignal(db, options.topic);
+    this.#members = groupSignal(db, options.group, options.topic);
+    this.#s.joinMember.run(this.#group, this.#topic, this.#id, Date.now() + settings.sessionTimeoutMs);
+    this.#members.notify();
+    // A timer rather than the fetch loop renews the lease, so a slow handler does not cost
+    // the partitions; only a dead or blocked process stops it.
+    this.#heartbeat = setInterval(() => this.#renewLease(), Math.max(10, Math.floor(settings.sessionTimeoutMs / 3)));
+    this.#heartbeat.unref();
+    this.#running = Promise.resolve().then(() => this.#run());
+  }
+
+  stop(): Promise<void> {
+    if (!this.#stopped) {
+      this.#abort.abort();
+      this.#stopped = this.#running.then(() => this.#leave());
+    }
+    return this.#stopped;
+  }
+
+  get #stopping(): boolean {
+    return this.#abort.signal.aborted;
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopping) {
+      const seen = [
+        { signal: this.#records, version: this.#records.version },
+        { signal: this.#members, version: this.#members.version },
+      ];
+      try {
+        this.#rebalance();
+        const work = this.#nextWork(Date.now());
+        if (work) {
+          await this.#process(work.partition, work.cursor, work.rows, seen[1].version);
+          this.#failing = false;
+          continue;
+        }
+        this.#failing = false;
+      } catch (error) {
+        // The database refused (locked past the busy timeout, disk full...): nothing was
+        // committed, so the next round picks up where this one stopped. Warn once per outage.
+        if (!this.#failing) process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
+        this.#failing = true;
+      }
+      await waitForChange(seen, this.#idleWait(Date.now()), this.#abort.signal);
+    }
+  }
+
+  #renewLease(): void {
+    try {
+      this.#s.heartbeat.run(Date.now() + this.#settings.sessionTimeoutMs, this.#group, this.#topic, this.#id);
+    } catch {
+      // Missing one renewal is harmless; the lease outlasts three of them.
+    }
+  }
+
+  #rebalance(): void {
+    const s = this.#s;
+    const g = this.#group;
+    const t = this.#topic;
+    let released = false;
+    let rejoined = false;
+    immediateTransaction(this.#db, () => {
+      const now = Date.now();
+      s.expireMembers.run(g, t, now);
+      // Our own lease may have run out while this process was blocked; come back as a member.
+      rejoined = s.rejoinMember.run(g, t, this.#id, now + this.#settings.sessionTimeoutMs).changes > 0;
+      const members = (s.liveMembers.all(g, t) as Array<{ member_id: string }>).map((r) => r.member_id);
+      const live = new Set(members);
+      const owners = new Map((s.owners.all(g, t) as Array<{ partition: number; member_id: string }>).map((r) => [r.partition, r.member_id]));
+      for (let partition = 0; partition < this.#partitions; partition++) {
+        const desired = members[partition % members.length];
+        const owner = owners.get(partition);
+        if (owner === this.#id) {
+          if (desired !== this.#id) {
+            s.release.run(g, t, partition, this.#id);
+            this.#owned.delete(partition);
+            released = true;
+          } else if (!this.#owned.has(partition)) {
+            this.#owned.set(partition, this.#startCursor(partition));
+          }
+          continue;
+        }
+        // Someone took it while we were presumed dead.
+        this.#owned.delete(partition);
+        if (desired === this.#id && (owner === undefined || !live.has(owner))) {
+          s.claim.run(g, t, partition, this.#id);
+          this.#owned.set(partition, this.#startCursor(partition));
+        }
+      }
+    });
+    if (released || rejoined) this.#members.notify();
+  }
+
+  /** Runs inside the rebalance transaction. */
+  #startCursor(partition: number): PartitionCursor {
+    const cursor = { next: 0, retryAt: 0, delay: this.#settings.retryDelayMs };
+    const committed = this.#s.committed.get(this.#group, this.#topic, partition) as { next_offset: number } | undefined;
+    if (committed) {
+      cursor.next = committed.next_offset;
+    } else if (this.#options.fromBeginning === false) {
+      // Committing the end right away pins "latest" to the moment the group first took the
+      // partition, so records published before a restart are not skipped.
+      cursor.next = (this.#s.endOffset.get(this.#topic, partition) as { next: number }).next;
+      this.#s.commit.run(this.#group, this.#topic, partition, cursor.next);
+    }
+    return cursor;
+  }
+
+  #nextWork(now: number): { partition: number; cursor: PartitionCursor; rows: RecordRow[] } | undefined {
+    const partitions = [...this.#owned.keys()].sort((a, b) => a - b);
+    for (let i = 0; i < partitions.length; i++) {
+      // Start after the partition served last, so a busy partition cannot starve the others.
+      const partition = partitions[(this.#roundRobin + i) % partitions.length];
+      const cursor = this.#owned.get(partition)!;
+      if (cursor.retryAt > now) continue;
+      const rows = this.#s.fetch.all(this.#topic, partition, cursor.next, this.#settings.batchSize) as unknown as RecordRow[];
+      if (rows.length > 0) {
+        this.#roundRobin = (this.#roundRobin + i + 1) % partitions.length;
+        return { partition, cursor, rows };
+      }
+    }
+    return undefined;
+  }
+
+  #idleWait(now: number): number {
+    let wait = this.#settings.pollIntervalMs;
+    for (const cursor of this.#owned.values()) {
+      if (cursor.retryAt > now) wait = Math.min(wait, cursor.retryAt - now);
+    }
+    return wait;
+  }
+
+  async #process(partition: number, cursor: PartitionCursor, rows: RecordRow[], membersVersion: number): Promise<void> {
+    for (const row of rows) {
+      // A member joined or left: rebalance before the next record so a partition that now
+      // belongs to someone else is handed over without waiting for the batch to end.
+      if (this.#stopping || this.#members.version !== membersVersion) return;
+      const record: LogRecord = {
+        topic: this.#topic,
+        partition,
+        offset: String(row.record_offset),
+        key: row.key,
+        value: row.value,
+        headers: JSON.parse(row.headers),
+      };
+      try {
+        await this.#options.handle(record);
+      } catch (error) {
+        try {
+          this.#options.onHandlerError?.(errorOf(error), record);
+        } catch {
+          // A failing error callback must not stop delivery.
+        }
+        cursor.retryAt = Date.now() + cursor.delay;
+        cursor.delay = Math.min(cursor.delay * 2, this.#settings.maxRetryDelayMs);
+        return;
+      }
+      cursor.delay = this.#settings.retryDelayMs;
+      if (!this.#commit(partition, row.record_offset + 1)) {
+        this.#owned.delete(partition);
+        return;
+      }
+      cursor.next = row.record_offset + 1;
+    }
+  }
+
+  /** False when the partition is no longer ours (our lease ran out and another member took it). */
+  #commit(partition: number, nextOffset: number): boolean {
+    return immediateTransaction(this.#db, () => {
+      const owner = this.#s.owner.get(this.#group, this.#topic, partition) as { member_id: string } | undefined;
+      if (owner?.member_id !== this.#id) return false;
+      this.#s.commit.run(this.#group, this.#topic, partition, nextOffset);
+      return true;
+    });
+  }
+
+  #leave(): void {
+    clearInterval(this.#heartbeat);
+    try {
+      immediateTransaction(this.#db, () => {
+        this.#s.releaseAll.run(this.#group, this.#topic, this.#id);
+        this.#s.leaveMember.run(this.#group, this.#topic, this.#id);
+      });
+    } catch (error) {
+      // Our lease will expire and the others take over then.
+      process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
+    }
+    this.#owned.clear();
+    this.#members.notify();
+    this.#onStopped();
+  }
+}

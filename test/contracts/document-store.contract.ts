@@ -1,0 +1,476 @@
+// The promises of infra/ports/document-store.ts, run against any adapter (embedded SQLite,
+// MongoDB/FerretDB). Every test uses its own randomly named collections so the suite can
+// share a database with other runs, and nothing here relies on one engine's quirks.
+//
+// Decided semantics the adapters must share:
+// - Equality is typed: 10 does not match "10", true does not match 1.
+// - Equality with null (and `in` holding null) matches documents where the field is null
+//   or missing; `ne: null` matches those where it is present and not null. `ne: x`
+//   matches documents that lack the field.
+// - Unique indexes are only specified for documents that hold every indexed field with a
+//   non-null value; whether documents lacking one collide is adapter-defined (SQLite: they
+//   never do, i.e. sparse), so callers must not rely on it either way.
+// - Scalar equality/ranges on array fields are not specified (MongoDB matches elements);
+//   use `contains` for arrays.
+// - `contains` only matches array fields, never a scalar field equal to the value.
+// - Ordering across mixed JSON types is not specified. Missing and null sort as equal and
+//   first ascending (last descending), and `after` cursors may hold null for them.
+import { randomBytes } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  DuplicateKeyError,
+  type Collection,
+  type Direction,
+  type DocumentStore,
+  type Scalar,
+  type Stored,
+  type Where,
+} from '../../infra/ports/document-store.ts';
+
+export type OpenDocumentStore = () => Promise<{ store: DocumentStore; close: () => Promise<void> }>;
+
+interface Account {
+  _id: string;
+  email: string;
+  name?: string;
+}
+
+interface Item {
+  _id: string;
+  n: number;
+  s?: string;
+  flag: boolean;
+  tags: Array<string | number | boolean>;
+  nested: { k: string; depth: number; labels: string[] };
+  opt?: string | null;
+}
+
+interface Ranked {
+  _id: string;
+  group: string;
+  rank: number;
+}
+
+async function rejectsDuplicate(work: Promise<unknown>, collection: string, index: string): Promise<void> {
+  let caught: unknown;
+  try {
+    await work;
+  } catch (err) {
+    caught = err;
+  }
+  if (caught === undefined) assert.unreachable(`expected DuplicateKeyError on index ${index}`);
+  assert.instance(caught, DuplicateKeyError);
+  assert.is((caught as DuplicateKeyError).index, index);
+  assert.is((caught as DuplicateKeyError).collection, collection);
+}
+
+function ids(docs: Array<{ _id: string }>): string[] {
+  return docs.map((d) => d._id);
+}
+
+function sortedIds(docs: Array<{ _id: string }>): string[] {
+  return ids(docs).sort();
+}
+
+/** Compares two documents the way orderBy does, for homogeneous scalar fields. */
+function compareBy(orderBy: Array<[string, Direction]>) {
+  return (a: object, b: object): number => {
+    for (const [field, direction] of orderBy) {
+      const x = (a as Record<string, string | number>)[field];
+      const y = (b as Record<string, string | number>)[field];
+      if (x === y) continue;
+      const sign = x < y ? -1 : 1;
+      return direction === 'asc' ? sign : -sign;
+    }
+    return 0;
+  };
+}
+
+async function readAllPages<T extends { _id: string }>(
+  coll: Collection<T>,
+  options: { where?: Where; orderBy: Array<[string, Direction]>; pageSize: number },
+  betweenPages?: (last: Stored<T>) => Promise<void>,
+): Promise<Array<Stored<T>>> {
+  const seen: Array<Stored<T>> = [];
+  let after: Record<string, Scalar> | undefined;
+  for (let guard = 0; guard < 1000; guard++) {
+    const page = await coll.find({ where: options.where, orderBy: options.orderBy, limit: options.pageSize, after });
+    assert.ok(page.length <= options.pageSize, 'a page never exceeds the limit');
+    seen.push(...page);
+    if (page.length < options.pageSize) return seen;
+    const last = page[page.length - 1];
+    after = Object.fromEntries(options.orderBy.map(([field]) => [field, ((last as unknown as Record<string, Scalar | undefined>)[field] ?? null)]));
+    if (betweenPages) await betweenPages(last);
+  }
+  throw new Error('paging did not terminate');
+}
+
+export function documentStoreContract(adapterName: string, open: OpenDocumentStore): void {
+  const test = suite(`document store contract (${adapterName})`);
+  let store: DocumentStore;
+  let closeStore: () => Promise<void>;
+  const created: string[] = [];
+
+  function collectionName(label: string): string {
+    const name = `contract_${label}_${randomBytes(5).toString('hex')}`;
+    created.push(name);
+    return name;
+  }
+
+  test.before(async () => {
+    ({ store, close: closeStore } = await open());
+  });
+
+  test.after(async () => {
+    if (!store) return;
+    for (const name of created) await store.drop(name).catch(() => undefined);
+    await closeStore();
+  });
+
+  test('ping answers true on an open store', async () => {
+    assert.is(await store.ping(), true);
+  });
+
+  test('insert stores version 1 and get returns the document as inserted', async () => {
+    const coll = store.collection<Item>(collectionName('insert'));
+    const doc: Item = { _id: 'i1', n: 4.5, s: 'text', flag: false, tags: ['a', 2], nested: { k: 'p', depth: 1, labels: [] }, opt: null };
+    const stored = await coll.insert(doc);
+    assert.equal(stored, { ...doc, _v: 1 });
+    assert.equal(await coll.get('i1'), { ...doc, _v: 1 });
+    assert.is(await coll.get('missing'), null);
+  });
+
+  test('inserting a taken _id throws DuplicateKeyError on _id and keeps the original', async () => {
+    const name = collectionName('dupid');
+    const coll = store.collection<Account>(name);
+    await coll.insert({ _id: 'x', email: 'first@example.com' });
+    await rejectsDuplicate(coll.insert({ _id: 'x', email: 'second@example.com' }), name, '_id');
+    assert.equal(await coll.get('x'), { _id: 'x', email: 'first@example.com', _v: 1 });
+    assert.is(await coll.count(), 1);
+  });
+
+  test('a unique index rejects a taken value on insert, single and compound', async () => {
+    const name = collectionName('uniqins');
+    const coll = store.collection<Account & { tenant?: string; slug?: string }>(name);
+    const indexes = [
+      { name: 'by_email', fields: [['email', 'asc']] as Array<[string, Direction]>, unique: true },
+      { name: 'by_tenant_slug', fields: [['tenant', 'asc'], ['slug', 'desc']] as Array<[string, Direction]>, unique: true },
+      { name: 'by_name', fields: [['name', 'asc']] as Array<[string, Direction]> },
+    ];
+    await coll.ensureIndexes(indexes);
+    await coll.ensureIndexes(indexes); // idempotent
+    await coll.insert({ _id: 'a', email: 'a@example.com', name: 'same', tenant: 't1', slug: 'home' });
+    await rejectsDuplicate(coll.insert({ _id: 'b', email: 'a@example.com', tenant: 't9', slug: 'x' }), name, 'by_email');
+    // A non-unique index does not constrain, and the compound one only constrains the pair.
+    await coll.insert({ _id: 'c', email: 'c@example.com', name: 'same', tenant: 't2', slug: 'home' });
+    await coll.insert({ _id: 'd', email: 'd@example.com', tenant: 't1', slug: 'about' });
+    await rejectsDuplicate(coll.insert({ _id: 'e', email: 'e@example.com', tenant: 't1', slug: 'home' }), name, 'by_tenant_slug');
+    assert.equal(sortedIds(await coll.find()), ['a', 'c', 'd']);
+    assert.equal(sortedIds(await coll.find({ where: { name: 'same' } })), ['a', 'c']);
+  });
+
+  test('a unique index rejects a taken value on replace and leaves the document as it was', async () => {
+    const name = collectionName('uniqrep');
+    const coll = store.collection<Account>(name);
+    await coll.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    await coll.insert({ _id: 'a', email: 'a@example.com' });
+    await coll.insert({ _id: 'b', email: 'b@example.com' });
+    await rejectsDuplicate(coll.replace({ _id: 'b', email: 'a@example.com' }, 1), name, 'by_email');
+    assert.equal(await coll.get('b'), { _id: 'b', email: 'b@example.com', _v: 1 });
+    // Keeping one's own value is no collision.
+    const kept = await coll.replace({ _id: 'a', email: 'a@example.com', name: 'Ann' }, 1);
+    assert.equal(kept, { _id: 'a', email: 'a@example.com', name: 'Ann', _v: 2 });
+  });
+
+  test('ensureIndexes fails with DuplicateKeyError when existing documents already collide', async () => {
+    const name = collectionName('uniqlate');
+    const coll = store.collection<Account>(name);
+    await coll.insert({ _id: 'a', email: 'same@example.com' });
+    await coll.insert({ _id: 'b', email: 'same@example.com' });
+    await rejectsDuplicate(coll.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]), name, 'by_email');
+    assert.is(await coll.count(), 2);
+  });
+
+  test('replace is compare-and-set on the version', async () => {
+    const coll = store.collection<Account>(collectionName('cas'));
+    await coll.insert({ _id: 'a', email: 'v1@example.com' });
+    const second = await coll.replace({ _id: 'a', email: 'v2@example.com' }, 1);
+    assert.equal(second, { _id: 'a', email: 'v2@example.com', _v: 2 });
+    assert.is(await coll.replace({ _id: 'a', email: 'stale@example.com' }, 1), null);
+    assert.equal(await coll.get('a'), { _id: 'a', email: 'v2@example.com', _v: 2 });
+    // A document passed back with its stored _v is accepted; the store owns the version.
+    const third = await coll.replace({ ...(second as Stored<Account>), email: 'v3@example.com' }, 2);
+    assert.equal(third, { _id: 'a', email: 'v3@example.com', _v: 3 });
+    assert.is(await coll.replace({ _id: 'gone', email: 'x@example.com' }, 1), null);
+    assert.is(await coll.get('gone'), null);
+  });
+
+  test('of 20 concurrent replaces from the same version exactly one wins', async () => {
+    const coll = store.collection<Account>(collectionName('race'));
+    await coll.insert({ _id: 'a', email: 'start@example.com' });
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => coll.replace({ _id: 'a', email: `writer${i}@example.com` }, 1)),
+    );
+    const winners = results.filter((r): r is Stored<Account> => r !== null);
+    assert.is(winners.length, 1);
+    assert.is(winners[0]._v, 2);
+    assert.equal(await coll.get('a'), winners[0]);
+  });
+
+  test('delete removes a document, only at the given version when one is given', async () => {
+    const coll = store.collection<Account>(collectionName('delete'));
+    await coll.insert({ _id: 'a', email: 'a@example.com' });
+    await coll.insert({ _id: 'b', email: 'b@example.com' });
+    await coll.replace({ _id: 'b', email: 'b2@example.com' }, 1);
+    assert.is(await coll.delete('a'), true);
+    assert.is(await coll.get('a'), null);
+    assert.is(await coll.delete('a'), false);
+    assert.is(await coll.delete('b', 1), false);
+    assert.ok(await coll.get('b'));
+    assert.is(await coll.delete('b', 2), true);
+    assert.is(await coll.get('b'), null);
+    assert.is(await coll.count(), 0);
+    // The _id is free again.
+    assert.is((await coll.insert({ _id: 'a', email: 'again@example.com' }))._v, 1);
+  });
+
+  const items: Item[] = [
+    { _id: 'a', n: 1, s: 'x', flag: true, tags: ['red', 'blue'], nested: { k: 'p', depth: 1, labels: ['hot'] }, opt: null },
+    { _id: 'b', n: 2, s: 'y', flag: false, tags: ['blue', 1], nested: { k: 'q', depth: 2, labels: [] } },
+    { _id: 'c', n: 3, s: 'z', flag: true, tags: [], nested: { k: 'p', depth: 3, labels: ['cold', 'hot'] }, opt: 'set' },
+    { _id: 'd', n: 10, s: '10', flag: false, tags: ['green', 7], nested: { k: 'r', depth: 4, labels: ['cold'] } },
+    { _id: 'e', n: 2.5, flag: true, tags: ['red', true], nested: { k: 'q', depth: 5, labels: [] } },
+  ];
+
+  const queries: Array<[label: string, where: Where, expected: string[]]> = [
+    ['scalar string equality', { s: 'x' }, ['a']],
+    ['scalar number equality', { n: 2 }, ['b']],
+    ['a number does not equal its string', { s: 10 }, []],
+    ['a string does not equal its number', { n: '10' }, []],
+    ['boolean true', { flag: true }, ['a', 'c', 'e']],
+    ['boolean false', { flag: false }, ['b', 'd']],
+    ['a boolean does not equal 1', { n: true }, []],
+    ['null matches null and missing', { opt: null }, ['a', 'b', 'd', 'e']],
+    ['eq null likewise', { opt: { eq: null } }, ['a', 'b', 'd', 'e']],
+    ['ne null matches present values', { opt: { ne: null } }, ['c']],
+    ['eq', { s: { eq: 'y' } }, ['b']],
+    ['ne includes documents without the field', { s: { ne: 'x' } }, ['b', 'c', 'd', 'e']],
+    ['in strings', { s: { in: ['x', 'z', 'nope'] } }, ['a', 'c']],
+    ['in numbers', { n: { in: [1, 10] } }, ['a', 'd']],
+    ['in is typed', { s: { in: ['y', 10] } }, ['b']],
+    ['in with null', { opt: { in: [null, 'set'] } }, ['a', 'b', 'c', 'd', 'e']],
+    ['in empty', { s: { in: [] } }, []],
+    ['gt', { n: { gt: 2 } }, ['c', 'd', 'e']],
+    ['gte', { n: { gte: 2 } }, ['b', 'c', 'd', 'e']],
+    ['lt', { n: { lt: 2.5 } }, ['a', 'b']],
+    ['lte', { n: { lte: 2.5 } }, ['a', 'b', 'e']],
+    ['range on both ends', { n: { gt: 1, lte: 3 } }, ['b', 'c', 'e']],
+    ['string range', { s: { gte: 'x', lt: 'z' } }, ['a', 'b']],
+    ['string range compares as strings', { s: { gt: 'a' } }, ['a', 'b', 'c']],
+    ['contains a string', { tags: { contains: 'blue' } }, ['a', 'b']],
+    ['contains a number', { tags: { contains: 7 } }, ['d']],
+    ['contains is typed', { tags: { contains: '7' } }, []],
+    ['contains true is not contains 1', { tags: { contains: true } }, ['e']],
+    ['contains 1 is not contains true', { tags: { contains: 1 } }, ['b']],
+    ['contains only looks into arrays', { s: { contains: 'x' } }, []],
+    ['contains nothing matching', { tags: { contains: 'purple' } }, []],
+    ['dotted equality', { 'nested.k': 'p' }, ['a', 'c']],
+    ['dotted range', { 'nested.depth': { gte: 2, lt: 4 } }, ['b', 'c']],
+    ['dotted contains', { 'nested.labels': { contains: 'cold' } }, ['c', 'd']],
+    ['_id conditions', { _id: { in: ['a', 'c', 'zz'] } }, ['a', 'c']],
+    ['_id range', { _id: { gt: 'c' } }, ['d', 'e']],
+    ['all entries must hold', { flag: true, n: { gt: 1 }, 'nested.k': 'q' }, ['e']],
+    ['empty where', {}, ['a', 'b', 'c', 'd', 'e']],
+  ];
+
+  test('find and count honour every condition operator', async () => {
+    const coll = store.collection<Item>(collectionName('find'));
+    await coll.ensureIndexes([
+      { name: 'by_n', fields: [['n', 'asc']] },
+      { name: 'by_s', fields: [['s', 'asc']] },
+      { name: 'by_nested_k', fields: [['nested.k', 'asc'], ['nested.depth', 'desc']] },
+    ]);
+    for (const item of items) await coll.insert(item);
+    for (const [label, where, expected] of queries) {
+      assert.equal(sortedIds(await coll.find({ where })), expected, label);
+      assert.is(await coll.count(where), expected.length, `count: ${label}`);
+    }
+    assert.is(await coll.count(), items.length);
+    assert.equal(await coll.find({ where: { _id: 'c' } }), [{ ...items[2], _v: 1 }]);
+  });
+
+  test('a collection never written to is empty', async () => {
+    const coll = store.collection<Item>(collectionName('never'));
+    assert.equal(await coll.find({ where: { n: 1 }, orderBy: [['n', 'asc']], limit: 3 }), []);
+    assert.is(await coll.count(), 0);
+    assert.is(await coll.get('a'), null);
+    assert.is(await coll.delete('a'), false);
+  });
+
+  const ranked: Ranked[] = [
+    { _id: 'r1', group: 'b', rank: 2 },
+    { _id: 'r2', group: 'a', rank: 1 },
+    { _id: 'r3', group: 'b', rank: 5 },
+    { _id: 'r4', group: 'a', rank: 3 },
+    { _id: 'r5', group: 'c', rank: 2 },
+    { _id: 'r6', group: 'b', rank: 2 },
+  ];
+
+  test('orderBy sorts on several fields with mixed directions, and limit cuts', async () => {
+    const coll = store.collection<Ranked>(collectionName('order'));
+    for (const r of ranked) await coll.insert(r);
+    assert.equal(ids(await coll.find({ orderBy: [['group', 'asc'], ['rank', 'desc'], ['_id', 'asc']] })), ['r4', 'r2', 'r3', 'r1', 'r6', 'r5']);
+    assert.equal(ids(await coll.find({ orderBy: [['rank', 'asc'], ['group', 'desc'], ['_id', 'desc']] })), ['r2', 'r5', 'r6', 'r1', 'r4', 'r3']);
+    assert.equal(ids(await coll.find({ orderBy: [['rank', 'desc'], ['_id', 'asc']], limit: 3 })), ['r3', 'r4', 'r1']);
+    assert.equal(ids(await coll.find({ where: { group: 'b' }, orderBy: [['_id', 'desc']], limit: 2 })), ['r6', 'r3']);
+    assert.equal(ids(await coll.find({ orderBy: [['_id', 'asc']], limit: 100 })), ['r1', 'r2', 'r3', 'r4', 'r5', 'r6']);
+  });
+
+  test('the after cursor returns documents strictly after it, per field direction', async () => {
+    const coll = store.collection<Ranked>(collectionName('after'));
+    for (const r of ranked) await coll.insert(r);
+    const orderBy: Array<[string, Direction]> = [['group', 'asc'], ['rank', 'desc'], ['_id', 'asc']];
+    // Full order: r4 r2 r3 r1 r6 r5
+    assert.equal(ids(await coll.find({ orderBy, after: { group: 'b', rank: 2, _id: 'r1' } })), ['r6', 'r5']);
+    assert.equal(ids(await coll.find({ orderBy, after: { group: 'a', rank: 1, _id: 'r2' }, limit: 2 })), ['r3', 'r1']);
+    // The cursor need not be an existing document.
+    assert.equal(ids(await coll.find({ orderBy, after: { group: 'b', rank: 3, _id: 'zz' } })), ['r1', 'r6', 'r5']);
+    assert.equal(ids(await coll.find({ orderBy, after: { group: 'c', rank: 2, _id: 'r5' } })), []);
+  });
+
+  test('keyset paging visits every document exactly once, through ties on the first field', async () => {
+    const coll = store.collection<Ranked & { odd: boolean }>(collectionName('paging'));
+    const docs = Array.from({ length: 25 }, (_, i) => ({ _id: `p${String(i).padStart(2, '0')}`, group: `g${i % 3}`, rank: i % 4, odd: i % 2 === 1 }));
+    // Insert out of order so storage order is not the answer.
+    for (const d of [...docs].reverse()) await coll.insert(d);
+    for (const orderBy of [
+      [['rank', 'desc'], ['_id', 'asc']],
+      [['rank', 'asc'], ['group', 'desc'], ['_id', 'desc']],
+      [['group', 'asc'], ['_id', 'asc']],
+    ] as Array<Array<[string, Direction]>>) {
+      for (const pageSize of [1, 4, 7, 25]) {
+        const all = await readAllPages(coll, { orderBy, pageSize });
+        assert.equal(ids(all), ids([...docs].sort(compareBy(orderBy))), `${JSON.stringify(orderBy)} by ${pageSize}`);
+      }
+    }
+    const odd = await readAllPages(coll, { where: { odd: true }, orderBy: [['rank', 'asc'], ['_id', 'asc']], pageSize: 3 });
+    assert.equal(ids(odd), ids(docs.filter((d) => d.odd).sort(compareBy([['rank', 'asc'], ['_id', 'asc']]))));
+  });
+
+  test('keyset paging neither skips nor repeats when documents are inserted between pages', async () => {
+    const coll = store.collection<{ _id: string; score: number }>(collectionName('livepaging'));
+    const orderBy: Array<[string, Direction]> = [['score', 'asc'], ['_id', 'asc']];
+    const originals = Array.from({ length: 12 }, (_, i) => ({ _id: `o-${String(i).padStart(2, '0')}`, score: i * 10 }));
+    for (const d of originals) await coll.insert(d);
+    const behind: string[] = [];
+    const ahead: string[] = [];
+    let k = 0;
+    const tag = () => String(k).padStart(3, '0');
+    const seen = await readAllPages(coll, { orderBy, pageSize: 3 }, async (last) => {
+      k++;
+      // Behind the cursor: a smaller score, and the same score with a smaller _id ("a" < "o").
+      const inserts = [
+        { _id: `b-${tag()}`, score: last.score - 5 },
+        { _id: `a-${tag()}`, score: last.score },
+        // Ahead of it: the same score with a larger _id ("z" > "o"), and a larger score.
+        { _id: `z-${tag()}`, score: last.score },
+        { _id: `n-${tag()}`, score: last.score + 5 },
+      ];
+      behind.push(inserts[0]._id, inserts[1]._id);
+      ahead.push(inserts[2]._id, inserts[3]._id);
+      await Promise.all(inserts.map((d) => coll.insert(d)));
+    });
+    const seenIds = ids(seen);
+    assert.is(new Set(seenIds).size, seenIds.length, 'no document is returned twice');
+    for (const d of originals) assert.ok(seenIds.includes(d._id), `original ${d._id} seen`);
+    for (const id of ahead) assert.ok(seenIds.includes(id), `${id} inserted ahead of the cursor is seen`);
+    for (const id of behind) assert.not.ok(seenIds.includes(id), `${id} inserted behind the cursor is not seen`);
+    assert.ok(k >= 4, 'several pages were read');
+    const byOrder = compareBy(orderBy);
+    for (let i = 1; i < seen.length; i++) assert.ok(byOrder(seen[i - 1], seen[i]) < 0, 'pages follow the order');
+  });
+
+  test('ordering and paging through a field some documents lack', async () => {
+    const coll = store.collection<{ _id: string; due?: number | null }>(collectionName('optional'));
+    const docs = [
+      { _id: 'm1', due: 20 },
+      { _id: 'm2' },
+      { _id: 'm3', due: 10 },
+      { _id: 'm4', due: null },
+      { _id: 'm5', due: 20 },
+      { _id: 'm6' },
+    ];
+    for (const d of docs) await coll.insert(d);
+    const ascending: Array<[string, Direction]> = [['due', 'asc'], ['_id', 'asc']];
+    const descending: Array<[string, Direction]> = [['due', 'desc'], ['_id', 'asc']];
+    assert.equal(ids(await coll.find({ orderBy: ascending })), ['m2', 'm4', 'm6', 'm3', 'm1', 'm5']);
+    assert.equal(ids(await coll.find({ orderBy: descending })), ['m1', 'm5', 'm3', 'm2', 'm4', 'm6']);
+    for (const pageSize of [1, 2, 4]) {
+      assert.equal(ids(await readAllPages(coll, { orderBy: ascending, pageSize })), ['m2', 'm4', 'm6', 'm3', 'm1', 'm5'], `asc by ${pageSize}`);
+      assert.equal(ids(await readAllPages(coll, { orderBy: descending, pageSize })), ['m1', 'm5', 'm3', 'm2', 'm4', 'm6'], `desc by ${pageSize}`);
+    }
+    assert.equal(ids(await coll.find({ orderBy: ascending, after: { due: null, _id: 'm4' } })), ['m6', 'm3', 'm1', 'm5']);
+    assert.equal(ids(await coll.find({ orderBy: descending, after: { due: 10, _id: 'm3' } })), ['m2', 'm4', 'm6']);
+  });
+
+  test('drop removes the documents and the indexes', async () => {
+    const name = collectionName('drop');
+    const coll = store.collection<Account>(name);
+    await coll.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    await coll.insert({ _id: 'a', email: 'a@example.com' });
+    await store.drop(name);
+    assert.is(await coll.get('a'), null);
+    assert.is(await coll.count(), 0);
+    await coll.insert({ _id: 'a', email: 'a@example.com' });
+    await coll.insert({ _id: 'b', email: 'a@example.com' });
+    assert.is(await coll.count({ email: 'a@example.com' }), 2);
+    await store.drop(collectionName('never_created'));
+  });
+
+  test('rename replaces the target with the source, its data and its indexes', async () => {
+    const sourceName = collectionName('rebuilt');
+    const targetName = collectionName('live');
+    const source = store.collection<Account & { code?: string }>(sourceName);
+    const target = store.collection<Account & { code?: string }>(targetName);
+    await target.ensureIndexes([{ name: 'by_code', fields: [['code', 'asc']], unique: true }]);
+    await target.insert({ _id: 'old', email: 'old@example.com', code: 'K' });
+    await source.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    await source.insert({ _id: 'a', email: 'a@example.com', code: 'K' });
+    await source.insert({ _id: 'b', email: 'b@example.com' });
+    await source.replace({ _id: 'b', email: 'b2@example.com' }, 1);
+
+    await store.rename(sourceName, targetName);
+
+    assert.equal(await target.find({ orderBy: [['_id', 'asc']] }), [
+      { _id: 'a', email: 'a@example.com', code: 'K', _v: 1 },
+      { _id: 'b', email: 'b2@example.com', _v: 2 },
+    ]);
+    assert.is(await target.get('old'), null);
+    await rejectsDuplicate(target.insert({ _id: 'c', email: 'a@example.com' }), targetName, 'by_email');
+    await rejectsDuplicate(target.replace({ _id: 'b', email: 'a@example.com' }, 2), targetName, 'by_email');
+    // The target's former index went with its former data.
+    await target.insert({ _id: 'd', email: 'd@example.com', code: 'K' });
+    assert.equal(sortedIds(await target.find({ where: { code: 'K' } })), ['a', 'd']);
+    // The source name is free again and starts empty, without the moved index.
+    assert.is(await source.count(), 0);
+    await source.insert({ _id: 'a', email: 'a@example.com' });
+    await source.insert({ _id: 'x', email: 'a@example.com' });
+    assert.is(await source.count(), 2);
+  });
+
+  test('rename to a name not in use moves the collection', async () => {
+    const sourceName = collectionName('from');
+    const targetName = collectionName('to');
+    const source = store.collection<Account>(sourceName);
+    await source.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    await source.insert({ _id: 'a', email: 'a@example.com' });
+    await store.rename(sourceName, targetName);
+    const target = store.collection<Account>(targetName);
+    assert.equal(await target.get('a'), { _id: 'a', email: 'a@example.com', _v: 1 });
+    await rejectsDuplicate(target.insert({ _id: 'b', email: 'a@example.com' }), targetName, 'by_email');
+    assert.is(await source.get('a'), null);
+  });
+
+  test.run();
+}
