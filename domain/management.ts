@@ -125,6 +125,12 @@ export function passwordProblem(password: string): string | null {
   return null;
 }
 
+/**
+ * The dashboard cookie (spec: Authentication 5). `__Host-` makes browsers insist on Secure,
+ * Path=/ and no Domain, which needs https: production only.
+ */
+export const sessionCookieNameFor = (env: Environment): string => (env === 'production' ? '__Host-rr_session' : 'rr_session');
+
 /** A session unused this long ends. */
 export const SESSION_IDLE_MS = 14 * 24 * 3600_000;
 /** No session outlives this, however active: a stolen cookie stops working eventually. */
@@ -168,6 +174,11 @@ export interface StoredRecordCheck {
   message: string;
 }
 
+/**
+ * The records to publish are not stored: they follow from the key, the MAIL FROM label and
+ * the operator's current mail host (domain/sending-domain.ts requiredRecords), so a changed
+ * RELAY_MAIL_HOST shows up at once in what customers are asked to publish.
+ */
 export interface SendingDomain {
   _id: string;
   workspaceId: string;

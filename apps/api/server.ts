@@ -1,10 +1,17 @@
 // Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
 // everywhere, JSON bodies up to the spec's 10 MiB.
 import Fastify, { type FastifyInstance } from 'fastify';
+import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
 import { registerErrorHandling } from './error-registry.ts';
+import { apiKeyRoutes } from './plugins/api-keys.ts';
+import { domainRoutes } from './plugins/domains.ts';
 import { emailRoutes } from './plugins/emails.ts';
 import { healthRoutes } from './plugins/health.ts';
+import { projectRoutes } from './plugins/projects.ts';
+import { sessionRoutes } from './plugins/session.ts';
+import { suppressionRoutes } from './plugins/suppressions.ts';
+import { workspaceRoutes } from './plugins/workspaces.ts';
 import { installTypeBoxValidation } from './validation.ts';
 
 /** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
@@ -25,6 +32,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   });
   installTypeBoxValidation(app);
   registerErrorHandling(app);
+  // Parses Cookie headers for the dashboard session (apps/api/auth/session.ts); unsigned: the
+  // token is itself a 256-bit secret looked up by hash.
+  await app.register(cookie);
   await app.register(async (scope) => healthRoutes(scope, ctx));
   for (const plugin of routePlugins) await app.register(async (scope) => plugin(scope, ctx));
   return app;
@@ -33,4 +43,12 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
 type RoutePlugin = (app: FastifyInstance, ctx: ApiContext) => Promise<void>;
 
 /** Resource plugins, registered in this order. */
-const routePlugins: RoutePlugin[] = [emailRoutes];
+const routePlugins: RoutePlugin[] = [
+  emailRoutes,
+  sessionRoutes,
+  workspaceRoutes,
+  projectRoutes,
+  domainRoutes,
+  apiKeyRoutes,
+  suppressionRoutes,
+];

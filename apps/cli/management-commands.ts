@@ -1,4 +1,21 @@
-// Operator commands over the management model (filled in by the management work).
+// Operator commands over the management model. Each entry loads its code only when run.
 import type { CommandEntry } from './main.ts';
 
-export const managementCommands: Record<string, CommandEntry> = {};
+export const managementCommands: Record<string, CommandEntry> = {
+  setup: {
+    summary: 'create user, workspace, project, domain and API key in one go (--json for scripts)',
+    run: async () => (await import('./management-tasks.ts')).setupCommand,
+  },
+  user: {
+    summary: 'user create --email E [--password P | RELAY_PASSWORD | stdin]',
+    run: async () => (await import('./management-tasks.ts')).userCommand,
+  },
+  workspace: {
+    summary: 'workspace activate|deactivate <workspaceId>: allow or stop production sending',
+    run: async () => (await import('./management-tasks.ts')).workspaceCommand,
+  },
+  domain: {
+    summary: 'domain verify <domainId> (real DNS) | domain mark-verified <domainId> --reason TEXT',
+    run: async () => (await import('./management-tasks.ts')).domainCommand,
+  },
+};

@@ -30,12 +30,17 @@ print_env() {
 }
 
 cmd_up() {
-  local kafka ferret
+  local kafka ferret kafka_was_up=no
+  bash "$here/kafka.sh" status >/dev/null 2>&1 && kafka_was_up=yes
   kafka="$(bash "$here/kafka.sh" start)"
   if ! ferret="$(bash "$here/ferretdb.sh" start)"; then
     # Half an environment is worse than none: callers would run against it.
-    bash "$here/kafka.sh" stop || true
-    die "ferretdb did not start; kafka stopped again"
+    # A broker that was already up before this call is someone else's to stop.
+    if [[ "$kafka_was_up" == no ]]; then
+      bash "$here/kafka.sh" stop || true
+      die "ferretdb did not start; kafka stopped again"
+    fi
+    die "ferretdb did not start"
   fi
   print_env "$kafka" "$ferret"
 }

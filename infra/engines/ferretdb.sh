@@ -33,7 +33,12 @@ FERRETDB_DATA="$FERRETDB_RUN/data"
 FERRETDB_MARKER="--state-dir=$FERRETDB_RUN"
 
 is_installed() {
-  [[ -x "$FERRETDB_BIN" ]] && "$FERRETDB_BIN" --version 2>/dev/null | grep -qx "version: $FERRETDB_VERSION"
+  [[ -x "$FERRETDB_BIN" ]] || return 1
+  # Captured first: `| grep -q` would close the pipe early, SIGPIPE the
+  # binary and, under pipefail, fail the check at random.
+  local out
+  out="$("$FERRETDB_BIN" --version 2>/dev/null)" || return 1
+  grep -qx "version: $FERRETDB_VERSION" <<<"$out"
 }
 
 cmd_install() {
@@ -95,6 +100,8 @@ cmd_start() {
   mkdir -p "$FERRETDB_RUN" "$FERRETDB_DATA"
   printf '%s\n' "$FERRETDB_PORT" >"$FERRETDB_PORTFILE"
 
+  # An interrupted start must not leave a server behind.
+  trap 'stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5; exit 130' INT TERM HUP
   log "starting ferretdb $FERRETDB_VERSION (sqlite) on 127.0.0.1:$FERRETDB_PORT"
   # --debug-addr=- : the default debug listener (127.0.0.1:8088) would clash
   # between parallel instances and is not needed.
@@ -106,12 +113,11 @@ cmd_start() {
     --debug-addr=- \
     --telemetry=disable \
     --log-level=INFO
-  trap 'stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5; exit 130' INT TERM
 
   local deadline=$((SECONDS + FERRETDB_START_TIMEOUT)) pid
   pid="$(<"$FERRETDB_PIDFILE")"
   while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! pid_alive "$pid"; then
       show_log_tail "$FERRETDB_LOG"
       rm -f "$FERRETDB_PIDFILE"
       die "ferretdb exited during startup"
@@ -125,7 +131,7 @@ cmd_start() {
     fi
     sleep 0.2
   done
-  trap - INT TERM
+  trap - INT TERM HUP
   log "ferretdb ready (pid $pid, log $FERRETDB_LOG)"
   print_url
 }
@@ -148,6 +154,10 @@ cmd_status() {
     return 3
   fi
 }
+
+case "${1:-}" in
+  install | start | stop | restart) take_lock ferretdb ;;
+esac
 
 case "${1:-}" in
   install) cmd_install ;;

@@ -166,6 +166,9 @@ cmd_start() {
     "-Dlog4j.configuration=file:$KAFKA_RUN/log4j.properties"
     "-Dkafka.logs.dir=$KAFKA_RUN" -cp "$KAFKA_LIB/*")
 
+  # An interrupted start must not leave a half-started broker behind.
+  trap 'stop_pid "$KAFKA_PIDFILE" "$KAFKA_MARKER" 10; exit 130' INT TERM HUP
+
   local cluster_id
   cluster_id="$(random_cluster_id)"
   if ! "$java" "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
@@ -176,13 +179,11 @@ cmd_start() {
 
   log "starting kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
   spawn "$KAFKA_PIDFILE" "$KAFKA_LOG" "$java" "${jvm[@]}" kafka.Kafka "$KAFKA_MARKER"
-  # An interrupted start must not leave a half-started broker behind.
-  trap 'stop_pid "$KAFKA_PIDFILE" "$KAFKA_MARKER" 10; exit 130' INT TERM
 
   local deadline=$((SECONDS + KAFKA_START_TIMEOUT)) pid
   pid="$(<"$KAFKA_PIDFILE")"
   while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! pid_alive "$pid"; then
       show_log_tail "$KAFKA_LOG"
       rm -f "$KAFKA_PIDFILE"
       die "kafka exited during startup"
@@ -198,7 +199,7 @@ cmd_start() {
     fi
     sleep 0.3
   done
-  trap - INT TERM
+  trap - INT TERM HUP
   log "kafka ready (pid $pid, log $KAFKA_LOG)"
   print_address
 }
@@ -221,6 +222,10 @@ cmd_status() {
     return 3
   fi
 }
+
+case "${1:-}" in
+  install | start | stop | restart) take_lock kafka ;;
+esac
 
 case "${1:-}" in
   install) cmd_install ;;

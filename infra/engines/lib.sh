@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared helpers for the engine scripts. Sourced, not executed.
 # Everything a human should read goes to stderr: stdout of `engines.sh up`
 # is eval'ed by callers and must hold only export lines.
@@ -20,6 +21,15 @@ port_open() {
   timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" >/dev/null 2>&1
 }
 
+# kill -0 alone is not enough: an engine that crashes while this script still
+# runs stays a zombie child of it until reaped, and zombies "exist".
+pid_alive() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != Z && "$state" != X ]]
+}
+
 # Prints the pid from $1 when that process is alive and its command line
 # contains $2 (guards against a recycled pid after a reboot or crash).
 live_pid() {
@@ -27,8 +37,10 @@ live_pid() {
   [[ -s "$pidfile" ]] || return 1
   pid="$(<"$pidfile")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$marker" || return 1
+  pid_alive "$pid" || return 1
+  local cmdline
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$marker"* ]] || return 1
   printf '%s\n' "$pid"
 }
 
@@ -40,8 +52,10 @@ spawn() {
   local pidfile="$1" logfile="$2"
   shift 2
   rm -f "$pidfile"
+  # 9>&- : the engine must not inherit (and so hold forever) the lock fd.
+  # shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner shell
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" \
-    </dev/null >"$logfile" 2>&1 &
+    </dev/null >"$logfile" 2>&1 9>&- &
   local i
   for ((i = 0; i < 50; i++)); do
     [[ -s "$pidfile" ]] && return 0
@@ -50,20 +64,33 @@ spawn() {
   die "process did not start (no pid file $pidfile); see $logfile"
 }
 
+# Serialises install/start/stop of one engine, so that parallel callers
+# (two test runners, a developer and CI) neither build twice nor race on the
+# pid file. Held on fd 9 until the script exits.
+take_lock() {
+  need_cmd flock "part of util-linux"
+  mkdir -p "$ENGINES_RUN"
+  exec 9>"$ENGINES_RUN/$1.lock"
+  if ! flock -n 9; then
+    log "waiting for another $1 command to finish (lock $ENGINES_RUN/$1.lock)"
+    flock -w "${2:-900}" 9 || die "timed out waiting for lock $ENGINES_RUN/$1.lock"
+  fi
+}
+
 # TERM, then KILL after $3 seconds, the process group led by the pid in $1.
 stop_pid() {
   local pidfile="$1" marker="$2" grace="${3:-20}" pid i
   if pid="$(live_pid "$pidfile" "$marker")"; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < grace * 10; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
+      pid_alive "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if pid_alive "$pid"; then
       log "pid $pid did not stop in ${grace}s; killing"
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
       for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
+        pid_alive "$pid" || break
         sleep 0.1
       done
     fi
@@ -80,5 +107,7 @@ show_log_tail() {
 }
 
 check_port_number() {
-  [[ "$2" =~ ^[0-9]+$ ]] && (($2 > 0 && $2 < 65536)) || die "$1 must be a TCP port number, got '$2'"
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || (($2 < 1 || $2 > 65535)); then
+    die "$1 must be a TCP port number, got '$2'"
+  fi
 }

@@ -3,6 +3,15 @@
 // limit and keyset cursors. There are no multi-document transactions: every write is
 // one document, made safe by compare-and-set on the `_v` version field. Every adapter
 // must pass test/contracts/document-store.contract.ts.
+//
+// Semantics every adapter honours (the contract tests them):
+// - Equality is typed: 10 does not match "10", true does not match 1; null matches null
+//   and missing fields; `ne` also matches documents that lack the field.
+// - `contains` matches array fields only.
+// - Ranges match values of the bound's type only.
+// - Missing/null sort fields sort first ascending, last descending; cursors may hold null.
+// - Unique indexes constrain only documents that have every indexed field non-null.
+// - A `limit` of 0 returns nothing; reading a collection never written gives no results.
 
 export type Scalar = string | number | boolean | null;
 

@@ -7,6 +7,7 @@ import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import { openStores, type Stores } from '../../apps/runtime.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import type { ApiContext } from '../../apps/api/context.ts';
+import { prepareStores } from '../../apps/services/prepare-stores.ts';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -22,6 +23,8 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-test-'));
   const config = loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', ...env });
   const stores = await openStores(config);
+  // What every process does at start (apps/relay.ts): unique indexes are part of the behaviour.
+  await prepareStores(stores.documents);
   const clock = {
     offsetMs: 0,
     advance(ms: number) { this.offsetMs += ms; },

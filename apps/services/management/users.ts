@@ -2,7 +2,7 @@
 // and password. There is no self-service sign-up: a self-hosted service decides who gets in.
 import { RelayError, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, passwordProblem, type User } from '../../../domain/management.ts';
-import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique } from './documents.ts';
 import { newId } from './ids.ts';
@@ -28,7 +28,7 @@ export async function createUser(documents: DocumentStore, input: { email: strin
   return insertUnique(usersOf(documents), user, `a user with email ${email} already exists`);
 }
 
-export async function findUserByEmail(documents: DocumentStore, email: string): Promise<User | null> {
+export async function findUserByEmail(documents: DocumentStore, email: string): Promise<Stored<User> | null> {
   const [user] = await usersOf(documents).find({ where: { email: normalizeAddress(email) }, limit: 1 });
   return user ?? null;
 }
@@ -47,12 +47,8 @@ export async function authenticateUser(documents: DocumentStore, email: string, 
   if (!(await verifyPassword(password, user.passwordHash))) throw refused();
   if (needsRehash(user.passwordHash)) {
     // Best effort: a concurrent write wins and the next login tries again.
-    await usersOf(documents).replace({ ...stripVersion(user), passwordHash: await hashPassword(password) }, user._v).catch(() => null);
+    const { _v, ...body } = user;
+    await usersOf(documents).replace({ ...body, passwordHash: await hashPassword(password) }, _v).catch(() => null);
   }
   return user;
-}
-
-function stripVersion<T extends { _v?: number }>(doc: T): Omit<T, '_v'> {
-  const { _v: _ignored, ...rest } = doc;
-  return rest;
 }

@@ -1,0 +1,54 @@
+// Dashboard sign-in: POST /v1/session sets the session cookie, DELETE ends the session,
+// GET tells the dashboard who is signed in and where.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { SESSION_MAX_MS } from '../../../domain/management.ts';
+import { createSession, endSession } from '../../services/management/sessions.ts';
+import { authenticateUser, userView } from '../../services/management/users.ts';
+import { listWorkspacesOf } from '../../services/management/workspaces.ts';
+import { authenticateSession, checkOrigin, sessionCookieName } from '../auth/session.ts';
+import type { ApiContext } from '../context.ts';
+
+const Login = Type.Object(
+  { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
+  { additionalProperties: false },
+);
+
+export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const cookieName = sessionCookieName(ctx.config);
+  const cookieOptions = {
+    path: '/',
+    httpOnly: true,
+    // Lax, not Strict: a link into the dashboard from a mail should arrive signed in.
+    sameSite: 'lax' as const,
+    secure: ctx.config.env === 'production',
+  };
+
+  app.post<{ Body: Static<typeof Login> }>('/v1/session', {
+    // The Origin check runs before the body is even read: login CSRF is refused like any other.
+    onRequest: async (request) => checkOrigin(ctx.config, request),
+    schema: { body: Login },
+  }, async (request, reply) => {
+    const user = await authenticateUser(ctx.documents, request.body.email, request.body.password);
+    const { token, session } = await createSession(ctx.documents, user._id, ctx.now());
+    reply.setCookie(cookieName, token, { ...cookieOptions, maxAge: Math.floor(SESSION_MAX_MS / 1000) });
+    return reply.status(200).send({ user: userView(user), expiresAt: session.expiresAt });
+  });
+
+  app.get('/v1/session', async (request) => {
+    const { user, session } = await authenticateSession(ctx, request);
+    const workspaces = await listWorkspacesOf(ctx.documents, user._id);
+    return {
+      user: userView(user),
+      expiresAt: session.expiresAt,
+      memberships: workspaces.map((w) => ({ workspaceId: w.id, workspaceName: w.name, role: w.role, activated: w.activated })),
+    };
+  });
+
+  app.delete('/v1/session', async (request, reply) => {
+    const { session } = await authenticateSession(ctx, request);
+    await endSession(ctx.documents, session._id);
+    reply.clearCookie(cookieName, cookieOptions);
+    return { signedOut: true };
+  });
+}

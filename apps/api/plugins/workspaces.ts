@@ -1,0 +1,44 @@
+// Workspaces and members. Any signed-in user may create a workspace (and owns it);
+// activation for production sending is an operator's act (relay workspace activate).
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { addMember, createWorkspace, listMembers, listWorkspacesOf, workspaceView } from '../../services/management/workspaces.ts';
+import { authenticateSession, requireSession, requireWorkspaceRole } from '../auth/session.ts';
+import type { ApiContext } from '../context.ts';
+import { Address, Id, Name, Role } from './management-schemas.ts';
+
+const CreateWorkspace = Type.Object({ name: Name }, { additionalProperties: false });
+const AddMember = Type.Object({ email: Address, role: Role }, { additionalProperties: false });
+const ById = Type.Object({ id: Id });
+
+export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  app.addHook('onRequest', requireSession(ctx));
+
+  app.post<{ Body: Static<typeof CreateWorkspace> }>('/v1/workspaces', { schema: { body: CreateWorkspace } }, async (request, reply) => {
+    const { user } = await authenticateSession(ctx, request);
+    const { workspace, membership } = await createWorkspace(ctx.documents, user, request.body.name, ctx.now());
+    return reply.status(201).send(workspaceView(workspace, membership.role));
+  });
+
+  app.get('/v1/workspaces', async (request) => {
+    const { user } = await authenticateSession(ctx, request);
+    return { workspaces: await listWorkspacesOf(ctx.documents, user._id) };
+  });
+
+  app.get<{ Params: Static<typeof ById> }>('/v1/workspaces/:id', { schema: { params: ById } }, async (request) => {
+    const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'viewer');
+    return { ...workspaceView(workspace, membership.role), members: await listMembers(ctx.documents, workspace._id) };
+  });
+
+  app.post<{ Params: Static<typeof ById>; Body: Static<typeof AddMember> }>(
+    '/v1/workspaces/:id/members',
+    { schema: { params: ById, body: AddMember } },
+    async (request, reply) => {
+      const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
+      const member = await addMember(ctx.documents, {
+        workspaceId: workspace._id, actorRole: membership.role, email: request.body.email, role: request.body.role,
+      }, ctx.now());
+      return reply.status(201).send(member);
+    },
+  );
+}

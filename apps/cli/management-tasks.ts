@@ -1,0 +1,197 @@
+// The operator's management commands. Everything for people goes to stderr; stdout carries
+// only results (one JSON object with --json), so scripts can pipe them.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { RelayError } from '../../domain/errors.ts';
+import type { Environment } from '../../domain/management.ts';
+import { loadConfig, type RelayConfig } from '../../infra/config.ts';
+import { createDnsLookup } from '../../infra/dns/resolver.ts';
+import type { DocumentStore } from '../../infra/ports/document-store.ts';
+import { openStores } from '../runtime.ts';
+import { domainView, markDomainVerified, verifyDomain } from '../services/management/domains.ts';
+import { ensureManagementIndexes } from '../services/management/indexes.ts';
+import { runSetup } from '../services/management/setup.ts';
+import { createUser } from '../services/management/users.ts';
+import { setWorkspaceActivation } from '../services/management/workspaces.ts';
+import type { Command } from './main.ts';
+
+const EXIT_USAGE = 2;
+const EXIT_NOT_VERIFIED = 3;
+
+const err = (line: string) => process.stderr.write(`${line}\n`);
+const out = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+
+class UsageError extends Error {}
+
+function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+/** Opens the stores, makes sure the management indexes exist, runs `work`, closes. */
+async function withDocuments<T>(work: (documents: DocumentStore, config: RelayConfig) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const stores = await openStores(config);
+  try {
+    await ensureManagementIndexes(stores.documents);
+    return await work(stores.documents, config);
+  } finally {
+    await stores.close();
+  }
+}
+
+/** Usage mistakes exit 2 with the usage; refused operations (RelayError) exit 1 with their code. */
+function command(usage: string, body: (args: string[]) => Promise<number>): Command {
+  return async (args) => {
+    if (args.includes('--help') || args.includes('-h')) {
+      err(usage);
+      return 0;
+    }
+    try {
+      return await body(args);
+    } catch (error) {
+      if (error instanceof UsageError) {
+        err(`relay: ${error.message}\n\n${usage}`);
+        return EXIT_USAGE;
+      }
+      if (error instanceof RelayError) {
+        err(`relay: ${error.code}: ${error.message}`);
+        return 1;
+      }
+      throw error;
+    }
+  };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+export const userCommand: Command = command(
+  'usage: relay user create --email E [--password P] [--json]\n  The password may also come from RELAY_PASSWORD or, piped, from stdin.',
+  async (args) => {
+    const { values, positionals } = parse(args, { email: { type: 'string' }, password: { type: 'string' }, json: { type: 'boolean' } });
+    if (positionals[0] !== 'create' || positionals.length !== 1) throw new UsageError('expected: user create');
+    if (!values.email) throw new UsageError('--email is required');
+    let password = values.password ?? process.env.RELAY_PASSWORD;
+    if (password === undefined) {
+      if (process.stdin.isTTY) throw new UsageError('give the password with --password, RELAY_PASSWORD or on stdin');
+      password = await readStdin();
+    }
+    const user = await withDocuments((documents) => createUser(documents, { email: values.email!, password: password! }, new Date()));
+    if (values.json) out({ userId: user._id, email: user.email });
+    else process.stdout.write(`${user._id}\n`);
+    err(`created user ${user.email} (${user._id})`);
+    return 0;
+  },
+);
+
+export const workspaceCommand: Command = command(
+  'usage: relay workspace activate <workspaceId>\n       relay workspace deactivate <workspaceId>',
+  async (args) => {
+    const { positionals } = parse(args, {});
+    const [action, workspaceId] = positionals;
+    if ((action !== 'activate' && action !== 'deactivate') || !workspaceId || positionals.length !== 2) {
+      throw new UsageError('expected: workspace activate|deactivate <workspaceId>');
+    }
+    const workspace = await withDocuments((documents) => setWorkspaceActivation(documents, workspaceId, action === 'activate', new Date()));
+    err(`workspace ${workspace.name} (${workspace._id}) is ${workspace.activated ? `activated since ${workspace.activatedAt}` : 'not activated'}`);
+    return 0;
+  },
+);
+
+export const domainCommand: Command = command(
+  'usage: relay domain verify <domainId> [--json]          check the records in DNS (RELAY_DNS_SERVERS or the system resolvers)\n' +
+    '       relay domain mark-verified <domainId> --reason TEXT   operator override, e.g. for a local test domain',
+  async (args) => {
+    const { values, positionals } = parse(args, { reason: { type: 'string' }, json: { type: 'boolean' } });
+    const [action, domainId] = positionals;
+    if (!domainId || positionals.length !== 2) throw new UsageError('expected: domain verify|mark-verified <domainId>');
+    if (action === 'verify') {
+      const view = await withDocuments(async (documents, config) =>
+        domainView(await verifyDomain(documents, config, createDnsLookup(config.dnsServers), domainId, new Date()), config),
+      );
+      if (values.json) out(view);
+      for (const check of view.checks ?? []) err(`${check.status.padEnd(8)} ${check.type.padEnd(3)} ${check.name}${check.required ? '' : ' (recommended)'}: ${check.message}`);
+      err(`domain ${view.name} is ${view.status}`);
+      return view.status === 'verified' ? 0 : 1;
+    }
+    if (action === 'mark-verified') {
+      if (!values.reason?.trim()) throw new UsageError('--reason is required: it is kept with the domain');
+      const domain = await withDocuments((documents) => markDomainVerified(documents, domainId, `operator: ${values.reason}`, new Date()));
+      err(`domain ${domain.name} (${domain._id}) marked verified by the operator`);
+      return 0;
+    }
+    throw new UsageError(`unknown action "${action}"`);
+  },
+);
+
+const SETUP_USAGE = `usage: relay setup [--json] [--email E] [--password P] [--workspace NAME] [--project NAME]
+                   [--environment development|production] [--domain NAME] [--activate] [--trust-domain]
+  Creates (or reuses) the user, an owned workspace, a project, a sending domain connected to
+  it, and a new API key with email:send and email:read. The domain is checked in DNS; with
+  --trust-domain a domain DNS cannot show is marked verified by the operator instead (DNS is
+  then only asked when RELAY_DNS_SERVERS is set). Without either, the records to publish are
+  printed and setup exits ${EXIT_NOT_VERIFIED}.
+  Defaults: --email owner@relay.localhost, --workspace Default, --project Default,
+  --environment development, --domain example.test; password: --password, RELAY_PASSWORD,
+  or generated (and printed) for a new user.`;
+
+export const setupCommand: Command = command(SETUP_USAGE, async (args) => {
+  const { values, positionals } = parse(args, {
+    json: { type: 'boolean' },
+    email: { type: 'string' },
+    password: { type: 'string' },
+    workspace: { type: 'string' },
+    project: { type: 'string' },
+    environment: { type: 'string' },
+    domain: { type: 'string' },
+    activate: { type: 'boolean' },
+    'trust-domain': { type: 'boolean' },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const environment = values.environment ?? 'development';
+  if (environment !== 'development' && environment !== 'production') throw new UsageError('--environment must be development or production');
+  const trustDomain = values['trust-domain'] ?? false;
+  const outcome = await withDocuments((documents, config) =>
+    runSetup(
+      {
+        documents,
+        config,
+        dns: trustDomain && config.dnsServers.length === 0 ? null : createDnsLookup(config.dnsServers),
+        now: () => new Date(),
+        log: (line) => err(line),
+      },
+      {
+        email: values.email ?? 'owner@relay.localhost',
+        password: values.password ?? process.env.RELAY_PASSWORD,
+        workspace: values.workspace ?? 'Default',
+        project: values.project ?? 'Default',
+        environment: environment as Environment,
+        domain: values.domain ?? 'example.test',
+        activate: values.activate ?? false,
+        trustDomain,
+      },
+    ),
+  );
+  if (!outcome.ok) {
+    if (values.json) out(outcome);
+    err(`relay: ${outcome.message}. Records to publish:`);
+    for (const record of outcome.records) {
+      err(`  ${record.type.padEnd(3)} ${record.name}  ${record.type === 'MX' ? `${record.priority} ` : ''}${record.value}${record.required ? '' : '  (recommended)'}`);
+    }
+    return EXIT_NOT_VERIFIED;
+  }
+  const { result } = outcome;
+  if (values.json) out(result);
+  else {
+    process.stdout.write(`${result.apiKey}\n`);
+    err(`ready: project ${result.projectId} sends from ${result.domain} with key ${result.keyId} (printed on stdout)`);
+  }
+  if (result.password) err(`generated password for ${result.email}: ${result.password}`);
+  return 0;
+});

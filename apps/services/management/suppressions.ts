@@ -1,0 +1,57 @@
+// Manual suppressions: workspace-wide blocks owners and admins add and remove. Bounces and
+// complaints write entries of the same shape (same _id), so removing an address unblocks it
+// whatever put it there.
+import { conflict, notFound, validationError } from '../../../domain/errors.ts';
+import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
+import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import { COLLECTIONS } from '../collections.ts';
+
+export const suppressionsOf = (documents: DocumentStore) => documents.collection<SuppressionEntry>(COLLECTIONS.suppressions);
+
+export interface SuppressionView { address: string; reason: SuppressionEntry['reason']; emailId: string | null; createdAt: string }
+
+export const suppressionView = (entry: SuppressionEntry): SuppressionView => ({
+  address: entry.address, reason: entry.reason, emailId: entry.emailId, createdAt: entry.createdAt,
+});
+
+export function normalizeSuppressedAddress(input: string, field: string): string {
+  const address = normalizeAddress(input);
+  if (!isPlainAddress(address)) throw validationError(`${field} "${input.trim().slice(0, 254)}" is not an email address`);
+  return address;
+}
+
+export async function addSuppression(documents: DocumentStore, workspaceId: string, input: string, now: Date): Promise<SuppressionEntry> {
+  const address = normalizeSuppressedAddress(input, 'body.address');
+  try {
+    return await suppressionsOf(documents).insert({
+      _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: 'manual', emailId: null, createdAt: now.toISOString(), lastEventId: null,
+    });
+  } catch (error) {
+    if (error instanceof DuplicateKeyError) throw conflict(`${address} is already suppressed in this workspace`);
+    throw error;
+  }
+}
+
+export async function removeSuppression(documents: DocumentStore, workspaceId: string, input: string): Promise<void> {
+  const address = normalizeSuppressedAddress(input, 'path.address');
+  if (!(await suppressionsOf(documents).delete(suppressionIdOf(workspaceId, address)))) {
+    throw notFound(`${address} is not suppressed in this workspace`);
+  }
+}
+
+/** A page in address order; `cursor` is the last address of the previous page. */
+export async function listSuppressions(
+  documents: DocumentStore,
+  workspaceId: string,
+  page: { limit: number; cursor?: string },
+): Promise<{ entries: SuppressionEntry[]; nextCursor: string | null }> {
+  const entries = await suppressionsOf(documents).find({
+    where: { workspaceId },
+    orderBy: [['workspaceId', 'asc'], ['_id', 'asc']],
+    after: page.cursor === undefined ? undefined : { workspaceId, _id: suppressionIdOf(workspaceId, page.cursor) },
+    limit: page.limit + 1,
+  });
+  const more = entries.length > page.limit;
+  const shown = more ? entries.slice(0, page.limit) : entries;
+  return { entries: shown, nextCursor: more ? shown[shown.length - 1].address : null };
+}

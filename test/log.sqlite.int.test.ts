@@ -1,0 +1,253 @@
+// The sqlite log: the shared contract, plus what only the embedded log has to get right by
+// itself (group membership across processes, crash take-over by lease, hand-over timing).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { LogRecord } from '../infra/ports/log.ts';
+import { SqliteLog } from '../infra/sqlite/log.ts';
+import { partitionForKey } from '../infra/sqlite/partitioner.ts';
+import { logContract } from './contracts/log.contract.ts';
+import { deferred, settle, waitUntil } from './support/eventually.ts';
+import { startFixture } from './support/fixture-process.ts';
+import type { FixtureProcess } from './support/fixture-process.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'relay-log-'));
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+
+logContract('sqlite', async () => {
+  const log = new SqliteLog(join(dir, 'contract.db'));
+  return { log, close: () => log.close() };
+});
+
+const consumerFixture = new URL('./fixtures/sqlite-log-consumer.ts', import.meta.url);
+const LEASE_MS = 800;
+
+interface Printed {
+  event: string;
+  partition?: number;
+  offset?: string;
+  value?: string;
+}
+
+function printed(child: FixtureProcess): Printed[] {
+  return child.lines.map((l) => JSON.parse(l) as Printed);
+}
+
+/** A key for each partition of a topic, so a test can aim records at partitions. */
+function keysByPartition(partitions: number): string[] {
+  const keys: string[] = [];
+  for (let i = 0; keys.filter(Boolean).length < partitions; i++) {
+    const p = partitionForKey(`key-${i}`, partitions);
+    keys[p] ??= `key-${i}`;
+  }
+  return keys;
+}
+
+const test = suite('sqlite log');
+
+test('a consumer SIGKILLed mid-handler loses its partition when its lease runs out; the record is redelivered', async () => {
+  const file = join(dir, 'killed.db');
+  const log = new SqliteLog(file, { sessionTimeoutMs: LEASE_MS });
+  const topic = `killed-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await log.ensureTopic(topic, 1);
+  const child = startFixture(consumerFixture, [file, topic, group, String(LEASE_MS)]);
+  try {
+    await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
+    // Published after the child joined: it finds them by polling, not by an in-process wake-up.
+    await log.publish(topic, [
+      { key: 'k', value: 'first' },
+      { key: 'k', value: 'hang-second' },
+      { key: 'k', value: 'third' },
+    ]);
+    await child.waitForLine((l) => l.includes('"handling"') && l.includes('hang-second'), 'the child is inside the handler');
+    child.child.kill('SIGKILL');
+    assert.equal((await child.exited).signal, 'SIGKILL');
+    assert.equal(printed(child).filter((p) => p.event === 'handled').map((p) => p.value), ['first']);
+
+    const seen: LogRecord[] = [];
+    const consumer = await log.consume({ group, topic, handle: async (r) => void seen.push(r) });
+    await waitUntil(() => seen.length >= 2, 'the dead member’s partition is taken over after its lease');
+    await consumer.stop();
+    assert.equal(seen.map((r) => r.value), ['hang-second', 'third'], 'the uncommitted record comes again, the committed one does not');
+  } finally {
+    child.child.kill('SIGKILL');
+    await child.exited;
+    await log.close();
+  }
+});
+
+test('members in two processes share a group: partitions split, records handled once', async () => {
+  const file = join(dir, 'shared.db');
+  const log = new SqliteLog(file, { sessionTimeoutMs: LEASE_MS });
+  const topic = `shared-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await log.ensureTopic(topic, 2);
+  const child = startFixture(consumerFixture, [file, topic, group, String(LEASE_MS)]);
+  try {
+    await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
+    const here: LogRecord[] = [];
+    const consumer = await log.consume({ group, topic, handle: async (r) => void here.push(r) });
+    const [k0, k1] = keysByPartition(2);
+    const values = Array.from({ length: 20 }, (_, i) => `v${i}`);
+    await log.publish(topic, values.map((value, i) => ({ key: i % 2 ? k1 : k0, value })));
+    const there = () => printed(child).filter((p) => p.event === 'handled').map((p) => p.value!);
+    await waitUntil(() => here.length + there().length >= 20, 'every record is handled by one of the members');
+    await settle(300);
+    assert.equal([...here.map((r) => r.value), ...there()].sort(), [...values].sort(), 'each record once');
+    assert.is(new Set(here.map((r) => r.partition)).size, 1, 'this process owns one partition');
+    assert.is(here.length, 10);
+    assert.is(there().length, 10);
+
+    // A clean stop in the child hands its partition over at once, without waiting for the lease.
+    child.child.kill('SIGTERM');
+    await child.exited;
+    await log.publish(topic, [{ key: k0, value: 'after-0' }, { key: k1, value: 'after-1' }]);
+    await waitUntil(() => here.some((r) => r.value === 'after-0') && here.some((r) => r.value === 'after-1'), 'this process takes both partitions');
+    await consumer.stop();
+  } finally {
+    child.child.kill('SIGKILL');
+    await child.exited;
+    await log.close();
+  }
+});
+
+test('a partition is handed to a joining member only after the owner’s in-flight handler finished and committed', async () => {
+  const log = new SqliteLog(join(dir, 'handover.db'));
+  const topic = `handover-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await log.ensureTopic(topic, 2);
+  const [k0, k1] = keysByPartition(2);
+  const journal: string[] = [];
+  const release = deferred();
+  const one = await log.consume({
+    group,
+    topic,
+    handle: async (r) => {
+      journal.push(`one:${r.value}`);
+      if (r.value === 'block') await release.promise;
+    },
+  });
+  await log.publish(topic, [{ key: k0, value: 'block' }]);
+  await waitUntil(() => journal.includes('one:block'), 'the first member is inside its handler');
+  const two = await log.consume({ group, topic, handle: async (r) => void journal.push(`two:${r.value}`) });
+  await log.publish(topic, [
+    { key: k0, value: 'a1' },
+    { key: k1, value: 'b1' },
+    { key: k0, value: 'a2' },
+    { key: k1, value: 'b2' },
+  ]);
+  await settle(400);
+  assert.equal(journal, ['one:block'], 'nothing moves while the owner is busy');
+  journal.push('released');
+  release.resolve();
+  await waitUntil(() => journal.length >= 6, 'every record is handled');
+  await settle(200);
+  await Promise.all([one.stop(), two.stop()]);
+  await log.close();
+
+  const handled = journal.filter((j) => j !== 'released').map((j) => j.split(':')[1]);
+  assert.equal(handled.sort(), ['a1', 'a2', 'b1', 'b2', 'block'], `each record once: ${journal.join(' ')}`);
+  assert.ok(journal.some((j) => j.startsWith('two:')), 'the joining member got a partition');
+  assert.ok(journal.findIndex((j) => j.startsWith('two:')) > journal.indexOf('released'));
+  for (const [a, b] of [['a1', 'a2'], ['b1', 'b2']]) {
+    assert.ok(journal.findIndex((j) => j.endsWith(`:${a}`)) < journal.findIndex((j) => j.endsWith(`:${b}`)), `${a} before ${b}`);
+  }
+});
+
+test("fromBeginning: false starts a new group at the end, and keeps that start across a restart", async () => {
+  const log = new SqliteLog(join(dir, 'latest.db'));
+  const topic = `latest-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await log.ensureTopic(topic, 1);
+  await log.publish(topic, [{ key: 'k', value: 'old' }]);
+  const idle = await log.consume({ group, topic, fromBeginning: false, handle: async () => {} });
+  await settle(100);
+  await idle.stop();
+  await log.publish(topic, [{ key: 'k', value: 'new' }]);
+  const seen: string[] = [];
+  const consumer = await log.consume({ group, topic, fromBeginning: false, handle: async (r) => void seen.push(r.value) });
+  await waitUntil(() => seen.length >= 1, 'the record published after the group started arrives');
+  await settle(200);
+  await consumer.stop();
+  await log.close();
+  assert.equal(seen, ['new']);
+});
+
+test('records and committed offsets survive reopening the file', async () => {
+  const file = join(dir, 'reopen.db');
+  const topic = `reopen-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  const first = new SqliteLog(file);
+  await first.ensureTopic(topic, 1);
+  await first.publish(topic, [{ key: 'k', value: 'a' }, { key: 'k', value: 'b' }]);
+  const seen: LogRecord[] = [];
+  const consumer = await first.consume({ group, topic, handle: async (r) => void seen.push(r) });
+  await waitUntil(() => seen.length >= 2, 'both records are handled');
+  await consumer.stop();
+  await first.close();
+
+  const second = new SqliteLog(file);
+  await second.publish(topic, [{ key: 'k', value: 'c' }]);
+  const again: LogRecord[] = [];
+  const resumed = await second.consume({ group, topic, handle: async (r) => void again.push(r) });
+  await waitUntil(() => again.length >= 1, 'the new record arrives');
+  await settle(200);
+  await resumed.stop();
+  await second.close();
+  assert.equal(seen.map((r) => [r.value, r.offset]), [['a', '0'], ['b', '1']]);
+  assert.equal(again.map((r) => [r.value, r.offset]), [['c', '2']]);
+});
+
+test('unknown topics and bad records are refused; close() stops consumers and ping then fails', async () => {
+  const log = new SqliteLog(join(dir, 'errors.db'));
+  const missing = `missing-${randomUUID()}`;
+  for (const attempt of [
+    () => log.publish(missing, [{ key: 'k', value: 'v' }]),
+    () => log.consume({ group: 'g', topic: missing, handle: async () => {} }),
+    () => log.ensureTopic(`bad-${randomUUID()}`, 0),
+  ]) {
+    try {
+      await attempt();
+      assert.unreachable('must be refused');
+    } catch (error) {
+      assert.not.match(String(error), /must be refused/);
+    }
+  }
+  const topic = `errors-${randomUUID()}`;
+  await log.ensureTopic(topic, 1);
+  try {
+    await log.publish(topic, [{ key: 'k', value: 1 as unknown as string }]);
+    assert.unreachable('a non-string value must be refused');
+  } catch (error) {
+    assert.instance(error, TypeError);
+  }
+
+  await log.publish(topic, [{ key: 'k', value: 'slow' }]);
+  const release = deferred();
+  const handled: string[] = [];
+  await log.consume({
+    group: `g-${randomUUID()}`,
+    topic,
+    handle: async (r) => {
+      await release.promise;
+      handled.push(r.value);
+    },
+  });
+  await settle(100);
+  let closed = false;
+  const closing = log.close().then(() => {
+    closed = true;
+  });
+  await settle(100);
+  assert.is(closed, false, 'close() waits for the running handler');
+  release.resolve();
+  await closing;
+  assert.equal(handled, ['slow']);
+  assert.is(await log.ping(), false);
+});
+
+test.run();

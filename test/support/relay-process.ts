@@ -1,0 +1,78 @@
+// Runs the real `relay` command in child processes, the way ops run it: for end-to-end
+// tests across process boundaries.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { waitUntil } from './eventually.ts';
+
+const CLI = fileURLToPath(new URL('../../apps/cli/main.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface RelayProcess {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM, then wait for exit. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function spawnRelay(args: string[], env: Record<string, string>): RelayProcess {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, RELAY_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    output: () => output,
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      return exited;
+    },
+  };
+}
+
+/** Runs a relay command to completion; returns its exit code and output. */
+export async function runRelay(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, RELAY_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  return { code, stdout, stderr };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitForReady(baseUrl: string, process: RelayProcess, timeoutMs = 30_000): Promise<void> {
+  await waitUntil(async () => {
+    if (process.child.exitCode !== null) throw new Error(`relay exited early:\n${process.output()}`);
+    try {
+      return (await fetch(`${baseUrl}/readyz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, `${baseUrl}/readyz answers 200`, timeoutMs);
+}
