@@ -16,8 +16,8 @@ export type Part = 'api' | 'forwarder' | ProcessorName;
 
 export interface RunningRelay {
   stores: Stores;
+  /** The HTTP server: the whole API, or only health routes for processor processes. */
   api: FastifyInstance | null;
-  /** Address the API listens on, when it runs. */
   url: string | null;
   logger: Logger;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
@@ -46,7 +46,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         running.set(part, await startEmailProjector({ events: stores.events, log: stores.log, documents: stores.documents, onHandlerError: reportError(part) }));
       }
     }
-    if (parts.includes('api')) {
+    // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.
+    {
       api = await buildApi({
         config,
         events: stores.events,
@@ -56,9 +57,9 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           ...Object.fromEntries([...running.keys()].map((p) => [p, true])),
           ...(running.size > 0 ? { log: await stores.log.ping() } : {}),
         }),
-      });
+      }, { routes: parts.includes('api') ? 'all' : 'health' });
       url = await api.listen({ host: config.host, port: config.port });
-      logger.info({ url }, 'api listening');
+      logger.info({ url, parts }, 'listening');
     }
   } catch (error) {
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});

@@ -20,6 +20,8 @@ export const MAX_REQUEST_BYTES = 10 * 1024 * 1024;
 export interface ApiOptions {
   /** false silences request logs (tests); otherwise a pino level. */
   logLevel?: string | false;
+  /** 'health' serves only /healthz and /readyz: what processor processes expose. */
+  routes?: 'all' | 'health';
 }
 
 export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
@@ -36,7 +38,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   // token is itself a 256-bit secret looked up by hash.
   await app.register(cookie);
   await app.register(async (scope) => healthRoutes(scope, ctx));
-  for (const plugin of routePlugins) await app.register(async (scope) => plugin(scope, ctx));
+  if (options.routes !== 'health') {
+    for (const plugin of routePlugins) await app.register(async (scope) => plugin(scope, ctx));
+  }
   return app;
 }
 

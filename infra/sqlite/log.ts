@@ -351,7 +351,7 @@ class GroupConsumer implements LogConsumer {
     let rejoined = false;
     immediateTransaction(this.#db, () => {
       const now = Date.now();
-
+      s.expireMembers.run(g, t, now);
       // Our own lease may have run out while this process was blocked; come back as a member.
       rejoined = s.rejoinMember.run(g, t, this.#id, now + this.#settings.sessionTimeoutMs).changes > 0;
       const members = (s.liveMembers.all(g, t) as Array<{ member_id: string }>).map((r) => r.member_id);

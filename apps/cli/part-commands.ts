@@ -1,0 +1,27 @@
+// `relay api`, `relay forwarder`, `relay processor <name>`: one part of Relay per process,
+// as ops run them in distributed mode (each processor is its own consumer group).
+import { loadConfig } from '../../infra/config.ts';
+import { PROCESSORS, startRelay, stopOnSignals, type Part } from '../relay.ts';
+
+async function runParts(parts: Part[]): Promise<number> {
+  const relay = await startRelay(loadConfig(), parts);
+  stopOnSignals(relay);
+  await new Promise(() => {}); // runs until a signal stops it
+  return 0;
+}
+
+export const api = async (args: string[]) => (args.length ? usage('relay api') : runParts(['api']));
+export const forwarder = async (args: string[]) => (args.length ? usage('relay forwarder') : runParts(['forwarder']));
+
+export async function processor(args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  if (!name || rest.length || !(PROCESSORS as readonly string[]).includes(name)) {
+    return usage(`relay processor <${PROCESSORS.join('|')}>`);
+  }
+  return runParts([name as Part]);
+}
+
+function usage(text: string): number {
+  console.error(`usage: ${text}   (configuration comes from environment variables; see README)`);
+  return 2;
+}
