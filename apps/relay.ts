@@ -41,9 +41,13 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     await prepareStores(stores.documents);
     for (const part of parts) {
       if (part === 'forwarder') {
-        running.set(part, await startForwarder({ events: stores.events, log: stores.log, documents: stores.documents, onError: reportError(part) }));
+        running.set(part, await startForwarder({ events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
       } else if (part === 'projector') {
-        running.set(part, await startEmailProjector({ events: stores.events, log: stores.log, documents: stores.documents, onHandlerError: reportError(part) }));
+        running.set(part, await startEmailProjector({
+          events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace,
+          onHandlerError: reportError(part),
+          onProjected: (e) => logger.debug({ part, ...e }, 'projected'),
+        }));
       }
     }
     // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.

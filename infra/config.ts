@@ -20,6 +20,8 @@ export interface RelayConfig {
   mongodbUrl: string | null;
   /** Host name published in MAIL FROM MX records and used as the SMTP HELO name. */
   mailHost: string;
+  /** Prefix of log topics and consumer group names, so several installations can share one Kafka cluster. */
+  logNamespace: string;
 }
 
 export class ConfigError extends Error {
@@ -89,6 +91,10 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   }
   const mailHost = text(env, 'RELAY_MAIL_HOST') ?? 'mail.relay.localhost';
   if (!/^[A-Za-z0-9.-]+$/.test(mailHost)) throw new ConfigError('RELAY_MAIL_HOST', `"${mailHost}" is not a host name`);
+  const logNamespace = text(env, 'RELAY_LOG_NAMESPACE') ?? 'relay';
+  if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(logNamespace)) {
+    throw new ConfigError('RELAY_LOG_NAMESPACE', `must be 1 to 100 characters of letters, digits, ".", "_" and "-", got "${logNamespace}"`);
+  }
   return {
     env: relayEnv,
     host: text(env, 'HOST') ?? '127.0.0.1',
@@ -101,5 +107,6 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
     mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv']),
     mailHost,
+    logNamespace,
   };
 }

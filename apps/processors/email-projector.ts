@@ -10,9 +10,8 @@ import { applyToEmailView, type EmailView } from '../../projections/email-view.t
 import { COLLECTIONS } from '../services/collections.ts';
 import { ensureEmailViewIndexes } from '../services/email-reads.ts';
 import { asEmailEvent } from '../services/email-stream.ts';
-import { EVENTS_TOPIC, EVENTS_TOPIC_PARTITIONS, decodeEvent } from './topics.ts';
+import { EVENTS_TOPIC_PARTITIONS, decodeEvent, eventsTopic, groupOf } from './topics.ts';
 
-export const EMAIL_PROJECTOR_GROUP = 'relay.projector.emails';
 
 /** Applies one event (and any missing predecessors) to the email's document. */
 export async function projectEmailEvent(documents: DocumentStore, events: EventStore, event: StoredEvent, collection: string = COLLECTIONS.emails): Promise<void> {
@@ -48,20 +47,26 @@ export interface EmailProjectorOptions {
   events: EventStore;
   log: Log;
   documents: DocumentStore;
-  group?: string;
+  /** Log namespace: reads `<namespace>.events` as group `<namespace>.projector`. */
+  namespace: string;
   onHandlerError?: (error: Error) => void;
+  /** Told about each event applied (for debug logs). */
+  onProjected?: (event: { partition: number; streamId: string; revision: number }) => void;
 }
 
 export async function startEmailProjector(options: EmailProjectorOptions): Promise<LogConsumer> {
   await ensureEmailViewIndexes(options.documents);
-  await options.log.ensureTopic(EVENTS_TOPIC, EVENTS_TOPIC_PARTITIONS);
+  const topic = eventsTopic(options.namespace);
+  await options.log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
   return options.log.consume({
-    group: options.group ?? EMAIL_PROJECTOR_GROUP,
-    topic: EVENTS_TOPIC,
+    group: groupOf(options.namespace, 'projector'),
+    topic,
     fromBeginning: true,
     handle: async (record) => {
       if (!record.key.startsWith(EMAIL_STREAM_PREFIX)) return;
-      await projectEmailEvent(options.documents, options.events, decodeEvent(record));
+      const event = decodeEvent(record);
+      await projectEmailEvent(options.documents, options.events, event);
+      options.onProjected?.({ partition: record.partition, streamId: event.streamId, revision: event.revision });
     },
     onHandlerError: (error) => options.onHandlerError?.(error),
   });

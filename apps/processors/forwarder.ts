@@ -5,7 +5,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import type { Log } from '../../infra/ports/log.ts';
 import { COLLECTIONS } from '../services/collections.ts';
-import { EVENTS_TOPIC, EVENTS_TOPIC_PARTITIONS, encodeEvent } from './topics.ts';
+import { EVENTS_TOPIC_PARTITIONS, encodeEvent, eventsTopic } from './topics.ts';
 
 interface Checkpoint {
   _id: string;
@@ -17,8 +17,8 @@ export interface ForwarderOptions {
   events: EventStore;
   log: Log;
   documents: DocumentStore;
-  /** Checkpoint name; one forwarder runs per name. */
-  name?: string;
+  /** Log namespace: the topic is `<namespace>.events`; one forwarder runs per namespace. */
+  namespace: string;
   /** Events published before the position is saved (it is also saved when idle). */
   checkpointEvery?: number;
   onError?: (error: Error) => void;
@@ -33,9 +33,10 @@ export interface Forwarder {
 export async function startForwarder(options: ForwarderOptions): Promise<Forwarder> {
   const { events, log, documents } = options;
   const checkpoints = documents.collection<Checkpoint>(COLLECTIONS.checkpoints);
-  const id = `forwarder:${options.name ?? EVENTS_TOPIC}`;
+  const topic = eventsTopic(options.namespace);
+  const id = `forwarder:${topic}`;
   const every = options.checkpointEvery ?? 100;
-  await log.ensureTopic(EVENTS_TOPIC, EVENTS_TOPIC_PARTITIONS);
+  await log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
 
   let stored = await checkpoints.get(id);
   if (!stored) {
@@ -64,7 +65,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   const subscription: Subscription = events.subscribeAll(
     { after: acknowledged, onError: options.onError },
     async (event: StoredEvent) => {
-      await log.publish(EVENTS_TOPIC, [{ key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } }]);
+      await log.publish(topic, [{ key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } }]);
       acknowledged = event.position;
       if (++sinceSave >= every) await save();
     },

@@ -3,7 +3,10 @@
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
 import type { LogRecord } from '../../infra/ports/log.ts';
 
-export const EVENTS_TOPIC = 'relay.events';
+/** The events topic of a namespace (RELAY_LOG_NAMESPACE, default "relay"). */
+export const eventsTopic = (namespace: string): string => `${namespace}.events`;
+/** The consumer group of a processor in a namespace. */
+export const groupOf = (namespace: string, processor: string): string => `${namespace}.${processor}`;
 export const EVENTS_TOPIC_PARTITIONS = 8;
 
 export const encodeEvent = (event: StoredEvent): string => JSON.stringify(event);

@@ -1,0 +1,374 @@
+// The log port on Apache Kafka through kafkajs. Kafka already has the port's model (keyed
+// records, partitions, consumer groups with committed offsets); what this adapter adds is the
+// port's delivery discipline on top of kafkajs:
+//
+// - A record's offset is committed only after its handler resolved, one record at a time.
+// - A failing record pauses its partition (the fetch position stays on it, nothing is resolved)
+//   and a timer resumes the partition after a capped back-off, so the record comes again and
+//   nothing behind it is delivered meanwhile, while the other partitions keep flowing.
+// - kafkajs heartbeats only between records; a timer keeps heartbeating while a handler runs,
+//   so a slow handler does not cost the member its partitions (the Java client's background
+//   heartbeat thread does the same).
+import { Kafka, Partitioners, logLevel } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, IHeaders, KafkaMessage, LogEntry, Producer } from 'kafkajs';
+import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
+
+export interface KafkaLogOptions {
+  /** Default 'relay'. */
+  clientId?: string;
+  /**
+   * How long a member that stopped heartbeating (crashed) keeps its partitions. Default 10 s;
+   * the broker refuses values below group.min.session.timeout.ms (6 s by default).
+   */
+  sessionTimeoutMs?: number;
+  /** Default 1 s. Members notice a rebalance at their next heartbeat. */
+  heartbeatIntervalMs?: number;
+  /** How long a rebalance waits for members to rejoin, i.e. for their in-flight handlers. Default 60 s. */
+  rebalanceTimeoutMs?: number;
+  /** Fetch long-poll. Also bounds how late an idle member notices a rebalance. Default 250 ms. */
+  maxWaitTimeMs?: number;
+  /** First delay before a failed record is retried; it doubles up to maxRetryDelayMs. Default 100 ms. */
+  retryDelayMs?: number;
+  /** Default 5000 ms. */
+  maxRetryDelayMs?: number;
+  /** Partitions whose records one consumer handles at the same time (each partition stays serial). Default 1. */
+  partitionsConsumedConcurrently?: number;
+  /** kafkajs messages at this level or more severe go to stderr. Default 'warn'. */
+  logLevel?: 'nothing' | 'error' | 'warn' | 'info';
+  /** How long ping() waits for the cluster. Default 3000 ms. */
+  pingTimeoutMs?: number;
+}
+
+interface Settings {
+  sessionTimeoutMs: number;
+  heartbeatIntervalMs: number;
+  rebalanceTimeoutMs: number;
+  maxWaitTimeMs: number;
+  retryDelayMs: number;
+  maxRetryDelayMs: number;
+  partitionsConsumedConcurrently: number;
+  pingTimeoutMs: number;
+}
+
+const LOG_LEVELS = { nothing: logLevel.NOTHING, error: logLevel.ERROR, warn: logLevel.WARN, info: logLevel.INFO };
+
+// kafkajs reports every rebalance at warn level ("The group is rebalancing, re-joining"); for
+// a log whose groups gain and lose members as processes come and go, that is routine.
+const ROUTINE_MESSAGES = [/^The group is rebalancing, re-joining/];
+
+function stderrLogCreator() {
+  return () =>
+    ({ namespace, level, log }: LogEntry) => {
+      const { message, error } = log as { message?: string; error?: unknown };
+      if (level > logLevel.ERROR && ROUTINE_MESSAGES.some((pattern) => pattern.test(String(message)))) return;
+      const label = level === logLevel.ERROR ? 'ERROR' : level === logLevel.WARN ? 'WARN' : 'INFO';
+      const detail = error !== undefined && !String(message).includes(String(error)) ? ` (${String(error)})` : '';
+      process.stderr.write(`[kafkajs] ${label} ${namespace}: ${message}${detail}\n`);
+    };
+}
+
+function errorOf(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+function nonEmptyString(name: string, value: unknown): void {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`${name} must be a non-empty string`);
+}
+
+function headerText(value: IHeaders[string]): string | undefined {
+  if (value === undefined) return undefined;
+  // A header repeated on the wire arrives as an array; the port has one value per name.
+  const last = Array.isArray(value) ? value[value.length - 1] : value;
+  return last === undefined ? undefined : last.toString();
+}
+
+function toRecord(topic: string, partition: number, message: KafkaMessage): LogRecord {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    const text = headerText(value);
+    if (text !== undefined) headers[name] = text;
+  }
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key?.toString() ?? '',
+    value: message.value?.toString() ?? '',
+    headers,
+  };
+}
+
+/** The errors after which kafkajs must rejoin the group before it may commit again. */
+function needsRejoin(error: unknown): boolean {
+  const type = (error as { type?: unknown } | null)?.type;
+  return type === 'REBALANCE_IN_PROGRESS' || type === 'ILLEGAL_GENERATION' || type === 'UNKNOWN_MEMBER_ID' || type === 'NOT_COORDINATOR_FOR_GROUP';
+}
+
+export class KafkaLog implements Log {
+  readonly #kafka: Kafka;
+  readonly #producer: Producer;
+  readonly #admin: Admin;
+  readonly #settings: Settings;
+  readonly #knownTopics = new Set<string>();
+  readonly #consumers = new Set<GroupConsumer>();
+  #closed = false;
+
+  private constructor(kafka: Kafka, producer: Producer, admin: Admin, settings: Settings) {
+    this.#kafka = kafka;
+    this.#producer = producer;
+    this.#admin = admin;
+    this.#settings = settings;
+  }
+
+  /** Connects a producer and an admin client; rejects when no broker answers. */
+  static async connect(brokers: string[], options: KafkaLogOptions = {}): Promise<KafkaLog> {
+    if (!Array.isArray(brokers) || brokers.length === 0) throw new TypeError('at least one Kafka broker address is needed');
+    const settings: Settings = {
+      sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? 1000,
+      rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 60_000,
+      maxWaitTimeMs: options.maxWaitTimeMs ?? 250,
+      retryDelayMs: options.retryDelayMs ?? 100,
+      maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1,
+      pingTimeoutMs: options.pingTimeoutMs ?? 3000,
+    };
+    const kafka = new Kafka({
+      clientId: options.clientId ?? 'relay',
+      brokers,
+      connectionTimeout: 3000,
+      logLevel: LOG_LEVELS[options.logLevel ?? 'warn'],
+      logCreator: stderrLogCreator,
+    });
+    const producer = kafka.producer({
+      // Explicit, so kafkajs does not warn about its v2 partitioner change: murmur2 like the
+      // Java client (and infra/sqlite/partitioner.ts), so one key always lands in one partition.
+      createPartitioner: Partitioners.DefaultPartitioner,
+      // Retries cannot duplicate or reorder records; one request in flight keeps publish order.
+      idempotent: true,
+      maxInFlightRequests: 1,
+      // A typo'd topic is an error, as in the sqlite log, not a new one-partition topic.
+      allowAutoTopicCreation: false,
+    });
+    const admin = kafka.admin();
+    try {
+      await producer.connect();
+      await admin.connect();
+    } catch (error) {
+      await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+      throw error;
+    }
+    return new KafkaLog(kafka, producer, admin, settings);
+  }
+
+  /** Like Kafka's createTopics, an existing topic is left as it is, whatever its partition count. */
+  async ensureTopic(topic: string, partitions: number): Promise<void> {
+    this.#assertOpen();
+    nonEmptyString('topic', topic);
+    if (!Number.isInteger(partitions) || partitions < 1) throw new TypeError(`partitions must be an integer >= 1, got ${String(partitions)}`);
+    // Resolves once the partitions have leaders; false (not an error) when the topic exists.
+    await this.#admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
+    this.#knownTopics.add(topic);
+  }
+
+  async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+    this.#assertOpen();
+    nonEmptyString('topic', topic);
+    for (const record of records) {
+      if (typeof record.key !== 'string') throw new TypeError('record key must be a string');
+      if (typeof record.value !== 'string') throw new TypeError('record value must be a string');
+      for (const [name, value] of Object.entries(record.headers ?? {})) {
+        if (typeof value !== 'string') throw new TypeError(`header ${name} must be a string`);
+      }
+    }
+    if (records.length === 0) return;
+    await this.#assertTopicExists(topic);
+    await this.#producer.send({
+      topic,
+      // -1: every in-sync replica has the records before send() resolves.
+      acks: -1,
+      messages: records.map((r) => ({ key: r.key, value: r.value, headers: { ...r.headers } })),
+    });
+  }
+
+  async consume(options: ConsumeOptions): Promise<LogConsumer> {
+    this.#assertOpen();
+    nonEmptyString('group', options.group);
+    nonEmptyString('topic', options.topic);
+    if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
+    await this.#assertTopicExists(options.topic);
+    const consumer = new GroupConsumer(this.#kafka, this.#settings, options, () => this.#consumers.delete(consumer));
+    this.#consumers.add(consumer);
+    try {
+      await consumer.start();
+    } catch (error) {
+      await consumer.stop();
+      throw error;
+    }
+    return consumer;
+  }
+
+  async ping(): Promise<boolean> {
+    if (this.#closed) return false;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.#settings.pingTimeoutMs);
+      timer.unref();
+    });
+    // kafkajs keeps retrying an unreachable broker well past the timeout; the late outcome is dropped.
+    const answer = this.#admin.describeCluster().then(
+      (cluster) => cluster.brokers.length > 0,
+      () => false,
+    );
+    try {
+      return await Promise.race([answer, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Stops every consumer (each finishes its in-flight handler and commits), then disconnects. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#consumers].map((c) => c.stop()));
+    await Promise.allSettled([this.#producer.disconnect(), this.#admin.disconnect()]);
+  }
+
+  async #assertTopicExists(topic: string): Promise<void> {
+    if (this.#knownTopics.has(topic)) return;
+    const topics = await this.#admin.listTopics();
+    for (const name of topics) this.#knownTopics.add(name);
+    if (!this.#knownTopics.has(topic)) throw new Error(`topic "${topic}" does not exist; create it with ensureTopic()`);
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the log is closed');
+  }
+}
+
+class GroupConsumer implements LogConsumer {
+  readonly #consumer: Consumer;
+  readonly #settings: Settings;
+  readonly #options: ConsumeOptions;
+  readonly #onStopped: () => void;
+  /** Current retry delay of partitions whose last record failed. */
+  readonly #backoff = new Map<number, number>();
+  readonly #resumeTimers = new Set<NodeJS.Timeout>();
+  #stopping = false;
+  #stopped: Promise<void> | undefined;
+
+  constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, onStopped: () => void) {
+    this.#settings = settings;
+    this.#options = options;
+    this.#onStopped = onStopped;
+    this.#consumer = kafka.consumer({
+      groupId: options.group,
+      sessionTimeout: settings.sessionTimeoutMs,
+      heartbeatInterval: settings.heartbeatIntervalMs,
+      rebalanceTimeout: settings.rebalanceTimeoutMs,
+      maxWaitTimeInMs: settings.maxWaitTimeMs,
+      allowAutoTopicCreation: false,
+    });
+    this.#consumer.on(this.#consumer.events.CRASH, ({ payload }) => {
+      // kafkajs already logged the error; say plainly when it gives up for good.
+      if (!payload.restart && !this.#stopping) {
+        process.stderr.write(`[kafka-log] consumer of group ${options.group} on ${options.topic} stopped after: ${payload.error.message}\n`);
+      }
+    });
+  }
+
+  /** Resolves once the consumer joined the group and received its first assignment. */
+  async start(): Promise<void> {
+    await this.#consumer.connect();
+    await this.#consumer.subscribe({ topics: [this.#options.topic], fromBeginning: this.#options.fromBeginning ?? true });
+    await this.#consumer.run({
+      autoCommit: false,
+      // Nothing is resolved behind the handler's back: the fetch position of a partition only
+      // moves past a record once it was handled and committed.
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.#settings.partitionsConsumedConcurrently,
+      eachBatch: (payload) => this.#eachBatch(payload),
+    });
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      this.#stopping = true;
+      for (const timer of this.#resumeTimers) clearTimeout(timer);
+      this.#resumeTimers.clear();
+      try {
+        // Waits for the running eachBatch (whose handler commits on its own), then leaves the
+        // group, so the partitions are reassigned at once instead of after the session timeout.
+        await this.#consumer.stop();
+        await this.#consumer.disconnect();
+      } finally {
+        this.#onStopped();
+      }
+    })();
+    return this.#stopped;
+  }
+
+  async #eachBatch({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale, pause }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch;
+    for (const message of batch.messages) {
+      if (this.#stopping || !isRunning() || isStale()) return;
+      const record = toRecord(topic, partition, message);
+      const { failure, rejoin } = await this.#handle(record, heartbeat);
+      if (failure) {
+        try {
+          this.#options.onHandlerError?.(failure, record);
+        } catch {
+          // A failing error callback must not stop delivery.
+        }
+        // Stopping: leave the record uncommitted for whoever gets the partition next.
+        if (this.#stopping || !isRunning()) return;
+        this.#retryLater(partition, pause);
+        if (rejoin) throw rejoin;
+        return;
+      }
+      const next = (BigInt(message.offset) + 1n).toString();
+      // Straight to the coordinator, even while stop() is waiting for this batch: kafkajs's own
+      // consumer.commitOffsets() silently skips commits once the consumer is stopping.
+      await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition, offset: next }] }] });
+      resolveOffset(message.offset);
+      this.#backoff.delete(partition);
+      // Handing the partition over now beats delivering more records whose commits would be refused.
+      if (rejoin) throw rejoin;
+      await heartbeat();
+    }
+  }
+
+  /** Runs the handler, heartbeating meanwhile; reports a rebalance noticed on the way. */
+  async #handle(record: LogRecord, heartbeat: () => Promise<void>): Promise<{ failure?: Error; rejoin?: Error }> {
+    let rejoin: Error | undefined;
+    const timer = setInterval(() => {
+      heartbeat().catch((error: unknown) => {
+        if (needsRejoin(error)) rejoin ??= errorOf(error);
+      });
+    }, this.#settings.heartbeatIntervalMs);
+    try {
+      await this.#options.handle(record);
+      return { rejoin };
+    } catch (error) {
+      return { failure: errorOf(error), rejoin };
+    } finally {
+      clearInterval(timer);
+    }
+  }
+
+  /**
+   * Pausing keeps the partition out of the following fetches while the others go on; since the
+   * failed record was not resolved, the fetch after resume starts with it again.
+   */
+  #retryLater(partition: number, pause: () => () => void): void {
+    const delay = this.#backoff.get(partition) ?? this.#settings.retryDelayMs;
+    this.#backoff.set(partition, Math.min(delay * 2, this.#settings.maxRetryDelayMs));
+    const resume = pause();
+    const timer = setTimeout(() => {
+      this.#resumeTimers.delete(timer);
+      if (!this.#stopping) resume();
+    }, delay);
+    this.#resumeTimers.add(timer);
+  }
+}
