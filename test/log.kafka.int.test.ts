@@ -1,0 +1,279 @@
+// The Kafka log on a real broker (RELAY_KAFKA_BROKERS, e.g. from infra/engines/engines.sh up):
+// the shared contract, plus what depends on the broker's group coordination (members in two
+// clients, a SIGKILLed member, hand-over while a handler runs, handlers slower than the session).
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { LogRecord } from '../infra/ports/log.ts';
+import { KafkaLog } from '../infra/kafka/log.ts';
+import type { KafkaLogOptions } from '../infra/kafka/log.ts';
+import { partitionForKey } from '../infra/sqlite/partitioner.ts';
+import { logContract } from './contracts/log.contract.ts';
+import { deferred, settle, waitUntil } from './support/eventually.ts';
+import { startFixture } from './support/fixture-process.ts';
+
+const brokers = process.env.RELAY_KAFKA_BROKERS?.split(',').map((b) => b.trim()).filter(Boolean) ?? [];
+const WAIT_MS = 40_000;
+
+function unique(prefix: string): string {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
+}
+
+/** A key for each partition of a topic, so a test can aim records at partitions. */
+function keysByPartition(partitions: number): string[] {
+  const keys: string[] = [];
+  for (let i = 0; keys.filter(Boolean).length < partitions; i++) {
+    keys[partitionForKey(`key-${i}`, partitions)] ??= `key-${i}`;
+  }
+  return keys;
+}
+
+function firstSeen(values: string[]): string[] {
+  return [...new Set(values)];
+}
+
+if (brokers.length === 0) {
+  const skipped = suite('kafka log');
+  console.log('skipped: RELAY_KAFKA_BROKERS not set (start a broker with: eval "$(bash infra/engines/engines.sh up)")');
+  skipped.skip('log contract: kafka', () => {});
+  skipped.skip('kafka-specific group behaviour', () => {});
+  skipped.run();
+} else {
+  logContract('kafka', async () => {
+    const log = await KafkaLog.connect(brokers);
+    return { log, close: () => log.close() };
+  });
+  kafkaSuite();
+}
+
+function kafkaSuite(): void {
+  const test = suite('kafka log');
+  const open = (options?: KafkaLogOptions) => KafkaLog.connect(brokers, options);
+
+  test('keys land in the partition of the murmur2 partitioner (as in the sqlite log)', async () => {
+    const log = await open();
+    try {
+      const topic = unique('kafka-keys');
+      await log.ensureTopic(topic, 5);
+      const keys = Array.from({ length: 30 }, (_, i) => `customer-${i}`);
+      await log.publish(topic, keys.map((key) => ({ key, value: key })));
+      const seen: LogRecord[] = [];
+      const consumer = await log.consume({ group: unique('g'), topic, handle: async (r) => void seen.push(r) });
+      await waitUntil(() => seen.length >= keys.length, 'every record arrives', WAIT_MS);
+      await consumer.stop();
+      for (const record of seen) assert.is(record.partition, partitionForKey(record.key, 5), record.key);
+    } finally {
+      await log.close();
+    }
+  });
+
+  test('members in two clients split the partitions; when one stops the other takes over without loss', async () => {
+    const [logA, logB, publisher] = await Promise.all([open(), open(), open()]);
+    try {
+      const topic = unique('kafka-shared');
+      const group = unique('g');
+      await publisher.ensureTopic(topic, 4);
+      const keys = keysByPartition(4);
+      const journal: Array<{ member: string; record: LogRecord }> = [];
+      const handler = (member: string) => async (record: LogRecord) => void journal.push({ member, record });
+      const a = await logA.consume({ group, topic, handle: handler('a') });
+      // Resolves once the group rebalanced with both members.
+      const b = await logB.consume({ group, topic, handle: handler('b') });
+
+      const before = Array.from({ length: 40 }, (_, i) => ({ key: keys[i % 4], value: `before-${i}` }));
+      await publisher.publish(topic, before);
+      await waitUntil(() => before.every((r) => journal.some((j) => j.record.value === r.value)), 'both members handle the first records', WAIT_MS);
+      const partitionsOf = (member: string) => new Set(journal.filter((j) => j.member === member).map((j) => j.record.partition));
+      assert.is(partitionsOf('a').size, 2, 'a has two partitions');
+      assert.is(partitionsOf('b').size, 2, 'b has two partitions');
+      assert.ok([...partitionsOf('a')].every((p) => !partitionsOf('b').has(p)), 'no partition is shared');
+      for (const r of before) assert.is(journal.filter((j) => j.record.value === r.value).length, 1, `${r.value} handled once`);
+
+      // Keep publishing while b leaves, so records are in flight during the hand-over.
+      const published: Array<{ key: string; value: string }> = [];
+      let publishing = true;
+      const publishLoop = (async () => {
+        for (let round = 0; publishing; round++) {
+          const batch = keys.map((key) => ({ key, value: `${key}:${round}` }));
+          await publisher.publish(topic, batch);
+          published.push(...batch);
+          await settle(20);
+        }
+      })();
+      await waitUntil(() => published.length >= 40, 'records are being published', WAIT_MS);
+      await b.stop();
+      const stoppedAt = journal.length;
+      await waitUntil(() => journal.slice(stoppedAt).some((j) => j.member === 'a' && partitionsOf('b').has(j.record.partition)), 'a took over b’s partitions', WAIT_MS);
+      publishing = false;
+      await publishLoop;
+      const handled = () => new Set(journal.map((j) => j.record.value));
+      await waitUntil(() => published.every((r) => handled().has(r.value)), 'every published record is handled', WAIT_MS);
+      await a.stop();
+
+      assert.ok(journal.slice(stoppedAt).every((j) => j.member === 'a'), 'nothing is handled by b after its stop() resolved');
+      for (const key of keys) {
+        const order = firstSeen(journal.filter((j) => j.record.key === key && j.record.value.includes(':')).map((j) => j.record.value));
+        assert.equal(order, published.filter((r) => r.key === key).map((r) => r.value), `${key} in publish order`);
+      }
+      // b committed every record it handled before leaving, so a repeats none of them.
+      for (const value of handled()) assert.is(journal.filter((j) => j.record.value === value).length, 1, `${value} handled once`);
+    } finally {
+      await Promise.all([logA.close(), logB.close(), publisher.close()]);
+    }
+  });
+
+  test('a member SIGKILLed mid-handler: after its session expires a new member gets the unhandled record again', async () => {
+    const log = await open();
+    const topic = unique('kafka-killed');
+    const group = unique('g');
+    await log.ensureTopic(topic, 1);
+    const child = startFixture(new URL('./fixtures/kafka-log-consumer.ts', import.meta.url), [brokers.join(','), topic, group, '6000']);
+    try {
+      await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined', WAIT_MS);
+      await log.publish(topic, [
+        { key: 'k', value: 'first' },
+        { key: 'k', value: 'hang-second' },
+        { key: 'k', value: 'third' },
+      ]);
+      await child.waitForLine((l) => l.includes('"handling"') && l.includes('hang-second'), 'the child is inside the handler', WAIT_MS);
+      child.child.kill('SIGKILL');
+      assert.equal((await child.exited).signal, 'SIGKILL');
+      const handledThere = child.lines.map((l) => JSON.parse(l) as { event: string; value?: string }).filter((p) => p.event === 'handled');
+      assert.equal(handledThere.map((p) => p.value), ['first']);
+
+      const seen: LogRecord[] = [];
+      const consumer = await log.consume({ group, topic, handle: async (r) => void seen.push(r) });
+      await waitUntil(() => seen.length >= 2, 'the dead member’s partition is reassigned', WAIT_MS);
+      await settle(300);
+      await consumer.stop();
+      assert.equal(seen.map((r) => [r.value, r.offset]), [['hang-second', '1'], ['third', '2']], 'the uncommitted record comes again, the committed one does not');
+    } finally {
+      child.child.kill('SIGKILL');
+      await child.exited;
+      await log.close();
+    }
+  });
+
+  test('a joining member gets a partition only after the owner’s in-flight handler finished and committed', async () => {
+    const [logA, logB] = await Promise.all([open(), open()]);
+    try {
+      const topic = unique('kafka-handover');
+      const group = unique('g');
+      await logA.ensureTopic(topic, 2);
+      const [k0, k1] = keysByPartition(2);
+      const journal: string[] = [];
+      const release = deferred();
+      const one = await logA.consume({
+        group,
+        topic,
+        handle: async (r) => {
+          journal.push(`one:${r.value}`);
+          if (r.value === 'block') await release.promise;
+        },
+      });
+      await logA.publish(topic, [{ key: k0, value: 'block' }]);
+      await waitUntil(() => journal.includes('one:block'), 'the first member is inside its handler', WAIT_MS);
+      // The rebalance this join starts waits for the busy member to rejoin.
+      const joining = logB.consume({ group, topic, handle: async (r) => void journal.push(`two:${r.value}`) });
+      await logA.publish(topic, [
+        { key: k0, value: 'a1' },
+        { key: k1, value: 'b1' },
+        { key: k0, value: 'a2' },
+        { key: k1, value: 'b2' },
+      ]);
+      await settle(2500);
+      assert.equal(journal, ['one:block'], 'nothing moves while the owner is busy');
+      journal.push('released');
+      release.resolve();
+      const two = await joining;
+      await waitUntil(() => journal.length >= 6, 'every record is handled', WAIT_MS);
+      await settle(300);
+      await Promise.all([one.stop(), two.stop()]);
+
+      const handled = journal.filter((j) => j !== 'released').map((j) => j.split(':')[1]);
+      assert.equal(handled.sort(), ['a1', 'a2', 'b1', 'b2', 'block'], `each record once: ${journal.join(' ')}`);
+      assert.ok(journal.some((j) => j.startsWith('two:')), `the joining member got a partition: ${journal.join(' ')}`);
+      for (const [x, y] of [['a1', 'a2'], ['b1', 'b2']]) {
+        assert.ok(journal.findIndex((j) => j.endsWith(`:${x}`)) < journal.findIndex((j) => j.endsWith(`:${y}`)), `${x} before ${y}`);
+      }
+    } finally {
+      await Promise.all([logA.close(), logB.close()]);
+    }
+  });
+
+  test('a handler slower than the session timeout keeps its partition: the record is handled once', async () => {
+    const log = await open({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 1000 });
+    try {
+      const topic = unique('kafka-slow');
+      await log.ensureTopic(topic, 1);
+      await log.publish(topic, [{ key: 'k', value: 'slow' }, { key: 'k', value: 'after' }]);
+      const calls: string[] = [];
+      const consumer = await log.consume({
+        group: unique('g'),
+        topic,
+        handle: async (r) => {
+          calls.push(r.value);
+          if (r.value === 'slow') await settle(8000);
+        },
+      });
+      await waitUntil(() => calls.includes('after'), 'the record after the slow one arrives', WAIT_MS);
+      await settle(300);
+      await consumer.stop();
+      assert.equal(calls, ['slow', 'after']);
+    } finally {
+      await log.close();
+    }
+  });
+
+  test('unknown topics and bad records are refused; close() waits for a running handler and ping then fails', async () => {
+    const log = await open();
+    const missing = unique('missing');
+    for (const attempt of [
+      () => log.publish(missing, [{ key: 'k', value: 'v' }]),
+      () => log.consume({ group: 'g', topic: missing, handle: async () => {} }),
+      () => log.ensureTopic(unique('bad'), 0),
+    ]) {
+      try {
+        await attempt();
+        assert.unreachable('must be refused');
+      } catch (error) {
+        assert.not.match(String(error), /must be refused/);
+      }
+    }
+    const topic = unique('kafka-errors');
+    await log.ensureTopic(topic, 1);
+    try {
+      await log.publish(topic, [{ key: 'k', value: 1 as unknown as string }]);
+      assert.unreachable('a non-string value must be refused');
+    } catch (error) {
+      assert.instance(error, TypeError);
+    }
+
+    await log.publish(topic, [{ key: 'k', value: 'slow' }]);
+    const release = deferred();
+    const handling = deferred();
+    const handled: string[] = [];
+    await log.consume({
+      group: unique('g'),
+      topic,
+      handle: async (r) => {
+        handling.resolve();
+        await release.promise;
+        handled.push(r.value);
+      },
+    });
+    await handling.promise;
+    let closed = false;
+    const closing = log.close().then(() => {
+      closed = true;
+    });
+    await settle(200);
+    assert.is(closed, false, 'close() waits for the running handler');
+    release.resolve();
+    await closing;
+    assert.equal(handled, ['slow']);
+    assert.is(await log.ping(), false);
+  });
+
+  test.run();
+}
