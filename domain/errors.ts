@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'invalid_template_variables'
   | 'rate_limit_exceeded'
   | 'quota_exceeded'
+  | 'service_unavailable'
   | 'internal_error';
 
 export class RelayError extends Error {

@@ -70,7 +70,7 @@ if (!brokers || !mongoUrl) {
     const into = `emails_check_${randomBytes(3).toString('hex')}`;
     const rebuilt = await runRelay(['projections', 'rebuild', 'emails', '--into', into, '--json'], env);
     assert.is(rebuilt.code, 0, rebuilt.stderr);
-    const strip = (docs: Array<Record<string, unknown>>) => new Map(docs.map(({ _v, ...d }) => [d._id as string, d]));
+    const strip = (docs: Array<{ _id: string; _v: number }>) => new Map(docs.map(({ _v, ...d }) => [d._id, d]));
     const live = strip(await stores.documents.collection<{ _id: string }>(COLLECTIONS.emails).find({ orderBy: [['_id', 'asc']], limit: 100_000 }));
     const fresh = strip(await stores.documents.collection<{ _id: string }>(into).find({ orderBy: [['_id', 'asc']], limit: 100_000 }));
     assert.is(fresh.size, sent.length);

@@ -78,9 +78,49 @@ test('send → 202 queued → the detail reads back with every EmailDetail field
   assert.not.ok(raw.includes('Hi Ann'), 'the body never appears');
 });
 
-test('SIGTERM stops the service cleanly', async () => {
-  const exit = await relay.stop();
+test('/healthz is live and /readyz reports the stores and every in-process part', async () => {
+  const live = await fetch(`${baseUrl}/healthz`);
+  assert.is(live.status, 200);
+  const ready = await fetch(`${baseUrl}/readyz`);
+  assert.is(ready.status, 200);
+  const body = (await ready.json()) as { status: string; checks: Record<string, boolean> };
+  assert.is(body.status, 'ready');
+  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, log: true });
+});
+
+test('SIGTERM: requests in flight finish, the consumer positions are committed, the process exits 0', async () => {
+  const inFlight = Array.from({ length: 20 }, (_, i) =>
+    fetch(`${baseUrl}/v1/emails`, { method: 'POST', headers: auth(), body: JSON.stringify({ from: 'hello@example.test', to: 'ann@example.test', subject: `last ${i}`, text: 'x' }) })
+      .then(async (r) => ({ status: r.status, body: (await r.json()) as { id?: string; error?: { code: string } } }))
+      .catch(() => null),
+  );
+  // Let the requests reach the server, then ask it to stop while they are being handled.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  relay.child.kill('SIGTERM');
+  const answered = (await Promise.all(inFlight)).filter((r) => r !== null);
+  const exit = await relay.exited;
   assert.is(exit.code, 0, relay.output());
+  // Requests the server had taken in are finished (202); ones arriving after it began to
+  // drain are told to retry, in the spec's envelope; none is cut off.
+  assert.ok(answered.some((r) => r!.status === 202));
+  for (const r of answered) {
+    if (r!.status !== 202) assert.equal([r!.status, r!.body.error?.code], [503, 'service_unavailable'], JSON.stringify(r));
+  }
+  const admitted = answered.filter((r) => r!.status === 202).map((r) => r!.body.id!);
+
+  // Committed positions: a projector that starts again has nothing left to redo, and every
+  // admitted email (including those answered during shutdown) is in the read model.
+  const port = await freePort();
+  baseUrl = `http://127.0.0.1:${port}`;
+  relay = spawnRelay(['start'], { RELAY_DATA_DIR: dataDir, PORT: String(port) });
+  await waitForReady(baseUrl, relay);
+  await waitUntil(async () => {
+    const list: any = await (await fetch(`${baseUrl}/v1/emails?limit=100`, { headers: auth() })).json();
+    const ids = new Set(list.emails.map((e: { id: string }) => e.id));
+    return admitted.every((id) => ids.has(id));
+  }, 'every email answered during shutdown is projected');
+  const exit2 = await relay.stop();
+  assert.is(exit2.code, 0);
 });
 
 test.run();

@@ -22,6 +22,7 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   rate_limit_exceeded: 429,
   quota_exceeded: 429,
   internal_error: 500,
+  service_unavailable: 503,
 };
 
 export interface ErrorBody {

@@ -3,7 +3,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
-import { registerErrorHandling } from './error-registry.ts';
+import { envelope, registerErrorHandling } from './error-registry.ts';
 import { apiKeyRoutes } from './plugins/api-keys.ts';
 import { domainRoutes } from './plugins/domains.ts';
 import { emailRoutes } from './plugins/emails.ts';
@@ -31,9 +31,20 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     bodyLimit: MAX_REQUEST_BYTES,
     // Behind a proxy the operator sets this through the proxy's own headers; off by default.
     trustProxy: false,
+    // Requests arriving while the server drains get our own 503 (below), in the envelope.
+    return503OnClosing: false,
   });
   installTypeBoxValidation(app);
   registerErrorHandling(app);
+  let draining = false;
+  app.addHook('preClose', async () => {
+    draining = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (!draining) return;
+    reply.header('connection', 'close').header('retry-after', '1');
+    return reply.status(503).send(envelope('service_unavailable', 'the server is shutting down; retry shortly'));
+  });
   // Parses Cookie headers for the dashboard session (apps/api/auth/session.ts); unsigned: the
   // token is itself a 256-bit secret looked up by hash.
   await app.register(cookie);

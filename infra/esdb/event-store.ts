@@ -1,0 +1,337 @@
+// The distributed event store: the port on EventStoreDB through @eventstore/db-client (gRPC).
+// EventStoreDB already has the port's semantics (expected revisions, idempotent appends by event
+// id, the $all order, catch-up subscriptions); this adapter translates types and errors, and adds
+// what the port promises beyond the server: exclusive `after` positions, prefix filters on both
+// stream and type, serial handler calls with retries, and resubscription after a drop.
+import {
+  BACKWARDS,
+  END,
+  EventStoreDBClient,
+  START,
+  StreamNotFoundError,
+  WrongExpectedVersionError,
+  jsonEvent,
+} from '@eventstore/db-client';
+import type { AllStreamResolvedEvent, AllStreamSubscription, Position, StreamingRead } from '@eventstore/db-client';
+import { WrongExpectedRevisionError } from '../ports/event-store.ts';
+import type {
+  AppendResult,
+  EventStore,
+  ExpectedRevision,
+  NewEvent,
+  ReadAllOptions,
+  StoredEvent,
+  SubscribeAllOptions,
+  Subscription,
+} from '../ports/event-store.ts';
+import {
+  checkFilter,
+  checkMaxCount,
+  checkNewEvents,
+  checkRevision,
+  clientConnectionString,
+  comparePositions,
+  formatPosition,
+  isTransient,
+  matchesFilter,
+  parsePosition,
+  positionOf,
+  subscriptionFilter,
+  toActualRevision,
+  toClientExpectedRevision,
+  toStoredEvent,
+} from './mapping.ts';
+import type { ResolvedLike } from './mapping.ts';
+
+export interface EsdbEventStoreOptions {
+  /** Events fetched per request while readAll pages through $all. Default 500. */
+  readBatchSize?: number;
+  /** First delay before a failed handler call is retried, or a dropped subscription resubscribes; it doubles up to maxRetryDelayMs. Default 50 ms. */
+  retryDelayMs?: number;
+  /** Default 5000 ms. */
+  maxRetryDelayMs?: number;
+  /** How long ping() waits for an answer. Default 5000 ms. */
+  pingTimeoutMs?: number;
+}
+
+const ignore = (): void => {};
+
+function errorOf(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+/** Resolves after `ms`, or at once when the signal aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Every item of a finite read. */
+async function collect<T>(read: StreamingRead<T>): Promise<T[]> {
+  // The client emits server errors as 'error' events: the iterator below receives them, and
+  // this listener keeps one that arrives after iteration ended from crashing the process.
+  read.on('error', ignore);
+  const items: T[] = [];
+  for await (const item of read) items.push(item);
+  return items;
+}
+
+export class EsdbEventStore implements EventStore {
+  readonly #client: EventStoreDBClient;
+  readonly #readBatchSize: number;
+  readonly #retryDelayMs: number;
+  readonly #maxRetryDelayMs: number;
+  readonly #pingTimeoutMs: number;
+  readonly #subscriptions = new Set<Subscription>();
+  #closed = false;
+
+  /** Connects lazily: the first call opens the gRPC channel, so this neither waits nor fails on an absent server. */
+  static connect(connectionString: string, options: EsdbEventStoreOptions = {}): EsdbEventStore {
+    return new EsdbEventStore(EventStoreDBClient.connectionString(clientConnectionString(connectionString)), options);
+  }
+
+  /** The store owns the client: close() disposes it. */
+  constructor(client: EventStoreDBClient, options: EsdbEventStoreOptions = {}) {
+    this.#client = client;
+    this.#readBatchSize = Math.max(2, options.readBatchSize ?? 500);
+    this.#retryDelayMs = options.retryDelayMs ?? 50;
+    this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
+    this.#pingTimeoutMs = options.pingTimeoutMs ?? 5000;
+  }
+
+  async append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+    this.#assertOpen();
+    const expected = options?.expectedRevision;
+    const clientExpected = toClientExpectedRevision(expected);
+    checkNewEvents(streamId, events);
+    if (events.length === 0) return this.#appendNothing(streamId, expected);
+
+    // The ids are the caller's, so a retried append is recognised by the server and written once.
+    const data = events.map((event) =>
+      jsonEvent({
+        id: event.id.toLowerCase(),
+        type: event.type,
+        data: event.data ?? {},
+        ...(event.metadata ? { metadata: event.metadata } : {}),
+      }),
+    );
+    let result;
+    try {
+      result = await this.#client.appendToStream(streamId, data, { expectedRevision: clientExpected });
+    } catch (error) {
+      if (error instanceof WrongExpectedVersionError) {
+        throw new WrongExpectedRevisionError(streamId, expected, toActualRevision(error.actualVersion));
+      }
+      throw error;
+    }
+    if (!result.success) {
+      // Only with throwOnAppendFailure=false in the connection string; the revision the client
+      // reports then is not reliable (batch appends), so it is read.
+      throw new WrongExpectedRevisionError(streamId, expected, (await this.#lastOfStream(streamId))?.revision ?? 'no_stream');
+    }
+    const nextExpectedRevision = Number(result.nextExpectedRevision);
+    // The server reports one position per append. For a single event it is that event's; for
+    // several events (and for an idempotent replay) it is not documented to be the last one's,
+    // so the last event is read back: its position is then the one readStream and readAll show.
+    if (events.length === 1 && result.position) return { nextExpectedRevision, position: formatPosition(result.position) };
+    const position = (await this.#eventAt(streamId, nextExpectedRevision)) ?? result.position;
+    if (!position) throw new Error(`EventStoreDB reported no position for the append to ${streamId}`);
+    return { nextExpectedRevision, position: formatPosition(position) };
+  }
+
+  /** An empty append writes nothing on any store; it still answers the expected-revision check. */
+  async #appendNothing(streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const last = await this.#lastOfStream(streamId);
+    const actual = last ? last.revision : 'no_stream';
+    const ok = typeof expected === 'number' ? actual === expected : expected === 'no_stream' ? !last : expected === 'stream_exists' ? !!last : true;
+    if (!ok) throw new WrongExpectedRevisionError(streamId, expected, actual);
+    return { nextExpectedRevision: last ? last.revision : -1, position: last ? formatPosition(last.position) : '0/0' };
+  }
+
+  async #lastOfStream(streamId: string): Promise<{ revision: number; position: Position } | null> {
+    try {
+      const [last] = await collect(this.#client.readStream(streamId, { fromRevision: END, direction: BACKWARDS, maxCount: 1 }));
+      const position = last ? positionOf(last as ResolvedLike) : undefined;
+      return last?.event && position ? { revision: Number(last.event.revision), position } : null;
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) return null;
+      throw error;
+    }
+  }
+
+  async #eventAt(streamId: string, revision: number): Promise<Position | undefined> {
+    const [event] = await collect(this.#client.readStream(streamId, { fromRevision: BigInt(revision), maxCount: 1 }));
+    return event ? positionOf(event as ResolvedLike) : undefined;
+  }
+
+  async readStream(streamId: string, options: { fromRevision?: number; maxCount?: number } = {}): Promise<StoredEvent[]> {
+    this.#assertOpen();
+    if (typeof streamId !== 'string' || streamId === '') throw new TypeError('streamId must be a non-empty string');
+    checkRevision('fromRevision', options.fromRevision);
+    checkMaxCount(options.maxCount);
+    if (options.maxCount === 0) return [];
+    let resolved;
+    try {
+      resolved = await collect(
+        this.#client.readStream(streamId, {
+          fromRevision: BigInt(options.fromRevision ?? 0),
+          ...(options.maxCount !== undefined ? { maxCount: options.maxCount } : {}),
+        }),
+      );
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) return [];
+      throw error;
+    }
+    return resolved.flatMap((r) => toStoredEvent(r as ResolvedLike) ?? []);
+  }
+
+  async readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
+    this.#assertOpen();
+    let cursor = parsePosition(options.after);
+    checkMaxCount(options.maxCount);
+    checkFilter(options.filter);
+    const limit = options.maxCount ?? Number.POSITIVE_INFINITY;
+    const found: StoredEvent[] = [];
+    if (limit === 0) return found;
+    // This client reads $all without server-side filters (only subscriptions take them), so
+    // pages are filtered here. A read from a position includes the event at that position,
+    // which is the one already seen: it is skipped, which makes `after` exclusive.
+    for (;;) {
+      const page = await collect(this.#client.readAll({ fromPosition: cursor ?? START, maxCount: this.#readBatchSize }));
+      let advanced = false;
+      for (const resolved of page) {
+        const position = positionOf(resolved);
+        if (!position || (cursor && comparePositions(position, cursor) <= 0)) continue;
+        cursor = position;
+        advanced = true;
+        const event = toStoredEvent(resolved);
+        if (event && matchesFilter(event, options.filter)) {
+          found.push(event);
+          if (found.length >= limit) return found;
+        }
+      }
+      if (page.length < this.#readBatchSize) return found;
+      if (!advanced) throw new Error(`reading $all made no progress after position ${cursor ? formatPosition(cursor) : 'start'}`);
+    }
+  }
+
+  subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription {
+    this.#assertOpen();
+    let cursor = parsePosition(options.after);
+    const filter = options.filter;
+    checkFilter(filter);
+    const serverFilter = subscriptionFilter(filter);
+    const abort = new AbortController();
+    let current: AllStreamSubscription | undefined;
+
+    // Handler failures are retried forever with a capped back-off, as in the sqlite adapter:
+    // skipping an event would silently break the read model behind the subscription, and giving
+    // up would stop it for good; a stuck subscription is the visible, recoverable choice.
+    const deliver = async (event: StoredEvent): Promise<boolean> => {
+      let delay = this.#retryDelayMs;
+      for (;;) {
+        try {
+          await onEvent(event);
+          return true;
+        } catch {
+          if (abort.signal.aborted) return false;
+          await sleep(delay, abort.signal);
+          if (abort.signal.aborted) return false;
+          delay = Math.min(delay * 2, this.#maxRetryDelayMs);
+        }
+      }
+    };
+
+    // One server subscription at a time, from the last position handled. When it drops (server
+    // restart, leader change, network), a new one starts from there after a back-off that
+    // grows while nothing gets through; onError is called only for a refusal no retry can change.
+    const run = async (): Promise<void> => {
+      let delay = this.#retryDelayMs;
+      while (!abort.signal.aborted) {
+        const subscription = this.#client.subscribeToAll({ fromPosition: cursor ?? START, filter: serverFilter });
+        subscription.on('error', ignore);
+        current = subscription;
+        let failure: unknown;
+        try {
+          for await (const resolved of subscription as AsyncIterable<AllStreamResolvedEvent>) {
+            if (abort.signal.aborted) break;
+            const position = positionOf(resolved);
+            // The server's start position is exclusive for subscriptions as far as documented;
+            // the check makes `after` exclusive whatever it does, and drops replays after a resubscribe.
+            if (!position || (cursor && comparePositions(position, cursor) <= 0)) continue;
+            const event = toStoredEvent(resolved);
+            if (event && matchesFilter(event, filter) && !(await deliver(event))) break;
+            cursor = position;
+            delay = this.#retryDelayMs;
+          }
+        } catch (error) {
+          failure = error;
+        } finally {
+          current = undefined;
+          void subscription.unsubscribe().catch(ignore);
+          subscription.destroy();
+        }
+        if (abort.signal.aborted) return;
+        if (failure !== undefined && !isTransient(failure)) {
+          options.onError?.(errorOf(failure));
+          return;
+        }
+        await sleep(delay, abort.signal);
+        delay = Math.min(delay * 2, this.#maxRetryDelayMs);
+      }
+    };
+
+    const done = Promise.resolve()
+      .then(run)
+      .catch((error: unknown) => {
+        if (!abort.signal.aborted) options.onError?.(errorOf(error));
+      });
+    const subscription: Subscription = {
+      stop: async () => {
+        abort.abort();
+        // Ends a wait for the next event at once; a running handler call is awaited through `done`.
+        current?.destroy();
+        await done;
+        this.#subscriptions.delete(subscription);
+      },
+    };
+    this.#subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async ping(): Promise<boolean> {
+    if (this.#closed) return false;
+    // Reads honour no deadline in this client, so the wait is bounded here.
+    const read = this.#client.readAll({ fromPosition: START, maxCount: 1 });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.#pingTimeoutMs);
+    });
+    try {
+      return await Promise.race([collect(read).then(() => true, () => false), timeout]);
+    } finally {
+      clearTimeout(timer);
+      void read.cancel().catch(ignore);
+    }
+  }
+
+  /** Stops every subscription (waiting for in-flight handler calls), then disposes the client. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((s) => s.stop()));
+    await this.#client.dispose();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the event store is closed');
+  }
+}

@@ -1,0 +1,393 @@
+// The distributed adapter of the document store port, on MongoDB; also run against
+// FerretDB v1 (MongoDB wire protocol on SQLite), the engine available for tests here.
+// Documents are stored as given plus the `_v` version field; the database is the URL's path
+// ('relay' when the URL has none).
+//
+// Compare-and-set. replace is `replaceOne({_id, _v: expected}, {...doc, _v: expected + 1})`
+// and delete-at-version is `deleteOne({_id, _v})`: on MongoDB a single-document write
+// evaluates its filter and writes atomically, so exactly one of N racing writers wins,
+// across any number of clients and processes.
+// FerretDB v1 does NOT give that guarantee: it reads the matching document, then writes it
+// back by _id without re-checking the filter, so two connections can both "win" one
+// version. Within one client the adapter makes it hold by defaulting to a single
+// connection (maxPoolSize 1) when the server identifies as FerretDB, which serialises that
+// client's operations on the server. Between clients (two processes, or a caller passing
+// maxPoolSize > 1) CAS on FerretDB is NOT atomic and concurrent replaces can lose
+// updates. FerretDB is for development and tests; run several writer processes on MongoDB.
+// (A version-claim scheme built on FerretDB's atomic unique inserts was rejected: a crash
+// between the claim and the write wedges the document, and reinserted documents reuse
+// versions, so it needs a recovery protocol heavier than the problem it solves.)
+//
+// Unique indexes. The port lets only documents that hold every indexed field with a
+// non-null value collide. On MongoDB a unique index is partial on `$type` of every
+// non-null type for each field (see document-query.ts for how queries still use it).
+// FerretDB v1 has no partial indexes; its unique indexes already ignore documents that
+// lack a field, but documents holding an explicit null do collide (a deviation from the
+// port that the contract leaves unspecified).
+//
+// Other FerretDB v1 gaps handled here: createIndexes with an existing name and another
+// definition is silently ignored (so definitions are compared and replaced by hand);
+// a unique violation on replace is InternalError (code 1) naming the SQLite index, and
+// on insert an E11000 without the index name (so the index is found by re-checking); a
+// unique index over existing duplicates fails with InternalError; renameCollection has no
+// dropTarget (so rename drops the target first: not atomic, unlike on MongoDB).
+import { MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
+import {
+  DuplicateKeyError,
+  type Collection,
+  type DocumentStore,
+  type FindOptions,
+  type IndexSpec,
+  type Stored,
+  type Where,
+} from '../ports/document-store.ts';
+import { and, checkField, compileFind, uniquePartialFilter, whereClauses } from './document-query.ts';
+
+const DEFAULT_DATABASE = 'relay';
+const PING_TIMEOUT_MS = 2000;
+
+const NAMESPACE_NOT_FOUND = 26;
+const INDEX_NOT_FOUND = 27;
+const INDEX_OPTIONS_CONFLICT = 85;
+const INDEX_KEY_SPECS_CONFLICT = 86;
+const DUPLICATE_KEY = 11000;
+
+type Flavor = 'mongodb' | 'ferretdb';
+
+export interface MongoDocumentStoreOptions {
+  /** Connection pool size. Defaults to the driver's on MongoDB and to 1 on FerretDB (see above). */
+  maxPoolSize?: number;
+}
+
+/** The database named by the URL's path, which the driver would otherwise default to 'test'. */
+export function databaseName(url: string): string {
+  const path = /^mongodb(?:\+srv)?:\/\/[^/?#]*(?:\/([^?#]*))?/i.exec(url)?.[1] ?? '';
+  return decodeURIComponent(path) || DEFAULT_DATABASE;
+}
+
+function serverCode(err: unknown): number | undefined {
+  return err instanceof MongoServerError && typeof err.code === 'number' ? err.code : undefined;
+}
+
+function isDuplicateKey(err: unknown): err is MongoServerError {
+  if (!(err instanceof MongoServerError)) return false;
+  // FerretDB reports unique violations on update and index builds as InternalError.
+  return err.code === DUPLICATE_KEY || (err.code === 1 && /UNIQUE constraint failed/.test(err.message));
+}
+
+function valueAt(doc: Document, path: string): unknown {
+  let value: unknown = doc;
+  for (const segment of path.split('.')) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return value;
+}
+
+function splitDocument(doc: { _id: string }): { id: string; body: Document } {
+  const { _id, _v, ...body } = doc as { _id: unknown; _v?: unknown };
+  if (typeof _id !== 'string') throw new TypeError('document _id must be a string');
+  return { id: _id, body };
+}
+
+interface ExistingIndex {
+  name: string;
+  key: Record<string, unknown>;
+  unique?: boolean;
+  partialFilterExpression?: Document;
+}
+
+/** The connection-level state the collections share. */
+class Engine {
+  readonly client: MongoClient;
+  readonly db: Db;
+  readonly flavor: Flavor;
+  #closed = false;
+
+  constructor(client: MongoClient, db: Db, flavor: Flavor) {
+    this.client = client;
+    this.db = db;
+    this.flavor = flavor;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  markClosed(): void {
+    this.#closed = true;
+  }
+
+  collection(name: string): MongoCollection<Document> {
+    // The driver reconnects on use after close; a closed store must fail instead.
+    if (this.#closed) throw new Error('document store is closed');
+    return this.db.collection(name);
+  }
+}
+
+class MongoDocumentCollection<T extends { _id: string }> implements Collection<T> {
+  readonly #engine: Engine;
+  readonly #name: string;
+
+  constructor(engine: Engine, name: string) {
+    if (name === '' || name.includes('$') || name.includes('\u0000') || name.startsWith('system.')) {
+      throw new Error(`invalid collection name: ${JSON.stringify(name)}`);
+    }
+    this.#engine = engine;
+    this.#name = name;
+  }
+
+  get #coll(): MongoCollection<Document> {
+    return this.#engine.collection(this.#name);
+  }
+
+  async get(id: string): Promise<Stored<T> | null> {
+    return (await this.#coll.findOne({ _id: id as never })) as Stored<T> | null;
+  }
+
+  async insert(doc: T): Promise<Stored<T>> {
+    const { id, body } = splitDocument(doc);
+    const stored = { _id: id, ...body, _v: 1 };
+    try {
+      // A copy: the driver would otherwise write into the document it is given.
+      await this.#coll.insertOne({ ...stored } as Document);
+    } catch (err) {
+      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, stored, true);
+      throw err;
+    }
+    return stored as unknown as Stored<T>;
+  }
+
+  async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
+    const { id, body } = splitDocument(doc);
+    if (!Number.isInteger(expectedVersion)) throw new TypeError(`expected version must be an integer, got ${expectedVersion}`);
+    const replacement = { ...body, _v: expectedVersion + 1 };
+    let matched: number;
+    try {
+      ({ matchedCount: matched } = await this.#coll.replaceOne({ _id: id as never, _v: expectedVersion }, replacement));
+    } catch (err) {
+      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, { _id: id, ...replacement }, false);
+      throw err;
+    }
+    return matched === 1 ? ({ _id: id, ...replacement } as unknown as Stored<T>) : null;
+  }
+
+  async delete(id: string, expectedVersion?: number): Promise<boolean> {
+    const filter: Document = expectedVersion === undefined ? { _id: id } : { _id: id, _v: expectedVersion };
+    return (await this.#coll.deleteOne(filter)).deletedCount === 1;
+  }
+
+  async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
+    const { filter, sort, limit } = compileFind(options);
+    // The driver reads limit 0 as "no limit"; the port means none.
+    if (limit === 0) return [];
+    return (await this.#coll.find(filter, { sort, limit }).toArray()) as Array<Stored<T>>;
+  }
+
+  async count(where?: Where): Promise<number> {
+    return this.#coll.countDocuments(and(whereClauses(where)));
+  }
+
+  async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
+    const wanted = indexes.map((spec) => this.#describe(spec));
+    let existing = await this.#existingIndexes();
+    for (const [i, description] of wanted.entries()) {
+      const spec = indexes[i];
+      const current = existing.find((index) => index.name === spec.name);
+      if (current && this.#sameDefinition(current, description)) continue;
+      // Same name, other definition: the caller's current definition wins.
+      if (current) await this.#dropIndex(spec.name);
+      try {
+        await this.#createIndex(spec, description);
+      } catch (err) {
+        const code = serverCode(err);
+        if (code !== INDEX_OPTIONS_CONFLICT && code !== INDEX_KEY_SPECS_CONFLICT) throw err;
+        // The same key under another name, left by an earlier definition: replace it too,
+        // unless this very call still wants it.
+        existing = await this.#existingIndexes();
+        const clash = existing.find((index) => index.name !== spec.name && index.name !== '_id_'
+          && sameKey(index.key, description.key as Map<string, 1 | -1>) && !indexes.some((s) => s.name === index.name));
+        if (!clash) throw err;
+        await this.#dropIndex(clash.name);
+        await this.#createIndex(spec, description);
+      }
+    }
+  }
+
+  #describe(spec: IndexSpec): IndexDescription {
+    if (spec.name === '' || spec.name === '_id_') throw new Error(`invalid index name ${JSON.stringify(spec.name)}`);
+    if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
+    // A Map keeps the field order even for names JavaScript would reorder (integer-like keys).
+    const key = new Map(spec.fields.map(([field, direction]): [string, 1 | -1] => [checkField(field), direction === 'desc' ? -1 : 1]));
+    const description: IndexDescription = { key, name: spec.name };
+    if (spec.unique) {
+      description.unique = true;
+      // FerretDB has no partial indexes, and its unique indexes skip missing fields anyway.
+      if (this.#engine.flavor === 'mongodb') description.partialFilterExpression = uniquePartialFilter([...key.keys()]);
+    }
+    return description;
+  }
+
+  #sameDefinition(current: ExistingIndex, wanted: IndexDescription): boolean {
+    return sameKey(current.key, wanted.key as Map<string, 1 | -1>)
+      && Boolean(current.unique) === Boolean(wanted.unique)
+      && JSON.stringify(current.partialFilterExpression ?? null) === JSON.stringify(wanted.partialFilterExpression ?? null);
+  }
+
+  async #existingIndexes(): Promise<ExistingIndex[]> {
+    try {
+      return (await this.#coll.listIndexes().toArray()) as ExistingIndex[];
+    } catch (err) {
+      if (serverCode(err) === NAMESPACE_NOT_FOUND) return [];
+      throw err;
+    }
+  }
+
+  async #createIndex(spec: IndexSpec, description: IndexDescription): Promise<void> {
+    try {
+      await this.#coll.createIndexes([description]);
+    } catch (err) {
+      if (isDuplicateKey(err)) throw new DuplicateKeyError(this.#name, spec.name);
+      throw err;
+    }
+  }
+
+  async #dropIndex(name: string): Promise<void> {
+    try {
+      await this.#coll.dropIndex(name);
+    } catch (err) {
+      // Another process replacing the same definition may have dropped it first.
+      if (serverCode(err) !== INDEX_NOT_FOUND && serverCode(err) !== NAMESPACE_NOT_FOUND) throw err;
+    }
+  }
+
+  /**
+   * Names the index a write collided on. MongoDB says it in the message; FerretDB names
+   * the SQLite index on updates and nothing on inserts, so then the taken values are looked
+   * up: the colliding document is another one holding every value of a unique index.
+   */
+  async #duplicateKey(err: MongoServerError, doc: Document, inserting: boolean): Promise<DuplicateKeyError> {
+    const named = / index: (\S+) dup key/.exec(err.message)?.[1];
+    if (named) return new DuplicateKeyError(this.#name, named === '_id_' ? '_id' : named);
+    const unique = (await this.#existingIndexes()).filter((index) => index.unique && index.name !== '_id_');
+    const sqliteIndex = /UNIQUE constraint failed: index '([^']+)'/.exec(err.message)?.[1];
+    if (sqliteIndex) {
+      const byName = unique
+        .filter((index) => sqliteIndex.endsWith(`_${index.name}`))
+        .sort((a, b) => b.name.length - a.name.length)[0];
+      if (byName) return new DuplicateKeyError(this.#name, byName.name);
+    }
+    if (inserting && (await this.#coll.countDocuments({ _id: doc._id }, { limit: 1 })) > 0) {
+      return new DuplicateKeyError(this.#name, '_id');
+    }
+    for (const index of unique) {
+      const fields = Object.keys(index.key);
+      const values = fields.map((field) => valueAt(doc, field));
+      if (values.some((value) => value === undefined)) continue;
+      const filter: Document = { _id: { $ne: doc._id } };
+      fields.forEach((field, i) => (filter[field] = { $eq: values[i] }));
+      if ((await this.#coll.countDocuments(filter, { limit: 1 })) > 0) return new DuplicateKeyError(this.#name, index.name);
+    }
+    // The holder of the value is gone already; name the likeliest index.
+    const candidate = unique.find((index) => Object.keys(index.key).every((field) => valueAt(doc, field) != null));
+    return new DuplicateKeyError(this.#name, candidate?.name ?? '_id');
+  }
+}
+
+function sameKey(current: Record<string, unknown>, wanted: Map<string, 1 | -1>): boolean {
+  const entries = Object.entries(current);
+  if (entries.length !== wanted.size) return false;
+  const wantedEntries = [...wanted.entries()];
+  return entries.every(([field, direction], i) => field === wantedEntries[i][0] && Number(direction) === wantedEntries[i][1]);
+}
+
+async function serverFlavor(client: MongoClient): Promise<Flavor> {
+  const info = await client.db('admin').command({ buildInfo: 1 });
+  return 'ferretdbVersion' in info || 'ferretdb' in info ? 'ferretdb' : 'mongodb';
+}
+
+export class MongoDocumentStore implements DocumentStore {
+  readonly #engine: Engine;
+
+  private constructor(engine: Engine) {
+    this.#engine = engine;
+  }
+
+  /** Connects and identifies the server; fails if it cannot be reached. */
+  static async connect(url: string, options: MongoDocumentStoreOptions = {}): Promise<MongoDocumentStore> {
+    const explicitPool = options.maxPoolSize !== undefined || /[?&]maxPoolSize=/i.test(url);
+    const open = async (maxPoolSize: number | undefined) => {
+      // ignoreUndefined: an undefined field is absent, as in the JSON the other adapter stores.
+      const client = new MongoClient(url, { ignoreUndefined: true, ...(maxPoolSize === undefined ? {} : { maxPoolSize }) });
+      await client.connect();
+      return client;
+    };
+    let client = await open(options.maxPoolSize);
+    let flavor: Flavor;
+    try {
+      flavor = await serverFlavor(client);
+      if (flavor === 'ferretdb' && !explicitPool) {
+        // One connection: the only way CAS holds on FerretDB (see the header).
+        await client.close();
+        client = await open(1);
+      }
+    } catch (err) {
+      await client.close().catch(() => {});
+      throw err;
+    }
+    return new MongoDocumentStore(new Engine(client, client.db(databaseName(url)), flavor));
+  }
+
+  /** 'ferretdb' when the server identified as FerretDB, whose CAS is atomic only within one client. */
+  get flavor(): Flavor {
+    return this.#engine.flavor;
+  }
+
+  collection<T extends { _id: string }>(name: string): Collection<T> {
+    return new MongoDocumentCollection<T>(this.#engine, name);
+  }
+
+  async drop(name: string): Promise<void> {
+    try {
+      await this.#engine.collection(name).drop();
+    } catch (err) {
+      if (serverCode(err) !== NAMESPACE_NOT_FOUND) throw err;
+    }
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    if (from === to) return;
+    const source = this.#engine.collection(from);
+    if (this.#engine.flavor === 'mongodb') {
+      try {
+        // Atomic on MongoDB: readers of `to` see the old collection, then the new one.
+        await source.rename(to, { dropTarget: true });
+      } catch (err) {
+        if (serverCode(err) === NAMESPACE_NOT_FOUND) throw new Error(`cannot rename collection ${from}: it does not exist`, { cause: err });
+        throw err;
+      }
+      return;
+    }
+    // FerretDB has no dropTarget. Check the source first so a failed rename cannot cost the target.
+    const found = await this.#engine.db.listCollections({ name: from }, { nameOnly: true }).toArray();
+    if (found.length === 0) throw new Error(`cannot rename collection ${from}: it does not exist`);
+    await this.drop(to);
+    await source.rename(to);
+  }
+
+  async ping(): Promise<boolean> {
+    if (this.#engine.closed) return false;
+    try {
+      const reply = await this.#engine.client.db('admin').command({ ping: 1 }, { timeoutMS: PING_TIMEOUT_MS });
+      return reply.ok === 1;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#engine.closed) return;
+    this.#engine.markClosed();
+    await this.#engine.client.close();
+  }
+}

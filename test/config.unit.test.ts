@@ -1,0 +1,68 @@
+// Configuration: documented defaults, and a bad value names its variable.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { resolve } from 'node:path';
+import { ConfigError, loadConfig } from '../infra/config.ts';
+
+const test = suite('configuration');
+
+test('defaults: port 3000, ./data, system DNS, development, embedded adapters', () => {
+  const config = loadConfig({});
+  assert.is(config.port, 3000);
+  assert.is(config.dataDir, resolve('./data'));
+  assert.equal(config.dnsServers, []);
+  assert.is(config.env, 'development');
+  assert.is(config.dashboardOrigin, 'http://localhost:3000');
+  assert.is(config.eventStoreUrl, null);
+  assert.is(config.kafkaBrokers, null);
+  assert.is(config.mongodbUrl, null);
+  assert.is(config.logNamespace, 'relay');
+});
+
+test('values are read from the environment', () => {
+  const config = loadConfig({
+    PORT: '8080', RELAY_DATA_DIR: '/tmp/relay-x', RELAY_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,9.9.9.9',
+    RELAY_DASHBOARD_ORIGIN: 'https://dash.example.com/some/path', RELAY_ENV: 'production',
+    RELAY_KAFKA_BROKERS: 'k1:9092,k2:9092', RELAY_MONGODB_URL: 'mongodb://m:27017/relay', RELAY_EVENTSTORE_URL: 'esdb://e:2113?tls=false',
+  });
+  assert.is(config.port, 8080);
+  assert.is(config.dataDir, '/tmp/relay-x');
+  assert.equal(config.dnsServers, ['127.0.0.1:5353', '[::1]:53', '9.9.9.9']);
+  assert.is(config.dashboardOrigin, 'https://dash.example.com');
+  assert.is(config.env, 'production');
+  assert.equal(config.kafkaBrokers, ['k1:9092', 'k2:9092']);
+});
+
+test('RELAY_ENV wins over NODE_ENV; NODE_ENV=test means development', () => {
+  assert.is(loadConfig({ NODE_ENV: 'production', RELAY_ENV: 'development' }).env, 'development');
+  assert.is(loadConfig({ NODE_ENV: 'test' }).env, 'development');
+  assert.is(loadConfig({ NODE_ENV: 'production' }).env, 'production');
+});
+
+const cases: Array<[string, Record<string, string>]> = [
+  ['PORT', { PORT: 'abc' }],
+  ['PORT', { PORT: '70000' }],
+  ['RELAY_ENV', { RELAY_ENV: 'staging' }],
+  ['NODE_ENV', { NODE_ENV: 'staging' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '1.2.3.4,not a host' }],
+  ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'dashboard' }],
+  ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'ftp://x.example' }],
+  ['RELAY_MONGODB_URL', { RELAY_MONGODB_URL: 'http://x' }],
+  ['RELAY_EVENTSTORE_URL', { RELAY_EVENTSTORE_URL: 'tcp://x' }],
+  ['RELAY_LOG_LEVEL', { RELAY_LOG_LEVEL: 'loud' }],
+  ['RELAY_LOG_NAMESPACE', { RELAY_LOG_NAMESPACE: 'has space' }],
+];
+for (const [variable, env] of cases) {
+  test(`invalid ${variable} (${Object.values(env)[0]}) is refused naming it`, () => {
+    try {
+      loadConfig(env);
+      assert.unreachable('should have thrown');
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      assert.is((error as ConfigError).variable, variable);
+      assert.ok((error as Error).message.startsWith(`${variable}:`));
+    }
+  });
+}
+
+test.run();
