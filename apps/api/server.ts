@@ -11,6 +11,7 @@ import { healthRoutes } from './plugins/health.ts';
 import { projectRoutes } from './plugins/projects.ts';
 import { sessionRoutes } from './plugins/session.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
+import { templateRoutes } from './plugins/templates.ts';
 import { workspaceRoutes } from './plugins/workspaces.ts';
 import { installTypeBoxValidation } from './validation.ts';
 
@@ -66,4 +67,5 @@ const routePlugins: RoutePlugin[] = [
   domainRoutes,
   apiKeyRoutes,
   suppressionRoutes,
+  templateRoutes,
 ];

@@ -63,7 +63,8 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
 
   let after: Record<string, string> | undefined;
   if (query.cursor !== undefined) {
-    const cursor = await documents.collection<EmailView>(COLLECTIONS.emails).get(query.cursor);
+    // The cursor is any email of the key's scope, projected yet or not.
+    const cursor = await viewOf(documents, events, query.cursor);
     if (!inScope(cursor, scope)) throw notInScope(query.cursor);
     after = { createdAt: cursor.createdAt, _id: cursor._id };
   }
@@ -73,6 +74,8 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
     limit: limit + 1,
     after,
   });
+  // Keyset paging on (createdAt, _id), both fixed at admission: an email inserted while a
+  // client pages lands before or after its cursor, never shifting what the next page holds.
   const items = page.slice(0, limit);
   return { items, nextCursor: page.length > limit ? items[items.length - 1]._id : null };
 }

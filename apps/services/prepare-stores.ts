@@ -4,9 +4,11 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { ensureContentKeyIndexes } from './content-vault.ts';
 import { ensureEmailViewIndexes } from './email-reads.ts';
 import { ensureManagementIndexes } from './management/indexes.ts';
+import { ensureTemplateIndexes } from './templates/templates.ts';
 
 export async function prepareStores(documents: DocumentStore): Promise<void> {
   await ensureManagementIndexes(documents);
   await ensureEmailViewIndexes(documents);
   await ensureContentKeyIndexes(documents);
+  await ensureTemplateIndexes(documents);
 }

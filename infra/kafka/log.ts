@@ -52,19 +52,25 @@ interface Settings {
 
 const LOG_LEVELS = { nothing: logLevel.NOTHING, error: logLevel.ERROR, warn: logLevel.WARN, info: logLevel.INFO };
 
-// kafkajs reports every rebalance at warn level ("The group is rebalancing, re-joining"); for
-// a log whose groups gain and lose members as processes come and go, that is routine.
-const ROUTINE_MESSAGES = [/^The group is rebalancing, re-joining/];
+/**
+ * Messages that describe normal operation. kafkajs logs every protocol error in a response at
+ * error level (a heartbeat told "the group is rebalancing", createTopics on an existing topic)
+ * although the calling code handles it: retries, rejoins, or throws it to our caller. And it
+ * reports every rebalance at warn level, routine for groups whose members come and go.
+ */
+function isRoutine(namespace: string, message: string): boolean {
+  return (namespace === 'Connection' && message.startsWith('Response ')) || message.startsWith('The group is rebalancing, re-joining');
+}
 
-function stderrLogCreator() {
-  return () =>
-    ({ namespace, level, log }: LogEntry) => {
-      const { message, error } = log as { message?: string; error?: unknown };
-      if (level > logLevel.ERROR && ROUTINE_MESSAGES.some((pattern) => pattern.test(String(message)))) return;
-      const label = level === logLevel.ERROR ? 'ERROR' : level === logLevel.WARN ? 'WARN' : 'INFO';
-      const detail = error !== undefined && !String(message).includes(String(error)) ? ` (${String(error)})` : '';
-      process.stderr.write(`[kafkajs] ${label} ${namespace}: ${message}${detail}\n`);
-    };
+function logToStderr(): (entry: LogEntry) => void {
+  return ({ namespace, level, log }: LogEntry) => {
+    const { message, error } = log as { message?: unknown; error?: unknown };
+    const text = String(message);
+    if (isRoutine(namespace, text)) return;
+    const label = level === logLevel.ERROR ? 'ERROR' : level === logLevel.WARN ? 'WARN' : 'INFO';
+    const detail = error !== undefined && !text.includes(String(error)) ? ` (${String(error)})` : '';
+    process.stderr.write(`[kafkajs] ${label} ${namespace}: ${text}${detail}\n`);
+  };
 }
 
 function errorOf(value: unknown): Error {
@@ -138,13 +144,15 @@ export class KafkaLog implements Log {
       brokers,
       connectionTimeout: 3000,
       logLevel: LOG_LEVELS[options.logLevel ?? 'warn'],
-      logCreator: stderrLogCreator,
+      logCreator: logToStderr,
     });
     const producer = kafka.producer({
       // Explicit, so kafkajs does not warn about its v2 partitioner change: murmur2 like the
       // Java client (and infra/sqlite/partitioner.ts), so one key always lands in one partition.
       createPartitioner: Partitioners.DefaultPartitioner,
       // Retries cannot duplicate or reorder records; one request in flight keeps publish order.
+      // kafkajs then retries without limit, so in a broker outage publish() waits for the broker
+      // instead of failing (what the forwarder wants: it cannot move on without the ack anyway).
       idempotent: true,
       maxInFlightRequests: 1,
       // A typo'd topic is an error, as in the sqlite log, not a new one-partition topic.

@@ -12,7 +12,7 @@
 //   equality, so without the guard a lookup by a unique field would scan the collection.
 // Field paths and values are checked at run time: both may come from request input, and an
 // object in either place would be read by the server as query operators.
-import type { Filter, Document, Sort } from 'mongodb';
+import type { Document, Sort } from 'mongodb';
 import type { Condition, Direction, FindOptions, Scalar, Where } from '../ports/document-store.ts';
 
 /** Every BSON type except null (and the deprecated undefined, which equality with null matches). */
@@ -22,7 +22,7 @@ export const NON_NULL_TYPES = [
 ] as const;
 
 /** Matches no document; a literal so callers need no special case. */
-export const NOTHING: Filter<Document> = { _id: { $in: [] } };
+export const NOTHING: Document = { _id: { $in: [] } };
 
 export function checkField(field: string): string {
   if (typeof field !== 'string') throw new TypeError(`field path must be a string, got ${typeof field}`);
@@ -47,17 +47,17 @@ function guarded(field: string, expr: Document): Document {
   return field === '_id' ? expr : { ...expr, $type: [...NON_NULL_TYPES] };
 }
 
-function equals(field: string, value: Scalar): Filter<Document> {
+function equals(field: string, value: Scalar): Document {
   if (value === null) return { [field]: { $eq: null } };
   return { [field]: guarded(field, { $eq: value }) };
 }
 
-function notEquals(field: string, value: Scalar): Filter<Document> {
+function notEquals(field: string, value: Scalar): Document {
   // $ne matches documents lacking the field, as the port wants; $ne: null matches present values.
   return { [field]: { $ne: value } };
 }
 
-function inList(field: string, values: unknown): Filter<Document> {
+function inList(field: string, values: unknown): Document {
   if (!Array.isArray(values)) throw new TypeError(`"in" on ${field} needs an array`);
   const checked = values.map((v) => checkScalar(v, `in on ${field}`));
   if (checked.length === 0) return NOTHING;
@@ -67,18 +67,18 @@ function inList(field: string, values: unknown): Filter<Document> {
 
 const RANGE_OPS = { gt: '$gt', gte: '$gte', lt: '$lt', lte: '$lte' } as const;
 
-function range(field: string, op: keyof typeof RANGE_OPS, value: Scalar): Filter<Document> {
+function range(field: string, op: keyof typeof RANGE_OPS, value: Scalar): Document {
   // Null is only comparable with itself: ≥ null / ≤ null is "is null", > null / < null is nothing.
   if (value === null) return op === 'gte' || op === 'lte' ? { [field]: { $eq: null } } : NOTHING;
   return { [field]: guarded(field, { [RANGE_OPS[op]]: value }) };
 }
 
-function contains(field: string, value: Scalar): Filter<Document> {
+function contains(field: string, value: Scalar): Document {
   return { [field]: { $elemMatch: { $eq: value } } };
 }
 
-function conditionClauses(field: string, cond: Condition): Array<Filter<Document>> {
-  const clauses: Array<Filter<Document>> = [];
+function conditionClauses(field: string, cond: Condition): Array<Document> {
+  const clauses: Array<Document> = [];
   for (const [op, raw] of Object.entries(cond) as Array<[keyof Condition, unknown]>) {
     if (raw === undefined) continue;
     const where = `${op} on ${field}`;
@@ -98,7 +98,7 @@ function isCondition(value: unknown): value is Condition {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-export function whereClauses(where: Where | undefined): Array<Filter<Document>> {
+export function whereClauses(where: Where | undefined): Array<Document> {
   if (!where) return [];
   return Object.entries(where).flatMap(([field, value]) => {
     checkField(field);
@@ -106,13 +106,13 @@ export function whereClauses(where: Where | undefined): Array<Filter<Document>> 
   });
 }
 
-export function and(clauses: Array<Filter<Document>>): Filter<Document> {
+export function and(clauses: Array<Document>): Document {
   if (clauses.length === 0) return {};
   if (clauses.length === 1) return clauses[0];
   return { $and: clauses };
 }
 
-function or(clauses: Array<Filter<Document>>): Filter<Document> {
+function or(clauses: Array<Document>): Document {
   if (clauses.length === 0) return NOTHING;
   if (clauses.length === 1) return clauses[0];
   return { $or: clauses };
@@ -123,14 +123,14 @@ function or(clauses: Array<Filter<Document>>): Filter<Document> {
  * a ⋗ x OR (a = x AND b ⋗ y) OR (a = x AND b = y AND c ⋗ z), where ⋗ follows each field's
  * direction and null/missing is the lowest value (first ascending, last descending).
  */
-export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>): Filter<Document> {
+export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>): Document {
   const fields = orderBy.map(([field, direction]) => {
     const value = after[field];
     return { field: checkField(field), direction, value: value === undefined ? null : checkScalar(value, `cursor value of ${field}`) };
   });
-  const terms: Array<Filter<Document>> = [];
+  const terms: Array<Document> = [];
   fields.forEach(({ field, direction, value }, i) => {
-    let beyond: Filter<Document>;
+    let beyond: Document;
     if (direction === 'asc') {
       beyond = value === null ? { [field]: { $ne: null } } : { [field]: { $gt: value } };
     } else {
@@ -158,7 +158,7 @@ export function sortOf(orderBy: Array<[string, Direction]>): Sort {
 }
 
 export interface CompiledFind {
-  filter: Filter<Document>;
+  filter: Document;
   sort?: Sort;
   limit?: number;
 }

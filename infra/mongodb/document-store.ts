@@ -181,7 +181,7 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     const { filter, sort, limit } = compileFind(options);
     // The driver reads limit 0 as "no limit"; the port means none.
     if (limit === 0) return [];
-    return (await this.#coll.find(filter, { sort, limit }).toArray()) as Array<Stored<T>>;
+    return (await this.#coll.find(filter, { sort, limit }).toArray()) as unknown as Array<Stored<T>>;
   }
 
   async count(where?: Where): Promise<number> {

@@ -37,7 +37,13 @@ export function parseTemplate(source: string, field: string): TemplateNode {
   try {
     return environment.parse(source) as unknown as TemplateNode;
   } catch (error) {
-    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    // Handlebars spreads its message over lines (source excerpt, a caret line); one line here.
+    const message = (error instanceof Error ? error.message : String(error))
+      .split('\n')
+      .filter((line) => !/^-*\^$/.test(line.trim()))
+      .join(' ')
+      .replace(/\s+/g, ' ')
+      .slice(0, 300);
     throw new RelayError('validation_error', `${field}: template syntax: ${message}`);
   }
 }

@@ -71,7 +71,7 @@ const OPTIONS: sanitizeHtml.IOptions = {
   allowProtocolRelative: true,
   disallowedTagsMode: 'discard',
   // Dropped with their content, not just their tags.
-  nonTextTags: ['script', 'style', 'textarea', 'option', 'noscript', 'xmp', 'template', 'iframe', 'object', 'embed', 'svg', 'math', 'head'].filter((t) => !ALLOWED_TAGS.includes(t)),
+  nonTextTags: ['script', 'style', 'textarea', 'option', 'noscript', 'xmp', 'template', 'iframe', 'object', 'embed', 'svg', 'math'].filter((t) => !ALLOWED_TAGS.includes(t)),
   transformTags: {
     '*': (tagName, attribs) => {
       if (attribs.style !== undefined && isExecutableCss(attribs.style)) {
@@ -93,5 +93,5 @@ const DOCTYPE = /^\s*<!doctype\s+html[^>]*>/i;
 export function sanitizeEmailHtml(html: string): string {
   const doctype = DOCTYPE.exec(html)?.[0].trim();
   const clean = sanitizeHtml(html, OPTIONS);
-  return doctype ? `${doctype}\n${clean}` : clean;
+  return doctype ? `${doctype}\n${clean.trimStart()}` : clean;
 }

@@ -2,11 +2,11 @@
 // store may be shared and already hold events: every test writes to streams with a random
 // suffix and reads $all only after a position it took itself or through a unique filter.
 import { randomUUID } from 'node:crypto';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { WrongExpectedRevisionError } from '../../infra/ports/event-store.ts';
 import type { EventStore, NewEvent, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import { deferred, settle, waitUntil } from '../support/eventually.ts';
+import { skippableSuite } from '../support/skippable-suite.ts';
 
 export type OpenEventStore = () => Promise<{ store: EventStore; close: () => Promise<void> }>;
 
@@ -35,8 +35,9 @@ async function markPosition(store: EventStore): Promise<string> {
   return position;
 }
 
-export function eventStoreContract(adapterName: string, open: OpenEventStore): void {
-  const test = suite<{ store: EventStore; close: () => Promise<void> }>(`event store contract: ${adapterName}`);
+/** With options.skip, every test is registered as skipped for that reason and nothing is opened. */
+export function eventStoreContract(adapterName: string, open: OpenEventStore, options: { skip?: string } = {}): void {
+  const test = skippableSuite<{ store: EventStore; close: () => Promise<void> }>(`event store contract: ${adapterName}`, options.skip);
   const subscriptions: Subscription[] = [];
 
   test.before(async (context) => {
@@ -50,7 +51,8 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore): v
   });
 
   test.after(async (context) => {
-    await context.close();
+    // Absent when open() failed: that failure, not this one, is the one to report.
+    await context.close?.();
   });
 
   test('ping answers', async ({ store }) => {

@@ -1,21 +1,53 @@
-// Request schemas of the email endpoints (spec: SendEmail, TemplateSend, list query).
+// Request schemas of the email endpoints (spec: Mailbox, SendEmail, TemplateSend, list query),
+// compiled once at start. What a JSON schema cannot say (the address grammar, the 50-recipient
+// total, html-or-text) is checked after it by domain/email/send-request.ts; both name the field.
 import { Type, type Static } from '@sinclair/typebox';
+import { RESERVED_HEADER_PREFIXES } from '../../../domain/email/send-request.ts';
+import { MAX_MAILBOX_LENGTH } from '../../../domain/mailbox.ts';
 import { STATUSES } from '../../../domain/email/status.ts';
 
-const Mailbox = Type.String({ errorMessage: 'must be a mailbox string' });
-const MailboxOrList = Type.Union([Mailbox, Type.Array(Mailbox, { minItems: 1, maxItems: 50 })], {
-  errorMessage: 'must be a mailbox or an array of 1 to 50 mailboxes',
-});
-const NoCrLf = '^[^\\r\\n]*$';
+/** Case-insensitive regex source for a literal, for patterns that cannot carry the i flag. */
+const anyCase = (literal: string) => [...literal].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c)).join('');
 
-export const Headers = Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
-  errorMessage: 'must be an object of string header values of at most 998 characters',
+/**
+ * A mailbox of at most 320 characters once surrounding whitespace is trimmed, without CR or LF.
+ * (The 254-character bare address and the address grammar are the domain's.)
+ */
+const MAILBOX_PATTERN = `^[^\\S\\r\\n]*[^\\s](?:[^\\r\\n]{0,${MAX_MAILBOX_LENGTH - 2}}[^\\s])?[^\\S\\r\\n]*$`;
+const Mailbox = Type.String({
+  pattern: MAILBOX_PATTERN,
+  errorMessage: `must be a mailbox ("address" or "Name <address>") of at most ${MAX_MAILBOX_LENGTH} characters without CR or LF`,
 });
-export const Tags = Type.Record(Type.String(), Type.String({ maxLength: 256 }), {
-  maxProperties: 20,
-  errorMessage: 'must be an object of at most 20 string tags',
+const MailboxOrList = Type.Union([Mailbox, Type.Array(Mailbox, { minItems: 1, maxItems: 50 })], {
+  errorMessage: `must be a mailbox or an array of 1 to 50 mailboxes (each at most ${MAX_MAILBOX_LENGTH} characters, without CR or LF)`,
 });
+
+const NO_CR_LF = '^[^\\r\\n]*$';
+
+export const HEADER_NAME_PATTERN = `^(?!(?:${RESERVED_HEADER_PREFIXES.map(anyCase).join('|')}))[A-Za-z0-9-]+$`;
+export const Headers = Type.Record(
+  Type.String({ pattern: HEADER_NAME_PATTERN }),
+  Type.String({ maxLength: 998, pattern: NO_CR_LF, errorMessage: 'header values are strings of at most 998 characters without CR or LF' }),
+  {
+    additionalProperties: false,
+    errorMessage: `header names are letters, digits and hyphens and must not begin with ${RESERVED_HEADER_PREFIXES.join(', ')} (in any case)`,
+  },
+);
+
+export const TAG_NAME_PATTERN = '^(?!rr_)[A-Za-z0-9_-]{1,128}$';
+export const Tags = Type.Record(
+  Type.String({ pattern: TAG_NAME_PATTERN }),
+  Type.String({ maxLength: 256, pattern: '^[A-Za-z0-9_-]*$', errorMessage: 'tag values are at most 256 letters, digits, _ and - (may be empty)' }),
+  {
+    maxProperties: 20,
+    additionalProperties: false,
+    errorMessage: 'tags are at most 20; names are 1 to 128 letters, digits, _ and - and must not begin with rr_',
+  },
+);
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), { errorMessage: 'must be an object' });
+
+const Subject = Type.String({ minLength: 1, maxLength: 998, pattern: NO_CR_LF, errorMessage: 'must be 1 to 998 characters without CR or LF' });
+const Body = Type.String({ maxLength: 10_000_000, errorMessage: 'must be a string of at most 10,000,000 characters' });
 
 export const SendEmailBody = Type.Object(
   {
@@ -24,9 +56,9 @@ export const SendEmailBody = Type.Object(
     cc: Type.Optional(MailboxOrList),
     bcc: Type.Optional(MailboxOrList),
     reply_to: Type.Optional(Mailbox),
-    subject: Type.String({ minLength: 1, maxLength: 998, pattern: NoCrLf, errorMessage: 'must be 1 to 998 characters without CR or LF' }),
-    html: Type.Optional(Type.String({ maxLength: 10_000_000 })),
-    text: Type.Optional(Type.String({ maxLength: 10_000_000 })),
+    subject: Subject,
+    html: Type.Optional(Body),
+    text: Type.Optional(Body),
     headers: Type.Optional(Headers),
     tags: Type.Optional(Tags),
     metadata: Type.Optional(Metadata),
@@ -41,14 +73,14 @@ export const IdParam = Type.Object({
 
 export const ListEmailsQuery = Type.Object(
   {
-    sender: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-    domain: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
+    sender: Type.Optional(Type.String({ minLength: 1, maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),
+    domain: Type.Optional(Type.String({ minLength: 1, maxLength: 253, errorMessage: 'must be a domain name of at most 253 characters' })),
     after: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
     before: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, errorMessage: 'must be an integer from 1 to 100' })),
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' })),
     status: Type.Optional(Type.Union(STATUSES.map((s) => Type.Literal(s)), { errorMessage: `must be one of ${STATUSES.join(', ')}` })),
-    recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+    recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),
   },
   { additionalProperties: false },
 );

@@ -1,30 +1,69 @@
 // POST /v1/emails, GET /v1/emails, GET /v1/emails/{id}: bearer-key authenticated.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { normalizeSendRequest } from '../../../domain/email/send-request.ts';
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
+import { isReservedHeader, normalizeSendRequest, type SendRequestBody } from '../../../domain/email/send-request.ts';
 import { RelayError } from '../../../domain/errors.ts';
-import { admitEmail } from '../../services/admission.ts';
-import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
+import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
+import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
+import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
+import { RateLimiter, ensureRateLimitIndexes } from '../../services/rate-limits.ts';
+import { UsageLedger } from '../../services/usage-ledger.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
 import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SendEmailBody } from './emails.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);
 
-/** "/to/3" → "to[3]" */
-const fieldOf = (path: string) => path.split('/').filter(Boolean).reduce((a, s) => (/^\d+$/.test(s) ? `${a}[${s}]` : a ? `${a}.${s}` : s), '');
+type PrepareSend = () => Promise<PreparedSend>;
 
-function parseSendBody(body: unknown) {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RelayError('validation_error', 'body: must be a JSON object');
-  if ('template' in body) throw new RelayError('validation_error', 'body.template: template sends are not available yet');
-  if (!sendEmailChecker.Check(body)) {
-    const first = sendEmailChecker.Errors(body).First();
-    const field = first ? fieldOf(first.path) : '';
-    const message = (first?.schema as { errorMessage?: string } | undefined)?.errorMessage ?? first?.message ?? 'is invalid';
-    throw new RelayError('validation_error', `body${field ? `.${field}` : ''}: ${message}`);
+/** "/to/3" → "to[3]"; "/headers/X-Foo" → "headers.X-Foo" (JSON pointer escapes undone). */
+const fieldOf = (path: string) =>
+  path
+    .split('/')
+    .filter(Boolean)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((a, s) => (/^\d+$/.test(s) ? `${a}[${s}]` : a ? `${a}.${s}` : s), '');
+
+/** One sentence naming the field, from the first schema error. */
+function describe(error: ValueError): string {
+  const field = fieldOf(error.path);
+  const where = field ? `body.${field}` : 'body';
+  const [parent, ...rest] = field.split('.');
+  const name = rest.join('.');
+  if (error.type === ValueErrorType.ObjectRequiredProperty) return `${where}: is required`;
+  if (error.type === ValueErrorType.ObjectAdditionalProperties) {
+    if (parent === 'headers' && name) {
+      return isReservedHeader(name) ? `${where}: is a reserved header name` : `${where}: header names may only hold letters, digits and hyphens`;
+    }
+    if (parent === 'tags' && name) {
+      return name.startsWith('rr_') ? `${where}: tag names must not begin with rr_` : `${where}: tag names are 1 to 128 letters, digits, _ and -`;
+    }
+    return `${where}: is not an allowed property`;
   }
-  return normalizeSendRequest(body);
+  const message = (error.schema as { errorMessage?: string }).errorMessage ?? error.message;
+  return `${where}: ${message}`;
+}
+
+/** A direct send (SendEmail): checked in full now, so a malformed request is a 400 before anything else. */
+function directSend(body: Record<string, unknown>): PrepareSend {
+  if (!sendEmailChecker.Check(body)) {
+    throw new RelayError('validation_error', describe(sendEmailChecker.Errors(body).First()!));
+  }
+  const send = normalizeSendRequest(body as unknown as SendRequestBody);
+  return async () => ({ send, template: null });
+}
+
+/**
+ * Seam for template sends (TemplateSend: a body holding `template`). The templates issue puts
+ * its `prepareTemplateSend` here: validate the body now (400), and return the function that
+ * resolves the slug in the key's project (404) and renders it (422); admission calls it only
+ * once the request is past the replay and rate-limit checks. E.g.
+ *   return () => prepareTemplateSend(ctx.documents, principal.projectId, body);
+ */
+function templateSend(_ctx: ApiContext, _principal: ApiKeyPrincipal, _body: Record<string, unknown>): PrepareSend {
+  throw new RelayError('validation_error', 'body.template: template sends are not available yet');
 }
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
@@ -82,41 +121,69 @@ function detailOf(view: EmailView) {
   };
 }
 
+const setRateHeaders = (reply: FastifyReply, standings: RateStanding[]) => reply.headers(rateLimitHeaders(standings));
+
 export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  // The key is checked before the request is validated: an unauthenticated caller learns
-  // nothing about what a valid request would look like.
+  await ensureRateLimitIndexes(ctx.documents);
+  // Per process: the rate limiter keeps slot hints and the ledger folded usage; both are
+  // only caches in front of the shared stores.
+  const deps: AdmissionDeps = {
+    events: ctx.events,
+    documents: ctx.documents,
+    rateLimits: new RateLimiter(ctx.documents),
+    usage: new UsageLedger(ctx.events),
+    now: ctx.now,
+  };
+  app.addHook('onClose', async () => deps.rateLimits.close());
+
+  // The key is checked as soon as the headers are in, before the body is read: an
+  // unauthenticated caller can make the server neither buffer 10 MiB nor learn what a valid
+  // request looks like.
   const principals = new WeakMap<FastifyRequest, ApiKeyPrincipal>();
-  app.addHook('preValidation', async (request) => {
+  app.addHook('onRequest', async (request) => {
     principals.set(request, await authenticateApiKey(ctx, request.headers.authorization));
   });
-  const authenticate = async (request: FastifyRequest) => principals.get(request)!;
+  const principalOf = (request: FastifyRequest) => principals.get(request)!;
 
-  app.post('/v1/emails', async (request, reply) => {
-    const principal = await authenticate(request);
-    requirePermission(principal, 'email:send');
+  app.post('/v1/emails', {
+    onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
+  }, async (request, reply) => {
+    const principal = principalOf(request);
     const idempotencyKey = idempotencyKeyOf(request);
-    const send = parseSendBody(request.body);
-    const result = await admitEmail(
-      { events: ctx.events, documents: ctx.documents, now: ctx.now },
-      { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment },
-      { body: request.body, idempotencyKey, send },
-    );
+    const body = request.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RelayError('validation_error', 'body: must be a JSON object');
+    const prepare = 'template' in body
+      ? templateSend(ctx, principal, body as Record<string, unknown>)
+      : directSend(body as Record<string, unknown>);
+    let admission;
+    try {
+      admission = await admitEmail(
+        deps,
+        { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment },
+        { body, idempotencyKey, prepare },
+      );
+    } catch (error) {
+      const standing = error instanceof RelayError ? (error.details.standing as RateStanding | undefined) : undefined;
+      if (standing) setRateHeaders(reply, [standing]);
+      throw error;
+    }
+    setRateHeaders(reply, admission.rate.standings);
     return reply.status(202).send({
-      id: result.id,
-      status: result.status,
-      test_mode: result.testMode,
-      ...(result.reason !== null ? { reason: result.reason } : {}),
+      id: admission.id,
+      status: admission.status,
+      test_mode: admission.testMode,
+      ...(admission.reason !== null ? { reason: admission.reason } : {}),
     });
   });
 
   app.get('/v1/emails', { schema: { querystring: ListEmailsQuery } }, async (request) => {
-    const principal = await authenticate(request);
+    const principal = principalOf(request);
     const { items, nextCursor } = await listEmails(ctx.documents, ctx.events, readScopeOf(principal), request.query as ListEmailsQuery);
     return { emails: items.map(summaryOf), next_cursor: nextCursor };
   });
 
   app.get('/v1/emails/:id', { schema: { params: IdParam } }, async (request) => {
-    const principal = await authenticate(request);
+    const principal = principalOf(request);
     const { id } = request.params as { id: string };
     return detailOf(await getEmail(ctx.documents, ctx.events, readScopeOf(principal), id));
   });

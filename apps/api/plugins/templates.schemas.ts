@@ -1,0 +1,70 @@
+// Request schemas of the template endpoints (spec: TemplateContent, TemplateUpdate,
+// TemplatePreview, list query). `variables` is left to domain/templates/variables.ts: the
+// spec answers 422, not 400, when they are wrong.
+import { Type, type Static } from '@sinclair/typebox';
+import { MAX_SUBJECT_LENGTH } from '../../../domain/email/send-request.ts';
+import { MAX_TEMPLATE_BODY_LENGTH, MAX_TEMPLATE_NAME_LENGTH } from '../../../domain/templates/content.ts';
+import { MAX_SLUG_LENGTH, SLUG_PATTERN } from '../../../domain/templates/slug.ts';
+
+const ID = { minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' };
+
+export const Slug = Type.String({
+  minLength: 1,
+  maxLength: MAX_SLUG_LENGTH,
+  pattern: SLUG_PATTERN,
+  errorMessage: `must be at most ${MAX_SLUG_LENGTH} characters: lowercase letters and digits, in groups separated by single hyphens`,
+});
+
+export const Subject = Type.String({
+  minLength: 1,
+  maxLength: MAX_SUBJECT_LENGTH,
+  pattern: '^[^\\r\\n]*$',
+  errorMessage: `must be 1 to ${MAX_SUBJECT_LENGTH} characters without CR or LF`,
+});
+
+const Body = Type.Union([Type.String({ maxLength: MAX_TEMPLATE_BODY_LENGTH }), Type.Null()], {
+  errorMessage: `must be a string of at most ${MAX_TEMPLATE_BODY_LENGTH.toLocaleString('en-US')} characters, or null`,
+});
+
+const Name = Type.String({ minLength: 1, maxLength: MAX_TEMPLATE_NAME_LENGTH, errorMessage: `must be 1 to ${MAX_TEMPLATE_NAME_LENGTH} characters` });
+
+export const ProjectQuery = Type.Object({ projectId: Type.String(ID) }, { additionalProperties: false });
+export type ProjectQuery = Static<typeof ProjectQuery>;
+
+export const ListTemplatesQuery = Type.Object(
+  {
+    projectId: Type.String(ID),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, errorMessage: 'must be an integer from 1 to 100' })),
+    cursor: Type.Optional(Type.String(ID)),
+  },
+  { additionalProperties: false },
+);
+export type ListTemplatesQuery = Static<typeof ListTemplatesQuery>;
+
+export const TemplateIdParams = Type.Object({ id: Type.String(ID) });
+export type TemplateIdParams = Static<typeof TemplateIdParams>;
+
+export const TemplateContentBody = Type.Object(
+  { name: Name, slug: Slug, subject: Subject, html: Type.Optional(Body), text: Type.Optional(Body) },
+  { additionalProperties: false },
+);
+export type TemplateContentBody = Static<typeof TemplateContentBody>;
+
+export const TemplateUpdateBody = Type.Object(
+  {
+    name: Name,
+    slug: Slug,
+    subject: Subject,
+    html: Type.Optional(Body),
+    text: Type.Optional(Body),
+    revision: Type.Integer({ minimum: 1, errorMessage: 'must be an integer of at least 1' }),
+  },
+  { additionalProperties: false },
+);
+export type TemplateUpdateBody = Static<typeof TemplateUpdateBody>;
+
+export const TemplatePreviewBody = Type.Object(
+  { subject: Subject, html: Type.Optional(Body), text: Type.Optional(Body), variables: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
+export type TemplatePreviewBody = Static<typeof TemplatePreviewBody>;

@@ -1,0 +1,130 @@
+// Monthly recipient allowances (spec: Limits): 5,000 accepted To/CC/BCC recipients per
+// workspace and UTC month, and 1,000 per development key, which also count toward the
+// workspace. One event stream per workspace and month holds every charge; this decider
+// turns a charge request into RecipientsCharged or a quota_exceeded error. Pure.
+import { RelayError } from '../errors.ts';
+
+export const WORKSPACE_MONTHLY_RECIPIENTS = 5_000;
+export const DEV_KEY_MONTHLY_RECIPIENTS = 1_000;
+
+export const USAGE_STREAM_PREFIX = 'usage-';
+
+/** "2026-11" for any instant of November 2026 UTC. */
+export const monthOf = (at: Date): string => at.toISOString().slice(0, 7);
+
+export const usageStreamId = (workspaceId: string, month: string): string => `${USAGE_STREAM_PREFIX}${workspaceId}-${month}`;
+
+/** The instant the month after `month` begins (UTC): when its allowances reset. */
+export function monthEnd(month: string): Date {
+  const [year, m] = month.split('-').map(Number);
+  return new Date(Date.UTC(year, m, 1));
+}
+
+export interface ChargeRecipients {
+  type: 'ChargeRecipients';
+  month: string;
+  emailId: string;
+  /** The request's fingerprint: a retry of the same admission is charged once. */
+  fingerprint: string;
+  apiKeyId: string;
+  developmentKey: boolean;
+  recipients: number;
+  occurredAt: string;
+}
+
+export interface RecipientsCharged {
+  type: 'RecipientsCharged';
+  data: {
+    emailId: string;
+    fingerprint: string;
+    apiKeyId: string;
+    developmentKey: boolean;
+    recipients: number;
+    occurredAt: string;
+  };
+}
+
+export type UsageEvent = RecipientsCharged;
+
+export interface UsageState {
+  month: string;
+  workspaceRecipients: number;
+  /** Recipients charged per API key this month. */
+  byKey: Record<string, number>;
+  /** `${emailId}:${fingerprint}` of every charge. */
+  charged: ReadonlySet<string>;
+}
+
+export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: new Set() });
+
+const chargeId = (emailId: string, fingerprint: string) => `${emailId}:${fingerprint}`;
+
+export type QuotaAllowance = 'development_key' | 'workspace';
+
+function exceeded(allowance: QuotaAllowance, state: UsageState, used: number, limit: number, requested: number): RelayError {
+  const resetsAt = monthEnd(state.month).toISOString();
+  const whose = allowance === 'workspace' ? "the workspace's monthly allowance" : "this development key's monthly allowance";
+  return new RelayError(
+    'quota_exceeded',
+    `quota exceeded: ${whose} of ${limit} recipients is used up (${used} used, ${requested} requested); it resets at ${resetsAt}`,
+    { allowance, limit, used, requested, resetsAt },
+  );
+}
+
+/** Events of a charge; [] when this very email was charged already. Throws quota_exceeded. */
+export function decideCharge(command: ChargeRecipients, state: UsageState): UsageEvent[] {
+  if (command.month !== state.month) throw new Error(`charge for ${command.month} decided on usage of ${state.month}`);
+  if (!Number.isSafeInteger(command.recipients) || command.recipients < 0) throw new Error(`invalid recipient count ${command.recipients}`);
+  if (state.charged.has(chargeId(command.emailId, command.fingerprint))) return [];
+  if (command.developmentKey) {
+    const used = state.byKey[command.apiKeyId] ?? 0;
+    if (used + command.recipients > DEV_KEY_MONTHLY_RECIPIENTS) throw exceeded('development_key', state, used, DEV_KEY_MONTHLY_RECIPIENTS, command.recipients);
+  }
+  if (state.workspaceRecipients + command.recipients > WORKSPACE_MONTHLY_RECIPIENTS) {
+    throw exceeded('workspace', state, state.workspaceRecipients, WORKSPACE_MONTHLY_RECIPIENTS, command.recipients);
+  }
+  const { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } = command;
+  return [{ type: 'RecipientsCharged', data: { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } }];
+}
+
+function applyInPlace(state: { workspaceRecipients: number; byKey: Record<string, number>; charged: Set<string> }, event: UsageEvent): void {
+  if (event.type !== 'RecipientsCharged') return; // a later version's event: nothing this one counts
+  const { emailId, fingerprint, apiKeyId, recipients } = event.data;
+  state.workspaceRecipients += recipients;
+  state.byKey[apiKeyId] = (state.byKey[apiKeyId] ?? 0) + recipients;
+  state.charged.add(chargeId(emailId, fingerprint));
+}
+
+/** Folds events onto a copy of `state` (one copy for the whole list: a month holds thousands). */
+export function foldUsage(events: UsageEvent[], state: UsageState): UsageState {
+  if (events.length === 0) return state;
+  const next = { month: state.month, workspaceRecipients: state.workspaceRecipients, byKey: { ...state.byKey }, charged: new Set(state.charged) };
+  for (const event of events) applyInPlace(next, event);
+  return next;
+}
+
+export const evolveUsage = (state: UsageState, event: UsageEvent): UsageState => foldUsage([event], state);
+
+export type ChargeOutcome = { ok: true; events: UsageEvent[] } | { ok: false; error: RelayError };
+
+/**
+ * Decides several charges of one month in order, each on the state the previous ones left:
+ * how one append can carry every charge that queued up meanwhile.
+ */
+export function decideCharges(commands: ChargeRecipients[], state: UsageState): { outcomes: ChargeOutcome[]; events: UsageEvent[]; state: UsageState } {
+  const outcomes: ChargeOutcome[] = [];
+  const events: UsageEvent[] = [];
+  let current = state;
+  for (const command of commands) {
+    try {
+      const decided = decideCharge(command, current);
+      current = foldUsage(decided, current);
+      events.push(...decided);
+      outcomes.push({ ok: true, events: decided });
+    } catch (error) {
+      if (!(error instanceof RelayError)) throw error;
+      outcomes.push({ ok: false, error });
+    }
+  }
+  return { outcomes, events, state: current };
+}

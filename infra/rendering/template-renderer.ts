@@ -1,0 +1,113 @@
+// Compiles a template once (MJML first when html is an MJML document, then handlebars on each
+// field) and renders it many times: values merged (HTML-escaped in html, plain in text and
+// subject), html sanitized after the merge, so neither the template nor a value can put
+// active content into a message.
+import { MAX_SUBJECT_LENGTH } from '../../domain/email/send-request.ts';
+import { analyzeTemplateAst, variablesOf, type FieldAnalysis } from '../../domain/templates/syntax.ts';
+import { invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
+import { compileParsed, escapedLength, parseTemplate, type RenderFunction } from './handlebars-environment.ts';
+import { compileMjml, isMjmlDocument } from './mjml.ts';
+import { sanitizeEmailHtml } from './sanitize.ts';
+
+/** Same as a direct send's body limit: a rendering may not produce what a client could not send. */
+export const MAX_RENDERED_BODY_LENGTH = 10_000_000;
+
+export interface TemplateSource {
+  subject: string;
+  html: string | null;
+  text: string | null;
+}
+
+export interface RenderedEmail {
+  subject: string;
+  /** Null when the template has no html (or an empty one). */
+  html: string | null;
+  text: string | null;
+}
+
+interface CompiledField {
+  name: 'subject' | 'html' | 'text';
+  analysis: FieldAnalysis;
+  render: RenderFunction;
+  /** Length of one value once written into this field. */
+  lengthOf: (value: VariableValue) => number;
+}
+
+export interface CompiledTemplate {
+  /** Every variable subject, html and text use, sorted. */
+  readonly variables: string[];
+  /** html was an MJML document (compiled to HTML before the merge). */
+  readonly mjml: boolean;
+  /**
+   * Renders with checked values (domain/templates/variables.ts); 422 invalid_template_variables
+   * naming `${variablesField}.<name>` when they do not fit the template.
+   */
+  render(values: TemplateVariables, variablesField?: string): RenderedEmail;
+}
+
+function compileField(name: CompiledField['name'], source: string, field: string, escape: boolean, where = field): CompiledField {
+  const ast = parseTemplate(source, where);
+  const analysis = analyzeTemplateAst(ast, { field: where, escapedOnly: escape });
+  return {
+    name,
+    analysis,
+    render: compileParsed(ast, escape),
+    lengthOf: escape ? escapedLength : (value) => String(value).length,
+  };
+}
+
+/** Upper bound of the rendered length, every branch taken: refuses a rendering before it is built. */
+function checkRenderedSize(field: CompiledField, values: TemplateVariables, limit: number, variablesField: string): void {
+  let total = field.analysis.staticLength;
+  let largest: [string, number] = ['', 0];
+  for (const [name, times] of Object.entries(field.analysis.outputs)) {
+    const size = times * field.lengthOf(values[name]);
+    total += size;
+    if (size > largest[1]) largest = [name, size];
+  }
+  if (total > limit) {
+    throw invalidVariables(`${variablesField}${largest[0] ? `.${largest[0]}` : ''}`, `the rendered ${field.name} would exceed ${limit.toLocaleString('en-US')} characters`);
+  }
+}
+
+function checkRenderedSubject(subject: string, field: CompiledField, values: TemplateVariables, variablesField: string): string {
+  if (/[\r\n]/.test(subject)) {
+    const culprit = field.analysis.variables.find((name) => /[\r\n]/.test(String(values[name])));
+    throw invalidVariables(`${variablesField}${culprit ? `.${culprit}` : ''}`, 'the rendered subject must not contain CR or LF');
+  }
+  if (subject.length < 1 || subject.length > MAX_SUBJECT_LENGTH) {
+    throw invalidVariables(variablesField, `the rendered subject must be 1 to ${MAX_SUBJECT_LENGTH} characters (got ${subject.length})`);
+  }
+  return subject;
+}
+
+/**
+ * Compiles a template. Template errors (syntax, constructs that are not allowed, MJML that
+ * does not compile) are 400 validation_error naming `${prefix}.subject|html|text`.
+ */
+export async function compileTemplate(source: TemplateSource, prefix = 'body'): Promise<CompiledTemplate> {
+  const subject = compileField('subject', source.subject, `${prefix}.subject`, false);
+  const mjml = !!source.html && isMjmlDocument(source.html);
+  let html: CompiledField | null = null;
+  if (source.html) {
+    const markup = mjml ? await compileMjml(source.html, `${prefix}.html`) : source.html;
+    html = compileField('html', markup, `${prefix}.html`, true, mjml ? `${prefix}.html (as compiled from MJML)` : `${prefix}.html`);
+  }
+  const text = source.text ? compileField('text', source.text, `${prefix}.text`, false) : null;
+  const variables = variablesOf([subject.analysis, html?.analysis ?? null, text?.analysis ?? null]);
+  return {
+    variables,
+    mjml,
+    render(values: TemplateVariables, variablesField = 'body.variables'): RenderedEmail {
+      requireVariables(variables, values, variablesField);
+      for (const field of [html, text]) if (field) checkRenderedSize(field, values, MAX_RENDERED_BODY_LENGTH, variablesField);
+      checkRenderedSize(subject, values, MAX_RENDERED_BODY_LENGTH, variablesField);
+      const renderedSubject = checkRenderedSubject(subject.render(values), subject, values, variablesField);
+      return {
+        subject: renderedSubject,
+        html: html ? sanitizeEmailHtml(html.render(values)) : null,
+        text: text ? text.render(values) : null,
+      };
+    },
+  };
+}

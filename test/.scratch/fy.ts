@@ -1,0 +1,15 @@
+import Fastify from 'fastify';
+const app = Fastify({ bodyLimit: 100 });
+app.setErrorHandler((e, req, reply) => reply.status(429).send({ error: { code: 'x', message: String(e.message) } }));
+app.addHook('onRequest', async (req) => { if (req.headers['x-deny']) throw new Error('denied'); });
+app.post('/a', async (req, reply) => { reply.header('ratelimit', 'foo'); throw new Error('boom'); });
+app.get('/e/:id', async (req) => ({ p: req.params }));
+await app.ready();
+let r = await app.inject({ method: 'POST', url: '/a', payload: { a: 1 } });
+console.log(r.statusCode, r.headers, r.body);
+r = await app.inject({ method: 'GET', url: '/e/' });
+console.log(r.statusCode, r.body);
+r = await app.inject({ method: 'POST', url: '/a', headers: {'x-deny': '1'}, payload: 'x'.repeat(1000) });
+console.log(r.statusCode, r.body);
+r = await app.inject({ method: 'POST', url: '/a', headers: {'idempotency-key': 'é\x7f'}, payload: {} });
+console.log(r.statusCode, r.body);

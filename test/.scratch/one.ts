@@ -1,0 +1,10 @@
+import { suite } from 'uvu';
+import { harnessRef, startEmbeddedHarness } from '../conformance/harness.ts';
+const ref = harnessRef(startEmbeddedHarness);
+const name = process.argv[2];
+const mod = await import(`../conformance/${name}.ts`);
+const fn = Object.values(mod).find((v: any) => typeof v === 'function' && v.name.endsWith('Suite')) as any;
+const test = suite(name);
+fn(test, ref);
+test.after(() => ref.close());
+test.run();
