@@ -264,8 +264,8 @@ export class EsdbEventStore implements EventStore {
           for await (const resolved of subscription as AsyncIterable<AllStreamResolvedEvent>) {
             if (abort.signal.aborted) break;
             const position = positionOf(resolved);
-            // The server's start position is exclusive for subscriptions as far as documented;
-            // the check makes `after` exclusive whatever it does, and drops replays after a resubscribe.
+            // Whether or not the server repeats the event at the start position, this keeps
+            // `after` exclusive, and drops anything already handled before a resubscribe.
             if (!position || (cursor && comparePositions(position, cursor) <= 0)) continue;
             const event = toStoredEvent(resolved);
             if (event && matchesFilter(event, filter) && !(await deliver(event))) break;

@@ -61,8 +61,8 @@ export interface Tenant {
   /** Adds a domain of the workspace: verified and connected unless told otherwise. */
   addDomain(name: string, options?: { verified?: boolean; connected?: boolean }): Promise<{ id: string }>;
   disconnect(domainId: string): Promise<void>;
-  /** Another project in the same workspace, with its own verified domain and key. */
-  sibling(): Promise<Tenant>;
+  /** Another project in the same workspace (of the same environment unless told), with its own verified domain and key. */
+  sibling(environment?: Environment): Promise<Tenant>;
   activate(activated?: boolean): Promise<void>;
   suppress(address: string): Promise<void>;
   unsuppress(address: string): Promise<void>;
@@ -200,7 +200,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
       revoke: async (key) => void (await revokeApiKey(own.documents, key.id, clock.now())),
       addDomain,
       disconnect: async (domainId) => void (await disconnectDomain(own.documents, domainId, project._id)),
-      sibling: () => makeTenant({ environment, workspaceId }),
+      sibling: (siblingEnvironment = environment) => makeTenant({ environment: siblingEnvironment, workspaceId }),
       activate: async (activated = true) => void (await setWorkspaceActivation(own.documents, workspaceId, activated, clock.now())),
       suppress: async (address) => void (await addSuppression(own.documents, workspaceId, address, clock.now())),
       unsuppress: (address) => removeSuppression(own.documents, workspaceId, address),
