@@ -15,11 +15,12 @@
 import type { Document, Sort } from 'mongodb';
 import type { Condition, Direction, FindOptions, Scalar, Where } from '../ports/document-store.ts';
 
-/** Every BSON type except null (and the deprecated undefined, which equality with null matches). */
-export const NON_NULL_TYPES = [
-  'double', 'int', 'long', 'decimal', 'string', 'bool', 'object', 'array', 'date', 'objectId',
-  'binData', 'regex', 'timestamp', 'javascript', 'minKey', 'maxKey',
-] as const;
+/**
+ * The non-null BSON types a document can hold here: JSON's, plus what a driver may write.
+ * Aliases FerretDB v1 also knows ('number' stands for every numeric type; it has no
+ * 'decimal', 'javascript', 'minKey' or 'maxKey'), so one list serves both engines.
+ */
+export const NON_NULL_TYPES = ['number', 'string', 'bool', 'object', 'array', 'date', 'objectId', 'binData', 'regex', 'timestamp'] as const;
 
 /** Matches no document; a literal so callers need no special case. */
 export const NOTHING: Document = { _id: { $in: [] } };

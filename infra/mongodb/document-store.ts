@@ -19,8 +19,9 @@
 // versions, so it needs a recovery protocol heavier than the problem it solves.)
 //
 // Unique indexes. The port lets only documents that hold every indexed field with a
-// non-null value collide. On MongoDB a unique index is partial on `$type` of every
-// non-null type for each field (see document-query.ts for how queries still use it).
+// non-null value collide. On MongoDB a unique index is partial on `{field: {$type:
+// NON_NULL_TYPES}}` for each field (not `$exists`, which would keep explicit nulls); see
+// document-query.ts for how queries are shaped so the planner still uses it.
 // FerretDB v1 has no partial indexes; its unique indexes already ignore documents that
 // lack a field, but documents holding an explicit null do collide (a deviation from the
 // port that the contract leaves unspecified).

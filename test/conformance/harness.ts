@@ -137,7 +137,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
   let stores: Stores | null = null;
   try {
     for (let i = 0; i < setup.instances; i++) {
-      instances.push(await startTestApp(setup.env, { dataDir, clock, processors: i === 0 }));
+      instances.push(await startTestApp(setup.env, { dataDir, clock, processors: i === 0, listen: true }));
     }
     stores = await openStores(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', ...setup.env }));
   } catch (error) {

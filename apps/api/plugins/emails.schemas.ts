@@ -77,7 +77,8 @@ export const ListEmailsQuery = Type.Object(
     domain: Type.Optional(Type.String({ minLength: 1, maxLength: 253, errorMessage: 'must be a domain name of at most 253 characters' })),
     after: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
     before: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, errorMessage: 'must be an integer from 1 to 100' })),
+    // Digits only: a lenient number conversion would take "1.5" or "1e1" for a page size.
+    limit: Type.Optional(Type.String({ pattern: '^(?:[1-9][0-9]?|100)$', errorMessage: 'must be an integer from 1 to 100' })),
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' })),
     status: Type.Optional(Type.Union(STATUSES.map((s) => Type.Literal(s)), { errorMessage: `must be one of ${STATUSES.join(', ')}` })),
     recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),

@@ -178,7 +178,11 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
 
   app.get('/v1/emails', { schema: { querystring: ListEmailsQuery } }, async (request) => {
     const principal = principalOf(request);
-    const { items, nextCursor } = await listEmails(ctx.documents, ctx.events, readScopeOf(principal), request.query as ListEmailsQuery);
+    const query = request.query as ListEmailsQuery;
+    const { items, nextCursor } = await listEmails(ctx.documents, ctx.events, readScopeOf(principal), {
+      ...query,
+      limit: query.limit === undefined ? undefined : Number(query.limit),
+    });
     return { emails: items.map(summaryOf), next_cursor: nextCursor };
   });
 

@@ -1,0 +1,18 @@
+import { startEmbeddedHarness } from '../conformance/harness.ts';
+import { COLLECTIONS } from '../../apps/services/collections.ts';
+import { findApiKeyBySecret } from '../../apps/services/management/api-keys.ts';
+const h = await startEmbeddedHarness();
+const ts = [] as any[];
+for (let i = 0; i < 40; i++) ts.push(await h.tenant());
+const d = h.stores.documents;
+const time = async (name: string, fn: () => Promise<unknown>) => { const N = 2000; const t0 = performance.now(); for (let i = 0; i < N; i++) await fn(); console.log(name.padEnd(30), ((performance.now() - t0) / N * 1000).toFixed(1), 'µs'); };
+await time('key by secret', () => findApiKeyBySecret(d, ts[5].key.secret));
+await time('workspace get', () => d.collection(COLLECTIONS.workspaces).get(ts[5].workspaceId));
+await time('domains contains', () => d.collection(COLLECTIONS.domains).find({ where: { projectIds: { contains: ts[5].project._id }, status: 'verified' } }));
+await time('suppressions in', () => d.collection(COLLECTIONS.suppressions).find({ where: { _id: { in: ['a:b', 'c:d'] } } }));
+await time('slot count', () => d.collection('rate_limit_slots').count({ scope: 'ws:x', window: '123' }));
+let i = 0;
+await time('slot insert', () => d.collection('rate_limit_slots').insert({ _id: `s${i++}`, scope: 'ws:x', window: '1', slot: i, expiresAt: 5 } as any));
+await time('plain insert', () => d.collection('plain').insert({ _id: `p${i++}`, a: 1 } as any));
+await time('event append', () => h.stores.events.append(`s-${i++}`, [{ id: crypto.randomUUID(), type: 'X', data: { a: 1 } }], { expectedRevision: 'no_stream' }));
+await h.close();

@@ -1,0 +1,104 @@
+// Given/when/then tests of the monthly recipient allowances (domain/usage/quota.ts).
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { RelayError } from '../../domain/errors.ts';
+import {
+  decideCharge, decideCharges, foldUsage, initialUsageState, monthEnd, monthOf, usageStreamId,
+  type ChargeRecipients, type UsageEvent, type UsageState,
+} from '../../domain/usage/quota.ts';
+
+const real = suite('q'); const test = Object.assign((name: string, fn: () => unknown) => real(name, async () => { try { await fn(); } catch (e) { console.log('FAILED', name, e); throw new Error('x'); } }), { run: () => real.run() });
+const MONTH = '2026-11';
+
+let n = 0;
+const charge = (recipients: number, overrides: Partial<ChargeRecipients> = {}): ChargeRecipients => ({
+  type: 'ChargeRecipients', month: MONTH, emailId: `em_${++n}`, fingerprint: 'f', apiKeyId: 'key_live', developmentKey: false,
+  recipients, occurredAt: '2026-11-22T10:00:00.000Z', ...overrides,
+});
+
+/** A month with `used` recipients already charged (to `apiKeyId`). */
+const given = (used: number, apiKeyId = 'key_live', developmentKey = false): UsageState =>
+  foldUsage(decideCharge(charge(used, { apiKeyId, developmentKey }), initialUsageState(MONTH)), initialUsageState(MONTH));
+
+function refused(fn: () => unknown): RelayError {
+  try {
+    fn();
+  } catch (error) {
+    assert.instance(error, RelayError);
+    assert.is((error as RelayError).code, 'quota_exceeded');
+    return error as RelayError;
+  }
+  return assert.unreachable('expected quota_exceeded');
+}
+
+test('months are UTC calendar months; the allowance resets at the first instant of the next', () => {
+  assert.is(monthOf(new Date('2026-11-30T23:59:59.999Z')), '2026-11');
+  assert.is(monthOf(new Date('2026-12-01T00:00:00.000Z')), '2026-12');
+  assert.is(monthOf(new Date('2026-12-01T00:30:00.000+01:00')), '2026-11');
+  assert.is(monthEnd('2026-11').toISOString(), '2026-12-01T00:00:00.000Z');
+  assert.is(monthEnd('2026-12').toISOString(), '2027-01-01T00:00:00.000Z');
+  assert.is(usageStreamId('ws_1', '2026-11'), 'usage-ws_1-2026-11');
+});
+
+test('given an empty month, when charged, then RecipientsCharged and the workspace and key totals grow', () => {
+  const events = decideCharge(charge(7, { emailId: 'em_a', apiKeyId: 'key_a' }), initialUsageState(MONTH));
+  assert.equal(events, [{ type: 'RecipientsCharged', data: { emailId: 'em_a', fingerprint: 'f', apiKeyId: 'key_a', developmentKey: false, recipients: 7, occurredAt: '2026-11-22T10:00:00.000Z' } }]);
+  const state = foldUsage(events, initialUsageState(MONTH));
+  assert.is(state.workspaceRecipients, 7);
+  assert.equal(state.byKey, { key_a: 7 });
+});
+
+test('given 4,990 used, 10 more reach exactly 5,000; 11 are refused naming the workspace allowance and its reset', () => {
+  assert.is(decideCharge(charge(10), given(4_990)).length, 1);
+  const error = refused(() => decideCharge(charge(11), given(4_990)));
+  assert.match(error.message, /workspace/);
+  assert.match(error.message, /2026-12-01T00:00:00.000Z/);
+  assert.equal([error.details.allowance, error.details.used, error.details.requested], ['workspace', 4_990, 11]);
+  refused(() => decideCharge(charge(1), given(5_000)));
+});
+
+test('given a development key at 995, 5 more are allowed and 6 refused for the key; production keys have no per-key cap', () => {
+  const dev = given(995, 'key_dev', true);
+  assert.is(decideCharge(charge(5, { apiKeyId: 'key_dev', developmentKey: true }), dev).length, 1);
+  const error = refused(() => decideCharge(charge(6, { apiKeyId: 'key_dev', developmentKey: true }), dev));
+  assert.is(error.details.allowance, 'development_key');
+  assert.match(error.message, /development key/);
+  assert.is(decideCharge(charge(6, { apiKeyId: 'key_other_dev', developmentKey: true }), dev).length, 1, 'another development key has its own cap');
+  assert.is(decideCharge(charge(1_500), given(995)).length, 1, 'a production key is capped by the workspace only');
+});
+
+test('development keys count toward the workspace: at 4,999 used, a development key with room is still refused', () => {
+  const state = given(4_999);
+  refused(() => decideCharge(charge(2, { apiKeyId: 'key_dev', developmentKey: true }), state));
+});
+
+test('the same email and request charged again (a retried admission) adds nothing; a different request under that id is charged', () => {
+  const first = charge(3, { emailId: 'em_same', fingerprint: 'f1' });
+  const state = foldUsage(decideCharge(first, initialUsageState(MONTH)), initialUsageState(MONTH));
+  assert.equal(decideCharge({ ...first }, state), []);
+  assert.equal(decideCharge({ ...first }, given(5_000)).length, 1, 'known only to the state it was charged in');
+  assert.is(decideCharge({ ...first, fingerprint: 'f2' }, state).length, 1);
+});
+
+test('charges queued together are decided in order, each on what the previous left', () => {
+  const { outcomes, events, state } = decideCharges([charge(3), charge(5), charge(4), charge(1)], given(4_992));
+  assert.equal(outcomes.map((o) => o.ok), [true, false, true, true]);
+  assert.is(events.length, 3);
+  assert.is(state.workspaceRecipients, 5_000);
+  const second = outcomes[1];
+  assert.ok(!second.ok && second.error.code === 'quota_exceeded');
+});
+
+test('folding never changes the state it starts from; unknown events are skipped', () => {
+  const before = given(10);
+  const snapshot = { total: before.workspaceRecipients, keys: { ...before.byKey }, charged: [...before.charged] };
+  const after = foldUsage([...decideCharge(charge(5), before), { type: 'SomethingLater', data: {} } as unknown as UsageEvent], before);
+  assert.is(after.workspaceRecipients, 15);
+  assert.equal({ total: before.workspaceRecipients, keys: before.byKey, charged: [...before.charged] }, snapshot);
+});
+
+test('a charge for another month is a programming error, not a refusal', () => {
+  assert.throws(() => decideCharge(charge(1, { month: '2026-12' }), initialUsageState(MONTH)), (e: Error) => !(e instanceof RelayError));
+});
+
+test.run();

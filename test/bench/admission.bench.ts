@@ -1,0 +1,164 @@
+// Admission throughput and latency: POST /v1/emails on the embedded stores against a bare
+// fastify route that parses the same JSON and answers 202, on the same machine in the same
+// run, under the same closed-loop load (undici Pool, fixed connections, fixed duration).
+// Each server runs in its own child process; this process only generates load.
+//
+//   node test/bench/admission.bench.ts          (or: npm run bench)
+//   BENCH_CONNECTIONS=32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40
+//
+// Rate limits and quotas are real: the load is spread over BENCH_WORKSPACES workspaces with
+// two production keys each (200 requests per second per workspace), so that the limits are
+// not what is measured. Only the API part runs (as `relay api` does); the forwarder and the
+// projector are not competing for the cores.
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
+const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 40);
+
+interface Ready { url: string; keys: string[]; domains: string[] }
+
+// ---------------------------------------------------------------------------------------
+// Servers (child processes)
+
+async function serveBare(): Promise<Ready> {
+  const { default: Fastify } = await import('fastify');
+  const { MAX_REQUEST_BYTES } = await import('../../apps/api/server.ts');
+  const app = Fastify({ logger: false, bodyLimit: MAX_REQUEST_BYTES });
+  let n = 0;
+  app.post('/v1/emails', async (request, reply) => {
+    void request.body;
+    return reply.status(202).send({ id: `em_${++n}`, status: 'queued', test_mode: false });
+  });
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { url, keys: ['bare'], domains: ['bare.example.test'] };
+}
+
+async function serveRelay(dataDir: string): Promise<Ready> {
+  const { loadConfig } = await import('../../infra/config.ts');
+  const { startRelay } = await import('../../apps/relay.ts');
+  const { createWorkspace, setWorkspaceActivation } = await import('../../apps/services/management/workspaces.ts');
+  const { createProject } = await import('../../apps/services/management/projects.ts');
+  const { createDomain, markDomainVerified, connectDomain } = await import('../../apps/services/management/domains.ts');
+  const { createApiKey } = await import('../../apps/services/management/api-keys.ts');
+  const relay = await startRelay(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', PORT: '0' }), ['api']);
+  const documents = relay.stores.documents;
+  const keys: string[] = [];
+  const domains: string[] = [];
+  for (let w = 0; w < WORKSPACES; w++) {
+    const now = new Date();
+    const owner = { _id: `usr_bench_${w}`, email: `bench${w}@bench.test`, passwordHash: 'x', createdAt: now.toISOString() };
+    const { workspace } = await createWorkspace(documents, owner, `Bench ${w}`, now);
+    await setWorkspaceActivation(documents, workspace._id, true, now);
+    const project = await createProject(documents, { workspaceId: workspace._id, name: 'bench', environment: 'production' }, now);
+    const domain = await createDomain(documents, { workspaceId: workspace._id, name: `w${w}.bench.test` }, now);
+    await markDomainVerified(documents, domain._id, 'benchmark fixture', now);
+    await connectDomain(documents, domain._id, project._id);
+    for (let k = 0; k < 2; k++) {
+      keys.push((await createApiKey(documents, { project, name: `bench ${k}`, permissions: ['email:send'] }, now)).secret);
+      domains.push(domain.name);
+    }
+  }
+  process.on('SIGTERM', () => void relay.stop().then(() => process.exit(0)));
+  return { url: relay.url!, keys, domains };
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Load (this process)
+
+function startServer(kind: 'bare' | 'relay', dataDir: string): Promise<{ child: ChildProcess; ready: Ready }> {
+  const child = fork(fileURLToPath(import.meta.url), ['serve', kind, dataDir], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    child.once('message', (ready) => resolve({ child, ready: ready as Ready }));
+    child.once('exit', (code) => reject(new Error(`${kind} server exited with ${code}`)));
+  });
+}
+
+interface Result { name: string; requests: number; seconds: number; p50: number; p95: number; p99: number; statuses: Record<string, number> }
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+
+async function load(name: string, ready: Ready): Promise<Result> {
+  const pool = new Pool(ready.url, { connections: CONNECTIONS, pipelining: 1 });
+  const bodies = ready.domains.map((domain, i) => JSON.stringify({
+    from: `Acme <noreply@${domain}>`, to: [`user${i}@example.com`], cc: `audit@example.com`,
+    subject: 'Your order has shipped', text: 'Hello, your order 1234 is on its way.', html: '<p>Hello, your order <b>1234</b> is on its way.</p>',
+    tags: { kind: 'shipping' }, metadata: { orderId: 1234 },
+  }));
+  let next = 0;
+  let measuring = false;
+  let stop = false;
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  const worker = async () => {
+    while (!stop) {
+      const i = next++ % ready.keys.length;
+      const started = process.hrtime.bigint();
+      const response = await pool.request({
+        path: '/v1/emails', method: 'POST', body: bodies[i],
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ready.keys[i]}` },
+      });
+      await response.body.dump();
+      if (measuring) {
+        latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
+        statuses[response.statusCode] = (statuses[response.statusCode] ?? 0) + 1;
+      }
+    }
+  };
+  const workers = Array.from({ length: CONNECTIONS }, worker);
+  await new Promise((r) => setTimeout(r, WARMUP_SECONDS * 1000));
+  measuring = true;
+  const began = process.hrtime.bigint();
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  measuring = false;
+  const seconds = Number(process.hrtime.bigint() - began) / 1e9;
+  stop = true;
+  await Promise.all(workers);
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  return { name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses };
+}
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-'));
+  const results: Result[] = [];
+  try {
+    for (const [kind, name] of [['bare', 'bare fastify route (202)'], ['relay', 'POST /v1/emails (embedded)']] as const) {
+      const { child, ready } = await startServer(kind, dataDir);
+      try {
+        results.push(await load(name, ready));
+      } finally {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  const cpu = cpus();
+  console.log(`admission: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
+  console.log(`${'target'.padEnd(30)} ${'req/s'.padStart(9)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  statuses`);
+  for (const r of results) {
+    const line = `${r.name.padEnd(30)} ${(r.requests / r.seconds).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)}  ${JSON.stringify(r.statuses)}`;
+    console.log(line);
+  }
+  const [bare, relay] = results;
+  console.log(`POST /v1/emails reaches ${((relay.requests / relay.seconds / (bare.requests / bare.seconds)) * 100).toFixed(1)}% of the bare route's throughput`);
+  if (Object.keys(relay.statuses).some((s) => s !== '202')) console.log('note: some admissions were not 202 (see statuses)');
+}
+
+// Last: everything above is initialized by now.
+if (process.argv[2] === 'serve') {
+  const ready = process.argv[3] === 'relay' ? await serveRelay(process.argv[4]) : await serveBare();
+  process.send!(ready);
+  process.on('SIGTERM', () => process.exit(0));
+} else {
+  await main();
+}
