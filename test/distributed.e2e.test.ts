@@ -12,7 +12,7 @@ import { openStores, type Stores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { encodeEvent, eventsTopic } from '../apps/processors/topics.ts';
 import { waitUntil } from './support/eventually.ts';
-import { freePort, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
+import { freePort, postEmail, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
 
 const test = suite('distributed mode: separate processes on Kafka + FerretDB');
 const brokers = process.env.RELAY_KAFKA_BROKERS;
@@ -47,13 +47,7 @@ if (!brokers || !mongoUrl) {
 
   async function send(n = 1): Promise<void> {
     for (let i = 0; i < n; i++) {
-      const response = await fetch(`${apiUrl}/v1/emails`, {
-        method: 'POST',
-        headers: headers(),
-        body: JSON.stringify({ from: 'app@example.test', to: `u${sent.length}@example.test`, subject: `n${sent.length}`, text: 'hi' }),
-      });
-      assert.is(response.status, 202, await response.clone().text());
-      sent.push(((await response.json()) as { id: string }).id);
+      sent.push((await postEmail(apiUrl, apiKey, { from: 'app@example.test', to: `u${sent.length}@example.test`, subject: `n${sent.length}`, text: 'hi' })).id);
     }
   }
 
@@ -85,7 +79,7 @@ if (!brokers || !mongoUrl) {
   let projector1: RelayProcess;
 
   test.before(async () => {
-    const setup = await runRelay(['setup', '--json', '--trust-domain', '--email', 'dist@example.test', '--password', 'a long enough password', '--domain', 'example.test'], env);
+    const setup = await runRelay(['setup', '--json', '--trust-domain', '--email', 'dist@example.test', '--password', 'a long enough password', '--domain', 'example.test', '--environment', 'production', '--activate'], env);
     assert.is(setup.code, 0, setup.stderr);
     apiKey = JSON.parse(setup.stdout).apiKey;
     stores = await openStores(loadConfig(env));

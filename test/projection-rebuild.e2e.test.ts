@@ -10,7 +10,7 @@ import { loadConfig } from '../infra/config.ts';
 import { openStores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { waitUntil } from './support/eventually.ts';
-import { freePort, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
+import { freePort, postEmail, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
 
 const test = suite('projection rebuild (embedded, real processes)');
 
@@ -24,13 +24,8 @@ const sentIds: string[] = [];
 const headers = () => ({ authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' });
 
 async function send(i: number): Promise<string> {
-  const response = await fetch(`${baseUrl}/v1/emails`, {
-    method: 'POST',
-    headers: headers(),
-    body: JSON.stringify({ from: 'app@example.test', to: [`user${i}@example.test`], cc: i % 3 === 0 ? 'cc@example.test' : undefined, subject: `Message ${i}`, text: 'hello', tags: { n: String(i) } }),
-  });
-  assert.is(response.status, 202);
-  return ((await response.json()) as { id: string }).id;
+  const body = { from: 'app@example.test', to: [`user${i}@example.test`], cc: i % 3 === 0 ? 'cc@example.test' : undefined, subject: `Message ${i}`, text: 'hello', tags: { n: String(i) } };
+  return (await postEmail(baseUrl, apiKey, body)).id;
 }
 
 async function listedCount(): Promise<number> {
@@ -56,7 +51,7 @@ async function snapshot(collection: string): Promise<Map<string, unknown>> {
 }
 
 test.before(async () => {
-  const setup = await runRelay(['setup', '--json', '--trust-domain', '--email', 'ops@example.test', '--password', 'a long enough password', '--workspace', 'Ops', '--project', 'app', '--domain', 'example.test'], env);
+  const setup = await runRelay(['setup', '--json', '--trust-domain', '--email', 'ops@example.test', '--password', 'a long enough password', '--workspace', 'Ops', '--project', 'app', '--domain', 'example.test', '--environment', 'production', '--activate'], env);
   assert.is(setup.code, 0, setup.stderr);
   apiKey = JSON.parse(setup.stdout).apiKey;
   const port = await freePort();

@@ -14,6 +14,8 @@ const dataDir = mkdtempSync(join(tmpdir(), 'relay-e2e-'));
 let relay: RelayProcess;
 let baseUrl = '';
 let apiKey = '';
+/** A production key of an activated workspace: its rate limit (100/s) lets bursts through. */
+let liveKey = '';
 
 test.before(async () => {
   const env = { RELAY_DATA_DIR: dataDir };
@@ -21,6 +23,10 @@ test.before(async () => {
   assert.is(setup.code, 0, setup.stderr);
   apiKey = JSON.parse(setup.stdout).apiKey;
   assert.match(apiKey, /^rr_test_/);
+  const live = await runRelay(['setup', '--json', '--trust-domain', '--email', 'owner@example.test', '--workspace', 'Acme Live', '--project', 'live', '--environment', 'production', '--activate', '--domain', 'example.test'], env);
+  assert.is(live.code, 0, live.stderr);
+  liveKey = JSON.parse(live.stdout).apiKey;
+  assert.match(liveKey, /^rr_live_/);
   const port = await freePort();
   baseUrl = `http://127.0.0.1:${port}`;
   relay = spawnRelay(['start'], { ...env, PORT: String(port) });
@@ -32,7 +38,7 @@ test.after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-const auth = () => ({ authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' });
+const auth = (key = apiKey) => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' });
 
 test('send → 202 queued → the detail reads back with every EmailDetail field, built by the projector', async () => {
   const sent = await fetch(`${baseUrl}/v1/emails`, {
@@ -90,7 +96,7 @@ test('/healthz is live and /readyz reports the stores and every in-process part'
 
 test('SIGTERM: requests in flight finish, the consumer positions are committed, the process exits 0', async () => {
   const inFlight = Array.from({ length: 20 }, (_, i) =>
-    fetch(`${baseUrl}/v1/emails`, { method: 'POST', headers: auth(), body: JSON.stringify({ from: 'hello@example.test', to: 'ann@example.test', subject: `last ${i}`, text: 'x' }) })
+    fetch(`${baseUrl}/v1/emails`, { method: 'POST', headers: auth(liveKey), body: JSON.stringify({ from: 'hello@example.test', to: 'ann@example.test', subject: `last ${i}`, text: 'x' }) })
       .then(async (r) => ({ status: r.status, body: (await r.json()) as { id?: string; error?: { code: string } } }))
       .catch(() => null),
   );
@@ -115,7 +121,7 @@ test('SIGTERM: requests in flight finish, the consumer positions are committed, 
   relay = spawnRelay(['start'], { RELAY_DATA_DIR: dataDir, PORT: String(port) });
   await waitForReady(baseUrl, relay);
   await waitUntil(async () => {
-    const list: any = await (await fetch(`${baseUrl}/v1/emails?limit=100`, { headers: auth() })).json();
+    const list: any = await (await fetch(`${baseUrl}/v1/emails?limit=100`, { headers: auth(liveKey) })).json();
     const ids = new Set(list.emails.map((e: { id: string }) => e.id));
     return admitted.every((id) => ids.has(id));
   }, 'every email answered during shutdown is projected');

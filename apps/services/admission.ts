@@ -99,18 +99,24 @@ async function loadState(events: EventStore, emailId: string) {
   return foldEmail(await readEmailStream(events, emailId));
 }
 
-async function verifiedDomainsOf(documents: DocumentStore, projectId: string): Promise<Set<string>> {
-  const domains = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { projectIds: { contains: projectId }, status: 'verified' } });
-  return new Set(domains.map((d) => d.name));
+/**
+ * The workspace's domains with these names (the unique (workspaceId, name) index answers it);
+ * a project may use those that are verified and connected to it.
+ */
+async function domainsNamed(documents: DocumentStore, workspaceId: string, names: string[]): Promise<Map<string, SendingDomain>> {
+  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: [...new Set(names)] } } });
+  return new Map(found.map((d) => [d.name, d]));
 }
 
+const usableBy = (domain: SendingDomain | undefined, projectId: string): boolean =>
+  domain !== undefined && domain.status === 'verified' && domain.projectIds.includes(projectId);
+
 /** 422 for a sender outside the project's verified domains, saying which case it is. */
-async function senderRefusal(documents: DocumentStore, sender: Sender, domain: string): Promise<RelayError> {
-  const [known] = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId: sender.workspaceId, name: domain }, limit: 1 });
-  if (known && known.status === 'verified') {
-    return new RelayError('sender_not_allowed', `the sender domain ${domain} is verified but not connected to this project`);
+function senderRefusal(domain: SendingDomain | undefined, name: string): RelayError {
+  if (domain && domain.status === 'verified') {
+    return new RelayError('sender_not_allowed', `the sender domain ${name} is verified but not connected to this project`);
   }
-  return new RelayError('domain_not_verified', `the sender domain ${domain} is not a verified domain of this project (subdomains need their own verification)`);
+  return new RelayError('domain_not_verified', `the sender domain ${name} is not a verified domain of this project (subdomains need their own verification)`);
 }
 
 /**
@@ -145,17 +151,17 @@ export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: S
   try {
     const { send, template } = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
 
-    // 3, 4. Sender domain and development recipients.
-    const verified = await verifiedDomainsOf(deps.documents, sender.projectId);
-    if (!verified.has(send.from.domain)) throw await senderRefusal(deps.documents, sender, send.from.domain);
-    if (sender.environment === 'development') {
-      const outside = [...send.to, ...send.cc, ...send.bcc].find((m) => !verified.has(m.domain));
-      if (outside) {
-        throw new RelayError(
-          'test_recipient_not_allowed',
-          `development keys send only to verified domains connected to the project; ${outside.domain} is not one, so nothing was sent`,
-        );
-      }
+    // 3, 4. Sender domain and development recipients: exact domain names, never their parents.
+    const development = sender.environment === 'development';
+    const recipientDomains = development ? [...send.to, ...send.cc, ...send.bcc].map((m) => m.domain) : [];
+    const domains = await domainsNamed(deps.documents, sender.workspaceId, [send.from.domain, ...recipientDomains]);
+    if (!usableBy(domains.get(send.from.domain), sender.projectId)) throw senderRefusal(domains.get(send.from.domain), send.from.domain);
+    const outside = recipientDomains.find((d) => !usableBy(domains.get(d), sender.projectId));
+    if (outside) {
+      throw new RelayError(
+        'test_recipient_not_allowed',
+        `development keys send only to verified domains connected to the project; ${outside} is not one, so nothing was sent`,
+      );
     }
 
     // 5. Suppressions.

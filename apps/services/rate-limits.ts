@@ -73,15 +73,16 @@ const SWEEP_EVERY_MS = 10_000;
 const SLOT_GRACE_MS = 60_000;
 
 export async function ensureRateLimitIndexes(documents: DocumentStore): Promise<void> {
-  await documents.collection<SlotDoc>(RATE_SLOTS).ensureIndexes([
-    { name: 'scope_window', fields: [['scope', 'asc'], ['window', 'asc']] },
-    { name: 'expiresAt', fields: [['expiresAt', 'asc']] },
-  ]);
+  // A window's slots are found by the _id prefix they share (the primary key), so the only
+  // secondary index is the sweeper's: every index costs each request's insert.
+  await documents.collection<SlotDoc>(RATE_SLOTS).ensureIndexes([{ name: 'expiresAt', fields: [['expiresAt', 'asc']] }]);
   await documents.collection<WindowDoc>(RATE_WINDOWS).ensureIndexes([{ name: 'scope_seq', fields: [['scope', 'asc'], ['seq', 'desc']] }]);
 }
 
 const scopeOf = (policy: RatePolicy, subject: RateSubject) => (policy.name === 'workspace' ? `ws:${subject.workspaceId}` : `key:${subject.keyId}`);
 const slotId = (scope: string, window: RateWindow, slot: number) => `${scope}|${window.key}|${slot}`;
+/** Every slot id of a window: "<scope>|<window>|" up to, not including, "<scope>|<window>}" ("}" follows "|"). */
+const slotsOf = (scope: string, window: RateWindow) => ({ _id: { gte: `${scope}|${window.key}|`, lt: `${scope}|${window.key}}` } });
 const windowId = (scope: string, seq: number) => `${scope}|${String(seq).padStart(12, '0')}`;
 
 export class RateLimiter {
@@ -168,7 +169,7 @@ export class RateLimiter {
     }
     if (hint.next === null) {
       // The first request of a window in this process starts after the slots others took.
-      hint.counting ??= this.#slots.count({ scope, window: window.key });
+      hint.counting ??= this.#slots.count(slotsOf(scope, window));
       const counted = await hint.counting;
       hint.next ??= counted;
     }
@@ -180,7 +181,7 @@ export class RateLimiter {
         if (scanned) return null;
         // Slots given back by other processes leave holes below `next`: look for them once.
         scanned = true;
-        const taken = new Set((await this.#slots.find({ where: { scope, window: window.key }, limit })).map((s) => s.slot));
+        const taken = new Set((await this.#slots.find({ where: slotsOf(scope, window), limit })).map((s) => s.slot));
         hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i));
         continue;
       }
@@ -204,7 +205,7 @@ export class RateLimiter {
       await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
       const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
       if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
-      if (claim.opened && (await this.#slots.count({ scope: claim.scope, window: claim.window.key })) === 0) {
+      if (claim.opened && (await this.#slots.count(slotsOf(claim.scope, claim.window))) === 0) {
         // The window was opened by a request that was then rejected: it never started. (A
         // request racing into it right now keeps its slot in a window nobody sees any more;
         // that lets at most the racing requests through beyond the limit, once.)

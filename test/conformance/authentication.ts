@@ -10,7 +10,7 @@ import { basicSend, expectAccepted, expectError, type Harness, type HarnessRef }
 const wellShapedUnknown = (prefix: string) => prefix + randomBytes(32).toString('base64url');
 
 async function everyEndpoint(h: Harness, authorization: string | null, body: unknown) {
-  const headers = authorization === null ? {} : { authorization };
+  const headers: Record<string, string> = authorization === null ? {} : { authorization };
   return [
     await h.request('POST', '/v1/emails', { key: null, headers, body }),
     await h.request('GET', '/v1/emails', { key: null, headers }),

@@ -96,7 +96,7 @@ export function expectError(response: Response, status: number, code: string | s
   try {
     body = response.json();
   } catch {
-    return assert.unreachable(`not JSON: ${response.statusCode} ${response.body.slice(0, 300)}`);
+    throw new Error(`not JSON: ${response.statusCode} ${response.body.slice(0, 300)}`);
   }
   assert.is(response.statusCode, status, `status ${response.statusCode} (want ${status}): ${response.body.slice(0, 300)}`);
   assert.equal(Object.keys(body), ['error'], `envelope: ${response.body.slice(0, 300)}`);

@@ -43,7 +43,7 @@ export const SECTIONS: Array<[string, ConformanceSuite]> = [
 /** Registers and runs every section against the harness; `skipReason` registers them all as skipped. */
 export function runConformance(mode: string, harness: HarnessRef, skipReason?: string): void {
   SECTIONS.forEach(([name, register], i) => {
-    const test = skippableSuite(`${name} [${mode}]`, skipReason);
+    const test = skippableSuite(`${name} [${mode}]`, skipReason) as Test;
     register(test, harness);
     if (i === SECTIONS.length - 1) test.after(() => harness.close());
     test.run();

@@ -8,6 +8,15 @@ import { waitUntil } from './eventually.ts';
 const CLI = fileURLToPath(new URL('../../apps/cli/main.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
+/**
+ * The parent's environment without Relay's own variables: a test says which stores a child
+ * uses (CI exports RELAY_KAFKA_BROKERS etc. for the distributed suites; embedded suites must
+ * not pick them up by accident).
+ */
+function baseEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('RELAY_') && name !== 'PORT' && name !== 'HOST'));
+}
+
 export interface RelayProcess {
   child: ChildProcess;
   output(): string;
@@ -20,7 +29,7 @@ export interface RelayProcess {
 export function spawnRelay(args: string[], env: Record<string, string>): RelayProcess {
   const child = spawn(process.execPath, [CLI, ...args], {
     cwd: ROOT,
-    env: { ...process.env, RELAY_LOG_LEVEL: 'warn', ...env },
+    env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -46,7 +55,7 @@ export function spawnRelay(args: string[], env: Record<string, string>): RelayPr
 
 /** Runs a relay command to completion; returns its exit code and output. */
 export async function runRelay(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, RELAY_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -75,4 +84,24 @@ export async function waitForReady(baseUrl: string, process: RelayProcess, timeo
       return false;
     }
   }, `${baseUrl}/readyz answers 200`, timeoutMs);
+}
+
+/**
+ * POST /v1/emails over HTTP, waiting out 429 rate limits as the spec tells clients to
+ * (Retry-After, then the same request again). Returns the 202 body.
+ */
+export async function postEmail(baseUrl: string, apiKey: string, body: unknown): Promise<{ id: string; status: string }> {
+  for (;;) {
+    const response = await fetch(`${baseUrl}/v1/emails`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (response.status === 429) {
+      await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1000));
+      continue;
+    }
+    if (response.status !== 202) throw new Error(`POST /v1/emails answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as { id: string; status: string };
+  }
 }

@@ -30,15 +30,19 @@ const fieldOf = (path: string) =>
 function describe(error: ValueError): string {
   const field = fieldOf(error.path);
   const where = field ? `body.${field}` : 'body';
-  const [parent, ...rest] = field.split('.');
-  const name = rest.join('.');
   if (error.type === ValueErrorType.ObjectRequiredProperty) return `${where}: is required`;
   if (error.type === ValueErrorType.ObjectAdditionalProperties) {
-    if (parent === 'headers' && name) {
-      return isReservedHeader(name) ? `${where}: is a reserved header name` : `${where}: header names may only hold letters, digits and hyphens`;
+    // A header or tag whose name is refused: say why (an empty name keeps its empty segment).
+    const [parent, ...rest] = error.path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const name = rest.join('/');
+    if (rest.length > 0 && parent === 'headers') {
+      if (name === '') return 'body.headers: header names must not be empty';
+      return isReservedHeader(name) ? `body.headers.${name}: is a reserved header name` : `body.headers.${name}: header names may only hold letters, digits and hyphens`;
     }
-    if (parent === 'tags' && name) {
-      return name.startsWith('rr_') ? `${where}: tag names must not begin with rr_` : `${where}: tag names are 1 to 128 letters, digits, _ and -`;
+    if (rest.length > 0 && parent === 'tags') {
+      if (name === '') return 'body.tags: tag names must not be empty';
+      if (name.startsWith('rr_')) return `body.tags.${name}: tag names must not begin with rr_`;
+      return `body.tags.${name}: tag names are 1 to 128 letters, digits, _ and -`;
     }
     return `${where}: is not an allowed property`;
   }
