@@ -2,6 +2,7 @@
 // (test/template-send.int.test.ts embedded, test/templates.distributed.int.test.ts distributed).
 import * as assert from 'uvu/assert';
 import { openContent } from '../../apps/services/content-vault.ts';
+import { compiledTemplates } from '../../apps/services/templates/compiled-templates.ts';
 import { readEmailStream } from '../../apps/services/email-stream.ts';
 import type { AdmittedMessage } from '../../domain/email/events.ts';
 import { call, errorCode } from './management.ts';
@@ -86,8 +87,14 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
       html: '<mjml><mj-body><mj-section><mj-column><mj-text>Order {{order}} for {{name}}</mj-text><mj-raw><script>x()</script></mj-raw></mj-column></mj-section></mj-body></mjml>',
     });
     assert.equal(t.variables, ['name', 'order']);
+    const missesBefore = compiledTemplates.misses;
     const response = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { order: 1042, name: 'Ann' } });
     assert.is(response.statusCode, 202, response.body);
+    const again = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { order: 1043, name: 'Bob' } });
+    assert.is(again.statusCode, 202, again.body);
+    assert.is(compiledTemplates.misses, missesBefore, 'the revision compiled at create serves both sends');
+    assert.ok(compiledTemplates.has(t.id, 1));
+    assert.match((await admitted(w, again.json().id)).html!, /Order 1043 for Bob/);
     const email = await admitted(w, response.json().id);
     assert.is(email.data.subject, 'Order 1042');
     assert.match(email.html!, /^<!doctype html>/i);
@@ -142,6 +149,12 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
     }
     const retry = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { topic: 'fine' } }, { 'idempotency-key': 'crlf-26' });
     assert.is(retry.statusCode, 202, 'a refused request admitted nothing under its key');
+  });
+
+  test('a rendering with neither html nor text is refused (422): there would be nothing to send', async ({ w }) => {
+    const t = await createTemplateAs(w, { slug: slug('empty'), subject: 'Hi', text: '{{note}}' });
+    expectError(await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { note: '' } }), 422, 'invalid_template_variables', /neither html nor text/);
+    assert.is((await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { note: '.' } })).statusCode, 202);
   });
 
   test('editing the template after sending leaves the sent email unchanged; the next send uses the new revision', async ({ w }) => {

@@ -1,0 +1,252 @@
+// Rendering: values merged HTML-escaped in html and plain in text and subject, MJML compiled
+// before the merge, html sanitized after it, a locked handlebars environment, the size bound,
+// the compiled-template cache and time-ordered template ids.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import Handlebars from 'handlebars';
+import { RelayError } from '../domain/errors.ts';
+import { checkTemplateVariables } from '../domain/templates/variables.ts';
+import { newTemplateId } from '../apps/services/templates/template-ids.ts';
+import { CompiledTemplateCache } from '../infra/rendering/compiled-template-cache.ts';
+import { compileParsed, parseTemplate } from '../infra/rendering/handlebars-environment.ts';
+import { isMjmlDocument } from '../infra/rendering/mjml.ts';
+import { sanitizeEmailHtml } from '../infra/rendering/sanitize.ts';
+import { compileTemplate, MAX_RENDERED_BODY_LENGTH, type CompiledTemplate } from '../infra/rendering/template-renderer.ts';
+
+const vars = (values: Record<string, unknown>) => checkTemplateVariables(values);
+
+async function rejection(work: Promise<unknown>): Promise<RelayError> {
+  try {
+    await work;
+  } catch (error) {
+    assert.instance(error, RelayError);
+    return error as RelayError;
+  }
+  assert.unreachable('expected a RelayError');
+  throw new Error('unreachable');
+}
+
+function refusal(work: () => unknown): RelayError {
+  try {
+    work();
+  } catch (error) {
+    assert.instance(error, RelayError);
+    return error as RelayError;
+  }
+  assert.unreachable('expected a RelayError');
+  throw new Error('unreachable');
+}
+
+test('values are HTML-escaped in html and written as they are in text and subject', async () => {
+  const t = await compileTemplate({ subject: 'To {{who}}', html: '<p title="{{who}}">{{who}}</p>', text: 'To {{who}}' });
+  const out = t.render(vars({ who: `<Ann & "Bob" 'C'>` }));
+  assert.is(out.subject, `To <Ann & "Bob" 'C'>`);
+  assert.is(out.text, `To <Ann & "Bob" 'C'>`);
+  assert.is(out.html, '<p title="&lt;Ann &amp; &quot;Bob&quot; \'C\'&gt;">&lt;Ann &amp; "Bob" \'C\'&gt;</p>');
+});
+
+test('numbers and booleans render as text; if/unless follow truthiness', async () => {
+  const t = await compileTemplate({ subject: '{{n}} {{b}}', html: null, text: '{{#if b}}yes{{else}}no{{/if}}/{{#unless n}}zero{{/unless}}' });
+  assert.equal(t.render(vars({ n: 0, b: false })), { subject: '0 false', html: null, text: 'no/zero' });
+  assert.equal(t.render(vars({ n: 2.5, b: true })), { subject: '2.5 true', html: null, text: 'yes/' });
+});
+
+test('a variable the template uses is required even inside a branch not taken; a missing one is named', async () => {
+  const t = await compileTemplate({ subject: 's', html: null, text: '{{#if vip}}{{perk}}{{/if}}' });
+  assert.equal(t.variables, ['perk', 'vip']);
+  const error = refusal(() => t.render(vars({ vip: false })));
+  assert.is(error.code, 'invalid_template_variables');
+  assert.match(error.message, /^body\.variables\.perk: /);
+  assert.is(t.render(vars({ vip: false, perk: 'x' })).text, '');
+});
+
+test('prototype members are never reached: {{constructor}} and {{toString}} are ordinary variables', async () => {
+  const t = await compileTemplate({ subject: 's', html: '{{constructor}}|{{toString}}|{{hasOwnProperty}}', text: null });
+  assert.equal(t.variables, ['constructor', 'hasOwnProperty', 'toString']);
+  assert.match(refusal(() => t.render(vars({}))).message, /^body\.variables\.constructor: /);
+  assert.is(t.render(vars({ constructor: 'c', toString: 't', hasOwnProperty: 'h' })).html, 'c|t|h');
+});
+
+test('the environment is private and locked: helpers registered globally do not exist here, built-ins other than if/unless are gone', () => {
+  Handlebars.registerHelper('readFile', () => 'leaked');
+  try {
+    for (const source of ['{{readFile "x"}}', '{{lookup this "constructor"}}', '{{log "x"}}', '{{#each a}}x{{/each}}', '{{#with a}}x{{/with}}']) {
+      const render = compileParsed(parseTemplate(source, 'f'), true);
+      assert.throws(() => render({ a: 'v', x: 'v' }), /knownHelpersOnly|unknown helper|not defined|requires/i, source);
+    }
+  } finally {
+    Handlebars.unregisterHelper('readFile');
+  }
+  const partial = compileParsed(parseTemplate('{{> p}}', 'f'), true);
+  assert.throws(() => partial({}), /partial p could not be found/);
+});
+
+test('a rendered subject with CR or LF is 422 naming the variable that brought it; also an empty or too long one', async () => {
+  const t = await compileTemplate({ subject: 'Re: {{topic}} {{ok}}', html: null, text: 't' });
+  for (const topic of ['a\r\nBcc: x@y.test', 'a\nb', 'a\rb']) {
+    const error = refusal(() => t.render(vars({ topic, ok: 'fine' })));
+    assert.is(error.code, 'invalid_template_variables');
+    assert.match(error.message, /^body\.variables\.topic: the rendered subject must not contain CR or LF$/);
+  }
+  const empty = await compileTemplate({ subject: '{{s}}', html: null, text: 't' });
+  assert.match(refusal(() => empty.render(vars({ s: '' }))).message, /1 to 998 characters \(got 0\)/);
+  assert.is(empty.render(vars({ s: 'x'.repeat(998) })).subject.length, 998);
+  assert.match(refusal(() => empty.render(vars({ s: 'x'.repeat(999) }))).message, /\(got 999\)/);
+});
+
+test('a rendering that would exceed 10,000,000 characters is refused before it is built', async () => {
+  // 1,000 uses of a 10,000-character value = 10,000,000 characters: the most allowed.
+  const source = '{{v}}'.repeat(1000);
+  const t = await compileTemplate({ subject: 's', html: null, text: source });
+  assert.is(t.render(vars({ v: 'x'.repeat(10_000) })).text!.length, MAX_RENDERED_BODY_LENGTH);
+  const plus = await compileTemplate({ subject: 's', html: null, text: `${source}!` });
+  assert.match(refusal(() => plus.render(vars({ v: 'x'.repeat(10_000) }))).message, /^body\.variables\.v: the rendered text would exceed 10,000,000/);
+  // In html an escaped value is longer: 1,000 uses of 2,000 '&' are 5 characters each.
+  const html = await compileTemplate({ subject: 's', html: source, text: null });
+  assert.ok(html.render(vars({ v: '&'.repeat(2000) })).html!.length > 0);
+  assert.match(refusal(() => html.render(vars({ v: '&'.repeat(2001) }))).message, /rendered html would exceed/);
+});
+
+test('sanitizer: no script, no event handlers, no javascript: URLs in any spelling', () => {
+  const dirty = [
+    '<script>alert(1)</script>',
+    '<SCRIPT SRC=//x.test/a.js></SCRIPT>',
+    '<img src=x onerror=alert(1)>',
+    '<body onload="alert(1)">',
+    '<a href="javascript:alert(1)">a</a>',
+    '<a href="JaVaScRiPt:alert(1)">b</a>',
+    '<a href="jav&#x09;ascript:alert(1)">c</a>',
+    '<a href="&#106;&#97;&#118;&#97;&#115;&#99;&#114;&#105;&#112;&#116;&#58;alert(1)">d</a>',
+    '<a href=" javascript:alert(1)">e</a>',
+    '<a href="vbscript:msgbox(1)">f</a>',
+    '<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">g</a>',
+    '<iframe src="javascript:alert(1)"></iframe>',
+    '<svg><script>alert(1)</script></svg>',
+    '<svg onload=alert(1)>',
+    '<math><mtext><script>alert(1)</script></mtext></math>',
+    '<object data="javascript:alert(1)"></object><embed src="x.swf">',
+    '<form action="javascript:alert(1)"><input type=submit></form>',
+    '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">',
+    '<link rel="import" href="https://x.test/evil.html">',
+    '<base href="javascript:alert(1)//">',
+    '<div style="background:url(javascript:alert(1))">h</div>',
+    '<div style="width:expression(alert(1))">i</div>',
+    '<div style="background:url(\\6a avascript:alert(1))">j</div>',
+    '<style>body{background:url("javascript:alert(1)")}</style>',
+    '<style>p{behavior:url(x.htc)}</style>',
+    '<style>p{-moz-binding:url(x.xml#xss)}</style>',
+    '<style>p{width:exp/**/ression(alert(1))}</style>',
+    '<!--[if gte mso 9]><script>alert(1)</script><![endif]-->',
+    '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
+    '<template><script>alert(1)</script></template>',
+  ].join('\n');
+  const clean = sanitizeEmailHtml(dirty);
+  assert.not.match(clean, /<script/i);
+  assert.not.match(clean, /\son[a-z]+\s*=/i);
+  assert.not.match(clean, /javascript|vbscript|data:text/i);
+  assert.not.match(clean, /expression|behavior|binding/i);
+  assert.not.match(clean, /<(iframe|svg|math|object|embed|form|input|base|template|noscript)\b/i);
+  assert.not.match(clean, /http-equiv="refresh"/i);
+  assert.not.match(clean, /rel="import"/i);
+  assert.not.match(clean, /alert\(1\)">/);
+});
+
+test('sanitizer: keeps what email HTML needs', () => {
+  const html = `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>T</title>
+<style type="text/css">@media only screen and (max-width:480px){.col{width:100%!important}}</style>
+<link href="https://fonts.example.test/css" rel="stylesheet" type="text/css"></head>
+<body><table role="presentation" width="600" cellpadding="0" cellspacing="0" border="0" align="center" bgcolor="#ffffff"><tr><td class="col" valign="top" style="padding:10px;color:#333">
+<a href="https://example.test/x?a=1&amp;b=2" target="_blank">link</a> <a href="mailto:a@example.test">mail</a> <a href="tel:+100">tel</a>
+<img src="https://cdn.example.test/logo.png" alt="Logo" width="120" height="40"> <img src="cid:logo@relay">
+<h1>Title</h1><ul><li>one</li></ul><strong>b</strong> <em>i</em> <span style="font-size:12px">s</span></td></tr></table></body></html>`;
+  const clean = sanitizeEmailHtml(html);
+  assert.match(clean, /^<!DOCTYPE html>\n<html lang="en">/);
+  for (const kept of [
+    '<meta charset="utf-8" />', '<meta name="viewport" content="width=device-width" />', '<title>T</title>',
+    '@media only screen and (max-width:480px){.col{width:100%!important}}',
+    '<link href="https://fonts.example.test/css" rel="stylesheet" type="text/css" />',
+    '<table role="presentation" width="600" cellpadding="0" cellspacing="0" border="0" align="center" bgcolor="#ffffff">',
+    '<td class="col" valign="top" style="padding:10px;color:#333">',
+    '<a href="https://example.test/x?a=1&amp;b=2" target="_blank">link</a>',
+    '<a href="mailto:a@example.test">mail</a>', '<a href="tel:+100">tel</a>',
+    '<img src="https://cdn.example.test/logo.png" alt="Logo" width="120" height="40" />', '<img src="cid:logo@relay" />',
+    '<h1>Title</h1>', '<li>one</li>', '<span style="font-size:12px">s</span>',
+  ]) assert.ok(clean.includes(kept), `kept: ${kept}\n${clean}`);
+});
+
+test('MJML documents are recognised by their root element', () => {
+  for (const html of ['<mjml><mj-body></mj-body></mjml>', '  \n<mjml lang="en">', '<?xml version="1.0"?>\n<mjml>', '<!-- c --><mjml>', '<MJML>']) assert.ok(isMjmlDocument(html), html);
+  for (const html of ['<html><body><mjml></mjml></body></html>', '<p>mjml</p>', '<mjmlx>', 'mjml']) assert.not.ok(isMjmlDocument(html), html);
+});
+
+test('MJML: compiled to responsive HTML first, then merged, then sanitized; variables found in what MJML produces', async () => {
+  const t = await compileTemplate({
+    subject: '{{subject}}',
+    html: `<mjml><mj-head><mj-title>{{title}}</mj-title></mj-head><mj-body>
+      <mj-section><mj-column><mj-text>Hello {{name}}</mj-text><mj-button href="{{url}}">Go</mj-button></mj-column>
+      <mj-column><mj-raw><script>alert(1)</script></mj-raw><mj-text><a href="#" onclick="x()">{{#if vip}}VIP{{/if}}</a></mj-text></mj-column></mj-section>
+    </mj-body></mjml>`,
+    text: null,
+  });
+  assert.ok(t.mjml);
+  assert.equal(t.variables, ['name', 'subject', 'title', 'url', 'vip']);
+  const out = t.render(vars({ subject: 'S', title: 'T<1>', name: 'Ann & Bob', url: 'https://example.test/?a=1&b=2', vip: true }));
+  assert.match(out.html!, /^<!doctype html>/i);
+  assert.match(out.html!, /@media only screen and \(min-width:480px\)/);
+  assert.match(out.html!, /class="mj-column-per-50 mj-outlook-group-fix"/);
+  assert.match(out.html!, /Hello Ann &amp; Bob/);
+  assert.match(out.html!, /<title>T&lt;1&gt;<\/title>/);
+  assert.match(out.html!, /href="https:\/\/example\.test\/\?a=1&amp;b=2"/);
+  assert.match(out.html!, /<a href="#">VIP<\/a>/);
+  assert.not.match(out.html!, /<script|onclick|\{\{/i);
+});
+
+test('MJML content that MJML drops uses no variables; errors in what it produces name the field as compiled', async () => {
+  const dropped = await compileTemplate({ subject: 's', html: '<mjml><mj-body><!-- {{lost}} --><mj-section><mj-column><mj-text>{{kept}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null });
+  assert.equal(dropped.variables, ['kept'], 'MJML drops comments, so {{lost}} is never rendered');
+  const error = await rejection(compileTemplate({ subject: 's', html: '<mjml><mj-body><mj-section><mj-column><mj-text>{{#each xs}}{{/each}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null }));
+  assert.is(error.code, 'validation_error');
+  assert.match(error.message, /^body\.html \(as compiled from MJML\): line \d+, column \d+: only \{\{#if\}\}/);
+});
+
+test('compiled-template cache: one compilation per (id, revision), a new revision compiles again, bounded, failures not kept', async () => {
+  const cache = new CompiledTemplateCache(2);
+  let compilations = 0;
+  const compile = (text: string) => async (): Promise<CompiledTemplate> => {
+    compilations++;
+    return compileTemplate({ subject: 's', html: null, text });
+  };
+  const [a, b] = await Promise.all([cache.get('tpl_a', 1, compile('one')), cache.get('tpl_a', 1, compile('never'))]);
+  assert.is(a, b, 'concurrent misses share one compilation');
+  assert.is(compilations, 1);
+  assert.is((await cache.get('tpl_a', 1, compile('never'))).render(vars({})).text, 'one');
+  assert.is((await cache.get('tpl_a', 2, compile('two'))).render(vars({})).text, 'two');
+  assert.is(compilations, 2);
+  assert.is(cache.hits, 2);
+  assert.is(cache.misses, 2);
+  // Full at 2 entries: using a@1 makes a@2 the least recently used, so b@1 pushes a@2 out.
+  await cache.get('tpl_a', 1, compile('never'));
+  await cache.get('tpl_b', 1, compile('b'));
+  assert.is(cache.size, 2);
+  assert.ok(cache.has('tpl_a', 1));
+  assert.ok(cache.has('tpl_b', 1));
+  assert.not.ok(cache.has('tpl_a', 2));
+  await rejection(cache.get('tpl_c', 1, async () => compileTemplate({ subject: '{{bad', html: null, text: 't' })));
+  assert.not.ok(cache.has('tpl_c', 1), 'a failed compilation is not kept');
+  assert.throws(() => new CompiledTemplateCache(0));
+});
+
+test('template ids sort by creation time, also within one millisecond and when the clock steps back', () => {
+  const at = new Date('2026-05-01T10:00:00.000Z');
+  const ids = [
+    newTemplateId(at), newTemplateId(at), newTemplateId(at),
+    newTemplateId(new Date(at.getTime() + 1)),
+    newTemplateId(new Date(at.getTime() - 5000)),
+    newTemplateId(new Date(at.getTime() + 60_000)),
+  ];
+  assert.equal([...ids].sort(), ids);
+  assert.is(new Set(ids).size, ids.length);
+  for (const id of ids) assert.match(id, /^tpl_[0-9a-z]{26}$/);
+});
+
+test.run();
