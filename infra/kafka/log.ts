@@ -37,9 +37,16 @@ export interface KafkaLogOptions {
   logLevel?: 'nothing' | 'error' | 'warn' | 'info';
   /** How long ping() waits for the cluster. Default 3000 ms. */
   pingTimeoutMs?: number;
+  /**
+   * max.message.bytes of topics this adapter creates. Default 16 MiB: a send request may be
+   * 10 MiB of JSON, and its event (bodies sealed, base64) is up to about 14 MiB; Kafka's
+   * 1 MB default would stop the forwarder at the first large email.
+   */
+  maxMessageBytes?: number;
 }
 
 interface Settings {
+  maxMessageBytes: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
   rebalanceTimeoutMs: number;
@@ -138,6 +145,7 @@ export class KafkaLog implements Log {
       maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
       partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1,
       pingTimeoutMs: options.pingTimeoutMs ?? 3000,
+      maxMessageBytes: options.maxMessageBytes ?? 16 * 1024 * 1024,
     };
     const kafka = new Kafka({
       clientId: options.clientId ?? 'relay',
@@ -175,7 +183,10 @@ export class KafkaLog implements Log {
     nonEmptyString('topic', topic);
     if (!Number.isInteger(partitions) || partitions < 1) throw new TypeError(`partitions must be an integer >= 1, got ${String(partitions)}`);
     // Resolves once the partitions have leaders; false (not an error) when the topic exists.
-    await this.#admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
+    await this.#admin.createTopics({
+      topics: [{ topic, numPartitions: partitions, configEntries: [{ name: 'max.message.bytes', value: String(this.#settings.maxMessageBytes) }] }],
+      waitForLeaders: true,
+    });
     this.#knownTopics.add(topic);
   }
 

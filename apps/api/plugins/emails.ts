@@ -9,6 +9,7 @@ import type { EmailView } from '../../../projections/email-view.ts';
 import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
 import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
 import { RateLimiter, ensureRateLimitIndexes } from '../../services/rate-limits.ts';
+import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { UsageLedger } from '../../services/usage-ledger.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
@@ -60,14 +61,14 @@ function directSend(body: Record<string, unknown>): PrepareSend {
 }
 
 /**
- * Seam for template sends (TemplateSend: a body holding `template`). The templates issue puts
- * its `prepareTemplateSend` here: validate the body now (400), and return the function that
- * resolves the slug in the key's project (404) and renders it (422); admission calls it only
- * once the request is past the replay and rate-limit checks. E.g.
- *   return () => prepareTemplateSend(ctx.documents, principal.projectId, body);
+ * A template send (TemplateSend: a body holding `template`): the body is checked now (400, or
+ * 422 for variables that break the rules); the slug is resolved in the key's project (404) and
+ * rendered (422) only once admission is past the replay and rate-limit checks, so a replay
+ * answers with the original result even after the template was edited or deleted.
  */
-function templateSend(_ctx: ApiContext, _principal: ApiKeyPrincipal, _body: Record<string, unknown>): PrepareSend {
-  throw new RelayError('validation_error', 'body.template: template sends are not available yet');
+function templateSend(ctx: ApiContext, principal: ApiKeyPrincipal, body: Record<string, unknown>): PrepareSend {
+  const checked = checkTemplateSend(body);
+  return () => renderTemplateSend(ctx.documents, principal.projectId, checked);
 }
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
