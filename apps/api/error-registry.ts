@@ -59,7 +59,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const fe = error as FastifyError;
     if (fe.validation) return reply.status(400).send(envelope('validation_error', describeValidation(fe)));
     if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.status(413).send(envelope('message_too_large', 'the request body exceeds 10 MiB'));
-    if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.status(415).send(envelope('validation_error', 'the request body must be application/json'));
+    if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.status(400).send(envelope('validation_error', 'body: the request body must be JSON (Content-Type: application/json)'));
     if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
       // fastify's own client errors (malformed JSON, empty body with a JSON content type, ...)
       return reply.status(400).send(envelope('validation_error', fe.message));

@@ -4,7 +4,6 @@
 import type { FastifyInstance } from 'fastify';
 import { FormatRegistry, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { Value } from '@sinclair/typebox/value';
 import { RelayError } from '../../domain/errors.ts';
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -23,13 +22,32 @@ function fieldOf(path: string): string {
     .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
 }
 
+/**
+ * Query strings and path parameters arrive as text. Only canonical decimal text becomes a
+ * number (TypeBox's own conversion would read "1.5" as 1 and "0x10" as 16), and only
+ * "true"/"false" a boolean; anything else stays text and fails the schema with a 400.
+ */
+function convertText(schema: TSchema, data: unknown): unknown {
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return data;
+  const properties = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
+  const out: Record<string, unknown> = { ...(data as Record<string, unknown>) };
+  for (const [name, value] of Object.entries(out)) {
+    const type = (properties[name] as { type?: string } | undefined)?.type;
+    if (typeof value !== 'string') continue;
+    if (type === 'integer' && /^-?(0|[1-9]\d{0,15})$/.test(value)) out[name] = Number(value);
+    else if (type === 'number' && /^-?(0|[1-9]\d*)(\.\d+)?$/.test(value)) out[name] = Number(value);
+    else if (type === 'boolean' && (value === 'true' || value === 'false')) out[name] = value === 'true';
+  }
+  return out;
+}
+
 export function installTypeBoxValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) => {
     const checker = TypeCompiler.Compile(schema as TSchema);
     const part = partNames[httpPart ?? 'body'] ?? String(httpPart);
     const convert = httpPart === 'querystring' || httpPart === 'params';
     return (data: unknown) => {
-      const value = convert ? Value.Convert(schema as TSchema, Value.Clone(data ?? {})) : data;
+      const value = convert ? convertText(schema as TSchema, data ?? {}) : data;
       if (checker.Check(value)) return { value };
       const first = checker.Errors(value).First();
       const field = first ? fieldOf(first.path) : '';

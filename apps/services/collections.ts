@@ -14,4 +14,6 @@ export const COLLECTIONS = {
   checkpoints: 'checkpoints',
   contentKeys: 'content_keys',
   templates: 'templates',
+  rateLimitSlots: 'rate_limit_slots',
+  rateLimitWindows: 'rate_limit_windows',
 } as const;

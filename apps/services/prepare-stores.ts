@@ -4,6 +4,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { ensureContentKeyIndexes } from './content-vault.ts';
 import { ensureEmailViewIndexes } from './email-reads.ts';
 import { ensureManagementIndexes } from './management/indexes.ts';
+import { ensureRateLimitIndexes } from './rate-limits.ts';
 import { ensureTemplateIndexes } from './templates/templates.ts';
 
 export async function prepareStores(documents: DocumentStore): Promise<void> {
@@ -11,4 +12,5 @@ export async function prepareStores(documents: DocumentStore): Promise<void> {
   await ensureEmailViewIndexes(documents);
   await ensureContentKeyIndexes(documents);
   await ensureTemplateIndexes(documents);
+  await ensureRateLimitIndexes(documents);
 }

@@ -17,9 +17,10 @@ import {
   type RatePolicy, type RateStanding, type RateWindow,
 } from '../../domain/rate-limits.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
+import { COLLECTIONS } from './collections.ts';
 
-export const RATE_SLOTS = 'rate_limit_slots';
-export const RATE_WINDOWS = 'rate_limit_windows';
+export const RATE_SLOTS = COLLECTIONS.rateLimitSlots;
+export const RATE_WINDOWS = COLLECTIONS.rateLimitWindows;
 
 interface SlotDoc {
   _id: string;

@@ -8,7 +8,7 @@ import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits
 import type { EmailView } from '../../../projections/email-view.ts';
 import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
 import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
-import { RateLimiter, ensureRateLimitIndexes } from '../../services/rate-limits.ts';
+import { RateLimiter } from '../../services/rate-limits.ts';
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { UsageLedger } from '../../services/usage-ledger.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
@@ -129,7 +129,6 @@ function detailOf(view: EmailView) {
 const setRateHeaders = (reply: FastifyReply, standings: RateStanding[]) => reply.headers(rateLimitHeaders(standings));
 
 export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  await ensureRateLimitIndexes(ctx.documents);
   // Per process: the rate limiter keeps slot hints and the ledger folded usage; both are
   // only caches in front of the shared stores.
   const deps: AdmissionDeps = {

@@ -1,0 +1,67 @@
+// The shared request validation and error envelope, through fastify's inject.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import Fastify from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { installTypeBoxValidation } from '../apps/api/validation.ts';
+import { registerErrorHandling } from '../apps/api/error-registry.ts';
+
+const test = suite('request validation');
+
+const app = Fastify();
+installTypeBoxValidation(app);
+registerErrorHandling(app);
+app.get('/q', { schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })), flag: Type.Optional(Type.Boolean()) }, { additionalProperties: false }) } }, async (request) => request.query);
+app.post('/b', { schema: { body: Type.Object({ subject: Type.String() }, { additionalProperties: false }) } }, async (request) => request.body);
+app.get('/boom', async () => {
+  throw new Error('secret internals');
+});
+
+test.after(() => app.close());
+
+test('canonical decimal query values become numbers; booleans from true/false', async () => {
+  const response = await app.inject({ url: '/q?limit=42&flag=true' });
+  assert.is(response.statusCode, 200);
+  assert.equal(response.json(), { limit: 42, flag: true });
+});
+
+for (const bad of ['1.5', '0x10', '1e1', ' 7', 'abc', '', '007']) {
+  test(`limit=${JSON.stringify(bad)} is a 400 validation_error naming the field`, async () => {
+    const response = await app.inject({ url: `/q?limit=${encodeURIComponent(bad)}` });
+    assert.is(response.statusCode, 400);
+    assert.is(response.json().error.code, 'validation_error');
+    assert.match(response.json().error.message, /query\.limit/);
+  });
+}
+
+test('an unknown query parameter is refused', async () => {
+  const response = await app.inject({ url: '/q?other=1' });
+  assert.is(response.statusCode, 400);
+  assert.is(response.json().error.code, 'validation_error');
+});
+
+test('a body is not coerced: a number is not a string', async () => {
+  const response = await app.inject({ method: 'POST', url: '/b', payload: { subject: 5 } });
+  assert.is(response.statusCode, 400);
+  assert.match(response.json().error.message, /body\.subject/);
+});
+
+test('malformed JSON, and a body that is not JSON, are 400 validation_error in the envelope', async () => {
+  const malformed = await app.inject({ method: 'POST', url: '/b', headers: { 'content-type': 'application/json' }, payload: '{"subject":' });
+  assert.is(malformed.statusCode, 400);
+  assert.is(malformed.json().error.code, 'validation_error');
+  const text = await app.inject({ method: 'POST', url: '/b', headers: { 'content-type': 'text/plain' }, payload: 'hello' });
+  assert.is(text.statusCode, 400);
+  assert.is(text.json().error.code, 'validation_error');
+});
+
+test('an unexpected error is a 500 internal_error without internals; unknown routes are 404 in the envelope', async () => {
+  const boom = await app.inject({ url: '/boom' });
+  assert.is(boom.statusCode, 500);
+  assert.equal(boom.json(), { error: { code: 'internal_error', message: 'internal server error' } });
+  const missing = await app.inject({ url: '/nowhere' });
+  assert.is(missing.statusCode, 404);
+  assert.is(missing.json().error.code, 'not_found');
+});
+
+test.run();
