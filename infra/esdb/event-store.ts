@@ -42,6 +42,7 @@ import {
   toStoredEvent,
 } from './mapping.ts';
 import type { ResolvedLike } from './mapping.ts';
+import { retryUntilDone, sleep } from '../retry.ts';
 
 export interface EsdbEventStoreOptions {
   /** Events fetched per request while readAll pages through $all. Default 500. */
@@ -60,19 +61,6 @@ function errorOf(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
 
-/** Resolves after `ms`, or at once when the signal aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 /** Every item of a finite read. */
 async function collect<T>(read: StreamingRead<T>): Promise<T[]> {
@@ -232,23 +220,9 @@ export class EsdbEventStore implements EventStore {
     const abort = new AbortController();
     let current: AllStreamSubscription | undefined;
 
-    // Handler failures are retried forever with a capped back-off, as in the sqlite adapter:
-    // skipping an event would silently break the read model behind the subscription, and giving
-    // up would stop it for good; a stuck subscription is the visible, recoverable choice.
-    const deliver = async (event: StoredEvent): Promise<boolean> => {
-      let delay = this.#retryDelayMs;
-      for (;;) {
-        try {
-          await onEvent(event);
-          return true;
-        } catch {
-          if (abort.signal.aborted) return false;
-          await sleep(delay, abort.signal);
-          if (abort.signal.aborted) return false;
-          delay = Math.min(delay * 2, this.#maxRetryDelayMs);
-        }
-      }
-    };
+    // Handler failures are retried forever (infra/retry.ts says why), as in the sqlite adapter.
+    const deliver = (event: StoredEvent): Promise<boolean> =>
+      retryUntilDone(() => onEvent(event), { initialDelayMs: this.#retryDelayMs, maxDelayMs: this.#maxRetryDelayMs }, abort.signal);
 
     // One server subscription at a time, from the last position handled. When it drops (server
     // restart, leader change, network), a new one starts from there after a back-off that

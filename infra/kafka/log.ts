@@ -12,6 +12,7 @@
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Consumer, EachBatchPayload, IHeaders, KafkaMessage, LogEntry, Producer } from 'kafkajs';
 import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
+import { checkOutgoingRecords } from '../log-records.ts';
 
 export interface KafkaLogOptions {
   /** Default 'relay'. */
@@ -193,13 +194,7 @@ export class KafkaLog implements Log {
   async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
     this.#assertOpen();
     nonEmptyString('topic', topic);
-    for (const record of records) {
-      if (typeof record.key !== 'string') throw new TypeError('record key must be a string');
-      if (typeof record.value !== 'string') throw new TypeError('record value must be a string');
-      for (const [name, value] of Object.entries(record.headers ?? {})) {
-        if (typeof value !== 'string') throw new TypeError(`header ${name} must be a string`);
-      }
-    }
+    checkOutgoingRecords(records);
     if (records.length === 0) return;
     await this.#assertTopicExists(topic);
     await this.#producer.send({

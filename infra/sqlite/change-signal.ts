@@ -48,11 +48,6 @@ export function waitForChange(seen: SeenSignal[], ms: number, abort?: AbortSigna
   });
 }
 
-/** Resolves after `ms` or as soon as `abort` fires. */
-export function sleep(ms: number, abort?: AbortSignal): Promise<void> {
-  return waitForChange([], ms, abort);
-}
-
 // Keyed by the database file so two connections to one file in this process wake each other.
 const byFile = new Map<string, Map<string, ChangeSignal>>();
 // In-memory databases have no file; each connection is its own database.

@@ -14,7 +14,8 @@ import type {
   SubscribeAllOptions,
   Subscription,
 } from '../ports/event-store.ts';
-import { changeSignal, sleep, waitForChange } from './change-signal.ts';
+import { retryUntilDone } from '../retry.ts';
+import { changeSignal, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { immediateTransaction, openDatabase } from './database.ts';
 
@@ -262,24 +263,10 @@ export class SqliteEventStore implements EventStore {
     checkPrefixes('eventTypePrefixes', filter?.eventTypePrefixes);
     const abort = new AbortController();
 
-    // Handler failures are retried forever with a capped back-off: skipping an event would
-    // silently break the read model behind the subscription, and giving up would stop it for
-    // good; a stuck subscription is the visible, recoverable choice. onError is therefore
+    // Handler failures are retried forever (infra/retry.ts says why); onError is therefore
     // only called when the store itself can no longer be read.
-    const deliver = async (event: StoredEvent): Promise<boolean> => {
-      let delay = this.#retryDelayMs;
-      for (;;) {
-        try {
-          await onEvent(event);
-          return true;
-        } catch {
-          if (abort.signal.aborted) return false;
-          await sleep(delay, abort.signal);
-          if (abort.signal.aborted) return false;
-          delay = Math.min(delay * 2, this.#maxRetryDelayMs);
-        }
-      }
-    };
+    const deliver = (event: StoredEvent): Promise<boolean> =>
+      retryUntilDone(() => onEvent(event), { initialDelayMs: this.#retryDelayMs, maxDelayMs: this.#maxRetryDelayMs }, abort.signal);
 
     const run = async (): Promise<void> => {
       while (!abort.signal.aborted) {

@@ -12,10 +12,12 @@
 import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
-import { changeSignal, sleep, waitForChange } from './change-signal.ts';
+import { sleep } from '../retry.ts';
+import { changeSignal, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { immediateTransaction, openDatabase } from './database.ts';
 import { partitionForKey } from './partitioner.ts';
+import { checkOutgoingRecords } from '../log-records.ts';
 
 export interface SqliteLogOptions {
   /** How often idle consumers look for records and members of other processes. Default 150 ms. */
@@ -172,13 +174,7 @@ export class SqliteLog implements Log {
 
   async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
     this.#assertOpen();
-    for (const record of records) {
-      if (typeof record.key !== 'string') throw new TypeError('record key must be a string');
-      if (typeof record.value !== 'string') throw new TypeError('record value must be a string');
-      for (const [name, value] of Object.entries(record.headers ?? {})) {
-        if (typeof value !== 'string') throw new TypeError(`header ${name} must be a string`);
-      }
-    }
+    checkOutgoingRecords(records);
     if (records.length === 0) return;
     const partitions = this.#partitionsOf(topic);
     const s = this.#statements;
