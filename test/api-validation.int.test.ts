@@ -12,6 +12,7 @@ const app = Fastify();
 installTypeBoxValidation(app);
 registerErrorHandling(app);
 app.get('/q', { schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })), flag: Type.Optional(Type.Boolean()) }, { additionalProperties: false }) } }, async (request) => request.query);
+app.get('/d', { schema: { querystring: Type.Object({ at: Type.String({ format: 'date-time' }) }) } }, async (request) => request.query);
 app.post('/b', { schema: { body: Type.Object({ subject: Type.String() }, { additionalProperties: false }) } }, async (request) => request.body);
 app.get('/boom', async () => {
   throw new Error('secret internals');
@@ -33,6 +34,16 @@ for (const bad of ['1.5', '0x10', '1e1', ' 7', 'abc', '', '007']) {
     assert.match(response.json().error.message, /query\.limit/);
   });
 }
+
+test('date-time query values must be real RFC 3339 instants', async () => {
+  const ok = await app.inject({ url: '/d?at=2026-02-28T23:59:59.5%2B02:00' });
+  assert.is(ok.statusCode, 200);
+  for (const bad of ['2026-02-30T00:00:00Z', '2026-13-01T00:00:00Z', '2026-01-01', '2026-01-01T25:00:00Z', 'yesterday']) {
+    const response = await app.inject({ url: `/d?at=${encodeURIComponent(bad)}` });
+    assert.is(response.statusCode, 400, bad);
+    assert.match(response.json().error.message, /query\.at/);
+  }
+});
 
 test('an unknown query parameter is refused', async () => {
   const response = await app.inject({ url: '/q?other=1' });

@@ -7,9 +7,14 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { RelayError } from '../../domain/errors.ts';
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-if (!FormatRegistry.Has('date-time')) {
-  FormatRegistry.Set('date-time', (v) => ISO_DATE_TIME.test(v) && !Number.isNaN(Date.parse(v)));
+/** RFC 3339 date-time whose calendar date exists (Date.parse would roll 02-30 over to March). */
+export function isDateTime(value: string): boolean {
+  if (!ISO_DATE_TIME.test(value) || Number.isNaN(Date.parse(value))) return false;
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number);
+  const calendar = new Date(Date.UTC(year, month - 1, day));
+  return calendar.getUTCFullYear() === year && calendar.getUTCMonth() === month - 1 && calendar.getUTCDate() === day && Number(value.slice(11, 13)) < 24;
 }
+if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', isDateTime);
 
 const partNames: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
 
