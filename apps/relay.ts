@@ -7,12 +7,14 @@ import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startEmailProjector } from './processors/email-projector.ts';
 import { startForwarder } from './processors/forwarder.ts';
+import { startRetention } from './processors/retention.ts';
 import { openStores, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 
 export const PROCESSORS = ['projector'] as const;
 export type ProcessorName = (typeof PROCESSORS)[number];
-export type Part = 'api' | 'forwarder' | ProcessorName;
+/** retention: destroys message bodies past their seven days (apps/processors/retention.ts). */
+export type Part = 'api' | 'forwarder' | 'retention' | ProcessorName;
 
 export interface RunningRelay {
   stores: Stores;
@@ -42,6 +44,12 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     for (const part of parts) {
       if (part === 'forwarder') {
         running.set(part, await startForwarder({ events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
+      } else if (part === 'retention') {
+        running.set(part, await startRetention({
+          documents: stores.documents, now,
+          onShredded: (count) => count > 0 && logger.info({ part, count }, 'message bodies past retention destroyed'),
+          onError: reportError(part),
+        }));
       } else if (part === 'projector') {
         running.set(part, await startEmailProjector({
           events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace,

@@ -91,7 +91,7 @@ test('/healthz is live and /readyz reports the stores and every in-process part'
   assert.is(ready.status, 200);
   const body = (await ready.json()) as { status: string; checks: Record<string, boolean> };
   assert.is(body.status, 'ready');
-  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, log: true });
+  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, retention: true, log: true });
 });
 
 test('SIGTERM: requests in flight finish, the consumer positions are committed, the process exits 0', async () => {

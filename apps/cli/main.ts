@@ -11,6 +11,7 @@ const commands: Record<string, CommandEntry> = {
   start: { summary: 'run API, forwarder and all processors in one process (embedded default)', run: async () => (await import('./start-command.ts')).start },
   api: { summary: 'run only the HTTP API', run: async () => (await import('./part-commands.ts')).api },
   forwarder: { summary: 'run only the forwarder (event store → log)', run: async () => (await import('./part-commands.ts')).forwarder },
+  retention: { summary: 'destroy message bodies past their seven-day retention, now and every 10 minutes', run: async () => (await import('./part-commands.ts')).retention },
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
   projections: { summary: 'projections rebuild <name>: rebuild a read model from the event store and swap it in', run: async () => (await import('./projection-commands.ts')).projections },
   events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },

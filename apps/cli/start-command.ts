@@ -9,7 +9,7 @@ export async function start(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const relay = await startRelay(config, ['forwarder', ...PROCESSORS, 'api']);
+  const relay = await startRelay(config, ['forwarder', ...PROCESSORS, 'retention', 'api']);
   stopOnSignals(relay);
   await new Promise(() => {}); // runs until a signal stops it
   return 0;
