@@ -202,6 +202,34 @@ test('records and committed offsets survive reopening the file', async () => {
   assert.equal(again.map((r) => [r.value, r.offset]), [['c', '2']]);
 });
 
+test('retention prunes old records but keeps offsets going and committed positions valid', async () => {
+  const log = new SqliteLog(join(dir, 'retention.db'));
+  const topic = `retention-${randomUUID()}`;
+  await log.ensureTopic(topic, 1);
+  await log.publish(topic, ['a', 'b', 'c'].map((value) => ({ key: 'k', value })));
+  const group = `g-${randomUUID()}`;
+  const seen: LogRecord[] = [];
+  const early = await log.consume({ group, topic, handle: async (r) => void seen.push(r) });
+  await waitUntil(() => seen.length === 3, 'the group read a, b, c');
+  await early.stop();
+
+  assert.is(log.pruneBefore(new Date(Date.now() - 60_000)), 0, 'nothing is old yet');
+  assert.is(log.pruneBefore(new Date(Date.now() + 60_000)), 2, 'all but the partition\'s last record go');
+  await log.publish(topic, [{ key: 'k', value: 'd' }]);
+
+  const resumed: LogRecord[] = [];
+  const again = await log.consume({ group, topic, handle: async (r) => void resumed.push(r) });
+  const fresh: LogRecord[] = [];
+  const newcomer = await log.consume({ group: `g-${randomUUID()}`, topic, handle: async (r) => void fresh.push(r) });
+  await waitUntil(() => resumed.length === 1 && fresh.length === 2, 'both groups caught up');
+  await settle(200);
+  await again.stop();
+  await newcomer.stop();
+  await log.close();
+  assert.equal(resumed.map((r) => [r.value, r.offset]), [['d', '3']], 'offsets continue after pruning; the group resumes where it was');
+  assert.equal(fresh.map((r) => [r.value, r.offset]), [['c', '2'], ['d', '3']], 'a new group starts at the oldest kept record');
+});
+
 test('unknown topics and bad records are refused; close() stops consumers and ping then fails', async () => {
   const log = new SqliteLog(join(dir, 'errors.db'));
   const missing = `missing-${randomUUID()}`;

@@ -30,7 +30,16 @@ export interface SqliteLogOptions {
   maxRetryDelayMs?: number;
   /** Records fetched per query. Default 100. */
   batchSize?: number;
+  /**
+   * Records older than this are deleted, as Kafka's log.retention.ms (default 7 days, as
+   * Kafka's); a group that had not read them yet continues at the oldest kept record, as a
+   * Kafka consumer reset to earliest. 0 keeps everything.
+   */
+  retentionMs?: number;
 }
+
+/** How often a log with retention looks for records past it. */
+const PRUNE_EVERY_MS = 10 * 60_000;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS log_topics (
@@ -47,6 +56,7 @@ CREATE TABLE IF NOT EXISTS log_records (
   appended_at   TEXT    NOT NULL,
   PRIMARY KEY (topic, partition, record_offset)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS log_records_appended_at ON log_records (appended_at);
 CREATE TABLE IF NOT EXISTS log_committed_offsets (
   group_id    TEXT    NOT NULL,
   topic       TEXT    NOT NULL,
@@ -83,6 +93,10 @@ function prepareStatements(db: DatabaseSync) {
     topicPartitions: db.prepare('SELECT partitions FROM log_topics WHERE topic = ?'),
     createTopic: db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     endOffset: db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?'),
+    prune: db.prepare(
+      `DELETE FROM log_records WHERE appended_at < ? AND record_offset <
+         (SELECT max(m.record_offset) FROM log_records m WHERE m.topic = log_records.topic AND m.partition = log_records.partition)`,
+    ),
     insertRecord: db.prepare(
       'INSERT INTO log_records (topic, partition, record_offset, key, value, headers, appended_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
@@ -142,6 +156,7 @@ export class SqliteLog implements Log {
   readonly #settings: Settings;
   readonly #partitionCounts = new Map<string, number>();
   readonly #consumers = new Set<GroupConsumer>();
+  readonly #pruneTimer: NodeJS.Timeout | null;
   #closed = false;
 
   /** A path opens (and close() closes) a connection of its own; a given connection stays the caller's. */
@@ -162,6 +177,23 @@ export class SqliteLog implements Log {
       if (this.#ownsDb) this.#db.close();
       throw error;
     }
+    const retentionMs = options.retentionMs ?? 7 * 24 * 60 * 60_000;
+    this.#pruneTimer = retentionMs > 0
+      ? setInterval(() => {
+        if (!this.#closed) this.pruneBefore(new Date(Date.now() - retentionMs));
+      }, PRUNE_EVERY_MS)
+      : null;
+    this.#pruneTimer?.unref();
+  }
+
+  /**
+   * Deletes records appended before `cutoff`, except each partition's last one: it keeps the
+   * partition's next offset, so offsets never go back and committed positions stay valid.
+   * Returns how many records were deleted.
+   */
+  pruneBefore(cutoff: Date): number {
+    this.#assertOpen();
+    return Number(this.#statements.prune.run(cutoff.toISOString()).changes);
   }
 
   /** Like Kafka's createTopics, an existing topic is left as it is, whatever its partition count. */
@@ -216,6 +248,7 @@ export class SqliteLog implements Log {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#pruneTimer) clearInterval(this.#pruneTimer);
     await Promise.all([...this.#consumers].map((c) => c.stop()));
     if (this.#ownsDb) this.#db.close();
   }
