@@ -1,5 +1,6 @@
 // Mailbox: "address" or "Name <address>" (spec: bare address max 254, whole max 320,
-// no CR or LF, surrounding whitespace trimmed).
+// no CR or LF, surrounding whitespace trimmed). Lengths count characters (domain/text.ts).
+import { characterCount } from './text.ts';
 
 export interface Mailbox {
   /** The mailbox as the client wrote it, trimmed. */
@@ -43,7 +44,7 @@ export function parseMailbox(input: string): MailboxResult {
   if (/[\r\n]/.test(input)) return { ok: false, reason: 'must not contain CR or LF' };
   const mailbox = input.trim();
   if (mailbox.length === 0) return { ok: false, reason: 'must not be empty' };
-  if (mailbox.length > MAX_MAILBOX_LENGTH) return { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters` };
+  if (characterCount(mailbox) > MAX_MAILBOX_LENGTH) return { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters` };
   let address = mailbox;
   let displayName: string | null = null;
   const angle = /^(.*?)\s*<([^<>]*)>$/.exec(mailbox);

@@ -1,5 +1,6 @@
 // Configuration comes only from environment variables. Each is parsed once at start;
 // a bad value stops the process with a message that names the variable.
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 
 export type RelayEnv = 'development' | 'production';
@@ -54,10 +55,17 @@ function hostPort(variable: string, item: string): string {
   return item;
 }
 
-function list(env: Env, name: string): string[] | null {
+function list(env: Env, name: string, check: (variable: string, item: string) => string = hostPort): string[] | null {
   const raw = text(env, name);
   if (raw === undefined) return null;
-  return raw.split(',').map((s) => s.trim()).filter(Boolean).map((item) => hostPort(name, item));
+  return raw.split(',').map((s) => s.trim()).filter(Boolean).map((item) => check(name, item));
+}
+
+/** Resolvers are addressed by IP (node:dns cannot resolve a resolver's own name): "ip", "ip:port", "[ipv6]:port". */
+function resolverAddress(variable: string, item: string): string {
+  const host = /^\[([^\]]+)\](:\d{1,5})?$/.exec(item)?.[1] ?? (isIP(item) ? item : item.replace(/:\d{1,5}$/, ''));
+  if (!isIP(host)) throw new ConfigError(variable, `"${item}" is not an IP address or IP:port (resolvers are addressed by IP)`);
+  return item;
 }
 
 function url(env: Env, name: string, schemes: string[]): string | null {
@@ -100,7 +108,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     host: text(env, 'HOST') ?? '127.0.0.1',
     port: listenPort,
     dataDir: resolve(text(env, 'RELAY_DATA_DIR') ?? './data'),
-    dnsServers: list(env, 'RELAY_DNS_SERVERS') ?? [],
+    dnsServers: list(env, 'RELAY_DNS_SERVERS', resolverAddress) ?? [],
     dashboardOrigin: origin ? new URL(origin).origin : `http://localhost:${listenPort}`,
     logLevel,
     eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),

@@ -21,13 +21,13 @@ test('defaults: port 3000, ./data, system DNS, development, embedded adapters', 
 
 test('values are read from the environment', () => {
   const config = loadConfig({
-    PORT: '8080', RELAY_DATA_DIR: '/tmp/relay-x', RELAY_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,9.9.9.9',
+    PORT: '8080', RELAY_DATA_DIR: '/tmp/relay-x', RELAY_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,9.9.9.9,2001:db8::1',
     RELAY_DASHBOARD_ORIGIN: 'https://dash.example.com/some/path', RELAY_ENV: 'production',
     RELAY_KAFKA_BROKERS: 'k1:9092,k2:9092', RELAY_MONGODB_URL: 'mongodb://m:27017/relay', RELAY_EVENTSTORE_URL: 'esdb://e:2113?tls=false',
   });
   assert.is(config.port, 8080);
   assert.is(config.dataDir, '/tmp/relay-x');
-  assert.equal(config.dnsServers, ['127.0.0.1:5353', '[::1]:53', '9.9.9.9']);
+  assert.equal(config.dnsServers, ['127.0.0.1:5353', '[::1]:53', '9.9.9.9', '2001:db8::1']);
   assert.is(config.dashboardOrigin, 'https://dash.example.com');
   assert.is(config.env, 'production');
   assert.equal(config.kafkaBrokers, ['k1:9092', 'k2:9092']);
@@ -45,6 +45,8 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_ENV', { RELAY_ENV: 'staging' }],
   ['NODE_ENV', { NODE_ENV: 'staging' }],
   ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '1.2.3.4,not a host' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: 'dns.google' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '1.2.3.4:53x' }],
   ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'dashboard' }],
   ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'ftp://x.example' }],
   ['RELAY_MONGODB_URL', { RELAY_MONGODB_URL: 'http://x' }],

@@ -1,6 +1,6 @@
 // Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
 // everywhere, JSON bodies up to the spec's 10 MiB.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
 import { envelope, registerErrorHandling } from './error-registry.ts';
@@ -34,6 +34,12 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     trustProxy: false,
     // Requests arriving while the server drains get our own 503 (below), in the envelope.
     return503OnClosing: false,
+    // The router's own refusals (an undecodable %-escape, a path parameter over its length
+    // limit) happen before any hook; they are bad identifiers, in the envelope like the rest.
+    frameworkErrors: (error, _request, reply) => {
+      const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'path: a path parameter is too long' : 'path: the URL is not valid percent-encoded UTF-8';
+      return (reply as unknown as FastifyReply).status(400).send(envelope('validation_error', message));
+    },
   });
   installTypeBoxValidation(app);
   registerErrorHandling(app);

@@ -4,6 +4,9 @@ import { ConfigError } from '../../infra/config.ts';
 import { managementCommands } from './management-commands.ts';
 
 export type Command = (args: string[]) => Promise<number>;
+
+const EXIT_USAGE = 2;
+const EXIT_CONFIG = 78; // sysexits EX_CONFIG
 export interface CommandEntry { summary: string; run: () => Promise<Command> }
 
 const commands: Record<string, CommandEntry> = {
@@ -24,26 +27,48 @@ function usage(): string {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
+  if (name === '--help' || name === '-h' || name === 'help') {
     console.log(usage());
-    return name ? 0 : 2;
+    return 0;
+  }
+  if (!name) {
+    console.error(usage());
+    return EXIT_USAGE;
   }
   const command = commands[name];
   if (!command) {
     console.error(`relay: unknown command "${name}"\n\n${usage()}`);
-    return 2;
+    return EXIT_USAGE;
   }
   return (await command.run())(rest);
+}
+
+interface SystemError extends Error { code?: string; syscall?: string; address?: string; port?: number; hostname?: string }
+
+/**
+ * What an operator is told about a failure no command turned into its own message: one line
+ * naming the variable when the environment is the cause; the stack only with
+ * RELAY_LOG_LEVEL=debug or trace, since operators read this, not the code's authors.
+ */
+function describeFailure(error: unknown): { message: string; exitCode: number } {
+  const e = (error instanceof Error ? error : new Error(String(error))) as SystemError;
+  if (e instanceof ConfigError) return { message: `relay: invalid configuration: ${e.message}`, exitCode: EXIT_CONFIG };
+  if (['debug', 'trace'].includes(process.env.RELAY_LOG_LEVEL?.trim() ?? '')) return { message: `relay: ${e.stack ?? e.message}`, exitCode: 1 };
+  if (e.syscall === 'listen') {
+    // "listen EADDRINUSE: address already in use 127.0.0.1:3000" → "address already in use"
+    const reason = e.message.replace(/^listen \w+: /, '').replace(/ \S+:\d+$/, '');
+    return { message: `relay: cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ${reason} (${e.code}); choose another PORT or HOST`, exitCode: 1 };
+  }
+  if (e.syscall === 'getaddrinfo' && e.hostname !== undefined && e.hostname === process.env.HOST?.trim()) {
+    return { message: `relay: invalid configuration: HOST: cannot resolve "${e.hostname}" (${e.code})`, exitCode: EXIT_CONFIG };
+  }
+  return { message: `relay: ${e.message}\n(RELAY_LOG_LEVEL=debug shows where it failed)`, exitCode: 1 };
 }
 
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(`relay: invalid configuration: ${error.message}`);
-    process.exitCode = 78; // EX_CONFIG
-  } else {
-    console.error(`relay: ${(error as Error).stack ?? String(error)}`);
-    process.exitCode = 1;
-  }
+  const { message, exitCode } = describeFailure(error);
+  console.error(message);
+  process.exitCode = exitCode;
 }

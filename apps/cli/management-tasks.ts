@@ -17,7 +17,14 @@ import type { Command } from './main.ts';
 const EXIT_USAGE = 2;
 const EXIT_NOT_VERIFIED = 3;
 
-const err = (line: string) => process.stderr.write(`${line}\n`);
+/**
+ * Lines for the operator's terminal. Names, messages and DNS answers come from customers, so
+ * control characters other than line breaks are shown escaped instead of reaching the
+ * terminal (where ESC sequences could rewrite what the operator sees).
+ */
+const printable = (text: string) =>
+  text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+const err = (line: string) => process.stderr.write(`${printable(line)}\n`);
 const out = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 class UsageError extends Error {}

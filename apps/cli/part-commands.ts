@@ -1,10 +1,13 @@
 // `relay api`, `relay forwarder`, `relay processor <name>`: one part of Relay per process,
 // as ops run them in distributed mode (each processor is its own consumer group).
 import { loadConfig } from '../../infra/config.ts';
-import { PROCESSORS, startRelay, stopOnSignals, type Part } from '../relay.ts';
+import type { Part } from '../relay.ts';
 
 async function runParts(parts: Part[]): Promise<number> {
-  const relay = await startRelay(loadConfig(), parts);
+  const config = loadConfig();
+  // Loaded once the configuration is known good (see start-command.ts).
+  const { startRelay, stopOnSignals } = await import('../relay.ts');
+  const relay = await startRelay(config, parts);
   stopOnSignals(relay);
   await new Promise(() => {}); // runs until a signal stops it
   return 0;
@@ -16,6 +19,7 @@ export const retention = async (args: string[]) => (args.length ? usage('relay r
 
 export async function processor(args: string[]): Promise<number> {
   const [name, ...rest] = args;
+  const { PROCESSORS } = await import('../relay.ts');
   if (!name || rest.length || !(PROCESSORS as readonly string[]).includes(name)) {
     return usage(`relay processor <${PROCESSORS.join('|')}>`);
   }

@@ -1,9 +1,9 @@
 // `relay projections rebuild <name>` and `relay events`: replay and export for analysts and ops.
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
-import { rebuildProjection, type RebuildProgress } from '../services/rebuild.ts';
+import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 
 function progressBar(stream: NodeJS.WriteStream) {
   let last = 0;
@@ -20,13 +20,35 @@ function progressBar(stream: NodeJS.WriteStream) {
   };
 }
 
+const EXIT_USAGE = 2;
+
+/** Arguments as parseArgs reads them, or null after printing what is wrong and the usage. */
+function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, usage: string) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    console.error(`relay: ${(error as Error).message}\n\n${usage}`);
+    return null;
+  }
+}
+
+
 export async function projections(args: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { into: { type: 'string' }, json: { type: 'boolean' } } });
+  const usage = `usage: relay projections rebuild <${Object.keys(PROJECTIONS).join('|')}> [--into COLLECTION] [--json]\n` +
+    '  --into: rebuild into that scratch collection (dropped first) and leave the live one alone';
+  const parsed = parseOrExplain(args, { into: { type: 'string' }, json: { type: 'boolean' } }, usage);
+  if (!parsed) return EXIT_USAGE;
+  const { positionals, values } = parsed;
   const [verb, name] = positionals;
   const projection = name ? PROJECTIONS[name] : undefined;
   if (verb !== 'rebuild' || !projection || positionals.length !== 2) {
-    console.error(`usage: relay projections rebuild <${Object.keys(PROJECTIONS).join('|')}> [--into COLLECTION] [--json]`);
-    return 2;
+    console.error(usage);
+    return EXIT_USAGE;
+  }
+  const problem = values.into === undefined ? null : scratchCollectionProblem(values.into, '--into');
+  if (problem) {
+    console.error(`relay: ${problem}\n\n${usage}`);
+    return EXIT_USAGE;
   }
   const stores = await openStores(loadConfig());
   try {
@@ -41,29 +63,35 @@ export async function projections(args: string[]): Promise<number> {
   }
 }
 
+const EVENTS_USAGE = [
+  'usage: relay events [--after POSITION] [--prefix STREAM_PREFIX]... [--type EVENT_TYPE_PREFIX]... [--limit N] [--follow]',
+  '       relay events --stream STREAM_ID [--from REVISION] [--limit N]',
+  'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
+].join('\n');
+
 export async function events(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      stream: { type: 'string' },
-      after: { type: 'string' },
-      from: { type: 'string' },
-      prefix: { type: 'string', multiple: true },
-      type: { type: 'string', multiple: true },
-      limit: { type: 'string' },
-      follow: { type: 'boolean' },
-    },
-  });
+  const parsed = parseOrExplain(args, {
+    stream: { type: 'string' },
+    after: { type: 'string' },
+    from: { type: 'string' },
+    prefix: { type: 'string', multiple: true },
+    type: { type: 'string', multiple: true },
+    limit: { type: 'string' },
+    follow: { type: 'boolean' },
+  }, EVENTS_USAGE);
+  if (!parsed) return EXIT_USAGE;
+  const { values, positionals } = parsed;
+  const refuse = (problem: string) => {
+    console.error(`relay: ${problem}\n\n${EVENTS_USAGE}`);
+    return EXIT_USAGE;
+  };
+  if (positionals.length) return refuse(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  if (values.limit !== undefined && !/^[1-9]\d{0,15}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1, got ${JSON.stringify(values.limit)}`);
+  if (values.from !== undefined && !/^\d{1,16}$/.test(values.from)) return refuse(`--from must be a stream revision (0, 1, 2, …), got ${JSON.stringify(values.from)}`);
+  if (values.stream !== undefined && values.stream === '') return refuse('--stream needs a stream id');
+  if (values.stream && (values.follow || values.after || values.prefix || values.type)) return refuse('--stream reads one stream: it takes only --from and --limit');
+  if (!values.stream && values.from !== undefined) return refuse('--from goes with --stream; use --after for the global order');
   const limit = values.limit === undefined ? Infinity : Number(values.limit);
-  if (positionals.length || !(limit > 0) || (values.stream && (values.follow || values.after || values.prefix || values.type))) {
-    console.error([
-      'usage: relay events [--after POSITION] [--prefix STREAM_PREFIX]... [--type EVENT_TYPE_PREFIX]... [--limit N] [--follow]',
-      '       relay events --stream STREAM_ID [--from REVISION] [--limit N]',
-      'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
-    ].join('\n'));
-    return 2;
-  }
   const stores = await openStores(loadConfig());
   const write = (line: unknown) => new Promise<void>((resolve) => (process.stdout.write(`${JSON.stringify(line)}\n`) ? resolve() : process.stdout.once('drain', resolve)));
   try {
@@ -74,6 +102,14 @@ export async function events(args: string[]): Promise<number> {
     }
     const filter = { streamPrefixes: values.prefix, eventTypePrefixes: values.type };
     let after: string | null = values.after ?? null;
+    // Positions are the store's own format: it tells whether --after is one of them
+    // (adapters refuse arguments they did not hand out with a TypeError).
+    try {
+      await stores.events.readAll({ after, maxCount: 0, filter });
+    } catch (error) {
+      if (error instanceof TypeError) return refuse(`--after/--prefix/--type: ${error.message}`);
+      throw error;
+    }
     for (;;) {
       const batch = await stores.events.readAll({ after, maxCount: Math.min(500, limit - printed), filter });
       for (const e of batch) await write(e);

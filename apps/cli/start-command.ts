@@ -1,7 +1,6 @@
 // `relay start`: everything in one process, on the stores the configuration names
 // (the embedded sqlite files by default).
 import { loadConfig } from '../../infra/config.ts';
-import { PROCESSORS, startRelay, stopOnSignals } from '../relay.ts';
 
 export async function start(args: string[]): Promise<number> {
   if (args.length > 0) {
@@ -9,6 +8,9 @@ export async function start(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
+  // Loaded once the configuration is known good: a bad variable is reported without waiting
+  // for the whole service's code to load.
+  const { PROCESSORS, startRelay, stopOnSignals } = await import('../relay.ts');
   const relay = await startRelay(config, ['forwarder', ...PROCESSORS, 'retention', 'api']);
   stopOnSignals(relay);
   await new Promise(() => {}); // runs until a signal stops it

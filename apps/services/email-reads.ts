@@ -47,6 +47,16 @@ export async function getEmail(documents: DocumentStore, events: EventStore, sco
   return view;
 }
 
+/**
+ * The first instant in createdAt's whole milliseconds at or after `dateTime`. A bound between
+ * two milliseconds (".0005") selects what the next millisecond does, for `after` (>=) as for
+ * `before` (<); Date.parse would cut it down to the previous one and shift both by one email.
+ */
+function storedInstantAtOrAfter(dateTime: string): string {
+  const beyondMilliseconds = /\.\d{3}(\d*)/.exec(dateTime)?.[1] ?? '';
+  return new Date(Date.parse(dateTime) + (/[1-9]/.test(beyondMilliseconds) ? 1 : 0)).toISOString();
+}
+
 export async function listEmails(documents: DocumentStore, events: EventStore, scope: ReadScope, query: ListQuery) {
   const limit = query.limit ?? 50;
   const where: Where = { projectId: scope.projectId };
@@ -57,8 +67,8 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
   if (query.recipient !== undefined) where.toAddresses = { contains: query.recipient.trim().toLowerCase() };
   // Dates are compared as UTC ISO strings, the form in which createdAt is stored.
   const range: { gte?: string; lt?: string } = {};
-  if (query.after !== undefined) range.gte = new Date(query.after).toISOString();
-  if (query.before !== undefined) range.lt = new Date(query.before).toISOString();
+  if (query.after !== undefined) range.gte = storedInstantAtOrAfter(query.after);
+  if (query.before !== undefined) range.lt = storedInstantAtOrAfter(query.before);
   if (range.gte !== undefined || range.lt !== undefined) where.createdAt = range;
 
   let after: Record<string, string> | undefined;

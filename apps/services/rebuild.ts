@@ -4,7 +4,18 @@
 // swap (every write is guarded by the stream revision, so re-applying is harmless).
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import { COLLECTIONS } from './collections.ts';
 import type { RebuildableProjection } from './projection-registry.ts';
+
+/**
+ * Why `name` cannot be a rebuild's scratch collection (the rebuild drops it first), or null:
+ * it must never be one Relay keeps data in.
+ */
+export function scratchCollectionProblem(name: string, label = 'the target collection'): string | null {
+  if (!/^[a-z0-9][a-z0-9_]{0,63}$/.test(name)) return `${label} must be 1 to 64 lower-case letters, digits and _, got ${JSON.stringify(name)}`;
+  if ((Object.values(COLLECTIONS) as string[]).includes(name)) return `${label} ${name} is one of Relay's own collections; the rebuild would drop it first`;
+  return null;
+}
 
 export interface RebuildProgress {
   phase: 'counting' | 'rebuilding' | 'catching-up' | 'swapped';
@@ -61,6 +72,8 @@ export async function rebuildProjection(
   const batchSize = options.batchSize ?? 500;
   const report = options.onProgress ?? (() => {});
   const target = options.into ?? `${projection.collection}__rebuild_${Date.now()}`;
+  const problem = options.into === undefined ? null : scratchCollectionProblem(options.into);
+  if (problem) throw new Error(problem);
   await documents.drop(target);
   await projection.ensureIndexes(documents, target);
 

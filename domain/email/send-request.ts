@@ -2,6 +2,7 @@
 // total, at least one body, reserved headers. Pure; every failure names its field.
 import { RelayError } from '../errors.ts';
 import { parseMailbox, type Mailbox } from '../mailbox.ts';
+import { characterCount } from '../text.ts';
 
 export const MAX_RECIPIENTS = 50;
 export const MAX_SUBJECT_LENGTH = 998;
@@ -67,7 +68,7 @@ export function checkHeaders(headers: Record<string, string> | undefined): Recor
     if (isReservedHeader(name)) throw invalid(`headers.${name}`, 'is a reserved header name');
     if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
     if (/[\r\n]/.test(value)) throw invalid(`headers.${name}`, 'must not contain CR or LF');
-    if (value.length > MAX_HEADER_VALUE_LENGTH) throw invalid(`headers.${name}`, `must be at most ${MAX_HEADER_VALUE_LENGTH} characters`);
+    if (characterCount(value) > MAX_HEADER_VALUE_LENGTH) throw invalid(`headers.${name}`, `must be at most ${MAX_HEADER_VALUE_LENGTH} characters`);
     out[name] = value;
   }
   return out;
@@ -85,7 +86,8 @@ export function checkTags(tags: Record<string, string> | undefined): Record<stri
 }
 
 export function checkSubject(subject: string, field = 'subject'): string {
-  if (subject.length < 1 || subject.length > MAX_SUBJECT_LENGTH) throw invalid(field, `must be 1 to ${MAX_SUBJECT_LENGTH} characters`);
+  const length = characterCount(subject);
+  if (length < 1 || length > MAX_SUBJECT_LENGTH) throw invalid(field, `must be 1 to ${MAX_SUBJECT_LENGTH} characters`);
   if (/[\r\n]/.test(subject)) throw invalid(field, 'must not contain CR or LF');
   return subject;
 }

@@ -2,6 +2,7 @@
 // failure is 422 invalid_template_variables and names the variable (spec: "422 invalid
 // template variables"), including a variable the template uses that the request leaves out.
 import { RelayError } from '../errors.ts';
+import { characterCount } from '../text.ts';
 
 export const MAX_VARIABLES = 100;
 export const MAX_VARIABLE_STRING_LENGTH = 10_000;
@@ -32,7 +33,7 @@ export function checkTemplateVariables(value: unknown, field = 'body.variables')
       throw invalidVariables(`${field}.${name}`, 'variable names start with a letter and hold up to 64 letters, digits and _');
     }
     if (typeof v === 'string') {
-      if (v.length > MAX_VARIABLE_STRING_LENGTH) throw invalidVariables(`${field}.${name}`, `strings are at most ${MAX_VARIABLE_STRING_LENGTH} characters`);
+      if (characterCount(v) > MAX_VARIABLE_STRING_LENGTH) throw invalidVariables(`${field}.${name}`, `strings are at most ${MAX_VARIABLE_STRING_LENGTH} characters`);
     } else if (typeof v === 'number') {
       if (!Number.isFinite(v)) throw invalidVariables(`${field}.${name}`, 'must be a finite number');
     } else if (typeof v !== 'boolean') {

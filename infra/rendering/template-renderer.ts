@@ -3,6 +3,7 @@
 // subject), html sanitized after the merge, so neither the template nor a value can put
 // active content into a message.
 import { MAX_SUBJECT_LENGTH } from '../../domain/email/send-request.ts';
+import { characterCount } from '../../domain/text.ts';
 import { analyzeTemplateAst, variablesOf, type FieldAnalysis } from '../../domain/templates/syntax.ts';
 import { invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
 import { compileParsed, escapedLength, parseTemplate, type RenderFunction } from './handlebars-environment.ts';
@@ -75,8 +76,9 @@ function checkRenderedSubject(subject: string, field: CompiledField, values: Tem
     const culprit = field.analysis.variables.find((name) => /[\r\n]/.test(String(values[name])));
     throw invalidVariables(`${variablesField}${culprit ? `.${culprit}` : ''}`, 'the rendered subject must not contain CR or LF');
   }
-  if (subject.length < 1 || subject.length > MAX_SUBJECT_LENGTH) {
-    throw invalidVariables(variablesField, `the rendered subject must be 1 to ${MAX_SUBJECT_LENGTH} characters (got ${subject.length})`);
+  const length = characterCount(subject);
+  if (length < 1 || length > MAX_SUBJECT_LENGTH) {
+    throw invalidVariables(variablesField, `the rendered subject must be 1 to ${MAX_SUBJECT_LENGTH} characters (got ${length})`);
   }
   return subject;
 }

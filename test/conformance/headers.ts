@@ -48,4 +48,11 @@ export function headersSuite(test: Test, ref: HarnessRef): void {
     }
     expectError(await h.send(t.key, basicSend(t, { headers: ['X-A: b'] })), 400, 'validation_error', 'body.headers');
   });
+
+  test('values count characters, not UTF-16 units: 998 emoji accepted, 999 refused', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    expectAccepted(await h.send(t.key, basicSend(t, { headers: { 'X-Mood': '😀'.repeat(998) } })));
+    expectError(await h.send(t.key, basicSend(t, { headers: { 'X-Mood': '😀'.repeat(999) } })), 400, 'validation_error', 'body.headers.X-Mood');
+  });
 }

@@ -5,7 +5,9 @@
 // next_cursor null at the end; EmailSummary fields; no BCC or bodies.
 import type { Test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { STATUSES } from '../../domain/email/status.ts';
 import { basicSend, expectAccepted, expectError, sendMany, type Harness, type HarnessRef, type Key, type Tenant } from './harness.ts';
+import { addressOfLength } from './mailbox.ts';
 
 interface Page { emails: Array<Record<string, any>>; next_cursor: string | null }
 
@@ -183,6 +185,26 @@ export function listSuite(test: Test, ref: HarnessRef): void {
     }
   });
 
+  test('filters: after and before between two milliseconds bound at the exact instant, not at the millisecond before', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const sent = await sendMany(h, t, 3);
+    await h.projected(sent);
+    const created = new Map((await list(h, t.key)).emails.map((e) => [e.id, e.createdAt as string]));
+    const at = created.get(sent[1])!;
+    assert.match(at, /\.\d{3}Z$/);
+    const justAfter = encodeURIComponent(at.replace('Z', '0001Z'));
+    const justAfterOffset = encodeURIComponent(new Date(Date.parse(at)).toISOString().replace('Z', '0000001+00:00'));
+    const exact = encodeURIComponent(at.replace('Z', '000000Z'));
+    // sent[1] was created before "at + 0.1 µs": after excludes it, before includes it.
+    assert.equal(ids(await list(h, t.key, `after=${justAfter}`)), [sent[2]]);
+    assert.equal(ids(await list(h, t.key, `after=${justAfterOffset}`)), [sent[2]]);
+    assert.equal(ids(await list(h, t.key, `before=${justAfter}`)), [sent[1], sent[0]]);
+    // Trailing zeros name the same instant.
+    assert.equal(ids(await list(h, t.key, `after=${exact}`)), [sent[2], sent[1]]);
+    assert.equal(ids(await list(h, t.key, `before=${exact}`)), [sent[0]]);
+  });
+
   test('filters: status, and recipient matches the normalized To address only (not CC, not BCC)', async () => {
     const h = await ref.get();
     const t = await h.tenant();
@@ -204,6 +226,24 @@ export function listSuite(test: Test, ref: HarnessRef): void {
     expectError(await h.request('GET', '/v1/emails?status=bogus', { key: t.key.secret }), 400, 'validation_error', 'status');
     expectError(await h.request('GET', `/v1/emails?recipient=${'r'.repeat(255)}`, { key: t.key.secret }), 400, 'validation_error', 'recipient');
     expectError(await h.request('GET', '/v1/emails?unknown=1', { key: t.key.secret }), 400, 'validation_error', 'unknown');
+  });
+
+  test('filters: every Status value is accepted; recipient up to 254 characters; sender and domain take any string', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const long = addressOfLength(254);
+    const [toLong] = await sendMany(h, t, 1, () => ({ to: long }));
+    await h.projected([toLong]);
+    for (const status of STATUSES) {
+      assert.equal(ids(await list(h, t.key, `status=${status}`)), status === 'queued' ? [toLong] : [], status);
+    }
+    assert.equal(ids(await list(h, t.key, `recipient=${long}`)), [toLong]);
+    expectError(await h.request('GET', `/v1/emails?recipient=${addressOfLength(255)}`, { key: t.key.secret }), 400, 'validation_error', 'recipient');
+    // The spec limits neither sender nor domain: what cannot be one matches nothing.
+    for (const query of [`sender=${'s'.repeat(300)}`, `domain=${'d'.repeat(300)}`, 'sender=', 'domain=', 'sender=not%20an%20address']) {
+      assert.equal(ids(await list(h, t.key, query)), [], query);
+    }
+    assert.equal(ids(await list(h, t.key, `domain=${t.domain.toUpperCase()}`)), [toLong], 'domains compare case-insensitively');
   });
 
   test('filters combine with paging', async () => {

@@ -73,6 +73,28 @@ export function mailboxSuite(test: Test, ref: HarnessRef): void {
     assert.is(detail.fromAddress, t.from);
   });
 
+  test('a bare address of 254 characters inside surrounding whitespace is accepted; 255 is refused however it is padded', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const at254 = addressOfLength(254);
+    const sent = expectAccepted(await h.send(t.key, basicSend(t, { to: `   ${at254}\t`, cc: [`\u00a0${t.to('cc')} `] })));
+    const detail = (await h.request('GET', `/v1/emails/${sent.id}`, { key: t.key.secret })).json();
+    assert.equal(detail.to, [at254]);
+    assert.equal(detail.cc, [t.to('cc')]);
+    expectError(await h.send(t.key, basicSend(t, { to: ` ${addressOfLength(255)} ` })), 400, 'validation_error', 'body.to');
+  });
+
+  test('lengths count characters, not UTF-16 units: a display name of emoji fills 320 characters; 321 are refused', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const address = t.to('emoji');
+    const named = (total: number) => `${'😀'.repeat(total - address.length - 3)} <${address}>`;
+    assert.is([...named(320)].length, 320);
+    const sent = expectAccepted(await h.send(t.key, basicSend(t, { to: named(320), reply_to: named(320) })));
+    assert.equal((await h.request('GET', `/v1/emails/${sent.id}`, { key: t.key.secret })).json().to, [named(320)]);
+    expectError(await h.send(t.key, basicSend(t, { to: named(321) })), 400, 'validation_error', 'body.to');
+  });
+
   test('what is not an address or "Name <address>" is a validation_error', async () => {
     const h = await ref.get();
     const t = await h.tenant();

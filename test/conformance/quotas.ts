@@ -81,6 +81,21 @@ export function quotasSuite(test: Test, ref: HarnessRef): void {
     assert.is((await t.usage()).workspace, 1);
   });
 
+  test('a request refused by the quota under an Idempotency-Key is admitted when retried with it after the reset, charged once', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const now = h.clock.now();
+    h.clock.set(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - 1));
+    await t.charge(5_000);
+    const body = basicSend(t, { cc: t.to('cc') });
+    expectError(await h.send(t.key, body, { idempotencyKey: 'next-month' }), 429, 'quota_exceeded');
+    assert.equal(await h.streamTypes(h.emailIdFor(t.project._id, 'next-month')), []);
+    h.clock.advance(1);
+    const sent = expectAccepted(await h.send(t.key, body, { idempotencyKey: 'next-month' }));
+    assert.equal((await h.send(t.key, body, { idempotencyKey: 'next-month' })).json(), sent);
+    assert.is((await t.usage()).workspace, 2);
+  });
+
   test('requests refused by a quota do not count toward the request rate', async () => {
     const h = await ref.get();
     const t = await h.tenant({ environment: 'development' });

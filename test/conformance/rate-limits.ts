@@ -120,6 +120,21 @@ export function rateLimitsSuite(test: Test, ref: HarnessRef): void {
     expectLimited(await h.send(t.key, basicSend(t)), 'key');
   });
 
+  test('a request refused with 429 stored nothing: retried with the same Idempotency-Key after the stated wait, it is admitted once', async () => {
+    const h = await ref.get();
+    const t = await h.tenant({ environment: 'development' });
+    await sendN(h, t, 15);
+    const body = basicSend(t, { subject: 'retried later' });
+    const wait = expectLimited(await h.send(t.key, body, { idempotencyKey: 'after-429' }), 'dev-key');
+    const emailId = h.emailIdFor(t.project._id, 'after-429');
+    assert.equal(await h.streamTypes(emailId), [], 'nothing admitted under the key');
+    h.clock.advance(wait * 1000);
+    const sent = expectAccepted(await h.send(t.key, body, { idempotencyKey: 'after-429' }));
+    assert.is(sent.id, emailId);
+    assert.equal(await h.send(t.key, body, { idempotencyKey: 'after-429' }).then((r) => r.json()), sent, 'and replays from then on');
+    assert.equal(await h.streamTypes(emailId), ['EmailAccepted']);
+  });
+
   test('reads are never limited', async () => {
     const h = await ref.get();
     const t = await h.tenant({ environment: 'development' });

@@ -39,6 +39,15 @@ export function sendEmailSuite(test: Test, ref: HarnessRef): void {
     }
   });
 
+  test('subject counts characters, not UTF-16 units: 998 emoji accepted, 999 refused', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const sent = expectAccepted(await h.send(t.key, basicSend(t, { subject: '📦'.repeat(998) })));
+    assert.is((await h.request('GET', `/v1/emails/${sent.id}`, { key: t.key.secret })).json().subject, '📦'.repeat(998));
+    expectAccepted(await h.send(t.key, basicSend(t, { subject: `${'é'.repeat(997)}📦` })));
+    expectError(await h.send(t.key, basicSend(t, { subject: '📦'.repeat(999) })), 400, 'validation_error', 'body.subject');
+  });
+
   test('at least one of html or text must be present and nonempty', async () => {
     const h = await ref.get();
     const t = await h.tenant();
@@ -54,6 +63,13 @@ export function sendEmailSuite(test: Test, ref: HarnessRef): void {
     expectError(await h.send(t.key, basicSend(t, { text: '', html: '' })), 400, 'validation_error', 'html');
     expectError(await h.send(t.key, basicSend(t, { text: 5 })), 400, 'validation_error', 'body.text');
     expectError(await h.send(t.key, basicSend(t, { html: ['<p>'] })), 400, 'validation_error', 'body.html');
+  });
+
+  test('text of exactly 10,000,000 characters is accepted (html: see Request size)', async () => {
+    const h = await ref.get();
+    const t = await h.tenant();
+    const sent = expectAccepted(await h.send(t.key, basicSend(t, { text: 't'.repeat(10_000_000) })));
+    await h.projected([sent.id]);
   });
 
   test('html and text: 10,000,001 characters is a validation_error (the body is still under 10 MiB)', async () => {

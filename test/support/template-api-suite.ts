@@ -83,7 +83,12 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     expectError(await post({ subject: '' }), 400, 'validation_error', /body\.subject/);
     expectError(await post({ subject: 'a\r\nBcc: x@y.test' }), 400, 'validation_error', /body\.subject/);
     expectError(await post({ subject: 'a\nb' }), 400, 'validation_error', /body\.subject/);
+    // Characters, not UTF-16 units: emoji count one each.
+    assert.is((await post({ name: '📧'.repeat(100), subject: '📧'.repeat(998) })).statusCode, 201);
+    expectError(await post({ name: '📧'.repeat(101) }), 400, 'validation_error', /body\.name/);
+    expectError(await post({ subject: '📧'.repeat(999) }), 400, 'validation_error', /body\.subject/);
     assert.is((await post({ html: 'h'.repeat(1_000_000), text: 't'.repeat(1_000_000) })).statusCode, 201);
+    assert.is((await post({ text: '📧'.repeat(1_000_000) })).statusCode, 201);
     expectError(await post({ html: 'h'.repeat(1_000_001) }), 400, 'validation_error', /body\.html/);
     expectError(await post({ text: 't'.repeat(1_000_001) }), 400, 'validation_error', /body\.text/);
     expectError(await post({ html: 5 }), 400, 'validation_error', /body\.html/);
@@ -140,8 +145,13 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     expectError(await templates(w.t, 'GET', '/v1/templates/tpl_doesnotexist', { as: w.owner, projectId: w.projectId }), 404, 'not_found');
     expectError(await templates(w.t, 'GET', `/v1/templates/${theirs.id}`, { as: w.owner, projectId: w.projectId }), 404, 'not_found');
     expectError(await templates(w.t, 'GET', `/v1/templates/${mine.id}`, { as: w.owner, projectId: w.otherProjectId }), 404, 'not_found');
-    expectError(await templates(w.t, 'GET', `/v1/templates/${'x'.repeat(65)}`, { as: w.owner, projectId: w.projectId }), 400, 'validation_error', /path\.id/);
-    expectError(await templates(w.t, 'GET', '/v1/templates/a.b', { as: w.owner, projectId: w.projectId }), 400, 'validation_error', /path\.id/);
+    const patchBody = { name: 'n', slug: mine.slug, subject: 's', text: 't', revision: 1 };
+    for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
+      const body = method === 'PATCH' ? patchBody : undefined;
+      expectError(await templates(w.t, method, `/v1/templates/${'x'.repeat(65)}`, { as: w.owner, projectId: w.projectId, body }), 400, 'validation_error', /path\.id/);
+      expectError(await templates(w.t, method, '/v1/templates/a.b', { as: w.owner, projectId: w.projectId, body }), 400, 'validation_error', /path\.id/);
+      expectError(await templates(w.t, method, `/v1/templates/${'x'.repeat(64)}`, { as: w.owner, projectId: w.projectId, body }), 404, 'not_found');
+    }
   });
 
   test('projectId is required on every call and follows the id rule', async ({ w }) => {
@@ -157,6 +167,9 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
       expectError(await templates(w.t, method, path, { as: w.owner, body }), 400, 'validation_error', /query\.projectId/);
       expectError(await templates(w.t, method, path, { as: w.owner, body, projectId: 'bad id!' }), 400, 'validation_error', /query\.projectId/);
       expectError(await templates(w.t, method, path, { as: w.owner, body, projectId: 'p'.repeat(65) }), 400, 'validation_error', /query\.projectId/);
+      expectError(await templates(w.t, method, path, { as: w.owner, body, projectId: '' }), 400, 'validation_error', /query\.projectId/);
+      // 64 characters of the allowed ones pass validation: such a project just does not exist.
+      expectError(await templates(w.t, method, path, { as: w.owner, body, projectId: `A-z_9${'p'.repeat(59)}` }), 404, 'not_found');
       expectError(await templates(w.t, method, path, { as: w.owner, body, projectId: 'prj_unknown' }), 404, 'not_found');
     }
   });
@@ -170,7 +183,10 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     assert.is(first.statusCode, 200);
     const page1 = first.json() as { templates: Array<Record<string, unknown>>; next_cursor: string | null };
     assert.is(page1.templates.length, 50);
-    assert.equal(Object.keys(page1.templates[0]).sort(), ['createdAt', 'id', 'name', 'projectId', 'revision', 'slug', 'subject', 'updatedAt', 'variables']);
+    for (const summary of page1.templates) {
+      assert.equal(Object.keys(summary).sort(), ['createdAt', 'id', 'name', 'projectId', 'revision', 'slug', 'subject', 'updatedAt', 'variables']);
+    }
+    assert.not.ok(first.body.includes('<p>'), 'no html (nor text) in the list');
     assert.is(page1.templates[0].id, made[52].id, 'newest first');
     assert.equal(page1.templates[0].variables, ['v52']);
     assert.is(page1.next_cursor, page1.templates[49].id);
@@ -200,6 +216,7 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     const response = await templates(w.t, 'PATCH', `/v1/templates/${t.id}`, { as: w.developer, projectId: w.projectId, body: { name: 'Renamed', slug: slug('edited'), subject: 'New {{d}}', text: 'new', revision: 1 } });
     assert.is(response.statusCode, 200, response.body);
     const updated = response.json() as TemplateJson;
+    assert.equal(Object.keys(updated).sort(), ['createdAt', 'html', 'id', 'name', 'projectId', 'revision', 'slug', 'subject', 'text', 'updatedAt', 'variables']);
     assert.is(updated.id, t.id);
     assert.is(updated.revision, 2);
     assert.is(updated.name, 'Renamed');
@@ -225,6 +242,13 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     expectError(await patch(t.id, { revision: 1.5 }), 400, 'validation_error', /body\.revision/);
     expectError(await patch(t.id, { revision: undefined }), 400, 'validation_error', /body\.revision/);
     expectError(await patch(t.id, { name: undefined }), 400, 'validation_error', /body\.name/);
+    expectError(await patch(t.id, { slug: undefined }), 400, 'validation_error', /body\.slug/);
+    expectError(await patch(t.id, { subject: undefined }), 400, 'validation_error', /body\.subject/);
+    expectError(await patch(t.id, { revision: '1' }), 400, 'validation_error', /body\.revision/);
+    expectError(await patch(t.id, { revision: -1 }), 400, 'validation_error', /body\.revision/);
+    expectError(await patch(t.id, { name: 'n'.repeat(101) }), 400, 'validation_error', /body\.name/);
+    expectError(await patch(t.id, { subject: 's'.repeat(999) }), 400, 'validation_error', /body\.subject/);
+    expectError(await patch(t.id, { text: 't'.repeat(1_000_001) }), 400, 'validation_error', /body\.text/);
     expectError(await patch(t.id, { text: null }), 400, 'validation_error', /body\.html/);
     expectError(await patch(t.id, { html: '{{#each x}}{{/each}}' }), 400, 'validation_error', /body\.html/);
     expectError(await patch(t.id, { extra: true }), 400, 'validation_error', /body\.extra/);
@@ -390,6 +414,9 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     const hundred = Object.fromEntries(Array.from({ length: 97 }, (_, i) => [`v${i}`, i]));
     assert.is((await preview({ ...hundred, name: 'x', flag: true, count: 1 })).statusCode, 200, '100 variables');
     expectError(await preview({ ...hundred, extra: 1, name: 'x', flag: true, count: 1 }), 422, 'invalid_template_variables', /body\.variables: at most 100/);
+    const emoji = await templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body: { subject: 's', text: '{{long}}', variables: { long: '🎉'.repeat(10_000) } } });
+    assert.is(emoji.statusCode, 200, 'a string of 10,000 characters counts characters, not UTF-16 units');
+    expectError(await preview({ name: '🎉'.repeat(10_001), flag: true, count: 3 }), 422, 'invalid_template_variables', /body\.variables\.name/);
     const name64 = `a${'b'.repeat(63)}`;
     assert.is((await preview({ [name64]: 1, name: 'x', flag: true, count: 1 })).statusCode, 200, 'a 64-character name');
     expectError(await preview({ [`${name64}c`]: 1, name: 'x', flag: true, count: 1 }), 422, 'invalid_template_variables', /body\.variables\.ab+c/);
@@ -417,6 +444,12 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     expectError(await preview({ subject: 's', html: '{{#each x}}{{/each}}' }), 400, 'validation_error', /body\.html/);
     expectError(await preview({ subject: 's', html: '<mjml><mj-body><mj-section><mj-column><mj-text>{{> p}}</mj-text></mj-column></mj-section></mj-body></mjml>' }), 400, 'validation_error', /body\.html .*MJML.*partials/);
     expectError(await preview({ subject: 's', extra: 1 }), 400, 'validation_error', /body\.extra/);
+    assert.equal((await preview({ subject: 's'.repeat(998), html: null, text: 't'.repeat(1_000_000) })).json().subject, 's'.repeat(998));
+    expectError(await preview({ subject: 's'.repeat(999) }), 400, 'validation_error', /body\.subject/);
+    expectError(await preview({ subject: '' }), 400, 'validation_error', /body\.subject/);
+    expectError(await preview({ subject: 'a\nb' }), 400, 'validation_error', /body\.subject/);
+    expectError(await preview({ subject: 's', html: 'h'.repeat(1_000_001) }), 400, 'validation_error', /body\.html/);
+    expectError(await preview({ subject: 's', text: 't'.repeat(1_000_001) }), 400, 'validation_error', /body\.text/);
     expectError(await preview({ html: 'x' }), 400, 'validation_error', /body\.subject/);
     assert.equal((await preview({ subject: 'only a subject' })).json(), { subject: 'only a subject', html: '', text: '' });
   });

@@ -123,6 +123,9 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
     assert.is(ok.statusCode, 202, ok.body);
     assert.is((await admitted(w, ok.json().id)).text, `VIP ${'x'.repeat(10_000)} 2`);
     expectError(await send({ ...base, note: 'x'.repeat(10_001) }), 422, 'invalid_template_variables', /body\.variables\.note/);
+    const emoji = await send({ ...base, note: '🎉'.repeat(10_000) });
+    assert.is(emoji.statusCode, 202, 'characters, not UTF-16 units');
+    expectError(await send({ ...base, note: '🎉'.repeat(10_001) }), 422, 'invalid_template_variables', /body\.variables\.note/);
     expectError(await send({ vip: true, count: 2, note: 'n' }), 422, 'invalid_template_variables', /body\.variables\.name: .*\bname\b/);
     expectError(await send({ name: 'Ann', count: 2, note: 'n' }), 422, 'invalid_template_variables', /body\.variables\.vip/);
     expectError(await send(undefined), 422, 'invalid_template_variables', /body\.variables\./);
@@ -149,6 +152,11 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
     }
     const retry = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { topic: 'fine' } }, { 'idempotency-key': 'crlf-26' });
     assert.is(retry.statusCode, 202, 'a refused request admitted nothing under its key');
+    // The rendered subject is held to 1 to 998 characters (emoji count one each).
+    const full = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { topic: '📧'.repeat(994) } });
+    assert.is(full.statusCode, 202, full.body);
+    assert.is((await admitted(w, full.json().id)).data.subject, `Re: ${'📧'.repeat(994)}`);
+    expectError(await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { topic: '📧'.repeat(995) } }), 422, 'invalid_template_variables', /subject must be 1 to 998/);
   });
 
   test('a rendering with neither html nor text is refused (422): there would be nothing to send', async ({ w }) => {
@@ -238,9 +246,23 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
     expectError(await send({ html: '<p>x</p>' }), 400, 'validation_error', /body\.html/);
     expectError(await send({ template: 'Not A Slug' }), 400, 'validation_error', /body\.template/);
     expectError(await send({ template: 'a'.repeat(81) }), 400, 'validation_error', /body\.template/);
+    const slug80 = `${'s'.repeat(40)}-${'x'.repeat(39)}`;
+    await createTemplateAs(w, { slug: slug80, subject: 'Hi {{name}}', text: 't' });
+    assert.is((await send({ template: slug80 })).statusCode, 202, 'a slug of 80 characters');
+    for (const required of ['from', 'to', 'template']) {
+      const body: Record<string, unknown> = { ...envelope(w), template: t.slug, variables: { name: 'Ann' } };
+      delete body[required];
+      // Without `template` the body is a direct send, which lacks subject and content: still a 400.
+      expectError(await post(w, w.apiKey, body), 400, 'validation_error', required === 'template' ? /body\./ : new RegExp(`body\\.${required}`));
+    }
     expectError(await send({ template: 42 }), 400, 'validation_error', /body\.template/);
     expectError(await send({ from: 'not a mailbox' }), 400, 'validation_error', /body\.from/);
     expectError(await send({ to: [] }), 400, 'validation_error', /body\.to/);
+    expectError(await send({ cc: [] }), 400, 'validation_error', /body\.cc/);
+    expectError(await send({ bcc: Array.from({ length: 51 }, (_, i) => `b${i}@${w.domain}`) }), 400, 'validation_error', /body\.bcc/);
+    expectError(await send({ reply_to: `${'N'.repeat(310)} <reply@${w.domain}>` }), 400, 'validation_error', /body\.reply_to/);
+    expectError(await send({ headers: { 'X-Long': 'v'.repeat(999) } }), 400, 'validation_error', /body\.headers/);
+    expectError(await send({ metadata: 'text' }), 400, 'validation_error', /body\.metadata/);
     expectError(await send({ headers: { 'Content-Type': 'text/plain' } }), 400, 'validation_error', /body\.headers/);
     expectError(await send({ headers: { 'X-Ok': 'a\r\nb' } }), 400, 'validation_error', /body\.headers/);
     expectError(await send({ tags: { rr_internal: 'x' } }), 400, 'validation_error', /body\.tags/);

@@ -5,29 +5,32 @@ import { Type, type Static } from '@sinclair/typebox';
 import { RESERVED_HEADER_PREFIXES } from '../../../domain/email/send-request.ts';
 import { MAX_MAILBOX_LENGTH } from '../../../domain/mailbox.ts';
 import { STATUSES } from '../../../domain/email/status.ts';
+import { Text } from './text.schemas.ts';
 
 /** Case-insensitive regex source for a literal, for patterns that cannot carry the i flag. */
 const anyCase = (literal: string) => [...literal].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c)).join('');
 
+const NO_CR_LF = '^[^\\r\\n]*$';
+
 /**
- * A mailbox of at most 320 characters once surrounding whitespace is trimmed, without CR or LF.
+ * A mailbox of 1 to 320 characters once surrounding whitespace is trimmed, without CR or LF.
  * (The 254-character bare address and the address grammar are the domain's.)
  */
-const MAILBOX_PATTERN = `^[^\\S\\r\\n]*[^\\s](?:[^\\r\\n]{0,${MAX_MAILBOX_LENGTH - 2}}[^\\s])?[^\\S\\r\\n]*$`;
-const Mailbox = Type.String({
-  pattern: MAILBOX_PATTERN,
+const Mailbox = Text({
+  minLength: 1,
+  maxLength: MAX_MAILBOX_LENGTH,
+  lengthAfterTrim: true,
+  pattern: NO_CR_LF,
   errorMessage: `must be a mailbox ("address" or "Name <address>") of at most ${MAX_MAILBOX_LENGTH} characters without CR or LF`,
 });
 const MailboxOrList = Type.Union([Mailbox, Type.Array(Mailbox, { minItems: 1, maxItems: 50 })], {
   errorMessage: `must be a mailbox or an array of 1 to 50 mailboxes (each at most ${MAX_MAILBOX_LENGTH} characters, without CR or LF)`,
 });
 
-const NO_CR_LF = '^[^\\r\\n]*$';
-
 export const HEADER_NAME_PATTERN = `^(?!(?:${RESERVED_HEADER_PREFIXES.map(anyCase).join('|')}))[A-Za-z0-9-]+$`;
 export const Headers = Type.Record(
   Type.String({ pattern: HEADER_NAME_PATTERN }),
-  Type.String({ maxLength: 998, pattern: NO_CR_LF, errorMessage: 'header values are strings of at most 998 characters without CR or LF' }),
+  Text({ maxLength: 998, pattern: NO_CR_LF, errorMessage: 'header values are strings of at most 998 characters without CR or LF' }),
   {
     additionalProperties: false,
     errorMessage: `header names are letters, digits and hyphens and must not begin with ${RESERVED_HEADER_PREFIXES.join(', ')} (in any case)`,
@@ -46,8 +49,8 @@ export const Tags = Type.Record(
 );
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), { errorMessage: 'must be an object' });
 
-const Subject = Type.String({ minLength: 1, maxLength: 998, pattern: NO_CR_LF, errorMessage: 'must be 1 to 998 characters without CR or LF' });
-const Body = Type.String({ maxLength: 10_000_000, errorMessage: 'must be a string of at most 10,000,000 characters' });
+const Subject = Text({ minLength: 1, maxLength: 998, pattern: NO_CR_LF, errorMessage: 'must be 1 to 998 characters without CR or LF' });
+const Body = Text({ maxLength: 10_000_000, errorMessage: 'must be a string of at most 10,000,000 characters' });
 
 export const SendEmailBody = Type.Object(
   {
@@ -73,15 +76,16 @@ export const IdParam = Type.Object({
 
 export const ListEmailsQuery = Type.Object(
   {
-    sender: Type.Optional(Type.String({ minLength: 1, maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),
-    domain: Type.Optional(Type.String({ minLength: 1, maxLength: 253, errorMessage: 'must be a domain name of at most 253 characters' })),
+    // The spec limits neither: a value that cannot be an address or a domain just matches nothing.
+    sender: Type.Optional(Type.String({ errorMessage: 'must be a single address' })),
+    domain: Type.Optional(Type.String({ errorMessage: 'must be a single domain name' })),
     after: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
     before: Type.Optional(Type.String({ format: 'date-time', errorMessage: 'must be an RFC 3339 date-time' })),
     // Digits only: a lenient number conversion would take "1.5" or "1e1" for a page size.
     limit: Type.Optional(Type.String({ pattern: '^(?:[1-9][0-9]?|100)$', errorMessage: 'must be an integer from 1 to 100' })),
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' })),
     status: Type.Optional(Type.Union(STATUSES.map((s) => Type.Literal(s)), { errorMessage: `must be one of ${STATUSES.join(', ')}` })),
-    recipient: Type.Optional(Type.String({ minLength: 1, maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),
+    recipient: Type.Optional(Text({ maxLength: 254, errorMessage: 'must be an address of at most 254 characters' })),
   },
   { additionalProperties: false },
 );

@@ -5,6 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { MAX_SUBJECT_LENGTH } from '../../../domain/email/send-request.ts';
 import { MAX_TEMPLATE_BODY_LENGTH, MAX_TEMPLATE_NAME_LENGTH } from '../../../domain/templates/content.ts';
 import { MAX_SLUG_LENGTH, SLUG_PATTERN } from '../../../domain/templates/slug.ts';
+import { Text } from './text.schemas.ts';
 
 const ID = { minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' };
 
@@ -15,18 +16,18 @@ export const Slug = Type.String({
   errorMessage: `must be at most ${MAX_SLUG_LENGTH} characters: lowercase letters and digits, in groups separated by single hyphens`,
 });
 
-export const Subject = Type.String({
+export const Subject = Text({
   minLength: 1,
   maxLength: MAX_SUBJECT_LENGTH,
   pattern: '^[^\\r\\n]*$',
   errorMessage: `must be 1 to ${MAX_SUBJECT_LENGTH} characters without CR or LF`,
 });
 
-const Body = Type.Union([Type.String({ maxLength: MAX_TEMPLATE_BODY_LENGTH }), Type.Null()], {
+const Body = Type.Union([Text({ maxLength: MAX_TEMPLATE_BODY_LENGTH }), Type.Null()], {
   errorMessage: `must be a string of at most ${MAX_TEMPLATE_BODY_LENGTH.toLocaleString('en-US')} characters, or null`,
 });
 
-const Name = Type.String({ minLength: 1, maxLength: MAX_TEMPLATE_NAME_LENGTH, errorMessage: `must be 1 to ${MAX_TEMPLATE_NAME_LENGTH} characters` });
+const Name = Text({ minLength: 1, maxLength: MAX_TEMPLATE_NAME_LENGTH, errorMessage: `must be 1 to ${MAX_TEMPLATE_NAME_LENGTH} characters` });
 
 export const ProjectQuery = Type.Object({ projectId: Type.String(ID) }, { additionalProperties: false });
 export type ProjectQuery = Static<typeof ProjectQuery>;

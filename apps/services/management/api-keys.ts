@@ -7,6 +7,7 @@ import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, newSecret, sha256Hex } from './ids.ts';
+import { normalizeName } from './names.ts';
 
 export const apiKeysOf = (documents: DocumentStore) => documents.collection<ApiKey>(COLLECTIONS.apiKeys);
 
@@ -44,8 +45,7 @@ export async function createApiKey(
   input: { project: Project; name: string; permissions: Permission[] },
   now: Date,
 ): Promise<{ key: ApiKey; secret: string }> {
-  const name = input.name.trim();
-  if (name.length === 0 || name.length > 100) throw validationError('body.name must be 1 to 100 characters (after trimming)');
+  const name = normalizeName(input.name);
   const permissions = PERMISSIONS.filter((p) => input.permissions.includes(p));
   if (permissions.length === 0) throw validationError(`body.permissions must hold at least one of ${PERMISSIONS.join(', ')}`);
   const prefix = keyPrefixOf(input.project.environment);

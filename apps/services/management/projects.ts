@@ -1,11 +1,11 @@
 // Projects: the unit API keys, templates and sending are scoped to. The environment is
 // fixed at creation: it decides the key prefix and whether delivery is restricted.
-import { validationError } from '../../../domain/errors.ts';
 import type { Environment, Project } from '../../../domain/management.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique } from './documents.ts';
 import { newId } from './ids.ts';
+import { normalizeName } from './names.ts';
 
 export const projectsOf = (documents: DocumentStore) => documents.collection<Project>(COLLECTIONS.projects);
 
@@ -20,8 +20,7 @@ export async function createProject(
   input: { workspaceId: string; name: string; environment: Environment },
   now: Date,
 ): Promise<Project> {
-  const name = input.name.trim();
-  if (name.length === 0 || name.length > 100) throw validationError('body.name must be 1 to 100 characters (after trimming)');
+  const name = normalizeName(input.name);
   return insertUnique(
     projectsOf(documents),
     { _id: newId('prj'), workspaceId: input.workspaceId, name, environment: input.environment, createdAt: now.toISOString() },

@@ -9,12 +9,15 @@ import type { RelayConfig } from '../../../infra/config.ts';
 import type { DnsLookup } from '../../../infra/dns/verify-domain.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { createApiKey } from './api-keys.ts';
-import { connectDomain, createDomain, domainView, findDomainByName, markDomainVerified, verifyDomain, type DomainRecordView } from './domains.ts';
+import {
+  connectDomain, createDomain, domainView, findDomainByName, markDomainVerified, normalizeSendingDomainName, verifyDomain, type DomainRecordView,
+} from './domains.ts';
 import { ensureManagementIndexes } from './indexes.ts';
+import { normalizeName } from './names.ts';
 import { verifyPassword } from './passwords.ts';
 import { createProject, findProjectByName } from './projects.ts';
 import { createSession } from './sessions.ts';
-import { createUser, findUserByEmail } from './users.ts';
+import { createUser, findUserByEmail, normalizeUserEmail } from './users.ts';
 import { createWorkspace, listWorkspacesOf, setWorkspaceActivation, workspacesOf } from './workspaces.ts';
 
 export interface SetupOptions {
@@ -86,8 +89,21 @@ async function ensureUser(deps: SetupDeps, options: SetupOptions): Promise<{ use
   }
 }
 
+/**
+ * What setup refuses about its input, checked before the first write: a typo in --domain
+ * must not leave a new user, workspace and project behind. Messages name the flags. (A weak
+ * password is refused by createUser, which is itself the first write.)
+ */
+function checkOptions(options: SetupOptions): void {
+  normalizeUserEmail(options.email);
+  normalizeName(options.workspace, '--workspace');
+  normalizeName(options.project, '--project');
+  normalizeSendingDomainName(options.domain, '--domain');
+}
+
 export async function runSetup(deps: SetupDeps, options: SetupOptions): Promise<SetupOutcome> {
   const { documents, now, log } = deps;
+  checkOptions(options);
   await ensureManagementIndexes(documents);
 
   const { user, generatedPassword } = await ensureUser(deps, options);

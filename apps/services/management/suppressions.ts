@@ -5,6 +5,7 @@ import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
+import { CONTROL_CHARACTERS } from './names.ts';
 
 export const suppressionsOf = (documents: DocumentStore) => documents.collection<SuppressionEntry>(COLLECTIONS.suppressions);
 
@@ -16,7 +17,9 @@ export const suppressionView = (entry: SuppressionEntry): SuppressionView => ({
 
 export function normalizeSuppressedAddress(input: string, field: string): string {
   const address = normalizeAddress(input);
-  if (!isPlainAddress(address)) throw validationError(`${field} "${input.trim().slice(0, 254)}" is not an email address`);
+  if (!isPlainAddress(address) || CONTROL_CHARACTERS.test(address)) {
+    throw validationError(`${field} ${JSON.stringify(input.trim().slice(0, 254))} is not an email address`);
+  }
   return address;
 }
 

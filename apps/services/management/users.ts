@@ -5,6 +5,7 @@ import { isPlainAddress, normalizeAddress, passwordProblem, type User } from '..
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique } from './documents.ts';
+import { CONTROL_CHARACTERS } from './names.ts';
 import { newId } from './ids.ts';
 import { hashPassword, needsRehash, verifyAgainstDecoy, verifyPassword } from './passwords.ts';
 
@@ -16,7 +17,7 @@ export const usersOf = (documents: DocumentStore) => documents.collection<User>(
 
 export function normalizeUserEmail(input: string): string {
   const email = normalizeAddress(input);
-  if (!isPlainAddress(email)) throw validationError(`email "${input.trim()}" is not an email address`);
+  if (!isPlainAddress(email) || CONTROL_CHARACTERS.test(email)) throw validationError(`email ${JSON.stringify(input.trim())} is not an email address`);
   return email;
 }
 

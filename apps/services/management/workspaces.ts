@@ -1,12 +1,13 @@
 // Workspaces and their members. The creator becomes the owner; owners and admins add
 // members by the email they log in with. Activation (needed by production keys) is an
 // operator's decision after review, never the customer's.
-import { forbidden, notFound, validationError } from '../../../domain/errors.ts';
+import { forbidden, notFound } from '../../../domain/errors.ts';
 import { canGrantRole, membershipIdOf, type Membership, type Role, type User, type Workspace } from '../../../domain/management.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId } from './ids.ts';
+import { normalizeName } from './names.ts';
 import { findUserByEmail, usersOf } from './users.ts';
 
 export const workspacesOf = (documents: DocumentStore) => documents.collection<Workspace>(COLLECTIONS.workspaces);
@@ -24,15 +25,9 @@ export const workspaceView = (workspace: Workspace, role: Role): WorkspaceView =
   role,
 });
 
-export function workspaceName(input: string): string {
-  const name = input.trim();
-  if (name.length === 0 || name.length > 100) throw validationError('body.name must be 1 to 100 characters (after trimming)');
-  return name;
-}
-
 export async function createWorkspace(documents: DocumentStore, owner: User, name: string, now: Date): Promise<{ workspace: Workspace; membership: Membership }> {
   const createdAt = now.toISOString();
-  const workspace = await workspacesOf(documents).insert({ _id: newId('ws'), name: workspaceName(name), activated: false, activatedAt: null, createdAt });
+  const workspace = await workspacesOf(documents).insert({ _id: newId('ws'), name: normalizeName(name), activated: false, activatedAt: null, createdAt });
   try {
     const membership = await membershipsOf(documents).insert({
       _id: membershipIdOf(workspace._id, owner._id), workspaceId: workspace._id, userId: owner._id, role: 'owner', createdAt,

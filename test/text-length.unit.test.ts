@@ -1,0 +1,27 @@
+// domain/text.ts: the spec's "characters" are code points (as in JSON Schema), not UTF-16 units.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { characterCount, hasCharacterCountWithin } from '../domain/text.ts';
+
+test('characterCount counts code points: an astral character is one, a lone surrogate one', () => {
+  assert.is(characterCount(''), 0);
+  assert.is(characterCount('abc'), 3);
+  assert.is(characterCount('é'), 1);
+  assert.is(characterCount('📦'), 1);
+  assert.is(characterCount('a📦b📦'), 4);
+  assert.is(characterCount('\ud83d'), 1, 'high surrogate alone');
+  assert.is(characterCount('\ude00x'), 2, 'low surrogate alone');
+  assert.is(characterCount('\ud83d\ud83d\ude00'), 2, 'a lone high surrogate, then a pair');
+});
+
+test('hasCharacterCountWithin agrees with characterCount at the bounds, fast path or not', () => {
+  for (const [value, min, max] of [
+    ['📦'.repeat(998), 1, 998], ['📦'.repeat(999), 1, 998], ['', 1, 998], ['', 0, 5], ['ab', 2, 2], ['📦', 2, 2],
+    ['📦📦', 2, 2], ['📦📦x', 1, 2], ['x'.repeat(10), 0, 10], ['x'.repeat(11), 0, 10],
+  ] as const) {
+    const count = characterCount(value);
+    assert.is(hasCharacterCountWithin(value, min, max), count >= min && count <= max, `${JSON.stringify(value.slice(0, 8))} (${count}) in ${min}..${max}`);
+  }
+});
+
+test.run();
