@@ -11,7 +11,7 @@ const args = process.argv.slice(2);
 const filterAt = args.indexOf('--filter');
 const filter = filterAt >= 0 ? args.splice(filterAt, 2)[1] : undefined;
 const kinds = args.length > 0 ? args : ['unit', 'int', 'e2e'];
-const fileTimeoutMs = Number(process.env.RELAY_TEST_FILE_TIMEOUT_MS ?? 5 * 60_000);
+const fileTimeoutMs = Number(process.env.RELAY_TEST_FILE_TIMEOUT_MS ?? 10 * 60_000);
 const concurrency = Number(process.env.RELAY_TEST_CONCURRENCY ?? 2);
 
 function listTests(dir: string): string[] {
