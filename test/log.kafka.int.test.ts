@@ -127,7 +127,7 @@ function kafkaSuite(): void {
     const topic = unique('kafka-killed');
     const group = unique('g');
     await log.ensureTopic(topic, 1);
-    const child = startFixture(new URL('./fixtures/kafka-log-consumer.ts', import.meta.url), [brokers.join(','), topic, group, '6000']);
+    const child = startFixture(new URL('./fixtures/log-consumer.ts', import.meta.url), ['kafka', brokers.join(','), topic, group, '6000']);
     try {
       await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined', WAIT_MS);
       await log.publish(topic, [

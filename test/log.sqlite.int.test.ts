@@ -22,7 +22,7 @@ logContract('sqlite', async () => {
   return { log, close: () => log.close() };
 });
 
-const consumerFixture = new URL('./fixtures/sqlite-log-consumer.ts', import.meta.url);
+const consumerFixture = new URL('./fixtures/log-consumer.ts', import.meta.url);
 const LEASE_MS = 800;
 
 interface Printed {
@@ -54,7 +54,7 @@ test('a consumer SIGKILLed mid-handler loses its partition when its lease runs o
   const topic = `killed-${randomUUID()}`;
   const group = `g-${randomUUID()}`;
   await log.ensureTopic(topic, 1);
-  const child = startFixture(consumerFixture, [file, topic, group, String(LEASE_MS)]);
+  const child = startFixture(consumerFixture, ['sqlite', file, topic, group, String(LEASE_MS)]);
   try {
     await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
     // Published after the child joined: it finds them by polling, not by an in-process wake-up.
@@ -86,7 +86,7 @@ test('members in two processes share a group: partitions split, records handled 
   const topic = `shared-${randomUUID()}`;
   const group = `g-${randomUUID()}`;
   await log.ensureTopic(topic, 2);
-  const child = startFixture(consumerFixture, [file, topic, group, String(LEASE_MS)]);
+  const child = startFixture(consumerFixture, ['sqlite', file, topic, group, String(LEASE_MS)]);
   try {
     await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
     const here: LogRecord[] = [];
