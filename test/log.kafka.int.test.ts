@@ -8,6 +8,7 @@ import type { LogRecord } from '../infra/ports/log.ts';
 import { KafkaLog } from '../infra/kafka/log.ts';
 import type { KafkaLogOptions } from '../infra/kafka/log.ts';
 import { partitionForKey } from '../infra/sqlite/partitioner.ts';
+import { keysByPartition } from './support/log-keys.ts';
 import { logContract } from './contracts/log.contract.ts';
 import { deferred, settle, waitUntil } from './support/eventually.ts';
 import { startFixture } from './support/fixture-process.ts';
@@ -19,14 +20,6 @@ function unique(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-/** A key for each partition of a topic, so a test can aim records at partitions. */
-function keysByPartition(partitions: number): string[] {
-  const keys: string[] = [];
-  for (let i = 0; keys.filter(Boolean).length < partitions; i++) {
-    keys[partitionForKey(`key-${i}`, partitions)] ??= `key-${i}`;
-  }
-  return keys;
-}
 
 function firstSeen(values: string[]): string[] {
   return [...new Set(values)];

@@ -8,7 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { LogRecord } from '../infra/ports/log.ts';
 import { SqliteLog } from '../infra/sqlite/log.ts';
-import { partitionForKey } from '../infra/sqlite/partitioner.ts';
+import { keysByPartition } from './support/log-keys.ts';
 import { logContract } from './contracts/log.contract.ts';
 import { deferred, settle, waitUntil } from './support/eventually.ts';
 import { startFixture } from './support/fixture-process.ts';
@@ -36,15 +36,6 @@ function printed(child: FixtureProcess): Printed[] {
   return child.lines.map((l) => JSON.parse(l) as Printed);
 }
 
-/** A key for each partition of a topic, so a test can aim records at partitions. */
-function keysByPartition(partitions: number): string[] {
-  const keys: string[] = [];
-  for (let i = 0; keys.filter(Boolean).length < partitions; i++) {
-    const p = partitionForKey(`key-${i}`, partitions);
-    keys[p] ??= `key-${i}`;
-  }
-  return keys;
-}
 
 const test = suite('sqlite log');
 

@@ -12,6 +12,7 @@ import { compileParsed, parseTemplate } from '../infra/rendering/handlebars-envi
 import { isMjmlDocument } from '../infra/rendering/mjml.ts';
 import { sanitizeEmailHtml } from '../infra/rendering/sanitize.ts';
 import { compileTemplate, MAX_RENDERED_BODY_LENGTH, type CompiledTemplate } from '../infra/rendering/template-renderer.ts';
+import { refusal } from './support/refusal.ts';
 
 const vars = (values: Record<string, unknown>) => checkTemplateVariables(values);
 
@@ -26,16 +27,6 @@ async function rejection(work: Promise<unknown>): Promise<RelayError> {
   throw new Error('unreachable');
 }
 
-function refusal(work: () => unknown): RelayError {
-  try {
-    work();
-  } catch (error) {
-    assert.instance(error, RelayError);
-    return error as RelayError;
-  }
-  assert.unreachable('expected a RelayError');
-  throw new Error('unreachable');
-}
 
 test('values are HTML-escaped in html and written as they are in text and subject', async () => {
   const t = await compileTemplate({ subject: 'To {{who}}', html: '<p title="{{who}}">{{who}}</p>', text: 'To {{who}}' });

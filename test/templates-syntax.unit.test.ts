@@ -2,25 +2,15 @@
 // TemplateVariables rules at their boundaries; slugs.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { RelayError } from '../domain/errors.ts';
 import { isSlug, MAX_SLUG_LENGTH } from '../domain/templates/slug.ts';
 import { analyzeTemplateAst, variablesOf } from '../domain/templates/syntax.ts';
 import { checkTemplateVariables, requireVariables } from '../domain/templates/variables.ts';
 import { checkRevision, templateContentOf } from '../domain/templates/content.ts';
 import { parseTemplate } from '../infra/rendering/handlebars-environment.ts';
+import { refusal } from './support/refusal.ts';
 
 const analyze = (source: string, escapedOnly = true) => analyzeTemplateAst(parseTemplate(source, 'body.html'), { field: 'body.html', escapedOnly });
 
-function refusal(work: () => unknown): RelayError {
-  try {
-    work();
-  } catch (error) {
-    assert.instance(error, RelayError);
-    return error as RelayError;
-  }
-  assert.unreachable('expected a RelayError');
-  throw new Error('unreachable');
-}
 
 test('variables come from the AST: mustaches and block conditions, each once, in order of first use', () => {
   const a = analyze('<p>{{greeting}} {{name}}</p>{{#if vip}}{{name}} {{badge}}{{else if gold}}{{goldNote}}{{else}}–{{/if}}{{#unless optOut}}{{footer}}{{/unless}}');
