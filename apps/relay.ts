@@ -5,19 +5,23 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
-import { startEmailProjector } from './processors/email-projector.ts';
 import { startForwarder } from './processors/forwarder.ts';
+import { startProcessor } from './processors/processor.ts';
+import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './processors/retention.ts';
-import { openStores, type Stores } from './runtime.ts';
+import { openServices, openStores, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
+import type { Services } from './services/services.ts';
 
-export const PROCESSORS = ['projector'] as const;
-export type ProcessorName = (typeof PROCESSORS)[number];
 /** retention: destroys message bodies past their seven days (apps/processors/retention.ts). */
 export type Part = 'api' | 'forwarder' | 'retention' | ProcessorName;
 
+/** Every part, in the order `relay start` starts them. */
+export const ALL_PARTS: Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention', 'api'];
+
 export interface RunningRelay {
   stores: Stores;
+  services: Services;
   /** The HTTP server: the whole API, or only health routes for processor processes. */
   api: FastifyInstance | null;
   url: string | null;
@@ -33,6 +37,7 @@ interface Stoppable {
 export async function startRelay(config: RelayConfig, parts: readonly Part[], options: { now?: () => Date } = {}): Promise<RunningRelay> {
   const logger = pino({ level: config.logLevel, base: { service: 'relay' } });
   const stores = await openStores(config);
+  const services = await openServices(config, stores);
   const running = new Map<Part, Stoppable>();
   const now = options.now ?? (() => new Date());
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
@@ -40,6 +45,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   let url: string | null = null;
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
+    if (parts.includes('sender')) {
+      logger.info({ delivery: config.delivery }, config.delivery === 'outbox'
+        ? `delivery: outbox — messages are written to ${services.outboxDir} and not sent (set RELAY_DELIVERY=smtp or mx to send)`
+        : `delivery: ${config.delivery}`);
+    }
     await prepareStores(stores.documents);
     for (const part of parts) {
       if (part === 'forwarder') {
@@ -50,11 +60,12 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           onShredded: (count) => count > 0 && logger.info({ part, count }, 'message bodies past retention destroyed'),
           onError: reportError(part),
         }));
-      } else if (part === 'projector') {
-        running.set(part, await startEmailProjector({
-          events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace,
-          onHandlerError: reportError(part),
-          onProjected: (e) => logger.debug({ part, ...e }, 'projected'),
+      } else if (part !== 'api') {
+        const definition = processorNamed(part)!;
+        running.set(part, await startProcessor(definition, {
+          config, events: stores.events, documents: stores.documents, log: stores.log, services, now,
+          onError: reportError(part),
+          onDebug: (message, fields) => logger.debug({ part, ...fields }, message),
         }));
       }
     }
@@ -64,6 +75,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         config,
         events: stores.events,
         documents: stores.documents,
+        services,
         now,
         readiness: async () => ({
           ...Object.fromEntries([...running.keys()].map((p) => [p, true])),
@@ -75,12 +87,13 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     }
   } catch (error) {
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
+    await services.close();
     await stores.close();
     throw error;
   }
   let stopping: Promise<void> | null = null;
   return {
-    stores, api, url, logger,
+    stores, services, api, url, logger,
     stop() {
       stopping ??= (async () => {
         // Requests first (they append events), then processors in reverse start order, so
@@ -89,6 +102,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         for (const [part, stoppable] of [...running.entries()].reverse()) {
           await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
         }
+        await services.close();
         await stores.close();
         logger.info('stopped');
       })();

@@ -3,10 +3,20 @@
 // store under RELAY_DATA_DIR, so that even embedded no write spans two stores.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RelayConfig } from '../infra/config.ts';
+import { ConfigError, type RelayConfig } from '../infra/config.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
+import { createDnsLookup } from '../infra/dns/resolver.ts';
+import type { MailTransport } from '../infra/ports/mail-transport.ts';
+import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
+import { RateLimiter } from './services/rate-limits.ts';
+import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
+import type { Services } from './services/services.ts';
+import { UsageLedger } from './services/usage-ledger.ts';
+import { MxTransport } from '../infra/mail/mx-transport.ts';
+import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
+import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
 
 export interface Stores {
   events: EventStore;
@@ -39,6 +49,52 @@ export async function openStores(config: RelayConfig): Promise<Stores> {
   } catch (error) {
     for (const store of opened.reverse()) await store.close().catch(() => {});
     throw error;
+  }
+}
+
+/**
+ * The services of one process. Per process: the rate limiter keeps slot hints and the ledger
+ * folded usage; both are only caches in front of the shared stores.
+ */
+export async function openServices(config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>): Promise<Services> {
+  const secrets = await openSecretBox(config);
+  const rateLimits = new RateLimiter(stores.documents);
+  const outboxDir = join(config.dataDir, 'outbox');
+  let transport: MailTransport | null = null;
+  return {
+    rateLimits,
+    usage: new UsageLedger(stores.events),
+    dns: createDnsLookup(config.dnsServers),
+    secrets,
+    transport: () => (transport ??= openTransport(config, outboxDir)),
+    sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
+    outboxDir,
+    close: async () => {
+      rateLimits.close();
+      await transport?.close();
+    },
+  };
+}
+
+async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
+  try {
+    return new SecretBox(await loadSecretKeys({ secretKey: config.secretKey ?? undefined, previousKeys: config.previousSecretKeys, dataDir: config.dataDir }));
+  } catch (error) {
+    const message = (error as Error).message;
+    if (/RELAY_SECRET_KEY/.test(message)) throw new ConfigError(/PREVIOUS/.test(message) ? 'RELAY_SECRET_KEY_PREVIOUS' : 'RELAY_SECRET_KEY', message.replace(/^RELAY_SECRET_KEY(_PREVIOUS)?:?\s*/, ''));
+    throw error;
+  }
+}
+
+/** The transport RELAY_DELIVERY names: outbox files, a smarthost, or Relay as the MTA. */
+function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
+  switch (config.delivery) {
+    case 'outbox':
+      return new OutboxTransport(outboxDir);
+    case 'smtp':
+      return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
+    case 'mx':
+      return new MxTransport({ dnsServers: config.dnsServers, heloName: config.mailHost, port: config.mxPort ?? undefined });
   }
 }
 

@@ -186,8 +186,13 @@ export interface SendingDomain {
   name: string;
   dkimSelector: string;
   dkimPublicKeyBase64: string;
-  /** PKCS#8 PEM; the delivery worker signs with it. Never leaves the server. */
-  dkimPrivateKeyPem: string;
+  /**
+   * The PKCS#8 PEM private key, sealed with Relay's secret (apps/services/dkim-key-vault.ts);
+   * the sender signs with it. Never leaves the server.
+   */
+  dkimPrivateKeySealed: string;
+  /** Domains created before keys were sealed; sealed and removed at the next start. */
+  dkimPrivateKeyPem?: string;
   /** Label(s) before the domain forming the envelope sender domain, e.g. "bounce". */
   mailFromSubdomain: string;
   status: DomainStatus;

@@ -2,6 +2,7 @@
 // a bad value stops the process with a message that names the variable.
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { parseSmtpUrl } from './mail/smtp-transport.ts';
 
 export type RelayEnv = 'development' | 'production';
 
@@ -23,7 +24,23 @@ export interface RelayConfig {
   mailHost: string;
   /** Prefix of log topics and consumer group names, so several installations can share one Kafka cluster. */
   logNamespace: string;
+  /** How the sender puts mail on the wire (RELAY_DELIVERY). */
+  delivery: DeliveryTransport;
+  /** Smarthost for the smtp transport (RELAY_SMTP_URL). */
+  smtpUrl: string | null;
+  /** Tests only: every MX connection goes to this port (RELAY_MX_PORT). */
+  mxPort: number | null;
+  /** Tests only: factor on delivery retry delays and the claim grace (RELAY_DELIVERY_RETRY_SCALE). */
+  deliveryRetryScale: number;
+  /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
+  sendRate: number | null;
+  /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
+  secretKey: string | null;
+  /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
+  previousSecretKeys: string[];
 }
+
+export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
 
 export class ConfigError extends Error {
   readonly variable: string;
@@ -103,6 +120,36 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(logNamespace)) {
     throw new ConfigError('RELAY_LOG_NAMESPACE', `must be 1 to 100 characters of letters, digits, ".", "_" and "-", got "${logNamespace}"`);
   }
+  const smtpUrl = url(env, 'RELAY_SMTP_URL', ['smtp', 'smtps']);
+  const deliveryRaw = text(env, 'RELAY_DELIVERY');
+  if (deliveryRaw !== undefined && !['outbox', 'smtp', 'mx'].includes(deliveryRaw)) {
+    throw new ConfigError('RELAY_DELIVERY', `must be outbox, smtp or mx, got "${deliveryRaw}"`);
+  }
+  if (smtpUrl) {
+    try {
+      parseSmtpUrl(smtpUrl);
+    } catch (error) {
+      throw new ConfigError('RELAY_SMTP_URL', (error as Error).message.replace(/^RELAY_SMTP_URL:?\s*/, ''));
+    }
+  }
+  const delivery = (deliveryRaw ?? (smtpUrl ? 'smtp' : 'outbox')) as DeliveryTransport;
+  if (delivery === 'smtp' && !smtpUrl) throw new ConfigError('RELAY_SMTP_URL', 'is required when RELAY_DELIVERY=smtp (smtp://user:pass@host:587 or smtps://…)');
+  if (delivery === 'outbox' && deliveryRaw === undefined && relayEnv === 'production') {
+    throw new ConfigError('RELAY_DELIVERY', 'must be set in production (smtp or mx); the outbox, which sends nothing, is only the default in development');
+  }
+  const testOnly = (name: string) => {
+    if (text(env, name) !== undefined && relayEnv === 'production') throw new ConfigError(name, 'is a test setting and is refused when RELAY_ENV=production');
+  };
+  testOnly('RELAY_MX_PORT');
+  testOnly('RELAY_DELIVERY_RETRY_SCALE');
+  const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
+  const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
+  if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
+  const rateRaw = text(env, 'RELAY_SEND_RATE');
+  const sendRate = rateRaw === undefined ? null : Number(rateRaw);
+  if (sendRate !== null && !(Number.isInteger(sendRate) && sendRate >= 1 && sendRate <= 100_000)) {
+    throw new ConfigError('RELAY_SEND_RATE', `must be a whole number of messages per second from 1 to 100000, got "${rateRaw}"`);
+  }
   return {
     env: relayEnv,
     host: text(env, 'HOST') ?? '127.0.0.1',
@@ -116,5 +163,12 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv']),
     mailHost,
     logNamespace,
+    delivery,
+    smtpUrl,
+    mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
+    deliveryRetryScale,
+    sendRate,
+    secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
+    previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
   };
 }

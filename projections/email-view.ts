@@ -1,7 +1,7 @@
 // The email read model: one document per email serving both the list (EmailSummary) and
 // the detail (EmailDetail) reads. Pure: (view, event) → view. Bodies and BCC never enter it.
-import type { AdmittedMessage, EmailEvent, RecordedEmailEvent } from '../domain/email/events.ts';
-import type { Status } from '../domain/email/status.ts';
+import type { AdmittedMessage, RecordedEmailEvent } from '../domain/email/events.ts';
+import { emailStatusOf, isFinalDeliveryStatus, type Status } from '../domain/email/status.ts';
 
 export interface TimelineEntry {
   id: string;
@@ -61,13 +61,22 @@ export interface EmailView {
   streamRevision: number;
 }
 
-/** Timeline names of events; internal names stay internal. */
-const timelineType: Record<EmailEvent['type'], string> = {
-  EmailAccepted: 'email.queued',
-  EmailSuppressed: 'email.suppressed',
+/** Timeline names of admission events; internal names stay internal. */
+const admissionTimelineType = { EmailAccepted: 'email.queued', EmailSuppressed: 'email.suppressed' } as const;
+
+/** Timeline (and webhook) names of recipient outcomes. */
+export const OUTCOME_TIMELINE_TYPE: Partial<Record<Status, string>> = {
+  sent: 'email.sent',
+  delivered: 'email.delivered',
+  rejected: 'email.rejected',
+  hard_bounced: 'email.bounced',
+  soft_bounced: 'email.bounced',
+  delayed: 'email.delayed',
+  failed: 'email.failed',
+  complained: 'email.complained',
 };
 
-function admitted(message: AdmittedMessage, status: Status, event: RecordedEmailEvent, payload: Record<string, unknown>): EmailView {
+function admitted(message: AdmittedMessage, status: Status, event: RecordedEmailEvent & { type: keyof typeof admissionTimelineType }, payload: Record<string, unknown>): EmailView {
   return {
     _id: message.emailId,
     projectId: message.projectId,
@@ -92,9 +101,59 @@ function admitted(message: AdmittedMessage, status: Status, event: RecordedEmail
     webhookDeliveries: [],
     metadata: message.metadata,
     tags: message.tags,
-    events: [{ id: event.id, type: timelineType[event.type], occurredAt: message.occurredAt, payload }],
+    events: [{ id: event.id, type: admissionTimelineType[event.type], occurredAt: message.occurredAt, payload }],
     streamRevision: event.revision,
   };
+}
+
+interface RecipientOutcomeEntry {
+  index: number;
+  address: string | null;
+  status: Status;
+  smtpCode?: number | null;
+  enhancedCode?: string | null;
+  response?: string;
+}
+
+/**
+ * Sets the outcomes of visible recipients and the email's status from theirs (the rules of
+ * domain/email/status.ts); recipients without an address (BCC) are tracked by the deciders,
+ * not shown here.
+ */
+function withOutcomes(view: EmailView, outcomes: RecipientOutcomeEntry[], occurredAt: string): EmailView {
+  const recipients = view.recipients.map((r, index) => {
+    const outcome = outcomes.find((o) => o.index === index);
+    return !outcome || outcome.status === r.status ? r : { ...r, status: outcome.status, occurredAt };
+  });
+  const reached = (wanted: Status[]) => outcomes.some((o) => o.address !== null && wanted.includes(o.status));
+  return {
+    ...view,
+    recipients,
+    status: emailStatusOf(recipients.map((r) => r.status), 'queued'),
+    sentAt: view.sentAt ?? (reached(['sent', 'delivered']) ? occurredAt : null),
+    deliveredAt: view.deliveredAt ?? (reached(['delivered']) ? occurredAt : null),
+  };
+}
+
+/** One timeline entry per outcome among the visible recipients; outcomes of BCC recipients alone stay off the timeline. */
+function outcomeEntries(eventId: string, occurredAt: string, outcomes: RecipientOutcomeEntry[], common: Record<string, unknown>): TimelineEntry[] {
+  const byStatus = new Map<Status, RecipientOutcomeEntry[]>();
+  for (const o of outcomes) if (o.address !== null) byStatus.set(o.status, [...(byStatus.get(o.status) ?? []), o]);
+  return [...byStatus].flatMap(([status, list]) => {
+    const type = OUTCOME_TIMELINE_TYPE[status];
+    if (!type) return [];
+    const bounce = status === 'hard_bounced' ? { bounce_type: 'hard' } : status === 'soft_bounced' ? { bounce_type: 'soft' } : {};
+    return [{
+      id: `${eventId}:${status}`,
+      type,
+      occurredAt,
+      payload: {
+        ...common,
+        ...bounce,
+        recipients: list.map(({ address, smtpCode, enhancedCode, response }) => ({ address, smtpCode: smtpCode ?? null, enhancedCode: enhancedCode ?? null, response: response ?? null })),
+      },
+    }];
+  });
 }
 
 /**
@@ -106,7 +165,8 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
   switch (event.type) {
     case 'EmailAccepted': {
       const data = event.data;
-      return admitted(data, 'queued', event, { recipients: data.recipientCount });
+      // The count leaves BCC out: a timeline must not tell that there was one.
+      return admitted(data, 'queued', event, { recipients: data.toAddresses.length + data.ccAddresses.length });
     }
     case 'EmailSuppressed': {
       const data = event.data;
@@ -117,8 +177,47 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
         suppressedRecipients: data.suppressedRecipients.filter((r) => visible.has(r.address)),
       });
     }
+  }
+  // Lifecycle events of an email whose admission is not projected yet cannot be placed (the
+  // writer fills such gaps from the store first).
+  if (!view) return view;
+  const advanced = { ...view, streamRevision: event.revision };
+  switch (event.type) {
+    case 'DeliveryClaimed': {
+      const { attempt, transport, occurredAt } = event.data;
+      const pending = view.recipients.flatMap((r, index) => (isFinalDeliveryStatus(r.status) ? [] : [{ index, address: r.address, status: 'processing' as const }]));
+      return {
+        ...withOutcomes(advanced, pending, occurredAt),
+        events: [...view.events, { id: event.id, type: 'email.processing', occurredAt, payload: { attempt, transport } }],
+      };
+    }
+    case 'DeliveryAttempted': {
+      const { attempt, transport, recipients, occurredAt, nextAttemptAt, failureCode, providerMessageId } = event.data;
+      // What comes from BCC recipients alone (a retry, a failure) must not show: it would
+      // tell that there is one.
+      const visible = recipients.filter((r) => r.address !== null);
+      const visibleRetry = visible.some((r) => r.status === 'delayed') ? nextAttemptAt : null;
+      const visibleFailure = visible.some((r) => r.status === 'failed' || r.status === 'rejected') ? failureCode : null;
+      const common = { attempt, transport, ...(visibleRetry ? { nextAttemptAt: visibleRetry } : {}), ...(visibleFailure ? { failureCode: visibleFailure } : {}) };
+      const next = withOutcomes(advanced, recipients, occurredAt);
+      return {
+        ...next,
+        providerMessageId: providerMessageId ?? view.providerMessageId,
+        failureCode: view.failureCode ?? visibleFailure,
+        events: [...view.events, ...outcomeEntries(event.id, occurredAt, recipients, common)],
+      };
+    }
+    case 'DeliveryFailed': {
+      const { failureCode, reason, recipients, occurredAt, attempt } = event.data;
+      const outcomes = recipients.map((r) => ({ ...r, status: 'failed' as const, response: reason }));
+      return {
+        ...withOutcomes(advanced, outcomes, occurredAt),
+        failureCode: view.failureCode ?? (recipients.some((r) => r.address !== null) ? failureCode : null),
+        events: [...view.events, ...outcomeEntries(event.id, occurredAt, outcomes, { attempt, failureCode })],
+      };
+    }
     default:
       // An event this version does not know: skip it, but do not apply it again.
-      return view ? { ...view, streamRevision: (event as RecordedEmailEvent).revision } : view;
+      return advanced;
   }
 }

@@ -3,7 +3,9 @@
 // status), and no body shows a stack frame or a path of the server's files.
 // The routes come from the running fastify app itself, so a route added later without a
 // row in ROUTES fails the coverage test below instead of escaping these checks.
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -13,6 +15,7 @@ import { createSession } from '../apps/services/management/sessions.ts';
 import { markDomainVerified } from '../apps/services/management/domains.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { waitUntil } from './support/eventually.ts';
 import { call, newCaller, PASSWORD, type Caller } from './support/management.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
@@ -80,6 +83,8 @@ const ROUTES: RouteCase[] = [
   },
   { method: 'GET', path: '/v1/workspaces/:workspaceId/projects', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }) },
   { method: 'GET', path: '/v1/projects/:id', auth: 'session', params: (f) => ({ id: f.projectId }) },
+  { method: 'GET', path: '/v1/projects/:projectId/outbox', auth: 'session', params: (f) => ({ projectId: f.projectId }), query: () => ({ limit: '10' }) },
+  { method: 'GET', path: '/v1/projects/:projectId/outbox/:emailId', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },
   {
     method: 'POST', path: '/v1/workspaces/:workspaceId/domains', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }),
     body: () => ({ name: 'second.bad-input.test' }),
@@ -323,7 +328,8 @@ const bad = suite<Fixture>('hostile input on every route');
 
 bad.before(async (f) => {
   f.dns = await startDnsServer([]);
-  f.t = await startTestApp({ RELAY_DNS_SERVERS: f.dns.address }, { listen: true });
+  // With the processors: the outbox routes read what the sender wrote.
+  f.t = await startTestApp({ RELAY_DNS_SERVERS: f.dns.address }, { listen: true, processors: true });
   const t = f.t;
   f.owner = await newCaller(t, 'owner@bad-input.test');
   f.member = await newCaller(t, 'member@bad-input.test');
@@ -350,6 +356,7 @@ bad.before(async (f) => {
   });
   if (sent.statusCode !== 202) throw new Error(`fixture email: ${sent.statusCode} ${sent.body}`);
   f.emailId = sent.json().id;
+  await waitUntil(() => existsSync(join(f.t.config.dataDir, 'outbox', `${f.emailId}.eml`)), 'the fixture email is in the outbox');
   await must(call(t, 'POST', `/v1/workspaces/${f.workspaceId}/suppressions`, { as: f.owner, body: { address: 'gone@bad-input.test' } }), 201);
 });
 

@@ -22,7 +22,7 @@ test('defaults: port 3000, ./data, system DNS, development, embedded adapters', 
 test('values are read from the environment', () => {
   const config = loadConfig({
     PORT: '8080', RELAY_DATA_DIR: '/tmp/relay-x', RELAY_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,9.9.9.9,2001:db8::1',
-    RELAY_DASHBOARD_ORIGIN: 'https://dash.example.com/some/path', RELAY_ENV: 'production',
+    RELAY_DASHBOARD_ORIGIN: 'https://dash.example.com/some/path', RELAY_ENV: 'production', RELAY_DELIVERY: 'mx',
     RELAY_KAFKA_BROKERS: 'k1:9092,k2:9092', RELAY_MONGODB_URL: 'mongodb://m:27017/relay', RELAY_EVENTSTORE_URL: 'esdb://e:2113?tls=false',
   });
   assert.is(config.port, 8080);
@@ -36,7 +36,7 @@ test('values are read from the environment', () => {
 test('RELAY_ENV wins over NODE_ENV; NODE_ENV=test means development', () => {
   assert.is(loadConfig({ NODE_ENV: 'production', RELAY_ENV: 'development' }).env, 'development');
   assert.is(loadConfig({ NODE_ENV: 'test' }).env, 'development');
-  assert.is(loadConfig({ NODE_ENV: 'production' }).env, 'production');
+  assert.is(loadConfig({ NODE_ENV: 'production', RELAY_DELIVERY: 'mx' }).env, 'production');
 });
 
 const cases: Array<[string, Record<string, string>]> = [
@@ -53,9 +53,30 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_EVENTSTORE_URL', { RELAY_EVENTSTORE_URL: 'tcp://x' }],
   ['RELAY_LOG_LEVEL', { RELAY_LOG_LEVEL: 'loud' }],
   ['RELAY_LOG_NAMESPACE', { RELAY_LOG_NAMESPACE: 'has space' }],
+  ['RELAY_DELIVERY', { RELAY_DELIVERY: 'carrier-pigeon' }],
+  // The outbox sends nothing: production must say how to send.
+  ['RELAY_DELIVERY', { RELAY_ENV: 'production' }],
+  ['RELAY_SMTP_URL', { RELAY_DELIVERY: 'smtp' }],
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'http://mail.example.com' }],
+  // Plain text only to loopback; STARTTLS otherwise.
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://mail.example.com:25?tls=none' }],
+  ['RELAY_MX_PORT', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_PORT: '2525' }],
+  ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DELIVERY_RETRY_SCALE: '0.01' }],
+  ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '2' }],
+  ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '0' }],
+  ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '1.5' }],
 ];
+
+test('delivery defaults: the outbox in development; smtp when a smarthost is given; production takes an explicit choice', () => {
+  assert.is(loadConfig({}).delivery, 'outbox');
+  assert.is(loadConfig({ RELAY_SMTP_URL: 'smtp://user:pass@mail.example.com:587' }).delivery, 'smtp');
+  assert.is(loadConfig({ RELAY_ENV: 'production', RELAY_DELIVERY: 'outbox' }).delivery, 'outbox');
+  assert.is(loadConfig({ RELAY_ENV: 'production', RELAY_DELIVERY: 'mx' }).deliveryRetryScale, 1);
+  assert.is(loadConfig({ RELAY_MX_PORT: '2525' }).mxPort, 2525);
+  assert.is(loadConfig({}).sendRate, null);
+});
 for (const [variable, env] of cases) {
-  test(`invalid ${variable} (${Object.values(env)[0]}) is refused naming it`, () => {
+  test(`invalid ${variable} (${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')}) is refused naming it`, () => {
     try {
       loadConfig(env);
       assert.unreachable('should have thrown');

@@ -1,17 +1,35 @@
-// Given/when/then tests of the admission decider.
+// Given/when/then tests of the admission decider: every rule of domain/email/admission.ts has
+// a test that fails without it.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { decideAdmission, evolveEmail, foldEmail, initialEmailState, replayOf, type AdmitEmail } from '../domain/email/admission.ts';
+import { decideAdmission, replayOf, type AdmitEmail, type DomainFacts } from '../domain/email/admission.ts';
+import { evolveEmail, foldEmail, initialEmailState } from '../domain/email/state.ts';
 import { RelayError } from '../domain/errors.ts';
 import { admittedMessage } from './support/builders.ts';
 
 const test = suite('admission decider');
 
-const admit = (overrides = {}, suppressedRecipients: AdmitEmail['suppressedRecipients'] = []): AdmitEmail => ({
+const usable = (name: string): DomainFacts => ({ name, verified: true, connected: true });
+
+const admit = (overrides: Partial<AdmitEmail> = {}, message = {}): AdmitEmail => ({
   type: 'AdmitEmail',
-  message: admittedMessage(overrides),
-  suppressedRecipients,
+  message: admittedMessage(message),
+  senderDomain: usable('example.test'),
+  recipientDomains: [usable('example.test')],
+  suppressedRecipients: [],
+  ...overrides,
 });
+
+function refusal(work: () => unknown): string {
+  try {
+    work();
+  } catch (error) {
+    assert.instance(error, RelayError);
+    return (error as RelayError).code;
+  }
+  assert.unreachable('should have been refused');
+  return '';
+}
 
 test('given no email, when admitted with no suppressed recipient, then EmailAccepted and status queued', () => {
   const events = decideAdmission(admit(), initialEmailState);
@@ -22,11 +40,45 @@ test('given no email, when admitted with no suppressed recipient, then EmailAcce
 });
 
 test('given no email, when a recipient is suppressed, then EmailSuppressed with a reason naming it', () => {
-  const events = decideAdmission(admit({}, [{ address: 'cc@example.test', reason: 'hard_bounce' }]), initialEmailState);
+  const events = decideAdmission(admit({ suppressedRecipients: [{ address: 'cc@example.test', reason: 'hard_bounce' }] }), initialEmailState);
   assert.equal(events.map((e) => e.type), ['EmailSuppressed']);
   const state = foldEmail(events);
   assert.is(state.admission?.status, 'suppressed');
   assert.match(state.admission?.reason ?? '', /cc@example\.test.*hard_bounce/);
+});
+
+test('given no email, when the sender domain is not verified, then domain_not_verified and no event', () => {
+  assert.is(refusal(() => decideAdmission(admit({ senderDomain: { name: 'example.test', verified: false, connected: true } }), initialEmailState)), 'domain_not_verified');
+});
+
+test('given no email, when the sender domain is verified but not connected to the project, then sender_not_allowed', () => {
+  assert.is(refusal(() => decideAdmission(admit({ senderDomain: { name: 'example.test', verified: true, connected: false } }), initialEmailState)), 'sender_not_allowed');
+});
+
+test('given no email, when a development key sends to a domain outside the project, then test_recipient_not_allowed naming it', () => {
+  const command = admit({ recipientDomains: [usable('example.test'), { name: 'gmail.test', verified: false, connected: false }] });
+  try {
+    decideAdmission(command, initialEmailState);
+    assert.unreachable();
+  } catch (error) {
+    assert.is((error as RelayError).code, 'test_recipient_not_allowed');
+    assert.match((error as Error).message, /gmail\.test/);
+  }
+});
+
+test('given no email, when a development key sends to a verified domain of another project, then test_recipient_not_allowed', () => {
+  const command = admit({ recipientDomains: [{ name: 'other.test', verified: true, connected: false }] });
+  assert.is(refusal(() => decideAdmission(command, initialEmailState)), 'test_recipient_not_allowed');
+});
+
+test('given no email, when a production key sends anywhere, then recipient domains do not matter', () => {
+  const command = admit({ recipientDomains: [{ name: 'gmail.test', verified: false, connected: false }] }, { testMode: false });
+  assert.equal(decideAdmission(command, initialEmailState).map((e) => e.type), ['EmailAccepted']);
+});
+
+test('given no email, when the sender is refused and a recipient suppressed, then the refusal wins (a rejection, not an answer)', () => {
+  const command = admit({ senderDomain: { name: 'example.test', verified: false, connected: false }, suppressedRecipients: [{ address: 'ann@example.test', reason: 'manual' }] });
+  assert.is(refusal(() => decideAdmission(command, initialEmailState)), 'domain_not_verified');
 });
 
 test('given an accepted email, when the same request comes again, then no event and the original result', () => {
@@ -35,26 +87,25 @@ test('given an accepted email, when the same request comes again, then no event 
   assert.equal(replayOf(given, 'f1'), given.admission);
 });
 
+test('given an accepted email, when replayed after its domain lost verification, then still the original result', () => {
+  const given = foldEmail(decideAdmission(admit(), initialEmailState));
+  assert.equal(decideAdmission(admit({ senderDomain: { name: 'example.test', verified: false, connected: false } }), given), []);
+});
+
 test('given a suppressed email, when replayed, then it stays suppressed even if the block is gone', () => {
-  const given = foldEmail(decideAdmission(admit({}, [{ address: 'ann@example.test', reason: 'manual' }]), initialEmailState));
+  const given = foldEmail(decideAdmission(admit({ suppressedRecipients: [{ address: 'ann@example.test', reason: 'manual' }] }), initialEmailState));
   assert.equal(decideAdmission(admit(), given), []);
   assert.is(replayOf(given, 'f1')?.status, 'suppressed');
 });
 
 test('given an admitted email, when a different body arrives for it, then idempotency_conflict', () => {
   const given = foldEmail(decideAdmission(admit(), initialEmailState));
-  try {
-    decideAdmission(admit({ fingerprint: 'other' }), given);
-    assert.unreachable('should have thrown');
-  } catch (error) {
-    assert.instance(error, RelayError);
-    assert.is((error as RelayError).code, 'idempotency_conflict');
-  }
+  assert.is(refusal(() => decideAdmission(admit({}, { fingerprint: 'other' }), given)), 'idempotency_conflict');
 });
 
 test('given an admitted email, when later lifecycle events arrive, then the admission result is unchanged', () => {
   const accepted = foldEmail(decideAdmission(admit(), initialEmailState));
-  const later = evolveEmail(accepted, { type: 'EmailSomethingLater', data: {} } as never);
+  const later = evolveEmail(accepted, { type: 'UnrecognizedEvent', data: { type: 'EmailSomethingLater' } });
   assert.equal(later.admission, accepted.admission);
   assert.is(later.revision, 1);
 });

@@ -331,8 +331,10 @@ api('creating a domain normalizes the name and lists the records to publish, nev
   assert.ok(byPurpose.dkim.required && byPurpose.mail_from_mx.required && byPurpose.mail_from_spf.required);
   assert.not.match(created.body, /PRIVATE KEY/);
 
-  const stored = await t.ctx.documents.collection<{ _id: string; dkimPrivateKeyPem: string }>('domains').get(domain.id);
-  assert.match(stored!.dkimPrivateKeyPem, /^-----BEGIN PRIVATE KEY-----/);
+  // The private key is kept sealed with Relay's secret: nothing in the stored document is the key.
+  const stored = await t.ctx.documents.collection<{ _id: string; dkimPrivateKeySealed: string }>('domains').get(domain.id);
+  assert.not.match(JSON.stringify(stored), /PRIVATE KEY/);
+  assert.match(t.ctx.services.secrets.open(stored!.dkimPrivateKeySealed, 'dkim-private-key'), /^-----BEGIN PRIVATE KEY-----/);
   const read = await call(t, 'GET', `/v1/domains/${domain.id}`, { as: owner });
   assert.equal(read.json(), created.json());
   assert.not.match(read.body, /PRIVATE KEY/);

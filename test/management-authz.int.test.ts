@@ -302,7 +302,7 @@ authz.run();
 const production = suite<{ t: TestApp }>('management authorization in production');
 
 production.before(async (ctx) => {
-  ctx.t = await startTestApp({ RELAY_ENV: 'production', RELAY_DASHBOARD_ORIGIN: 'https://dashboard.relay.test' });
+  ctx.t = await startTestApp({ RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DASHBOARD_ORIGIN: 'https://dashboard.relay.test' });
 });
 production.after(async (ctx) => {
   await ctx.t.close();

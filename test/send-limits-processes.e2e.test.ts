@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStores, type Stores } from '../apps/runtime.ts';
+import { secretsOf } from './support/secrets.ts';
 import { prepareStores } from '../apps/services/prepare-stores.ts';
 import { createApiKey } from '../apps/services/management/api-keys.ts';
 import { connectDomain, createDomain, markDomainVerified } from '../apps/services/management/domains.ts';
@@ -58,7 +59,7 @@ function register(mode: 'embedded' | 'distributed', extraEnv: () => Record<strin
     const { workspace } = await createWorkspace(stores.documents, owner, `Procs ${id}`, now);
     await setWorkspaceActivation(stores.documents, workspace._id, true, now);
     const project = await createProject(stores.documents, { workspaceId: workspace._id, name: 'p', environment }, now);
-    const domain = await createDomain(stores.documents, { workspaceId: workspace._id, name: `d${id}.procs.test` }, now);
+    const domain = await createDomain(stores.documents, { workspaceId: workspace._id, name: `d${id}.procs.test` }, now, await secretsOf(dataDir));
     await markDomainVerified(stores.documents, domain._id, 'fixture', now);
     await connectDomain(stores.documents, domain._id, project._id);
     const { key, secret } = await createApiKey(stores.documents, { project, name: 'k', permissions: ['email:send', 'email:read'] }, now);
@@ -74,7 +75,7 @@ function register(mode: 'embedded' | 'distributed', extraEnv: () => Record<strin
 
   test('workspace quota edge: 4,990 used, 20 parallel sends over both processes admit exactly 10', async () => {
     const t = await tenant('production');
-    await ledger.charge({ workspaceId: t.workspaceId, emailId: 'em_fixture', fingerprint: 'f', apiKeyId: t.keyId, developmentKey: false, recipients: 4_990, at: new Date() });
+    await ledger.charge({ workspaceId: t.workspaceId, emailId: 'em_fixture', fingerprint: 'f', apiKeyId: t.keyId, developmentKey: false, recipients: 4_990, at: new Date(), origin: { correlationId: 'test-fixture', causationId: 'test-fixture' } });
     const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i, t.secret, { from: `a@${t.domain}`, to: `u${i}@example.com`, subject: 's', text: 't' })));
     const statuses = responses.map((r) => r.status);
     assert.is(statuses.filter((s) => s === 202).length, 10, JSON.stringify(statuses));

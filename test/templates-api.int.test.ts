@@ -14,7 +14,7 @@ templateApiSuite('embedded');
 const production = suite<{ t: TestApp }>('template endpoints in production');
 
 production.before(async (ctx) => {
-  ctx.t = await startTestApp({ RELAY_ENV: 'production', RELAY_DASHBOARD_ORIGIN: DASHBOARD_ORIGIN });
+  ctx.t = await startTestApp({ RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DASHBOARD_ORIGIN: DASHBOARD_ORIGIN });
 });
 production.after(async (ctx) => {
   await ctx.t?.close();

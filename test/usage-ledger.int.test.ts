@@ -27,7 +27,7 @@ test.after(async () => {
 });
 
 const charge = (workspaceId: string, recipients: number, overrides: Partial<RecipientCharge> = {}): RecipientCharge => ({
-  workspaceId, emailId: `em_${randomUUID()}`, fingerprint: 'f', apiKeyId: 'key_1', developmentKey: false, recipients, at: AT, ...overrides,
+  workspaceId, emailId: `em_${randomUUID()}`, fingerprint: 'f', apiKeyId: 'key_1', developmentKey: false, recipients, at: AT, origin: { correlationId: 'test', causationId: 'test' }, ...overrides,
 });
 
 async function outcome(promise: Promise<void>): Promise<'ok' | 'quota_exceeded'> {

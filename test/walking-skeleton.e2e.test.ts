@@ -5,6 +5,11 @@ import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { groupOf, eventsTopic } from '../apps/processors/topics.ts';
+import { openStores } from '../apps/runtime.ts';
+import { COLLECTIONS } from '../apps/services/collections.ts';
+import { loadConfig } from '../infra/config.ts';
 import { waitUntil } from './support/eventually.ts';
 import { freePort, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
 
@@ -59,26 +64,30 @@ test('send → 202 queued → the detail reads back with every EmailDetail field
     return list.emails.some((e: { id: string }) => e.id === result.id);
   }, 'the projector has projected the email');
 
-  const detailResponse = await fetch(`${baseUrl}/v1/emails/${result.id}`, { headers: auth() });
-  assert.is(detailResponse.status, 200);
-  const detail: any = await detailResponse.json();
+  // The sender (outbox transport, the embedded default) delivers it.
+  let detail: any;
+  await waitUntil(async () => {
+    const detailResponse = await fetch(`${baseUrl}/v1/emails/${result.id}`, { headers: auth() });
+    assert.is(detailResponse.status, 200);
+    detail = await detailResponse.json();
+    return detail.status === 'sent';
+  }, 'the sender has sent the email');
   for (const field of ['id', 'fromAddress', 'subject', 'status', 'testMode', 'failureCode', 'createdAt', 'sentAt', 'deliveredAt', 'to', 'cc', 'reply_to', 'providerMessageId', 'recipients', 'webhookDeliveries', 'metadata', 'tags', 'events']) {
     assert.ok(field in detail, `EmailDetail.${field} is present`);
   }
   assert.is(detail.id, result.id);
   assert.is(detail.fromAddress, 'hello@example.test');
-  assert.is(detail.status, 'queued');
   assert.equal(detail.to, ['ann@example.test']);
   assert.equal(detail.cc, []);
   assert.is(detail.reply_to, null);
-  assert.is(detail.sentAt, null);
+  assert.ok(detail.sentAt >= detail.createdAt);
   assert.is(detail.deliveredAt, null);
-  assert.is(detail.providerMessageId, null);
+  assert.is(detail.providerMessageId, `${result.id}@example.test`);
   assert.is(detail.failureCode, null);
-  assert.equal(detail.recipients.map((r: { address: string }) => r.address), ['ann@example.test']);
+  assert.equal(detail.recipients.map((r: { address: string; status: string }) => [r.address, r.status]), [['ann@example.test', 'sent']]);
   assert.equal(detail.tags, { kind: 'welcome' });
   assert.equal(detail.metadata, { userId: 7 });
-  assert.is(detail.events[0].type, 'email.queued');
+  assert.equal(detail.events.map((e: { type: string }) => e.type), ['email.queued', 'email.processing', 'email.sent']);
   const raw = JSON.stringify(detail);
   assert.not.ok(raw.includes('secret@example.test'), 'BCC never appears');
   assert.not.ok(raw.includes('Hi Ann'), 'the body never appears');
@@ -91,7 +100,44 @@ test('/healthz is live and /readyz reports the stores and every in-process part'
   assert.is(ready.status, 200);
   const body = (await ready.json()) as { status: string; checks: Record<string, boolean> };
   assert.is(body.status, 'ready');
-  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, retention: true, log: true });
+  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, sender: true, retention: true, log: true });
+});
+
+test('`relay events --stream <email id>` shows each event\'s correlation (the HTTP request) and causation (what it reacted to)', async () => {
+  const sent: any = await (await fetch(`${baseUrl}/v1/emails`, {
+    method: 'POST', headers: auth(), body: JSON.stringify({ from: 'hello@example.test', to: 'trace@example.test', subject: 'Trace me', text: 'hi' }),
+  })).json();
+  await waitUntil(async () => ((await (await fetch(`${baseUrl}/v1/emails/${sent.id}`, { headers: auth() })).json()) as any).status === 'sent', 'sent and projected');
+  const printed = await runRelay(['events', '--stream', sent.id], { RELAY_DATA_DIR: dataDir });
+  assert.is(printed.code, 0, printed.stderr);
+  const events = printed.stdout.trim().split('\n').map((line) => JSON.parse(line));
+  assert.equal(events.map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
+  const [accepted, claimed, attempted] = events;
+  assert.match(accepted.metadata.correlationId, /^[0-9a-f-]{36}$/, 'the request id');
+  assert.is(accepted.metadata.causationId, accepted.metadata.correlationId, 'the request caused the admission');
+  assert.is(claimed.metadata.correlationId, accepted.metadata.correlationId, 'the claim belongs to the same request');
+  assert.is(claimed.metadata.causationId, accepted.id, 'the sender reacted to EmailAccepted');
+  assert.is(attempted.metadata.correlationId, accepted.metadata.correlationId);
+  assert.is(attempted.metadata.causationId, claimed.id, 'the outcome follows from the claim');
+  for (const e of events) assert.is(e.metadata.schemaVersion, 1);
+});
+
+test('`relay outbox show <email id>` prints the message as it would go on the wire, DKIM-signed, without the BCC', async () => {
+  const sent: any = await (await fetch(`${baseUrl}/v1/emails`, {
+    method: 'POST', headers: auth(), body: JSON.stringify({ from: 'Acme <hello@example.test>', to: 'you@example.test', bcc: 'hidden@example.test', subject: 'My first email', text: 'Hello from Relay' }),
+  })).json();
+  await waitUntil(async () => ((await (await fetch(`${baseUrl}/v1/emails/${sent.id}`, { headers: auth() })).json()) as any).status === 'sent', 'sent');
+  const listed = await runRelay(['outbox', 'list'], { RELAY_DATA_DIR: dataDir });
+  assert.is(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`^${sent.id} .*you@example\\.test.*"My first email"`, 'm'));
+  const shown = await runRelay(['outbox', 'show', sent.id], { RELAY_DATA_DIR: dataDir });
+  assert.is(shown.code, 0, shown.stderr);
+  const [head, body] = shown.stdout.split('\r\n\r\n');
+  assert.match(head, /^DKIM-Signature: v=1; a=rsa-sha256; c=relaxed\/relaxed; d=example\.test;/);
+  assert.match(head, /^Subject: My first email$/m);
+  assert.match(head, new RegExp(`^Message-ID: <${sent.id}@example\\.test>$`, 'm'));
+  assert.match(body, /Hello from Relay/);
+  assert.not.match(shown.stdout, /hidden@example\.test/);
 });
 
 test('SIGTERM: requests in flight finish, the consumer positions are committed, the process exits 0', async () => {
@@ -114,8 +160,21 @@ test('SIGTERM: requests in flight finish, the consumer positions are committed, 
   }
   const admitted = answered.filter((r) => r!.status === 202).map((r) => r!.body.id!);
 
-  // Committed positions: a projector that starts again has nothing left to redo, and every
-  // admitted email (including those answered during shutdown) is in the read model.
+  // Committed positions, read from the stores the stopped process left behind.
+  const positions = await committedPositions(dataDir);
+  assert.ok(positions.events > 0, 'the event store has events');
+  // (a) The forwarder saved the position of the event store's last event: it forwarded
+  // everything and a restart re-sends nothing; each event was published exactly once.
+  assert.is(positions.forwarderCheckpoint, positions.lastEventPosition, 'forwarder checkpoint = position of the last event');
+  assert.is(positions.partitions.reduce((n, p) => n + p.end, 0), positions.events, 'every event is in the log once');
+  // (b) The projector's group committed every record of every partition of the events topic:
+  // a restarted projector is handed nothing again.
+  assert.ok(positions.partitions.length > 0);
+  for (const p of positions.partitions) {
+    assert.is(p.committed, p.end, `partition ${p.partition}: committed offset = end offset (${JSON.stringify(positions.partitions)})`);
+  }
+
+  // And every admitted email (including those answered during shutdown) is in the read model.
   const port = await freePort();
   baseUrl = `http://127.0.0.1:${port}`;
   relay = spawnRelay(['start'], { RELAY_DATA_DIR: dataDir, PORT: String(port) });
@@ -128,5 +187,54 @@ test('SIGTERM: requests in flight finish, the consumer positions are committed, 
   const exit2 = await relay.stop();
   assert.is(exit2.code, 0);
 });
+
+interface CommittedPositions {
+  events: number;
+  lastEventPosition: string | null;
+  forwarderCheckpoint: string | null;
+  /**
+   * The events topic's partitions: end offset (the next offset to be written) and the
+   * projector group's committed offset (the next offset it will be handed; 0 when it has
+   * committed nothing there, where it would start).
+   */
+  partitions: Array<{ partition: number; end: number; committed: number }>;
+}
+
+/** What a process that stopped left in the data dir's embedded stores (the process must be gone). */
+async function committedPositions(dir: string): Promise<CommittedPositions> {
+  const config = loadConfig({ RELAY_DATA_DIR: dir, RELAY_LOG_LEVEL: 'silent' });
+  const topic = eventsTopic(config.logNamespace);
+  const stores = await openStores(config);
+  let events: Awaited<ReturnType<typeof stores.events.readAll>>;
+  let checkpoint: { position: string | null } | null;
+  try {
+    assert.equal(stores.kinds, { events: 'sqlite', documents: 'sqlite', log: 'sqlite' });
+    events = await stores.events.readAll();
+    checkpoint = await stores.documents.collection<{ _id: string; position: string | null }>(COLLECTIONS.checkpoints).get(`forwarder:${topic}`);
+  } finally {
+    await stores.close();
+  }
+  // The Log port has no reader for committed offsets: read the embedded adapter's own tables
+  // (infra/sqlite/log.ts: log_records, log_committed_offsets).
+  const db = new DatabaseSync(join(dir, 'log.db'), { readOnly: true });
+  try {
+    const { partitions } = db.prepare('SELECT partitions FROM log_topics WHERE topic = ?').get(topic) as { partitions: number };
+    const end = db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?');
+    const committed = db.prepare('SELECT next_offset FROM log_committed_offsets WHERE group_id = ? AND topic = ? AND partition = ?');
+    const group = groupOf(config.logNamespace, 'projector');
+    return {
+      events: events.length,
+      lastEventPosition: events.at(-1)?.position ?? null,
+      forwarderCheckpoint: checkpoint?.position ?? null,
+      partitions: Array.from({ length: partitions }, (_, partition) => ({
+        partition,
+        end: (end.get(topic, partition) as { next: number }).next,
+        committed: (committed.get(group, topic, partition) as { next_offset: number } | undefined)?.next_offset ?? 0,
+      })),
+    };
+  } finally {
+    db.close();
+  }
+}
 
 test.run();

@@ -1,12 +1,14 @@
-// What route plugins are given: the ports and the configuration, never the adapters.
+// What route plugins are given: the ports, the services and the configuration, never the adapters.
 import type { RelayConfig } from '../../infra/config.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { Services } from '../services/services.ts';
 
 export interface ApiContext {
   config: RelayConfig;
   events: EventStore;
   documents: DocumentStore;
+  services: Services;
   /** Current time; tests move it to cross windows and months. */
   now: () => Date;
   /** Readiness of the parts this process runs beyond its stores (e.g. in-process processors). */

@@ -1,5 +1,6 @@
 // Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
 // everywhere, JSON bodies up to the spec's 10 MiB.
+import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
@@ -8,6 +9,7 @@ import { apiKeyRoutes } from './plugins/api-keys.ts';
 import { domainRoutes } from './plugins/domains.ts';
 import { emailRoutes } from './plugins/emails.ts';
 import { healthRoutes } from './plugins/health.ts';
+import { outboxRoutes } from './plugins/outbox.ts';
 import { projectRoutes } from './plugins/projects.ts';
 import { sessionRoutes } from './plugins/session.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
@@ -30,6 +32,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   const app = Fastify({
     logger: level === false || level === 'silent' ? false : { level },
     bodyLimit: MAX_REQUEST_BYTES,
+    // Request ids become the correlation id of the events a request appends: unique across
+    // processes and restarts, unlike fastify's per-process counter.
+    genReqId: () => randomUUID(),
     // Behind a proxy the operator sets this through the proxy's own headers; off by default.
     trustProxy: false,
     // Requests arriving while the server drains get our own 503 (below), in the envelope.
@@ -74,4 +79,5 @@ const routePlugins: RoutePlugin[] = [
   apiKeyRoutes,
   suppressionRoutes,
   templateRoutes,
+  outboxRoutes,
 ];

@@ -1,13 +1,11 @@
 #!/usr/bin/env node
 // The `relay` command: runs the service or one of its parts, and the operator's tasks.
 import { ConfigError } from '../../infra/config.ts';
+import type { CommandEntry } from './command.ts';
 import { managementCommands } from './management-commands.ts';
-
-export type Command = (args: string[]) => Promise<number>;
 
 const EXIT_USAGE = 2;
 const EXIT_CONFIG = 78; // sysexits EX_CONFIG
-export interface CommandEntry { summary: string; run: () => Promise<Command> }
 
 const commands: Record<string, CommandEntry> = {
   ...managementCommands,
@@ -17,6 +15,7 @@ const commands: Record<string, CommandEntry> = {
   retention: { summary: 'destroy message bodies past their seven-day retention, now and every 10 minutes', run: async () => (await import('./part-commands.ts')).retention },
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
   projections: { summary: 'projections rebuild <name>: rebuild a read model from the event store and swap it in', run: async () => (await import('./projection-commands.ts')).projections },
+  outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },
   events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },
 };
 

@@ -1,5 +1,5 @@
 // Operator commands over the management model. Each entry loads its code only when run.
-import type { CommandEntry } from './main.ts';
+import type { CommandEntry } from './command.ts';
 
 export const managementCommands: Record<string, CommandEntry> = {
   setup: {

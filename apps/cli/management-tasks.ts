@@ -4,15 +4,15 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { RelayError } from '../../domain/errors.ts';
 import type { Environment } from '../../domain/management.ts';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
-import { createDnsLookup } from '../../infra/dns/resolver.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
-import { openStores } from '../runtime.ts';
+import { openServices, openStores } from '../runtime.ts';
+import type { Services } from '../services/services.ts';
 import { domainView, markDomainVerified, verifyDomain } from '../services/management/domains.ts';
 import { ensureManagementIndexes } from '../services/management/indexes.ts';
 import { runSetup } from '../services/management/setup.ts';
 import { createUser } from '../services/management/users.ts';
 import { setWorkspaceActivation } from '../services/management/workspaces.ts';
-import type { Command } from './main.ts';
+import type { Command } from './command.ts';
 
 const EXIT_USAGE = 2;
 const EXIT_NOT_VERIFIED = 3;
@@ -38,12 +38,17 @@ function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[]
 }
 
 /** Opens the stores, makes sure the management indexes exist, runs `work`, closes. */
-async function withDocuments<T>(work: (documents: DocumentStore, config: RelayConfig) => Promise<T>): Promise<T> {
+async function withDocuments<T>(work: (documents: DocumentStore, config: RelayConfig, services: Services) => Promise<T>): Promise<T> {
   const config = loadConfig();
   const stores = await openStores(config);
   try {
-    await ensureManagementIndexes(stores.documents);
-    return await work(stores.documents, config);
+    const services = await openServices(config, stores);
+    try {
+      await ensureManagementIndexes(stores.documents);
+      return await work(stores.documents, config, services);
+    } finally {
+      await services.close();
+    }
   } finally {
     await stores.close();
   }
@@ -119,8 +124,8 @@ export const domainCommand: Command = command(
     const [action, domainId] = positionals;
     if (!domainId || positionals.length !== 2) throw new UsageError('expected: domain verify|mark-verified <domainId>');
     if (action === 'verify') {
-      const view = await withDocuments(async (documents, config) =>
-        domainView(await verifyDomain(documents, config, createDnsLookup(config.dnsServers), domainId, new Date()), config),
+      const view = await withDocuments(async (documents, config, services) =>
+        domainView(await verifyDomain(documents, config, services.dns, domainId, new Date()), config),
       );
       if (values.json) out(view);
       for (const check of view.checks ?? []) err(`${check.status.padEnd(8)} ${check.type.padEnd(3)} ${check.name}${check.required ? '' : ' (recommended)'}: ${check.message}`);
@@ -164,12 +169,13 @@ export const setupCommand: Command = command(SETUP_USAGE, async (args) => {
   const environment = values.environment ?? 'development';
   if (environment !== 'development' && environment !== 'production') throw new UsageError('--environment must be development or production');
   const trustDomain = values['trust-domain'] ?? false;
-  const outcome = await withDocuments((documents, config) =>
+  const outcome = await withDocuments((documents, config, services) =>
     runSetup(
       {
         documents,
         config,
-        dns: trustDomain && config.dnsServers.length === 0 ? null : createDnsLookup(config.dnsServers),
+        secrets: services.secrets,
+        dns: trustDomain && config.dnsServers.length === 0 ? null : services.dns,
         now: () => new Date(),
         log: (line) => err(line),
       },

@@ -19,11 +19,18 @@ export const retention = async (args: string[]) => (args.length ? usage('relay r
 
 export async function processor(args: string[]): Promise<number> {
   const [name, ...rest] = args;
-  const { PROCESSORS } = await import('../relay.ts');
-  if (!name || rest.length || !(PROCESSORS as readonly string[]).includes(name)) {
-    return usage(`relay processor <${PROCESSORS.join('|')}>`);
+  const { PROCESSORS, processorNamed } = await import('../processors/registry.ts');
+  const definition = name === undefined ? undefined : processorNamed(name);
+  if (!definition || rest.length) {
+    const width = Math.max(...PROCESSORS.map((p) => p.name.length));
+    const list = PROCESSORS.map((p) => `  ${p.name.padEnd(width)}  ${p.summary}`).join('\n');
+    if (name === '--help' || name === '-h') {
+      console.log(`usage: relay processor <name>   runs one processor as its own consumer group\n\n${list}`);
+      return 0;
+    }
+    return usage(`relay processor <${PROCESSORS.map((p) => p.name).join('|')}>\n\n${list}\n`);
   }
-  return runParts([name as Part]);
+  return runParts([definition.name]);
 }
 
 function usage(text: string): number {

@@ -1,5 +1,6 @@
 // `relay projections rebuild <name>` and `relay events`: replay and export for analysts and ops.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { emailStreamId } from '../../domain/email/events.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
@@ -65,7 +66,7 @@ export async function projections(args: string[]): Promise<number> {
 
 const EVENTS_USAGE = [
   'usage: relay events [--after POSITION] [--prefix STREAM_PREFIX]... [--type EVENT_TYPE_PREFIX]... [--limit N] [--follow]',
-  '       relay events --stream STREAM_ID [--from REVISION] [--limit N]',
+  '       relay events --stream STREAM_ID|EMAIL_ID [--from REVISION] [--limit N]',
   'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
 ].join('\n');
 
@@ -97,7 +98,9 @@ export async function events(args: string[]): Promise<number> {
   try {
     let printed = 0;
     if (values.stream) {
-      for (const e of await stores.events.readStream(values.stream, { fromRevision: Number(values.from ?? 0), maxCount: Number.isFinite(limit) ? limit : undefined })) await write(e);
+      // An email id names its stream: `relay events --stream em_…` reads `email-em_…`.
+      const stream = /^em_[A-Za-z0-9_-]+$/.test(values.stream) ? emailStreamId(values.stream) : values.stream;
+      for (const e of await stores.events.readStream(stream, { fromRevision: Number(values.from ?? 0), maxCount: Number.isFinite(limit) ? limit : undefined })) await write(e);
       return 0;
     }
     const filter = { streamPrefixes: values.prefix, eventTypePrefixes: values.type };

@@ -10,8 +10,8 @@ export async function start(args: string[]): Promise<number> {
   const config = loadConfig();
   // Loaded once the configuration is known good: a bad variable is reported without waiting
   // for the whole service's code to load.
-  const { PROCESSORS, startRelay, stopOnSignals } = await import('../relay.ts');
-  const relay = await startRelay(config, ['forwarder', ...PROCESSORS, 'retention', 'api']);
+  const { ALL_PARTS, startRelay, stopOnSignals } = await import('../relay.ts');
+  const relay = await startRelay(config, ALL_PARTS);
   stopOnSignals(relay);
   await new Promise(() => {}); // runs until a signal stops it
   return 0;

@@ -16,22 +16,26 @@
 //   6. quota: charged last, once nothing else can refuse the email, and before the email's
 //      event is appended (see below);
 //   7. append EmailAccepted / EmailSuppressed to the email's own stream.
+// Rules 3 to 5 are the decider's (domain/email/admission.ts); this handler looks up the facts
+// they need and hands them over in the command.
 //
 // The charge and the email are two appends to two streams, never one transaction. A crash
 // (or a lost store connection) between them leaves a charge without an email: the allowance
 // is then over-charged by that email, never exceeded. A retry of the same request finds its
 // charge already made (charges are keyed by email id and request fingerprint).
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { decideAdmission, foldEmail, initialEmailState, replayOf, type AdmissionResult, type AdmitEmail } from '../../domain/email/admission.ts';
+import { createHash, randomBytes } from 'node:crypto';
+import { replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
 import { emailStreamId, type AdmittedMessage, type SuppressedRecipient, type TemplateReference } from '../../domain/email/events.ts';
 import type { NormalizedSend } from '../../domain/email/send-request.ts';
-import { RelayError } from '../../domain/errors.ts';
+import { initialEmailState } from '../../domain/email/state.ts';
+import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Environment, SendingDomain, SuppressionEntry } from '../../domain/management.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
-import { WrongExpectedRevisionError, type EventStore } from '../../infra/ports/event-store.ts';
+import type { EventStore } from '../../infra/ports/event-store.ts';
 import { COLLECTIONS } from './collections.ts';
+import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
 import { sealContent } from './content-vault.ts';
-import { readEmailStream } from './email-stream.ts';
+import { emailDecider } from './email-stream.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
 import type { UsageLedger } from './usage-ledger.ts';
@@ -62,6 +66,8 @@ interface SendRequestBase {
   /** The body as received: its canonical form is the idempotency fingerprint. */
   body: unknown;
   idempotencyKey: string | null;
+  /** The request the events will name as their correlation and cause. */
+  origin: CommandOrigin;
 }
 
 export type SendRequest = SendRequestBase & (
@@ -95,28 +101,19 @@ export function emailIdFor(projectId: string, idempotencyKey: string | null): st
   return `em_${raw.toString('base64url')}`;
 }
 
-async function loadState(events: EventStore, emailId: string) {
-  return foldEmail(await readEmailStream(events, emailId));
-}
-
 /**
- * The workspace's domains with these names (the unique (workspaceId, name) index answers it);
- * a project may use those that are verified and connected to it.
+ * What the workspace's records say about these domain names for the project (the unique
+ * (workspaceId, name) index answers it). Exact names only: a parent's verification covers no
+ * subdomain.
  */
-async function domainsNamed(documents: DocumentStore, workspaceId: string, names: string[]): Promise<Map<string, SendingDomain>> {
-  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: [...new Set(names)] } } });
-  return new Map(found.map((d) => [d.name, d]));
-}
-
-const usableBy = (domain: SendingDomain | undefined, projectId: string): boolean =>
-  domain !== undefined && domain.status === 'verified' && domain.projectIds.includes(projectId);
-
-/** 422 for a sender outside the project's verified domains, saying which case it is. */
-function senderRefusal(domain: SendingDomain | undefined, name: string): RelayError {
-  if (domain && domain.status === 'verified') {
-    return new RelayError('sender_not_allowed', `the sender domain ${name} is verified but not connected to this project`);
-  }
-  return new RelayError('domain_not_verified', `the sender domain ${name} is not a verified domain of this project (subdomains need their own verification)`);
+async function domainFacts(documents: DocumentStore, workspaceId: string, projectId: string, names: string[]): Promise<Map<string, DomainFacts>> {
+  const unique = [...new Set(names)];
+  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: unique } } });
+  const byName = new Map(found.map((d) => [d.name, d]));
+  return new Map(unique.map((name) => {
+    const domain = byName.get(name);
+    return [name, { name, verified: domain?.status === 'verified', connected: domain?.projectIds.includes(projectId) ?? false }];
+  }));
 }
 
 /**
@@ -136,96 +133,94 @@ async function suppressedAmong(documents: DocumentStore, workspaceId: string, se
   ];
 }
 
+function admittedMessage(emailId: string, sender: Sender, request: SendRequest, prepared: PreparedSend, fingerprint: string, content: AdmittedMessage['content'], now: Date): AdmittedMessage {
+  const { send, template } = prepared;
+  return {
+    emailId,
+    projectId: sender.projectId,
+    workspaceId: sender.workspaceId,
+    apiKeyId: sender.keyId,
+    testMode: sender.environment === 'development',
+    fingerprint,
+    idempotencyKey: request.idempotencyKey,
+    from: send.from.mailbox,
+    fromAddress: send.from.normalized,
+    fromDomain: send.from.domain,
+    to: send.to.map((m) => m.mailbox),
+    toAddresses: send.to.map((m) => m.normalized),
+    cc: send.cc.map((m) => m.mailbox),
+    ccAddresses: send.cc.map((m) => m.normalized),
+    bccCount: send.bcc.length,
+    replyTo: send.replyTo?.mailbox ?? null,
+    subject: send.subject,
+    headers: send.headers,
+    tags: send.tags,
+    metadata: send.metadata,
+    template,
+    recipientCount: send.to.length + send.cc.length + send.bcc.length,
+    content,
+    occurredAt: now.toISOString(),
+  };
+}
+
 export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const fingerprint = fingerprintOf(request.body);
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey);
+  const stream = emailStreamId(emailId);
 
-  // 1. Replay, or conflict (409, not counted: it is a rejection).
-  const existing = request.idempotencyKey === null ? initialEmailState : await loadState(deps.events, emailId);
-  const replay = replayOf(existing, fingerprint);
+  // 1. Replay, or conflict (409, not counted: it is a rejection). A fresh random id has no
+  // stream to read.
+  const loaded: Loaded<typeof initialEmailState> = request.idempotencyKey === null
+    ? { state: initialEmailState, revision: -1 }
+    : await loadStream(deps.events, stream, emailDecider);
+  const replay = replayOf(loaded.state, fingerprint);
 
   // 2. Rate limit.
   const rate = await deps.rateLimits.reserve(sender, deps.now());
   if (replay) return { ...replay, rate, replayed: true };
 
   try {
-    const { send, template } = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
+    const prepared = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
+    const { send } = prepared;
 
-    // 3, 4. Sender domain and development recipients: exact domain names, never their parents.
+    // Facts for 3, 4 and 5.
     const development = sender.environment === 'development';
     const recipientDomains = development ? [...send.to, ...send.cc, ...send.bcc].map((m) => m.domain) : [];
-    const domains = await domainsNamed(deps.documents, sender.workspaceId, [send.from.domain, ...recipientDomains]);
-    if (!usableBy(domains.get(send.from.domain), sender.projectId)) throw senderRefusal(domains.get(send.from.domain), send.from.domain);
-    const outside = recipientDomains.find((d) => !usableBy(domains.get(d), sender.projectId));
-    if (outside) {
-      throw new RelayError(
-        'test_recipient_not_allowed',
-        `development keys send only to verified domains connected to the project; ${outside} is not one, so nothing was sent`,
-      );
-    }
-
-    // 5. Suppressions.
+    const domains = await domainFacts(deps.documents, sender.workspaceId, sender.projectId, [send.from.domain, ...recipientDomains]);
     const suppressed = await suppressedAmong(deps.documents, sender.workspaceId, send);
 
     const now = deps.now();
-    const recipientCount = send.to.length + send.cc.length + send.bcc.length;
-    // 6. Quota: only an email that will be queued is charged.
-    if (suppressed.length === 0) {
-      await deps.usage.charge({
-        workspaceId: sender.workspaceId,
-        emailId,
-        fingerprint,
-        apiKeyId: sender.keyId,
-        developmentKey: sender.environment === 'development',
-        recipients: recipientCount,
-        at: now,
-      });
-    }
-
-    // 7. Append.
     const content = await sealContent(deps.documents, emailId, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) }, now);
-    const message: AdmittedMessage = {
-      emailId,
-      projectId: sender.projectId,
-      workspaceId: sender.workspaceId,
-      apiKeyId: sender.keyId,
-      testMode: sender.environment === 'development',
-      fingerprint,
-      idempotencyKey: request.idempotencyKey,
-      from: send.from.mailbox,
-      fromAddress: send.from.normalized,
-      fromDomain: send.from.domain,
-      to: send.to.map((m) => m.mailbox),
-      toAddresses: send.to.map((m) => m.normalized),
-      cc: send.cc.map((m) => m.mailbox),
-      ccAddresses: send.cc.map((m) => m.normalized),
-      bccCount: send.bcc.length,
-      replyTo: send.replyTo?.mailbox ?? null,
-      subject: send.subject,
-      headers: send.headers,
-      tags: send.tags,
-      metadata: send.metadata,
-      template,
-      recipientCount,
-      content,
-      occurredAt: now.toISOString(),
+    const message = admittedMessage(emailId, sender, request, prepared, fingerprint, content, now);
+    const command: AdmitEmail = {
+      type: 'AdmitEmail',
+      message,
+      senderDomain: domains.get(send.from.domain)!,
+      recipientDomains: [...new Set(recipientDomains)].map((d) => domains.get(d)!),
+      suppressedRecipients: suppressed,
     };
-    const command: AdmitEmail = { type: 'AdmitEmail', message, suppressedRecipients: suppressed };
-    const decided = decideAdmission(command, existing);
-    try {
-      await deps.events.append(
-        emailStreamId(emailId),
-        decided.map((e) => ({ id: randomUUID(), type: e.type, data: e.data as unknown as Record<string, unknown> })),
-        { expectedRevision: 'no_stream' },
-      );
-    } catch (error) {
-      if (!(error instanceof WrongExpectedRevisionError)) throw error;
-      // A concurrent request with the same key won: this one is its replay (or a conflict).
-      const winner = replayOf(await loadState(deps.events, emailId), fingerprint);
-      if (!winner) throw error;
-      return { ...winner, rate, replayed: true };
-    }
-    return { ...foldEmail(decided).admission!, rate, replayed: false };
+    // 6 and 7. A concurrent request with the same key that got in first makes this one its
+    // replay (or a conflict): deciding again on the winner's stream says which.
+    const handled = await handleCommand(deps.events, stream, emailDecider, command, {
+      origin: request.origin,
+      loaded,
+      attempts: 2,
+      beforeAppend: async (events) => {
+        // Quota: only an email that will be queued is charged.
+        if (events.some((e) => e.type !== 'EmailAccepted')) return;
+        await deps.usage.charge({
+          workspaceId: sender.workspaceId,
+          emailId,
+          fingerprint,
+          apiKeyId: sender.keyId,
+          developmentKey: development,
+          recipients: message.recipientCount,
+          at: now,
+          origin: request.origin,
+        });
+      },
+    });
+    return { ...handled.state.admission!, rate, replayed: handled.events.length === 0 };
   } catch (error) {
     await rate.release().catch(() => {});
     throw error;

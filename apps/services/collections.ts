@@ -16,4 +16,7 @@ export const COLLECTIONS = {
   templates: 'templates',
   rateLimitSlots: 'rate_limit_slots',
   rateLimitWindows: 'rate_limit_windows',
+  /** The sender's work: one document per email with a delivery step due (apps/processors/sender.ts). */
+  deliveries: 'deliveries',
+  sendRateSlots: 'send_rate_slots',
 } as const;

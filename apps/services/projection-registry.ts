@@ -2,7 +2,7 @@
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
-import { projectEmailEvent } from '../processors/email-projector.ts';
+import { projectEmailEvent } from './email-view-writer.ts';
 import { COLLECTIONS } from './collections.ts';
 import { ensureEmailViewIndexes } from './email-reads.ts';
 

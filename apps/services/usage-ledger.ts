@@ -7,12 +7,14 @@
 //
 // Charges that queue up while an append is in flight go out together in the next append
 // (group commit): under load a workspace costs one append per round, not one per request.
-import { randomUUID } from 'node:crypto';
+import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import {
   decideCharges, foldUsage, initialUsageState, monthOf, usageStreamId,
-  type ChargeRecipients, type UsageEvent, type UsageState,
+  type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
-import { WrongExpectedRevisionError, type EventStore } from '../../infra/ports/event-store.ts';
+import { USAGE_SCHEMA_VERSIONS, upcastUsageEvent } from '../../domain/usage/upcast.ts';
+import type { EventStore } from '../../infra/ports/event-store.ts';
+import { handleCommand, loadStream, type Decider, type Loaded } from './command-handler.ts';
 
 export interface RecipientCharge {
   workspaceId: string;
@@ -22,16 +24,14 @@ export interface RecipientCharge {
   developmentKey: boolean;
   recipients: number;
   at: Date;
+  origin: CommandOrigin;
 }
 
-interface Folded {
-  state: UsageState;
-  /** Revision of the stream's last event folded in; -1 for an empty stream. */
-  revision: number;
-}
+type Folded = Loaded<UsageState>;
 
 interface Pending {
   command: ChargeRecipients;
+  origin: CommandOrigin;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -42,6 +42,15 @@ const CACHED_STREAMS = 2_000;
 const BATCH = 100;
 /** Rounds lost to other processes before a charge gives up with an error (never observed in practice). */
 const MAX_ATTEMPTS = 100;
+
+/** A month's usage stream as the command handler reads it; charges are decided in batches (#commit). */
+const usageDecider = (month: string): Decider<ChargeRecipients[], UsageState, UsageEvent> => ({
+  decide: (commands, state) => decideCharges(commands, state).events,
+  fold: foldUsage,
+  initialState: () => initialUsageState(month),
+  upcast: upcastUsageEvent,
+  schemaVersions: USAGE_SCHEMA_VERSIONS,
+});
 
 export class UsageLedger {
   readonly #events: EventStore;
@@ -71,12 +80,13 @@ export class UsageLedger {
       occurredAt: charge.at.toISOString(),
     };
     return new Promise<void>((resolve, reject) => {
+      const pending = { command, origin: charge.origin, resolve, reject };
       const queue = this.#queues.get(stream);
       if (queue) {
-        queue.push({ command, resolve, reject });
+        queue.push(pending);
         return;
       }
-      this.#queues.set(stream, [{ command, resolve, reject }]);
+      this.#queues.set(stream, [pending]);
       void this.#drain(stream, month);
     });
   }
@@ -101,39 +111,32 @@ export class UsageLedger {
   }
 
   async #commit(stream: string, month: string, batch: Pending[]): Promise<void> {
-    let folded = this.#folded.get(stream) ?? (await this.#catchUp(stream, month));
-    for (let attempt = 1; ; attempt++) {
-      const decided = decideCharges(batch.map((p) => p.command), folded.state);
-      if (decided.events.length > 0) {
-        try {
-          const appended = await this.#events.append(
-            stream,
-            decided.events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data as unknown as Record<string, unknown> })),
-            { expectedRevision: folded.revision < 0 ? 'no_stream' : folded.revision },
-          );
-          this.#remember(stream, { state: decided.state, revision: appended.nextExpectedRevision });
-        } catch (error) {
-          if (!(error instanceof WrongExpectedRevisionError) || attempt >= MAX_ATTEMPTS) throw error;
-          // Another process charged in between: fold what it wrote and decide again.
-          folded = await this.#catchUp(stream, month);
-          if (attempt > 3) await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
-          continue;
-        }
-      }
-      decided.outcomes.forEach((outcome, i) => (outcome.ok ? batch[i].resolve() : batch[i].reject(outcome.error)));
-      return;
-    }
+    // The batch's outcomes are those of the last decision: after a conflict it is decided
+    // again on what the other process wrote.
+    let outcomes: ChargeOutcome[] = [];
+    const decider: Decider<ChargeRecipients[], UsageState, UsageEvent> = {
+      ...usageDecider(month),
+      decide: (commands, state) => {
+        const decided = decideCharges(commands, state);
+        outcomes = decided.outcomes;
+        return decided.events;
+      },
+    };
+    const originOf = new Map(batch.map((p) => [p.command.emailId, p.origin]));
+    const handled = await handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
+      origin: (event) => originOf.get(event.data.emailId)!,
+      loaded: this.#folded.get(stream) ?? (await this.#catchUp(stream, month)),
+      attempts: MAX_ATTEMPTS,
+    });
+    const cached = this.#folded.get(stream);
+    if (!cached || cached.revision < handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
+    outcomes.forEach((outcome, i) => (outcome.ok ? batch[i].resolve() : batch[i].reject(outcome.error)));
   }
 
   /** Folds the events appended since this process last looked (the whole stream the first time). */
   async #catchUp(stream: string, month: string): Promise<Folded> {
-    const known = this.#folded.get(stream) ?? { state: initialUsageState(month), revision: -1 };
-    const fresh = await this.#events.readStream(stream, { fromRevision: known.revision + 1 });
-    if (fresh.length === 0) return known;
-    const folded = {
-      state: foldUsage(fresh.map((e) => ({ type: e.type, data: e.data }) as unknown as UsageEvent), known.state),
-      revision: fresh[fresh.length - 1].revision,
-    };
+    const known = this.#folded.get(stream);
+    const folded = await loadStream(this.#events, stream, usageDecider(month), known);
     // Another caller may have folded further meanwhile: keep whichever saw more.
     const latest = this.#folded.get(stream);
     if (!latest || latest.revision < folded.revision) this.#remember(stream, folded);

@@ -1,12 +1,26 @@
 // The admission decider: turns an AdmitEmail command into EmailAccepted or EmailSuppressed,
-// or into nothing when the same request was already admitted (idempotent replay).
+// into nothing when the same request was already admitted (idempotent replay), or into a
+// refusal. The facts a rule needs from elsewhere (the sender's and recipients' domains, the
+// suppression list) come with the command, so every rule of admission is decided here.
 import { RelayError } from '../errors.ts';
 import type { AdmittedMessage, EmailEvent, SuppressedRecipient } from './events.ts';
-import type { Status } from './status.ts';
+import type { EmailState } from './state.ts';
+
+/** What the workspace's records say about one domain name, for this project. */
+export interface DomainFacts {
+  name: string;
+  verified: boolean;
+  /** Connected to the sending key's project. */
+  connected: boolean;
+}
 
 export interface AdmitEmail {
   type: 'AdmitEmail';
   message: AdmittedMessage;
+  /** The domain of the From address. */
+  senderDomain: DomainFacts;
+  /** Development keys: the domain of every To, CC and BCC recipient. Production keys: none needed. */
+  recipientDomains: DomainFacts[];
   /** Recipients found on the workspace's suppression list at admission. */
   suppressedRecipients: SuppressedRecipient[];
 }
@@ -18,17 +32,6 @@ export interface AdmissionResult {
   reason: string | null;
 }
 
-export interface EmailState {
-  emailId: string | null;
-  fingerprint: string | null;
-  admission: AdmissionResult | null;
-  status: Status | null;
-  /** Revision of the last event applied; -1 before the first. */
-  revision: number;
-}
-
-export const initialEmailState: EmailState = { emailId: null, fingerprint: null, admission: null, status: null, revision: -1 };
-
 /**
  * For an email already admitted: its original result when the request is the same (a replay),
  * an idempotency conflict when it is not. Null when nothing was admitted yet.
@@ -39,8 +42,26 @@ export function replayOf(state: EmailState, fingerprint: string): AdmissionResul
   throw new RelayError('idempotency_conflict', 'Idempotency-Key was already used with a different request body');
 }
 
+const usable = (domain: DomainFacts) => domain.verified && domain.connected;
+
+/** 422 for a sender outside the project's verified domains, saying which case it is. */
+function senderRefusal(domain: DomainFacts): RelayError {
+  if (domain.verified) return new RelayError('sender_not_allowed', `the sender domain ${domain.name} is verified but not connected to this project`);
+  return new RelayError('domain_not_verified', `the sender domain ${domain.name} is not a verified domain of this project (subdomains need their own verification)`);
+}
+
 export function decideAdmission(command: AdmitEmail, state: EmailState): EmailEvent[] {
   if (replayOf(state, command.message.fingerprint)) return [];
+  if (!usable(command.senderDomain)) throw senderRefusal(command.senderDomain);
+  if (command.message.testMode) {
+    const outside = command.recipientDomains.find((d) => !usable(d));
+    if (outside) {
+      throw new RelayError(
+        'test_recipient_not_allowed',
+        `development keys send only to verified domains connected to the project; ${outside.name} is not one, so nothing was sent`,
+      );
+    }
+  }
   if (command.suppressedRecipients.length > 0) {
     const first = command.suppressedRecipients[0];
     return [{
@@ -54,29 +75,3 @@ export function decideAdmission(command: AdmitEmail, state: EmailState): EmailEv
   }
   return [{ type: 'EmailAccepted', data: command.message }];
 }
-
-export function evolveEmail(state: EmailState, event: EmailEvent): EmailState {
-  switch (event.type) {
-    case 'EmailAccepted':
-      return {
-        emailId: event.data.emailId,
-        fingerprint: event.data.fingerprint,
-        admission: { id: event.data.emailId, status: 'queued', testMode: event.data.testMode, reason: null },
-        status: 'queued',
-        revision: state.revision + 1,
-      };
-    case 'EmailSuppressed':
-      return {
-        emailId: event.data.emailId,
-        fingerprint: event.data.fingerprint,
-        admission: { id: event.data.emailId, status: 'suppressed', testMode: event.data.testMode, reason: event.data.reason },
-        status: 'suppressed',
-        revision: state.revision + 1,
-      };
-    default:
-      // Events this version does not know yet still advance the revision.
-      return { ...state, revision: state.revision + 1 };
-  }
-}
-
-export const foldEmail = (events: EmailEvent[], state: EmailState = initialEmailState): EmailState => events.reduce(evolveEmail, state);

@@ -1,6 +1,7 @@
 // Events of an email's stream (`email-<id>`). Event data is what the event store keeps
 // forever, so it never holds message bodies or BCC in clear: those travel in `content`,
 // sealed with a per-email key that is destroyed after the retention period.
+import type { Status } from './status.ts';
 
 export const emailStreamId = (emailId: string): string => `email-${emailId}`;
 export const EMAIL_STREAM_PREFIX = 'email-';
@@ -69,11 +70,65 @@ export type EmailSuppressed = {
   data: AdmittedMessage & { suppressedRecipients: SuppressedRecipient[]; reason: string };
 };
 
-export type EmailEvent = EmailAccepted | EmailSuppressed;
+/**
+ * A sender instance took the email's next delivery attempt: only the instance whose claim was
+ * appended (expected revision) sends. A claim with no attempt after it means the sender died
+ * mid-attempt: the message may have gone out, so it is never sent again (delivery_unknown).
+ */
+export type DeliveryClaimed = {
+  type: 'DeliveryClaimed';
+  data: { attempt: number; claimedBy: string; transport: string; occurredAt: string };
+};
+
+/**
+ * What one recipient's transaction came to, by recipient index (To, then CC, then BCC, as
+ * admitted). `address` is null for BCC recipients: their addresses are never in an event.
+ */
+export interface RecipientAttempt {
+  index: number;
+  address: string | null;
+  status: Status;
+  smtpCode: number | null;
+  enhancedCode: string | null;
+  /** The server's reply or the local error; never message content. */
+  response: string;
+}
+
+/** The outcome of a claimed attempt, per recipient, and when the next one is due, if any. */
+export type DeliveryAttempted = {
+  type: 'DeliveryAttempted';
+  data: {
+    attempt: number;
+    transport: string;
+    messageId: string;
+    providerMessageId: string | null;
+    recipients: RecipientAttempt[];
+    /** Set while recipients wait for a retry after a temporary failure. */
+    nextAttemptAt: string | null;
+    /** Why recipients failed for good, when some did: provider_unavailable, delivery_unknown, … */
+    failureCode: string | null;
+    occurredAt: string;
+  };
+};
+
+/**
+ * The email's delivery ended without an attempt outcome for the recipients still pending:
+ * delivery_unknown (a claim was left open), content_expired (the body was destroyed before it
+ * went out), sender_domain_unavailable (the domain or its DKIM key is gone).
+ */
+export type DeliveryFailed = {
+  type: 'DeliveryFailed';
+  data: { attempt: number; failureCode: string; reason: string; recipients: Array<{ index: number; address: string | null }>; occurredAt: string };
+};
+
+export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed;
 export type EmailEventType = EmailEvent['type'];
 
-/** An event as read back: what projections and processors receive. */
-export type RecordedEmailEvent = EmailEvent & {
+/** An event of a type this version does not know (written by a newer one): skipped, never guessed at. */
+export type UnrecognizedEvent = { type: 'UnrecognizedEvent'; data: { type: string; schemaVersion?: number } };
+
+/** An event as read back (through upcastEmailEvent): what deciders, projections and processors receive. */
+export type RecordedEmailEvent = (EmailEvent | UnrecognizedEvent) & {
   id: string;
   streamId: string;
   revision: number;

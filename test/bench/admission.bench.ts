@@ -60,7 +60,7 @@ async function serveRelay(dataDir: string): Promise<Ready> {
     const { workspace } = await createWorkspace(documents, owner, `Bench ${w}`, now);
     await setWorkspaceActivation(documents, workspace._id, true, now);
     const project = await createProject(documents, { workspaceId: workspace._id, name: 'bench', environment: 'production' }, now);
-    const domain = await createDomain(documents, { workspaceId: workspace._id, name: `w${w}.bench.test` }, now);
+    const domain = await createDomain(documents, { workspaceId: workspace._id, name: `w${w}.bench.test` }, now, relay.services.secrets);
     await markDomainVerified(documents, domain._id, 'benchmark fixture', now);
     await connectDomain(documents, domain._id, project._id);
     for (let k = 0; k < 2; k++) {

@@ -24,6 +24,7 @@ import { loadConfig } from '../../infra/config.ts';
 import type { EmailView } from '../../projections/email-view.ts';
 import { createTestClock, startTestApp, type TestApp, type TestClock } from '../support/app.ts';
 import { waitUntil } from '../support/eventually.ts';
+import { secretsOf } from '../support/secrets.ts';
 
 export type Response = LightMyRequestResponse;
 
@@ -137,7 +138,9 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
   let stores: Stores | null = null;
   try {
     for (let i = 0; i < setup.instances; i++) {
-      instances.push(await startTestApp(setup.env, { dataDir, clock, processors: i === 0, listen: true }));
+      // The projector only: the contract covers admission and reads, where an email stays
+      // queued; delivery has its own suites (test/delivery-*.test.ts).
+      instances.push(await startTestApp(setup.env, { dataDir, clock, processors: i === 0 ? ['projector'] : false, listen: true }));
     }
     stores = await openStores(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', ...setup.env }));
   } catch (error) {
@@ -147,6 +150,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
   }
   const own = stores;
   const ledger = new UsageLedger(own.events);
+  const secrets = await secretsOf(dataDir);
   let turn = 0;
 
   const request: Harness['request'] = async (method, url, options) => {
@@ -178,7 +182,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
     const project = await createProject(own.documents, { workspaceId, name: `project-${n}`, environment }, now);
     const domainName = `t${n}-${randomBytes(3).toString('hex')}.example.test`;
     const addDomain: Tenant['addDomain'] = async (name, domainOptions = {}) => {
-      const domain = await createDomain(own.documents, { workspaceId, name }, clock.now());
+      const domain = await createDomain(own.documents, { workspaceId, name }, clock.now(), secrets);
       if (domainOptions.verified ?? true) await markDomainVerified(own.documents, domain._id, 'conformance fixture', clock.now());
       if ((domainOptions.verified ?? true) && (domainOptions.connected ?? true)) await connectDomain(own.documents, domain._id, project._id);
       return { id: domain._id };
@@ -214,6 +218,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
           developmentKey: environment === 'development',
           recipients,
           at: clock.now(),
+          origin: { correlationId: 'test-fixture', causationId: 'test-fixture' },
         });
       },
       usage: async () => {

@@ -5,12 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
-import { openStores, type Stores } from '../../apps/runtime.ts';
+import { openServices, openStores, type Stores } from '../../apps/runtime.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import type { ApiContext } from '../../apps/api/context.ts';
 import { prepareStores } from '../../apps/services/prepare-stores.ts';
 import { startForwarder } from '../../apps/processors/forwarder.ts';
-import { startEmailProjector } from '../../apps/processors/email-projector.ts';
+import { startProcessor } from '../../apps/processors/processor.ts';
+import { PROCESSORS } from '../../apps/processors/registry.ts';
 
 /** The API's clock: real time plus an offset, or frozen; tests move it to cross windows and months. */
 export interface TestClock {
@@ -42,8 +43,13 @@ export function createTestClock(): TestClock {
 }
 
 export interface TestAppOptions {
-  /** Also run the forwarder and the email projector in-process (list reads need the read model). */
-  processors?: boolean;
+  /**
+   * Also run the forwarder and the processors in-process (list reads need the read model):
+   * true for every processor, or the names of those to run.
+   */
+  processors?: boolean | string[];
+  /** Told about processor failures that will be retried (default: ignored). */
+  onProcessorError?: (error: Error) => void;
   /** Use this data directory (e.g. another instance's, to share its sqlite event store); it is then left in place on close. */
   dataDir?: string;
   /** Share a clock with other instances (the processes of one deployment agree on the time). */
@@ -71,10 +77,12 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
   // What every process does at start (apps/relay.ts): unique indexes are part of the behaviour.
   await prepareStores(stores.documents);
   const clock = options.clock ?? createTestClock();
+  const services = await openServices(config, stores);
   const ctx: ApiContext = {
     config,
     events: stores.events,
     documents: stores.documents,
+    services,
     now: () => clock.now(),
     readiness: async () => ({}),
   };
@@ -82,7 +90,13 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
   if (options.processors) {
     const shared = { events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace };
     processors.push(await startForwarder(shared));
-    processors.push(await startEmailProjector(shared));
+    const wanted = options.processors === true ? null : new Set(options.processors);
+    for (const definition of PROCESSORS.filter((p) => wanted === null || wanted.has(p.name))) {
+      processors.push(await startProcessor(definition, {
+        config, events: stores.events, documents: stores.documents, log: stores.log, services, now: () => clock.now(),
+        onError: options.onProcessorError ?? (() => {}),
+      }));
+    }
   }
   const app = await buildApi(ctx, { logLevel: false });
   await app.ready();
@@ -92,6 +106,7 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
     async close() {
       await app.close();
       for (const processor of processors.reverse()) await processor.stop();
+      await services.close();
       await stores.close();
       if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
     },

@@ -2,6 +2,7 @@
 // TCP on the same loopback port, so code under test can go through a real resolver
 // (node:dns / c-ares) instead of a stub. Answers carry TTL 0 and negative answers carry
 // no SOA, so nothing a resolver caches can outlive a setZone() call.
+// A null MX (RFC 7505) is an MX record with exchange "." and preference 0.
 import dgram from 'node:dgram';
 import net from 'node:net';
 import dnsPacket from 'dns-packet';
@@ -11,7 +12,10 @@ export type ZoneRecord =
   /** A string longer than 255 chars is split into 255-char character-strings, as a real zone would be. */
   | { name: string; type: 'TXT'; data: string | string[] }
   | { name: string; type: 'MX'; data: { preference: number; exchange: string } }
-  | { name: string; type: 'A'; data: string };
+  | { name: string; type: 'A'; data: string }
+  | { name: string; type: 'AAAA'; data: string }
+  /** Not a record: every query for this name is answered SERVFAIL, as a broken upstream would. */
+  | { name: string; type: 'SERVFAIL' };
 
 export interface ServedQuery {
   name: string;
@@ -33,6 +37,7 @@ export interface TestDnsServer {
 
 const RCODE_NOERROR = 0;
 const RCODE_FORMERR = 1;
+const RCODE_SERVFAIL = 2;
 const RCODE_NXDOMAIN = 3;
 const RCODE_NOTIMP = 4;
 // Without EDNS a UDP reply may not exceed 512 bytes (RFC 1035 4.2.1).
@@ -56,6 +61,8 @@ function toAnswer(record: ZoneRecord, queriedName: string): Answer {
     case 'TXT': return { ...base, type: 'TXT', data: txtStrings(record.data) };
     case 'MX': return { ...base, type: 'MX', data: { preference: record.data.preference, exchange: record.data.exchange } };
     case 'A': return { ...base, type: 'A', data: record.data };
+    case 'AAAA': return { ...base, type: 'AAAA', data: record.data };
+    case 'SERVFAIL': throw new Error('SERVFAIL is not a record');
   }
 }
 
@@ -67,6 +74,7 @@ function respond(query: DecodedPacket, zone: ZoneRecord[]): Packet {
   if (!question || (query.questions?.length ?? 0) !== 1) return { ...base, flags: rd | RCODE_FORMERR };
   if (question.class && question.class !== 'IN') return { ...base, flags: rd | RCODE_NOTIMP };
   const atName = zone.filter((r) => canonical(r.name) === canonical(question.name));
+  if (atName.some((r) => r.type === 'SERVFAIL')) return { ...base, flags: rd | RCODE_SERVFAIL };
   if (atName.length === 0) return { ...base, flags: dnsPacket.AUTHORITATIVE_ANSWER | rd | RCODE_NXDOMAIN };
   const answers = atName.filter((r) => r.type === question.type).map((r) => toAnswer(r, question.name));
   return { ...base, flags: dnsPacket.AUTHORITATIVE_ANSWER | rd | RCODE_NOERROR, answers };

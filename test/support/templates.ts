@@ -103,7 +103,7 @@ async function populate(t: TestApp): Promise<TemplateWorld> {
   await addMember(t, owner, workspaceId, developer, 'developer');
   await addMember(t, owner, workspaceId, viewer, 'viewer');
   const domain = 'acme.test';
-  const created = await createDomain(t.ctx.documents, { workspaceId, name: domain }, t.ctx.now());
+  const created = await createDomain(t.ctx.documents, { workspaceId, name: domain }, t.ctx.now(), t.ctx.services.secrets);
   await markDomainVerified(t.ctx.documents, created._id, 'test fixture', t.ctx.now());
   await connectDomain(t.ctx.documents, created._id, projectId);
   await connectDomain(t.ctx.documents, created._id, otherProjectId);

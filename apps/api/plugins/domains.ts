@@ -3,7 +3,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { notFound } from '../../../domain/errors.ts';
-import { createDnsLookup } from '../../../infra/dns/resolver.ts';
 import {
   connectDomain, createDomain, disconnectDomain, domainsOf, domainView, listDomains, verifyDomain,
 } from '../../services/management/domains.ts';
@@ -18,7 +17,7 @@ const ByDomainAndProject = Type.Object({ id: Id, projectId: Id });
 
 export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
-  const dns = createDnsLookup(ctx.config.dnsServers);
+  const dns = ctx.services.dns;
   const view = (domain: Parameters<typeof domainView>[0]) => domainView(domain, ctx.config);
 
   async function requireDomainAccess(request: FastifyRequest, domainId: string, mode: AccessMode) {
@@ -33,7 +32,7 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     { schema: { params: ByWorkspace, body: CreateDomain } },
     async (request, reply) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'write');
-      const domain = await createDomain(ctx.documents, { workspaceId: workspace._id, name: request.body.name }, ctx.now());
+      const domain = await createDomain(ctx.documents, { workspaceId: workspace._id, name: request.body.name }, ctx.now(), ctx.services.secrets);
       return reply.status(201).send(view(domain));
     },
   );

@@ -4,18 +4,19 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import { isReservedHeader, normalizeSendRequest, type SendRequestBody } from '../../../domain/email/send-request.ts';
 import { RelayError } from '../../../domain/errors.ts';
+import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
 import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
 import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
-import { RateLimiter } from '../../services/rate-limits.ts';
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
-import { UsageLedger } from '../../services/usage-ledger.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
 import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SendEmailBody } from './emails.schemas.ts';
+import { TemplateSendBody } from './template-send.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);
+const templateSendChecker = TypeCompiler.Compile(TemplateSendBody);
 
 type PrepareSend = () => Promise<PreparedSend>;
 
@@ -67,6 +68,9 @@ function directSend(body: Record<string, unknown>): PrepareSend {
  * answers with the original result even after the template was edited or deleted.
  */
 function templateSend(ctx: ApiContext, principal: ApiKeyPrincipal, body: Record<string, unknown>): PrepareSend {
+  if (!templateSendChecker.Check(body)) {
+    throw new RelayError('validation_error', describe(templateSendChecker.Errors(body).First()!));
+  }
   const checked = checkTemplateSend(body);
   return () => renderTemplateSend(ctx.documents, principal.projectId, checked);
 }
@@ -129,16 +133,13 @@ function detailOf(view: EmailView) {
 const setRateHeaders = (reply: FastifyReply, standings: RateStanding[]) => reply.headers(rateLimitHeaders(standings));
 
 export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  // Per process: the rate limiter keeps slot hints and the ledger folded usage; both are
-  // only caches in front of the shared stores.
   const deps: AdmissionDeps = {
     events: ctx.events,
     documents: ctx.documents,
-    rateLimits: new RateLimiter(ctx.documents),
-    usage: new UsageLedger(ctx.events),
+    rateLimits: ctx.services.rateLimits,
+    usage: ctx.services.usage,
     now: ctx.now,
   };
-  app.addHook('onClose', async () => deps.rateLimits.close());
 
   // The key is checked as soon as the headers are in, before the body is read: an
   // unauthenticated caller can make the server neither buffer 10 MiB nor learn what a valid
@@ -164,7 +165,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       admission = await admitEmail(
         deps,
         { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment },
-        { body, idempotencyKey, prepare },
+        { body, idempotencyKey, prepare, origin: originOfRequest(request.id) },
       );
     } catch (error) {
       const standing = error instanceof RelayError ? (error.details.standing as RateStanding | undefined) : undefined;

@@ -9,6 +9,8 @@ import {
 } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
 import { generateDkimKeyPair } from '../../../infra/dns/dkim-keys.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { sealDkimKey } from '../dkim-key-vault.ts';
 import type { DnsLookup } from '../../../infra/dns/verify-domain.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
@@ -87,6 +89,7 @@ export async function createDomain(
   documents: DocumentStore,
   input: { workspaceId: string; name: string },
   now: Date,
+  secrets: SecretBox,
 ): Promise<SendingDomain> {
   const name = normalizeSendingDomainName(input.name);
   const taken = () => conflict(`the domain ${name} already exists in this workspace`);
@@ -99,7 +102,7 @@ export async function createDomain(
     name,
     dkimSelector: key.selector,
     dkimPublicKeyBase64: key.publicKeyBase64,
-    dkimPrivateKeyPem: key.privateKeyPem,
+    dkimPrivateKeySealed: sealDkimKey(secrets, key.privateKeyPem),
     mailFromSubdomain: MAIL_FROM_SUBDOMAIN,
     status: 'pending',
     checks: null,

@@ -1,6 +1,7 @@
 // One non-interactive path from an empty data directory to a working API key:
 // user → workspace (owned) → project → verified domain connected to it → key (+ a session).
 // Re-running with the same names reuses what exists and adds a fresh key; nothing is deleted.
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { randomBytes } from 'node:crypto';
 import { RelayError, validationError } from '../../../domain/errors.ts';
 import { PERMISSIONS, sessionCookieNameFor, type Environment, type User } from '../../../domain/management.ts';
@@ -60,6 +61,8 @@ export interface SetupDeps {
   config: Pick<RelayConfig, 'env' | 'mailHost' | 'dnsServers'>;
   /** Real DNS; null: do not ask DNS (only sensible with trustDomain). */
   dns: DnsLookup | null;
+  /** Seals the DKIM private key of a domain it creates. */
+  secrets: SecretBox;
   now: () => Date;
   /** Progress lines for a human (stderr in the CLI). */
   log: (line: string) => void;
@@ -148,7 +151,7 @@ export async function runSetup(deps: SetupDeps, options: SetupOptions): Promise<
   let domain = await findDomainByName(documents, workspaceId, options.domain);
   if (!domain) {
     try {
-      domain = await createDomain(documents, { workspaceId, name: options.domain }, now());
+      domain = await createDomain(documents, { workspaceId, name: options.domain }, now(), deps.secrets);
       log(`created domain ${domain.name} (${domain._id}) with DKIM selector ${domain.dkimSelector}`);
     } catch (error) {
       if (!(error instanceof RelayError && error.code === 'conflict')) throw error;

@@ -3,25 +3,32 @@
 // and (sealed) bodies plus the template's id and revision, so editing or deleting the template
 // later never changes an accepted email. The idempotency fingerprint stays that of the body as
 // sent (admission computes it from `body`): it covers the template send, not its rendering.
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { TemplateReference } from '../../../domain/email/events.ts';
 import { checkHeaders, checkTags, normalizeEnvelope, type NormalizedSend } from '../../../domain/email/send-request.ts';
-import { RelayError, notFound } from '../../../domain/errors.ts';
+import { notFound } from '../../../domain/errors.ts';
 import { checkTemplateVariables, invalidVariables, type TemplateVariables } from '../../../domain/templates/variables.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
-import { TemplateSendBody } from '../../api/plugins/template-send.schemas.ts';
 import { compiledTemplateOf } from './compiled-templates.ts';
 import { findTemplateBySlug } from './templates.ts';
 
-const templateSendChecker = TypeCompiler.Compile(TemplateSendBody);
+/** A TemplateSend body whose shape the HTTP layer checked against its schema already. */
+export interface TemplateSendInput {
+  from: string;
+  to: string | string[];
+  cc?: string | string[];
+  bcc?: string | string[];
+  reply_to?: string;
+  template: string;
+  variables?: unknown;
+  headers?: Record<string, string>;
+  tags?: Record<string, string>;
+  metadata?: Record<string, unknown>;
+}
 
 /** A body holding `template` is a template send (spec: POST /v1/emails). */
 export function isTemplateSend(body: unknown): boolean {
   return body !== null && typeof body === 'object' && !Array.isArray(body) && 'template' in body;
 }
-
-/** "/to/3" → "to[3]" */
-const fieldOf = (path: string) => path.split('/').filter(Boolean).reduce((a, s) => (/^\d+$/.test(s) ? `${a}[${s}]` : a ? `${a}.${s}` : s), '');
 
 /** A template send checked as far as it can be without its template. */
 export interface CheckedTemplateSend {
@@ -35,21 +42,15 @@ export interface CheckedTemplateSend {
 
 /**
  * Everything that can be checked without the template, so it runs before admission looks at
- * replays and rate limits: 400 validation_error for the body (naming the field), 422
+ * replays and rate limits: 400 validation_error for mailboxes, headers and tags, 422
  * invalid_template_variables for variables that break TemplateVariables.
  */
-export function checkTemplateSend(body: unknown): CheckedTemplateSend {
-  if (!templateSendChecker.Check(body)) {
-    const first = templateSendChecker.Errors(body).First();
-    const field = first ? fieldOf(first.path) : '';
-    const message = (first?.schema as { errorMessage?: string } | undefined)?.errorMessage ?? first?.message ?? 'is invalid';
-    throw new RelayError('validation_error', `body${field ? `.${field}` : ''}: ${message}`);
-  }
+export function checkTemplateSend(body: TemplateSendInput): CheckedTemplateSend {
   return {
     envelope: normalizeEnvelope(body),
     headers: checkHeaders(body.headers),
     tags: checkTags(body.tags),
-    metadata: (body.metadata ?? {}) as Record<string, unknown>,
+    metadata: body.metadata ?? {},
     slug: body.template,
     variables: checkTemplateVariables(body.variables),
   };
@@ -77,13 +78,4 @@ export async function renderTemplateSend(documents: DocumentStore, projectId: st
   };
   const reference: TemplateReference = { id: template._id, slug: template.slug, revision: template.revision };
   return { send, template: reference };
-}
-
-/**
- * A TemplateSend body → the send to admit and the template it used. 400 validation_error
- * for the body, 404 not_found when the slug names no template of the project, 422
- * invalid_template_variables when the variables do not fit (a missing one is named).
- */
-export async function prepareTemplateSend(documents: DocumentStore, projectId: string, body: unknown): Promise<{ send: NormalizedSend; template: TemplateReference }> {
-  return renderTemplateSend(documents, projectId, checkTemplateSend(body));
 }

@@ -1,0 +1,49 @@
+// `relay outbox list` and `relay outbox show <emailId>`: what the outbox transport wrote.
+import { loadConfig } from '../../infra/config.ts';
+import { openServices, openStores } from '../runtime.ts';
+import { outboxMessage, outboxMessages } from '../services/outbox.ts';
+
+const USAGE = [
+  'usage: relay outbox list [--limit N]      the newest messages in $RELAY_DATA_DIR/outbox',
+  '       relay outbox show <emailId>        print one message exactly as written (.eml, DKIM-signed)',
+].join('\n');
+
+export async function outbox(args: string[]): Promise<number> {
+  const [verb, ...rest] = args;
+  if (verb === '--help' || verb === '-h') {
+    console.log(USAGE);
+    return 0;
+  }
+  const limitAt = rest.indexOf('--limit');
+  const limit = limitAt >= 0 ? Number(rest[limitAt + 1]) : 20;
+  const listArgsOk = verb === 'list' && (rest.length === 0 || (rest.length === 2 && limitAt === 0 && Number.isInteger(limit) && limit >= 1));
+  const showArgsOk = verb === 'show' && rest.length === 1 && /^[A-Za-z0-9_-]{1,64}$/.test(rest[0]);
+  if (!listArgsOk && !showArgsOk) {
+    console.error(USAGE);
+    return 2;
+  }
+  const config = loadConfig();
+  const stores = await openStores(config);
+  try {
+    const services = await openServices(config, stores);
+    try {
+      if (verb === 'show') {
+        const raw = await outboxMessage(stores.documents, services.outboxDir, rest[0]);
+        if (!raw) {
+          console.error(`relay: no outbox message for ${rest[0]} in ${services.outboxDir}`);
+          return 1;
+        }
+        process.stdout.write(raw);
+        return 0;
+      }
+      const messages = await outboxMessages(stores.documents, services.outboxDir, { limit });
+      if (messages.length === 0) console.error(`(the outbox ${services.outboxDir} is empty)`);
+      for (const m of messages) console.log(`${m.emailId}  ${m.writtenAt}  ${String(m.size).padStart(7)} B  ${m.toAddresses.join(', ')}  ${JSON.stringify(m.subject ?? '')}`);
+      return 0;
+    } finally {
+      await services.close();
+    }
+  } finally {
+    await stores.close();
+  }
+}

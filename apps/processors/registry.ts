@@ -1,0 +1,11 @@
+// Every processor Relay runs. `relay start` runs them all in-process, `relay processor <name>`
+// runs one as its own consumer group; /readyz and `relay processor --help` read this list.
+import { emailProjector } from './email-projector.ts';
+
+export const PROCESSORS = [emailProjector] as const;
+
+export type ProcessorName = (typeof PROCESSORS)[number]['name'];
+
+export const processorNames = (): ProcessorName[] => PROCESSORS.map((p) => p.name);
+
+export const processorNamed = (name: string) => PROCESSORS.find((p) => p.name === name);

@@ -1,0 +1,200 @@
+// Carries out one step of an email's delivery, as the delivery decider rules it:
+//   attempt: claim (only the instance whose claim is appended goes on) → open the body →
+//            sign → one SMTP transaction per recipient, each with its own VERP return path →
+//            record what each recipient's transaction came to;
+//   recover: a claim still open past its grace period means its sender died mid-attempt:
+//            the attempt becomes delivery_unknown, and nothing is sent again.
+// The window between a claim and its outcome is the one place where a crash leaves the fate
+// of a message unknown; it lasts as long as the SMTP transactions of one attempt.
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
+import { DELIVERY_CLAIM_GRACE_MS, type RecipientResultReport } from '../../../domain/email/delivery.ts';
+import { emailStreamId, type AdmittedMessage, type EmailContent, type RecordedEmailEvent } from '../../../domain/email/events.ts';
+import { pendingRecipients } from '../../../domain/email/state.ts';
+import type { CommandOrigin } from '../../../domain/events/metadata.ts';
+import type { SendingDomain } from '../../../domain/management.ts';
+import { parseMailbox } from '../../../domain/mailbox.ts';
+import { composeMessage, newMessageId } from '../../../infra/mail/compose.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
+import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { handleCommand } from '../command-handler.ts';
+import { openContent } from '../content-vault.ts';
+import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
+import { emailDecider, readEmailStream } from '../email-stream.ts';
+import { findDomainByName } from '../management/domains.ts';
+import type { SendRateGate } from '../send-rate.ts';
+import { syncWorkItem, type WorkItem } from './work-items.ts';
+
+export interface DeliveryDeps {
+  events: EventStore;
+  documents: DocumentStore;
+  secrets: SecretBox;
+  transport: MailTransport;
+  sendRate: SendRateGate;
+  now: () => Date;
+  /** RELAY_DELIVERY_RETRY_SCALE: on retry delays and the claim grace period. */
+  retryScale: number;
+  /** Transactions of one email run at the same time, at most. */
+  parallelTransactions?: number;
+}
+
+/** Names this process in its claims, so a claim can be told apart from another instance's. */
+export const SENDER_INSTANCE = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+
+/** Whom one attempt goes to: each distinct address once, under the index it first appears at. */
+interface Target {
+  index: number;
+  address: string;
+  /** Other indexes with the same address (listed twice, or in To and BCC): they share its outcome. */
+  alsoIndexes: number[];
+}
+
+function targetsOf(message: AdmittedMessage, bcc: string[], pending: number[]): Target[] {
+  const addresses = [...message.toAddresses, ...message.ccAddresses, ...bcc.map((m) => {
+    const parsed = parseMailbox(m);
+    return parsed.ok ? parsed.value.normalized : m.toLowerCase();
+  })];
+  const byAddress = new Map<string, Target>();
+  for (const index of pending) {
+    const address = addresses[index];
+    if (address === undefined) continue;
+    const known = byAddress.get(address);
+    if (known) known.alsoIndexes.push(index);
+    else byAddress.set(address, { index, address, alsoIndexes: [] });
+  }
+  return [...byAddress.values()];
+}
+
+function report(target: Target, outcome: RecipientOutcome | undefined): RecipientResultReport[] {
+  const base = outcome
+    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000) }
+    : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
+  return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
+}
+
+async function mapLimited<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await work(items[i]);
+    }
+  }));
+  return results;
+}
+
+/** The exact bytes: headers as admitted, bodies as rendered at admission, DKIM-signed with the domain's key. */
+function compose(deps: DeliveryDeps, message: AdmittedMessage, content: EmailContent, domain: SendingDomain, messageId: string) {
+  return composeMessage({
+    from: message.from,
+    to: message.to,
+    cc: message.cc,
+    replyTo: message.replyTo,
+    subject: message.subject,
+    html: content.html,
+    text: content.text,
+    headers: message.headers,
+    messageId,
+    // The admission time: every attempt sends the same message.
+    date: new Date(message.occurredAt),
+    dkim: { domainName: domain.name, keySelector: domain.dkimSelector, privateKey: dkimPrivateKeyOf(domain, deps.secrets) },
+  });
+}
+
+export type StepResult = 'sent' | 'recovered' | 'nothing_to_do';
+
+/** Runs a work item's step. Never sends twice for one claim; never throws for a delivery outcome. */
+export async function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
+  return item.step === 'recover' ? recover(deps, item) : attempt(deps, item);
+}
+
+async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
+  const stream = emailStreamId(item._id);
+  const handled = await handleCommand(deps.events, stream, emailDecider, {
+    type: 'FailDelivery',
+    attempt: item.attempt,
+    claimedBy: null,
+    failureCode: 'delivery_unknown',
+    reason: 'the sender stopped during this attempt; the message may have been accepted, so it is not sent again',
+    at: deps.now().toISOString(),
+    graceMs: DELIVERY_CLAIM_GRACE_MS * deps.retryScale,
+  }, { origin: item.origin, attempts: 3 });
+  await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, handled);
+  return handled.events.length > 0 ? 'recovered' : 'nothing_to_do';
+}
+
+async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
+  const stream = emailStreamId(item._id);
+  const history = await readEmailStream(deps.events, item._id);
+  const admitted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
+  const loaded = { state: emailDecider.fold(history, emailDecider.initialState()), revision: history.length - 1 };
+  const pending = pendingRecipients(loaded.state.delivery);
+  if (!admitted || pending.length === 0) {
+    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, loaded);
+    return 'nothing_to_do';
+  }
+  // Provider rate first: the claim → outcome window (where a crash makes delivery_unknown)
+  // should hold only the SMTP transactions.
+  for (let i = 0; i < pending.length; i++) await deps.sendRate.acquire();
+
+  const claim = await handleCommand(deps.events, stream, emailDecider, {
+    type: 'ClaimDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, transport: deps.transport.name, at: deps.now().toISOString(),
+  }, { origin: item.origin, loaded, attempts: 3 });
+  if (claim.events.length === 0) {
+    // Another instance claimed it, or the item was stale: the stream says what is due now.
+    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, claim);
+    return 'nothing_to_do';
+  }
+  const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
+  const message = admitted.data;
+  const fail = (failureCode: string, reason: string) => handleCommand(deps.events, stream, emailDecider, {
+    type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(), graceMs: 0,
+  }, { origin: after, loaded: claim, attempts: 3 });
+
+  const content = await openContent(deps.documents, message.content, deps.now());
+  if (!content) {
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('content_expired', 'the message body was destroyed (retention) before it could be sent'));
+    return 'sent';
+  }
+  const domain = await findDomainByName(deps.documents, message.workspaceId, message.fromDomain);
+  if (!domain) {
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('sender_domain_unavailable', `the sending domain ${message.fromDomain} no longer exists, so there is no key to sign with`));
+    return 'sent';
+  }
+  const messageId = newMessageId(message.emailId, message.fromDomain);
+  let raw: Buffer;
+  try {
+    ({ raw } = await compose(deps, message, content, domain, messageId));
+  } catch (error) {
+    // Nothing went out: the attempt fails for good rather than waiting out the grace period.
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('message_unbuildable', `the message could not be built and signed: ${(error as Error).message}`));
+    return 'sent';
+  }
+  const mailFromDomain = `${domain.mailFromSubdomain}.${domain.name}`;
+  const targets = targetsOf(message, content.bcc, pending);
+  let providerMessageId: string | null = null;
+  const reports = (await mapLimited(targets, deps.parallelTransactions ?? 5, async (target) => {
+    const mailFrom = verpAddress({ emailId: message.emailId, recipientIndex: target.index, mailFromDomain }, (data) => deps.secrets.mac(VERP_MAC_PURPOSE, data));
+    const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId });
+    providerMessageId ??= outcome.providerMessageId;
+    return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0]);
+  })).flat();
+
+  const recorded = await handleCommand(deps.events, stream, emailDecider, {
+    type: 'RecordAttempt',
+    attempt: item.attempt,
+    claimedBy: SENDER_INSTANCE,
+    transport: deps.transport.name,
+    messageId,
+    providerMessageId,
+    results: reports,
+    at: deps.now().toISOString(),
+    retryScale: deps.retryScale,
+  }, { origin: after, loaded: claim, attempts: 3 });
+  await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, recorded);
+  return 'sent';
+}

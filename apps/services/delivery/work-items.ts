@@ -1,0 +1,71 @@
+// The sender's schedule: one document per email with a delivery step due, in the `deliveries`
+// collection, found by due time. It is derived from the email's stream (never the other way
+// round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
+// syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
+import { emailStreamId } from '../../../domain/email/events.ts';
+import { DELIVERY_CLAIM_GRACE_MS } from '../../../domain/email/delivery.ts';
+import type { EmailState } from '../../../domain/email/state.ts';
+import type { CommandOrigin } from '../../../domain/events/metadata.ts';
+import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
+import { COLLECTIONS } from '../collections.ts';
+import { loadStream, type Loaded } from '../command-handler.ts';
+import { emailDecider } from '../email-stream.ts';
+
+export interface WorkItem {
+  _id: string;
+  /** attempt: send attempt `attempt`; recover: declare attempt `attempt` delivery_unknown if its claim is still open. */
+  step: 'attempt' | 'recover';
+  attempt: number;
+  dueAt: string;
+  /** The stream revision this item was derived from: an older view never overwrites a newer one. */
+  streamRevision: number;
+  /** Correlation and cause for the events the step appends. */
+  origin: CommandOrigin;
+}
+
+export const workItems = (documents: DocumentStore) => documents.collection<WorkItem>(COLLECTIONS.deliveries);
+
+export async function ensureWorkItemIndexes(documents: DocumentStore): Promise<void> {
+  await workItems(documents).ensureIndexes([{ name: 'dueAt', fields: [['dueAt', 'asc'], ['_id', 'asc']] }]);
+}
+
+/** What the schedule should say for an email in `state`; null when nothing more is due. */
+export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, graceScale: number): WorkItem | null {
+  const d = state.delivery;
+  if (!state.emailId || state.admission?.status !== 'queued' || d.finished) return null;
+  if (d.openClaim) {
+    const dueAt = new Date(Date.parse(d.openClaim.claimedAt) + DELIVERY_CLAIM_GRACE_MS * graceScale).toISOString();
+    return { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt, streamRevision: revision, origin };
+  }
+  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin };
+}
+
+/**
+ * Brings the email's work item in line with its stream (`loaded`, or read now). Safe to run
+ * anywhere, any number of times: it only moves forward in stream revision.
+ */
+export async function syncWorkItem(
+  documents: DocumentStore, events: EventStore, emailId: string, origin: CommandOrigin, graceScale: number, loaded?: Loaded<EmailState>,
+): Promise<WorkItem | null> {
+  const { state, revision } = loaded ?? (await loadStream(events, emailStreamId(emailId), emailDecider));
+  const desired = desiredWorkItem(state, revision, origin, graceScale);
+  const items = workItems(documents);
+  for (;;) {
+    const current = await items.get(emailId);
+    if (current && current.streamRevision > revision) return current;
+    if (!desired) {
+      if (current) await items.delete(emailId, current._v);
+      return null;
+    }
+    if (current && current.streamRevision === revision && current.step === desired.step && current.attempt === desired.attempt) return current;
+    try {
+      if (!current) return await items.insert(desired);
+      const replaced = await items.replace(desired, current._v);
+      if (replaced) return replaced;
+    } catch (error) {
+      if (!(error instanceof DuplicateKeyError)) throw error;
+    }
+    // Someone else wrote it meanwhile: look again.
+  }
+}

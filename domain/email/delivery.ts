@@ -1,0 +1,162 @@
+// The delivery decider: who may send an email's next attempt, what a transport's answer means
+// for each recipient, when the next attempt is due, and when an attempt's fate is unknown.
+// The sender processor (apps/processors/sender.ts) only carries these decisions out.
+import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, EmailEvent, RecipientAttempt } from './events.ts';
+import { pendingRecipients, type EmailState } from './state.ts';
+import type { Status } from './status.ts';
+
+/**
+ * Retries after a temporary failure: the first within a minute, then spreading out, until 24
+ * hours after the first attempt. RELAY_DELIVERY_RETRY_SCALE multiplies every figure (tests).
+ */
+export const DELIVERY_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 3_600_000, 4 * 3_600_000];
+export const DELIVERY_RETRY_WINDOW_MS = 24 * 3_600_000;
+/**
+ * How long a claim may stay open before its attempt is declared delivery_unknown. Longer than
+ * any attempt can take (transport timeouts are minutes), so only a dead sender's claim expires.
+ */
+export const DELIVERY_CLAIM_GRACE_MS = 10 * 60_000;
+
+/** What a transport said for one recipient (infra/ports/mail-transport.ts). */
+export type TransportResult = 'accepted' | 'delivered' | 'rejected' | 'deferred' | 'unknown';
+
+export interface RecipientResultReport {
+  index: number;
+  result: TransportResult;
+  smtpCode: number | null;
+  enhancedCode: string | null;
+  response: string;
+}
+
+export interface ClaimDelivery {
+  type: 'ClaimDelivery';
+  attempt: number;
+  claimedBy: string;
+  transport: string;
+  at: string;
+}
+
+export interface RecordAttempt {
+  type: 'RecordAttempt';
+  attempt: number;
+  claimedBy: string;
+  transport: string;
+  messageId: string;
+  providerMessageId: string | null;
+  results: RecipientResultReport[];
+  at: string;
+  /** RELAY_DELIVERY_RETRY_SCALE. */
+  retryScale: number;
+}
+
+export interface FailDelivery {
+  type: 'FailDelivery';
+  attempt: number;
+  /** The instance that holds the claim; null when recovering a claim someone left open. */
+  claimedBy: string | null;
+  failureCode: string;
+  reason: string;
+  at: string;
+  /** For recovery: the claim must be older than this (scaled DELIVERY_CLAIM_GRACE_MS). */
+  graceMs: number;
+}
+
+export type DeliveryCommand = ClaimDelivery | RecordAttempt | FailDelivery;
+
+/** When attempt `attempt + 1` is due after `attempt` failed temporarily; null once past the window. */
+export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: string, scale: number): string | null {
+  const delay = DELIVERY_RETRY_DELAYS_MS[Math.min(attempt - 1, DELIVERY_RETRY_DELAYS_MS.length - 1)] * scale;
+  const due = Date.parse(at) + delay;
+  return due <= Date.parse(firstAttemptAt) + DELIVERY_RETRY_WINDOW_MS * scale ? new Date(due).toISOString() : null;
+}
+
+/**
+ * A refusal is the whole story for a relay (the message was `rejected` at submission); from a
+ * recipient's own MX (transport `mx`) it is that recipient's hard bounce.
+ */
+function statusOf(result: TransportResult, transport: string, retrying: boolean): Status {
+  switch (result) {
+    case 'accepted': return 'sent';
+    case 'delivered': return 'delivered';
+    case 'rejected': return transport === 'mx' ? 'hard_bounced' : 'rejected';
+    case 'unknown': return 'failed';
+    case 'deferred': return retrying ? 'delayed' : transport === 'mx' ? 'soft_bounced' : 'failed';
+  }
+}
+
+const addressOf = (state: EmailState, index: number): string | null => state.visibleAddresses[index] ?? null;
+
+export function decideClaim(command: ClaimDelivery, state: EmailState): DeliveryClaimed[] {
+  const d = state.delivery;
+  if (state.admission?.status !== 'queued' || d.finished || d.openClaim) return [];
+  // A stale or early request (another instance got further, or the retry is not due): nothing.
+  if (command.attempt !== d.attempts + 1) return [];
+  if (d.nextAttemptAt !== null && d.nextAttemptAt > command.at) return [];
+  return [{ type: 'DeliveryClaimed', data: { attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport, occurredAt: command.at } }];
+}
+
+export function decideAttemptOutcome(command: RecordAttempt, state: EmailState): DeliveryAttempted[] {
+  const claim = state.delivery.openClaim;
+  if (!claim || claim.attempt !== command.attempt || claim.claimedBy !== command.claimedBy) return [];
+  const reported = new Map(command.results.map((r) => [r.index, r]));
+  const pending = pendingRecipients(state.delivery);
+  // A recipient the transport said nothing about was not tried: a temporary failure.
+  const results = pending.map((index) => reported.get(index) ?? { index, result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'not attempted' });
+  const retryAt = results.some((r) => r.result === 'deferred')
+    ? nextAttemptAt(command.attempt, state.delivery.firstAttemptAt ?? command.at, command.at, command.retryScale)
+    : null;
+  const recipients: RecipientAttempt[] = results.map((r) => ({
+    index: r.index,
+    address: addressOf(state, r.index),
+    status: statusOf(r.result, command.transport, retryAt !== null),
+    smtpCode: r.smtpCode,
+    enhancedCode: r.enhancedCode,
+    response: r.response,
+  }));
+  const failureCode = results.some((r) => r.result === 'unknown')
+    ? 'delivery_unknown'
+    : recipients.some((r) => r.status === 'failed') ? 'provider_unavailable'
+      : recipients.some((r) => r.status === 'rejected') ? 'provider_rejected' : null;
+  return [{
+    type: 'DeliveryAttempted',
+    data: {
+      attempt: command.attempt,
+      transport: command.transport,
+      messageId: command.messageId,
+      providerMessageId: command.providerMessageId,
+      recipients,
+      nextAttemptAt: retryAt,
+      failureCode,
+      occurredAt: command.at,
+    },
+  }];
+}
+
+export function decideFailure(command: FailDelivery, state: EmailState): DeliveryFailed[] {
+  const claim = state.delivery.openClaim;
+  if (!claim || claim.attempt !== command.attempt) return [];
+  if (command.claimedBy === null) {
+    // Recovery: only a claim nobody finished within the grace period.
+    if (Date.parse(claim.claimedAt) + command.graceMs > Date.parse(command.at)) return [];
+  } else if (claim.claimedBy !== command.claimedBy) {
+    return [];
+  }
+  return [{
+    type: 'DeliveryFailed',
+    data: {
+      attempt: command.attempt,
+      failureCode: command.failureCode,
+      reason: command.reason,
+      recipients: pendingRecipients(state.delivery).map((index) => ({ index, address: addressOf(state, index) })),
+      occurredAt: command.at,
+    },
+  }];
+}
+
+export function decideDelivery(command: DeliveryCommand, state: EmailState): EmailEvent[] {
+  switch (command.type) {
+    case 'ClaimDelivery': return decideClaim(command, state);
+    case 'RecordAttempt': return decideAttemptOutcome(command, state);
+    case 'FailDelivery': return decideFailure(command, state);
+  }
+}

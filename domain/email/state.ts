@@ -1,0 +1,106 @@
+// The state of one email as its deciders see it, folded from the email's stream.
+import type { AdmissionResult } from './admission.ts';
+import type { RecordedEmailEvent } from './events.ts';
+import { emailStatusOf, isFinalDeliveryStatus, type Status } from './status.ts';
+
+export interface OpenClaim {
+  attempt: number;
+  claimedBy: string;
+  claimedAt: string;
+}
+
+export interface DeliveryState {
+  /** Attempts claimed so far. */
+  attempts: number;
+  /** A claim with no outcome yet: someone is sending, or died while sending. */
+  openClaim: OpenClaim | null;
+  firstAttemptAt: string | null;
+  nextAttemptAt: string | null;
+  /** Status per recipient index (To, CC, BCC as admitted). */
+  recipients: Status[];
+  finished: boolean;
+}
+
+export interface EmailState {
+  emailId: string | null;
+  fingerprint: string | null;
+  admission: AdmissionResult | null;
+  status: Status | null;
+  /** Normalized To and CC addresses: the recipients whose addresses events may name. */
+  visibleAddresses: string[];
+  delivery: DeliveryState;
+  /** Revision of the last event applied; -1 before the first. */
+  revision: number;
+}
+
+const noDelivery: DeliveryState = { attempts: 0, openClaim: null, firstAttemptAt: null, nextAttemptAt: null, recipients: [], finished: false };
+
+export const initialEmailState: EmailState = {
+  emailId: null, fingerprint: null, admission: null, status: null, visibleAddresses: [], delivery: noDelivery, revision: -1,
+};
+
+type EmailStreamEvent = Pick<RecordedEmailEvent, 'type' | 'data'>;
+
+/** Indexes of the recipients still waiting for an outcome. */
+export const pendingRecipients = (delivery: DeliveryState): number[] =>
+  delivery.recipients.flatMap((status, index) => (isFinalDeliveryStatus(status) ? [] : [index]));
+
+function withRecipients(state: EmailState, delivery: DeliveryState): EmailState {
+  return { ...state, delivery, status: emailStatusOf(delivery.recipients.slice(0, state.visibleAddresses.length), 'queued') };
+}
+
+export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailState {
+  const e = event as RecordedEmailEvent;
+  const next = { ...state, revision: state.revision + 1 };
+  switch (e.type) {
+    case 'EmailAccepted':
+      return {
+        ...next,
+        emailId: e.data.emailId,
+        fingerprint: e.data.fingerprint,
+        admission: { id: e.data.emailId, status: 'queued', testMode: e.data.testMode, reason: null },
+        status: 'queued',
+        visibleAddresses: [...e.data.toAddresses, ...e.data.ccAddresses],
+        delivery: { ...noDelivery, recipients: Array.from({ length: e.data.recipientCount }, () => 'queued' as Status) },
+      };
+    case 'EmailSuppressed':
+      return {
+        ...next,
+        emailId: e.data.emailId,
+        fingerprint: e.data.fingerprint,
+        admission: { id: e.data.emailId, status: 'suppressed', testMode: e.data.testMode, reason: e.data.reason },
+        status: 'suppressed',
+        visibleAddresses: [...e.data.toAddresses, ...e.data.ccAddresses],
+        delivery: { ...noDelivery, finished: true },
+      };
+    case 'DeliveryClaimed': {
+      const d = next.delivery;
+      return withRecipients(next, {
+        ...d,
+        attempts: Math.max(d.attempts, e.data.attempt),
+        openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt },
+        firstAttemptAt: d.firstAttemptAt ?? e.data.occurredAt,
+        recipients: d.recipients.map((s) => (isFinalDeliveryStatus(s) ? s : 'processing')),
+      });
+    }
+    case 'DeliveryAttempted': {
+      const d = next.delivery;
+      const recipients = [...d.recipients];
+      // The sender's own outcomes come in attempt order on the stream: the latest stands
+      // (a retry that succeeds ends a delay). Only reports from outside will need the order.
+      for (const r of e.data.recipients) recipients[r.index] = r.status;
+      return withRecipients(next, { ...d, openClaim: null, nextAttemptAt: e.data.nextAttemptAt, recipients, finished: e.data.nextAttemptAt === null });
+    }
+    case 'DeliveryFailed': {
+      const d = next.delivery;
+      const recipients = [...d.recipients];
+      for (const r of e.data.recipients) recipients[r.index] = 'failed';
+      return withRecipients(next, { ...d, openClaim: null, nextAttemptAt: null, recipients, finished: true });
+    }
+    default:
+      // Events this version does not know still advance the revision.
+      return next;
+  }
+}
+
+export const foldEmail = (events: EmailStreamEvent[], state: EmailState = initialEmailState): EmailState => events.reduce(evolveEmail, state);

@@ -1,0 +1,37 @@
+// The one reading point of email streams: every stored event of an email, whatever Relay
+// version wrote it, becomes today's typed event here. Version 1 is the only one so far; a
+// change of an event's data shape bumps its version in EMAIL_SCHEMA_VERSIONS and adds the
+// conversion from the older version below, so deciders and projections only know today's.
+import { schemaVersionOf } from '../events/metadata.ts';
+import type { EmailEvent, RecordedEmailEvent } from './events.ts';
+
+export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
+  EmailAccepted: 1,
+  EmailSuppressed: 1,
+  DeliveryClaimed: 1,
+  DeliveryAttempted: 1,
+  DeliveryFailed: 1,
+};
+
+/** What an event store hands back, structurally (the domain knows no adapter). */
+export interface StoredEventLike {
+  id: string;
+  streamId: string;
+  revision: number;
+  type: string;
+  data: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
+
+const known = (type: string): type is EmailEvent['type'] => Object.hasOwn(EMAIL_SCHEMA_VERSIONS, type);
+
+export function upcastEmailEvent(stored: StoredEventLike): RecordedEmailEvent {
+  const recorded = { id: stored.id, streamId: stored.streamId, revision: stored.revision };
+  if (!known(stored.type)) return { ...recorded, type: 'UnrecognizedEvent', data: { type: stored.type } };
+  const version = schemaVersionOf(stored.metadata);
+  if (version > EMAIL_SCHEMA_VERSIONS[stored.type]) {
+    // Written by a newer Relay: this version cannot read it, and must not guess.
+    return { ...recorded, type: 'UnrecognizedEvent', data: { type: stored.type, schemaVersion: version } };
+  }
+  return { ...recorded, type: stored.type, data: stored.data } as unknown as RecordedEmailEvent;
+}

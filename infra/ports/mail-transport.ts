@@ -1,0 +1,60 @@
+// The mail transport port: puts one finished message (the exact, DKIM-signed bytes) on its way
+// to a set of recipients and says, per recipient, what happened. Three adapters implement it
+// (infra/mail/): `outbox` writes .eml files, `smtp` relays through a smarthost, `mx` is the MTA.
+//
+// A transport never retries and never sleeps: a temporary failure is reported as `deferred`
+// and the sender processor schedules the retry durably. It never throws for a delivery
+// outcome either; a throw means a programming or configuration error.
+
+export interface OutgoingMessage {
+  emailId: string;
+  /**
+   * SMTP envelope. `mailFrom` is the VERP return path of this transaction. One call may carry
+   * several recipients; the sender passes one per call when the return path is per recipient.
+   */
+  envelope: { mailFrom: string; recipients: string[] };
+  /** The RFC 5322 message exactly as it goes on the wire (CRLF line ends, DKIM-Signature first). */
+  raw: Buffer;
+  /** The Message-ID header's value without angle brackets. */
+  messageId: string;
+}
+
+/**
+ * What one recipient's transaction came to:
+ * - `accepted`: a relay (smarthost) or the outbox took it; the final outcome comes later, if ever;
+ * - `delivered`: the recipient's own MX answered 250 (mx transport);
+ * - `rejected`: a permanent (5xx) refusal, at RCPT or for the whole message;
+ * - `deferred`: a temporary failure (4xx, no connection, timeout): retry later;
+ * - `unknown`: the connection broke after DATA was sent and before the reply: it may have been
+ *   accepted, so it must never be sent again automatically.
+ */
+export type RecipientResult = 'accepted' | 'delivered' | 'rejected' | 'deferred' | 'unknown';
+
+export interface RecipientOutcome {
+  address: string;
+  result: RecipientResult;
+  /** The SMTP reply code, when there was a reply. */
+  smtpCode: number | null;
+  /** The enhanced status code of the reply (RFC 3463, e.g. "5.1.1"), when given. */
+  enhancedCode: string | null;
+  /** The server's reply text or the local error, for the timeline; never holds message content. */
+  response: string;
+  /** Which stage failed, for `rejected` / `deferred`: connection, tls, mail_from, rcpt_to, data, dns. */
+  stage?: string;
+}
+
+export interface TransportOutcome {
+  /**
+   * The provider's id for the accepted message: the smarthost's queue id when its 250 reply names
+   * one (smtp), otherwise the Message-ID. Null when nothing was accepted.
+   */
+  providerMessageId: string | null;
+  recipients: RecipientOutcome[];
+}
+
+export interface MailTransport {
+  /** `outbox`, `smtp` or `mx`. */
+  readonly name: string;
+  send(message: OutgoingMessage): Promise<TransportOutcome>;
+  close(): Promise<void>;
+}

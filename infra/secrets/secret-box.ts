@@ -1,0 +1,241 @@
+// Relay's server secret and what is derived from it: sealed values (secrets at rest, such as
+// DKIM private keys and webhook signing secrets) and MACs (VERP return paths, tokens).
+//
+// One 32-byte master key. Every use gets its own subkey by HKDF-SHA256 with the use's
+// purpose in `info`, so a value sealed or MAC'd for one purpose is worthless for any other,
+// and the master key itself never touches a cipher.
+//
+// Sealed form: `v1.<keyId>.<iv>.<ciphertext>.<tag>`, each part base64url. keyId is a short
+// HMAC fingerprint of the master key (it reveals nothing about the key) naming the key that
+// sealed the value, so opening needs no trial decryption.
+//
+// Where the master key comes from: RELAY_SECRET_KEY (32 bytes as base64 or 64 hex chars), or,
+// when unset, `<dataDir>/secret.key`, created with 32 random bytes at first start. The key file
+// suits one host; processes on several hosts must all be given the same RELAY_SECRET_KEY
+// (copy the key file's content into it when moving from embedded to distributed).
+//
+// Rotation: set RELAY_SECRET_KEY to the new key and RELAY_SECRET_KEY_PREVIOUS to the old one
+// (comma separated when there are several). New values are sealed and MAC'd with the new key;
+// values sealed with the old key stay readable, and MACs made with the old key (VERP
+// addresses of messages still in flight, whose bounces can arrive days later) are still
+// accepted by `macVerify`. Re-seal stored values before dropping the old key from the list.
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { mkdir, open, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export const KEY_BYTES = 32;
+export const KEY_FILE_NAME = 'secret.key';
+/** MACs may be truncated (to fit an address, say) but never below 80 bits. */
+export const MIN_MAC_BYTES = 10;
+
+const VERSION = 'v1';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const KEY_ID_BYTES = 6;
+const B64URL = '[A-Za-z0-9_-]';
+const SEALED = new RegExp(`^${VERSION}\\.(${B64URL}{8})\\.(${B64URL}{16})\\.(${B64URL}*)\\.(${B64URL}{22})$`);
+
+export interface SecretKeys {
+  current: Buffer;
+  previous: Buffer[];
+  /** Where the current key came from, for the startup log. */
+  source: 'env' | 'file';
+  /** The key file, when source is 'file'. */
+  keyFile: string | null;
+}
+
+export interface SecretKeyOptions {
+  /** RELAY_SECRET_KEY. */
+  secretKey?: string;
+  /** RELAY_SECRET_KEY_PREVIOUS, already split at commas (see splitKeyList). */
+  previousKeys?: string[];
+  /** Where the key file lives when secretKey is unset; null when there is no local data. */
+  dataDir: string | null;
+}
+
+export class SecretBoxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SecretBoxError';
+  }
+}
+
+/** RELAY_SECRET_KEY_PREVIOUS as a list: comma separated, blanks ignored. */
+export function splitKeyList(value: string | undefined): string[] {
+  return (value ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
+}
+
+/** 32 bytes as 64 hex chars, or base64 / base64url with or without padding. */
+export function parseKey(value: string, name = 'RELAY_SECRET_KEY'): Buffer {
+  const text = value.trim();
+  let key: Buffer | null = null;
+  if (/^[0-9a-fA-F]{64}$/.test(text)) key = Buffer.from(text, 'hex');
+  else if (/^[A-Za-z0-9+/]{43}=?$/.test(text) || /^[A-Za-z0-9_-]{43}$/.test(text)) key = Buffer.from(text, 'base64');
+  // Never echo the value: it is (or was meant to be) a secret.
+  if (key === null || key.length !== KEY_BYTES) {
+    throw new Error(`${name} must be ${KEY_BYTES} random bytes written as base64 (44 chars) or hex (64 chars); generate one with: openssl rand -base64 32`);
+  }
+  return key;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function readKeyFile(path: string): Promise<Buffer> {
+  // The winner of a creation race writes right after creating the file, so a loser may
+  // briefly see it empty; a file that stays unreadable is damaged.
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    try {
+      return parseKey(await readFile(path, 'utf8'), `The key file ${path}`);
+    } catch (error) {
+      lastError = error;
+      await sleep(20);
+    }
+  }
+  throw lastError;
+}
+
+async function keyFromFile(dataDir: string): Promise<{ key: Buffer; path: string }> {
+  const path = join(dataDir, KEY_FILE_NAME);
+  await mkdir(dataDir, { recursive: true });
+  const fresh = randomBytes(KEY_BYTES);
+  let handle;
+  try {
+    // 'wx' fails when the file exists, so of two processes starting at once exactly one
+    // creates the key and the other reads that one.
+    handle = await open(path, 'wx', 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return { key: await readKeyFile(path), path };
+  }
+  try {
+    await handle.writeFile(`${fresh.toString('base64')}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return { key: fresh, path };
+}
+
+export async function loadSecretKeys(options: SecretKeyOptions): Promise<SecretKeys> {
+  const previous = (options.previousKeys ?? []).flatMap(splitKeyList).map((k, i) => parseKey(k, `RELAY_SECRET_KEY_PREVIOUS (entry ${i + 1})`));
+  if (options.secretKey !== undefined && options.secretKey.trim() !== '') {
+    return { current: parseKey(options.secretKey), previous, source: 'env', keyFile: null };
+  }
+  if (options.dataDir === null) {
+    throw new Error('RELAY_SECRET_KEY is required: without a local data directory there is nowhere to keep a generated key (32 random bytes as base64: openssl rand -base64 32)');
+  }
+  const { key, path } = await keyFromFile(options.dataDir);
+  return { current: key, previous, source: 'file', keyFile: path };
+}
+
+const b64u = (data: Buffer): string => data.toString('base64url');
+
+class MasterKey {
+  readonly id: string;
+  readonly #key: Buffer;
+  readonly #subkeys = new Map<string, KeyObject>();
+
+  constructor(key: Buffer) {
+    if (key.length !== KEY_BYTES) throw new Error(`a master key must be ${KEY_BYTES} bytes`);
+    this.#key = Buffer.from(key);
+    this.id = b64u(createHmac('sha256', this.#key).update('relay key id').digest().subarray(0, KEY_ID_BYTES));
+  }
+
+  /** Subkeys are cached: HKDF per call would cost more than the cipher on small values. */
+  subkey(use: 'seal' | 'mac', purpose: string): KeyObject {
+    const info = `relay/${use}/${purpose}`;
+    let key = this.#subkeys.get(info);
+    if (!key) {
+      // createSecretKey: a Buffer key makes createCipheriv/createHmac import it on every call.
+      key = createSecretKey(Buffer.from(hkdfSync('sha256', this.#key, Buffer.alloc(0), info, KEY_BYTES)));
+      this.#subkeys.set(info, key);
+    }
+    return key;
+  }
+
+  mac(purpose: string, data: string | Buffer): Buffer {
+    return createHmac('sha256', this.subkey('mac', purpose)).update(data).digest();
+  }
+}
+
+function checkPurpose(purpose: string): void {
+  if (typeof purpose !== 'string' || purpose.length === 0) throw new TypeError('purpose must be a non-empty string');
+}
+
+export class SecretBox {
+  readonly #current: MasterKey;
+  /** Current first, then previous keys, by key id. */
+  readonly #keys = new Map<string, MasterKey>();
+
+  constructor(keys: Pick<SecretKeys, 'current' | 'previous'>) {
+    this.#current = new MasterKey(keys.current);
+    for (const key of [this.#current, ...keys.previous.map((k) => new MasterKey(k))]) {
+      if (!this.#keys.has(key.id)) this.#keys.set(key.id, key);
+    }
+  }
+
+  /** Fingerprint of the current key, as it appears in sealed values (safe to log). */
+  get keyId(): string {
+    return this.#current.id;
+  }
+
+  seal(plaintext: string, purpose: string): string {
+    checkPurpose(purpose);
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.#current.subkey('seal', purpose), iv);
+    cipher.setAAD(Buffer.from(purpose, 'utf8'));
+    const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return [VERSION, this.#current.id, b64u(iv), b64u(data), b64u(cipher.getAuthTag())].join('.');
+  }
+
+  open(sealed: string, purpose: string): string {
+    checkPurpose(purpose);
+    const parts = typeof sealed === 'string' ? SEALED.exec(sealed) : null;
+    if (!parts) throw new SecretBoxError('not a sealed value (expected v1.<keyId>.<iv>.<data>.<tag>)');
+    const [, keyId, iv, data, tag] = parts;
+    // Decoders ignore the spare low bits of a final base64 char; insisting on the canonical
+    // text makes every change to a sealed string detectable, not just most.
+    if (![iv, data, tag].every((part) => b64u(Buffer.from(part, 'base64url')) === part)) {
+      throw new SecretBoxError('sealed value is not canonically encoded: it was altered');
+    }
+    const key = this.#keys.get(keyId);
+    if (!key) {
+      throw new SecretBoxError(`sealed with key ${keyId}, which is neither RELAY_SECRET_KEY (${this.#current.id}) nor in RELAY_SECRET_KEY_PREVIOUS`);
+    }
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', key.subkey('seal', purpose), Buffer.from(iv, 'base64url'));
+      decipher.setAAD(Buffer.from(purpose, 'utf8'));
+      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+      return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
+    } catch {
+      throw new SecretBoxError(`sealed value does not authenticate for purpose "${purpose}": it was altered, or sealed for another purpose`);
+    }
+  }
+
+  isSealed(value: unknown): value is string {
+    return typeof value === 'string' && SEALED.test(value);
+  }
+
+  /** HMAC-SHA256 (32 bytes) with the current key's subkey for this purpose. */
+  mac(purpose: string, data: string | Buffer): Buffer {
+    checkPurpose(purpose);
+    return this.#current.mac(purpose, data);
+  }
+
+  /**
+   * True when `mac` was made for this purpose and data by the current or a previous key.
+   * A truncated MAC (at least MIN_MAC_BYTES, its leading bytes) is compared as such.
+   */
+  macVerify(purpose: string, data: string | Buffer, mac: Uint8Array): boolean {
+    checkPurpose(purpose);
+    if (mac.length < MIN_MAC_BYTES || mac.length > 32) return false;
+    let ok = false;
+    // Every key is tried, so the time taken does not say which key (if any) matched.
+    for (const key of this.#keys.values()) {
+      if (timingSafeEqual(key.mac(purpose, data).subarray(0, mac.length), mac)) ok = true;
+    }
+    return ok;
+  }
+}

@@ -1,0 +1,96 @@
+// The idempotency race made to happen: 50 admissions of one request with one Idempotency-Key
+// all read the email's (empty) stream before any of them appends, held at a barrier in front
+// of the event store. Only the store's expected-revision check can then keep the stream at
+// one admission; with `expectedRevision: 'any'` every one of them would append.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { openServices, openStores, type Stores } from '../apps/runtime.ts';
+import { admitEmail, emailIdFor, type AdmissionDeps, type Sender } from '../apps/services/admission.ts';
+import { connectDomain, createDomain, markDomainVerified } from '../apps/services/management/domains.ts';
+import { createProject } from '../apps/services/management/projects.ts';
+import { createWorkspace, setWorkspaceActivation } from '../apps/services/management/workspaces.ts';
+import { prepareStores } from '../apps/services/prepare-stores.ts';
+import { emailStreamId } from '../domain/email/events.ts';
+import { normalizeSendRequest } from '../domain/email/send-request.ts';
+import { loadConfig } from '../infra/config.ts';
+import type { EventStore } from '../infra/ports/event-store.ts';
+import { SecretBox } from '../infra/secrets/secret-box.ts';
+
+const test = suite('admission race');
+const PARALLEL = 50;
+
+interface Context { dir: string; stores: Stores; sender: Sender }
+const ctx = {} as Context;
+
+test.before(async () => {
+  ctx.dir = mkdtempSync(join(tmpdir(), 'relay-race-'));
+  ctx.stores = await openStores(loadConfig({ RELAY_DATA_DIR: ctx.dir }));
+  await prepareStores(ctx.stores.documents);
+  const now = new Date();
+  const owner = { _id: 'usr_race', email: 'race@example.test', passwordHash: 'x', createdAt: now.toISOString() };
+  const workspaceId = (await createWorkspace(ctx.stores.documents, owner, 'Race', now)).workspace._id;
+  await setWorkspaceActivation(ctx.stores.documents, workspaceId, true, now);
+  const project = await createProject(ctx.stores.documents, { workspaceId, name: 'race', environment: 'production' }, now);
+  const domain = await createDomain(ctx.stores.documents, { workspaceId, name: 'race.example.test' }, now, new SecretBox({ current: randomBytes(32), previous: [] }));
+  await markDomainVerified(ctx.stores.documents, domain._id, 'test fixture', now);
+  await connectDomain(ctx.stores.documents, domain._id, project._id);
+  ctx.sender = { keyId: 'key_race', projectId: project._id, workspaceId, environment: 'production' };
+});
+
+test.after(async () => {
+  await ctx.stores.close();
+  rmSync(ctx.dir, { recursive: true, force: true });
+});
+
+/** The event store, except that the first `count` reads of `streamId` wait until all of them arrived. */
+function withReadBarrier(events: EventStore, streamId: string, count: number): EventStore & { held: () => number } {
+  let arrived = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return new Proxy(events, {
+    get(target, property) {
+      if (property === 'held') return () => arrived;
+      if (property !== 'readStream') {
+        const value = Reflect.get(target, property, target);
+        // Adapters keep private fields: their methods must run on the adapter itself.
+        return typeof value === 'function' ? value.bind(target) : value;
+      }
+      return async (id: string, options?: Parameters<EventStore['readStream']>[1]) => {
+        const read = await target.readStream(id, options);
+        if (id === streamId && arrived < count) {
+          if (++arrived === count) open();
+          await opened;
+        }
+        return read;
+      };
+    },
+  }) as EventStore & { held: () => number };
+}
+
+test(`${PARALLEL} admissions that all read the empty stream first: one EmailAccepted, one id, one charge`, async () => {
+  const idempotencyKey = 'race-key';
+  const emailId = emailIdFor(ctx.sender.projectId, idempotencyKey);
+  const events = withReadBarrier(ctx.stores.events, emailStreamId(emailId), PARALLEL);
+  const services = await openServices(loadConfig({ RELAY_DATA_DIR: ctx.dir }), { events, documents: ctx.stores.documents });
+  const deps: AdmissionDeps = { events, documents: ctx.stores.documents, rateLimits: services.rateLimits, usage: services.usage, now: () => new Date() };
+  const body = { from: 'sender@race.example.test', to: 'ann@race.example.test', subject: 'Race', text: 'one of fifty' };
+  const send = normalizeSendRequest(body);
+  try {
+    const results = await Promise.all(Array.from({ length: PARALLEL }, (_, i) =>
+      admitEmail(deps, ctx.sender, { body, idempotencyKey, send, origin: { correlationId: `req-${i}`, causationId: `req-${i}` } })));
+    assert.is(events.held(), PARALLEL, 'every admission read the stream before any appended');
+    assert.equal(new Set(results.map((r) => r.id)), new Set([emailId]));
+    assert.is(results.filter((r) => !r.replayed).length, 1, 'exactly one admission appended');
+    const stream = await ctx.stores.events.readStream(emailStreamId(emailId));
+    assert.equal(stream.map((e) => e.type), ['EmailAccepted'], 'the stream holds one admission');
+    assert.is((await services.usage.usage(ctx.sender.workspaceId, new Date())).workspaceRecipients, 1, 'charged once');
+  } finally {
+    await services.close();
+  }
+});
+
+test.run();

@@ -1,0 +1,451 @@
+// Given/when/then tests of the delivery decider (domain/email/delivery.ts), with the status
+// order (domain/email/status.ts) and the email state it reads (domain/email/state.ts): every
+// rule has a test that fails without it. Recipients of the default message: 0 To, 1 CC, 2 BCC.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  DELIVERY_CLAIM_GRACE_MS, DELIVERY_RETRY_DELAYS_MS, DELIVERY_RETRY_WINDOW_MS, decideAttemptOutcome, decideClaim, decideDelivery,
+  decideFailure, nextAttemptAt, type ClaimDelivery, type FailDelivery, type RecipientResultReport, type RecordAttempt, type TransportResult,
+} from '../domain/email/delivery.ts';
+import type { DeliveryAttempted, EmailEvent } from '../domain/email/events.ts';
+import { evolveEmail, foldEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
+import { STATUSES, STATUS_RANK, emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
+import { BCC_INDEX, CC, CC_INDEX, T0, TO, TO_INDEX, accepted, after, recorded, suppressed, unknownEvent } from './support/email-events.ts';
+
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+const claim = (overrides: Partial<ClaimDelivery> = {}): ClaimDelivery => ({
+  type: 'ClaimDelivery', attempt: 1, claimedBy: 'sender-a', transport: 'smtp', at: after(SECOND), ...overrides,
+});
+
+const result = (index: number, outcome: TransportResult): RecipientResultReport => ({
+  index, result: outcome, smtpCode: 250, enhancedCode: '2.0.0', response: `server said ${outcome}`,
+});
+/** The same result for all three recipients. */
+const all = (outcome: TransportResult): RecipientResultReport[] => [TO_INDEX, CC_INDEX, BCC_INDEX].map((i) => result(i, outcome));
+
+const record = (results: RecipientResultReport[], overrides: Partial<RecordAttempt> = {}): RecordAttempt => ({
+  type: 'RecordAttempt', attempt: 1, claimedBy: 'sender-a', transport: 'smtp', messageId: '<m1@example.test>', providerMessageId: 'prov-1',
+  results, at: after(2 * SECOND), retryScale: 1, ...overrides,
+});
+
+const fail = (overrides: Partial<FailDelivery> = {}): FailDelivery => ({
+  type: 'FailDelivery', attempt: 1, claimedBy: 'sender-a', failureCode: 'content_expired', reason: 'the body was destroyed',
+  at: after(2 * SECOND), graceMs: DELIVERY_CLAIM_GRACE_MS, ...overrides,
+});
+
+/** The state after `events`, asserting that the decision produced exactly one event. */
+function applied(state: EmailState, events: EmailEvent[]): EmailState {
+  assert.is(events.length, 1, 'the decision should produce one event');
+  return foldEmail(events, state);
+}
+
+const queued = (): EmailState => foldEmail([accepted()]);
+const claimedBy = (overrides: Partial<ClaimDelivery> = {}, state = queued()): EmailState => applied(state, decideClaim(claim(overrides), state));
+/** An email whose attempt 1 was claimed at +1 s and got `results` at +2 s. */
+const attemptedWith = (results: RecipientResultReport[], overrides: Partial<RecordAttempt> = {}): EmailState => {
+  const state = claimedBy({ transport: overrides.transport ?? 'smtp' });
+  return applied(state, decideAttemptOutcome(record(results, overrides), state));
+};
+const outcomeOf = (state: EmailState, command: RecordAttempt): DeliveryAttempted['data'] => {
+  const events = decideAttemptOutcome(command, state);
+  assert.is(events.length, 1, 'the attempt should be recorded');
+  return events[0].data;
+};
+const statuses = (data: DeliveryAttempted['data']): Status[] => data.recipients.map((r) => r.status);
+
+// ── the status order ─────────────────────────────────────────────────────────────
+
+const order = suite('status order');
+
+order('every status has a rank; in flight below outcomes, delivery below later failures, complaint on top', () => {
+  for (const status of STATUSES) assert.type(STATUS_RANK[status], 'number', status);
+  const below = (a: Status, b: Status) => assert.ok(STATUS_RANK[a] < STATUS_RANK[b], `${a} < ${b}`);
+  below('queued', 'processing');
+  below('processing', 'sent');
+  below('sent', 'delayed');
+  below('delayed', 'delivered');
+  below('delivered', 'soft_bounced');
+  below('delivered', 'failed');
+  below('soft_bounced', 'hard_bounced');
+  below('failed', 'rejected');
+  below('hard_bounced', 'suppressed');
+  below('suppressed', 'complained');
+  assert.is(STATUS_RANK.failed, STATUS_RANK.soft_bounced);
+  assert.is(STATUS_RANK.rejected, STATUS_RANK.hard_bounced);
+});
+
+order('given a status, when a lower or equal one arrives, then the current one stands; a higher one supersedes', () => {
+  assert.is(supersede('delivered', 'sent'), 'delivered', 'a late "sent" after a DSN "delivered"');
+  assert.is(supersede('sent', 'delivered'), 'delivered');
+  assert.is(supersede('failed', 'soft_bounced'), 'failed', 'equal rank: the first stands');
+  assert.is(supersede('soft_bounced', 'failed'), 'soft_bounced');
+  assert.is(supersede('hard_bounced', 'complained'), 'complained');
+});
+
+order('given recipient statuses, when the email status is taken, then it is the highest of them and the fallback', () => {
+  assert.is(emailStatusOf(['delivered', 'hard_bounced'], 'queued'), 'hard_bounced');
+  assert.is(emailStatusOf(['hard_bounced', 'delivered'], 'queued'), 'hard_bounced', 'in any order');
+  assert.is(emailStatusOf(['sent', 'sent'], 'delayed'), 'delayed', 'never below the fallback');
+  assert.is(emailStatusOf([], 'queued'), 'queued');
+});
+
+order('final statuses end a recipient’s delivery; queued, processing and delayed do not', () => {
+  assert.equal(STATUSES.filter((s) => !isFinalDeliveryStatus(s)), ['queued', 'processing', 'simulated', 'delayed']);
+});
+
+order.run();
+
+// ── the email state ─────────────────────────────────────────────────────────────
+
+const state = suite('email state');
+
+state('given an accepted email, then every recipient (BCC included) is queued and pending, and the email is queued', () => {
+  const given = queued();
+  assert.equal(given.delivery.recipients, ['queued', 'queued', 'queued']);
+  assert.equal(pendingRecipients(given.delivery), [0, 1, 2]);
+  assert.equal(given.visibleAddresses, [TO, CC]);
+  assert.is(given.status, 'queued');
+  assert.is(given.revision, 0);
+});
+
+state('given a suppressed email, then delivery is finished with nobody pending', () => {
+  const given = foldEmail([suppressed([{ address: TO, reason: 'manual' }])]);
+  assert.is(given.delivery.finished, true);
+  assert.equal(pendingRecipients(given.delivery), []);
+  assert.is(given.status, 'suppressed');
+});
+
+state('given a claim, then pending recipients are processing and final ones stay as they are', () => {
+  const retry = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
+  const given = claimedBy({ attempt: 2, at: retry.delivery.nextAttemptAt! }, retry);
+  assert.equal(given.delivery.recipients, ['sent', 'processing', 'processing'], 'a retry’s claim ends the delay');
+  assert.is(given.status, 'sent', 'the highest of sent and processing');
+  assert.equal(pendingRecipients(given.delivery), [1, 2]);
+  assert.equal(given.delivery.openClaim, { attempt: 2, claimedBy: 'sender-a', claimedAt: retry.delivery.nextAttemptAt! });
+  assert.is(given.delivery.firstAttemptAt, after(SECOND), 'the first attempt’s time stays');
+});
+
+state('given an email, when an event of an unknown type is folded, then only the revision moves', () => {
+  const given = claimedBy();
+  const next = evolveEmail(given, recorded([unknownEvent()], 'em_test1', given.revision + 1)[0]);
+  assert.equal({ ...next, revision: given.revision }, given);
+  assert.is(next.revision, given.revision + 1);
+});
+
+state.run();
+
+// ── claims ─────────────────────────────────────────────────────────────────────
+
+const claims = suite('delivery decider: claims');
+
+claims('given a queued email, when attempt 1 is claimed, then DeliveryClaimed and the email is processing', () => {
+  const events = decideClaim(claim(), queued());
+  assert.equal(events, [{ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-a', transport: 'smtp', occurredAt: after(SECOND) } }]);
+  const next = foldEmail(events, queued());
+  assert.is(next.status, 'processing');
+  assert.is(next.delivery.firstAttemptAt, after(SECOND));
+  assert.equal(decideDelivery(claim(), queued()), events, 'decideDelivery routes ClaimDelivery here');
+});
+
+claims('given no email at all, when a claim comes, then no claim', () => {
+  assert.equal(decideClaim(claim(), initialEmailState), []);
+});
+
+claims('given a suppressed email, when a claim comes, then no claim', () => {
+  assert.equal(decideClaim(claim(), foldEmail([suppressed([{ address: TO, reason: 'manual' }])])), []);
+});
+
+claims('given a finished email (every recipient sent), when the next attempt is claimed, then no claim', () => {
+  const given = attemptedWith(all('accepted'));
+  assert.is(given.delivery.finished, true);
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given), []);
+});
+
+claims('given an open claim, when the next attempt is claimed, then no claim until the open one has an outcome', () => {
+  const given = claimedBy();
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given), []);
+  assert.equal(decideClaim(claim({ attempt: 1, claimedBy: 'sender-b' }), given), [], 'nor by another instance for the same attempt');
+});
+
+claims('given attempt 1 deferred, when a stale or skipping attempt number is claimed after the retry is due, then no claim', () => {
+  const given = attemptedWith(all('deferred'));
+  const due = given.delivery.nextAttemptAt!;
+  assert.equal(decideClaim(claim({ attempt: 1, at: due }), given), [], 'attempt 1 again');
+  assert.equal(decideClaim(claim({ attempt: 3, at: due }), given), [], 'attempt 3 before 2');
+  assert.is(decideClaim(claim({ attempt: 2, at: due }), given).length, 1, 'attempt 2 is the one');
+});
+
+claims('given attempt 1 deferred, when attempt 2 is claimed before nextAttemptAt, then no claim; at nextAttemptAt, a claim', () => {
+  const given = attemptedWith(all('deferred'));
+  const due = given.delivery.nextAttemptAt!;
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(-1, due) }), given), []);
+  assert.equal(decideClaim(claim({ attempt: 2, at: due, claimedBy: 'sender-b' }), given)[0].data, { attempt: 2, claimedBy: 'sender-b', transport: 'smtp', occurredAt: due });
+});
+
+claims.run();
+
+// ── outcomes ───────────────────────────────────────────────────────────────────
+
+const outcomes = suite('delivery decider: attempt outcomes');
+
+outcomes('given an open claim, when its holder records the attempt, then DeliveryAttempted for every pending recipient', () => {
+  const data = outcomeOf(claimedBy(), record(all('accepted')));
+  assert.equal(data, {
+    attempt: 1, transport: 'smtp', messageId: '<m1@example.test>', providerMessageId: 'prov-1',
+    recipients: [
+      { index: 0, address: TO, status: 'sent', smtpCode: 250, enhancedCode: '2.0.0', response: 'server said accepted' },
+      { index: 1, address: CC, status: 'sent', smtpCode: 250, enhancedCode: '2.0.0', response: 'server said accepted' },
+      { index: 2, address: null, status: 'sent', smtpCode: 250, enhancedCode: '2.0.0', response: 'server said accepted' },
+    ],
+    nextAttemptAt: null, failureCode: null, occurredAt: after(2 * SECOND),
+  });
+  assert.equal(decideDelivery(record(all('accepted')), claimedBy()).map((e) => e.type), ['DeliveryAttempted']);
+});
+
+outcomes('given no open claim, when an attempt is recorded, then nothing', () => {
+  assert.equal(decideAttemptOutcome(record(all('accepted')), queued()), []);
+  assert.equal(decideAttemptOutcome(record(all('accepted')), attemptedWith(all('deferred'))), [], 'the claim already has its outcome');
+});
+
+outcomes('given an open claim, when another instance or another attempt number records, then nothing', () => {
+  assert.equal(decideAttemptOutcome(record(all('accepted'), { claimedBy: 'sender-b' }), claimedBy()), []);
+  assert.equal(decideAttemptOutcome(record(all('accepted'), { attempt: 2 }), claimedBy()), []);
+});
+
+outcomes('given smtp, when the relay accepts, then sent (not delivered) and the email is finished as sent', () => {
+  const next = attemptedWith(all('accepted'));
+  assert.equal(next.delivery.recipients, ['sent', 'sent', 'sent']);
+  assert.is(next.status, 'sent');
+  assert.is(next.delivery.finished, true);
+  assert.is(next.delivery.openClaim, null);
+});
+
+outcomes('given mx, when the recipient’s server takes it, then delivered', () => {
+  const data = outcomeOf(claimedBy({ transport: 'mx' }), record(all('delivered'), { transport: 'mx' }));
+  assert.equal(statuses(data), ['delivered', 'delivered', 'delivered']);
+  assert.is(data.failureCode, null);
+});
+
+outcomes('given a refusal, then rejected from a relay (smtp, outbox) but a hard bounce from the recipient’s own MX', () => {
+  for (const transport of ['smtp', 'outbox']) {
+    const data = outcomeOf(claimedBy({ transport }), record(all('rejected'), { transport }));
+    assert.equal(statuses(data), ['rejected', 'rejected', 'rejected'], transport);
+    assert.is(data.failureCode, 'provider_rejected', transport);
+    assert.is(data.nextAttemptAt, null, transport);
+  }
+  const mx = outcomeOf(claimedBy({ transport: 'mx' }), record(all('rejected'), { transport: 'mx' }));
+  assert.equal(statuses(mx), ['hard_bounced', 'hard_bounced', 'hard_bounced']);
+  assert.is(mx.failureCode, null, 'a bounce is the recipient’s, not a failure of the provider');
+});
+
+outcomes('given several kinds of failure in one attempt, then the failure code is delivery_unknown, else provider_unavailable, else provider_rejected', () => {
+  const at = after(DELIVERY_RETRY_WINDOW_MS + HOUR);
+  const code = (...results: TransportResult[]) => outcomeOf(claimedBy(), record(results.map((r, i) => result(i, r)), { at })).failureCode;
+  assert.is(code('unknown', 'deferred', 'rejected'), 'delivery_unknown');
+  assert.is(code('rejected', 'deferred', 'accepted'), 'provider_unavailable', 'deferred past the window is failed');
+  assert.is(code('rejected', 'accepted', 'accepted'), 'provider_rejected');
+  assert.is(code('accepted', 'accepted', 'delivered'), null);
+});
+
+outcomes('given a deferral on attempt 1, then delayed and the first retry 30 s later (within a minute)', () => {
+  const data = outcomeOf(claimedBy(), record(all('deferred')));
+  assert.equal(statuses(data), ['delayed', 'delayed', 'delayed']);
+  assert.is(data.nextAttemptAt, after(30 * SECOND, after(2 * SECOND)));
+  assert.ok(Date.parse(data.nextAttemptAt!) - Date.parse(data.occurredAt) <= MINUTE);
+  assert.is(data.failureCode, null);
+  const next = foldEmail([{ type: 'DeliveryAttempted', data }], claimedBy());
+  assert.is(next.delivery.finished, false);
+  assert.is(next.status, 'delayed');
+});
+
+outcomes('given a recipient the transport said nothing about, then it was not attempted: delayed for a retry', () => {
+  const data = outcomeOf(claimedBy(), record([result(TO_INDEX, 'accepted')]));
+  assert.equal(statuses(data), ['sent', 'delayed', 'delayed']);
+  assert.equal(data.recipients.slice(1).map((r) => [r.smtpCode, r.response]), [[null, 'not attempted'], [null, 'not attempted']]);
+  assert.ok(data.nextAttemptAt !== null);
+});
+
+outcomes('given an attempt with every result accepted or refused, then no retry is scheduled', () => {
+  const data = outcomeOf(claimedBy(), record([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'rejected'), result(BCC_INDEX, 'accepted')]));
+  assert.is(data.nextAttemptAt, null);
+});
+
+outcomes('given an unknown fate, then failed with delivery_unknown (never retried: it may have gone out)', () => {
+  const data = outcomeOf(claimedBy(), record(all('unknown')));
+  assert.equal(statuses(data), ['failed', 'failed', 'failed']);
+  assert.is(data.failureCode, 'delivery_unknown');
+  assert.is(data.nextAttemptAt, null);
+});
+
+outcomes('given an unknown fate for one and a deferral for the others, then the unknown one failed, the others delayed', () => {
+  const data = outcomeOf(claimedBy(), record([result(TO_INDEX, 'unknown'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]));
+  assert.equal(statuses(data), ['failed', 'delayed', 'delayed']);
+  assert.is(data.failureCode, 'delivery_unknown');
+  assert.ok(data.nextAttemptAt !== null);
+});
+
+outcomes('given the BCC recipient, then its outcome is recorded by index with address null', () => {
+  const data = outcomeOf(claimedBy(), record(all('accepted')));
+  assert.equal(data.recipients.map((r) => [r.index, r.address]), [[0, TO], [1, CC], [2, null]]);
+});
+
+outcomes('given recipients already finished, when a later attempt reports them again, then only pending ones are recorded', () => {
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
+  const due = first.delivery.nextAttemptAt!;
+  const given = claimedBy({ attempt: 2, at: due }, first);
+  const data = outcomeOf(given, record([result(TO_INDEX, 'rejected'), result(CC_INDEX, 'accepted'), result(BCC_INDEX, 'accepted')], { attempt: 2, at: after(SECOND, due) }));
+  assert.equal(data.recipients.map((r) => [r.index, r.status]), [[1, 'sent'], [2, 'sent']]);
+  assert.is(data.failureCode, null, 'the ignored refusal leaves no failure code');
+});
+
+outcomes('given a deferral over smtp, when the relay accepts the retry, then the recipients and the email are sent', () => {
+  const first = attemptedWith(all('deferred'));
+  const due = first.delivery.nextAttemptAt!;
+  const given = claimedBy({ attempt: 2, at: due }, first);
+  const next = applied(given, decideAttemptOutcome(record(all('accepted'), { attempt: 2, at: after(SECOND, due) }), given));
+  assert.equal(next.delivery.recipients, ['sent', 'sent', 'sent']);
+  assert.is(next.status, 'sent');
+  assert.equal(pendingRecipients(next.delivery), []);
+});
+
+outcomes('given outcomes, then the email status follows the order: To delivered and CC hard bounced is hard_bounced', () => {
+  const next = attemptedWith([result(TO_INDEX, 'delivered'), result(CC_INDEX, 'rejected'), result(BCC_INDEX, 'delivered')], { transport: 'mx' });
+  assert.equal(next.delivery.recipients, ['delivered', 'hard_bounced', 'delivered']);
+  assert.is(next.status, 'hard_bounced');
+});
+
+outcomes('given outcomes, then a BCC recipient’s outcome never changes the email status', () => {
+  const bounced = attemptedWith([result(TO_INDEX, 'delivered'), result(CC_INDEX, 'delivered'), result(BCC_INDEX, 'rejected')], { transport: 'mx' });
+  assert.equal(bounced.delivery.recipients, ['delivered', 'delivered', 'hard_bounced']);
+  assert.is(bounced.status, 'delivered');
+  const failed = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'accepted'), result(BCC_INDEX, 'unknown')]);
+  assert.is(failed.status, 'sent');
+});
+
+outcomes.run();
+
+// ── retries ────────────────────────────────────────────────────────────────────
+
+const retries = suite('delivery decider: retry schedule and window');
+
+/** Attempts of one email deferred every time (each claimed when due), until no retry is scheduled. */
+function deferEveryTime(transport: string, retryScale: number) {
+  let given = queued();
+  let at = T0;
+  const delays: number[] = [];
+  for (let attempt = 1; attempt <= 60; attempt++) {
+    given = claimedBy({ attempt, at, transport }, given);
+    const data = outcomeOf(given, record(all('deferred'), { attempt, at, transport, retryScale }));
+    given = foldEmail([{ type: 'DeliveryAttempted', data }], given);
+    if (data.nextAttemptAt === null) return { delays, last: data, state: given, attempts: attempt };
+    delays.push(Date.parse(data.nextAttemptAt) - Date.parse(at));
+    at = data.nextAttemptAt;
+  }
+  return { delays, last: null, state: given, attempts: Infinity };
+}
+
+retries('given deferrals every time over smtp, then retries at 30 s, 2, 10, 30 min, 1, 2 h, then every 4 h, and failed/provider_unavailable once past 24 h', () => {
+  const { delays, last, state: final, attempts } = deferEveryTime('smtp', 1);
+  assert.equal(delays, [30 * SECOND, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR]);
+  assert.is(attempts, 12);
+  assert.ok(delays.reduce((a, b) => a + b, 0) <= DELIVERY_RETRY_WINDOW_MS);
+  assert.equal(statuses(last!), ['failed', 'failed', 'failed']);
+  assert.is(last!.failureCode, 'provider_unavailable');
+  assert.is(final.delivery.finished, true);
+  assert.is(final.status, 'failed');
+});
+
+retries('given deferrals every time over mx, then once past 24 h the recipients soft bounced (no failure code)', () => {
+  const { last, attempts } = deferEveryTime('mx', 1);
+  assert.is(attempts, 12);
+  assert.equal(statuses(last!), ['soft_bounced', 'soft_bounced', 'soft_bounced']);
+  assert.is(last!.failureCode, null);
+});
+
+retries('given retryScale 0.001, then every delay and the window shrink a thousand times', () => {
+  const { delays, attempts, last } = deferEveryTime('smtp', 0.001);
+  assert.equal(delays, [30, 120, 600, 1_800, 3_600, 7_200, 14_400, 14_400, 14_400, 14_400, 14_400]);
+  assert.is(attempts, 12);
+  assert.is(last!.failureCode, 'provider_unavailable');
+});
+
+retries('given retryScale 0.001 and a first attempt 90 s ago, then a deferral is final (the scaled window is 86.4 s)', () => {
+  const data = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND), retryScale: 0.001 }));
+  assert.equal(statuses(data), ['failed', 'failed', 'failed']);
+  const unscaled = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND), retryScale: 1 }));
+  assert.equal(statuses(unscaled), ['delayed', 'delayed', 'delayed']);
+});
+
+retries('nextAttemptAt: due exactly at the end of the window is still a retry; a millisecond later, none', () => {
+  const lastChance = after(DELIVERY_RETRY_WINDOW_MS - 30 * SECOND);
+  assert.is(nextAttemptAt(1, T0, lastChance, 1), after(DELIVERY_RETRY_WINDOW_MS));
+  assert.is(nextAttemptAt(1, T0, after(1, lastChance), 1), null);
+  assert.is(nextAttemptAt(100, T0, T0, 1), after(DELIVERY_RETRY_DELAYS_MS.at(-1)!), 'attempts past the list use its last delay');
+  assert.is(nextAttemptAt(2, T0, T0, 0.5), after(MINUTE));
+});
+
+retries.run();
+
+// ── failures and recovery ───────────────────────────────────────────────────────
+
+const failures = suite('delivery decider: failures and delivery_unknown recovery');
+
+failures('given an open claim, when its holder fails the delivery, then DeliveryFailed for every pending recipient (BCC by index only)', () => {
+  const given = claimedBy();
+  const events = decideFailure(fail(), given);
+  assert.equal(events, [{
+    type: 'DeliveryFailed',
+    data: {
+      attempt: 1, failureCode: 'content_expired', reason: 'the body was destroyed',
+      recipients: [{ index: 0, address: TO }, { index: 1, address: CC }, { index: 2, address: null }], occurredAt: after(2 * SECOND),
+    },
+  }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['failed', 'failed', 'failed']);
+  assert.is(next.delivery.finished, true);
+  assert.is(next.status, 'failed');
+  assert.equal(decideDelivery(fail(), given), events, 'decideDelivery routes FailDelivery here');
+});
+
+failures('given an open claim, when its holder fails it, then no grace period applies', () => {
+  assert.is(decideFailure(fail({ at: after(SECOND), graceMs: DELIVERY_CLAIM_GRACE_MS }), claimedBy()).length, 1);
+});
+
+failures('given no open claim, or a failure for another attempt, or by another instance, then nothing', () => {
+  assert.equal(decideFailure(fail(), queued()), []);
+  assert.equal(decideFailure(fail(), attemptedWith(all('accepted'))), []);
+  assert.equal(decideFailure(fail({ attempt: 2 }), claimedBy()), []);
+  assert.equal(decideFailure(fail({ claimedBy: 'sender-b' }), claimedBy()), []);
+});
+
+failures('given a claim left open, when recovery (claimedBy null) comes within the grace period, then nothing; from its end, delivery_unknown', () => {
+  const given = claimedBy({ at: T0 });
+  const recover = (at: string) => decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', reason: 'claim left open', at }), given);
+  assert.equal(recover(after(DELIVERY_CLAIM_GRACE_MS - 1)), []);
+  assert.equal(recover(after(SECOND)), []);
+  assert.is(recover(after(DELIVERY_CLAIM_GRACE_MS))[0].data.failureCode, 'delivery_unknown');
+  assert.is(recover(after(DELIVERY_CLAIM_GRACE_MS + HOUR)).length, 1);
+});
+
+failures('given a scaled grace period, when recovery comes after it, then delivery_unknown', () => {
+  const given = claimedBy({ at: T0 });
+  const graceMs = DELIVERY_CLAIM_GRACE_MS * 0.001;
+  assert.equal(decideFailure(fail({ claimedBy: null, graceMs, at: after(graceMs - 1) }), given), []);
+  assert.is(decideFailure(fail({ claimedBy: null, graceMs, at: after(graceMs) }), given).length, 1);
+});
+
+failures('given a retry left open after some recipients were sent, when recovered, then only the pending ones fail and the email status is failed', () => {
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
+  const due = first.delivery.nextAttemptAt!;
+  const given = claimedBy({ attempt: 2, at: due }, first);
+  const events = decideFailure(fail({ attempt: 2, claimedBy: null, failureCode: 'delivery_unknown', at: after(DELIVERY_CLAIM_GRACE_MS, due) }), given);
+  assert.equal(events[0].data.recipients, [{ index: 1, address: CC }, { index: 2, address: null }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['sent', 'failed', 'failed']);
+  assert.is(next.status, 'failed');
+});
+
+failures.run();

@@ -1,0 +1,98 @@
+// The outbox transport on a real temp directory: exact bytes, private permissions, one .eml
+// per email with every transaction's envelope, and the list/read helpers.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readdir, readFile, stat, utimes } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { listOutbox, OutboxTransport, readOutbox } from '../infra/mail/outbox-transport.ts';
+import type { OutgoingMessage } from '../infra/ports/mail-transport.ts';
+
+interface Context {
+  root: string;
+  dir: string;
+  transport: OutboxTransport;
+}
+
+function message(emailId: string, overrides: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return {
+    emailId,
+    envelope: { mailFrom: `b+${emailId}@bounce.example.test`, recipients: ['ann@example.org', 'bob@example.net'] },
+    // Bytes that a text round trip would damage: CRLF, a leading dot, 8-bit, no final newline.
+    raw: Buffer.concat([Buffer.from(`DKIM-Signature: v=1; d=example.test\r\nSubject: ${emailId}\r\n\r\n.dot line\r\n`), Buffer.from([0xc3, 0xa9, 0xff, 0x00])]),
+    messageId: `${emailId}@example.test`,
+    ...overrides,
+  };
+}
+
+const outbox = suite<Context>('outbox transport');
+
+outbox.before.each((ctx) => {
+  ctx.root = mkdtempSync(join(tmpdir(), 'relay-outbox-'));
+  ctx.dir = join(ctx.root, 'nested', 'outbox');
+  ctx.transport = new OutboxTransport(ctx.dir);
+});
+
+outbox.after.each(async (ctx) => {
+  await ctx.transport.close();
+  rmSync(ctx.root, { recursive: true, force: true });
+});
+
+outbox('writes the exact bytes to <dir>/<emailId>.eml, 0600 in a 0700 directory, every recipient accepted', async (ctx) => {
+  const sent = message('em_1');
+  const outcome = await ctx.transport.send(sent);
+  assert.equal(await readFile(join(ctx.dir, 'em_1.eml')), sent.raw);
+  assert.is((await stat(ctx.dir)).mode & 0o777, 0o700);
+  assert.is((await stat(join(ctx.dir, 'em_1.eml'))).mode & 0o777, 0o600);
+  assert.is((await stat(join(ctx.dir, 'em_1.envelope.json'))).mode & 0o777, 0o600);
+  assert.is(outcome.providerMessageId, 'em_1@example.test');
+  assert.equal(outcome.recipients.map((r) => [r.address, r.result, r.smtpCode]), [
+    ['ann@example.org', 'accepted', null],
+    ['bob@example.net', 'accepted', null],
+  ]);
+  // Atomic writes leave no temp files behind.
+  assert.equal((await readdir(ctx.dir)).sort(), ['em_1.eml', 'em_1.envelope.json']);
+});
+
+outbox('several transactions of one email: the bytes once, every envelope listed, a repeated one not twice', async (ctx) => {
+  const first = message('em_2', { envelope: { mailFrom: 'b+ann@bounce.example.test', recipients: ['ann@example.org'] } });
+  const second = message('em_2', { envelope: { mailFrom: 'b+bob@bounce.example.test', recipients: ['bob@example.net'] } });
+  await Promise.all([ctx.transport.send(first), ctx.transport.send(second)]);
+  await ctx.transport.send(first); // a redelivered send
+  const read = await readOutbox(ctx.dir, 'em_2');
+  assert.ok(read);
+  assert.equal(read.raw, first.raw);
+  assert.equal(read.envelopes, [
+    { mailFrom: 'b+ann@bounce.example.test', recipients: ['ann@example.org'] },
+    { mailFrom: 'b+bob@bounce.example.test', recipients: ['bob@example.net'] },
+  ]);
+});
+
+outbox('lists messages newest first and reads them back; unknown or unsafe ids read as null', async (ctx) => {
+  assert.equal(await listOutbox(ctx.dir), []); // no directory yet
+  for (const id of ['older', 'newest', 'middle']) await ctx.transport.send(message(id));
+  await utimes(join(ctx.dir, 'older.eml'), new Date('2024-01-01T00:00:00Z'), new Date('2024-01-01T00:00:00Z'));
+  await utimes(join(ctx.dir, 'middle.eml'), new Date('2024-06-01T00:00:00Z'), new Date('2024-06-01T00:00:00Z'));
+  const listed = await listOutbox(ctx.dir);
+  assert.equal(listed.map((e) => e.emailId), ['newest', 'middle', 'older']);
+  assert.is(listed[0].size, message('newest').raw.length);
+  assert.ok(listed[0].modifiedAt instanceof Date);
+  assert.equal((await readOutbox(ctx.dir, 'middle'))?.raw, message('middle').raw);
+  assert.is(await readOutbox(ctx.dir, 'missing'), null);
+  for (const unsafe of ['../outbox/older', '..', 'a/b', 'older.eml', '', 'x'.repeat(65)]) {
+    assert.is(await readOutbox(ctx.dir, unsafe), null, unsafe);
+  }
+});
+
+outbox('refuses an email id that is not a safe file name', async (ctx) => {
+  try {
+    await ctx.transport.send(message('../escape'));
+    assert.unreachable();
+  } catch (error) {
+    assert.match((error as Error).message, /invalid email id/);
+  }
+  assert.equal(await listOutbox(ctx.dir), []);
+});
+
+outbox.run();
