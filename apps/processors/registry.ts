@@ -1,8 +1,9 @@
 // Every processor Relay runs. `relay start` runs them all in-process, `relay processor <name>`
 // runs one as its own consumer group; /readyz and `relay processor --help` read this list.
 import { emailProjector } from './email-projector.ts';
+import { sender } from './sender.ts';
 
-export const PROCESSORS = [emailProjector] as const;
+export const PROCESSORS = [emailProjector, sender] as const;
 
 export type ProcessorName = (typeof PROCESSORS)[number]['name'];
 

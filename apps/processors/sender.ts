@@ -1,0 +1,119 @@
+// The sender (group `<ns>.sender`): reacts to every lifecycle event of an email by bringing its
+// work item (apps/services/delivery/work-items.ts) in line with the stream, and runs the items
+// that are due: first attempts at once, retries and claim recoveries at their time. Sending
+// happens outside the consumer's handler, so a slow destination or a failing email never holds
+// up the other emails of its partition; the handler only records what is due, durably.
+// Any number of instances share the work: claims on the email's stream pick one sender.
+import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
+import { originOfEvent } from '../../domain/events/metadata.ts';
+import { resealDkimKeys } from '../services/dkim-key-vault.ts';
+import { runDeliveryStep, type DeliveryDeps } from '../services/delivery/attempt.ts';
+import { ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
+import { ensureSendRateIndexes } from '../services/send-rate.ts';
+import { defineProcessor, type ProcessorDeps } from './processor.ts';
+
+/** Emails one instance works on at once. */
+const CONCURRENCY = 64;
+/** How often an idle instance looks for due items (retries, recoveries, other instances' leftovers). */
+const POLL_MS = 1000;
+
+export interface SenderRuntime {
+  /** Wakes the dispatcher (a first attempt was just scheduled). */
+  kick(): void;
+  stop(): Promise<void>;
+}
+
+function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRuntime {
+  const items = workItems(deps.documents);
+  const inFlight = new Map<string, Promise<void>>();
+  let stopped = false;
+  let wake: (() => void) | null = null;
+  let kicked = false;
+
+  const run = (item: WorkItem) => {
+    const work = runDeliveryStep(delivery, item).then(
+      (result) => deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result }),
+      (error) => deps.onError(new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${(error as Error).message}`, { cause: error })),
+    ).finally(() => {
+      inFlight.delete(item._id);
+      kick();
+    });
+    inFlight.set(item._id, work);
+  };
+
+  async function tick(): Promise<void> {
+    const room = CONCURRENCY - inFlight.size;
+    if (room <= 0) return;
+    const due = await items.find({
+      where: { dueAt: { lte: deps.now().toISOString() } },
+      orderBy: [['dueAt', 'asc'], ['_id', 'asc']],
+      limit: room + inFlight.size,
+    });
+    for (const item of due) {
+      if (stopped || inFlight.size >= CONCURRENCY) break;
+      if (!inFlight.has(item._id)) run(item);
+    }
+  }
+
+  function kick() {
+    kicked = true;
+    wake?.();
+  }
+
+  const loop = (async () => {
+    while (!stopped) {
+      kicked = false;
+      try {
+        await tick();
+      } catch (error) {
+        deps.onError(error as Error);
+      }
+      if (kicked || stopped) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, POLL_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = null;
+    }
+  })();
+
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+      // Attempts in flight finish (their outcome is recorded): stopping mid-transaction would
+      // leave exactly the unknown outcome that claims exist to contain.
+      await Promise.allSettled([...inFlight.values()]);
+    },
+  };
+}
+
+export const sender = defineProcessor({
+  name: 'sender',
+  summary: 'delivers queued emails through RELAY_DELIVERY (outbox, smtp or mx), with durable retries',
+  eventTypes: ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted', 'DeliveryFailed'],
+  async init(deps): Promise<SenderRuntime> {
+    await ensureWorkItemIndexes(deps.documents);
+    await ensureSendRateIndexes(deps.documents);
+    await resealDkimKeys(deps.documents, deps.services.secrets);
+    return startDispatcher(deps, {
+      events: deps.events,
+      documents: deps.documents,
+      secrets: deps.services.secrets,
+      transport: deps.services.transport(),
+      sendRate: deps.services.sendRate,
+      now: deps.now,
+      retryScale: deps.config.deliveryRetryScale,
+    });
+  },
+  async handle(event, runtime, deps) {
+    const emailId = event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+    const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.config.deliveryRetryScale);
+    if (item && item.dueAt <= deps.now().toISOString()) runtime.kick();
+  },
+});
