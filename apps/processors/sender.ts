@@ -41,16 +41,21 @@ function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRun
     inFlight.set(item._id, work);
   };
 
+  // Due items read but not started yet (no room): taken before the store is asked again, so a
+  // backlog costs one query per batch rather than one per finished send.
+  let ready: WorkItem[] = [];
+
   async function tick(): Promise<void> {
-    const room = CONCURRENCY - inFlight.size;
-    if (room <= 0) return;
-    const due = await items.find({
-      where: { dueAt: { lte: deps.now().toISOString() } },
-      orderBy: [['dueAt', 'asc'], ['_id', 'asc']],
-      limit: room + inFlight.size,
-    });
-    for (const item of due) {
-      if (stopped || inFlight.size >= CONCURRENCY) break;
+    if (CONCURRENCY - inFlight.size <= 0) return;
+    if (ready.length === 0) {
+      ready = await items.find({
+        where: { dueAt: { lte: deps.now().toISOString() } },
+        orderBy: [['dueAt', 'asc'], ['_id', 'asc']],
+        limit: 2 * CONCURRENCY,
+      });
+    }
+    while (ready.length > 0 && !stopped && inFlight.size < CONCURRENCY) {
+      const item = ready.shift()!;
       if (!inFlight.has(item._id)) run(item);
     }
   }
@@ -113,6 +118,12 @@ export const sender = defineProcessor({
   },
   async handle(event, runtime, deps) {
     const emailId = event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+    // The dispatcher syncs the item after each step it takes, so for its own events the item
+    // is usually derived from this revision or a later one already: nothing to read. An item
+    // is only ever deleted by a sync that found the delivery finished, and a partition brings
+    // an email's events in order, so a later event without an item has nothing left to do.
+    const current = await workItems(deps.documents).get(emailId);
+    if (current ? current.streamRevision >= event.revision : event.type !== 'EmailAccepted') return;
     const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.config.deliveryRetryScale);
     if (item && item.dueAt <= deps.now().toISOString()) runtime.kick();
   },
