@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
+import { startInbound } from './inbound/inbound-server.ts';
 import { startForwarder } from './processors/forwarder.ts';
 import { startProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
@@ -13,11 +14,14 @@ import { openServices, openStores, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
 
-/** retention: destroys message bodies past their seven days (apps/processors/retention.ts). */
-export type Part = 'api' | 'forwarder' | 'retention' | ProcessorName;
+/**
+ * retention: destroys message bodies past their seven days (apps/processors/retention.ts);
+ * inbound: the feedback SMTP server (apps/inbound/inbound-server.ts).
+ */
+export type Part = 'api' | 'forwarder' | 'retention' | 'inbound' | ProcessorName;
 
 /** Every part, in the order `relay start` starts them. */
-export const ALL_PARTS: Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention', 'api'];
+export const ALL_PARTS: Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention', 'inbound', 'api'];
 
 export interface RunningRelay {
   stores: Stores;
@@ -60,6 +64,14 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           onShredded: (count) => count > 0 && logger.info({ part, count }, 'message bodies past retention destroyed'),
           onError: reportError(part),
         }));
+      } else if (part === 'inbound') {
+        const inbound = await startInbound({
+          ...config.inbound, hostname: config.mailHost, events: stores.events, documents: stores.documents, secrets: services.secrets, now,
+          onError: reportError(part),
+          onReport: (summary) => logger.info({ part, ...summary }, 'report received'),
+        });
+        logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
+        running.set(part, inbound);
       } else if (part !== 'api') {
         const definition = processorNamed(part)!;
         running.set(part, await startProcessor(definition, {

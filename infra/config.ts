@@ -38,6 +38,8 @@ export interface RelayConfig {
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
   previousSecretKeys: string[];
+  /** The feedback SMTP server (bounces and complaints): where it listens, and its STARTTLS certificate. */
+  inbound: { host: string; port: number; tlsCertFile: string | null; tlsKeyFile: string | null };
 }
 
 export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
@@ -150,9 +152,15 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (sendRate !== null && !(Number.isInteger(sendRate) && sendRate >= 1 && sendRate <= 100_000)) {
     throw new ConfigError('RELAY_SEND_RATE', `must be a whole number of messages per second from 1 to 100000, got "${rateRaw}"`);
   }
+  const tlsCertFile = text(env, 'RELAY_INBOUND_TLS_CERT') ?? null;
+  const tlsKeyFile = text(env, 'RELAY_INBOUND_TLS_KEY') ?? null;
+  if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
+    throw new ConfigError(tlsCertFile ? 'RELAY_INBOUND_TLS_KEY' : 'RELAY_INBOUND_TLS_CERT', 'STARTTLS needs both RELAY_INBOUND_TLS_CERT and RELAY_INBOUND_TLS_KEY (PEM files)');
+  }
+  const listenHost = text(env, 'HOST') ?? '127.0.0.1';
   return {
     env: relayEnv,
-    host: text(env, 'HOST') ?? '127.0.0.1',
+    host: listenHost,
     port: listenPort,
     dataDir: resolve(text(env, 'RELAY_DATA_DIR') ?? './data'),
     dnsServers: list(env, 'RELAY_DNS_SERVERS', resolverAddress) ?? [],
@@ -170,5 +178,6 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     sendRate,
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },
   };
 }

@@ -1,7 +1,7 @@
 // The email read model: one document per email serving both the list (EmailSummary) and
 // the detail (EmailDetail) reads. Pure: (view, event) → view. Bodies and BCC never enter it.
 import type { AdmittedMessage, RecordedEmailEvent } from '../domain/email/events.ts';
-import { emailStatusOf, isFinalDeliveryStatus, type Status } from '../domain/email/status.ts';
+import { emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
 
 export interface TimelineEntry {
   id: string;
@@ -120,10 +120,12 @@ interface RecipientOutcomeEntry {
  * domain/email/status.ts); recipients without an address (BCC) are tracked by the deciders,
  * not shown here.
  */
-function withOutcomes(view: EmailView, outcomes: RecipientOutcomeEntry[], occurredAt: string): EmailView {
+function withOutcomes(view: EmailView, outcomes: RecipientOutcomeEntry[], occurredAt: string, merge: 'replace' | 'supersede' = 'replace'): EmailView {
   const recipients = view.recipients.map((r, index) => {
     const outcome = outcomes.find((o) => o.index === index);
-    return !outcome || outcome.status === r.status ? r : { ...r, status: outcome.status, occurredAt };
+    if (!outcome) return r;
+    const status = merge === 'replace' ? outcome.status : supersede(r.status, outcome.status);
+    return status === r.status ? r : { ...r, status, occurredAt };
   });
   const reached = (wanted: Status[]) => outcomes.some((o) => o.address !== null && wanted.includes(o.status));
   return {
@@ -142,7 +144,9 @@ function outcomeEntries(eventId: string, occurredAt: string, outcomes: Recipient
   return [...byStatus].flatMap(([status, list]) => {
     const type = OUTCOME_TIMELINE_TYPE[status];
     if (!type) return [];
-    const bounce = status === 'hard_bounced' ? { bounce_type: 'hard' } : status === 'soft_bounced' ? { bounce_type: 'soft' } : {};
+    const bounce = status === 'hard_bounced' ? { bounce_type: 'hard' }
+      : status === 'soft_bounced' ? { bounce_type: 'soft' }
+        : status === 'delayed' ? { delay_type: 'retry' } : {};
     return [{
       id: `${eventId}:${status}`,
       type,
@@ -214,6 +218,27 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
         ...withOutcomes(advanced, outcomes, occurredAt),
         failureCode: view.failureCode ?? (recipients.some((r) => r.address !== null) ? failureCode : null),
         events: [...view.events, ...outcomeEntries(event.id, occurredAt, outcomes, { attempt, failureCode })],
+      };
+    }
+    case 'RecipientReported': {
+      const { outcome, address, recipientIndex, occurredAt, status, diagnosticCode, reason, complaintType, format } = event.data;
+      // Undetermined reports are kept in the stream and change nothing here; reports about a
+      // BCC recipient never show.
+      if (outcome === 'undetermined' || address === null) return advanced;
+      const next = withOutcomes(advanced, [{ index: recipientIndex, address, status: outcome }], occurredAt, 'supersede');
+      const type = OUTCOME_TIMELINE_TYPE[outcome]!;
+      const detail = outcome === 'hard_bounced' ? { bounce_type: 'hard' }
+        : outcome === 'soft_bounced' ? { bounce_type: 'soft' }
+          : outcome === 'complained' ? { complaint_type: complaintType ?? 'abuse' }
+            : outcome === 'delayed' ? { delay_type: 'reported' } : {};
+      return {
+        ...next,
+        events: [...view.events, {
+          id: `${event.id}:${outcome}`,
+          type,
+          occurredAt,
+          payload: { source: format, ...detail, reason, recipients: [{ address, status, diagnosticCode }] },
+        }],
       };
     }
     default:

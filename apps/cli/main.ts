@@ -13,6 +13,7 @@ const commands: Record<string, CommandEntry> = {
   api: { summary: 'run only the HTTP API', run: async () => (await import('./part-commands.ts')).api },
   forwarder: { summary: 'run only the forwarder (event store → log)', run: async () => (await import('./part-commands.ts')).forwarder },
   retention: { summary: 'destroy message bodies past their seven-day retention, now and every 10 minutes', run: async () => (await import('./part-commands.ts')).retention },
+  inbound: { summary: 'run only the feedback SMTP server (bounces and complaints) on RELAY_INBOUND_SMTP_PORT', run: async () => (await import('./part-commands.ts')).inbound },
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
   projections: { summary: 'projections rebuild <name>: rebuild a read model from the event store and swap it in', run: async () => (await import('./projection-commands.ts')).projections },
   outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },

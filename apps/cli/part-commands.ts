@@ -16,6 +16,7 @@ async function runParts(parts: Part[]): Promise<number> {
 export const api = async (args: string[]) => (args.length ? usage('relay api') : runParts(['api']));
 export const forwarder = async (args: string[]) => (args.length ? usage('relay forwarder') : runParts(['forwarder']));
 export const retention = async (args: string[]) => (args.length ? usage('relay retention') : runParts(['retention']));
+export const inbound = async (args: string[]) => (args.length ? usage('relay inbound') : runParts(['inbound']));
 
 export async function processor(args: string[]): Promise<number> {
   const [name, ...rest] = args;

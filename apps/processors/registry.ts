@@ -2,8 +2,9 @@
 // runs one as its own consumer group; /readyz and `relay processor --help` read this list.
 import { emailProjector } from './email-projector.ts';
 import { sender } from './sender.ts';
+import { suppressor } from './suppressor.ts';
 
-export const PROCESSORS = [emailProjector, sender] as const;
+export const PROCESSORS = [emailProjector, sender, suppressor] as const;
 
 export type ProcessorName = (typeof PROCESSORS)[number]['name'];
 

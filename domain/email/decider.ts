@@ -2,10 +2,15 @@
 import { decideAdmission, type AdmitEmail } from './admission.ts';
 import { decideDelivery, type DeliveryCommand } from './delivery.ts';
 import type { EmailEvent } from './events.ts';
+import { decideReport, type RecordReport } from './feedback.ts';
 import type { EmailState } from './state.ts';
 
-export type EmailCommand = AdmitEmail | DeliveryCommand;
+export type EmailCommand = AdmitEmail | DeliveryCommand | RecordReport;
 
 export function decideEmail(command: EmailCommand, state: EmailState): EmailEvent[] {
-  return command.type === 'AdmitEmail' ? decideAdmission(command, state) : decideDelivery(command, state);
+  switch (command.type) {
+    case 'AdmitEmail': return decideAdmission(command, state);
+    case 'RecordReport': return decideReport(command, state);
+    default: return decideDelivery(command, state);
+  }
 }

@@ -1,6 +1,7 @@
 // Events of an email's stream (`email-<id>`). Event data is what the event store keeps
 // forever, so it never holds message bodies or BCC in clear: those travel in `content`,
 // sealed with a per-email key that is destroyed after the retention period.
+import type { ReportOutcome } from '../feedback/classify.ts';
 import type { Status } from './status.ts';
 
 export const emailStreamId = (emailId: string): string => `email-${emailId}`;
@@ -121,7 +122,35 @@ export type DeliveryFailed = {
   data: { attempt: number; failureCode: string; reason: string; recipients: Array<{ index: number; address: string | null }>; occurredAt: string };
 };
 
-export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed;
+/** What a report about one recipient said (a DSN, an ARF complaint, a bounce in plain text). */
+export type ReportedOutcome = ReportOutcome;
+
+/**
+ * A report that came back to the recipient's return path (VERP), about that recipient. Kept
+ * even when it could not be classified (`undetermined`), which changes no status.
+ */
+export type RecipientReported = {
+  type: 'RecipientReported';
+  data: {
+    /** The report's identity (its Message-ID, or a hash of its bytes): the same report twice changes nothing. */
+    reportId: string;
+    recipientIndex: number;
+    /** Null for a BCC recipient. */
+    address: string | null;
+    outcome: ReportedOutcome;
+    /** dsn (RFC 3464), arf (RFC 5965) or text (a bounce in another format). */
+    format: 'dsn' | 'arf' | 'text';
+    /** The enhanced status code the report gave, e.g. "5.1.1". */
+    status: string | null;
+    diagnosticCode: string | null;
+    reason: string;
+    /** ARF Feedback-Type (abuse, fraud, …) for a complaint. */
+    complaintType: string | null;
+    occurredAt: string;
+  };
+};
+
+export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed | RecipientReported;
 export type EmailEventType = EmailEvent['type'];
 
 /** An event of a type this version does not know (written by a newer one): skipped, never guessed at. */

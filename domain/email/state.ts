@@ -1,7 +1,7 @@
 // The state of one email as its deciders see it, folded from the email's stream.
 import type { AdmissionResult } from './admission.ts';
 import type { RecordedEmailEvent } from './events.ts';
-import { emailStatusOf, isFinalDeliveryStatus, type Status } from './status.ts';
+import { emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from './status.ts';
 
 export interface OpenClaim {
   attempt: number;
@@ -28,6 +28,8 @@ export interface EmailState {
   status: Status | null;
   /** Normalized To and CC addresses: the recipients whose addresses events may name. */
   visibleAddresses: string[];
+  /** `${reportId}:${recipientIndex}` of every report recorded. */
+  reports: ReadonlySet<string>;
   delivery: DeliveryState;
   /** Revision of the last event applied; -1 before the first. */
   revision: number;
@@ -36,8 +38,10 @@ export interface EmailState {
 const noDelivery: DeliveryState = { attempts: 0, openClaim: null, firstAttemptAt: null, nextAttemptAt: null, recipients: [], finished: false };
 
 export const initialEmailState: EmailState = {
-  emailId: null, fingerprint: null, admission: null, status: null, visibleAddresses: [], delivery: noDelivery, revision: -1,
+  emailId: null, fingerprint: null, admission: null, status: null, visibleAddresses: [], reports: new Set(), delivery: noDelivery, revision: -1,
 };
+
+export const reportKey = (reportId: string, recipientIndex: number): string => `${reportId}:${recipientIndex}`;
 
 type EmailStreamEvent = Pick<RecordedEmailEvent, 'type' | 'data'>;
 
@@ -96,6 +100,15 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       const recipients = [...d.recipients];
       for (const r of e.data.recipients) recipients[r.index] = 'failed';
       return withRecipients(next, { ...d, openClaim: null, nextAttemptAt: null, recipients, finished: true });
+    }
+    case 'RecipientReported': {
+      const d = next.delivery;
+      const reports = new Set(next.reports).add(reportKey(e.data.reportId, e.data.recipientIndex));
+      if (e.data.outcome === 'undetermined') return { ...next, reports };
+      // Reports travel the network in any order: they only ever move a recipient up.
+      const recipients = [...d.recipients];
+      recipients[e.data.recipientIndex] = supersede(recipients[e.data.recipientIndex] ?? 'queued', e.data.outcome);
+      return withRecipients({ ...next, reports }, { ...d, recipients });
     }
     default:
       // Events this version does not know still advance the revision.

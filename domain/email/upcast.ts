@@ -11,6 +11,7 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
   DeliveryClaimed: 1,
   DeliveryAttempted: 1,
   DeliveryFailed: 1,
+  RecipientReported: 1,
 };
 
 /** What an event store hands back, structurally (the domain knows no adapter). */

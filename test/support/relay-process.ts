@@ -29,7 +29,8 @@ export interface RelayProcess {
 export function spawnRelay(args: string[], env: Record<string, string>): RelayProcess {
   const child = spawn(process.execPath, [CLI, ...args], {
     cwd: ROOT,
-    env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', ...env },
+    // Any free port for the feedback SMTP server unless a test names one: test files run side by side.
+    env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', RELAY_INBOUND_SMTP_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -55,7 +56,7 @@ export function spawnRelay(args: string[], env: Record<string, string>): RelayPr
 
 /** Runs a relay command to completion; returns its exit code and output. */
 export async function runRelay(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...baseEnv(), RELAY_LOG_LEVEL: 'warn', RELAY_INBOUND_SMTP_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));

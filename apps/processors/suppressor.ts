@@ -1,0 +1,15 @@
+// The suppressor (group `<ns>.suppressor`): blocks a recipient across its workspace when a
+// report says it bounced hard or complained, or its MX refused it for good.
+import { upcastEmailEvent } from '../../domain/email/upcast.ts';
+import { applyAutomaticSuppression } from '../services/feedback/auto-suppression.ts';
+import { defineProcessor } from './processor.ts';
+
+export const suppressor = defineProcessor({
+  name: 'suppressor',
+  summary: 'adds hard-bounced and complaining recipients to their workspace\'s suppression list',
+  eventTypes: ['RecipientReported', 'DeliveryAttempted'],
+  async handle(event, _runtime, deps) {
+    const added = await applyAutomaticSuppression(deps, upcastEmailEvent(event));
+    if (added > 0) deps.onDebug?.('suppressed', { streamId: event.streamId, added });
+  },
+});

@@ -1,0 +1,62 @@
+// Hard bounces and complaints block the recipient across the workspace (spec). The entry has
+// the same shape and id as a manual block, so an owner or admin removes it the same way.
+import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../../domain/email/events.ts';
+import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
+import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
+import { emailDecider, readEmailStream } from '../email-stream.ts';
+import { suppressionsOf } from '../management/suppressions.ts';
+import { recipientAddress } from './report-targets.ts';
+
+type Reason = Extract<SuppressionEntry['reason'], 'hard_bounce' | 'complaint'>;
+
+/** The recipients (by index) an event says must be blocked, and why. */
+export function blocksIn(event: RecordedEmailEvent): Array<{ index: number; reason: Reason }> {
+  if (event.type === 'RecipientReported') {
+    if (event.data.outcome === 'hard_bounced') return [{ index: event.data.recipientIndex, reason: 'hard_bounce' }];
+    if (event.data.outcome === 'complained') return [{ index: event.data.recipientIndex, reason: 'complaint' }];
+    return [];
+  }
+  if (event.type === 'DeliveryAttempted') {
+    return event.data.recipients.filter((r) => r.status === 'hard_bounced').map((r) => ({ index: r.index, reason: 'hard_bounce' as const }));
+  }
+  return [];
+}
+
+/**
+ * Adds the blocks an event calls for. Only ever an address that was that recipient of that
+ * email: To and CC from the admitted event, BCC from its sealed content (a BCC recipient
+ * whose content is gone cannot be named, so it is not blocked).
+ */
+export async function applyAutomaticSuppression(deps: { events: EventStore; documents: DocumentStore; now: () => Date }, event: RecordedEmailEvent): Promise<number> {
+  const blocks = blocksIn(event);
+  if (blocks.length === 0) return 0;
+  const emailId = event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+  const history = await readEmailStream(deps.events, emailId);
+  const accepted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
+  if (!accepted) return 0;
+  const state = emailDecider.fold(history, emailDecider.initialState());
+  const entries = suppressionsOf(deps.documents);
+  let added = 0;
+  for (const block of blocks) {
+    const address = await recipientAddress(deps, accepted, state, block.index);
+    if (!address) continue;
+    const workspaceId = accepted.data.workspaceId;
+    try {
+      await entries.insert({
+        _id: suppressionIdOf(workspaceId, address),
+        workspaceId,
+        address,
+        reason: block.reason,
+        emailId,
+        createdAt: new Date(Date.parse(String((event.data as { occurredAt?: string }).occurredAt)) || deps.now().getTime()).toISOString(),
+        lastEventId: event.id,
+      });
+      added++;
+    } catch (error) {
+      // Blocked already (manually, or by an earlier report): one entry per address is enough.
+      if (!(error instanceof DuplicateKeyError)) throw error;
+    }
+  }
+  return added;
+}

@@ -1,0 +1,83 @@
+// A report that arrived at a return path becomes events on the email's stream: one
+// RecipientReported per recipient it is about. A report may only speak about the recipient its
+// return path names: an entry naming any other address is ignored, so no report can touch
+// (or suppress) an address that was not that recipient of that email.
+import { createHash } from 'node:crypto';
+import { emailStreamId, type ReportedOutcome } from '../../../domain/email/events.ts';
+import type { CommandOrigin } from '../../../domain/events/metadata.ts';
+import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
+import { parseReport, type ParsedReport } from '../../../infra/mail/report-parser.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
+import { handleCommand } from '../command-handler.ts';
+import { emailDecider } from '../email-stream.ts';
+import type { ReportTarget } from './report-targets.ts';
+
+export interface IngestDeps {
+  events: EventStore;
+  now: () => Date;
+}
+
+export interface IngestResult {
+  format: ParsedReport['kind'];
+  /** Per target: the outcomes recorded (empty when the report said nothing about it, or was seen before). */
+  recorded: Array<{ emailId: string; recipientIndex: number; outcomes: ReportedOutcome[] }>;
+}
+
+/**
+ * A finding's identity: the report's Message-ID (else its bytes) and what it found, so the
+ * same report twice is one finding, while a damaged copy that said nothing does not hide the
+ * intact one.
+ */
+function findingIdOf(parsed: ParsedReport, raw: Buffer, finding: Finding, position: number): string {
+  const report = parsed.reportMessageId ? `mid:${parsed.reportMessageId.toLowerCase()}` : `raw:${createHash('sha256').update(raw).digest('hex')}`;
+  return createHash('sha256').update(`${report}\n${position}\n${finding.outcome}\n${finding.status ?? ''}`).digest('base64url').slice(0, 32);
+}
+
+interface Finding {
+  outcome: ReportedOutcome;
+  status: string | null;
+  diagnosticCode: string | null;
+  reason: string;
+}
+
+/** What the report says about this target, if anything. */
+function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
+  const named = parsed.recipients.filter((r) => r.address !== '');
+  if (named.length > 0) {
+    // A BCC recipient whose address is gone (retention) cannot be matched: nothing is recorded.
+    return named.filter((r) => target.address !== null && r.address === target.address)
+      .map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
+  }
+  // Feedback loops often redact the recipient; the return path still says who it was. A
+  // feedback report without RFC 5965's required fields (User-Agent among them) is damaged,
+  // not a complaint.
+  if (parsed.complaint && parsed.complaint.userAgent !== null) {
+    return [{ outcome: complaintOutcome(parsed.complaint.feedbackType), status: null, diagnosticCode: null, reason: `complaint (${parsed.complaint.feedbackType})` }];
+  }
+  return [{ outcome: 'undetermined', status: null, diagnosticCode: null, reason: 'the report names no recipient and could not be classified' }];
+}
+
+export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], raw: Buffer, origin: CommandOrigin): Promise<IngestResult> {
+  const parsed = await parseReport(raw);
+  const recorded: IngestResult['recorded'] = [];
+  for (const target of targets) {
+    const outcomes: ReportedOutcome[] = [];
+    for (const [i, finding] of findingsFor(parsed, target).entries()) {
+      const handled = await handleCommand(deps.events, emailStreamId(target.emailId), emailDecider, {
+        type: 'RecordReport',
+        reportId: findingIdOf(parsed, raw, finding, i),
+        recipientIndex: target.recipientIndex,
+        outcome: finding.outcome,
+        format: parsed.kind,
+        status: finding.status,
+        diagnosticCode: finding.diagnosticCode,
+        reason: finding.reason.slice(0, 1000),
+        complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
+        at: deps.now().toISOString(),
+      }, { origin, attempts: 5 });
+      if (handled.events.length > 0) outcomes.push(finding.outcome);
+    }
+    recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes });
+  }
+  return { format: parsed.kind, recorded };
+}

@@ -1,0 +1,62 @@
+// Who a report is about: the recipient its return path names. A return path is only good when
+// its MAC verifies (domain/delivery/verp.ts) and it names a recipient of an email Relay
+// accepted; anything else is refused at RCPT, before a byte of the report is read.
+import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
+import type { RecordedEmailEvent } from '../../../domain/email/events.ts';
+import type { EmailState } from '../../../domain/email/state.ts';
+import { parseMailbox } from '../../../domain/mailbox.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { openContent } from '../content-vault.ts';
+import { emailDecider, readEmailStream } from '../email-stream.ts';
+
+export interface ReportTarget {
+  emailId: string;
+  recipientIndex: number;
+  /**
+   * The recipient's normalized address: To/CC from the event, BCC from the sealed content
+   * while it is kept (seven days); null once a BCC recipient's address is gone.
+   */
+  address: string | null;
+  workspaceId: string;
+}
+
+export type TargetLookup = { ok: true; target: ReportTarget } | { ok: false; reason: 'not_a_return_path' | 'unknown_email' | 'unknown_recipient' };
+
+export interface TargetDeps {
+  events: EventStore;
+  documents: DocumentStore;
+  secrets: SecretBox;
+  now: () => Date;
+}
+
+/** The address of recipient `index`: To and CC from the event, BCC from the sealed content. */
+export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now'>, accepted: RecordedEmailEvent & { type: 'EmailAccepted' }, state: EmailState, index: number): Promise<string | null> {
+  const visible = state.visibleAddresses[index];
+  if (visible !== undefined) return visible;
+  const content = await openContent(deps.documents, accepted.data.content, deps.now());
+  const bcc = content?.bcc[index - state.visibleAddresses.length];
+  if (bcc === undefined) return null;
+  const parsed = parseMailbox(bcc);
+  return parsed.ok ? parsed.value.normalized : null;
+}
+
+export async function findReportTarget(deps: TargetDeps, rcptTo: string): Promise<TargetLookup> {
+  const verp = parseVerpAddress(rcptTo, (data, mac) => deps.secrets.macVerify(VERP_MAC_PURPOSE, data, mac));
+  if ('error' in verp) return { ok: false, reason: 'not_a_return_path' };
+  const history = await readEmailStream(deps.events, verp.emailId);
+  const accepted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
+  if (!accepted) return { ok: false, reason: 'unknown_email' };
+  const state = emailDecider.fold(history, emailDecider.initialState());
+  if (verp.recipientIndex >= state.delivery.recipients.length) return { ok: false, reason: 'unknown_recipient' };
+  return {
+    ok: true,
+    target: {
+      emailId: verp.emailId,
+      recipientIndex: verp.recipientIndex,
+      address: await recipientAddress(deps, accepted, state, verp.recipientIndex),
+      workspaceId: accepted.data.workspaceId,
+    },
+  };
+}
