@@ -9,6 +9,7 @@
 //
 // Connections are pooled per MX host (a receiver like Gmail serves many domains): an idle
 // connection stays open for idleTimeoutMs and is checked with RSET before its next transaction.
+import { InFlight } from './in-flight.ts';
 import { Resolver } from 'node:dns/promises';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
@@ -235,8 +236,7 @@ export class MxTransport implements MailTransport {
   readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers'>> & { tls: NonNullable<MxTransportOptions['tls']> };
   readonly #resolver: Resolver;
   readonly #pool: ConnectionPool;
-  readonly #inFlight = new Set<Promise<unknown>>();
-  #closed = false;
+  readonly #inFlight = new InFlight('mx');
 
   constructor(options: MxTransportOptions) {
     this.#options = {
@@ -260,15 +260,8 @@ export class MxTransport implements MailTransport {
     this.#pool = new ConnectionPool((host, address, useTls) => this.#connect(host, address, useTls), this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs);
   }
 
-  async send(message: OutgoingMessage): Promise<TransportOutcome> {
-    if (this.#closed) throw new Error('mx transport is closed');
-    const work = this.#send(message);
-    this.#inFlight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.#inFlight.delete(work);
-    }
+  send(message: OutgoingMessage): Promise<TransportOutcome> {
+    return this.#inFlight.run(() => this.#send(message));
   }
 
   async #send(message: OutgoingMessage): Promise<TransportOutcome> {
@@ -440,9 +433,7 @@ export class MxTransport implements MailTransport {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await Promise.allSettled([...this.#inFlight]);
+    if (!(await this.#inFlight.close())) return;
     await this.#pool.close();
   }
 }

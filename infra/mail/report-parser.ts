@@ -504,7 +504,7 @@ const OWN_HEADERS = new Set(['to', 'cc', 'from', 'sender', 'reply-to', 'return-p
 function senderAddresses(originalHeaders: FieldMap | null, returned: string): Set<string> {
   const senders = new Set<string>();
   const headers = originalHeaders ?? parseFields(returned, true).fields;
-  for (const key of ['from', 'sender', 'return-path', 'reply-to']) {
+  for (const key of ['from', 'sender', 'return-path']) {
     for (const value of headers.get(key) ?? []) for (const address of addressesIn(value)) senders.add(address);
   }
   return senders;

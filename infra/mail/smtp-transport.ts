@@ -9,6 +9,7 @@
 //   smtp://127.0.0.1:2525?tls=none       plain text; only to a loopback host (127.0.0.0/8, ::1,
 //                                        localhost), e.g. a local Postfix or a test server
 // User and password are percent-decoded. Default ports: 587 (smtp), 465 (smtps).
+import { InFlight } from './in-flight.ts';
 import net from 'node:net';
 import { domainToASCII } from 'node:url';
 import nodemailer from 'nodemailer';
@@ -116,8 +117,7 @@ function addressKey(address: string): string {
 export class SmtpTransport implements MailTransport {
   readonly name = 'smtp';
   readonly #mailer: ReturnType<typeof nodemailer.createTransport>;
-  readonly #inFlight = new Set<Promise<unknown>>();
-  #closed = false;
+  readonly #inFlight = new InFlight('smtp');
 
   constructor(options: SmtpTransportOptions) {
     const { host, port, tls, user, pass } = parseSmtpUrl(options.url);
@@ -160,15 +160,8 @@ export class SmtpTransport implements MailTransport {
     });
   }
 
-  async send(message: OutgoingMessage): Promise<TransportOutcome> {
-    if (this.#closed) throw new Error('smtp transport is closed');
-    const work = this.#send(message);
-    this.#inFlight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.#inFlight.delete(work);
-    }
+  send(message: OutgoingMessage): Promise<TransportOutcome> {
+    return this.#inFlight.run(() => this.#send(message));
   }
 
   async #send(message: OutgoingMessage): Promise<TransportOutcome> {
@@ -204,9 +197,7 @@ export class SmtpTransport implements MailTransport {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await Promise.allSettled([...this.#inFlight]);
+    if (!(await this.#inFlight.close())) return;
     this.#mailer.close();
   }
 }
