@@ -6,6 +6,7 @@
 //   node test/bench/delivery.bench.ts          (or: npm run bench -- delivery)
 //   BENCH_RATES=1,100 BENCH_SECONDS=20 BENCH_WARMUP_SECONDS=3 BENCH_BACKLOG=6000 BENCH_WORKSPACES=60
 //   BENCH_SAMPLE=50 BENCH_DRAIN_TIMEOUT_SECONDS=120 BENCH_CPU_PROF=<dir> (profile the Relay children)
+//   BENCH_PHASES=latency,one-process,split (the phases to run, below; default all three)
 //
 // Three processes: Relay, the sink, and this one (load). The sink records, for every message,
 // the email id in its Message-ID (Relay writes `<emailId@domain>`) and Date.now() when the
@@ -25,6 +26,17 @@
 //    backlog through the same pool. The figure is the sink's rate between its 10th and 90th
 //    percentile arrivals (the steady part: no start-up, no tail). The new events the sender
 //    appends are forwarded and projected meanwhile, as in production.
+// 3. Throughput, sender in its own process (`split`): as 2, on a fresh backlog, but drained as
+//    in distributed mode: one Relay child runs the sender only (`relay processor sender`),
+//    another every other part (forwarder, projector, retention, api), which keeps forwarding
+//    and projecting the sender's events. Both on the same embedded data dir (the sqlite log
+//    coordinates consumer groups across processes). Same figure, and each child's stats.
+//
+// Where the time goes: the Relay child reports, per measured window, its event-loop
+// utilization and delay and how long each transport.send took (nodemailer's pool queue + the
+// SMTP transaction; the bench wraps the transport instance, Relay's code is unchanged).
+// BENCH_CPU_PROF=<dir> also runs the Relay children under `node --cpu-prof` and prints a
+// summary of each profile (test/bench/cpu-profile.ts; `node test/bench/cpu-profile.ts <file>`).
 //
 // Rate limits and quotas are real: emails go round-robin over BENCH_WORKSPACES activated
 // workspaces with two production keys each (100/s per key, 200/s per workspace, 5,000
@@ -46,8 +58,18 @@ const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 60);
 const SAMPLE = Number(process.env.BENCH_SAMPLE ?? 50);
 const DRAIN_TIMEOUT_SECONDS = Number(process.env.BENCH_DRAIN_TIMEOUT_SECONDS ?? 120);
 const CPU_PROF = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : null;
+const PHASE_NAMES = ['latency', 'one-process', 'split'] as const;
+type Phase = (typeof PHASE_NAMES)[number];
+const PHASES = new Set((process.env.BENCH_PHASES ?? PHASE_NAMES.join(',')).split(',').map((p) => p.trim()).filter(Boolean));
+for (const p of PHASES) {
+  if (!(PHASE_NAMES as readonly string[]).includes(p)) throw new Error(`BENCH_PHASES: unknown phase ${p} (known: ${PHASE_NAMES.join(', ')})`);
+}
+const runs = (phase: Phase) => PHASES.has(phase);
 
-interface Ready { url: string; keys: string[]; domains: string[] }
+/** Which parts a Relay child runs: `relay start`, all but the sender, or the sender alone. */
+type Layout = 'all' | 'no-sender' | 'sender';
+
+interface Ready { url: string; keys: string[]; domains: string[]; parts?: string[] }
 /** [email id, arrival ms since the epoch] */
 type Arrival = [string, number];
 
@@ -90,22 +112,27 @@ async function serveSink(): Promise<void> {
   }, 100);
   process.send!({ port: (server.server.address() as { port: number }).port });
   process.on('SIGTERM', () => process.exit(0));
+  process.on('disconnect', () => process.exit(0));
 }
 
 // ---------------------------------------------------------------------------------------
 // Relay (child process): `relay start`'s parts, smtp transport to the sink.
 
-async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 'resume', withSender: boolean): Promise<void> {
+async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 'resume', layout: Layout): Promise<void> {
+  // Orphaned (the bench process died): stop rather than keep serving.
+  process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   const { loadConfig } = await import('../../infra/config.ts');
   const { startRelay, ALL_PARTS } = await import('../../apps/relay.ts');
   const { createWorkspace, setWorkspaceActivation } = await import('../../apps/services/management/workspaces.ts');
   const { createProject } = await import('../../apps/services/management/projects.ts');
   const { createDomain, markDomainVerified, connectDomain } = await import('../../apps/services/management/domains.ts');
   const { createApiKey } = await import('../../apps/services/management/api-keys.ts');
-  const parts = withSender ? ALL_PARTS : ALL_PARTS.filter((p) => p !== 'sender');
+  const parts = layout === 'all' ? ALL_PARTS : layout === 'sender' ? ALL_PARTS.filter((p) => p === 'sender') : ALL_PARTS.filter((p) => p !== 'sender');
   const relay = await startRelay(loadConfig({
     RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'error', PORT: '0',
     RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${sinkPort}?tls=none`,
+    // Any free port for a part that listens besides the API (the feedback SMTP server).
+    RELAY_INBOUND_SMTP_PORT: '0',
   }), parts);
   let stopping = false;
   process.on('SIGTERM', () => {
@@ -134,7 +161,7 @@ async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 're
     }
   }
   instrument(relay.services.transport());
-  process.send!({ url: relay.url!, keys, domains } satisfies Ready);
+  process.send!({ url: relay.url!, keys, domains, parts } satisfies Ready);
 }
 
 /** What the Relay process saw between a stats-reset and a stats request (bench instrumentation only). */
@@ -205,9 +232,18 @@ async function relayStats(c: ChildProcess): Promise<RelayStats> {
 // ---------------------------------------------------------------------------------------
 // This process: children, load, figures.
 
+/** Children still running: killed if this process exits without having stopped them. */
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
 function child(args: string[], profile: boolean): ChildProcess {
   const execArgv = profile && CPU_PROF ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : process.execArgv;
-  return fork(fileURLToPath(import.meta.url), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  const c = fork(fileURLToPath(import.meta.url), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  children.add(c);
+  c.once('exit', () => children.delete(c));
+  return c;
 }
 
 function firstMessage<T>(c: ChildProcess, what: string): Promise<T> {
@@ -370,50 +406,80 @@ async function latencyRun(relay: ChildProcess, ready: Ready, sink: Sink, rate: n
 
 interface ThroughputResult {
   backlog: number; admitted: number; admitPerSecond: number; received: number; missing: number;
-  steadyPerSecond: number; overallPerSecond: number; firstAfterStartMs: number; statuses: Record<string, number>; relay: RelayStats;
+  steadyPerSecond: number; overallPerSecond: number; firstAfterStartMs: number; statuses: Record<string, number>;
+  /** Each draining Relay child's stats over the drain, by label (one-process: one child). */
+  relays: Array<[string, RelayStats]>;
+  /** The parts each draining child ran. */
+  parts: string[][];
 }
 
-async function throughputRun(sink: Sink, dataDir: string): Promise<{ result: ThroughputResult; profile: string | null }> {
+/** How the backlog is drained: `relay start`, or the sender in its own process next to every other part. */
+type DrainLayout = 'one-process' | 'split';
+
+async function throughputRun(sink: Sink, dataDir: string, layout: DrainLayout): Promise<{ result: ThroughputResult; profiles: Array<[string, string | null]> }> {
+  sink.arrivals.clear();
+  sink.times.length = 0;
   // Admission with every part but the sender: the backlog waits in the log.
   const admitting = child(['relay', dataDir, String(sink.port), 'setup', 'no-sender'], false);
-  const ready = await firstMessage<Ready>(admitting, 'relay (no sender)');
-  const pool = new Pool(ready.url, { connections: 32, pipelining: 1 });
-  const bodies = bodiesFor(ready);
   const statuses: Record<string, number> = {};
   const sent: Sent[] = [];
-  let next = 0;
-  const began = Date.now();
-  await Promise.all(Array.from({ length: 32 }, async () => {
-    while (next < BACKLOG) {
-      const s = await postEmail(pool, ready, bodies, next++, statuses);
-      if (s) sent.push(s);
-    }
-  }));
-  const admitPerSecond = sent.length / ((Date.now() - began) / 1000);
-  await pool.close();
-  await stopChild(admitting);
+  let admitPerSecond: number;
+  try {
+    const ready = await firstMessage<Ready>(admitting, 'relay (no sender)');
+    const pool = new Pool(ready.url, { connections: 32, pipelining: 1 });
+    const bodies = bodiesFor(ready);
+    let next = 0;
+    const began = Date.now();
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < BACKLOG) {
+        const s = await postEmail(pool, ready, bodies, next++, statuses);
+        if (s) sent.push(s);
+      }
+    }));
+    admitPerSecond = sent.length / ((Date.now() - began) / 1000);
+    await pool.close();
+  } finally {
+    await stopChild(admitting);
+  }
   if (sink.arrivals.size > 0) throw new Error('the sink received mail while Relay ran without its sender');
 
-  // Every part: the sender drains the backlog.
+  // The sender drains the backlog: in `relay start`, or in its own process (started after the
+  // other one, which keeps forwarding and projecting what it appends).
   const since = Date.now();
-  const draining = child(['relay', dataDir, String(sink.port), 'resume', 'all'], true);
-  await firstMessage<Ready>(draining, 'relay (every part)');
-  draining.send({ cmd: 'stats-reset' });
-  const missing = await sink.waitFor(sent.map((s) => s.id), DRAIN_TIMEOUT_SECONDS * 1000);
-  const relay = await relayStats(draining);
-  await stopChild(draining);
+  const draining: Array<[string, ChildProcess]> = layout === 'one-process'
+    ? [['relay process', child(['relay', dataDir, String(sink.port), 'resume', 'all'], true)]]
+    : [
+      ['sender process', child(['relay', dataDir, String(sink.port), 'resume', 'sender'], true)],
+      ['other parts\' process', child(['relay', dataDir, String(sink.port), 'resume', 'no-sender'], true)],
+    ];
+  let missing: number;
+  const relays: Array<[string, RelayStats]> = [];
+  let partsOf: string[][];
+  try {
+    partsOf = (await Promise.all(draining.map(([label, c]) => firstMessage<Ready>(c, `relay (${label})`)))).map((r) => r.parts ?? []);
+    for (const [, c] of draining) c.send({ cmd: 'stats-reset' });
+    missing = await sink.waitFor(sent.map((s) => s.id), DRAIN_TIMEOUT_SECONDS * 1000);
+    for (const [label, c] of draining) relays.push([label, await relayStats(c)]);
+  } finally {
+    // The sender first: the other process still forwards and projects its last events.
+    for (const [, c] of draining) await stopChild(c);
+  }
   const times = sent.map((s) => sink.arrivals.get(s.id)).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
   const lo = Math.floor(times.length * 0.1);
   const hi = Math.floor(times.length * 0.9);
+  const name = layout === 'one-process' ? 'relay start' : 'split';
   return {
     result: {
       backlog: BACKLOG, admitted: sent.length, admitPerSecond, received: times.length, missing,
       steadyPerSecond: hi > lo ? (hi - lo) / ((times[hi] - times[lo]) / 1000) : NaN,
       overallPerSecond: times.length > 1 ? (times.length - 1) / ((times[times.length - 1] - times[0]) / 1000) : NaN,
       firstAfterStartMs: times.length > 0 ? times[0] - since : NaN,
-      statuses, relay,
+      statuses, relays, parts: partsOf,
     },
-    profile: newestProfile(draining.pid, since),
+    profiles: draining.map(([label, c]) => [
+      layout === 'one-process' ? 'relay start, draining the backlog' : `${name}, ${label} draining the backlog`,
+      newestProfile(c.pid, since),
+    ]),
   };
 }
 
@@ -421,60 +487,74 @@ const f = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : '—');
 
 async function main(): Promise<void> {
   if (CPU_PROF) mkdirSync(CPU_PROF, { recursive: true });
-  const latencyDir = mkdtempSync(join(tmpdir(), 'relay-bench-delivery-'));
-  const backlogDir = mkdtempSync(join(tmpdir(), 'relay-bench-delivery-'));
+  const dirs: string[] = [];
+  const dir = () => {
+    const d = mkdtempSync(join(tmpdir(), 'relay-bench-delivery-'));
+    dirs.push(d);
+    return d;
+  };
   const sink = await Sink.start();
   const latency: LatencyResult[] = [];
   const profiles: Array<[string, string | null]> = [];
-  let throughput: ThroughputResult | null = null;
+  const throughputs: Array<[DrainLayout, ThroughputResult]> = [];
   try {
-    const since = Date.now();
-    const relay = child(['relay', latencyDir, String(sink.port), 'setup', 'all'], true);
-    try {
-      const ready = await firstMessage<Ready>(relay, 'relay');
-      for (const rate of RATES) {
-        latency.push(await latencyRun(relay, ready, sink, rate));
-        await sleep(1000);
+    if (runs('latency')) {
+      const since = Date.now();
+      const relay = child(['relay', dir(), String(sink.port), 'setup', 'all'], true);
+      try {
+        const ready = await firstMessage<Ready>(relay, 'relay');
+        for (const rate of RATES) {
+          latency.push(await latencyRun(relay, ready, sink, rate));
+          await sleep(1000);
+        }
+      } finally {
+        await stopChild(relay);
       }
-    } finally {
-      await stopChild(relay);
+      profiles.push(['relay start, latency runs', newestProfile(relay.pid, since)]);
     }
-    profiles.push(['relay start, latency runs', newestProfile(relay.pid, since)]);
-    sink.arrivals.clear();
-    sink.times.length = 0;
     if (BACKLOG > 0) {
-      const { result, profile } = await throughputRun(sink, backlogDir);
-      throughput = result;
-      profiles.push(['relay start, draining the backlog', profile]);
+      for (const layout of ['one-process', 'split'] as const) {
+        if (!runs(layout)) continue;
+        const { result, profiles: drained } = await throughputRun(sink, dir(), layout);
+        throughputs.push([layout, result]);
+        profiles.push(...drained);
+      }
     }
   } finally {
     await stopChild(sink.process);
-    rmSync(latencyDir, { recursive: true, force: true });
-    rmSync(backlogDir, { recursive: true, force: true });
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
 
   const cpu = cpus();
   console.log(`delivery: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}; relay start (embedded) → smtp transport → smtp-server sink on 127.0.0.1`);
-  console.log(`latency: open loop, ${SECONDS} s measured after ${WARMUP_SECONDS} s warm-up per rate; accepted→sent = sink arrival − 202`);
-  console.log(`${'offered/s'.padStart(9)} ${'emails'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'max ms'.padStart(8)} ${'sends/s'.padStart(8)} ${'missing'.padStart(8)}  statuses`);
-  for (const r of latency) {
-    console.log(`${String(r.rate).padStart(9)} ${String(r.emails).padStart(7)} ${f(r.p50).padStart(8)} ${f(r.p95).padStart(8)} ${f(r.p99).padStart(8)} ${f(r.max).padStart(8)} ${f(r.sendsPerSecond).padStart(8)} ${String(r.missing).padStart(8)}  ${JSON.stringify(r.statuses)}`);
-  }
-  console.log(`cross-check, GET /v1/emails/{id} on a sample (ms, p50 / p95): sentAt − createdAt; split at the claim: createdAt→claimed, claimed→sink, sink→sentAt; 202 − createdAt`);
-  for (const r of latency) {
-    const c = r.check;
-    const two = (l: number[]) => `${f(percentile(l, 50), 0)} / ${f(percentile(l, 95), 0)}`;
-    console.log(`${String(r.rate).padStart(9)}/s  n=${c.n}  total ${two(c.total)}  queued ${two(c.queued)}  claim→sink ${two(c.smtp)}  sink→sentAt ${two(c.record)}  admission ${two(c.admit)}`);
+  if (runs('latency')) {
+    console.log(`latency: open loop, ${SECONDS} s measured after ${WARMUP_SECONDS} s warm-up per rate; accepted→sent = sink arrival − 202`);
+    console.log(`${'offered/s'.padStart(9)} ${'emails'.padStart(7)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'max ms'.padStart(8)} ${'sends/s'.padStart(8)} ${'missing'.padStart(8)}  statuses`);
+    for (const r of latency) {
+      console.log(`${String(r.rate).padStart(9)} ${String(r.emails).padStart(7)} ${f(r.p50).padStart(8)} ${f(r.p95).padStart(8)} ${f(r.p99).padStart(8)} ${f(r.max).padStart(8)} ${f(r.sendsPerSecond).padStart(8)} ${String(r.missing).padStart(8)}  ${JSON.stringify(r.statuses)}`);
+    }
+    console.log(`cross-check, GET /v1/emails/{id} on a sample (ms, p50 / p95): sentAt − createdAt; split at the claim: createdAt→claimed, claimed→sink, sink→sentAt; 202 − createdAt`);
+    for (const r of latency) {
+      const c = r.check;
+      const two = (l: number[]) => `${f(percentile(l, 50), 0)} / ${f(percentile(l, 95), 0)}`;
+      console.log(`${String(r.rate).padStart(9)}/s  n=${c.n}  total ${two(c.total)}  queued ${two(c.queued)}  claim→sink ${two(c.smtp)}  sink→sentAt ${two(c.record)}  admission ${two(c.admit)}`);
+    }
   }
   const loop = (label: string, r: RelayStats) => console.log(`${label}  event loop busy ${f(r.utilization * 100, 0)}%, delay p50/p99/max ${f(r.loopDelayP50)} / ${f(r.loopDelayP99)} / ${f(r.loopDelayMax)} ms; transport.send (pool queue + SMTP) p50/p99 ${f(r.sendP50)} / ${f(r.sendP99)} ms, ≤ ${r.maxConcurrentSends} at once`);
-  console.log('relay process during each measured window:');
-  for (const r of latency) loop(`${String(r.rate).padStart(9)}/s`, r.relay);
-  if (throughput) {
-    const t = throughput;
-    console.log(`throughput: ${t.admitted} of ${t.backlog} emails admitted (${f(t.admitPerSecond, 0)}/s, sender off, ${JSON.stringify(t.statuses)}), then drained by relay start`);
+  if (runs('latency')) {
+    console.log('relay process during each measured window:');
+    for (const r of latency) loop(`${String(r.rate).padStart(9)}/s`, r.relay);
+  }
+  for (const [layout, t] of throughputs) {
+    const by = layout === 'one-process' ? 'relay start' : `the sender in its own process + one process with every other part (${t.parts.map((p) => `[${p.join(',')}]`).join(' + ')})`;
+    const heading = layout === 'one-process' ? 'throughput' : 'throughput, split';
+    console.log(`${heading}: ${t.admitted} of ${t.backlog} emails admitted (${f(t.admitPerSecond, 0)}/s, sender off, ${JSON.stringify(t.statuses)}), then drained by ${by}`);
     console.log(`  sink received ${t.received} (${t.missing} missing), first ${f(t.firstAfterStartMs, 0)} ms after the restart`);
     console.log(`  steady (10th→90th percentile arrival): ${f(t.steadyPerSecond, 0)} messages/s; first→last: ${f(t.overallPerSecond, 0)} messages/s`);
-    loop('  relay process while draining:', t.relay);
+    for (const [label, r] of t.relays) loop(`  ${label} while draining:`, r);
+  }
+  if (throughputs.length > 1) {
+    console.log(`drain, steady messages/s: ${throughputs.map(([layout, t]) => `${layout} ${f(t.steadyPerSecond, 0)}`).join(', ')}`);
   }
   if (sink.duplicates > 0 || sink.unknown > 0) console.log(`note: the sink saw ${sink.duplicates} repeated Message-IDs and ${sink.unknown} messages without one`);
   if (CPU_PROF) {
@@ -484,7 +564,7 @@ async function main(): Promise<void> {
       else console.log(`\n${label}: no profile found in ${CPU_PROF}`);
     }
   }
-  const failed = latency.some((r) => r.missing > 0 || r.emails === 0) || (throughput !== null && throughput.missing > 0);
+  const failed = latency.some((r) => r.missing > 0 || r.emails === 0) || throughputs.some(([, t]) => t.missing > 0);
   if (failed) {
     console.log('some emails never reached the sink (see missing)');
     process.exitCode = 1;
@@ -495,7 +575,7 @@ async function main(): Promise<void> {
 if (process.argv[2] === 'sink') {
   await serveSink();
 } else if (process.argv[2] === 'relay') {
-  await serveRelay(process.argv[3], process.argv[4], process.argv[5] as 'setup' | 'resume', process.argv[6] === 'all');
+  await serveRelay(process.argv[3], process.argv[4], process.argv[5] as 'setup' | 'resume', process.argv[6] as Layout);
 } else {
   await main();
 }

@@ -51,13 +51,15 @@ export async function syncWorkItem(
   const { state, revision } = loaded ?? (await loadStream(events, emailStreamId(emailId), emailDecider));
   const desired = desiredWorkItem(state, revision, origin, graceScale);
   const items = workItems(documents);
+  if (!desired) {
+    // Nothing is due once a delivery finished (or never started), and it never starts again:
+    // whatever item there is can go, without reading it first.
+    await items.delete(emailId);
+    return null;
+  }
   for (;;) {
     const current = await items.get(emailId);
     if (current && current.streamRevision > revision) return current;
-    if (!desired) {
-      if (current) await items.delete(emailId, current._v);
-      return null;
-    }
     if (current && current.streamRevision === revision && current.step === desired.step && current.attempt === desired.attempt) return current;
     try {
       if (!current) return await items.insert(desired);
