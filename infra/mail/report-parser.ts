@@ -270,7 +270,10 @@ function addDsnRecipients(report: ParsedReport, dsn: DsnFields, noticeLines: str
 function readComplaint(report: ParsedReport, text: string, originalHeaders: FieldMap | null): void {
   const { fields } = parseFields(text, false);
   const feedbackType = (cleanField(first(fields, 'feedback-type')) ?? 'other').toLowerCase().slice(0, 100);
-  const rcptTo = (fields.get('original-rcpt-to') ?? []).map((v) => bareAddress(v)).filter((a): a is string => a !== null);
+  // Removal-Recipient: the opt-out draft's name for the same thing.
+  const rcptTo = [...(fields.get('original-rcpt-to') ?? []), ...(fields.get('removal-recipient') ?? [])]
+    .map((v) => bareAddress(v))
+    .filter((a): a is string => a !== null);
   const returnedTo = addressesIn(first(originalHeaders, 'to') ?? '').slice(0, 1);
   const recipients = [...new Set(rcptTo.length > 0 ? rcptTo : returnedTo)].slice(0, MAX_RECIPIENTS);
   report.envelopeId = cleanField(first(fields, 'original-envelope-id'));
@@ -314,19 +317,24 @@ const RCPT_TO = new RegExp(`rcpt to:?\\s*<(${ADDRESS_SOURCE})>`, 'gi');
 const TRANSCRIPT_RCPT = new RegExp(`^\\s{0,12}(?:<<<\\s*)?[45]\\d\\d[ -](?:[245]\\.\\d{1,3}\\.\\d{1,3}\\s+)?<(${ADDRESS_SOURCE})>\\.\\.\\.`);
 const FAILED_TO = new RegExp(`(?:to the following (?:recipient|address)[^:\\n]{0,40}:|delivered to:|not delivered to)\\s*<?(${ADDRESS_SOURCE})`, 'gi');
 const MAIL_FROM = new RegExp(`mail from:?\\s*<(${ADDRESS_SOURCE})>`, 'gi');
-const SERVICE_LOCAL_PART = /^(?:postmaster|mailer-daemon|mailer_daemon|mail-daemon|abuse|hostmaster|webmaster|noc|root|support|help|nobody|bounce|bounces)$/i;
+const DAEMON_LOCAL_PART = /^(?:mailer-daemon|mailer_daemon|mailerdaemon|mail-daemon)$/i;
+/** Mailboxes a notice names for help ("please contact <support@isp>"); real recipients too, so only skipped when guessing. */
+const SERVICE_LOCAL_PART = /^(?:postmaster|abuse|hostmaster|webmaster|noc|root|support|help|helpdesk|nobody|bounce|bounces|no-?reply)$/i;
 
 /**
  * The recipients a bounce text names, in order of first naming: addresses opening a line, in
  * RCPT TO, in a transcript's "<a>...", after "delivered to:"; else, when the text follows no
  * layout these know, every address it names but the report's own (the return path it came to,
- * its sender). Never the original's sender, a transcript's MAIL FROM or a service mailbox.
+ * its sender) and help mailboxes. Never the original's sender, a transcript's MAIL FROM or a
+ * mailer daemon.
  */
 function namedRecipients(lines: string[], mailFrom: Set<string>, senders: Set<string>, ours: Set<string>): Array<{ address: string; line: number }> {
   const named: Array<{ address: string; line: number }> = [];
   const name = (raw: string, line: number, loose: boolean) => {
     const address = raw.toLowerCase();
-    if (SERVICE_LOCAL_PART.test(address.split('@')[0]) || mailFrom.has(address) || senders.has(address) || (loose && ours.has(address))) return;
+    const local = address.split('@')[0];
+    if (DAEMON_LOCAL_PART.test(local) || mailFrom.has(address) || senders.has(address)) return;
+    if (loose && (ours.has(address) || SERVICE_LOCAL_PART.test(local))) return;
     if (!named.some((n) => n.address === address) && named.length < MAX_RECIPIENTS) named.push({ address, line });
   };
   lines.forEach((line, index) => {
@@ -345,8 +353,8 @@ function namedRecipients(lines: string[], mailFrom: Set<string>, senders: Set<st
 
 /**
  * What a notice says about some addresses: the block from the line first naming one of them to
- * the next recipient's (at most 40 lines), and every other line naming one of them with the two
- * lines before it (a transcript's ">>> DATA" before the "<<< 550 <a>...").
+ * the next recipient's (at most 40 lines), and every other line naming one of them with the
+ * transcript lines just before it (the ">>> DATA" before a "<<< 550 <a>...").
  */
 function noticeAbout(lines: string[], addresses: string[], start?: number, end?: number): string | null {
   const mentions = (line: string) => {
@@ -370,7 +378,9 @@ function noticeAbout(lines: string[], addresses: string[], start?: number, end?:
   for (let i = from; i < Math.max(until, from + 1); i++) picked.add(i);
   lines.forEach((line, i) => {
     if (i >= from && i < until) return;
-    if (mentions(line)) for (let j = Math.max(0, i - 2); j <= i; j++) picked.add(j);
+    if (!mentions(line)) return;
+    picked.add(i);
+    for (let j = i - 1; j >= Math.max(0, i - 2) && /^\s*(?:>>>|<<<)/.test(lines[j]); j--) picked.add(j);
   });
   return [...picked].sort((a, b) => a - b).map((i) => lines[i]).join('\n').slice(0, MAX_TEXT_CHARS);
 }
