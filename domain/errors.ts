@@ -17,6 +17,7 @@ export type ErrorCode =
   | 'sender_not_allowed'
   | 'test_recipient_not_allowed'
   | 'invalid_template_variables'
+  | 'unsafe_destination'
   | 'rate_limit_exceeded'
   | 'quota_exceeded'
   | 'service_unavailable'

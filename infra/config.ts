@@ -40,6 +40,10 @@ export interface RelayConfig {
   previousSecretKeys: string[];
   /** The feedback SMTP server (bounces and complaints): where it listens, and its STARTTLS certificate. */
   inbound: { host: string; port: number; tlsCertFile: string | null; tlsKeyFile: string | null };
+  /** Tests only: `host:port` webhook destinations exempt from the address check and the port rule (RELAY_WEBHOOK_ALLOW). */
+  webhookAllow: Set<string>;
+  /** Tests only: factor on the webhook retry delays (RELAY_WEBHOOK_RETRY_SCALE). */
+  webhookRetryScale: number;
 }
 
 export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
@@ -144,6 +148,15 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   };
   testOnly('RELAY_MX_PORT');
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
+  testOnly('RELAY_WEBHOOK_ALLOW');
+  testOnly('RELAY_WEBHOOK_RETRY_SCALE');
+  const webhookScaleRaw = text(env, 'RELAY_WEBHOOK_RETRY_SCALE');
+  const webhookRetryScale = webhookScaleRaw === undefined ? 1 : Number(webhookScaleRaw);
+  if (!(webhookRetryScale > 0 && webhookRetryScale <= 1)) throw new ConfigError('RELAY_WEBHOOK_RETRY_SCALE', `must be a number above 0 and at most 1, got "${webhookScaleRaw}"`);
+  const webhookAllow = new Set((list(env, 'RELAY_WEBHOOK_ALLOW') ?? []).map((item) => {
+    if (!/:\d{1,5}$/.test(item)) throw new ConfigError('RELAY_WEBHOOK_ALLOW', `"${item}" must be host:port`);
+    return item.toLowerCase();
+  }));
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
@@ -179,5 +192,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },
+    webhookAllow,
+    webhookRetryScale,
   };
 }

@@ -38,6 +38,8 @@ interface Fixture {
   templateId: string;
   templateToDelete: string;
   emailId: string;
+  endpointId: string;
+  endpointToDelete: string;
 }
 
 interface RouteCase {
@@ -83,6 +85,15 @@ const ROUTES: RouteCase[] = [
   },
   { method: 'GET', path: '/v1/workspaces/:workspaceId/projects', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }) },
   { method: 'GET', path: '/v1/projects/:id', auth: 'session', params: (f) => ({ id: f.projectId }) },
+  {
+    method: 'POST', path: '/v1/projects/:projectId/webhook-endpoints', auth: 'session', params: (f) => ({ projectId: f.projectId }),
+    body: () => ({ url: 'https://hooks.bad-input.test/relay', events: ['email.sent', 'email.bounced'], description: 'hostile input' }),
+  },
+  { method: 'GET', path: '/v1/projects/:projectId/webhook-endpoints', auth: 'session', params: (f) => ({ projectId: f.projectId }) },
+  { method: 'GET', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointId }) },
+  { method: 'PATCH', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointId }), body: () => ({ enabled: true, events: ['email.sent'] }) },
+  { method: 'POST', path: '/v1/webhook-endpoints/:id/rotate-secret', auth: 'session', params: (f) => ({ id: f.endpointId }) },
+  { method: 'DELETE', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointToDelete }) },
   { method: 'GET', path: '/v1/projects/:projectId/outbox', auth: 'session', params: (f) => ({ projectId: f.projectId }), query: () => ({ limit: '10' }) },
   { method: 'GET', path: '/v1/projects/:projectId/outbox/:emailId', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },
   {
@@ -327,7 +338,7 @@ const shapeOf = (route: Pick<RouteCase, 'method' | 'path'>) => `${route.method} 
 const bad = suite<Fixture>('hostile input on every route');
 
 bad.before(async (f) => {
-  f.dns = await startDnsServer([]);
+  f.dns = await startDnsServer([{ name: 'hooks.bad-input.test', type: 'A', data: '8.8.8.8' }]);
   // With the processors: the outbox routes read what the sender wrote.
   f.t = await startTestApp({ RELAY_DNS_SERVERS: f.dns.address }, { listen: true, processors: true });
   const t = f.t;
@@ -358,6 +369,9 @@ bad.before(async (f) => {
   f.emailId = sent.json().id;
   await waitUntil(() => existsSync(join(f.t.config.dataDir, 'outbox', `${f.emailId}.eml`)), 'the fixture email is in the outbox');
   await must(call(t, 'POST', `/v1/workspaces/${f.workspaceId}/suppressions`, { as: f.owner, body: { address: 'gone@bad-input.test' } }), 201);
+  const hook = { url: 'https://hooks.bad-input.test/relay', events: ['email.sent'] };
+  f.endpointId = (await must(call(t, 'POST', `/v1/projects/${f.projectId}/webhook-endpoints`, { as: f.owner, body: hook }), 201)).id;
+  f.endpointToDelete = (await must(call(t, 'POST', `/v1/projects/${f.projectId}/webhook-endpoints`, { as: f.owner, body: hook }), 201)).id;
 });
 
 bad.after(async (f) => {

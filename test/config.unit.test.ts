@@ -63,6 +63,10 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_MX_PORT', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_PORT: '2525' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DELIVERY_RETRY_SCALE: '0.01' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '2' }],
+  ['RELAY_WEBHOOK_ALLOW', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_WEBHOOK_ALLOW: 'hooks.test:8443' }],
+  ['RELAY_WEBHOOK_ALLOW', { RELAY_WEBHOOK_ALLOW: 'hooks.test' }],
+  ['RELAY_WEBHOOK_RETRY_SCALE', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_WEBHOOK_RETRY_SCALE: '0.5' }],
+  ['RELAY_INBOUND_TLS_KEY', { RELAY_INBOUND_TLS_CERT: '/etc/cert.pem' }],
   ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '0' }],
   ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '1.5' }],
 ];

@@ -19,6 +19,7 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   sender_not_allowed: 422,
   test_recipient_not_allowed: 422,
   invalid_template_variables: 422,
+  unsafe_destination: 422,
   rate_limit_exceeded: 429,
   quota_exceeded: 429,
   internal_error: 500,

@@ -10,6 +10,7 @@ import { domainRoutes } from './plugins/domains.ts';
 import { emailRoutes } from './plugins/emails.ts';
 import { healthRoutes } from './plugins/health.ts';
 import { outboxRoutes } from './plugins/outbox.ts';
+import { webhookEndpointRoutes } from './plugins/webhook-endpoints.ts';
 import { projectRoutes } from './plugins/projects.ts';
 import { sessionRoutes } from './plugins/session.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
@@ -80,4 +81,5 @@ const routePlugins: RoutePlugin[] = [
   suppressionRoutes,
   templateRoutes,
   outboxRoutes,
+  webhookEndpointRoutes,
 ];

@@ -17,6 +17,7 @@ const commands: Record<string, CommandEntry> = {
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
   projections: { summary: 'projections rebuild <name>: rebuild a read model from the event store and swap it in', run: async () => (await import('./projection-commands.ts')).projections },
   outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },
+  webhooks: { summary: 'webhooks list <projectId>: a project\'s webhook endpoints', run: async () => (await import('./webhook-commands.ts')).webhooks },
   events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },
 };
 

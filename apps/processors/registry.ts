@@ -3,8 +3,9 @@
 import { emailProjector } from './email-projector.ts';
 import { sender } from './sender.ts';
 import { suppressor } from './suppressor.ts';
+import { webhooks } from './webhooks.ts';
 
-export const PROCESSORS = [emailProjector, sender, suppressor] as const;
+export const PROCESSORS = [emailProjector, sender, suppressor, webhooks] as const;
 
 export type ProcessorName = (typeof PROCESSORS)[number]['name'];
 

@@ -19,4 +19,7 @@ export const COLLECTIONS = {
   /** The sender's work: one document per email with a delivery step due (apps/processors/sender.ts). */
   deliveries: 'deliveries',
   sendRateSlots: 'send_rate_slots',
+  webhookEndpoints: 'webhook_endpoints',
+  /** One document per (webhook event, endpoint): its state, schedule and attempt logs. */
+  webhookDeliveries: 'webhook_deliveries',
 } as const;

@@ -7,6 +7,7 @@ import type { EventStore } from '../../infra/ports/event-store.ts';
 import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
 import { readEmailStream } from './email-stream.ts';
+import { deliveryViewsOf } from './webhooks/deliveries.ts';
 
 export interface ReadScope {
   projectId: string;
@@ -41,10 +42,15 @@ async function viewOf(documents: DocumentStore, events: EventStore, id: string):
   return (await readEmailStream(events, id)).reduce(applyToEmailView, null as EmailView | null);
 }
 
+/**
+ * The email with its timeline; its webhook deliveries (state and attempt logs, newest first,
+ * at most 100) come from the webhooks processor's own collection, which changes with every
+ * attempt rather than with the email's stream.
+ */
 export async function getEmail(documents: DocumentStore, events: EventStore, scope: ReadScope, id: string): Promise<EmailView> {
   const view = await viewOf(documents, events, id);
   if (!inScope(view, scope)) throw notInScope(id);
-  return view;
+  return { ...view, webhookDeliveries: await deliveryViewsOf(documents, id) };
 }
 
 /**

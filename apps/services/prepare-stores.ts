@@ -6,6 +6,8 @@ import { ensureEmailViewIndexes } from './email-reads.ts';
 import { ensureManagementIndexes } from './management/indexes.ts';
 import { ensureRateLimitIndexes } from './rate-limits.ts';
 import { ensureTemplateIndexes } from './templates/templates.ts';
+import { ensureDeliveryIndexes } from './webhooks/deliveries.ts';
+import { ensureEndpointIndexes } from './webhooks/endpoints.ts';
 
 export async function prepareStores(documents: DocumentStore): Promise<void> {
   await ensureManagementIndexes(documents);
@@ -13,4 +15,7 @@ export async function prepareStores(documents: DocumentStore): Promise<void> {
   await ensureContentKeyIndexes(documents);
   await ensureTemplateIndexes(documents);
   await ensureRateLimitIndexes(documents);
+  // The API reads deliveries (EmailDetail) and writes endpoints, whether or not it runs the webhooks processor.
+  await ensureEndpointIndexes(documents);
+  await ensureDeliveryIndexes(documents);
 }

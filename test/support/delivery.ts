@@ -22,14 +22,17 @@ export interface DeliveryTenant {
 
 let tenants = 0;
 
-/** A production project of an activated workspace (any recipient domain) with a verified, connected domain. */
-export async function deliveryTenant(t: TestApp, domain = `send${++tenants}.example.test`): Promise<DeliveryTenant> {
+/**
+ * A production project of an activated workspace (any recipient domain) with a verified,
+ * connected domain; a development project (sending only to that domain) when asked.
+ */
+export async function deliveryTenant(t: TestApp, domain = `send${++tenants}.example.test`, environment: 'production' | 'development' = 'production'): Promise<DeliveryTenant> {
   const documents = t.ctx.documents;
   const now = t.ctx.now();
   const owner = { _id: `usr_delivery_${tenants}`, email: `owner${tenants}@delivery.test`, passwordHash: 'x', createdAt: now.toISOString() };
   const { workspace } = await createWorkspace(documents, owner, `Delivery ${tenants}`, now);
   await setWorkspaceActivation(documents, workspace._id, true, now);
-  const project = await createProject(documents, { workspaceId: workspace._id, name: 'mail', environment: 'production' }, now);
+  const project = await createProject(documents, { workspaceId: workspace._id, name: 'mail', environment }, now);
   const created = await createDomain(documents, { workspaceId: workspace._id, name: domain }, now, t.ctx.services.secrets);
   await markDomainVerified(documents, created._id, 'delivery test fixture', now);
   await connectDomain(documents, created._id, project._id);

@@ -123,7 +123,7 @@ function detailOf(view: EmailView) {
     reply_to: view.replyTo,
     providerMessageId: view.providerMessageId,
     recipients: view.recipients,
-    webhookDeliveries: view.webhookDeliveries.slice(-MAX_WEBHOOK_DELIVERIES_SHOWN),
+    webhookDeliveries: view.webhookDeliveries.slice(0, MAX_WEBHOOK_DELIVERIES_SHOWN),
     metadata: view.metadata,
     tags: view.tags,
     events: view.events,

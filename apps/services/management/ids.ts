@@ -21,7 +21,7 @@ function base32(bytes: Uint8Array): string {
 }
 
 /** e.g. "ws_4k2…" (16 random bytes, 26 characters after the prefix). */
-export const newId = (prefix: 'usr' | 'ws' | 'prj' | 'dom' | 'key'): string => `${prefix}_${base32(randomBytes(16))}`;
+export const newId = (prefix: 'usr' | 'ws' | 'prj' | 'dom' | 'key' | 'whe'): string => `${prefix}_${base32(randomBytes(16))}`;
 
 /** 32 random bytes, base64url: session tokens and API key secrets. */
 export const newSecret = (): string => randomBytes(32).toString('base64url');

@@ -1,0 +1,65 @@
+// Webhook endpoints (session API): members read, write roles change; the signing secret is in
+// the answer to creation and rotation only.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import {
+  createEndpoint, deleteEndpoint, endpointView, getEndpoint, listEndpoints, rotateSecret, updateEndpoint, type EndpointPolicy,
+} from '../../services/webhooks/endpoints.ts';
+import { requireProjectAccess, requireSession, type AccessMode } from '../auth/session.ts';
+import type { ApiContext } from '../context.ts';
+import { Id } from './management-schemas.ts';
+import { CreateEndpointBody, UpdateEndpointBody } from './webhook-endpoints.schemas.ts';
+
+const ByProject = Type.Object({ projectId: Id });
+const ById = Type.Object({ id: Id });
+
+export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  app.addHook('onRequest', requireSession(ctx));
+  const policy: EndpointPolicy = { dnsServers: ctx.config.dnsServers, allow: ctx.config.webhookAllow };
+
+  async function requireEndpointAccess(request: FastifyRequest, id: string, mode: AccessMode) {
+    const endpoint = await getEndpoint(ctx.documents, id);
+    await requireProjectAccess(ctx, request, endpoint.projectId, mode);
+    return endpoint;
+  }
+
+  app.post<{ Params: Static<typeof ByProject>; Body: CreateEndpointBody }>(
+    '/v1/projects/:projectId/webhook-endpoints',
+    { schema: { params: ByProject, body: CreateEndpointBody } },
+    async (request, reply) => {
+      const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
+      const { endpoint, secret } = await createEndpoint(ctx.documents, ctx.services.secrets, policy, {
+        workspaceId: project.workspaceId, projectId: project._id, ...request.body,
+      }, ctx.now());
+      return reply.status(201).send({ ...endpointView(endpoint), secret });
+    },
+  );
+
+  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/webhook-endpoints', { schema: { params: ByProject } }, async (request) => {
+    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+    return { endpoints: (await listEndpoints(ctx.documents, project._id)).map(endpointView) };
+  });
+
+  app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById } }, async (request) =>
+    endpointView(await requireEndpointAccess(request, request.params.id, 'read')));
+
+  app.patch<{ Params: Static<typeof ById>; Body: UpdateEndpointBody }>(
+    '/v1/webhook-endpoints/:id',
+    { schema: { params: ById, body: UpdateEndpointBody } },
+    async (request) => {
+      const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
+      return endpointView(await updateEndpoint(ctx.documents, policy, endpoint._id, request.body, ctx.now()));
+    },
+  );
+
+  app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById } }, async (request) => {
+    const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
+    await deleteEndpoint(ctx.documents, endpoint._id);
+    return { ...endpointView(endpoint), deleted: true };
+  });
+
+  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById } }, async (request) => {
+    const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
+    return { secret: await rotateSecret(ctx.documents, ctx.services.secrets, endpoint._id, ctx.now()) };
+  });
+}

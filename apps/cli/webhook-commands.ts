@@ -1,0 +1,29 @@
+// `relay webhooks list <projectId>`: a project's webhook endpoints, for operators.
+import { loadConfig } from '../../infra/config.ts';
+import { openStores } from '../runtime.ts';
+import { endpointView, listEndpoints } from '../services/webhooks/endpoints.ts';
+
+const USAGE = 'usage: relay webhooks list <projectId> [--json]   a project\'s webhook endpoints (secrets are never shown)';
+
+export async function webhooks(args: string[]): Promise<number> {
+  const [verb, projectId, ...rest] = args;
+  if (verb === '--help' || verb === '-h') {
+    console.log(USAGE);
+    return 0;
+  }
+  const json = rest.length === 1 && rest[0] === '--json';
+  if (verb !== 'list' || !projectId || !/^[A-Za-z0-9_-]{1,64}$/.test(projectId) || (rest.length > 0 && !json)) {
+    console.error(USAGE);
+    return 2;
+  }
+  const stores = await openStores(loadConfig());
+  try {
+    const endpoints = (await listEndpoints(stores.documents, projectId)).map(endpointView);
+    if (json) console.log(JSON.stringify({ endpoints }));
+    else if (endpoints.length === 0) console.error(`(project ${projectId} has no webhook endpoints)`);
+    else for (const e of endpoints) console.log(`${e.id}  ${e.enabled ? 'enabled ' : 'disabled'}  ${e.url}  ${e.events.join(',')}`);
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}

@@ -1,0 +1,151 @@
+// The webhooks processor (group `<ns>.webhooks`): turns each lifecycle event of an email into
+// the spec's webhook events, one delivery per subscribed, enabled endpoint of the email's
+// project (apps/services/webhooks/deliveries.ts), and runs the deliveries that are due: signed
+// POSTs through the SSRF-safe egress (infra/http/webhook-egress.ts), retried on the spec's
+// schedule. Requests happen outside the consumer's handler; each endpoint has a bound on its
+// requests in flight, so a slow or failing endpoint never delays another's deliveries.
+import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../domain/email/events.ts';
+import { foldEmail } from '../../domain/email/state.ts';
+import { upcastEmailEvent } from '../../domain/email/upcast.ts';
+import { webhookEventsOf } from '../../domain/webhooks/events.ts';
+import { DEFAULT_USER_AGENT, postWebhook } from '../../infra/http/webhook-egress.ts';
+import type { Stored } from '../../infra/ports/document-store.ts';
+import { readEmailStream } from '../services/email-stream.ts';
+import {
+  abandon, dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAt, recordAttempt, takeAttempt, type WebhookDelivery,
+} from '../services/webhooks/deliveries.ts';
+import { endpointsOf, ensureEndpointIndexes, signingSecretOf } from '../services/webhooks/endpoints.ts';
+import { signatureHeaders } from '../services/webhooks/signature.ts';
+import { defineProcessor, type ProcessorDeps } from './processor.ts';
+
+/** Requests in flight per instance, and per endpoint. */
+const CONCURRENCY = 64;
+const PER_ENDPOINT = 4;
+/** Longest sleep between looks at the schedule: attempts start within this of their due time. */
+const MAX_SLEEP_MS = 250;
+
+export interface WebhooksRuntime {
+  kick(): void;
+  stop(): Promise<void>;
+}
+
+function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
+  const inFlight = new Map<string, Promise<void>>();
+  const perEndpoint = new Map<string, number>();
+  let stopped = false;
+  let wake: (() => void) | null = null;
+  let kicked = false;
+
+  async function attempt(delivery: Stored<WebhookDelivery>): Promise<void> {
+    const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
+    if (!endpoint || !endpoint.enabled) {
+      await abandon(deps.documents, delivery, endpoint ? 'endpoint_disabled' : 'endpoint_deleted', deps.now());
+      return;
+    }
+    const taken = await takeAttempt(deps.documents, delivery, deps.now());
+    if (!taken) return;
+    const startedAt = deps.now();
+    const result = await postWebhook({
+      url: endpoint.url,
+      body: Buffer.from(taken.body, 'utf8'),
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': DEFAULT_USER_AGENT,
+        'relay-event-id': taken.eventId,
+        ...signatureHeaders(signingSecretOf(endpoint, deps.services.secrets), taken.body, startedAt),
+      },
+      dnsServers: deps.config.dnsServers,
+      allow: deps.config.webhookAllow,
+    });
+    await recordAttempt(deps.documents, taken, {
+      httpStatus: result.httpStatus, errorCode: result.errorCode, durationMs: Math.round(result.durationMs), createdAt: startedAt.toISOString(),
+    }, deps.now(), deps.config.webhookRetryScale);
+  }
+
+  function run(delivery: Stored<WebhookDelivery>) {
+    perEndpoint.set(delivery.endpointId, (perEndpoint.get(delivery.endpointId) ?? 0) + 1);
+    const work = attempt(delivery).catch((error) => deps.onError(new Error(`webhook delivery ${delivery._id} failed: ${(error as Error).message}`, { cause: error })))
+      .finally(() => {
+        inFlight.delete(delivery._id);
+        perEndpoint.set(delivery.endpointId, perEndpoint.get(delivery.endpointId)! - 1);
+        kick();
+      });
+    inFlight.set(delivery._id, work);
+  }
+
+  async function tick(): Promise<number> {
+    if (inFlight.size < CONCURRENCY) {
+      // Read past what is running, and past endpoints at their bound, so others are not starved.
+      for (const delivery of await dueDeliveries(deps.documents, deps.now(), CONCURRENCY * 2)) {
+        if (stopped || inFlight.size >= CONCURRENCY) break;
+        if (inFlight.has(delivery._id) || (perEndpoint.get(delivery.endpointId) ?? 0) >= PER_ENDPOINT) continue;
+        run(delivery);
+      }
+    }
+    const next = await nextDueAt(deps.documents);
+    return next === null ? MAX_SLEEP_MS : Math.max(0, Math.min(MAX_SLEEP_MS, Date.parse(next) - deps.now().getTime()));
+  }
+
+  function kick() {
+    kicked = true;
+    wake?.();
+  }
+
+  const loop = (async () => {
+    while (!stopped) {
+      kicked = false;
+      let sleep = MAX_SLEEP_MS;
+      try {
+        sleep = await tick();
+      } catch (error) {
+        deps.onError(error as Error);
+      }
+      if (kicked || stopped) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.max(sleep, 5));
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = null;
+    }
+  })();
+
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+      await Promise.allSettled([...inFlight.values()]);
+    },
+  };
+}
+
+export const webhooks = defineProcessor({
+  name: 'webhooks',
+  summary: 'posts signed webhook events to the project\'s endpoints, with retries',
+  eventTypes: ['EmailSuppressed', 'DeliveryAttempted', 'DeliveryFailed', 'RecipientReported'],
+  async init(deps): Promise<WebhooksRuntime> {
+    await ensureEndpointIndexes(deps.documents);
+    await ensureDeliveryIndexes(deps.documents);
+    return startDispatcher(deps);
+  },
+  async handle(stored, runtime, deps) {
+    const event = upcastEmailEvent(stored);
+    const emailId = stored.streamId.slice(EMAIL_STREAM_PREFIX.length);
+    // The email as it stood right after this event: its status is the payload's.
+    const history = (await readEmailStream(deps.events, emailId)).filter((e) => e.revision <= event.revision);
+    const admitted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' | 'EmailSuppressed' } => e.type === 'EmailAccepted' || e.type === 'EmailSuppressed');
+    if (!admitted) return;
+    const providerMessageId = history.reduce<string | null>((id, e) => (e.type === 'DeliveryAttempted' && e.data.providerMessageId ? e.data.providerMessageId : id), null);
+    const occurredAt = (event.data as { occurredAt?: string }).occurredAt ?? stored.recordedAt;
+    const events = webhookEventsOf(event, {
+      emailId, projectId: admitted.data.projectId, testMode: admitted.data.testMode, state: foldEmail(history), providerMessageId,
+    }, occurredAt);
+    if (events.length === 0) return;
+    const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: admitted.data.projectId, enabled: true }, limit: 100 });
+    if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) runtime.kick();
+  },
+});

@@ -1,0 +1,132 @@
+// Webhook deliveries: one document per (webhook event, endpoint), holding the exact body (the
+// same on every attempt), the state, when the next attempt is due and every attempt's log.
+// The id is derived from the event and the endpoint, so fanning out the same email event
+// again (redelivery, rebalance) creates nothing new. Each attempt is taken with
+// compare-and-set before its request is made, so one dispatcher makes it; one that dies
+// mid-attempt leaves it due again after a lease (at-least-once, as the spec's receivers expect).
+import { createHash } from 'node:crypto';
+import { afterAttempt, type WebhookDeliveryStatus } from '../../../domain/webhooks/delivery.ts';
+import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
+import type { WebhookAttemptLog, WebhookDeliveryView } from '../../../projections/email-view.ts';
+import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
+import { COLLECTIONS } from '../collections.ts';
+import type { WebhookEndpoint } from './endpoints.ts';
+
+/** How long a taken attempt may run before another dispatcher may take it again: longer than the 15 s a request may take. */
+export const ATTEMPT_LEASE_MS = 20_000;
+
+export interface WebhookDelivery {
+  _id: string;
+  emailId: string;
+  projectId: string;
+  endpointId: string;
+  eventId: string;
+  type: string;
+  /** The request body, byte for byte, for every attempt. */
+  body: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  /** When the next attempt is due; while one runs, when its lease ends. Null once done. */
+  nextAttemptAt: string | null;
+  attemptLogs: WebhookAttemptLog[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const deliveriesOf = (documents: DocumentStore) => documents.collection<WebhookDelivery>(COLLECTIONS.webhookDeliveries);
+
+export const deliveryIdOf = (eventId: string, endpointId: string): string =>
+  `whd_${createHash('sha256').update(`${eventId}\n${endpointId}`).digest('base64url').slice(0, 26)}`;
+
+/** Creates the deliveries of these events to these endpoints (those that exist already are left as they are). */
+export async function fanOut(documents: DocumentStore, events: WebhookEvent[], endpoints: WebhookEndpoint[], now: Date): Promise<number> {
+  let created = 0;
+  for (const event of events) {
+    const body = JSON.stringify(event);
+    for (const endpoint of endpoints.filter((e) => e.enabled && e.events.includes(event.type))) {
+      try {
+        await deliveriesOf(documents).insert({
+          _id: deliveryIdOf(event.id, endpoint._id),
+          emailId: event.data.email_id,
+          projectId: event.data.project_id,
+          endpointId: endpoint._id,
+          eventId: event.id,
+          type: event.type,
+          body,
+          status: 'pending',
+          attempts: 0,
+          nextAttemptAt: now.toISOString(),
+          attemptLogs: [],
+          createdAt: now.toISOString(),
+          updatedAt: now.toISOString(),
+        });
+        created++;
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+      }
+    }
+  }
+  return created;
+}
+
+export async function dueDeliveries(documents: DocumentStore, now: Date, limit: number): Promise<Array<Stored<WebhookDelivery>>> {
+  return deliveriesOf(documents).find({ where: { nextAttemptAt: { lte: now.toISOString() } }, orderBy: [['nextAttemptAt', 'asc'], ['_id', 'asc']], limit });
+}
+
+/** When the earliest pending delivery is due (null when none is). */
+export async function nextDueAt(documents: DocumentStore): Promise<string | null> {
+  const [first] = await deliveriesOf(documents).find({ where: { nextAttemptAt: { ne: null } }, orderBy: [['nextAttemptAt', 'asc'], ['_id', 'asc']], limit: 1 });
+  return first?.nextAttemptAt ?? null;
+}
+
+/** Takes the next attempt of a due delivery; null when another dispatcher took it (or it is no longer due). */
+export async function takeAttempt(documents: DocumentStore, delivery: Stored<WebhookDelivery>, now: Date): Promise<Stored<WebhookDelivery> | null> {
+  if (delivery.status !== 'pending' || delivery.nextAttemptAt === null || delivery.nextAttemptAt > now.toISOString()) return null;
+  const { _v, ...body } = delivery;
+  return deliveriesOf(documents).replace({
+    ...body,
+    attempts: delivery.attempts + 1,
+    nextAttemptAt: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString(),
+    updatedAt: now.toISOString(),
+  }, _v);
+}
+
+/** Records the outcome of the attempt taken; false when the lease was lost meanwhile (another dispatcher took over). */
+export async function recordAttempt(
+  documents: DocumentStore, taken: Stored<WebhookDelivery>, log: Omit<WebhookAttemptLog, 'number'>, now: Date, retryScale: number,
+): Promise<boolean> {
+  const next = afterAttempt(taken.attempts, { httpStatus: log.httpStatus, errorCode: log.errorCode }, now, retryScale);
+  const { _v, ...body } = taken;
+  return (await deliveriesOf(documents).replace({
+    ...body,
+    status: next.status,
+    nextAttemptAt: next.nextAttemptAt,
+    attemptLogs: [...taken.attemptLogs, { number: taken.attempts, ...log }],
+    updatedAt: now.toISOString(),
+  }, _v)) !== null;
+}
+
+/** Closes a delivery whose endpoint is gone or disabled, without a request. */
+export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, errorCode: string, now: Date): Promise<void> {
+  const { _v, ...body } = delivery;
+  await deliveriesOf(documents).replace({
+    ...body,
+    status: 'failed',
+    nextAttemptAt: null,
+    attemptLogs: [...delivery.attemptLogs, { number: delivery.attempts, httpStatus: null, errorCode, durationMs: 0, createdAt: now.toISOString() }],
+    updatedAt: now.toISOString(),
+  }, _v);
+}
+
+/** EmailDetail.webhookDeliveries: at most 100, newest first. */
+export async function deliveryViewsOf(documents: DocumentStore, emailId: string, limit = 100): Promise<WebhookDeliveryView[]> {
+  const found = await deliveriesOf(documents).find({ where: { emailId }, orderBy: [['createdAt', 'desc'], ['_id', 'desc']], limit });
+  return found.map((d) => ({ id: d._id, eventId: d.eventId, status: d.status, nextAttemptAt: d.nextAttemptAt, attemptLogs: d.attemptLogs }));
+}
+
+export async function ensureDeliveryIndexes(documents: DocumentStore): Promise<void> {
+  await deliveriesOf(documents).ensureIndexes([
+    { name: 'due', fields: [['nextAttemptAt', 'asc'], ['_id', 'asc']] },
+    { name: 'email', fields: [['emailId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+  ]);
+}

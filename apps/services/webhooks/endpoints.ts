@@ -1,0 +1,140 @@
+// Webhook endpoints of a project: where signed events go and which types each wants. The
+// signing secret is random, shown once (at creation and rotation), and kept sealed with
+// Relay's secret: never hashed, since Relay signs with it. URLs must be public HTTPS on port
+// 443 by a name that resolves only to global addresses (infra/http/webhook-url.ts); the
+// address is checked again at every delivery.
+import { randomBytes } from 'node:crypto';
+import { notFound, RelayError, validationError } from '../../../domain/errors.ts';
+import { isWebhookEventType, type WebhookEventType } from '../../../domain/webhooks/events.ts';
+import { checkWebhookUrl } from '../../../infra/http/webhook-url.ts';
+import { checkResolvesPublic } from '../../../infra/http/webhook-egress.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { COLLECTIONS } from '../collections.ts';
+import { updateDocument } from '../management/documents.ts';
+import { newId } from '../management/ids.ts';
+import { CONTROL_CHARACTERS } from '../management/names.ts';
+
+const SECRET_PURPOSE = 'webhook-signing-secret';
+export const MAX_ENDPOINTS_PER_PROJECT = 20;
+
+export interface WebhookEndpoint {
+  _id: string;
+  workspaceId: string;
+  projectId: string;
+  url: string;
+  events: WebhookEventType[];
+  description: string | null;
+  enabled: boolean;
+  secretSealed: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface WebhookEndpointView {
+  id: string;
+  projectId: string;
+  url: string;
+  events: WebhookEventType[];
+  description: string | null;
+  enabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const endpointsOf = (documents: DocumentStore) => documents.collection<WebhookEndpoint>(COLLECTIONS.webhookEndpoints);
+
+export const endpointView = (e: WebhookEndpoint): WebhookEndpointView => ({
+  id: e._id, projectId: e.projectId, url: e.url, events: e.events, description: e.description, enabled: e.enabled, createdAt: e.createdAt, updatedAt: e.updatedAt,
+});
+
+/** What endpoint URL checks need: resolvers, and the test knob RELAY_WEBHOOK_ALLOW. */
+export interface EndpointPolicy {
+  dnsServers: string[];
+  allow: Set<string>;
+}
+
+/** "whsec_" + 32 random bytes: what receivers key their HMAC with (the literal UTF-8 string). */
+const newSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
+
+export const signingSecretOf = (endpoint: WebhookEndpoint, secrets: SecretBox): string => secrets.open(endpoint.secretSealed, SECRET_PURPOSE);
+
+async function checkedUrl(raw: string, policy: EndpointPolicy): Promise<string> {
+  const checked = checkWebhookUrl(raw, { allow: policy.allow });
+  if (!checked.ok) throw validationError(`body.url: ${checked.message}`);
+  const resolved = await checkResolvesPublic(checked.host, { dnsServers: policy.dnsServers, allow: policy.allow, port: checked.port });
+  if (!resolved.ok) throw new RelayError('unsafe_destination', `body.url: ${resolved.message}`);
+  return checked.url.toString();
+}
+
+function checkedEvents(events: unknown): WebhookEventType[] {
+  if (!Array.isArray(events) || events.length === 0) throw validationError('body.events: must list at least one event type');
+  const unknown = events.find((e) => !isWebhookEventType(e));
+  if (unknown !== undefined) throw validationError(`body.events: ${JSON.stringify(unknown)} is not an event type (email.sent, email.delivered, email.bounced, email.complained, email.rejected, email.failed, email.delayed, email.suppressed)`);
+  return [...new Set(events as WebhookEventType[])];
+}
+
+function checkedDescription(description: string | null | undefined): string | null {
+  if (description === undefined || description === null) return null;
+  if (CONTROL_CHARACTERS.test(description)) throw validationError('body.description: must not contain control characters');
+  return description.trim() || null;
+}
+
+export async function createEndpoint(
+  documents: DocumentStore, secrets: SecretBox, policy: EndpointPolicy,
+  input: { workspaceId: string; projectId: string; url: string; events: unknown; description?: string | null }, now: Date,
+): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  const events = checkedEvents(input.events);
+  const description = checkedDescription(input.description);
+  const url = await checkedUrl(input.url, policy);
+  if ((await endpointsOf(documents).count({ projectId: input.projectId })) >= MAX_ENDPOINTS_PER_PROJECT) {
+    throw new RelayError('conflict', `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints`);
+  }
+  const secret = newSigningSecret();
+  const endpoint: WebhookEndpoint = {
+    _id: newId('whe'), workspaceId: input.workspaceId, projectId: input.projectId, url, events, description, enabled: true,
+    secretSealed: secrets.seal(secret, SECRET_PURPOSE), createdAt: now.toISOString(), updatedAt: now.toISOString(),
+  };
+  return { endpoint: await endpointsOf(documents).insert(endpoint), secret };
+}
+
+export async function listEndpoints(documents: DocumentStore, projectId: string): Promise<WebhookEndpoint[]> {
+  return endpointsOf(documents).find({ where: { projectId }, orderBy: [['createdAt', 'asc'], ['_id', 'asc']], limit: MAX_ENDPOINTS_PER_PROJECT });
+}
+
+export async function getEndpoint(documents: DocumentStore, id: string): Promise<WebhookEndpoint> {
+  const endpoint = await endpointsOf(documents).get(id);
+  if (!endpoint) throw notFound(`webhook endpoint ${id} not found`);
+  return endpoint;
+}
+
+export async function updateEndpoint(
+  documents: DocumentStore, policy: EndpointPolicy, id: string,
+  patch: { url?: string; events?: unknown; enabled?: boolean; description?: string | null }, now: Date,
+): Promise<WebhookEndpoint> {
+  const url = patch.url === undefined ? undefined : await checkedUrl(patch.url, policy);
+  const events = patch.events === undefined ? undefined : checkedEvents(patch.events);
+  const description = patch.description === undefined ? undefined : checkedDescription(patch.description);
+  return updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => ({
+    ...current,
+    ...(url !== undefined ? { url } : {}),
+    ...(events !== undefined ? { events } : {}),
+    ...(description !== undefined ? { description } : {}),
+    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+    updatedAt: now.toISOString(),
+  }));
+}
+
+export async function rotateSecret(documents: DocumentStore, secrets: SecretBox, id: string, now: Date): Promise<string> {
+  const secret = newSigningSecret();
+  await updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => ({ ...current, secretSealed: secrets.seal(secret, SECRET_PURPOSE), updatedAt: now.toISOString() }));
+  return secret;
+}
+
+export async function deleteEndpoint(documents: DocumentStore, id: string): Promise<void> {
+  if (!(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
+}
+
+export async function ensureEndpointIndexes(documents: DocumentStore): Promise<void> {
+  await endpointsOf(documents).ensureIndexes([{ name: 'project', fields: [['projectId', 'asc'], ['createdAt', 'asc'], ['_id', 'asc']] }]);
+}
