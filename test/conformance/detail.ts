@@ -4,7 +4,7 @@ import type { Test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../../apps/services/collections.ts';
 import { STATUSES } from '../../domain/email/status.ts';
-import type { EmailView } from '../../projections/email-view.ts';
+import type { WebhookDelivery } from '../../apps/services/webhooks/deliveries.ts';
 import { basicSend, expectAccepted, expectError, type HarnessRef } from './harness.ts';
 
 const isDateTime = (v: unknown) => typeof v === 'string' && !Number.isNaN(Date.parse(v)) && /T.*(Z|[+-]\d\d:\d\d)$/.test(v);
@@ -69,22 +69,25 @@ export function detailSuite(test: Test, ref: HarnessRef): void {
     const t = await h.tenant();
     const sent = expectAccepted(await h.send(t.key, basicSend(t)));
     await h.projected([sent.id]);
-    // Deliveries are not produced yet (webhooks are not built): a read model document holding
-    // 101 of them stands in for an email with that history.
-    const emails = h.stores.documents.collection<EmailView>(COLLECTIONS.emails);
-    const { _v, ...view } = (await emails.get(sent.id))!;
-    const delivery = (i: number) => ({
-      id: `whd_${i}`, eventId: `evt_${i}`, status: 'failed', nextAttemptAt: null,
-      attemptLogs: [{ number: 1, httpStatus: i % 2 ? 500 : null, errorCode: i % 2 ? null : 'timeout', durationMs: 12, createdAt: view.createdAt }],
-    });
-    const fixture = `${sent.id}x`;
-    await emails.insert({ ...view, _id: fixture, webhookDeliveries: Array.from({ length: 101 }, (_, i) => delivery(i)) });
-    const d = (await h.request('GET', `/v1/emails/${fixture}`, { key: t.key.secret })).json();
+    // 101 deliveries as the webhooks processor keeps them (one per event and endpoint).
+    const deliveries = h.stores.documents.collection<WebhookDelivery>(COLLECTIONS.webhookDeliveries);
+    for (let i = 0; i < 101; i++) {
+      const at = new Date(Date.parse('2026-01-01T00:00:00Z') + i * 1000).toISOString();
+      await deliveries.insert({
+        _id: `whd_fixture_${sent.id}_${String(i).padStart(3, '0')}`, emailId: sent.id, projectId: t.project._id, endpointId: 'whe_fixture',
+        eventId: `evt_${i}`, type: 'email.sent', body: '{}', status: 'failed', attempts: 1, nextAttemptAt: null,
+        attemptLogs: [{ number: 1, httpStatus: i % 2 ? 500 : null, errorCode: i % 2 ? 'http_error' : 'timeout', durationMs: 12, createdAt: at }],
+        createdAt: at, updatedAt: at,
+      });
+    }
+    const d = (await h.request('GET', `/v1/emails/${sent.id}`, { key: t.key.secret })).json();
     assert.is(d.webhookDeliveries.length, 100);
     for (const w of d.webhookDeliveries) {
       assert.equal(Object.keys(w).sort(), ['attemptLogs', 'eventId', 'id', 'nextAttemptAt', 'status']);
       for (const log of w.attemptLogs) assert.equal(Object.keys(log).sort(), ['createdAt', 'durationMs', 'errorCode', 'httpStatus', 'number']);
     }
+    assert.is(d.webhookDeliveries[0].eventId, 'evt_100', 'newest first');
+    assert.is(d.webhookDeliveries[99].eventId, 'evt_1', 'the oldest beyond 100 is left out');
   });
 
   test('an email can be read back right after its 202', async () => {
