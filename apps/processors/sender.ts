@@ -10,6 +10,7 @@ import { resealDkimKeys } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep, type DeliveryDeps } from '../services/delivery/attempt.ts';
 import { ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
+import { startDueLoop } from './due-loop.ts';
 import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 /** Emails one instance works on at once. */
@@ -27,8 +28,6 @@ function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRun
   const items = workItems(deps.documents);
   const inFlight = new Map<string, Promise<void>>();
   let stopped = false;
-  let wake: (() => void) | null = null;
-  let kicked = false;
 
   const run = (item: WorkItem) => {
     const work = runDeliveryStep(delivery, item).then(
@@ -60,37 +59,17 @@ function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRun
     }
   }
 
-  function kick() {
-    kicked = true;
-    wake?.();
-  }
-
-  const loop = (async () => {
-    while (!stopped) {
-      kicked = false;
-      try {
-        await tick();
-      } catch (error) {
-        deps.onError(error as Error);
-      }
-      if (kicked || stopped) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, POLL_MS);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = null;
-    }
-  })();
+  const loop = startDueLoop(async () => {
+    await tick();
+    return POLL_MS;
+  }, deps.onError, POLL_MS);
+  const kick = () => loop.kick();
 
   return {
     kick,
     async stop() {
       stopped = true;
-      wake?.();
-      await loop;
+      await loop.stop();
       // Attempts in flight finish (their outcome is recorded): stopping mid-transaction would
       // leave exactly the unknown outcome that claims exist to contain.
       await Promise.allSettled([...inFlight.values()]);

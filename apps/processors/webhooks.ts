@@ -16,6 +16,7 @@ import {
 } from '../services/webhooks/deliveries.ts';
 import { endpointsOf, ensureEndpointIndexes, signingSecretOf } from '../services/webhooks/endpoints.ts';
 import { signatureHeaders } from '../services/webhooks/signature.ts';
+import { startDueLoop } from './due-loop.ts';
 import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 /** Requests in flight per instance, and per endpoint. */
@@ -33,8 +34,6 @@ function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
   const inFlight = new Map<string, Promise<void>>();
   const perEndpoint = new Map<string, number>();
   let stopped = false;
-  let wake: (() => void) | null = null;
-  let kicked = false;
 
   async function attempt(delivery: Stored<WebhookDelivery>): Promise<void> {
     const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
@@ -86,38 +85,14 @@ function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
     return next === null ? MAX_SLEEP_MS : Math.max(0, Math.min(MAX_SLEEP_MS, Date.parse(next) - deps.now().getTime()));
   }
 
-  function kick() {
-    kicked = true;
-    wake?.();
-  }
-
-  const loop = (async () => {
-    while (!stopped) {
-      kicked = false;
-      let sleep = MAX_SLEEP_MS;
-      try {
-        sleep = await tick();
-      } catch (error) {
-        deps.onError(error as Error);
-      }
-      if (kicked || stopped) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.max(sleep, 5));
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = null;
-    }
-  })();
+  const loop = startDueLoop(tick, deps.onError, MAX_SLEEP_MS);
+  const kick = () => loop.kick();
 
   return {
     kick,
     async stop() {
       stopped = true;
-      wake?.();
-      await loop;
+      await loop.stop();
       await Promise.allSettled([...inFlight.values()]);
     },
   };
