@@ -7,7 +7,7 @@ import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startInbound } from './inbound/inbound-server.ts';
 import { startForwarder } from './processors/forwarder.ts';
-import { startProcessor } from './processors/processor.ts';
+import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './processors/retention.ts';
 import { openServices, openStores, type Stores } from './runtime.ts';
@@ -38,11 +38,18 @@ interface Stoppable {
   stop(): Promise<void>;
 }
 
-export async function startRelay(config: RelayConfig, parts: readonly Part[], options: { now?: () => Date } = {}): Promise<RunningRelay> {
+export interface RelayOptions {
+  now?: () => Date;
+  /** Overrides of the processors' retry, park and stuck policy (apps/processors/processor.ts). */
+  processorPolicy?: Partial<ProcessorPolicy>;
+}
+
+export async function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): Promise<RunningRelay> {
   const logger = pino({ level: config.logLevel, base: { service: 'relay' } });
   const stores = await openStores(config);
   const services = await openServices(config, stores);
   const running = new Map<Part, Stoppable>();
+  const processors = new Map<Part, RunningProcessor>();
   const now = options.now ?? (() => new Date());
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
   let api: FastifyInstance | null = null;
@@ -74,11 +81,16 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         running.set(part, inbound);
       } else if (part !== 'api') {
         const definition = processorNamed(part)!;
-        running.set(part, await startProcessor(definition, {
+        const processor = await startProcessor(definition, {
           config, events: stores.events, documents: stores.documents, log: stores.log, services, now,
           onError: reportError(part),
           onDebug: (message, fields) => logger.debug({ part, ...fields }, message),
-        }));
+          // Parked events and stuck processors: what an operator must look at.
+          onWarning: (message, fields) => logger.warn({ part, ...fields }, message),
+          policy: options.processorPolicy,
+        });
+        running.set(part, processor);
+        processors.set(part, processor);
       }
     }
     // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.
@@ -89,8 +101,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         documents: stores.documents,
         services,
         now,
+        // A processor is ready unless stuck on one record (apps/api/plugins/health.ts says what
+        // turns /readyz to 503 and what does not); its reason is in the warn log.
         readiness: async () => ({
-          ...Object.fromEntries([...running.keys()].map((p) => [p, true])),
+          ...Object.fromEntries([...running.keys()].map((p) => [p, processors.get(p)?.status().stuck == null])),
           ...(running.size > 0 ? { log: await stores.log.ping() } : {}),
         }),
       }, { routes: parts.includes('api') ? 'all' : 'health' });

@@ -28,7 +28,9 @@ export interface Stores {
 }
 
 export async function openStores(config: RelayConfig): Promise<Stores> {
-  mkdirSync(config.dataDir, { recursive: true });
+  // Private to Relay's user: the stores hold personal data and the secret key file lives here.
+  // An existing directory keeps its mode (README, Operations: chmod 700 it).
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
     const events = await openEventStore(config);

@@ -40,6 +40,9 @@ interface Fixture {
   emailId: string;
   endpointId: string;
   endpointToDelete: string;
+  /** Invitations of the owner to the member's workspaces. */
+  invitationToAccept: string;
+  invitationToDecline: string;
 }
 
 interface RouteCase {
@@ -79,6 +82,9 @@ const ROUTES: RouteCase[] = [
     method: 'POST', path: '/v1/workspaces/:id/members', auth: 'session', params: (f) => ({ id: f.workspaceId }),
     body: (f) => ({ email: f.member.email, role: 'viewer' }),
   },
+  { method: 'GET', path: '/v1/invitations', auth: 'session', params: none },
+  { method: 'POST', path: '/v1/invitations/:id/accept', auth: 'session', params: (f) => ({ id: f.invitationToAccept }) },
+  { method: 'DELETE', path: '/v1/invitations/:id', auth: 'session', params: (f) => ({ id: f.invitationToDecline }) },
   {
     method: 'POST', path: '/v1/workspaces/:workspaceId/projects', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }),
     body: () => ({ name: 'Another', environment: 'development' }),
@@ -369,6 +375,10 @@ bad.before(async (f) => {
   f.emailId = sent.json().id;
   await waitUntil(() => existsSync(join(f.t.config.dataDir, 'outbox', `${f.emailId}.eml`)), 'the fixture email is in the outbox');
   await must(call(t, 'POST', `/v1/workspaces/${f.workspaceId}/suppressions`, { as: f.owner, body: { address: 'gone@bad-input.test' } }), 201);
+  for (const which of ['invitationToAccept', 'invitationToDecline'] as const) {
+    const inviting = (await must(call(t, 'POST', '/v1/workspaces', { as: f.member, body: { name: `Inviting ${which}` } }), 201)).id;
+    f[which] = (await must(call(t, 'POST', `/v1/workspaces/${inviting}/members`, { as: f.member, body: { email: f.owner.email, role: 'viewer' } }), 201)).id;
+  }
   const hook = { url: 'https://hooks.bad-input.test/relay', events: ['email.sent'] };
   f.endpointId = (await must(call(t, 'POST', `/v1/projects/${f.projectId}/webhook-endpoints`, { as: f.owner, body: hook }), 201)).id;
   f.endpointToDelete = (await must(call(t, 'POST', `/v1/projects/${f.projectId}/webhook-endpoints`, { as: f.owner, body: hook }), 201)).id;
@@ -531,6 +541,71 @@ bad('names and addresses with control characters are refused (400 naming the fie
   const unicode = await call(f.t, 'POST', '/v1/workspaces', { ...as, body: { name: '  Bücher 書店 \u{1F4DA}  ' } });
   assert.is(unicode.statusCode, 201, unicode.body);
   assert.is(unicode.json().name, 'Bücher 書店 \u{1F4DA}');
+});
+
+/**
+ * Shapes that once got in or broke something later: metadata nested 1,000 deep (admitted, then
+ * beyond sqlite's JSON functions in the projection) and 10,000 deep (a 500: the recursive
+ * fingerprint overflowed), 400,000 metadata keys in a 6.3 MiB body (admitted after seconds of a
+ * blocked event loop), 200,000 custom headers (admitted), and control characters, separators,
+ * lone surrogates, BOM and bidi overrides in header-bound fields (admitted). Each is now 400 naming
+ * the field and the limit, for direct and template sends. (Limits: INTERFACE-DECISIONS.)
+ */
+bad('POST /v1/emails: hostile metadata, headers and header characters are 400 naming the field and the limit', async (f) => {
+  const failures: Failure[] = [];
+  const headers = { authorization: `Bearer ${f.apiKey}`, 'content-type': 'application/json' };
+  const direct = JSON.stringify({ from: 'App <app@bad-input.test>', to: 'owner@bad-input.test', subject: 'Hi', text: 'Hi', metadata: '@M', headers: '@H' });
+  const template = JSON.stringify({ ...templateSendBody(), metadata: '@M', headers: '@H' });
+  const deepObjects = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
+  const deepArrays = (n: number) => `{"a":${'['.repeat(n)}1${']'.repeat(n)}}`;
+  const manyKeys = (n: number, prefix: string, value: string) => `{${Array.from({ length: n }, (_, i) => `"${prefix}${i}":${value}`).join(',')}}`;
+  const cases: Array<[string, string, string, RegExp]> = [
+    ['metadata objects 1,000 deep', deepObjects(1_000), '{}', /^body\.metadata(\.a)+: .*metadata nests at most 10 levels/],
+    ['metadata objects 10,000 deep', deepObjects(10_000), '{}', /^body\.metadata(\.a)+: .*metadata nests at most 10 levels/],
+    ['metadata arrays 1,000 deep', deepArrays(1_000), '{}', /^body\.metadata\.a(\[0\])+: .*metadata nests at most 10 levels/],
+    ['metadata arrays 10,000 deep', deepArrays(10_000), '{}', /^body\.metadata\.a(\[0\])+: .*metadata nests at most 10 levels/],
+    ['400,000 metadata keys', manyKeys(400_000, 'key', '"value-value"'), '{}', /^body\.metadata: .*at most 1,000 keys/],
+    ['400,000 metadata keys one level down', `{"a":${manyKeys(400_000, 'key', '1')}}`, '{}', /^body\.metadata(\.a)?: .*at most 1,000 keys in all/],
+    ['a 10,000,000-character metadata string', `{"s":"${'s'.repeat(10_000_000)}"}`, '{}', /^body\.metadata\.s: strings in metadata are at most 2,048 characters/],
+    ['200,000 custom headers', '{}', manyKeys(200_000, 'X-H', '"v"'), /^body\.headers: .*at most 50 headers/],
+    ['a 1,000,000-character header name', '{}', `{"X-${'n'.repeat(1_000_000)}":"v"}`, /^body\.headers\.X-n+…: header names are at most 128 characters/],
+  ];
+  for (const [label, metadata, customHeaders, says] of cases) {
+    for (const [kind, body] of [['direct', direct], ['template', template]]) {
+      const payload = body.replace('"@M"', metadata).replace('"@H"', customHeaders);
+      const response = await probe(f.t, { method: 'POST', url: '/v1/emails', headers, payload }, `${kind}: ${label}`, failures);
+      const message = response.statusCode === 400 ? String(response.json().error.message) : '';
+      if (response.statusCode !== 400 || !says.test(message)) {
+        failures.push({ what: `${kind}: ${label}: expected 400 matching ${says}`, status: response.statusCode, body: response.body.slice(0, 300) });
+      }
+    }
+  }
+  // Every character the header rule refuses, in every header-bound field (test/send-bounds.int.test.ts has the messages;
+  // CR and LF, which the schema refuses with a message of its own, are among HOSTILE_VALUES).
+  const refused = [
+    ...Array.from({ length: 0x20 }, (_, i) => i).filter((c) => c !== 0x09 && c !== 0x0a && c !== 0x0d), 0x7f, ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i),
+    0x2028, 0x2029, 0xd800, 0xdfff, 0xfeff, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069,
+  ];
+  for (const code of refused) {
+    const c = String.fromCharCode(code);
+    const fields: Array<[string, Record<string, unknown>, string]> = [
+      ['from', { from: `A${c}pp <app@bad-input.test>` }, 'body.from'],
+      ['to', { to: [`Own${c}er <owner@bad-input.test>`] }, 'body.to[0]'],
+      ['cc', { cc: `c${c}c@bad-input.test` }, 'body.cc'],
+      ['bcc', { bcc: [`"B${c}" <bcc@bad-input.test>`] }, 'body.bcc[0]'],
+      ['reply_to', { reply_to: `${c}Reply <reply@bad-input.test>` }, 'body.reply_to'],
+      ['subject', { subject: `Hi${c}` }, 'body.subject'],
+      ['header value', { headers: { 'X-Campaign': `spring${c}` } }, 'body.headers.X-Campaign'],
+    ];
+    for (const [label, extra, field] of fields) {
+      const payload = JSON.stringify({ from: 'app@bad-input.test', to: 'owner@bad-input.test', subject: 'Hi', text: 'Hi', ...extra });
+      const response = await probe(f.t, { method: 'POST', url: '/v1/emails', headers, payload }, `${label} with U+${code.toString(16)}`, failures);
+      if (response.statusCode !== 400 || !String(response.json().error.message).startsWith(`${field}: must not contain `)) {
+        failures.push({ what: `${label} with U+${code.toString(16)}: expected 400 naming ${field}`, status: response.statusCode, body: response.body.slice(0, 300) });
+      }
+    }
+  }
+  report(failures);
 });
 
 bad('URLs the router cannot decode, and over-long path parameters, are 400 validation_error in the envelope', async (f) => {

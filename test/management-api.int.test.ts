@@ -56,22 +56,37 @@ api('a workspace is created with its creator as owner, inactive, and listed', as
   assert.equal(one.json().members.map((m: { email: string; role: string }) => [m.email, m.role]), [['owner@acme.test', 'owner']]);
 });
 
-api('members are added by email with a role; twice is 409; unknown emails 404', async ({ t, owner }) => {
+api('members are invited by email with a role and join when they accept; a member twice is 409', async ({ t, owner }) => {
   const { workspaceId } = await workspaceWithProject(t, owner);
   const colleague = await newCaller(t, 'colleague@acme.test');
-  const added = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: ' Colleague@ACME.test', role: 'developer' } });
-  assert.is(added.statusCode, 201, added.body);
-  assert.equal({ ...added.json(), createdAt: undefined }, { userId: colleague.userId, email: 'colleague@acme.test', role: 'developer', createdAt: undefined });
+  const invited = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: ' Colleague@ACME.test', role: 'developer' } });
+  assert.is(invited.statusCode, 201, invited.body);
+  const invitation = invited.json();
+  assert.match(invitation.id, /^inv_[0-9a-f]{32}$/);
+  assert.equal({ ...invitation, id: undefined, createdAt: undefined, expiresAt: undefined }, {
+    id: undefined, workspaceId, workspaceName: `Workspace of ${owner.email}`, email: 'colleague@acme.test', role: 'developer', status: 'pending', createdAt: undefined, expiresAt: undefined,
+  });
+  // Not a member before accepting: nobody is added to a workspace without their consent.
+  assert.is((await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: colleague })).statusCode, 403);
+  const pending = (await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: owner })).json();
+  assert.equal(pending.members.map((m: { email: string }) => m.email), ['owner@acme.test']);
+  assert.equal(pending.invitations.map((i: { email: string; role: string; status: string }) => [i.email, i.role, i.status]), [['colleague@acme.test', 'developer', 'pending']]);
+  assert.equal((await call(t, 'GET', '/v1/invitations', { as: colleague })).json().invitations, [invitation]);
+
+  const accepted = await call(t, 'POST', `/v1/invitations/${invitation.id}/accept`, { as: colleague });
+  assert.is(accepted.statusCode, 200, accepted.body);
+  assert.equal([accepted.json().id, accepted.json().role], [workspaceId, 'developer']);
+  assert.equal((await call(t, 'GET', '/v1/invitations', { as: colleague })).json().invitations, []);
   const again = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: colleague.email, role: 'viewer' } });
   assert.is(again.statusCode, 409);
   assert.is(errorCode(again), 'conflict');
-  const unknown = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: 'ghost@acme.test', role: 'viewer' } });
-  assert.is(unknown.statusCode, 404);
+  assert.is((await call(t, 'POST', `/v1/invitations/${invitation.id}/accept`, { as: colleague })).statusCode, 404, 'an invitation is used once');
   const badRole = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: colleague.email, role: 'superuser' } });
   assert.is(badRole.statusCode, 400);
   assert.match(badRole.json().error.message, /body\.role/);
   const members = await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: colleague });
   assert.equal(members.json().members.map((m: { email: string }) => m.email).sort(), ['colleague@acme.test', 'owner@acme.test']);
+  assert.equal(members.json().invitations, []);
 });
 
 api('projects: created, listed, read; names unique per workspace', async ({ t, owner }) => {

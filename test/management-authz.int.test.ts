@@ -75,6 +75,9 @@ function routes(ctx: Ctx): Array<[Method, string, unknown?]> {
     ['GET', `/v1/workspaces/${ws}/suppressions`],
     ['POST', `/v1/workspaces/${ws}/suppressions`, { address: 'x@y.test' }],
     ['DELETE', `/v1/workspaces/${ws}/suppressions/x@y.test`],
+    ['GET', '/v1/invitations'],
+    ['POST', '/v1/invitations/inv_00000000000000000000000000000000/accept'],
+    ['DELETE', '/v1/invitations/inv_00000000000000000000000000000000'],
   ];
 }
 
@@ -95,7 +98,8 @@ authz('authentication comes before validation: an anonymous bad body is 401, not
 
 authz('a member of another workspace is refused with 403 forbidden, reads and writes alike', async (ctx) => {
   const outsider = ctx.outsider;
-  for (const [method, url, body] of routes(ctx).filter(([, url]) => !url.startsWith('/v1/session') && url !== '/v1/workspaces')) {
+  // The caller's own session, workspaces and invitations are not the workspace's.
+  for (const [method, url, body] of routes(ctx).filter(([, url]) => !url.startsWith('/v1/session') && !url.startsWith('/v1/invitations') && url !== '/v1/workspaces')) {
     const response = await call(ctx.t, method, url, { as: outsider, body });
     assert.is(response.statusCode, 403, `${method} ${url}: ${response.body}`);
     assert.is(errorCode(response), 'forbidden');
@@ -188,6 +192,9 @@ authz('owners and admins manage suppressions; admins may add members but not own
   assert.is(errorCode(asOwner), 'forbidden');
   const asDeveloper = await call(t, 'POST', `/v1/workspaces/${ws}/members`, { as: admin, body: { email: newcomer.email, role: 'developer' } });
   assert.is(asDeveloper.statusCode, 201, asDeveloper.body);
+  assert.equal((await call(t, 'GET', '/v1/workspaces', { as: newcomer })).json().workspaces, [], 'invited, not yet a member');
+  const accepted = await call(t, 'POST', `/v1/invitations/${asDeveloper.json().id}/accept`, { as: newcomer });
+  assert.is(accepted.statusCode, 200, accepted.body);
   const mine = await call(t, 'GET', '/v1/workspaces', { as: newcomer });
   assert.equal(mine.json().workspaces.map((w: { id: string; role: string }) => [w.id, w.role]), [[ws, 'developer']]);
 });

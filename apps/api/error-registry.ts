@@ -20,6 +20,9 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   test_recipient_not_allowed: 422,
   invalid_template_variables: 422,
   unsafe_destination: 422,
+  request_timeout: 408,
+  headers_too_large: 431,
+  http_version_not_supported: 505,
   rate_limit_exceeded: 429,
   quota_exceeded: 429,
   internal_error: 500,
@@ -31,6 +34,49 @@ export interface ErrorBody {
 }
 
 export const envelope = (code: string, message: string): ErrorBody => ({ error: { code, message } });
+
+export interface ParserErrorAnswer { status: number; code: ErrorCode; message: string }
+
+/**
+ * What Node's HTTP parser refuses before fastify sees a request (llhttp's HPE_* codes), and
+ * Node's header and request timeouts. Statuses follow HTTP; the codes are the registry's.
+ */
+export function parserErrorAnswer(nodeCode: string, limits: { maxHeaderBytes: number; headersTimeoutMs: number; requestTimeoutMs: number }): ParserErrorAnswer {
+  const bad = (message: string): ParserErrorAnswer => ({ status: 400, code: 'validation_error', message });
+  switch (nodeCode) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return {
+        status: 408, code: 'request_timeout',
+        message: `request: headers must arrive within ${limits.headersTimeoutMs / 1000} s and the whole request within ${limits.requestTimeoutMs / 1000} s`,
+      };
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: 'headers_too_large', message: `headers: the request line and headers exceed ${Math.round(limits.maxHeaderBytes / 1024)} KiB` };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, code: 'message_too_large', message: 'body: chunk extensions are too large' };
+    case 'HPE_INVALID_VERSION':
+      return { status: 505, code: 'http_version_not_supported', message: 'request: only HTTP/1.0 and HTTP/1.1 are served' };
+    case 'HPE_INVALID_METHOD':
+      return bad('request: the method is not a known HTTP method');
+    case 'HPE_INVALID_URL':
+      return bad('request: the request target is not a valid URL');
+    case 'HPE_INVALID_CONTENT_LENGTH':
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+      return bad('header Content-Length: must be one decimal number, and not sent together with Transfer-Encoding');
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+      return bad('header Transfer-Encoding: only chunked is supported');
+    case 'HPE_INVALID_CHUNK_SIZE':
+    case 'HPE_INVALID_EOF_STATE':
+    case 'HPE_STRICT':
+    case 'HPE_CR_EXPECTED':
+    case 'HPE_LF_EXPECTED':
+      return bad('request: the request is not valid HTTP/1.1 framing');
+    case 'HPE_INVALID_HEADER_TOKEN':
+    case 'HPE_INVALID_CONSTANT':
+      return bad('headers: a header line is malformed');
+    default:
+      return bad('request: the request is not valid HTTP/1.1');
+  }
+}
 
 /** Turns fastify's validation output into one sentence that names the field. */
 function describeValidation(error: FastifyError): string {

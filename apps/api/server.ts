@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
+import { clientErrorHandler, installConnectionLimits, limitsOf, serverOptionsOf, type ConnectionLimits } from './connection-limits.ts';
 import { envelope, registerErrorHandling } from './error-registry.ts';
 import { apiKeyRoutes } from './plugins/api-keys.ts';
 import { domainRoutes } from './plugins/domains.ts';
@@ -26,13 +27,19 @@ export interface ApiOptions {
   logLevel?: string | false;
   /** 'health' serves only /healthz and /readyz: what processor processes expose. */
   routes?: 'all' | 'health';
+  /** Timeouts, the body budget and the drain after refusals (DEFAULT_LIMITS in connection-limits.ts); tests shrink them. */
+  limits?: Partial<ConnectionLimits>;
 }
 
 export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
   const level = options.logLevel ?? ctx.config.logLevel;
+  const limits = limitsOf(options.limits);
   const app = Fastify({
     logger: level === false || level === 'silent' ? false : { level },
     bodyLimit: MAX_REQUEST_BYTES,
+    // Header, request, keep-alive and idle timeouts; Node's own refusals in the envelope.
+    ...serverOptionsOf(limits),
+    clientErrorHandler: clientErrorHandler(limits),
     // Request ids become the correlation id of the events a request appends: unique across
     // processes and restarts, unlike fastify's per-process counter.
     genReqId: () => randomUUID(),
@@ -58,6 +65,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     reply.header('connection', 'close').header('retry-after', '1');
     return reply.status(503).send(envelope('service_unavailable', 'the server is shutting down; retry shortly'));
   });
+  // Bodies against the process's budget; refusals before the body close the connection.
+  installConnectionLimits(app, limits, MAX_REQUEST_BYTES);
   // Parses Cookie headers for the dashboard session (apps/api/auth/session.ts); unsigned: the
   // token is itself a 256-bit secret looked up by hash.
   await app.register(cookie);

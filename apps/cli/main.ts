@@ -19,6 +19,7 @@ const commands: Record<string, CommandEntry> = {
   outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },
   webhooks: { summary: 'webhooks list <projectId>: a project\'s webhook endpoints', run: async () => (await import('./webhook-commands.ts')).webhooks },
   events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },
+  parked: { summary: 'parked list | parked retry <id>: events a processor could not apply and went past', run: async () => (await import('./parked-commands.ts')).parked },
 };
 
 function usage(): string {

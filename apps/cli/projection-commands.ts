@@ -54,10 +54,17 @@ export async function projections(args: string[]): Promise<number> {
   const stores = await openStores(loadConfig());
   try {
     const started = Date.now();
-    const result = await rebuildProjection(stores.documents, stores.events, projection, { into: values.into, onProgress: progressBar(process.stderr) });
+    const result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress: progressBar(process.stderr) });
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (values.json) console.log(JSON.stringify({ projection: name, ...result, seconds: Number(seconds) }));
-    else console.log(`rebuilt ${name}: ${result.events} events → ${result.documents} documents in ${result.collection}${result.swapped ? ' (swapped in)' : ''}, ${seconds} s`);
+    else {
+      const skipped = result.skipped > 0 ? `; ${result.skipped} event${result.skipped === 1 ? '' : 's'} could not be applied and were skipped` : '';
+      console.log(`rebuilt ${name}: ${result.events} events → ${result.documents} documents in ${result.collection}${result.swapped ? ' (swapped in)' : ''}, ${seconds} s${skipped}`);
+      for (const e of result.skippedEvents) console.error(`skipped ${e.type} ${e.streamId}@${e.revision} (event ${e.eventId}): ${e.error}`);
+      if (result.skipped > result.skippedEvents.length) console.error(`… and ${result.skipped - result.skippedEvents.length} more`);
+      if (result.skipped > 0) console.error(`they are parked: relay parked list --processor rebuild:${name}`);
+    }
+    // The rebuild finished; skipped events are reported, not a failure of the command.
     return 0;
   } finally {
     await stores.close();

@@ -23,7 +23,14 @@
 // (or a lost store connection) between them leaves a charge without an email: the allowance
 // is then over-charged by that email, never exceeded. A retry of the same request finds its
 // charge already made (charges are keyed by email id and request fingerprint).
-import { createHash, randomBytes } from 'node:crypto';
+//
+// The fingerprint is a keyed MAC of the canonical body (RELAY_SECRET_KEY, purpose
+// "idempotency-fingerprint"), never a plain hash: it stays in the events forever, next to the
+// plaintext fields, and a plain hash would let anyone with the events test guesses about the
+// sealed body and BCC. Streams written before it was keyed hold sha256(canonical body), and
+// streams written before a key rotation hold the previous key's MAC: a retry still matches them
+// (see fingerprintFor), so idempotent replays survive both.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
 import { emailStreamId, type AdmittedMessage, type SuppressedRecipient, type TemplateReference } from '../../domain/email/events.ts';
 import type { NormalizedSend } from '../../domain/email/send-request.ts';
@@ -32,6 +39,7 @@ import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Environment, SendingDomain, SuppressionEntry } from '../../domain/management.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
 import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
 import { sealContent } from './content-vault.ts';
@@ -45,6 +53,8 @@ export interface AdmissionDeps {
   documents: DocumentStore;
   rateLimits: RateLimiter;
   usage: UsageLedger;
+  /** Relay's secret (services.secrets): keys the idempotency fingerprint. */
+  secrets: Pick<SecretBox, 'mac' | 'macVerify'>;
   now: () => Date;
 }
 
@@ -88,7 +98,29 @@ export interface Admission extends AdmissionResult {
   replayed: boolean;
 }
 
-export const fingerprintOf = (body: unknown): string => createHash('sha256').update(canonicalJson(body)).digest('hex');
+export const FINGERPRINT_PURPOSE = 'idempotency-fingerprint';
+
+/** The request's fingerprint as new events store it: HMAC-SHA256 of the canonical body, hex. */
+export const fingerprintOf = (secrets: Pick<SecretBox, 'mac'>, body: unknown): string =>
+  secrets.mac(FINGERPRINT_PURPOSE, canonicalJson(body)).toString('hex');
+
+const HEX_256 = /^[0-9a-f]{64}$/;
+
+/**
+ * The fingerprint this request has against the email's stream: `stored` itself when it is
+ * this body's fingerprint in an older form (the previous key's MAC after a rotation, or the
+ * unkeyed sha256 of streams admitted before the fingerprint was keyed), so the decider sees
+ * a replay; otherwise the current MAC (a first admission, or a conflict).
+ */
+export function fingerprintFor(secrets: Pick<SecretBox, 'mac' | 'macVerify'>, body: unknown, stored: string | null): string {
+  const canonical = canonicalJson(body);
+  const current = secrets.mac(FINGERPRINT_PURPOSE, canonical).toString('hex');
+  if (stored === null || stored === current || !HEX_256.test(stored)) return current;
+  const given = Buffer.from(stored, 'hex');
+  if (secrets.macVerify(FINGERPRINT_PURPOSE, canonical, given)) return stored;
+  if (timingSafeEqual(createHash('sha256').update(canonical).digest(), given)) return stored;
+  return current;
+}
 
 /**
  * With an Idempotency-Key the email id is derived from (project, key), so every retry
@@ -164,7 +196,6 @@ function admittedMessage(emailId: string, sender: Sender, request: SendRequest, 
 }
 
 export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
-  const fingerprint = fingerprintOf(request.body);
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey);
   const stream = emailStreamId(emailId);
 
@@ -173,6 +204,7 @@ export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: S
   const loaded: Loaded<typeof initialEmailState> = request.idempotencyKey === null
     ? { state: initialEmailState, revision: -1 }
     : await loadStream(deps.events, stream, emailDecider);
+  const fingerprint = fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint);
   const replay = replayOf(loaded.state, fingerprint);
 
   // 2. Rate limit.

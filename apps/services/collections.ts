@@ -5,6 +5,8 @@ export const COLLECTIONS = {
   sessions: 'sessions',
   workspaces: 'workspaces',
   memberships: 'memberships',
+  /** Pending invitations to workspaces, by email (apps/services/management/workspaces.ts). */
+  invitations: 'invitations',
   projects: 'projects',
   domains: 'domains',
   apiKeys: 'api_keys',
@@ -22,4 +24,6 @@ export const COLLECTIONS = {
   webhookEndpoints: 'webhook_endpoints',
   /** One document per (webhook event, endpoint): its state, schedule and attempt logs. */
   webhookDeliveries: 'webhook_deliveries',
+  /** Events a processor or a rebuild could not apply and went past (apps/services/parked-events.ts). */
+  parkedEvents: 'parked_events',
 } as const;

@@ -54,15 +54,26 @@ export async function openContent(documents: DocumentStore, sealed: SealedConten
   return JSON.parse(plain.toString('utf8')) as EmailContent;
 }
 
-/** Destroys keys past their expiry; returns how many. */
+/** Stores whose last purge could not finish (a reader held the WAL): the next sweep purges again. */
+const purgePending = new WeakSet<DocumentStore>();
+
+/**
+ * Destroys keys past their expiry; returns how many. A deleted key must not survive in the
+ * store's files either, so after deleting, the store purges what it deleted where it can.
+ */
 export async function shredExpiredContent(documents: DocumentStore, now: Date, batch = 500): Promise<number> {
   const keys = documents.collection<ContentKey>(COLLECTIONS.contentKeys);
   let removed = 0;
   for (;;) {
     const expired = await keys.find({ where: { expiresAt: { lte: now.toISOString() } }, limit: batch });
     for (const key of expired) if (await keys.delete(key._id)) removed++;
-    if (expired.length < batch) return removed;
+    if (expired.length < batch) break;
   }
+  if ((removed > 0 || purgePending.has(documents)) && documents.purgeDeleted) {
+    if (await documents.purgeDeleted()) purgePending.delete(documents);
+    else purgePending.add(documents);
+  }
+  return removed;
 }
 
 export async function ensureContentKeyIndexes(documents: DocumentStore): Promise<void> {

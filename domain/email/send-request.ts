@@ -1,13 +1,32 @@
 // The rules of a send request that a JSON schema cannot say: mailbox forms, the 50-recipient
-// total, at least one body, reserved headers. Pure; every failure names its field.
+// total, at least one body, reserved headers, the characters a header-bound field may hold and
+// the bounds of headers and metadata. Pure; every failure names its field.
 import { RelayError } from '../errors.ts';
 import { parseMailbox, type Mailbox } from '../mailbox.ts';
-import { characterCount } from '../text.ts';
+import { characterCount, hasCharacterCountWithin } from '../text.ts';
 
 export const MAX_RECIPIENTS = 50;
 export const MAX_SUBJECT_LENGTH = 998;
 export const MAX_HEADER_VALUE_LENGTH = 998;
 export const MAX_TAGS = 20;
+
+/** Custom headers: how many, how long a name, and names plus values together (characters). */
+export const MAX_HEADERS = 50;
+export const MAX_HEADER_NAME_LENGTH = 128;
+export const MAX_HEADERS_TOTAL_LENGTH = 16_384;
+
+/**
+ * Metadata bounds (INTERFACE-DECISIONS "Limits of headers and metadata"). The metadata object
+ * itself is level 1; members are object keys and array items at every level together; bytes
+ * are those of its JSON (UTF-8), as stored in the event and the read model.
+ */
+export const METADATA_LIMITS = {
+  depth: 10,
+  members: 1_000,
+  bytes: 65_536,
+  keyLength: 256,
+  stringLength: 2_048,
+} as const;
 
 /** Header names a client may not set: the message's own structure and trace headers. */
 export const RESERVED_HEADER_PREFIXES = [
@@ -44,7 +63,41 @@ export interface NormalizedSend {
 
 const invalid = (field: string, reason: string) => new RelayError('validation_error', `body.${field}: ${reason}`);
 
+/**
+ * What no header-bound field (mailboxes, subject, header values, rendered subjects) may hold:
+ * C0 controls but TAB (CR and LF have their own message), DEL, C1 controls (NEL among them),
+ * the line and paragraph separators, lone surrogates, and, by decision, the byte order mark and
+ * the bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069),
+ * which make a sender or subject read differently from what it is.
+ */
+const FORBIDDEN_IN_HEADER = /[\x00-\x08\x0B-\x1F\x7F-\x9F\u2028\u2029\u202A-\u202E\u2066-\u2069\uFEFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function kindOf(unit: number): string {
+  if (unit < 0x20 || unit === 0x7f) return 'a control character';
+  if (unit === 0x85) return 'NEL, a C1 control character';
+  if (unit <= 0x9f) return 'a C1 control character';
+  if (unit === 0x2028) return 'the line separator';
+  if (unit === 0x2029) return 'the paragraph separator';
+  if (unit === 0xfeff) return 'the byte order mark';
+  if (unit >= 0xd800 && unit <= 0xdfff) return 'a lone surrogate';
+  return 'a bidirectional formatting character';
+}
+
+/**
+ * Why `value` may not go into a message header, or null when it may: "must not contain CR or
+ * LF", or "must not contain U+001B (a control character)". Never echoes the character.
+ */
+export function headerTextProblem(value: string): string | null {
+  if (/[\r\n]/.test(value)) return 'must not contain CR or LF';
+  const found = FORBIDDEN_IN_HEADER.exec(value);
+  if (!found) return null;
+  const unit = found[0].charCodeAt(0);
+  return `must not contain U+${unit.toString(16).toUpperCase().padStart(4, '0')} (${kindOf(unit)})`;
+}
+
 function mailbox(field: string, value: string): Mailbox {
+  const problem = headerTextProblem(value);
+  if (problem) throw invalid(field, problem);
   const parsed = parseMailbox(value);
   if (!parsed.ok) throw invalid(field, parsed.reason);
   return parsed.value;
@@ -61,14 +114,27 @@ export function isReservedHeader(name: string): boolean {
   return RESERVED_HEADER_PREFIXES.some((prefix) => lower.startsWith(prefix));
 }
 
+/** A header name as it may appear in a message: long ones are cut, so an error never echoes megabytes. */
+const shown = (name: string) => (name.length > 64 ? `${name.slice(0, 64)}…` : name);
+
 export function checkHeaders(headers: Record<string, string> | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) {
+  const names = Object.keys(headers ?? {});
+  if (names.length > MAX_HEADERS) throw invalid('headers', `at most ${MAX_HEADERS} custom headers are allowed (got ${names.length})`);
+  let total = 0;
+  for (const name of names) {
+    const value = headers![name];
+    if (name.length > MAX_HEADER_NAME_LENGTH) throw invalid(`headers.${shown(name)}`, `header names are at most ${MAX_HEADER_NAME_LENGTH} characters`);
     if (!/^[A-Za-z0-9-]+$/.test(name)) throw invalid(`headers.${name}`, 'header names may only hold letters, digits and hyphens');
     if (isReservedHeader(name)) throw invalid(`headers.${name}`, 'is a reserved header name');
     if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
-    if (/[\r\n]/.test(value)) throw invalid(`headers.${name}`, 'must not contain CR or LF');
-    if (characterCount(value) > MAX_HEADER_VALUE_LENGTH) throw invalid(`headers.${name}`, `must be at most ${MAX_HEADER_VALUE_LENGTH} characters`);
+    if (!hasCharacterCountWithin(value, 0, MAX_HEADER_VALUE_LENGTH)) throw invalid(`headers.${name}`, `must be at most ${MAX_HEADER_VALUE_LENGTH} characters`);
+    const problem = headerTextProblem(value);
+    if (problem) throw invalid(`headers.${name}`, problem);
+    total += name.length + characterCount(value);
+    if (total > MAX_HEADERS_TOTAL_LENGTH) {
+      throw invalid('headers', `custom headers are at most ${MAX_HEADERS_TOTAL_LENGTH.toLocaleString('en-US')} characters in all, names and values together`);
+    }
     out[name] = value;
   }
   return out;
@@ -88,7 +154,8 @@ export function checkTags(tags: Record<string, string> | undefined): Record<stri
 export function checkSubject(subject: string, field = 'subject'): string {
   const length = characterCount(subject);
   if (length < 1 || length > MAX_SUBJECT_LENGTH) throw invalid(field, `must be 1 to ${MAX_SUBJECT_LENGTH} characters`);
-  if (/[\r\n]/.test(subject)) throw invalid(field, 'must not contain CR or LF');
+  const problem = headerTextProblem(subject);
+  if (problem) throw invalid(field, problem);
   return subject;
 }
 
@@ -123,8 +190,94 @@ export function normalizeSendRequest(body: SendRequestBody): NormalizedSend {
     text: text || null,
     headers: checkHeaders(body.headers),
     tags: checkTags(body.tags),
-    metadata: body.metadata ?? {},
+    metadata: checkMetadata(body.metadata),
   };
+}
+
+/** Bytes of `value` as a JSON string literal in UTF-8 (JSON.stringify's escapes), counted up to `budget`. */
+function jsonStringBytes(value: string, budget: number): number {
+  let bytes = 2;
+  for (let i = 0; i < value.length && bytes <= budget; i++) {
+    const unit = value.charCodeAt(i);
+    if (unit === 0x22 || unit === 0x5c || unit === 0x08 || unit === 0x09 || unit === 0x0a || unit === 0x0c || unit === 0x0d) bytes += 2;
+    else if (unit < 0x20) bytes += 6;
+    else if (unit < 0x80) bytes += 1;
+    else if (unit < 0x800) bytes += 2;
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < value.length && value.charCodeAt(i + 1) >= 0xdc00 && value.charCodeAt(i + 1) <= 0xdfff) {
+      bytes += 4;
+      i++;
+    } else if (unit >= 0xd800 && unit <= 0xdfff) bytes += 6;
+    else bytes += 3;
+  }
+  return bytes;
+}
+
+type JsonContainer = Record<string, unknown> | unknown[];
+
+/**
+ * Bounds the free-form metadata (METADATA_LIMITS) without recursion: an explicit stack, each
+ * container counted before its members are looked at, and the walk stops at the first limit
+ * passed, so a hostile body costs at most about as much as an allowed one. Numbers must be
+ * finite and integers exact (within Number.MAX_SAFE_INTEGER). Returns the metadata itself.
+ */
+export function checkMetadata(metadata: unknown, field = 'metadata'): Record<string, unknown> {
+  if (metadata === undefined) return {};
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) throw invalid(field, 'must be an object');
+  const limits = METADATA_LIMITS;
+  let members = 0;
+  let bytes = 0;
+  const spend = (n: number) => {
+    bytes += n;
+    if (bytes > limits.bytes) throw invalid(field, `metadata is at most ${limits.bytes.toLocaleString('en-US')} bytes as JSON`);
+  };
+  const count = (n: number) => {
+    members += n;
+    if (members > limits.members) throw invalid(field, `metadata holds at most ${limits.members.toLocaleString('en-US')} keys in all (object keys and array items, at every level)`);
+  };
+  const stack: Array<{ value: JsonContainer; path: string; depth: number }> = [{ value: metadata as JsonContainer, path: field, depth: 1 }];
+  const member = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : `${path}.${shown(key)}`);
+
+  const visit = (path: string, key: string | number, value: unknown, depth: number) => {
+    if (value === null) spend(4);
+    else if (typeof value === 'boolean') spend(value ? 4 : 5);
+    else if (typeof value === 'number') {
+      if (!Number.isFinite(value)) throw invalid(member(path, key), 'numbers must be finite: this one is beyond the range of a double (±1.8e308); send it as a string');
+      if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
+        throw invalid(member(path, key), 'integers are kept exactly only up to ±9,007,199,254,740,991 (2^53 - 1); send larger ones as strings');
+      }
+      spend(String(value).length);
+    } else if (typeof value === 'string') {
+      if (!hasCharacterCountWithin(value, 0, limits.stringLength)) {
+        throw invalid(member(path, key), `strings in metadata are at most ${limits.stringLength.toLocaleString('en-US')} characters`);
+      }
+      spend(jsonStringBytes(value, limits.bytes - bytes));
+    } else if (typeof value === 'object') {
+      if (depth + 1 > limits.depth) throw invalid(member(path, key), `metadata nests at most ${limits.depth} levels (the metadata object is level 1)`);
+      stack.push({ value: value as JsonContainer, path: member(path, key), depth: depth + 1 });
+    } else {
+      throw invalid(member(path, key), 'must be a JSON value');
+    }
+  };
+
+  while (stack.length > 0) {
+    const { value, path, depth } = stack.pop()!;
+    if (Array.isArray(value)) {
+      const length = value.length;
+      count(length);
+      spend(2 + Math.max(0, length - 1));
+      for (let i = 0; i < length; i++) visit(path, i, value[i], depth);
+    } else {
+      const keys = Object.keys(value);
+      count(keys.length);
+      spend(2 + Math.max(0, keys.length - 1) + keys.length);
+      for (const key of keys) {
+        if (!hasCharacterCountWithin(key, 0, limits.keyLength)) throw invalid(member(path, key), `metadata keys are at most ${limits.keyLength} characters`);
+        spend(jsonStringBytes(key, limits.bytes - bytes));
+        visit(path, key, value[key], depth);
+      }
+    }
+  }
+  return metadata as Record<string, unknown>;
 }
 
 /** Every recipient once, normalized: for suppression checks and quota charges. */

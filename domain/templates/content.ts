@@ -1,4 +1,5 @@
 // Template content (spec: TemplateContent / TemplateUpdate) and the decisions about writing it.
+import { headerTextProblem } from '../email/send-request.ts';
 import { RelayError, conflict } from '../errors.ts';
 
 export const MAX_TEMPLATE_NAME_LENGTH = 100;
@@ -12,8 +13,16 @@ export interface TemplateContent {
   text: string | null;
 }
 
+/** A template's subject becomes a header: the send's character rule applies to it as written (400). */
+export function checkTemplateSubject(subject: string, field = 'body.subject'): string {
+  const problem = headerTextProblem(subject);
+  if (problem !== null) throw new RelayError('validation_error', `${field}: ${problem}`);
+  return subject;
+}
+
 /** The body as sent (html/text may be left out) → the stored content (left out = null). */
 export function templateContentOf(body: { name: string; slug: string; subject: string; html?: string | null; text?: string | null }): TemplateContent {
+  checkTemplateSubject(body.subject);
   const content: TemplateContent = { name: body.name, slug: body.slug, subject: body.subject, html: body.html ?? null, text: body.text ?? null };
   if (!content.html && !content.text) throw new RelayError('validation_error', 'body.html: at least one of html or text must be a nonempty string');
   return content;

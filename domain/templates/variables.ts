@@ -1,6 +1,7 @@
 // TemplateVariables: the values a preview or a template send merges into a template. Every
 // failure is 422 invalid_template_variables and names the variable (spec: "422 invalid
 // template variables"), including a variable the template uses that the request leaves out.
+import { headerTextProblem } from '../email/send-request.ts';
 import { RelayError } from '../errors.ts';
 import { characterCount } from '../text.ts';
 
@@ -51,4 +52,21 @@ export function requireVariables(used: readonly string[], given: TemplateVariabl
     const list = missing.join(', ');
     throw invalidVariables(`${field}.${missing[0]}`, `the template uses ${missing.length === 1 ? 'the variable' : 'the variables'} ${list}, which the request does not give`);
   }
+}
+
+/**
+ * A rendered subject goes into the Subject header, so it follows the character rule of every
+ * header-bound field (headerTextProblem: no control characters, separators, lone surrogates,
+ * byte order mark or bidirectional overrides). Like CR or LF in a rendered subject, a break is
+ * 422 naming the variable whose value brought the character in (`used`: the template's
+ * variables), or `field` alone when no value did.
+ */
+export function checkRenderedSubjectText(subject: string, used: readonly string[], values: TemplateVariables, field = 'body.variables'): string {
+  const problem = headerTextProblem(subject);
+  if (problem === null) return subject;
+  const culprit = used.find((name) => {
+    const value = Object.hasOwn(values, name) ? values[name] : undefined;
+    return typeof value === 'string' && headerTextProblem(value) !== null && subject.includes(value);
+  });
+  throw invalidVariables(`${field}${culprit ? `.${culprit}` : ''}`, `the rendered subject ${problem}`);
 }

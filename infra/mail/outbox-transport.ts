@@ -93,8 +93,12 @@ export class OutboxTransport implements MailTransport {
   }
 
   async #write(message: OutgoingMessage): Promise<void> {
-    this.#ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(async (created) => {
-      if (created) await chmod(this.dir, 0o700);
+    // 0700 whatever the umask, and also when an older version made the directory 0755.
+    this.#ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(async () => {
+      if (((await stat(this.dir)).mode & 0o077) === 0) return;
+      await chmod(this.dir, 0o700).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EPERM') throw error; // not ours: left as the operator made it
+      });
     });
     try {
       await this.#ready;

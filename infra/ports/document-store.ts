@@ -83,6 +83,12 @@ export interface DocumentStore {
   rename(from: string, to: string): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
+  /**
+   * Makes deleted documents unrecoverable from the store's own files, where the engine can
+   * (the embedded store empties its WAL; MongoDB cannot: see README, Data at rest). False when
+   * it could not finish now (try again later). Absent when the store has no such operation.
+   */
+  purgeDeleted?(): Promise<boolean>;
 }
 
 export class DuplicateKeyError extends Error {

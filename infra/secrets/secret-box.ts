@@ -21,7 +21,7 @@
 // accepted by `macVerify`. Re-seal stored values before dropping the old key from the list.
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
-import { mkdir, open, readFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
 export const KEY_BYTES = 32;
@@ -96,9 +96,19 @@ async function readKeyFile(path: string): Promise<Buffer> {
   throw lastError;
 }
 
+/** A key file readable by others (copied in by hand, say) is made 0600; one not ours stays as it is. */
+async function keepPrivate(path: string): Promise<void> {
+  try {
+    if (((await stat(path)).mode & 0o077) !== 0) await chmod(path, 0o600);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'EPERM') throw error;
+  }
+}
+
 async function keyFromFile(dataDir: string): Promise<{ key: Buffer; path: string }> {
   const path = join(dataDir, KEY_FILE_NAME);
-  await mkdir(dataDir, { recursive: true });
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const fresh = randomBytes(KEY_BYTES);
   let handle;
   try {
@@ -107,6 +117,7 @@ async function keyFromFile(dataDir: string): Promise<{ key: Buffer; path: string
     handle = await open(path, 'wx', 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    await keepPrivate(path);
     return { key: await readKeyFile(path), path };
   }
   try {

@@ -1,15 +1,48 @@
 // Opening and transacting on the embedded sqlite file shared by the sqlite adapters.
 // Every adapter creates its own tables (CREATE TABLE IF NOT EXISTS), so they can share one
 // file or use separate ones.
-import { mkdirSync } from 'node:fs';
+//
+// What is on disk is private to Relay's user: the directory is made 0700, and the database is
+// created 0600 before sqlite opens it (sqlite gives its -wal and -shm files the database
+// file's mode); files an older version left 0644 are tightened at open.
+// Deleted rows leave no trace in the files: secure_delete zeroes them in place, and
+// journal_size_limit = 0 cuts stale frames off the WAL whenever it restarts.
+// `truncateWal` (after crypto-shredding) also empties the live WAL.
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
 /** How long a write waits for another connection's write lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5000;
+/** Modes of the embedded stores' files and of the directories made for them. */
+export const PRIVATE_FILE_MODE = 0o600;
+export const PRIVATE_DIR_MODE = 0o700;
+
+const isFile = (path: string) => path !== ':memory:' && path !== '' && !path.startsWith('file:');
+
+/** chmod to `mode` when the file grants more; a file that is missing or not ours stays as it is. */
+export function restrictMode(path: string, mode: number): void {
+  try {
+    if ((statSync(path).mode & 0o777 & ~mode) === 0) return;
+    chmodSync(path, mode);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'EPERM') throw error;
+  }
+}
+
+const restrictDatabaseFiles = (path: string) => {
+  for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) restrictMode(file, PRIVATE_FILE_MODE);
+};
 
 export function openDatabase(path: string): DatabaseSync {
-  if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
+  if (isFile(path)) {
+    mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
+    // Created 0600 here rather than 0644 by sqlite (an empty file is an empty database);
+    // 'a' never truncates a database another process made first.
+    closeSync(openSync(path, 'a', PRIVATE_FILE_MODE));
+    restrictDatabaseFiles(path);
+  }
   const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
   try {
     // WAL lets readers (subscriptions, other processes) run while a writer commits;
@@ -18,11 +51,28 @@ export function openDatabase(path: string): DatabaseSync {
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = NORMAL');
     db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    // Deleted content (a shredded content key, pruned log records) is overwritten with zeros
+    // instead of staying readable in a free page or free block of the file.
+    db.exec('PRAGMA secure_delete = ON');
+    // When the WAL restarts after a checkpoint, the first commit truncates it to what it
+    // holds: frames of older pages do not linger past the end of the new ones.
+    db.exec('PRAGMA journal_size_limit = 0');
   } catch (error) {
     db.close();
     throw error;
   }
+  if (isFile(path)) restrictDatabaseFiles(path);
   return db;
+}
+
+/**
+ * Copies the WAL into the database and truncates it to zero bytes, so that pages as they were
+ * before a deletion survive in neither file. False when a reader (another connection) kept
+ * part of the WAL in use past the busy timeout: the next call does it.
+ */
+export function truncateWal(db: DatabaseSync): boolean {
+  const result = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number; log: number; checkpointed: number } | undefined;
+  return result === undefined || result.busy === 0;
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   type Stored,
   type Where,
 } from '../ports/document-store.ts';
-import { openDatabase } from './database.ts';
+import { openDatabase, truncateWal } from './database.ts';
 import { fieldSql, findTail, quoteIdent, whereSql } from './document-query.ts';
 
 const TABLE_PREFIX = 'doc_';
@@ -304,6 +304,17 @@ export class SqliteDocumentStore implements DocumentStore {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * Makes documents deleted so far unrecoverable from this store's files (crypto-shredding,
+   * apps/services/content-vault.ts): deletions are already zeroed in place (secure_delete);
+   * this empties the WAL, which still holds the pages as they were before. False when
+   * another connection's reader kept the WAL in use: call again later.
+   */
+  async purgeDeleted(): Promise<boolean> {
+    if (this.#engine.closed) throw new Error('document store is closed');
+    return truncateWal(this.#engine.db);
   }
 
   async close(): Promise<void> {

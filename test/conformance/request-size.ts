@@ -10,9 +10,9 @@ const MiB = 1024 * 1024;
 
 /** A send body of exactly `bytes` bytes of JSON, padded in metadata (html keeps its own size). */
 function bodyOfSize(t: Tenant, bytes: number, html: number): string {
-  const base = basicSend(t, { html: 'h'.repeat(html), metadata: { pad: '' } });
+  const base = basicSend(t, { html: 'h'.repeat(html), text: '' });
   const length = Buffer.byteLength(JSON.stringify(base));
-  const padded = JSON.stringify({ ...base, metadata: { pad: 'p'.repeat(bytes - length) } });
+  const padded = JSON.stringify({ ...base, text: 'p'.repeat(bytes - length) });
   assert.is(Buffer.byteLength(padded), bytes);
   return padded;
 }

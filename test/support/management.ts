@@ -63,7 +63,10 @@ export async function workspaceWithProject(t: TestApp, owner: Caller, environmen
   return { workspaceId, projectId: project.json().id as string };
 }
 
+/** Membership by invitation: the owner (or an admin) invites the member's email, the member accepts. */
 export async function addMember(t: TestApp, owner: Caller, workspaceId: string, member: Caller, role: string): Promise<void> {
-  const response = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: member.email, role } });
-  if (response.statusCode !== 201) throw new Error(`add member: ${response.statusCode} ${response.body}`);
+  const invited = await call(t, 'POST', `/v1/workspaces/${workspaceId}/members`, { as: owner, body: { email: member.email, role } });
+  if (invited.statusCode !== 201) throw new Error(`invite member: ${invited.statusCode} ${invited.body}`);
+  const accepted = await call(t, 'POST', `/v1/invitations/${invited.json().id}/accept`, { as: member });
+  if (accepted.statusCode !== 200) throw new Error(`accept invitation: ${accepted.statusCode} ${accepted.body}`);
 }

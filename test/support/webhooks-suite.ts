@@ -150,6 +150,8 @@ export function webhooksSuite(mode: string, storesEnv: () => Record<string, stri
     // Every event id is its own, and the detail shows each delivery with its attempt log.
     const ids = hooksFor(ctx, id).map((r) => JSON.parse(r.body).id);
     assert.is(new Set(ids).size, ids.length);
+    // A request reaches the receiver before its outcome is recorded: wait for the records.
+    await waitUntil(async () => (await detail(ctx.t, ctx.tenant.key, id)).webhookDeliveries.every((d: { status: string }) => d.status !== 'pending'), 'every delivery is recorded');
     const read = await detail(ctx.t, ctx.tenant.key, id);
     assert.is(read.webhookDeliveries.length, ids.length);
     for (const d of read.webhookDeliveries) {

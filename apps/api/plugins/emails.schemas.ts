@@ -2,7 +2,8 @@
 // compiled once at start. What a JSON schema cannot say (the address grammar, the 50-recipient
 // total, html-or-text) is checked after it by domain/email/send-request.ts; both name the field.
 import { Type, type Static } from '@sinclair/typebox';
-import { RESERVED_HEADER_PREFIXES } from '../../../domain/email/send-request.ts';
+import { MAX_HEADERS, MAX_RECIPIENTS, MAX_TAGS, METADATA_LIMITS, RESERVED_HEADER_PREFIXES } from '../../../domain/email/send-request.ts';
+import { MAX_VARIABLES } from '../../../domain/templates/variables.ts';
 import { MAX_MAILBOX_LENGTH } from '../../../domain/mailbox.ts';
 import { STATUSES } from '../../../domain/email/status.ts';
 import { Text } from './text.schemas.ts';
@@ -27,13 +28,18 @@ const MailboxOrList = Type.Union([Mailbox, Type.Array(Mailbox, { minItems: 1, ma
   errorMessage: `must be a mailbox or an array of 1 to 50 mailboxes (each at most ${MAX_MAILBOX_LENGTH} characters, without CR or LF)`,
 });
 
+// Counts are bounded here, before TypeBox looks at any member (it compares the number of
+// properties first), so a body of 200,000 headers or 400,000 metadata keys is refused without
+// a walk over them; the rest of the bounds (lengths, total sizes, metadata depth and bytes,
+// characters) are domain/email/send-request.ts's, which names the member at fault.
 export const HEADER_NAME_PATTERN = `^(?!(?:${RESERVED_HEADER_PREFIXES.map(anyCase).join('|')}))[A-Za-z0-9-]+$`;
 export const Headers = Type.Record(
   Type.String({ pattern: HEADER_NAME_PATTERN }),
   Text({ maxLength: 998, pattern: NO_CR_LF, errorMessage: 'header values are strings of at most 998 characters without CR or LF' }),
   {
+    maxProperties: MAX_HEADERS,
     additionalProperties: false,
-    errorMessage: `header names are letters, digits and hyphens and must not begin with ${RESERVED_HEADER_PREFIXES.join(', ')} (in any case)`,
+    errorMessage: `must be an object of at most ${MAX_HEADERS} headers whose names are letters, digits and hyphens and do not begin with ${RESERVED_HEADER_PREFIXES.join(', ')} (in any case)`,
   },
 );
 
@@ -47,7 +53,10 @@ export const Tags = Type.Record(
     errorMessage: 'tags are at most 20; names are 1 to 128 letters, digits, _ and - and must not begin with rr_',
   },
 );
-export const Metadata = Type.Record(Type.String(), Type.Unknown(), { errorMessage: 'must be an object' });
+export const Metadata = Type.Record(Type.String(), Type.Unknown(), {
+  maxProperties: METADATA_LIMITS.members,
+  errorMessage: `must be an object of at most ${METADATA_LIMITS.members.toLocaleString('en-US')} keys in all, ${METADATA_LIMITS.depth} levels deep and ${METADATA_LIMITS.bytes.toLocaleString('en-US')} bytes as JSON`,
+});
 
 const Subject = Text({ minLength: 1, maxLength: 998, pattern: NO_CR_LF, errorMessage: 'must be 1 to 998 characters without CR or LF' });
 const Body = Text({ maxLength: 10_000_000, errorMessage: 'must be a string of at most 10,000,000 characters' });
@@ -90,6 +99,18 @@ export const ListEmailsQuery = Type.Object(
   { additionalProperties: false },
 );
 export type ListEmailsQuery = Static<typeof ListEmailsQuery>;
+
+/**
+ * What no valid send body (direct or template) can exceed, for the scan before JSON.parse
+ * (apps/api/json-body.ts): metadata's 10 levels under the body's own, and every member the
+ * limits allow: the body's properties, three recipient lists of up to 50, headers, tags,
+ * variables and metadata. A body past these is refused without being parsed.
+ */
+export const SEND_BODY_BOUNDS = {
+  maxDepth: METADATA_LIMITS.depth + 1,
+  maxMembers: 13 + 3 * MAX_RECIPIENTS + MAX_HEADERS + MAX_TAGS + MAX_VARIABLES + METADATA_LIMITS.members,
+  note: `metadata nests at most ${METADATA_LIMITS.depth} levels and holds at most ${METADATA_LIMITS.members.toLocaleString('en-US')} keys in all; at most ${MAX_HEADERS} headers`,
+};
 
 /** Spec: 1 to 128 printable ASCII characters (space to tilde). */
 export const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,128}$/;

@@ -12,7 +12,8 @@ import { getEmail, listEmails, type ReadScope } from '../../services/email-reads
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
-import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SendEmailBody } from './emails.schemas.ts';
+import { exactJsonParser } from '../json-body.ts';
+import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
 import { TemplateSendBody } from './template-send.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);
@@ -138,6 +139,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     documents: ctx.documents,
     rateLimits: ctx.services.rateLimits,
     usage: ctx.services.usage,
+    secrets: ctx.services.secrets,
     now: ctx.now,
   };
 
@@ -149,6 +151,9 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     principals.set(request, await authenticateApiKey(ctx, request.headers.authorization));
   });
   const principalOf = (request: FastifyRequest) => principals.get(request)!;
+  // Send bodies are parsed with their bounds checked while parsing, and numbers kept exact or
+  // refused (apps/api/json-body.ts): refusing 400,000 keys must not cost building them first.
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
 
   app.post('/v1/emails', {
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),

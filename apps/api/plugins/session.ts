@@ -25,6 +25,8 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
   };
 
   app.post<{ Body: Static<typeof Login> }>('/v1/session', {
+    // No key is needed here, so large bodies must not be able to take the body budget.
+    bodyLimit: 16 * 1024,
     // The Origin check runs before the body is even read: login CSRF is refused like any other.
     onRequest: async (request) => checkOrigin(ctx.config, request),
     schema: { body: Login },

@@ -1,8 +1,12 @@
 // Workspaces and members. Any signed-in user may create a workspace (and owns it);
 // activation for production sending is an operator's act (relay workspace activate).
+// Members join by invitation: an owner or admin invites an email, the user with that email
+// accepts (MANAGEMENT-API.md, Invitations).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { addMember, createWorkspace, listMembers, listWorkspacesOf, workspaceView } from '../../services/management/workspaces.ts';
+import {
+  acceptInvitation, createWorkspace, deleteInvitation, inviteMember, listInvitationsFor, listMembers, listWorkspaceInvitations, listWorkspacesOf, workspaceView,
+} from '../../services/management/workspaces.ts';
 import { authenticateSession, requireSession, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Address, Id, Name, Role } from './management-schemas.ts';
@@ -27,18 +31,38 @@ export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Pr
 
   app.get<{ Params: Static<typeof ById> }>('/v1/workspaces/:id', { schema: { params: ById } }, async (request) => {
     const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'viewer');
-    return { ...workspaceView(workspace, membership.role), members: await listMembers(ctx.documents, workspace._id) };
+    return {
+      ...workspaceView(workspace, membership.role),
+      members: await listMembers(ctx.documents, workspace._id),
+      invitations: await listWorkspaceInvitations(ctx.documents, workspace, ctx.now()),
+    };
   });
 
+  // An invitation, whether or not the email has an account: the answer never says which.
   app.post<{ Params: Static<typeof ById>; Body: Static<typeof AddMember> }>(
     '/v1/workspaces/:id/members',
     { schema: { params: ById, body: AddMember } },
     async (request, reply) => {
-      const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
-      const member = await addMember(ctx.documents, {
-        workspaceId: workspace._id, actorRole: membership.role, email: request.body.email, role: request.body.role,
+      const { principal, workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
+      const invitation = await inviteMember(ctx.documents, {
+        workspace, actorUserId: principal.user._id, actorRole: membership.role, email: request.body.email, role: request.body.role,
       }, ctx.now());
-      return reply.status(201).send(member);
+      return reply.status(201).send(invitation);
     },
   );
+
+  app.get('/v1/invitations', async (request) => {
+    const { user } = await authenticateSession(ctx, request);
+    return { invitations: await listInvitationsFor(ctx.documents, user, ctx.now()) };
+  });
+
+  app.post<{ Params: Static<typeof ById> }>('/v1/invitations/:id/accept', { schema: { params: ById } }, async (request) => {
+    const { user } = await authenticateSession(ctx, request);
+    return acceptInvitation(ctx.documents, user, request.params.id, ctx.now());
+  });
+
+  app.delete<{ Params: Static<typeof ById> }>('/v1/invitations/:id', { schema: { params: ById } }, async (request) => {
+    const { user } = await authenticateSession(ctx, request);
+    return deleteInvitation(ctx.documents, user, request.params.id);
+  });
 }

@@ -22,6 +22,10 @@ export async function ensureManagementIndexes(documents: DocumentStore): Promise
       { name: 'secret', fields: [['secretHash', 'asc']], unique: true },
       { name: 'project', fields: [['projectId', 'asc'], ['createdAt', 'asc']] },
     ]),
+    documents.collection(COLLECTIONS.invitations).ensureIndexes([
+      { name: 'email', fields: [['email', 'asc']] },
+      { name: 'workspace', fields: [['workspaceId', 'asc'], ['createdAt', 'asc']] },
+    ]),
     documents.collection(COLLECTIONS.suppressions).ensureIndexes([
       { name: 'workspace', fields: [['workspaceId', 'asc'], ['_id', 'asc']] },
     ]),

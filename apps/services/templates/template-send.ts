@@ -4,9 +4,9 @@
 // later never changes an accepted email. The idempotency fingerprint stays that of the body as
 // sent (admission computes it from `body`): it covers the template send, not its rendering.
 import type { TemplateReference } from '../../../domain/email/events.ts';
-import { checkHeaders, checkTags, normalizeEnvelope, type NormalizedSend } from '../../../domain/email/send-request.ts';
+import { checkHeaders, checkMetadata, checkTags, normalizeEnvelope, type NormalizedSend } from '../../../domain/email/send-request.ts';
 import { notFound } from '../../../domain/errors.ts';
-import { checkTemplateVariables, invalidVariables, type TemplateVariables } from '../../../domain/templates/variables.ts';
+import { checkRenderedSubjectText, checkTemplateVariables, invalidVariables, type TemplateVariables } from '../../../domain/templates/variables.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { compiledTemplateOf } from './compiled-templates.ts';
 import { findTemplateBySlug } from './templates.ts';
@@ -42,7 +42,7 @@ export interface CheckedTemplateSend {
 
 /**
  * Everything that can be checked without the template, so it runs before admission looks at
- * replays and rate limits: 400 validation_error for mailboxes, headers and tags, 422
+ * replays and rate limits: 400 validation_error for mailboxes, headers, tags and metadata, 422
  * invalid_template_variables for variables that break TemplateVariables.
  */
 export function checkTemplateSend(body: TemplateSendInput): CheckedTemplateSend {
@@ -50,7 +50,7 @@ export function checkTemplateSend(body: TemplateSendInput): CheckedTemplateSend 
     envelope: normalizeEnvelope(body),
     headers: checkHeaders(body.headers),
     tags: checkTags(body.tags),
-    metadata: body.metadata ?? {},
+    metadata: checkMetadata(body.metadata),
     slug: body.template,
     variables: checkTemplateVariables(body.variables),
   };
@@ -59,13 +59,16 @@ export function checkTemplateSend(body: TemplateSendInput): CheckedTemplateSend 
 /**
  * Resolves the slug in the project (404 not_found) and renders the template with the
  * variables (422 invalid_template_variables: one it uses is missing, or the rendering breaks a
- * rule, e.g. a subject with CR or LF). Admission calls this only for a request that is neither
- * a replay nor rate limited: a template deleted after the first attempt must not fail a retry.
+ * rule, e.g. a subject with CR, LF or another character no header may hold). Admission calls
+ * this only for a request that is neither a replay nor rate limited: a template deleted after
+ * the first attempt must not fail a retry.
  */
 export async function renderTemplateSend(documents: DocumentStore, projectId: string, parsed: CheckedTemplateSend): Promise<{ send: NormalizedSend; template: TemplateReference }> {
   const template = await findTemplateBySlug(documents, projectId, parsed.slug);
   if (!template) throw notFound(`no template with the slug "${parsed.slug}" in this project`);
-  const rendered = (await compiledTemplateOf(template)).render(parsed.variables, 'body.variables');
+  const compiled = await compiledTemplateOf(template);
+  const rendered = compiled.render(parsed.variables, 'body.variables');
+  checkRenderedSubjectText(rendered.subject, compiled.variables, parsed.variables, 'body.variables');
   if (!rendered.html && !rendered.text) throw invalidVariables('body.variables', 'the rendered email has neither html nor text');
   const send: NormalizedSend = {
     ...parsed.envelope,

@@ -1,0 +1,278 @@
+// What one client can hold on to: time (header, request, keep-alive and idle timeouts), the
+// socket after a refusal (closed, after a bounded drain so the answer is not lost to a reset),
+// and memory (request bodies are admitted against a process-wide budget of bytes in flight).
+// Node's own parser errors and timeouts are answered in the spec's envelope here too.
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { Transform, type TransformCallback } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { RelayError } from '../../domain/errors.ts';
+import { envelope, parserErrorAnswer } from './error-registry.ts';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+export interface ConnectionLimits {
+  /** From the connection (or the first byte of a request) to the end of its headers. */
+  headersTimeoutMs: number;
+  /** From the first byte of a request to the last byte of its body (a 10 MiB body at ≥ 350 KiB/s). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (Node adds a 1 s grace). */
+  keepAliveTimeoutMs: number;
+  /** A socket with no traffic in either direction for this long is destroyed. */
+  idleTimeoutMs: number;
+  /** Request line plus headers. */
+  maxHeaderBytes: number;
+  /** Request-body bytes held by all requests of the process at once. */
+  bodyBytesInFlight: number;
+  /** A body above this size is "large"… */
+  largeBodyBytes: number;
+  /** …and large bodies together may hold only this much, so ordinary sends always find room. */
+  largeBodyBytesInFlight: number;
+  /** After a refusal sent before the body was read: a body of at most `lingerBytes` is read to its end and
+   * discarded (the client can finish sending and read the answer); of a larger one nothing more is read; the
+   * connection is closed when the client is done, or after `lingerMs`. */
+  lingerMs: number;
+  lingerBytes: number;
+  /** The same bounds after a 401 (and `unauthenticatedLingerMs` after a parser error or a timeout). */
+  unauthenticatedLingerMs: number;
+  unauthenticatedLingerBytes: number;
+}
+
+export const DEFAULT_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  idleTimeoutMs: 30_000,
+  maxHeaderBytes: 16 * KiB,
+  bodyBytesInFlight: 64 * MiB,
+  largeBodyBytes: 1 * MiB,
+  largeBodyBytesInFlight: 48 * MiB,
+  lingerMs: 5_000,
+  lingerBytes: 1 * MiB,
+  unauthenticatedLingerMs: 1_000,
+  unauthenticatedLingerBytes: 64 * KiB,
+};
+
+/** The fastify options that carry the timeouts; spread into Fastify({...}). */
+export function serverOptionsOf(limits: ConnectionLimits) {
+  return {
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    http: {
+      requestTimeout: limits.requestTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      maxHeaderSize: limits.maxHeaderBytes,
+      // Node checks header and request deadlines on this period (30 s by default, which would
+      // let a request outlive its timeout by up to 30 s).
+      connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4))),
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Closing after a refusal
+
+interface Linger { ms: number; bytes: number }
+
+const lingerOf = (limits: ConnectionLimits, unauthenticated: boolean): Linger => unauthenticated
+  ? { ms: limits.unauthenticatedLingerMs, bytes: limits.unauthenticatedLingerBytes }
+  : { ms: limits.lingerMs, bytes: limits.lingerBytes };
+
+/** Stops reading from `socket` for good: what the client still sends stays in the kernel's buffers and pushes back on it. */
+function stopReading(socket: Socket): void {
+  socket.pause();
+  // Node's request machinery resumes consumed sockets when a request is read or dumped.
+  socket.resume = () => socket;
+}
+
+/**
+ * Closes `socket` without losing the answer just written. Destroying a socket that still
+ * has unread bytes makes the kernel send a reset, and a client still writing its body may
+ * then report EPIPE instead of our answer. So the write side is ended (FIN after the answer)
+ * and the socket is destroyed when the client is done (it closes its side, or its request
+ * ends), or after `ms` at the latest.
+ */
+function endThenClose(socket: Socket, ms: number, onDone: (done: () => void) => void = () => {}): void {
+  const done = () => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(done, ms);
+  socket.once('close', () => clearTimeout(timer));
+  socket.once('end', done);
+  onDone(done);
+  socket.end();
+}
+
+/**
+ * Marks a response sent before its request's body was read in full: it goes out with
+ * Connection: close, and instead of Node's immediate destroy the socket closes within bounds:
+ * a body of at most `linger.bytes` is read to its end and discarded (the client finishes
+ * sending, then reads the answer); of a larger or unknown one nothing more is read (the
+ * process holds and parses nothing), and the socket is destroyed after `linger.ms`.
+ */
+function closeAfterResponse(request: IncomingMessage, linger: Linger): void {
+  const socket = request.socket as Socket & { destroySoon?: () => void };
+  if (!socket) return;
+  // Node calls destroySoon once the response is written, for a response with Connection: close.
+  socket.destroySoon = () => {
+    // The body now goes nowhere: unhook any reader (a preParsing stream, a parser that gave up).
+    request.unpipe();
+    request.removeAllListeners('data');
+    const declared = Number(request.headers['content-length']);
+    const readToEnd = request.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared <= linger.bytes;
+    if (readToEnd) request.resume();
+    else stopReading(socket);
+    endThenClose(socket, linger.ms, (done) => {
+      request.once('end', done);
+      request.once('error', done);
+    });
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Node's own refusals (unparseable requests, header overflow, timeouts)
+
+const answered = new WeakSet<Socket>();
+
+/** fastify's clientErrorHandler: Node's parser errors and timeouts, in the envelope, then a bounded drain. */
+export function clientErrorHandler(limits: ConnectionLimits) {
+  return function onClientError(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+    // A parser in error reports again for every chunk that follows: the first answer stands.
+    if (answered.has(socket)) return;
+    answered.add(socket);
+    if (socket.destroyed || !error.code || !(error.code.startsWith('HPE_') || error.code === 'ERR_HTTP_REQUEST_TIMEOUT')) {
+      socket.destroy();
+      return;
+    }
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    // Never write into a response already under way: that would corrupt the stream.
+    if (!socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const answer = parserErrorAnswer(error.code, limits);
+    this.log.debug({ code: error.code, status: answer.status }, 'client error');
+    const body = JSON.stringify(envelope(answer.code, answer.message));
+    const headers = [
+      `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}`,
+      'Content-Type: application/json; charset=utf-8',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      `Date: ${new Date().toUTCString()}`,
+      'Connection: close',
+    ];
+    socket.write(`${headers.join('\r\n')}\r\n\r\n${body}`);
+    // Whatever follows is not read; the client has the answer and a FIN.
+    stopReading(socket);
+    endThenClose(socket, limits.unauthenticatedLingerMs);
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Body budget
+
+/** Bytes of request bodies held at once, process-wide; large bodies only up to their share. */
+export class BodyBudget {
+  readonly limits: ConnectionLimits;
+  inFlight = 0;
+  largeInFlight = 0;
+  constructor(limits: ConnectionLimits) {
+    this.limits = limits;
+  }
+
+  /** Takes `bytes` more for a body whose size becomes `sizeAfter`; false when the budget has no room. */
+  take(bytes: number, sizeBefore: number): boolean {
+    const sizeAfter = sizeBefore + bytes;
+    const large = sizeAfter > this.limits.largeBodyBytes;
+    // A body that just became large moves its earlier bytes into the large share.
+    const largeMore = large ? (sizeBefore > this.limits.largeBodyBytes ? bytes : sizeAfter) : 0;
+    if (this.inFlight + bytes > this.limits.bodyBytesInFlight) return false;
+    if (largeMore > 0 && this.largeInFlight + largeMore > this.limits.largeBodyBytesInFlight) return false;
+    this.inFlight += bytes;
+    this.largeInFlight += largeMore;
+    return true;
+  }
+
+  give(size: number): void {
+    this.inFlight -= size;
+    if (size > this.limits.largeBodyBytes) this.largeInFlight -= size;
+  }
+}
+
+const budgetFull = () => new RelayError(
+  'service_unavailable',
+  'the server is receiving as many request bodies as it holds at once; retry shortly',
+  { retryAfterSeconds: 1 },
+);
+
+/** A body of unknown length (chunked): its bytes are taken from the budget as they arrive. */
+class MeteredBody extends Transform {
+  readonly budget: BodyBudget;
+  size = 0;
+  receivedEncodedLength = 0;
+  constructor(budget: BodyBudget) {
+    super();
+    this.budget = budget;
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (!this.budget.take(chunk.length, this.size)) return callback(budgetFull());
+    this.size += chunk.length;
+    this.receivedEncodedLength = this.size;
+    callback(null, chunk);
+  }
+}
+
+const BODYLESS = new Set(['GET', 'HEAD', 'TRACE']);
+
+function declaredLength(request: FastifyRequest): number | null {
+  const raw = request.headers['content-length'];
+  if (raw === undefined) return null;
+  const n = Number(raw);
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
+/** Hooks that put the limits into effect on every route registered after them. */
+export function installConnectionLimits(app: FastifyInstance, limits: ConnectionLimits, bodyLimit: number): BodyBudget {
+  const budget = new BodyBudget(limits);
+  budgets.set(app, budget);
+
+  app.addHook('preParsing', async (request, reply, payload) => {
+    // (A client gone already would never give back what it took: its response 'close' has passed.)
+    if (BODYLESS.has(request.method) || reply.raw.destroyed || request.raw.socket?.destroyed) return payload;
+    if (request.headers['transfer-encoding'] === undefined) {
+      const declared = declaredLength(request);
+      // No body, or one over the limit that fastify refuses without reading it (413).
+      if (declared === null || declared === 0 || declared > bodyLimit) return payload;
+      if (!budget.take(declared, 0)) throw budgetFull();
+      reply.raw.once('close', () => budget.give(declared));
+      return payload;
+    }
+    const metered = new MeteredBody(budget);
+    reply.raw.once('close', () => budget.give(metered.size));
+    payload.on('error', (error) => metered.destroy(error));
+    return payload.pipe(metered);
+  });
+
+  // A refusal sent before the body is in (401 from the key check, 413, 503 above, 400 for a
+  // media type) closes the connection after a bounded drain; every 401 closes it: a caller
+  // that failed to identify itself keeps no connection.
+  app.addHook('onSend', async (request, reply, payload) => {
+    // (light-my-request's injected requests have no `complete`: they are always read in full.)
+    const unread = request.raw.complete === false;
+    const unauthenticated = reply.statusCode === 401;
+    if (unread || unauthenticated) reply.header('connection', 'close');
+    if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated));
+    return payload;
+  });
+
+  return budget;
+}
+
+export const limitsOf = (overrides: Partial<ConnectionLimits> = {}): ConnectionLimits => ({ ...DEFAULT_LIMITS, ...overrides });
+
+const budgets = new WeakMap<FastifyInstance, BodyBudget>();
+
+/** The body budget of an API built by buildApi (tests watch it being given back). */
+export const bodyBudgetOf = (app: FastifyInstance): BodyBudget | undefined => budgets.get(app);

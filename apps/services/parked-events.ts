@@ -1,0 +1,141 @@
+// Parked events: what a consumer could not apply and went past, so that one event never stops
+// a consumer group (apps/processors/processor.ts) or a rebuild (apps/services/rebuild.ts).
+// One document per (consumer group, event): parking the same event again only counts the new
+// attempts, so redeliveries and several instances agree on one record. `relay parked list`
+// shows them, `relay parked retry <id>` runs one again; /readyz counts them.
+import { DuplicateKeyError, type DocumentStore, type Stored } from '../../infra/ports/document-store.ts';
+import type { StoredEvent } from '../../infra/ports/event-store.ts';
+import { COLLECTIONS } from './collections.ts';
+
+export interface ParkedEvent {
+  /** `<group>:<eventId>`: see parkedEventId. */
+  _id: string;
+  /** The processor's name (`projector`), or `rebuild:<projection>` for a rebuild. */
+  processor: string;
+  /** The consumer group (`<namespace>.<processor>`), or `rebuild.<projection>`. */
+  group: string;
+  eventId: string;
+  streamId: string;
+  revision: number | null;
+  /** Position in the event store's global order, when known. */
+  position: string | null;
+  type: string | null;
+  /** The last error's message (capped). */
+  error: string;
+  /** Failed attempts over every time it was parked. */
+  attempts: number;
+  firstFailedAt: string;
+  lastFailedAt: string;
+  /** Where the log held it; null for a rebuild. */
+  topic: string | null;
+  partition: number | null;
+  offset: string | null;
+  /** When `relay parked retry` last sent it again; null before. */
+  retryRequestedAt: string | null;
+}
+
+export interface Parking {
+  processor: string;
+  group: string;
+  event: Pick<StoredEvent, 'id' | 'streamId'> & { revision: number | null; position?: string | null; type: string | null };
+  error: Error;
+  /** Failed attempts this time. */
+  attempts: number;
+  firstFailedAt: Date;
+  lastFailedAt: Date;
+  record?: { topic: string; partition: number; offset: string };
+}
+
+const MAX_ERROR_CHARS = 2000;
+
+export const parkedEventId = (group: string, eventId: string): string => `${group}:${eventId}`;
+
+/** The group that parks what `relay projections rebuild <name>` cannot apply. */
+export const rebuildGroup = (projection: string): { processor: string; group: string } => ({ processor: `rebuild:${projection}`, group: `rebuild.${projection}` });
+
+export const parkedEventsOf = (documents: DocumentStore) => documents.collection<ParkedEvent>(COLLECTIONS.parkedEvents);
+
+export async function ensureParkedIndexes(documents: DocumentStore): Promise<void> {
+  await parkedEventsOf(documents).ensureIndexes([
+    { name: 'parked_by_processor', fields: [['processor', 'asc'], ['lastFailedAt', 'desc'], ['_id', 'asc']] },
+    { name: 'parked_by_time', fields: [['lastFailedAt', 'desc'], ['_id', 'asc']] },
+  ]);
+}
+
+function messageOf(error: Error): string {
+  const text = error.message || error.name || String(error);
+  return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS)}…` : text;
+}
+
+/** Records the event as parked (or adds these attempts to its record). Idempotent per (group, event). */
+export async function parkEvent(documents: DocumentStore, parking: Parking): Promise<Stored<ParkedEvent>> {
+  const parked = parkedEventsOf(documents);
+  const id = parkedEventId(parking.group, parking.event.id);
+  for (;;) {
+    const current = await parked.get(id);
+    const next: ParkedEvent = {
+      _id: id,
+      processor: parking.processor,
+      group: parking.group,
+      eventId: parking.event.id,
+      streamId: parking.event.streamId,
+      revision: parking.event.revision,
+      position: parking.event.position ?? current?.position ?? null,
+      type: parking.event.type,
+      error: messageOf(parking.error),
+      attempts: (current?.attempts ?? 0) + parking.attempts,
+      firstFailedAt: current?.firstFailedAt ?? parking.firstFailedAt.toISOString(),
+      lastFailedAt: parking.lastFailedAt.toISOString(),
+      topic: parking.record?.topic ?? current?.topic ?? null,
+      partition: parking.record?.partition ?? current?.partition ?? null,
+      offset: parking.record?.offset ?? current?.offset ?? null,
+      retryRequestedAt: current?.retryRequestedAt ?? null,
+    };
+    try {
+      if (!current) return await parked.insert(next);
+      const replaced = await parked.replace(next, current._v);
+      if (replaced) return replaced;
+    } catch (error) {
+      if (!(error instanceof DuplicateKeyError)) throw error;
+    }
+    // Another instance parked it meanwhile: add to its record.
+  }
+}
+
+/** Forgets a parked event (it was applied after all, or an operator dismissed it). */
+export async function resolveParked(documents: DocumentStore, id: string): Promise<boolean> {
+  return parkedEventsOf(documents).delete(id);
+}
+
+export async function listParked(documents: DocumentStore, options: { processor?: string; limit?: number } = {}): Promise<Array<Stored<ParkedEvent>>> {
+  return parkedEventsOf(documents).find({
+    where: options.processor === undefined ? {} : { processor: options.processor },
+    orderBy: [['lastFailedAt', 'desc'], ['_id', 'asc']],
+    limit: options.limit ?? 100,
+  });
+}
+
+/** How many events are parked, in all and by processor (those with any). */
+export async function countParked(documents: DocumentStore, processors: readonly string[]): Promise<{ total: number; byProcessor: Record<string, number> }> {
+  const parked = parkedEventsOf(documents);
+  const total = await parked.count();
+  const byProcessor: Record<string, number> = {};
+  if (total === 0) return { total, byProcessor };
+  for (const processor of processors) {
+    const count = await parked.count({ processor });
+    if (count > 0) byProcessor[processor] = count;
+  }
+  return { total, byProcessor };
+}
+
+/** Marks a retry as requested (the CLI then waits for the record to go, or to fail again). */
+export async function markRetryRequested(documents: DocumentStore, id: string, at: Date): Promise<Stored<ParkedEvent> | null> {
+  const parked = parkedEventsOf(documents);
+  for (;;) {
+    const current = await parked.get(id);
+    if (!current) return null;
+    const { _v, ...body } = current;
+    const replaced = await parked.replace({ ...body, retryRequestedAt: at.toISOString() }, _v);
+    if (replaced) return replaced;
+  }
+}
