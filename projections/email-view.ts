@@ -1,5 +1,6 @@
 // The email read model: one document per email serving both the list (EmailSummary) and
 // the detail (EmailDetail) reads. Pure: (view, event) → view. Bodies and BCC never enter it.
+import { OUTCOME_EVENT } from '../domain/webhooks/events.ts';
 import type { AdmittedMessage, RecordedEmailEvent } from '../domain/email/events.ts';
 import { emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
 
@@ -64,17 +65,6 @@ export interface EmailView {
 /** Timeline names of admission events; internal names stay internal. */
 const admissionTimelineType = { EmailAccepted: 'email.queued', EmailSuppressed: 'email.suppressed' } as const;
 
-/** Timeline (and webhook) names of recipient outcomes. */
-export const OUTCOME_TIMELINE_TYPE: Partial<Record<Status, string>> = {
-  sent: 'email.sent',
-  delivered: 'email.delivered',
-  rejected: 'email.rejected',
-  hard_bounced: 'email.bounced',
-  soft_bounced: 'email.bounced',
-  delayed: 'email.delayed',
-  failed: 'email.failed',
-  complained: 'email.complained',
-};
 
 function admitted(message: AdmittedMessage, status: Status, event: RecordedEmailEvent & { type: keyof typeof admissionTimelineType }, payload: Record<string, unknown>): EmailView {
   return {
@@ -142,7 +132,7 @@ function outcomeEntries(eventId: string, occurredAt: string, outcomes: Recipient
   const byStatus = new Map<Status, RecipientOutcomeEntry[]>();
   for (const o of outcomes) if (o.address !== null) byStatus.set(o.status, [...(byStatus.get(o.status) ?? []), o]);
   return [...byStatus].flatMap(([status, list]) => {
-    const type = OUTCOME_TIMELINE_TYPE[status];
+    const type = OUTCOME_EVENT[status];
     if (!type) return [];
     const bounce = status === 'hard_bounced' ? { bounce_type: 'hard' }
       : status === 'soft_bounced' ? { bounce_type: 'soft' }
@@ -226,7 +216,7 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
       // BCC recipient never show.
       if (outcome === 'undetermined' || address === null) return advanced;
       const next = withOutcomes(advanced, [{ index: recipientIndex, address, status: outcome }], occurredAt, 'supersede');
-      const type = OUTCOME_TIMELINE_TYPE[outcome]!;
+      const type = OUTCOME_EVENT[outcome]!;
       const detail = outcome === 'hard_bounced' ? { bounce_type: 'hard' }
         : outcome === 'soft_bounced' ? { bounce_type: 'soft' }
           : outcome === 'complained' ? { complaint_type: complaintType ?? 'abuse' }

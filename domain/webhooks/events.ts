@@ -34,7 +34,8 @@ export interface WebhookEvent {
   };
 }
 
-const OUTCOME_EVENT: Partial<Record<Status, WebhookEventType>> = {
+/** The event name of each recipient outcome: the webhook's type and the timeline entry's alike. */
+export const OUTCOME_EVENT: Partial<Record<Status, WebhookEventType>> = {
   sent: 'email.sent',
   delivered: 'email.delivered',
   rejected: 'email.rejected',
