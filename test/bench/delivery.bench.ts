@@ -123,10 +123,7 @@ async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 're
   process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   const { loadConfig } = await import('../../infra/config.ts');
   const { startRelay, ALL_PARTS } = await import('../../apps/relay.ts');
-  const { createWorkspace, setWorkspaceActivation } = await import('../../apps/services/management/workspaces.ts');
-  const { createProject } = await import('../../apps/services/management/projects.ts');
-  const { createDomain, markDomainVerified, connectDomain } = await import('../../apps/services/management/domains.ts');
-  const { createApiKey } = await import('../../apps/services/management/api-keys.ts');
+  const { benchTenants } = await import('./bench-tenants.ts');
   const parts = layout === 'all' ? ALL_PARTS : layout === 'sender' ? ALL_PARTS.filter((p) => p === 'sender') : ALL_PARTS.filter((p) => p !== 'sender');
   const relay = await startRelay(loadConfig({
     RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'error', PORT: '0',
@@ -141,25 +138,9 @@ async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 're
     setTimeout(() => process.exit(1), 15_000).unref();
     relay.stop().then(() => process.exit(0), () => process.exit(1));
   });
-  const keys: string[] = [];
-  const domains: string[] = [];
-  if (mode === 'setup') {
-    const documents = relay.stores.documents;
-    for (let w = 0; w < WORKSPACES; w++) {
-      const now = new Date();
-      const owner = { _id: `usr_bench_${w}`, email: `bench${w}@bench.test`, passwordHash: 'x', createdAt: now.toISOString() };
-      const { workspace } = await createWorkspace(documents, owner, `Bench ${w}`, now);
-      await setWorkspaceActivation(documents, workspace._id, true, now);
-      const project = await createProject(documents, { workspaceId: workspace._id, name: 'bench', environment: 'production' }, now);
-      const domain = await createDomain(documents, { workspaceId: workspace._id, name: `w${w}.bench.test` }, now, relay.services.secrets);
-      await markDomainVerified(documents, domain._id, 'benchmark fixture', now);
-      await connectDomain(documents, domain._id, project._id);
-      for (let k = 0; k < 2; k++) {
-        keys.push((await createApiKey(documents, { project, name: `bench ${k}`, permissions: ['email:send', 'email:read'] }, now)).secret);
-        domains.push(domain.name);
-      }
-    }
-  }
+  const { keys, domains } = mode === 'setup'
+    ? await benchTenants(relay, { workspaces: WORKSPACES, keysPerWorkspace: 2, domainOf: (w) => `w${w}.bench.test`, permissions: ['email:send', 'email:read'] })
+    : { keys: [] as string[], domains: [] as string[] };
   instrument(relay.services.transport());
   process.send!({ url: relay.url!, keys, domains, parts } satisfies Ready);
 }

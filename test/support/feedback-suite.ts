@@ -3,7 +3,6 @@
 // those return paths, and the statuses, timeline and suppression list change. Runs embedded
 // (test/feedback.int.test.ts) and on Kafka + FerretDB (test/feedback.distributed.int.test.ts).
 import { connect } from 'node:net';
-import nodemailer from 'nodemailer';
 import * as assert from 'uvu/assert';
 import { startInbound, type InboundServer } from '../../apps/inbound/inbound-server.ts';
 import { COLLECTIONS } from '../../apps/services/collections.ts';
@@ -12,7 +11,7 @@ import { verpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from './delivery.ts';
 import { waitUntil } from './eventually.ts';
-import { arf, dsn } from './reports.ts';
+import { arf, deliverReport, dsn } from './reports.ts';
 import { skippableSuite } from './skippable-suite.ts';
 import { startSmtpSink, type SmtpSink } from './smtp-sink.ts';
 
@@ -54,15 +53,7 @@ export function feedbackSuite(mode: string, storesEnv: () => Record<string, stri
     return { id, returnPath };
   }
 
-  /** Delivers a report to a return path with a real SMTP client, as a remote MTA would. */
-  async function report(ctx: Context, to: string, raw: string): Promise<void> {
-    const client = nodemailer.createTransport({ host: '127.0.0.1', port: ctx.inbound.port, secure: false, ignoreTLS: true });
-    try {
-      await client.sendMail({ envelope: { from: 'MAILER-DAEMON@mx.example.org', to }, raw });
-    } finally {
-      client.close();
-    }
-  }
+  const report = (ctx: Context, to: string, raw: string) => deliverReport(ctx.inbound.port, to, raw);
 
   async function refused(ctx: Context, to: string, raw: string): Promise<string> {
     try {

@@ -1,5 +1,17 @@
 // Reports as real MTAs and feedback loops write them, for the inbound server's tests:
-// RFC 3464 delivery status notifications and RFC 5965 abuse reports.
+// RFC 3464 delivery status notifications and RFC 5965 abuse reports, and a real SMTP client
+// to deliver them.
+import nodemailer from 'nodemailer';
+
+/** Delivers a report to a return path at the feedback server on `port`, as a remote MTA would. */
+export async function deliverReport(port: number, to: string, raw: string): Promise<void> {
+  const client = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true });
+  try {
+    await client.sendMail({ envelope: { from: 'MAILER-DAEMON@mx.example.org', to }, raw });
+  } finally {
+    client.close();
+  }
+}
 
 const CRLF = '\r\n';
 const lines = (...parts: string[]) => parts.join(CRLF);

@@ -13,10 +13,9 @@ import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
 import { waitUntil } from './eventually.ts';
 import { makeTestCa, startHttpsReceiver, trustTestCa, type HttpsReceiver, type ReceivedRequest, type TestCa } from './https-receiver.ts';
-import { arf, dsn } from './reports.ts';
+import { arf, deliverReport, dsn } from './reports.ts';
 import { skippableSuite } from './skippable-suite.ts';
 import { smtpError, startSmtpSink, type DataAnswer, type SmtpSink } from './smtp-sink.ts';
-import nodemailer from 'nodemailer';
 
 const HOST = 'hooks.relay.test';
 
@@ -102,14 +101,7 @@ export function webhooksSuite(mode: string, storesEnv: () => Record<string, stri
     assert.is(request.headers['relay-event-id'], JSON.parse(request.body).id);
   }
 
-  async function report(ctx: Context, to: string, raw: string): Promise<void> {
-    const client = nodemailer.createTransport({ host: '127.0.0.1', port: ctx.inbound.port, secure: false, ignoreTLS: true });
-    try {
-      await client.sendMail({ envelope: { from: 'MAILER-DAEMON@mx.example.org', to }, raw });
-    } finally {
-      client.close();
-    }
-  }
+  const report = (ctx: Context, to: string, raw: string) => deliverReport(ctx.inbound.port, to, raw);
 
   const returnPathOf = (ctx: Context, emailId: string, address: string) => {
     const m = ctx.sink.messages.find((m) => m.raw.toString().includes(`<${emailId}@`) && m.rcptTo[0].address === address)!;
