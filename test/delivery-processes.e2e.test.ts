@@ -67,6 +67,9 @@ for (const moment of ['while the smarthost holds its 250', 'right after the smar
       if (killed) return;
       killed = true;
       if (moment === 'while the smarthost holds its 250') return void kill();
+      // Frozen first, so the 250 written next reaches its socket but never its code (a
+      // process that ran on could record the outcome before the kill lands).
+      sender.child.kill('SIGSTOP');
       return { after: kill };
     };
     const id = await sendOne(ctx, `killed ${moment}`);
