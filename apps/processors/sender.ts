@@ -26,26 +26,19 @@ export interface SenderRuntime {
 
 function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRuntime {
   const items = workItems(deps.documents);
-  const inFlight = new Map<string, Promise<void>>();
   let stopped = false;
 
-  const run = (item: WorkItem) => {
-    const work = runDeliveryStep(delivery, item).then(
-      (result) => deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result }),
-      (error) => deps.onError(new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${(error as Error).message}`, { cause: error })),
-    ).finally(() => {
-      inFlight.delete(item._id);
-      kick();
-    });
-    inFlight.set(item._id, work);
-  };
+  const run = (item: WorkItem) => loop.track(item._id, runDeliveryStep(delivery, item).then(
+    (result) => deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result }),
+    (error) => deps.onError(new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${(error as Error).message}`, { cause: error })),
+  ));
 
   // Due items read but not started yet (no room): taken before the store is asked again, so a
   // backlog costs one query per batch rather than one per finished send.
   let ready: WorkItem[] = [];
 
   async function tick(): Promise<void> {
-    if (CONCURRENCY - inFlight.size <= 0) return;
+    if (CONCURRENCY - loop.running <= 0) return;
     if (ready.length === 0) {
       ready = await items.find({
         where: { dueAt: { lte: deps.now().toISOString() } },
@@ -53,9 +46,9 @@ function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRun
         limit: 2 * CONCURRENCY,
       });
     }
-    while (ready.length > 0 && !stopped && inFlight.size < CONCURRENCY) {
+    while (ready.length > 0 && !stopped && loop.running < CONCURRENCY) {
       const item = ready.shift()!;
-      if (!inFlight.has(item._id)) run(item);
+      if (!loop.isRunning(item._id)) run(item);
     }
   }
 
@@ -63,16 +56,14 @@ function startDispatcher(deps: ProcessorDeps, delivery: DeliveryDeps): SenderRun
     await tick();
     return POLL_MS;
   }, deps.onError, POLL_MS);
-  const kick = () => loop.kick();
 
   return {
-    kick,
+    kick: () => loop.kick(),
     async stop() {
       stopped = true;
-      await loop.stop();
       // Attempts in flight finish (their outcome is recorded): stopping mid-transaction would
       // leave exactly the unknown outcome that claims exist to contain.
-      await Promise.allSettled([...inFlight.values()]);
+      await loop.stop();
     },
   };
 }

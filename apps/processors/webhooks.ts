@@ -31,7 +31,6 @@ export interface WebhooksRuntime {
 }
 
 function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
-  const inFlight = new Map<string, Promise<void>>();
   const perEndpoint = new Map<string, number>();
   let stopped = false;
 
@@ -63,21 +62,17 @@ function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
 
   function run(delivery: Stored<WebhookDelivery>) {
     perEndpoint.set(delivery.endpointId, (perEndpoint.get(delivery.endpointId) ?? 0) + 1);
-    const work = attempt(delivery).catch((error) => deps.onError(new Error(`webhook delivery ${delivery._id} failed: ${(error as Error).message}`, { cause: error })))
-      .finally(() => {
-        inFlight.delete(delivery._id);
-        perEndpoint.set(delivery.endpointId, perEndpoint.get(delivery.endpointId)! - 1);
-        kick();
-      });
-    inFlight.set(delivery._id, work);
+    loop.track(delivery._id, attempt(delivery)
+      .catch((error) => deps.onError(new Error(`webhook delivery ${delivery._id} failed: ${(error as Error).message}`, { cause: error })))
+      .finally(() => void perEndpoint.set(delivery.endpointId, perEndpoint.get(delivery.endpointId)! - 1)));
   }
 
   async function tick(): Promise<number> {
-    if (inFlight.size < CONCURRENCY) {
+    if (loop.running < CONCURRENCY) {
       // Read past what is running, and past endpoints at their bound, so others are not starved.
       for (const delivery of await dueDeliveries(deps.documents, deps.now(), CONCURRENCY * 2)) {
-        if (stopped || inFlight.size >= CONCURRENCY) break;
-        if (inFlight.has(delivery._id) || (perEndpoint.get(delivery.endpointId) ?? 0) >= PER_ENDPOINT) continue;
+        if (stopped || loop.running >= CONCURRENCY) break;
+        if (loop.isRunning(delivery._id) || (perEndpoint.get(delivery.endpointId) ?? 0) >= PER_ENDPOINT) continue;
         run(delivery);
       }
     }
@@ -86,14 +81,12 @@ function startDispatcher(deps: ProcessorDeps): WebhooksRuntime {
   }
 
   const loop = startDueLoop(tick, deps.onError, MAX_SLEEP_MS);
-  const kick = () => loop.kick();
 
   return {
-    kick,
+    kick: () => loop.kick(),
     async stop() {
       stopped = true;
       await loop.stop();
-      await Promise.allSettled([...inFlight.values()]);
     },
   };
 }
