@@ -10,6 +10,7 @@ import { startForwarder } from './processors/forwarder.ts';
 import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './processors/retention.ts';
+import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics } from './relay-metrics.ts';
 import { openServices, openStores, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
@@ -29,6 +30,9 @@ export interface RunningRelay {
   /** The HTTP server: the whole API, or only health routes for processor processes. */
   api: FastifyInstance | null;
   url: string | null;
+  /** /metrics: on the HTTP server above, or on its own listener (RELAY_METRICS_PORT; metricsUrl is then its address). */
+  metrics: RelayMetrics;
+  metricsUrl: string | null;
   logger: Logger;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
   stop(): Promise<void>;
@@ -47,13 +51,21 @@ export interface RelayOptions {
 export async function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): Promise<RunningRelay> {
   const logger = pino({ level: config.logLevel, base: { service: 'relay' } });
   const stores = await openStores(config);
-  const services = await openServices(config, stores);
+  // A refused secret key must not leave the store connections holding the process open.
+  const services = await openServices(config, stores).catch(async (error) => {
+    await stores.close();
+    throw error;
+  });
   const running = new Map<Part, Stoppable>();
   const processors = new Map<Part, RunningProcessor>();
   const now = options.now ?? (() => new Date());
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
   let api: FastifyInstance | null = null;
   let url: string | null = null;
+  // One registry per process: `relay start` shows every part on one page.
+  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace });
+  const events = countingAppends(stores.events, metrics);
+  let metricsServer: { url: string; close(): Promise<void> } | null = null;
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
     if (parts.includes('sender')) {
@@ -64,7 +76,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     await prepareStores(stores.documents);
     for (const part of parts) {
       if (part === 'forwarder') {
-        running.set(part, await startForwarder({ events: stores.events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
+        running.set(part, await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
       } else if (part === 'retention') {
         running.set(part, await startRetention({
           documents: stores.documents, now,
@@ -73,7 +85,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         }));
       } else if (part === 'inbound') {
         const inbound = await startInbound({
-          ...config.inbound, hostname: config.mailHost, events: stores.events, documents: stores.documents, secrets: services.secrets, now,
+          ...config.inbound, hostname: config.mailHost, events, documents: stores.documents, secrets: services.secrets, now,
           onError: reportError(part),
           onReport: (summary) => logger.info({ part, ...summary }, 'report received'),
         });
@@ -82,9 +94,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       } else if (part !== 'api') {
         const definition = processorNamed(part)!;
         const processor = await startProcessor(definition, {
-          config, events: stores.events, documents: stores.documents, log: stores.log, services, now,
+          config, events, documents: stores.documents, log: stores.log, services, now,
           onError: reportError(part),
           onDebug: (message, fields) => logger.debug({ part, ...fields }, message),
+          onInfo: (message, fields) => logger.info({ part, ...fields }, message),
           // Parked events and stuck processors: what an operator must look at.
           onWarning: (message, fields) => logger.warn({ part, ...fields }, message),
           policy: options.processorPolicy,
@@ -97,21 +110,27 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     {
       api = await buildApi({
         config,
-        events: stores.events,
+        events,
         documents: stores.documents,
         services,
         now,
+        metrics,
         // A processor is ready unless stuck on one record (apps/api/plugins/health.ts says what
         // turns /readyz to 503 and what does not); its reason is in the warn log.
         readiness: async () => ({
           ...Object.fromEntries([...running.keys()].map((p) => [p, processors.get(p)?.status().stuck == null])),
           ...(running.size > 0 ? { log: await stores.log.ping() } : {}),
         }),
-      }, { routes: parts.includes('api') ? 'all' : 'health' });
+      }, { routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
       url = await api.listen({ host: config.host, port: config.port });
       logger.info({ url, parts }, 'listening');
+      if (config.metrics.enabled && config.metrics.port !== null) {
+        metricsServer = await listenForMetrics(metrics, config.metrics.host, config.metrics.port);
+        logger.info({ url: `${metricsServer.url}/metrics` }, 'metrics listening');
+      }
     }
   } catch (error) {
+    await api?.close().catch(() => {});
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
     await services.close();
     await stores.close();
@@ -119,12 +138,13 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   }
   let stopping: Promise<void> | null = null;
   return {
-    stores, services, api, url, logger,
+    stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger,
     stop() {
       stopping ??= (async () => {
         // Requests first (they append events), then processors in reverse start order, so
         // that the forwarder still forwards what the last requests appended.
         if (api) await api.close();
+        await metricsServer?.close();
         for (const [part, stoppable] of [...running.entries()].reverse()) {
           await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
         }

@@ -27,10 +27,27 @@ export interface Stores {
   close(): Promise<void>;
 }
 
+/** Whether any port runs its embedded adapter, whose file lives in RELAY_DATA_DIR. */
+export function usesDataDir(config: RelayConfig): boolean {
+  return !config.eventStoreUrl || !config.kafkaBrokers || !config.mongodbUrl;
+}
+
+/** Errors that mean Relay's user may not write there: the operator's to fix, not a bug. */
+const NOT_WRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
+
 export async function openStores(config: RelayConfig): Promise<Stores> {
   // Private to Relay's user: the stores hold personal data and the secret key file lives here.
-  // An existing directory keeps its mode (README, Operations: chmod 700 it).
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // An existing directory keeps its mode (README, Operations: chmod 700 it). With all three
+  // URLs set nothing is created: a container's file system may be read-only to Relay's user.
+  if (usesDataDir(config)) {
+    try {
+      mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      if (!NOT_WRITABLE.has(code)) throw error;
+      throw new ConfigError('RELAY_DATA_DIR', `cannot create ${config.dataDir} (${code}); the embedded stores need a directory Relay's user can write (or set RELAY_EVENTSTORE_URL, RELAY_KAFKA_BROKERS and RELAY_MONGODB_URL)`);
+    }
+  }
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
     const events = await openEventStore(config);
@@ -72,7 +89,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     outboxDir,
     close: async () => {
-      rateLimits.close();
+      await rateLimits.close();
       await transport?.close();
     },
   };
@@ -82,6 +99,11 @@ async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
   try {
     return new SecretBox(await loadSecretKeys({ secretKey: config.secretKey ?? undefined, previousKeys: config.previousSecretKeys, dataDir: config.dataDir }));
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    // No key given and nowhere to keep a generated one (a read-only container, say).
+    if (config.secretKey === null && (NOT_WRITABLE.has(code) || code === 'ENOTDIR' || code === 'EEXIST')) {
+      throw new ConfigError('RELAY_SECRET_KEY', `is not set, and the key file cannot be kept in ${config.dataDir} (${code}); set RELAY_SECRET_KEY (32 random bytes as base64: openssl rand -base64 32) or make RELAY_DATA_DIR writable`);
+    }
     const message = (error as Error).message;
     if (/RELAY_SECRET_KEY/.test(message)) throw new ConfigError(/PREVIOUS/.test(message) ? 'RELAY_SECRET_KEY_PREVIOUS' : 'RELAY_SECRET_KEY', message.replace(/^RELAY_SECRET_KEY(_PREVIOUS)?:?\s*/, ''));
     throw error;

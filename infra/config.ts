@@ -44,6 +44,8 @@ export interface RelayConfig {
   webhookAllow: Set<string>;
   /** Tests only: factor on the webhook retry delays (RELAY_WEBHOOK_RETRY_SCALE). */
   webhookRetryScale: number;
+  /** /metrics: on PORT (port null), on a listener of its own (RELAY_METRICS_PORT, RELAY_METRICS_HOST), or off. */
+  metrics: { enabled: boolean; host: string; port: number | null };
 }
 
 export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
@@ -171,6 +173,12 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     throw new ConfigError(tlsCertFile ? 'RELAY_INBOUND_TLS_KEY' : 'RELAY_INBOUND_TLS_CERT', 'STARTTLS needs both RELAY_INBOUND_TLS_CERT and RELAY_INBOUND_TLS_KEY (PEM files)');
   }
   const listenHost = text(env, 'HOST') ?? '127.0.0.1';
+  const metricsRaw = text(env, 'RELAY_METRICS_PORT');
+  const metricsOff = metricsRaw?.toLowerCase() === 'off';
+  if (metricsRaw !== undefined && !metricsOff && !(/^\d+$/.test(metricsRaw) && Number(metricsRaw) <= 65535)) {
+    throw new ConfigError('RELAY_METRICS_PORT', `must be a port number from 0 to 65535, or off; got "${metricsRaw}"`);
+  }
+  const metricsPort = metricsRaw === undefined || metricsOff ? null : Number(metricsRaw);
   return {
     env: relayEnv,
     host: listenHost,
@@ -194,5 +202,6 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },
     webhookAllow,
     webhookRetryScale,
+    metrics: { enabled: !metricsOff, host: text(env, 'RELAY_METRICS_HOST') ?? listenHost, port: metricsPort },
   };
 }

@@ -62,6 +62,8 @@ const none = () => ({});
 const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/healthz', auth: 'none', params: none },
   { method: 'GET', path: '/readyz', auth: 'none', params: none },
+  { method: 'GET', path: '/metrics', auth: 'none', params: none },
+  { method: 'GET', path: '/v1/openapi.json', auth: 'none', params: none },
   {
     method: 'POST', path: '/v1/emails', auth: 'bearer', params: none,
     body: (f) => ({

@@ -2,7 +2,8 @@
 // a clear message on stderr, never a stack trace, and the exit code scripts rely on
 // (2 usage, 78 configuration, 1 refused or failed).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -68,6 +69,36 @@ cli('relay --help, -h and help print the usage on stdout and exit 0', async () =
     assert.match(run.stdout, /^usage: relay <command>/, where(run));
     assert.match(run.stdout, /\bsetup\b[\s\S]*\bstart\b[\s\S]*\bevents\b/, 'every command is listed');
   }
+});
+
+cli('every command given --help or -h, wherever it stands, prints its own usage on stdout and exits 0', async ({ dataDir }) => {
+  // The commands as `relay --help` lists them, so that a new command is covered too.
+  const listing = (await relay(['--help'])).stdout;
+  const names = [...listing.matchAll(/^ {2}(\S+) {2,}/gm)].map((m) => m[1]);
+  assert.ok(names.length >= 15 && names.includes('events') && names.includes('setup'), listing);
+  // Help runs nothing: the data directory is never created.
+  const env = { RELAY_DATA_DIR: join(dataDir, 'never-created') };
+  const asks = [
+    ...names.flatMap((name) => [[name, '--help'], [name, '-h']]),
+    ...names.map((name) => ['help', name]),
+    ['events', '--stream', 'em_x', '--help'], ['projections', 'rebuild', 'emails', '-h'], ['processor', 'projector', '--help'],
+    ['user', 'create', '--email', 'a@b.test', '--help'], ['outbox', 'show', 'em_x', '-h'], ['parked', 'list', '--json', '--help'],
+  ];
+  const runs = await all(asks, (args) => relay(args, env));
+  runs.forEach((run) => {
+    const name = run.args[0] === 'help' ? run.args[1] : run.args[0];
+    assert.is(run.code, 0, where(run));
+    assert.match(run.stdout, new RegExp(`^usage: relay ${name}\\b`), where(run));
+    assert.is(run.stderr, '', where(run));
+  });
+  assert.not.ok(existsSync(env.RELAY_DATA_DIR), 'no command ran');
+  // After `--`, `--help` is an argument like any other.
+  const literal = await relay(['events', '--', '--help'], env);
+  assert.is(literal.code, 2, where(literal));
+  assert.match(literal.stderr, /unexpected argument "--help"/, where(literal));
+  const unknown = await relay(['help', 'bogus'], env);
+  assert.is(unknown.code, 2, where(unknown));
+  assert.match(unknown.stderr, /unknown command "bogus"/, where(unknown));
 });
 
 cli('relay without a command, and an unknown command, exit 2 with the usage on stderr', async ({ dataDir }) => {
@@ -157,6 +188,33 @@ cli('events --after with a position the store never handed out is a usage error,
   assertNoStack(run);
   const fine = await relay(['events', '--limit', '2'], { RELAY_DATA_DIR: dataDir });
   assert.is(fine.code, 0, where(fine));
+});
+
+cli('events --stream that finds nothing says so on stderr and names the stream to ask for', async ({ dataDir }) => {
+  const env = { RELAY_DATA_DIR: dataDir };
+  const stores = await openStores(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent' }));
+  try {
+    await stores.events.append('email-em_known', [{ id: randomUUID(), type: 'Probe', data: {} }], { expectedRevision: 'no_stream' });
+  } finally {
+    await stores.close();
+  }
+  const found = await relay(['events', '--stream', 'em_known'], env);
+  assert.is(found.code, 0, where(found));
+  assert.is(JSON.parse(found.stdout).streamId, 'email-em_known', where(found));
+  const cases: Array<[string[], number, RegExp]> = [
+    [['events', '--stream', 'em_nope'], 1, /^relay: no email em_nope here: its stream email-em_nope has no events\n$/],
+    [['events', '--stream', 'ws_abc'], 1, /its usage is counted in usage-ws_abc-<YYYY-MM>: relay events --prefix usage-ws_abc-\n$/],
+    [['events', '--stream', 'prj_abc'], 1, /prj_abc is not a stream: .*email-<emailId> \(or just the email id\) and usage-<workspaceId>-<YYYY-MM>/],
+    [['events', '--stream', 'emails-em_known'], 1, /stream "emails-em_known" has no events; streams are email-<emailId>/],
+    [['events', '--stream', 'em_known', '--from', '5'], 0, /^\(stream email-em_known has no events from revision 5\)\n$/],
+  ];
+  for (const [args, code, message] of cases) {
+    const run = await relay(args, env);
+    assert.is(run.code, code, where(run));
+    assert.is(run.stdout, '', where(run));
+    assert.match(run.stderr, message, where(run));
+    assertNoStack(run);
+  }
 });
 
 /** [environment, variable the message must name]: each stops the process before it starts. */

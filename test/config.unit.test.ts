@@ -79,6 +79,13 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
   assert.is(loadConfig({ RELAY_MX_PORT: '2525' }).mxPort, 2525);
   assert.is(loadConfig({}).sendRate, null);
 });
+test('/metrics: on PORT by default, on its own listener with RELAY_METRICS_PORT (host RELAY_METRICS_HOST, else HOST), or off', () => {
+  assert.equal(loadConfig({}).metrics, { enabled: true, host: '127.0.0.1', port: null });
+  assert.equal(loadConfig({ HOST: '0.0.0.0', RELAY_METRICS_PORT: '9464' }).metrics, { enabled: true, host: '0.0.0.0', port: 9464 });
+  assert.equal(loadConfig({ RELAY_METRICS_PORT: '9464', RELAY_METRICS_HOST: '10.0.0.5' }).metrics, { enabled: true, host: '10.0.0.5', port: 9464 });
+  assert.is(loadConfig({ RELAY_METRICS_PORT: 'off' }).metrics.enabled, false);
+  assert.throws(() => loadConfig({ RELAY_METRICS_PORT: 'nine' }), (error: Error) => error instanceof ConfigError && error.variable === 'RELAY_METRICS_PORT');
+});
 for (const [variable, env] of cases) {
   test(`invalid ${variable} (${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')}) is refused naming it`, () => {
     try {

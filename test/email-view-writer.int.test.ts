@@ -81,6 +81,7 @@ test('given a projected event, when the same event is projected again, then one 
   const first = await documentOf(emailId);
   await project(stored[2]);
   await project(stored[1]);
+  await project(stored[0]); // the first event is inserted without a read: its redelivery finds the document taken
   const second = await documentOf(emailId);
   assert.equal(second, first);
   assert.is(second!._v, first!._v);

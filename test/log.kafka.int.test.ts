@@ -21,6 +21,8 @@ function unique(prefix: string): string {
 }
 
 
+const processWarnings: Error[] = [];
+
 function firstSeen(values: string[]): string[] {
   return [...new Set(values)];
 }
@@ -32,6 +34,8 @@ if (brokers.length === 0) {
   skipped.skip('kafka-specific group behaviour', () => {});
   skipped.run();
 } else {
+  // Warnings of this whole file's Kafka clients (checked by the last test).
+  process.on('warning', (warning) => void processWarnings.push(warning));
   logContract('kafka', async () => {
     const log = await KafkaLog.connect(brokers);
     return { log, close: () => log.close() };
@@ -266,6 +270,18 @@ function kafkaSuite(): void {
     await closing;
     assert.equal(handled, ['slow']);
     assert.is(await log.ping(), false);
+  });
+
+  test('kafkajs arms no negative timeouts: no TimeoutNegativeWarning from any client of this file (infra/kafka/request-queue-fix.ts)', async () => {
+    const log = await open();
+    try {
+      await log.ensureTopic(unique('kafka-idle'), 1);
+    } finally {
+      await log.close();
+    }
+    await settle(50); // warnings are emitted on the next tick
+    const negative = processWarnings.filter((w) => w.name === 'TimeoutNegativeWarning');
+    assert.equal(negative.map((w) => w.message), []);
   });
 
   test.run();

@@ -1,28 +1,23 @@
 // The shared rate limiter on a real document store: several limiters (several API
 // processes, each with its own connection and hints) never let a window hold more than its
 // limit, reuse slots given back by each other, and agree on when a development window began.
+// On the embedded store, and on the MongoDB adapter when RELAY_MONGODB_URL names a server
+// (FerretDB from infra/engines: two clients, as two API processes would have).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RATE_SLOTS, RATE_WINDOWS, RateLimiter, ensureRateLimitIndexes, type RateReservation, type RateSubject } from '../apps/services/rate-limits.ts';
+import { RATE_SLOTS, RATE_WINDOWS, RateLimiter, ensureRateLimitIndexes, type RateLimiterOptions, type RateReservation, type RateSubject } from '../apps/services/rate-limits.ts';
 import { RelayError } from '../domain/errors.ts';
+import { MongoDocumentStore } from '../infra/mongodb/document-store.ts';
+import type { DocumentStore } from '../infra/ports/document-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { settle, waitUntil } from './support/eventually.ts';
 
-const test = suite('rate limiter (sqlite document store, several processes)');
-const dir = mkdtempSync(join(tmpdir(), 'relay-rate-'));
-const docsA = new SqliteDocumentStore(join(dir, 'documents.db'));
-const docsB = new SqliteDocumentStore(join(dir, 'documents.db'));
 const T = Date.parse('2026-11-22T10:00:00.000Z');
 const at = (ms: number) => new Date(T + ms);
-
-test.before(async () => ensureRateLimitIndexes(docsA));
-test.after(async () => {
-  await docsA.close();
-  await docsB.close();
-  rmSync(dir, { recursive: true, force: true });
-});
 
 let subjects = 0;
 const dev = (): RateSubject => ({ keyId: `key_dev_${++subjects}`, workspaceId: `ws_${subjects}`, environment: 'development' });
@@ -38,87 +33,178 @@ async function attempt(limiter: RateLimiter, subject: RateSubject, now: Date): P
 }
 const granted = (results: Array<RateReservation | RelayError>) => results.filter((r) => !(r instanceof RelayError)) as RateReservation[];
 
-test('two limiters racing on one development key grant exactly 15 of 40', async () => {
-  const limiters = [new RateLimiter(docsA), new RateLimiter(docsB)];
-  const subject = dev();
-  const results = await Promise.all(Array.from({ length: 40 }, (_, i) => attempt(limiters[i % 2], subject, at(i))));
-  assert.is(granted(results).length, 15);
-  const refused = results.find((r) => r instanceof RelayError) as RelayError;
-  assert.match(refused.message, /retry in \d+ seconds?/);
-  assert.ok(Number(refused.details.retryAfterSeconds) >= 1);
+interface TwoProcesses {
+  docsA: DocumentStore;
+  docsB: DocumentStore;
+  close(): Promise<void>;
+}
+
+function register(label: string, open: () => Promise<TwoProcesses>): void {
+  const test = suite(`rate limiter (${label}, several processes)`);
+  let docsA: DocumentStore;
+  let docsB: DocumentStore;
+  let close = async () => {};
+
+  test.before(async () => {
+    ({ docsA, docsB, close } = await open());
+    await ensureRateLimitIndexes(docsA);
+  });
+  test.after(async () => close());
+  // Each test's limiters stop at its end: a sweeper left running would judge later tests'
+  // slots by its own (fake) clock.
+  const running: RateLimiter[] = [];
+  const limiter = (documents: DocumentStore, options?: RateLimiterOptions) => {
+    const made = new RateLimiter(documents, options);
+    running.push(made);
+    return made;
+  };
+  test.after.each(async () => {
+    for (const made of running.splice(0)) await made.close();
+  });
+
+  test('two limiters racing on one development key grant exactly 15 of 40', async () => {
+    const limiters = [limiter(docsA), limiter(docsB)];
+    const subject = dev();
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => attempt(limiters[i % 2], subject, at(i))));
+    assert.is(granted(results).length, 15);
+    const refused = results.find((r) => r instanceof RelayError) as RelayError;
+    assert.match(refused.message, /retry in \d+ seconds?/);
+    assert.ok(Number(refused.details.retryAfterSeconds) >= 1);
+  });
+
+  test('two limiters on one production workspace grant 100 per key and 200 per workspace within a second', async () => {
+    const limiters = [limiter(docsA), limiter(docsB)];
+    const keys = [live('ws_shared'), live('ws_shared'), live('ws_shared')];
+    const results = await Promise.all(Array.from({ length: 330 }, (_, i) => attempt(limiters[i % 2], keys[i % 3], at(i % 1000))));
+    assert.is(granted(results).length, 200);
+    const slots = await docsA.collection<{ _id: string; scope: string }>(RATE_SLOTS).count({ scope: 'ws:ws_shared' });
+    assert.is(slots, 200);
+    // The next second is a new window.
+    assert.ok(!((await attempt(limiters[0], keys[0], at(1000))) instanceof RelayError));
+  });
+
+  test('a slot given back in one process is taken by a request in another', async () => {
+    const a = limiter(docsA);
+    const b = limiter(docsB);
+    const subject = dev();
+    const held = granted(await Promise.all(Array.from({ length: 15 }, (_, i) => attempt(a, subject, at(i)))));
+    assert.is(held.length, 15);
+    assert.instance(await attempt(b, subject, at(100)), RelayError);
+    await held[4].release();
+    await held[9].release();
+    assert.not.instance(await attempt(b, subject, at(200)), RelayError);
+    assert.not.instance(await attempt(b, subject, at(300)), RelayError);
+    assert.instance(await attempt(a, subject, at(400)), RelayError);
+  });
+
+  test('a development window opens with the first granted request and lasts 60 s, for every process', async () => {
+    const a = limiter(docsA);
+    const b = limiter(docsB);
+    const subject = dev();
+    await a.reserve(subject, at(10_000));
+    for (let i = 0; i < 14; i++) await b.reserve(subject, at(30_000 + i));
+    const refused = (await attempt(a, subject, at(69_999))) as RelayError;
+    assert.instance(refused, RelayError);
+    assert.is(refused.details.retryAfterSeconds, 1);
+    assert.not.instance(await attempt(b, subject, at(70_000)), RelayError, 'a new window at 10 s + 60 s');
+  });
+
+  test('a window opened by a request that is then given back never started', async () => {
+    const a = limiter(docsA);
+    const subject = dev();
+    const rejected = await a.reserve(subject, at(0));
+    await rejected.release();
+    assert.is(await docsA.collection(RATE_WINDOWS).count({ scope: `key:${subject.keyId}` }), 0);
+    await a.reserve(subject, at(50_000));
+    for (let i = 0; i < 14; i++) await a.reserve(subject, at(70_000));
+    const refused = (await attempt(a, subject, at(70_000))) as RelayError;
+    assert.instance(refused, RelayError);
+    assert.is(refused.details.retryAfterSeconds, 40, 'the window runs from 50 s, not from 0 s');
+  });
+
+  test('a request refused by the workspace gives back its key slot', async () => {
+    const a = limiter(docsA);
+    const filler = live('ws_full');
+    const second = live('ws_full');
+    for (let i = 0; i < 100; i++) await a.reserve(filler, at(5_000));
+    for (let i = 0; i < 100; i++) await a.reserve(second, at(5_000));
+    const blocked = live('ws_full');
+    for (let i = 0; i < 3; i++) assert.instance(await attempt(a, blocked, at(5_000)), RelayError);
+    assert.is(await docsA.collection(RATE_SLOTS).count({ scope: `key:${blocked.keyId}` }), 0);
+  });
+
+  test('a timer, not the requests, sweeps away the slots of windows long gone, until close', async () => {
+    const a = limiter(docsA, { sweepEveryMs: 20 });
+    const slots = docsA.collection(RATE_SLOTS);
+    const first = live();
+    await a.reserve(first, at(1_000_000));
+    await settle(100); // several sweeps
+    assert.is(await slots.count({ scope: `key:${first.keyId}` }), 1, 'a window just gone keeps its slots a while');
+    const second = live();
+    await a.reserve(second, at(1_000_000 + 10 * 60_000));
+    await waitUntil(async () => (await slots.count({ scope: `key:${first.keyId}` })) === 0, 'the old slot is swept');
+    assert.is(await slots.count({ scope: `key:${second.keyId}` }), 1);
+    await a.close();
+    await a.reserve(live(), at(1_000_000 + 20 * 60_000));
+    await settle(100);
+    assert.is(await slots.count({ scope: `key:${second.keyId}` }), 1, 'no sweep after close');
+  });
+
+  test('a request in a window with room only inserts: one slot per policy, nothing read or counted', async () => {
+    const calls: string[] = [];
+    const watched = new Proxy(docsA, {
+      get(target, property, receiver) {
+        if (property !== 'collection') return Reflect.get(target, property, receiver);
+        return (name: string) => new Proxy(target.collection(name), {
+          get(coll, method, r) {
+            const value = Reflect.get(coll, method, r);
+            return typeof value === 'function' ? (...args: unknown[]) => (calls.push(`${name}.${String(method)}`), value.apply(coll, args)) : value;
+          },
+        });
+      },
+    });
+    const a = limiter(watched);
+    const subject = live();
+    for (let i = 0; i < 5; i++) await a.reserve(subject, at(2_000_000 + i));
+    assert.equal(calls, Array.from({ length: 5 }, () => [`${RATE_SLOTS}.insert`, `${RATE_SLOTS}.insert`]).flat());
+    await a.close();
+  });
+
+  test.run();
+}
+
+register('sqlite document store', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-rate-'));
+  const docsA = new SqliteDocumentStore(join(dir, 'documents.db'));
+  const docsB = new SqliteDocumentStore(join(dir, 'documents.db'));
+  return {
+    docsA,
+    docsB,
+    async close() {
+      await docsA.close();
+      await docsB.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 });
 
-test('two limiters on one production workspace grant 100 per key and 200 per workspace within a second', async () => {
-  const limiters = [new RateLimiter(docsA), new RateLimiter(docsB)];
-  const keys = [live('ws_shared'), live('ws_shared'), live('ws_shared')];
-  const results = await Promise.all(Array.from({ length: 330 }, (_, i) => attempt(limiters[i % 2], keys[i % 3], at(i % 1000))));
-  assert.is(granted(results).length, 200);
-  const slots = await docsA.collection<{ _id: string; scope: string }>(RATE_SLOTS).count({ scope: 'ws:ws_shared' });
-  assert.is(slots, 200);
-  // The next second is a new window.
-  assert.ok(!((await attempt(limiters[0], keys[0], at(1000))) instanceof RelayError));
-});
-
-test('a slot given back in one process is taken by a request in another', async () => {
-  const a = new RateLimiter(docsA);
-  const b = new RateLimiter(docsB);
-  const subject = dev();
-  const held = granted(await Promise.all(Array.from({ length: 15 }, (_, i) => attempt(a, subject, at(i)))));
-  assert.is(held.length, 15);
-  assert.instance(await attempt(b, subject, at(100)), RelayError);
-  await held[4].release();
-  await held[9].release();
-  assert.not.instance(await attempt(b, subject, at(200)), RelayError);
-  assert.not.instance(await attempt(b, subject, at(300)), RelayError);
-  assert.instance(await attempt(a, subject, at(400)), RelayError);
-});
-
-test('a development window opens with the first granted request and lasts 60 s, for every process', async () => {
-  const a = new RateLimiter(docsA);
-  const b = new RateLimiter(docsB);
-  const subject = dev();
-  await a.reserve(subject, at(10_000));
-  for (let i = 0; i < 14; i++) await b.reserve(subject, at(30_000 + i));
-  const refused = (await attempt(a, subject, at(69_999))) as RelayError;
-  assert.instance(refused, RelayError);
-  assert.is(refused.details.retryAfterSeconds, 1);
-  assert.not.instance(await attempt(b, subject, at(70_000)), RelayError, 'a new window at 10 s + 60 s');
-});
-
-test('a window opened by a request that is then given back never started', async () => {
-  const a = new RateLimiter(docsA);
-  const subject = dev();
-  const rejected = await a.reserve(subject, at(0));
-  await rejected.release();
-  assert.is(await docsA.collection(RATE_WINDOWS).count({ scope: `key:${subject.keyId}` }), 0);
-  await a.reserve(subject, at(50_000));
-  for (let i = 0; i < 14; i++) await a.reserve(subject, at(70_000));
-  const refused = (await attempt(a, subject, at(70_000))) as RelayError;
-  assert.instance(refused, RelayError);
-  assert.is(refused.details.retryAfterSeconds, 40, 'the window runs from 50 s, not from 0 s');
-});
-
-test('a request refused by the workspace gives back its key slot', async () => {
-  const a = new RateLimiter(docsA);
-  const filler = live('ws_full');
-  const second = live('ws_full');
-  for (let i = 0; i < 100; i++) await a.reserve(filler, at(5_000));
-  for (let i = 0; i < 100; i++) await a.reserve(second, at(5_000));
-  const blocked = live('ws_full');
-  for (let i = 0; i < 3; i++) assert.instance(await attempt(a, blocked, at(5_000)), RelayError);
-  assert.is(await docsA.collection(RATE_SLOTS).count({ scope: `key:${blocked.keyId}` }), 0);
-});
-
-test('slots of windows long gone are swept away', async () => {
-  const a = new RateLimiter(docsA);
-  const subject = live();
-  await a.reserve(subject, at(1_000_000));
-  await a.close(); // lets the sweep that this first request started finish
-  const slots = docsA.collection(RATE_SLOTS);
-  assert.is(await slots.count({ scope: `key:${subject.keyId}` }), 1);
-  await a.reserve(live(), at(1_000_000 + 10 * 60_000));
-  await a.close();
-  assert.is(await slots.count({ scope: `key:${subject.keyId}` }), 0);
-});
-
-test.run();
+const mongoUrl = process.env.RELAY_MONGODB_URL?.trim();
+if (mongoUrl) {
+  register('mongodb document store', async () => {
+    const url = new URL(mongoUrl);
+    url.pathname = `/relay_rate_${randomBytes(5).toString('hex')}`;
+    const docsA = await MongoDocumentStore.connect(url.toString());
+    const docsB = await MongoDocumentStore.connect(url.toString());
+    return {
+      docsA,
+      docsB,
+      async close() {
+        for (const name of [RATE_SLOTS, RATE_WINDOWS]) await docsA.drop(name);
+        await docsA.close();
+        await docsB.close();
+      },
+    };
+  });
+} else {
+  console.log('skip: rate limiter on the mongodb document store: RELAY_MONGODB_URL is not set (eval "$(bash infra/engines/engines.sh up)" starts FerretDB)');
+}

@@ -1,6 +1,6 @@
 // Runs the uvu suites, one process per file (a hung or crashed file cannot take the
 // others down), and ends with one line "N passed, N failed[, N skipped]" for CI.
-// Usage: node test/run.ts [unit|int|e2e ...] [--filter substring]
+// Usage: npm test -- [unit|int|e2e ...] [--filter substring]   (npm runs the pinned Node 24)
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';

@@ -29,9 +29,11 @@ export interface ConnectionLimits {
   largeBodyBytes: number;
   /** …and large bodies together may hold only this much, so ordinary sends always find room. */
   largeBodyBytesInFlight: number;
-  /** After a refusal sent before the body was read: a body of at most `lingerBytes` is read to its end and
-   * discarded (the client can finish sending and read the answer); of a larger one nothing more is read; the
-   * connection is closed when the client is done, or after `lingerMs`. */
+  /** After a refusal sent before the body was read in full (413, 503, 400): the rest of the body is read
+   * and discarded while the body stays within `lingerBytes` in all (so that a client that reads only once it
+   * has sent everything, as many do, gets the answer); of a body that announces more nothing is read, and a chunked
+   * one is no longer read once past it. The connection is closed when the client is done, or after
+   * `lingerMs` at the latest. Discarded bytes are not held: they do not count against the body budget. */
   lingerMs: number;
   lingerBytes: number;
   /** The same bounds after a 401 (and `unauthenticatedLingerMs` after a parser error or a timeout). */
@@ -48,8 +50,10 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   bodyBytesInFlight: 64 * MiB,
   largeBodyBytes: 1 * MiB,
   largeBodyBytesInFlight: 48 * MiB,
-  lingerMs: 5_000,
-  lingerBytes: 1 * MiB,
+  // 30 MiB past the 10 MiB limit: an attachment or two too many still gets its 413. At 4 MiB/s
+  // and more, the whole of it is in before the deadline.
+  lingerMs: 10_000,
+  lingerBytes: 40 * MiB,
   unauthenticatedLingerMs: 1_000,
   unauthenticatedLingerBytes: 64 * KiB,
 };
@@ -73,6 +77,9 @@ export function serverOptionsOf(limits: ConnectionLimits) {
 
 // ---------------------------------------------------------------------------------------
 // Closing after a refusal
+
+/** Connections that answered a refusal and only wait for the rest of its body: no request after it is run. */
+const closing = new WeakSet<Socket>();
 
 interface Linger { ms: number; bytes: number }
 
@@ -108,23 +115,38 @@ function endThenClose(socket: Socket, ms: number, onDone: (done: () => void) => 
 
 /**
  * Marks a response sent before its request's body was read in full: it goes out with
- * Connection: close, and instead of Node's immediate destroy the socket closes within bounds:
- * a body of at most `linger.bytes` is read to its end and discarded (the client finishes
- * sending, then reads the answer); of a larger or unknown one nothing more is read (the
- * process holds and parses nothing), and the socket is destroyed after `linger.ms`.
+ * Connection: close, and instead of Node's immediate destroy the socket closes within bounds.
+ * The rest of the body is read and discarded as long as the body stays within `linger.bytes`
+ * in all (`received`: what was read before the refusal): many clients read nothing before
+ * they have sent their whole body, and one that is made to wait, or reset, never sees the
+ * answer. A body announced larger is not read at all (it could never end in bounds); a
+ * chunked one stops being read once past the bound. The socket is destroyed when the body
+ * ends or the client closes, or after `linger.ms`.
  */
-function closeAfterResponse(request: IncomingMessage, linger: Linger): void {
+function closeAfterResponse(request: IncomingMessage, linger: Linger, received: () => number): void {
   const socket = request.socket as Socket & { destroySoon?: () => void };
   if (!socket) return;
+  closing.add(socket);
   // Node calls destroySoon once the response is written, for a response with Connection: close.
   socket.destroySoon = () => {
     // The body now goes nowhere: unhook any reader (a preParsing stream, a parser that gave up).
     request.unpipe();
     request.removeAllListeners('data');
     const declared = Number(request.headers['content-length']);
-    const readToEnd = request.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared <= linger.bytes;
-    if (readToEnd) request.resume();
-    else stopReading(socket);
+    const chunked = request.headers['transfer-encoding'] !== undefined;
+    let size = received();
+    if (!chunked && !(Number.isSafeInteger(declared) && declared <= linger.bytes)) stopReading(socket);
+    else {
+      request.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= linger.bytes) return;
+        request.removeAllListeners('data');
+        request.pause();
+        stopReading(socket);
+      });
+      // (unpipe paused it)
+      request.resume();
+    }
     endThenClose(socket, linger.ms, (done) => {
       request.once('end', done);
       request.once('error', done);
@@ -226,6 +248,9 @@ class MeteredBody extends Transform {
 
 const BODYLESS = new Set(['GET', 'HEAD', 'TRACE']);
 
+/** The metered stream of each chunked request: how much of its body was read before a refusal. */
+const meteredBodies = new WeakMap<IncomingMessage, MeteredBody>();
+
 function declaredLength(request: FastifyRequest): number | null {
   const raw = request.headers['content-length'];
   if (raw === undefined) return null;
@@ -250,9 +275,16 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       return payload;
     }
     const metered = new MeteredBody(budget);
+    meteredBodies.set(request.raw, metered);
     reply.raw.once('close', () => budget.give(metered.size));
     payload.on('error', (error) => metered.destroy(error));
     return payload.pipe(metered);
+  });
+
+  // A request pipelined behind a refused body arrives once that body has been read to its end,
+  // on a connection that is closing: its answer could not be written, so it is not run at all.
+  app.addHook('onRequest', async (request, reply) => {
+    if (closing.has(request.raw.socket)) reply.hijack();
   });
 
   // A refusal sent before the body is in (401 from the key check, 413, 503 above, 400 for a
@@ -263,7 +295,7 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     const unread = request.raw.complete === false;
     const unauthenticated = reply.statusCode === 401;
     if (unread || unauthenticated) reply.header('connection', 'close');
-    if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated));
+    if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated), () => meteredBodies.get(request.raw)?.size ?? 0);
     return payload;
   });
 

@@ -2,6 +2,7 @@
 import type { RelayConfig } from '../../infra/config.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { RelayMetrics } from '../relay-metrics.ts';
 import type { Services } from '../services/services.ts';
 
 export interface ApiContext {
@@ -13,4 +14,6 @@ export interface ApiContext {
   now: () => Date;
   /** Readiness of the parts this process runs beyond its stores (e.g. in-process processors). */
   readiness: () => Promise<Record<string, boolean>>;
+  /** The process's metrics (apps/relay-metrics.ts); without it, buildApi makes a registry of its own. */
+  metrics?: RelayMetrics;
 }

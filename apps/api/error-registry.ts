@@ -96,6 +96,17 @@ function describeValidation(error: FastifyError): string {
   return `${subject} ${first.message ?? 'is invalid'}`;
 }
 
+/** The code the error handler below answers an error with (the same branches, in the same order). */
+export function errorCodeOf(error: unknown): ErrorCode {
+  if (error instanceof RelayError) return error.code;
+  const fe = error as FastifyError;
+  if (fe.validation) return 'validation_error';
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'message_too_large';
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return 'validation_error';
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) return 'validation_error';
+  return 'internal_error';
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {
     if (error instanceof RelayError) {

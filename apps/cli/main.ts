@@ -15,20 +15,27 @@ const commands: Record<string, CommandEntry> = {
   retention: { summary: 'destroy message bodies past their seven-day retention, now and every 10 minutes', run: async () => (await import('./part-commands.ts')).retention },
   inbound: { summary: 'run only the feedback SMTP server (bounces and complaints) on RELAY_INBOUND_SMTP_PORT', run: async () => (await import('./part-commands.ts')).inbound },
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
-  projections: { summary: 'projections rebuild <name>: rebuild a read model from the event store and swap it in', run: async () => (await import('./projection-commands.ts')).projections },
+  projections: { summary: 'projections rebuild <name> | scratch | drop <collection>: rebuild a read model from the event store and swap it in; list and drop scratch collections', run: async () => (await import('./projection-commands.ts')).projections },
   outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },
   webhooks: { summary: 'webhooks list <projectId>: a project\'s webhook endpoints', run: async () => (await import('./webhook-commands.ts')).webhooks },
   events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },
   parked: { summary: 'parked list | parked retry <id>: events a processor could not apply and went past', run: async () => (await import('./parked-commands.ts')).parked },
+  openapi: { summary: 'print the OpenAPI 3.1 document of the HTTP API (as GET /v1/openapi.json serves it)', run: async () => (await import('./openapi-command.ts')).openapi },
 };
 
 function usage(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
-  return ['usage: relay <command> [options]', '', ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`)].join('\n');
+  return [
+    'usage: relay <command> [options]', '',
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`), '',
+    'relay <command> --help prints the usage of one command.',
+  ].join('\n');
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  // `relay help <command>` is `relay <command> --help`.
+  if (name === 'help' && rest.length > 0) return main([...rest, '--help']);
   if (name === '--help' || name === '-h' || name === 'help') {
     console.log(usage());
     return 0;
@@ -37,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
     console.error(usage());
     return EXIT_USAGE;
   }
-  const command = commands[name];
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) {
     console.error(`relay: unknown command "${name}"\n\n${usage()}`);
     return EXIT_USAGE;

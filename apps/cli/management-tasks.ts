@@ -12,7 +12,7 @@ import { ensureManagementIndexes } from '../services/management/indexes.ts';
 import { runSetup } from '../services/management/setup.ts';
 import { createUser } from '../services/management/users.ts';
 import { setWorkspaceActivation } from '../services/management/workspaces.ts';
-import type { Command } from './command.ts';
+import { asksForHelp, type Command } from './command.ts';
 
 const EXIT_USAGE = 2;
 const EXIT_NOT_VERIFIED = 3;
@@ -57,8 +57,8 @@ async function withDocuments<T>(work: (documents: DocumentStore, config: RelayCo
 /** Usage mistakes exit 2 with the usage; refused operations (RelayError) exit 1 with their code. */
 function command(usage: string, body: (args: string[]) => Promise<number>): Command {
   return async (args) => {
-    if (args.includes('--help') || args.includes('-h')) {
-      err(usage);
+    if (asksForHelp(args)) {
+      process.stdout.write(`${usage}\n`); // asked for: the result, not a message
       return 0;
     }
     try {

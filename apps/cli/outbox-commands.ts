@@ -2,6 +2,7 @@
 import { loadConfig } from '../../infra/config.ts';
 import { openServices, openStores } from '../runtime.ts';
 import { outboxMessage, outboxMessages } from '../services/outbox.ts';
+import { asksForHelp } from './command.ts';
 
 const USAGE = [
   'usage: relay outbox list [--limit N]      the newest messages in $RELAY_DATA_DIR/outbox',
@@ -10,7 +11,7 @@ const USAGE = [
 
 export async function outbox(args: string[]): Promise<number> {
   const [verb, ...rest] = args;
-  if (verb === '--help' || verb === '-h') {
+  if (asksForHelp(args)) {
     console.log(USAGE);
     return 0;
   }

@@ -11,6 +11,7 @@ import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,
 } from '../services/parked-events.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
+import { asksForHelp } from './command.ts';
 
 const USAGE = [
   'usage: relay parked list [--processor NAME] [--limit N] [--json]',
@@ -34,11 +35,15 @@ const view = ({ _v, ...p }: ParkedEvent & { _v?: number }) => {
 };
 
 export async function parked(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(USAGE);
+    return 0;
+  }
   let parsed;
   try {
     parsed = parseArgs({
       args,
-      options: { processor: { type: 'string' }, limit: { type: 'string' }, wait: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: { processor: { type: 'string' }, limit: { type: 'string' }, wait: { type: 'string' }, json: { type: 'boolean' } },
       allowPositionals: true,
       strict: true,
     });
@@ -47,10 +52,6 @@ export async function parked(args: string[]): Promise<number> {
     return EXIT_USAGE;
   }
   const { values, positionals } = parsed;
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
   const refuse = (problem: string) => {
     console.error(`relay: ${problem}\n\n${USAGE}`);
     return EXIT_USAGE;

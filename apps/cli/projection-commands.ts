@@ -1,10 +1,13 @@
-// `relay projections rebuild <name>` and `relay events`: replay and export for analysts and ops.
+// `relay projections rebuild|scratch|drop` and `relay events`: replay and export for analysts and ops.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { emailStreamId } from '../../domain/email/events.ts';
+import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
+import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
+import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
+import { asksForHelp } from './command.ts';
 
 function progressBar(stream: NodeJS.WriteStream) {
   let last = 0;
@@ -34,23 +37,48 @@ function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args:
 }
 
 
+const PROJECTIONS_USAGE = [
+  `usage: relay projections rebuild <${Object.keys(PROJECTIONS).join('|')}> [--into COLLECTION] [--json]`,
+  '       relay projections scratch [--json]',
+  '       relay projections drop COLLECTION [--force]',
+  '  rebuild --into: rebuild into that scratch collection (dropped first) and leave the live one alone',
+  '  scratch: the scratch collections rebuilds made and left (--into) or died writing',
+  '  drop: drops a scratch collection; --force also one no rebuild recorded, or one a rebuild is still writing.',
+  "        Relay's own collections (the live read models among them) are never dropped.",
+].join('\n');
+
 export async function projections(args: string[]): Promise<number> {
-  const usage = `usage: relay projections rebuild <${Object.keys(PROJECTIONS).join('|')}> [--into COLLECTION] [--json]\n` +
-    '  --into: rebuild into that scratch collection (dropped first) and leave the live one alone';
-  const parsed = parseOrExplain(args, { into: { type: 'string' }, json: { type: 'boolean' } }, usage);
+  const usage = PROJECTIONS_USAGE;
+  if (asksForHelp(args)) {
+    console.log(usage);
+    return 0;
+  }
+  const parsed = parseOrExplain(args, { into: { type: 'string' }, json: { type: 'boolean' }, force: { type: 'boolean' } }, usage);
   if (!parsed) return EXIT_USAGE;
   const { positionals, values } = parsed;
-  const [verb, name] = positionals;
-  const projection = name ? PROJECTIONS[name] : undefined;
-  if (verb !== 'rebuild' || !projection || positionals.length !== 2) {
+  const [verb] = positionals;
+  const refuse = (problem: string) => {
+    console.error(`relay: ${problem}\n\n${usage}`);
+    return EXIT_USAGE;
+  };
+  if (verb === 'scratch') {
+    if (positionals.length !== 1 || values.into !== undefined || values.force) return refuse('projections scratch takes only --json');
+    return listScratchCollections(Boolean(values.json));
+  }
+  if (verb === 'drop') {
+    if (positionals.length !== 2 || values.into !== undefined || values.json) return refuse('projections drop takes one collection and --force');
+    const problem = collectionNameProblem(positionals[1]);
+    if (problem) return refuse(problem);
+    return dropScratchCollection(positionals[1], Boolean(values.force));
+  }
+  const name = positionals[1];
+  const projection = name && Object.hasOwn(PROJECTIONS, name) ? PROJECTIONS[name] : undefined;
+  if (verb !== 'rebuild' || !projection || positionals.length !== 2 || values.force) {
     console.error(usage);
     return EXIT_USAGE;
   }
   const problem = values.into === undefined ? null : scratchCollectionProblem(values.into, '--into');
-  if (problem) {
-    console.error(`relay: ${problem}\n\n${usage}`);
-    return EXIT_USAGE;
-  }
+  if (problem) return refuse(problem);
   const stores = await openStores(loadConfig());
   try {
     const started = Date.now();
@@ -63,8 +91,38 @@ export async function projections(args: string[]): Promise<number> {
       for (const e of result.skippedEvents) console.error(`skipped ${e.type} ${e.streamId}@${e.revision} (event ${e.eventId}): ${e.error}`);
       if (result.skipped > result.skippedEvents.length) console.error(`… and ${result.skipped - result.skippedEvents.length} more`);
       if (result.skipped > 0) console.error(`they are parked: relay parked list --processor rebuild:${name}`);
+      if (!result.swapped) console.error(`drop it when done: relay projections drop ${result.collection}`);
     }
     // The rebuild finished; skipped events are reported, not a failure of the command.
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}
+
+async function listScratchCollections(json: boolean): Promise<number> {
+  const stores = await openStores(loadConfig());
+  try {
+    const list = await listScratch(stores.documents);
+    if (json) {
+      for (const r of list) console.log(JSON.stringify({ collection: r._id, projection: r.projection, state: r.state, createdAt: r.createdAt, builtAt: r.builtAt }));
+    } else if (list.length === 0) console.error('(no scratch collections)');
+    else for (const r of list) console.log(`${r._id}  ${r.projection}  ${r.state}  since ${r.createdAt}${r.builtAt ? `, built ${r.builtAt}` : ''}`);
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}
+
+async function dropScratchCollection(collection: string, force: boolean): Promise<number> {
+  const stores = await openStores(loadConfig());
+  try {
+    const outcome = await dropScratch(stores.documents, collection, { force });
+    if (!outcome.dropped) {
+      console.error(`relay: not dropped: ${outcome.reason}`);
+      return 1;
+    }
+    console.log(`dropped ${collection}${outcome.scratch ? ` (scratch collection of ${outcome.scratch.projection})` : ''}`);
     return 0;
   } finally {
     await stores.close();
@@ -77,7 +135,22 @@ const EVENTS_USAGE = [
   'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
 ].join('\n');
 
+/** Why `--stream GIVEN` found nothing, and which stream (or prefix) to ask for instead. */
+function noStreamHint(given: string, stream: string): string {
+  const kinds = `streams are ${EMAIL_STREAM_PREFIX}<emailId> (or just the email id) and ${USAGE_STREAM_PREFIX}<workspaceId>-<YYYY-MM>`;
+  if (stream !== given) return `no email ${given} here: its stream ${stream} has no events`;
+  if (/^ws_[A-Za-z0-9_-]+$/.test(given)) {
+    return `a workspace has no stream of its own; its usage is counted in ${USAGE_STREAM_PREFIX}${given}-<YYYY-MM>: relay events --prefix ${USAGE_STREAM_PREFIX}${given}-`;
+  }
+  if (/^(prj|dom|key|usr|whe)_[A-Za-z0-9_-]+$/.test(given)) return `${given} is not a stream: only emails and workspace usage have streams (${kinds})`;
+  return `stream ${JSON.stringify(given)} has no events; ${kinds}; relay events --prefix PREFIX lists streams by prefix`;
+}
+
 export async function events(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(EVENTS_USAGE);
+    return 0;
+  }
   const parsed = parseOrExplain(args, {
     stream: { type: 'string' },
     after: { type: 'string' },
@@ -107,8 +180,17 @@ export async function events(args: string[]): Promise<number> {
     if (values.stream) {
       // An email id names its stream: `relay events --stream em_…` reads `email-em_…`.
       const stream = /^em_[A-Za-z0-9_-]+$/.test(values.stream) ? emailStreamId(values.stream) : values.stream;
-      for (const e of await stores.events.readStream(stream, { fromRevision: Number(values.from ?? 0), maxCount: Number.isFinite(limit) ? limit : undefined })) await write(e);
-      return 0;
+      const fromRevision = Number(values.from ?? 0);
+      const found = await stores.events.readStream(stream, { fromRevision, maxCount: Number.isFinite(limit) ? limit : undefined });
+      for (const e of found) await write(e);
+      if (found.length > 0) return 0;
+      // Nothing to print: say why, on stderr, rather than leave the operator with silence.
+      if (fromRevision > 0 && (await stores.events.readStream(stream, { maxCount: 1 })).length > 0) {
+        console.error(`(stream ${stream} has no events from revision ${fromRevision})`);
+        return 0;
+      }
+      console.error(`relay: ${noStreamHint(values.stream, stream)}`);
+      return 1;
     }
     const filter = { streamPrefixes: values.prefix, eventTypePrefixes: values.type };
     let after: string | null = values.after ?? null;

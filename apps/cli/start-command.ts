@@ -1,10 +1,17 @@
 // `relay start`: everything in one process, on the stores the configuration names
 // (the embedded sqlite files by default).
 import { loadConfig } from '../../infra/config.ts';
+import { asksForHelp } from './command.ts';
+
+const USAGE = 'usage: relay start   (configuration comes from environment variables; see README)';
 
 export async function start(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(USAGE);
+    return 0;
+  }
   if (args.length > 0) {
-    console.error('usage: relay start   (configuration comes from environment variables; see README)');
+    console.error(USAGE);
     return 2;
   }
   const config = loadConfig();

@@ -2,12 +2,13 @@
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
 import { endpointView, listEndpoints } from '../services/webhooks/endpoints.ts';
+import { asksForHelp } from './command.ts';
 
 const USAGE = 'usage: relay webhooks list <projectId> [--json]   a project\'s webhook endpoints (secrets are never shown)';
 
 export async function webhooks(args: string[]): Promise<number> {
   const [verb, projectId, ...rest] = args;
-  if (verb === '--help' || verb === '-h') {
+  if (asksForHelp(args)) {
     console.log(USAGE);
     return 0;
   }

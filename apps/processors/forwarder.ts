@@ -1,9 +1,14 @@
 // Follows the event store's global order and produces every event to the log. Its position
 // is stored only after the log acknowledged the events, so a crash in between re-sends
 // (consumers are idempotent) and never skips.
+//
+// Events are published in batches: the subscription hands them over one by one, and every
+// event it has ready before the next turn of the event loop goes out in one publish (one
+// transaction on the embedded log, one produce request on Kafka), up to MAX_BATCH.
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
-import type { Log } from '../../infra/ports/log.ts';
+import type { Log, OutgoingRecord } from '../../infra/ports/log.ts';
+import { retryUntilDone } from '../../infra/retry.ts';
 import { COLLECTIONS } from '../services/collections.ts';
 import { EVENTS_TOPIC_PARTITIONS, encodeEvent, eventsTopic } from './topics.ts';
 
@@ -23,6 +28,11 @@ export interface ForwarderOptions {
   checkpointEvery?: number;
   onError?: (error: Error) => void;
 }
+
+/** Events per publish at most; the subscription waits while this many are unpublished. */
+const MAX_BATCH = 500;
+/** How long stop() keeps trying to publish what it holds before leaving it to the next start. */
+const STOP_GRACE_MS = 5_000;
 
 export interface Forwarder {
   stop(): Promise<void>;
@@ -51,23 +61,60 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   let saved = acknowledged;
   let sinceSave = 0;
 
-  const save = async () => {
+  // Saves run one after another: the timer's save and a batch's save must not race each other
+  // with the same version, which made a lone forwarder report a second one.
+  const saveNow = async () => {
     if (acknowledged === saved) return;
-    const next = await checkpoints.replace({ _id: id, position: acknowledged, updatedAt: new Date().toISOString() }, version);
+    const position = acknowledged;
+    const next = await checkpoints.replace({ _id: id, position, updatedAt: new Date().toISOString() }, version);
     if (!next) throw new Error(`forwarder checkpoint ${id} was changed by another process; is a second forwarder running?`);
     version = next._v;
-    saved = acknowledged;
+    saved = position;
     sinceSave = 0;
+  };
+  let saving: Promise<void> = Promise.resolve();
+  const save = (): Promise<void> => {
+    const run = saving.then(saveNow, saveNow);
+    saving = run.catch(() => {});
+    return run;
   };
   const idleSave = setInterval(() => void save().catch((e) => options.onError?.(e as Error)), 250);
   idleSave.unref();
 
+  const abort = new AbortController();
+  let pending: Array<{ record: OutgoingRecord; position: string }> = [];
+  let publishing: Promise<void> | null = null;
+
+  const publishPending = async () => {
+    // Let the subscription hand over what it already has, so it goes out in one publish.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (pending.length > 0 && !abort.signal.aborted) {
+      const batch = pending.slice(0, MAX_BATCH);
+      const published = await retryUntilDone(() => log.publish(topic, batch.map((p) => p.record)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal);
+      if (!published) return;
+      pending = pending.slice(batch.length);
+      acknowledged = batch[batch.length - 1].position;
+      sinceSave += batch.length;
+      if (sinceSave >= every) await save().catch((e) => options.onError?.(e as Error));
+    }
+  };
+  const kick = () => {
+    if (publishing) return;
+    publishing = publishPending().finally(() => {
+      publishing = null;
+      if (pending.length > 0 && !abort.signal.aborted) kick();
+    });
+  };
+
   const subscription: Subscription = events.subscribeAll(
     { after: acknowledged, onError: options.onError },
     async (event: StoredEvent) => {
-      await log.publish(topic, [{ key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } }]);
-      acknowledged = event.position;
-      if (++sinceSave >= every) await save();
+      pending.push({
+        record: { key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } },
+        position: event.position,
+      });
+      kick();
+      while (pending.length >= MAX_BATCH && publishing) await publishing;
     },
   );
 
@@ -76,6 +123,10 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     async stop() {
       clearInterval(idleSave);
       await subscription.stop();
+      const giveUp = setTimeout(() => abort.abort(), STOP_GRACE_MS);
+      while (publishing) await publishing;
+      clearTimeout(giveUp);
+      abort.abort();
       await save();
     },
   };

@@ -50,6 +50,8 @@ export interface ProcessorDeps {
   /** Told about a failure that will be retried (a handler's, or a background loop's). */
   onError: (error: Error) => void;
   onDebug?: (message: string, fields: Record<string, unknown>) => void;
+  /** Told when this instance joins or leaves its consumer group and when its partitions change (logged at info). */
+  onInfo?: (message: string, fields: Record<string, unknown>) => void;
   /**
    * Told when an event is parked or the processor gets stuck: what an operator must look at
    * (logged at warn). Without it, these go to onError.
@@ -293,6 +295,13 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
         if (retryFor === group && outcome === 'applied') await resolveParked(deps.documents, parkedEventId(group, event.id));
       },
       onHandlerError: (error) => deps.onError(error),
+      onMembership: ({ change, memberId, partitions }) => {
+        const owned = partitions.length === 0 ? 'no partitions' : `partitions ${partitions.join(', ')}`;
+        const message = change === 'left' ? `${definition.name}: left consumer group ${group}`
+          : change === 'joined' ? `${definition.name}: joined consumer group ${group}${partitions.length > 0 ? `, assigned ${owned}` : ''}`
+          : `${definition.name}: assigned ${owned} of ${topic}`;
+        deps.onInfo?.(message, { processor: definition.name, group, memberId, partitions });
+      },
     });
   } catch (error) {
     clearInterval(watch);

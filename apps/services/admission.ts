@@ -42,7 +42,7 @@ import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
 import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
-import { sealContent } from './content-vault.ts';
+import { contentKeyFor, sealWith } from './content-vault.ts';
 import { emailDecider } from './email-stream.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
@@ -207,6 +207,11 @@ export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: S
   const fingerprint = fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint);
   const replay = replayOf(loaded.state, fingerprint);
 
+  // The content key is written alongside the rate slots (one commit round instead of two). A
+  // request refused after this leaves a key that seals nothing; it expires with the others.
+  const contentKey = replay ? null : contentKeyFor(deps.documents, emailId, deps.now());
+  contentKey?.catch(() => {}); // awaited below, unless the rate limit refuses first
+
   // 2. Rate limit.
   const rate = await deps.rateLimits.reserve(sender, deps.now());
   if (replay) return { ...replay, rate, replayed: true };
@@ -222,7 +227,7 @@ export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: S
     const suppressed = await suppressedAmong(deps.documents, sender.workspaceId, send);
 
     const now = deps.now();
-    const content = await sealContent(deps.documents, emailId, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) }, now);
+    const content = sealWith(await contentKey!, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
     const message = admittedMessage(emailId, sender, request, prepared, fingerprint, content, now);
     const command: AdmitEmail = {
       type: 'AdmitEmail',

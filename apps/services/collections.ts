@@ -26,4 +26,6 @@ export const COLLECTIONS = {
   webhookDeliveries: 'webhook_deliveries',
   /** Events a processor or a rebuild could not apply and went past (apps/services/parked-events.ts). */
   parkedEvents: 'parked_events',
+  /** The scratch collections rebuilds made, so that `relay projections drop` drops only those (apps/services/scratch-collections.ts). */
+  scratchCollections: 'scratch_collections',
 } as const;

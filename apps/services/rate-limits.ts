@@ -7,9 +7,23 @@
 // never holds more than `limit` requests. A request that is then rejected deletes its slot:
 // rejected requests do not count, replays and suppressed sends keep theirs.
 //
+// Nothing is counted on the way: a request costs one insert per policy and no read. Each
+// process walks a window's slot numbers from its own random starting point (processes sharing
+// a window rarely try the same number; a taken one costs a failed insert and the walk goes on)
+// and remembers what it tried, so a full window is refused from memory. Only then does it look
+// at the window's slots, for numbers given back by other processes, at most every so often
+// (doubling while it finds none). On FerretDB every read scans the collection; on MongoDB and
+// sqlite the look is an _id range.
+//
+// Expired slots are deleted by a timer (every SWEEP_EVERY_MS, started by the first request,
+// unref'd, stopped by close()), in one deleteWhere, never on a request's path. Its clock is
+// the requests' clock, the latest request's time (a process without requests makes no new
+// garbage), so a clock that tests hold still never sweeps a window they are filling.
+//
 // Clock windows (production key, workspace) are whole seconds of the API clock. A development
 // key's window opens with its first accepted request and lasts 60 s; windows are numbered and
 // opening number n+1 is again a unique insert, so processes agree on when a window started.
+// A process remembers the running window of each scope and checks by _id that it still exists.
 import { RelayError } from '../../domain/errors.ts';
 import type { Environment } from '../../domain/management.ts';
 import {
@@ -61,17 +75,28 @@ interface Claimed {
 }
 
 interface Hint {
-  /** Next slot number this process tries; null until counted. */
-  next: number | null;
-  counting: Promise<number> | null;
-  /** Slots this process gave back in this window. */
+  /** Where this process's walk over the slot numbers starts. */
+  start: number;
+  /** Slot numbers walked so far: start, start + 1, … (modulo the limit). */
+  tried: number;
+  /** Slots known to be free: given back in this process, or found free by a look. */
   free: number[];
   endMs: number;
+  /** When (request clock) this process may look for slots given back by others again. */
+  lookAfterMs: number;
+  lookGapMs: number;
+}
+
+export interface RateLimiterOptions {
+  /** How often expired slots are deleted. */
+  sweepEveryMs?: number;
 }
 
 const SWEEP_EVERY_MS = 10_000;
 /** Slots stay a while past their window so that a clock a little behind still sees them. */
-const SLOT_GRACE_MS = 60_000;
+const SLOT_GRACE_MS = 10_000;
+/** First wait between two looks at a full window's slots; it doubles while they find nothing. */
+const FIRST_LOOK_GAP_MS = 100;
 
 export async function ensureRateLimitIndexes(documents: DocumentStore): Promise<void> {
   // A window's slots are found by the _id prefix they share (the primary key), so the only
@@ -89,11 +114,18 @@ const windowId = (scope: string, seq: number) => `${scope}|${String(seq).padStar
 export class RateLimiter {
   readonly #documents: DocumentStore;
   readonly #hints = new Map<string, Hint>();
-  #lastSweep = 0;
-  #sweeping: Promise<void> | null = null;
+  /** The running first-request window of each scope, as last seen. */
+  readonly #openWindows = new Map<string, WindowDoc>();
+  readonly #sweepEveryMs: number;
+  /** The latest request's time: the sweeper's clock. */
+  #latestRequestMs: number | null = null;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #sweeping: Promise<number> | null = null;
+  #closed = false;
 
-  constructor(documents: DocumentStore) {
+  constructor(documents: DocumentStore, options: RateLimiterOptions = {}) {
     this.#documents = documents;
+    this.#sweepEveryMs = options.sweepEveryMs ?? SWEEP_EVERY_MS;
   }
 
   get #slots() {
@@ -107,13 +139,15 @@ export class RateLimiter {
   /** Takes a slot of every policy of the subject, or throws rate_limit_exceeded having taken none. */
   async reserve(subject: RateSubject, now: Date): Promise<RateReservation> {
     const nowMs = now.getTime();
-    this.#maybeSweep(nowMs);
+    this.#observe(nowMs);
+    // One policy after the other, the narrowest first: a request its key refuses never holds
+    // a slot of its workspace, even for a moment, so it cannot crowd out another key's request.
     const claimed: Claimed[] = [];
     const standings: RateStanding[] = [];
     for (const policy of ratePoliciesFor(subject.environment)) {
       const scope = scopeOf(policy, subject);
       const { window, opened } = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
-      const slot = await this.#claim(scope, window, policy.limit);
+      const slot = await this.#claim(scope, window, policy.limit, nowMs);
       if (slot === null) {
         await this.#giveBack(claimed);
         const wait = retryAfterSeconds(window, nowMs);
@@ -123,7 +157,7 @@ export class RateLimiter {
         });
       }
       claimed.push({ policy, scope, window, slot, opened });
-      standings.push({ policy, remaining: this.#remaining(scope, window, policy.limit, slot), reset: resetSeconds(window, nowMs) });
+      standings.push({ policy, remaining: this.#remaining(scope, window, policy.limit), reset: resetSeconds(window, nowMs) });
     }
     let released = false;
     return {
@@ -136,16 +170,51 @@ export class RateLimiter {
     };
   }
 
-  /** Waits for background clean-up; call before closing the store. */
+  /**
+   * Deletes the slots expired by the requests' clock (or `nowMs`); returns how many. The
+   * timer calls it; a sweep still running is joined rather than doubled.
+   */
+  sweep(nowMs: number | null = this.#latestRequestMs): Promise<number> {
+    if (this.#sweeping) return this.#sweeping;
+    if (nowMs === null) return Promise.resolve(0);
+    for (const [key, hint] of this.#hints) if (hint.endMs <= nowMs) this.#hints.delete(key);
+    for (const [scope, window] of this.#openWindows) if (!windowRuns(window, nowMs)) this.#openWindows.delete(scope);
+    const sweeping = this.#slots.deleteWhere({ expiresAt: { lt: nowMs } })
+      .catch(() => 0) // garbage stays for the next sweep
+      .finally(() => (this.#sweeping = null));
+    this.#sweeping = sweeping;
+    return sweeping;
+  }
+
+  /** Stops the sweeper and waits for a sweep in progress; call before closing the store. */
   async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
     await this.#sweeping;
+  }
+
+  #observe(nowMs: number): void {
+    this.#latestRequestMs = nowMs;
+    if (this.#timer || this.#closed) return;
+    this.#timer = setInterval(() => void this.sweep(), this.#sweepEveryMs);
+    this.#timer.unref();
   }
 
   /** The scope's running first-request window, or a new one opened now. */
   async #currentWindow(policy: RatePolicy, scope: string, nowMs: number): Promise<{ window: RateWindow; opened: WindowDoc | null }> {
+    const known = this.#openWindows.get(scope);
+    // A window is deleted while it runs only when the request that opened it was rejected; check it is still there.
+    if (known && windowRuns(known, nowMs) && (await this.#windows.get(known._id))?.startMs === known.startMs) {
+      return { window: openedWindow(policy, known.seq, known.startMs), opened: null };
+    }
+    this.#openWindows.delete(scope);
     for (;;) {
       const [latest] = await this.#windows.find({ where: { scope }, orderBy: [['scope', 'asc'], ['seq', 'desc']], limit: 1 });
-      if (latest && windowRuns(latest, nowMs)) return { window: openedWindow(policy, latest.seq, latest.startMs), opened: null };
+      if (latest && windowRuns(latest, nowMs)) {
+        this.#openWindows.set(scope, latest);
+        return { window: openedWindow(policy, latest.seq, latest.startMs), opened: null };
+      }
       const seq = latest ? latest.seq + 1 : 0;
       const window = openedWindow(policy, seq, nowMs);
       const doc: WindowDoc = { _id: windowId(scope, seq), scope, seq, startMs: window.startMs, endMs: window.endMs };
@@ -157,33 +226,35 @@ export class RateLimiter {
       }
       // Only the latest two windows are ever looked at; older ones are garbage.
       if (seq >= 2) void this.#windows.delete(windowId(scope, seq - 2)).catch(() => false);
+      this.#openWindows.set(scope, doc);
       return { window, opened: doc };
     }
   }
 
-  async #claim(scope: string, window: RateWindow, limit: number): Promise<number | null> {
-    const hintKey = `${scope}|${window.key}`;
-    let hint = this.#hints.get(hintKey);
+  #hint(scope: string, window: RateWindow, limit: number): Hint {
+    const key = `${scope}|${window.key}`;
+    let hint = this.#hints.get(key);
     if (!hint) {
-      hint = { next: null, counting: null, free: [], endMs: window.endMs };
-      this.#hints.set(hintKey, hint);
+      hint = { start: Math.floor(Math.random() * limit), tried: 0, free: [], endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS };
+      this.#hints.set(key, hint);
     }
-    if (hint.next === null) {
-      // The first request of a window in this process starts after the slots others took.
-      hint.counting ??= this.#slots.count(slotsOf(scope, window));
-      const counted = await hint.counting;
-      hint.next ??= counted;
-    }
-    let scanned = false;
+    return hint;
+  }
+
+  async #claim(scope: string, window: RateWindow, limit: number, nowMs: number): Promise<number | null> {
+    const hint = this.#hint(scope, window, limit);
+    let looked = false;
     for (;;) {
       let slot = hint.free.shift();
-      if (slot === undefined && hint.next! < limit) slot = hint.next!++;
+      if (slot === undefined && hint.tried < limit) slot = (hint.start + hint.tried++) % limit;
       if (slot === undefined) {
-        if (scanned) return null;
-        // Slots given back by other processes leave holes below `next`: look for them once.
-        scanned = true;
+        // Every number was tried: only slots given back by other processes are left.
+        if (looked || nowMs < hint.lookAfterMs) return null;
+        looked = true;
+        hint.lookAfterMs = nowMs + hint.lookGapMs;
         const taken = new Set((await this.#slots.find({ where: slotsOf(scope, window), limit })).map((s) => s.slot));
-        hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i));
+        hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i) && !hint.free.includes(i)).concat(hint.free);
+        hint.lookGapMs = hint.free.length > 0 ? FIRST_LOOK_GAP_MS : hint.lookGapMs * 2;
         continue;
       }
       try {
@@ -195,10 +266,10 @@ export class RateLimiter {
     }
   }
 
-  #remaining(scope: string, window: RateWindow, limit: number, slot: number): number {
+  /** Requests the window still allows as far as this process knows: numbers not tried yet, and free ones. */
+  #remaining(scope: string, window: RateWindow, limit: number): number {
     const hint = this.#hints.get(`${scope}|${window.key}`);
-    const next = Math.max(hint?.next ?? slot + 1, slot + 1);
-    return Math.max(0, limit - next + (hint?.free.length ?? 0));
+    return hint ? Math.max(0, limit - hint.tried + hint.free.length) : limit - 1;
   }
 
   async #giveBack(claimed: Claimed[]): Promise<void> {
@@ -206,24 +277,13 @@ export class RateLimiter {
       await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
       const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
       if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
-      if (claim.opened && (await this.#slots.count(slotsOf(claim.scope, claim.window))) === 0) {
+      if (claim.opened && (await this.#slots.find({ where: slotsOf(claim.scope, claim.window), limit: 1 })).length === 0) {
         // The window was opened by a request that was then rejected: it never started. (A
         // request racing into it right now keeps its slot in a window nobody sees any more;
         // that lets at most the racing requests through beyond the limit, once.)
         await this.#windows.delete(claim.opened._id);
+        if (this.#openWindows.get(claim.scope)?._id === claim.opened._id) this.#openWindows.delete(claim.scope);
       }
     }
-  }
-
-  #maybeSweep(nowMs: number): void {
-    if (this.#sweeping || nowMs - this.#lastSweep < SWEEP_EVERY_MS) return;
-    this.#lastSweep = nowMs;
-    for (const [key, hint] of this.#hints) if (hint.endMs <= nowMs) this.#hints.delete(key);
-    this.#sweeping = (async () => {
-      const expired = await this.#slots.find({ where: { expiresAt: { lt: nowMs } }, limit: 1_000 });
-      for (const slot of expired) await this.#slots.delete(slot._id);
-    })()
-      .catch(() => {}) // garbage stays for the next sweep
-      .finally(() => (this.#sweeping = null));
   }
 }

@@ -3,23 +3,38 @@
 // applied to the old model while the rebuild ran are re-read from the store after the
 // swap (every write is guarded by the stream revision, so re-applying is harmless).
 //
-// An event the projection cannot apply does not abort the rebuild: it is tried again a few
-// times and then skipped, counted in the result and parked (processor `rebuild:<name>`, see
-// apps/services/parked-events.ts), as the live processor would. Only while both stores answer:
-// a failure while one of them does not is an outage, and aborts the rebuild (run it again).
-import type { DocumentStore } from '../../infra/ports/document-store.ts';
+// Batched, in two passes over the event store. The first counts each document's events; the
+// second folds them in memory with the projection's own fold (the revision guard and gap
+// filling of the live path) and writes each document once, after its last event, in bulk with
+// others (insertMany where the store has it); the indexes are built after the load. The
+// scratch collection is the rebuild's alone (dropped at the start), so nothing is read back
+// from it (see BatchFolder). After the swap, the catch-up reads and writes each batch's
+// documents by compare-and-set, racing the live projector.
+//
+// An event the projection cannot apply does not abort the rebuild: that document goes to the
+// one-event path (the live processor's: read, apply, compare-and-set), where the event is tried
+// again a few times and then skipped, counted in the result and parked (processor
+// `rebuild:<name>`, see apps/services/parked-events.ts), as the live processor would. So does
+// a document whose batched write is refused (a lost compare-and-set, a taken _id). Only while
+// both stores answer: a failure while one of them does not is an outage, and aborts the
+// rebuild (run it again).
+//
+// Scratch collections are recorded (apps/services/scratch-collections.ts) while they exist;
+// a rebuild that fails before the swap drops its scratch collection again.
+import { DuplicateKeyError, type Collection, type DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
-import { COLLECTIONS } from './collections.ts';
 import { ensureParkedIndexes, parkEvent, rebuildGroup } from './parked-events.ts';
 import type { RebuildableProjection } from './projection-registry.ts';
+import { collectionNameProblem, forgetScratch, isRelayCollection, markScratchBuilt, recordScratch } from './scratch-collections.ts';
 
 /**
  * Why `name` cannot be a rebuild's scratch collection (the rebuild drops it first), or null:
  * it must never be one Relay keeps data in.
  */
 export function scratchCollectionProblem(name: string, label = 'the target collection'): string | null {
-  if (!/^[a-z0-9][a-z0-9_]{0,63}$/.test(name)) return `${label} must be 1 to 64 lower-case letters, digits and _, got ${JSON.stringify(name)}`;
-  if ((Object.values(COLLECTIONS) as string[]).includes(name)) return `${label} ${name} is one of Relay's own collections; the rebuild would drop it first`;
+  const form = collectionNameProblem(name, label);
+  if (form) return form;
+  if (isRelayCollection(name)) return `${label} ${name} is one of Relay's own collections; the rebuild would drop it first`;
   return null;
 }
 
@@ -36,7 +51,10 @@ export interface RebuildOptions {
   into?: string;
   /** Attempts of an event that fails while the stores answer, before it is skipped. Default 3. */
   attempts?: number;
+  /** Events read from the store at a time. Default 2000. */
   batchSize?: number;
+  /** Documents held in memory at most before the least recently touched are written early. Default 20,000. */
+  maxHeld?: number;
   onProgress?: (progress: RebuildProgress) => void;
 }
 
@@ -97,8 +115,225 @@ function skippingApply(
   };
 }
 
+/** A document as folded so far. */
+interface Held {
+  id: string;
+  doc: { _id: string } | null;
+  /** Its version in the store; null while it is not stored. */
+  version: number | null;
+  /** The last event folded into it: what the one-event path re-applies if its write is refused. */
+  last: StoredEvent;
+  dirty: boolean;
+}
+
+/** Documents held in memory at most, by default; past it the least recently touched are written early and let go. */
+const MAX_HELD = 20_000;
+/** Documents per bulk write. */
+const WRITE_CHUNK = 2000;
+/** Bulk writes under way at once: a store converts one batch while it commits another. */
+const WRITES_AT_ONCE = 2;
+
+const withoutVersion = (doc: { _id: string }): { _id: string } => {
+  const { _v, ...body } = doc as { _id: string; _v?: number };
+  void _v;
+  return body;
+};
+
+/**
+ * Folds events into their documents in memory and writes each document once.
+ *
+ * Into a scratch collection (`eventsPerDocument` given: the collection was dropped at the start
+ * and only this rebuild writes it), a document is held until its last event, as counted before
+ * the pass, and then written once, in bulk with others: on engines where every write or read
+ * by _id costs a scan of the collection (FerretDB v1 on SQLite) nothing else scales. A document
+ * is never read from the document store here: its state before an event it does not hold is
+ * folded again from its stream (the projection's gap filling, from the event store). Memory is
+ * bounded: past `maxHeld` documents the least recently touched are written early.
+ *
+ * Into the live collection (catching up after the swap): each document is read when a batch
+ * first touches it and written at the batch's end by compare-and-set, racing the live projector.
+ */
+class BatchFolder {
+  readonly #held = new Map<string, Held>();
+  readonly #events: EventStore;
+  readonly #projection: RebuildableProjection;
+  readonly #collection: string;
+  readonly #documents: Collection<{ _id: string }>;
+  readonly #apply: Apply;
+  readonly #maxHeld: number;
+  /** Events still to come per document, for a scratch collection; null on the live one. */
+  readonly #remaining: Map<string, number> | null;
+  /** Versions of the documents written before their last event (scratch collection). */
+  readonly #writtenEarly = new Map<string, number>();
+  /** Documents past their last event, written in bulk. */
+  #ready: Held[] = [];
+  /** Bulk writes of ready documents under way: folding goes on meanwhile, so this process and the store work at once. */
+  readonly #writing: Array<Promise<void>> = [];
+  /** The documents this folder has stored (scratch collection): counting a scratch collection may cost a scan. */
+  readonly #stored = new Set<string>();
+
+  constructor(
+    documents: DocumentStore, events: EventStore, projection: RebuildableProjection, collection: string, apply: Apply,
+    eventsPerDocument: Map<string, number> | null, maxHeld = MAX_HELD,
+  ) {
+    this.#maxHeld = Math.max(1, maxHeld);
+    this.#events = events;
+    this.#projection = projection;
+    this.#collection = collection;
+    this.#documents = documents.collection(collection);
+    this.#apply = apply;
+    this.#remaining = eventsPerDocument;
+  }
+
+  async fold(event: StoredEvent): Promise<void> {
+    const id = this.#projection.documentIdOf(event);
+    let held = this.#held.get(id);
+    // Deleted and set again below: the map stays in least-recently-touched order.
+    if (held) this.#held.delete(id);
+    else held = await this.#load(id, event);
+    const last = this.#countDown(id);
+    let next: { _id: string } | null;
+    try {
+      next = await this.#projection.fold(this.#events, held.doc, event);
+    } catch {
+      // The one-event path takes this document from here; it reads the store, so what is held goes there first.
+      await this.#write([held]);
+      this.#writtenEarly.delete(id);
+      await this.#handOver(id, event);
+      return;
+    }
+    if (next !== held.doc) {
+      held.doc = next;
+      held.dirty = true;
+    }
+    held.last = event;
+    if (!last) {
+      this.#held.set(id, held);
+      return;
+    }
+    this.#ready.push(held);
+    if (this.#ready.length >= WRITE_CHUNK) await this.#writeReady(false);
+  }
+
+  /** Whether this is the document's last event, as counted (scratch collection only). */
+  #countDown(id: string): boolean {
+    const left = this.#remaining?.get(id);
+    // Not counted: a stream that began after the count, or the live collection.
+    if (left === undefined) return false;
+    if (left > 1) this.#remaining!.set(id, left - 1);
+    else this.#remaining!.delete(id);
+    return left <= 1;
+  }
+
+  async #load(id: string, event: StoredEvent): Promise<Held> {
+    if (this.#remaining) {
+      // Scratch: nothing held means nothing folded yet, or written early (then folded again from the stream).
+      return { id, doc: null, version: this.#writtenEarly.get(id) ?? null, last: event, dirty: false };
+    }
+    const stored = await this.#documents.get(id);
+    return { id, doc: stored, version: stored?._v ?? null, last: event, dirty: false };
+  }
+
+  /** The end of a batch read from the store. */
+  async endBatch(): Promise<void> {
+    if (!this.#remaining) return this.flush();
+    const early: Held[] = [];
+    for (const [id, held] of this.#held) {
+      if (this.#held.size <= this.#maxHeld) break;
+      this.#held.delete(id);
+      early.push(held);
+    }
+    await this.#write(early);
+    for (const held of early) if (held.version !== null) this.#writtenEarly.set(held.id, held.version);
+  }
+
+  /** Writes and lets go of every held document. */
+  async flush(): Promise<void> {
+    await this.#writeReady(true);
+    const all = [...this.#held.values()];
+    this.#held.clear();
+    await this.#write(all);
+    this.#writtenEarly.clear();
+  }
+
+  /** Starts writing the ready documents, with at most WRITES_AT_ONCE under way; `wait`: and waits for all. */
+  async #writeReady(wait: boolean): Promise<void> {
+    const ready = this.#ready;
+    this.#ready = [];
+    if (this.#writing.length >= WRITES_AT_ONCE) await this.#writing.shift();
+    const writing = this.#write(ready).then(() => {
+      for (const held of ready) this.#writtenEarly.delete(held.id);
+    });
+    // A failure surfaces where the write is awaited (a later write, or the flush), not as an unhandled rejection.
+    writing.catch(() => {});
+    this.#writing.push(writing);
+    if (wait) while (this.#writing.length > 0) await this.#writing.shift();
+  }
+
+  async #write(helds: Held[]): Promise<void> {
+    const inserts = helds.filter((h) => h.dirty && h.doc !== null && h.version === null);
+    for (let i = 0; i < inserts.length; i += WRITE_CHUNK) {
+      const chunk = inserts.slice(i, i + WRITE_CHUNK);
+      let refused: Set<string>;
+      try {
+        refused = new Set(await this.#insertMany(chunk.map((h) => withoutVersion(h.doc!))));
+      } catch {
+        // Some may be stored by now: the one-event path reads each and finishes it.
+        refused = new Set(chunk.map((h) => h.doc!._id));
+      }
+      for (const held of chunk) {
+        if (refused.has(held.doc!._id)) await this.#handOver(held.id, held.last);
+        else this.#written(held, 1);
+      }
+    }
+    for (const held of helds) {
+      if (!held.dirty || held.doc === null || held.version === null) continue;
+      let stored: { _v: number } | null;
+      try {
+        stored = await this.#documents.replace(withoutVersion(held.doc), held.version);
+      } catch {
+        // As for an insert: the one-event path tries again, and tells an outage from a bad event.
+        stored = null;
+      }
+      if (stored) this.#written(held, stored._v);
+      else await this.#handOver(held.id, held.last);
+    }
+  }
+
+  #written(held: Held, version: number): void {
+    held.version = version;
+    held.dirty = false;
+    this.#stored.add(held.id);
+  }
+
+  /** The one-event path applies `event` to the document as stored. */
+  async #handOver(id: string, event: StoredEvent): Promise<void> {
+    await this.#apply(event, this.#collection);
+    if (this.#remaining && (await this.#documents.get(id))) this.#stored.add(id);
+  }
+
+  /** How many documents this folder stored (each written at least once, by it or the one-event path). */
+  get stored(): number {
+    return this.#stored.size;
+  }
+
+  async #insertMany(docs: Array<{ _id: string }>): Promise<string[]> {
+    if (this.#documents.insertMany) return (await this.#documents.insertMany(docs)).duplicates;
+    const refused: string[] = [];
+    for (const doc of docs) {
+      try {
+        await this.#documents.insert(doc);
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+        refused.push(doc._id);
+      }
+    }
+    return refused;
+  }
+}
+
 async function applyAll(
-  events: EventStore, projection: RebuildableProjection, apply: Apply, collection: string,
+  events: EventStore, projection: RebuildableProjection, folder: BatchFolder,
   after: string | null, batchSize: number, onEvent: () => void,
 ): Promise<{ position: string | null; count: number }> {
   let position = after;
@@ -106,22 +341,31 @@ async function applyAll(
   for (;;) {
     const batch = await events.readAll({ after: position, maxCount: batchSize, filter: { streamPrefixes: projection.streamPrefixes } });
     for (const event of batch) {
-      await apply(event, collection);
+      await folder.fold(event);
       position = event.position;
       count++;
       onEvent();
     }
-    if (batch.length < batchSize) return { position, count };
+    if (batch.length < batchSize) break;
+    await folder.endBatch();
   }
+  await folder.flush();
+  return { position, count };
 }
 
-async function countEvents(events: EventStore, projection: RebuildableProjection, batchSize: number): Promise<number> {
+/** The events to replay, in all and per document: the first of the rebuild's two passes. */
+async function countEvents(events: EventStore, projection: RebuildableProjection, batchSize: number): Promise<{ total: number; perDocument: Map<string, number> }> {
   let position: string | null = null;
   let total = 0;
+  const perDocument = new Map<string, number>();
   for (;;) {
     const batch = await events.readAll({ after: position, maxCount: batchSize, filter: { streamPrefixes: projection.streamPrefixes } });
     total += batch.length;
-    if (batch.length < batchSize) return total;
+    for (const event of batch) {
+      const id = projection.documentIdOf(event);
+      perDocument.set(id, (perDocument.get(id) ?? 0) + 1);
+    }
+    if (batch.length < batchSize) return { total, perDocument };
     position = batch[batch.length - 1].position;
   }
 }
@@ -129,29 +373,47 @@ async function countEvents(events: EventStore, projection: RebuildableProjection
 export async function rebuildProjection(
   documents: DocumentStore, events: EventStore, projection: RebuildableProjection, options: RebuildOptions = {},
 ): Promise<RebuildResult> {
-  const batchSize = options.batchSize ?? 500;
+  const batchSize = options.batchSize ?? 2000;
   const report = options.onProgress ?? (() => {});
+  const name = options.name ?? projection.collection;
   const target = options.into ?? `${projection.collection}__rebuild_${Date.now()}`;
   const problem = options.into === undefined ? null : scratchCollectionProblem(options.into);
   if (problem) throw new Error(problem);
-  await documents.drop(target);
-  await projection.ensureIndexes(documents, target);
   await ensureParkedIndexes(documents);
   const skipped = { count: 0, listed: [] as SkippedEvent[] };
-  const apply = skippingApply(documents, events, projection, options.name ?? projection.collection, Math.max(1, options.attempts ?? 3), skipped);
+  const apply = skippingApply(documents, events, projection, name, Math.max(1, options.attempts ?? 3), skipped);
 
-  report({ phase: 'counting', done: 0, total: 0 });
-  const total = await countEvents(events, projection, batchSize);
+  await documents.drop(target);
+  await recordScratch(documents, target, name);
   let done = 0;
-  const tick = () => report({ phase: 'rebuilding', done: ++done, total: Math.max(total, done) });
-  const first = await applyAll(events, projection, apply, target, null, batchSize, tick);
-
-  if (options.into) {
-    return { events: first.count, documents: await documents.collection(target).count(), collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed };
+  let first: { position: string | null; count: number };
+  let renaming = false;
+  try {
+    report({ phase: 'counting', done: 0, total: 0 });
+    const { total, perDocument } = await countEvents(events, projection, batchSize);
+    const tick = () => report({ phase: 'rebuilding', done: ++done, total: Math.max(total, done) });
+    const folder = new BatchFolder(documents, events, projection, target, apply, perDocument, options.maxHeld);
+    first = await applyAll(events, projection, folder, null, batchSize, tick);
+    // After the bulk load: building an index once costs less than keeping it up on every insert.
+    await projection.ensureIndexes(documents, target);
+    if (options.into) {
+      await markScratchBuilt(documents, target, name);
+      return { events: first.count, documents: folder.stored, collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed };
+    }
+    renaming = true;
+    await documents.rename(target, projection.collection);
+  } catch (error) {
+    // A half-built scratch collection is of no use; but once the rename began it may be the
+    // only copy of the read model (FerretDB drops the target first), so it stays then.
+    if (!renaming) {
+      await documents.drop(target).catch(() => {});
+      await forgetScratch(documents, target).catch(() => {});
+    }
+    throw error;
   }
-  await documents.rename(target, projection.collection);
-  report({ phase: 'catching-up', done, total: Math.max(total, done) });
-  const rest = await applyAll(events, projection, apply, projection.collection, first.position, batchSize, () => {});
+  await forgetScratch(documents, target);
+  report({ phase: 'catching-up', done, total: done });
+  const rest = await applyAll(events, projection, new BatchFolder(documents, events, projection, projection.collection, apply, null), first.position, batchSize, () => {});
   await projection.ensureIndexes(documents, projection.collection);
   const count = await documents.collection(projection.collection).count();
   report({ phase: 'swapped', done: first.count + rest.count, total: first.count + rest.count });

@@ -12,6 +12,10 @@
 # Ports: RELAY_KAFKA_PORT (19092), RELAY_KAFKA_CONTROLLER_PORT (19093),
 #        RELAY_FERRETDB_PORT (27018). Cache: RELAY_ENGINES_CACHE
 #        (~/.cache/relay-engines). See kafka.sh and ferretdb.sh for the rest.
+# RELAY_FERRETDB_BACKEND=postgresql: FerretDB over PostgreSQL (postgres.sh; port 27019, its own
+#        run directory) instead of the SQLite one, which may run at the same time; for
+#        comparisons, see README.md. `down` with it stops Kafka too; to stop only that FerretDB
+#        and its PostgreSQL: RELAY_FERRETDB_BACKEND=postgresql bash ferretdb.sh stop.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

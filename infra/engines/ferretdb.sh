@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# FerretDB v1 (MongoDB wire protocol over SQLite files) on loopback, built
-# from source fetched through the Go module proxy (no Docker, no release binary).
+# FerretDB v1 (MongoDB wire protocol over SQLite files, or over PostgreSQL) on loopback,
+# built from source fetched through the Go module proxy (no Docker, no release binary).
 #
 #   ferretdb.sh install   build the binary into the cache (once; later a no-op)
 #   ferretdb.sh start     install if needed, start on an empty data dir, print the URL
@@ -8,7 +8,9 @@
 #   ferretdb.sh status    print the URL and exit 0 if running, else exit 3
 #   ferretdb.sh logs      print the path of the server log
 #
-# Env: RELAY_FERRETDB_PORT (27018), RELAY_FERRETDB_VERSION (v1.24.2),
+# Env: RELAY_FERRETDB_BACKEND (sqlite; or postgresql: a second FerretDB, with its own run
+#      directory and port, over a PostgreSQL that postgres.sh starts with it and stops after it),
+#      RELAY_FERRETDB_PORT (27018; 27019 with postgresql), RELAY_FERRETDB_VERSION (v1.24.2),
 #      RELAY_FERRETDB_START_TIMEOUT seconds (30), RELAY_ENGINES_CACHE, RELAY_ENGINES_RUN.
 set -euo pipefail
 
@@ -18,13 +20,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 FERRETDB_MODULE="github.com/FerretDB/FerretDB"
 # v1.24.2 is the last v1 release; v2 dropped the SQLite backend.
 FERRETDB_VERSION="${RELAY_FERRETDB_VERSION:-v1.24.2}"
-FERRETDB_PORT="${RELAY_FERRETDB_PORT:-27018}"
+FERRETDB_BACKEND="${RELAY_FERRETDB_BACKEND:-sqlite}"
+case "$FERRETDB_BACKEND" in
+  sqlite) FERRETDB_PORT="${RELAY_FERRETDB_PORT:-27018}" FERRETDB_NAME=ferretdb ;;
+  postgresql) FERRETDB_PORT="${RELAY_FERRETDB_PORT:-27019}" FERRETDB_NAME=ferretdb-postgresql ;;
+  *) die "RELAY_FERRETDB_BACKEND must be sqlite or postgresql, got '$FERRETDB_BACKEND'" ;;
+esac
 FERRETDB_START_TIMEOUT="${RELAY_FERRETDB_START_TIMEOUT:-30}"
 
 FERRETDB_HOME="$ENGINES_CACHE/ferretdb-$FERRETDB_VERSION"
 FERRETDB_BIN="$FERRETDB_HOME/bin/ferretdb"
 
-FERRETDB_RUN="$ENGINES_RUN/ferretdb"
+FERRETDB_RUN="$ENGINES_RUN/$FERRETDB_NAME"
 FERRETDB_PIDFILE="$FERRETDB_RUN/ferretdb.pid"
 FERRETDB_PORTFILE="$FERRETDB_RUN/port"
 FERRETDB_LOG="$FERRETDB_RUN/ferretdb.log"
@@ -89,7 +96,7 @@ cmd_start() {
     if [[ "$(<"$FERRETDB_PORTFILE")" != "$FERRETDB_PORT" ]]; then
       log "warning: ferretdb already runs on port $(<"$FERRETDB_PORTFILE"), not $FERRETDB_PORT"
     fi
-    log "ferretdb already running (pid $(running_pid))"
+    log "$FERRETDB_NAME already running (pid $(running_pid))"
     print_url
     return 0
   fi
@@ -100,14 +107,23 @@ cmd_start() {
   mkdir -p "$FERRETDB_RUN" "$FERRETDB_DATA"
   printf '%s\n' "$FERRETDB_PORT" >"$FERRETDB_PORTFILE"
 
+  local backend_args
+  if [[ "$FERRETDB_BACKEND" == postgresql ]]; then
+    # Left running if FerretDB then fails to start: `stop` (same variable) stops both.
+    local pg_url
+    pg_url="$(bash "$(dirname "${BASH_SOURCE[0]}")/postgres.sh" start)" || die "postgresql did not start"
+    backend_args=(--handler=postgresql "--postgresql-url=$pg_url")
+  else
+    backend_args=(--handler=sqlite "--sqlite-url=file:$FERRETDB_DATA/")
+  fi
+
   # An interrupted start must not leave a server behind.
   trap 'stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5; exit 130' INT TERM HUP
-  log "starting ferretdb $FERRETDB_VERSION (sqlite) on 127.0.0.1:$FERRETDB_PORT"
+  log "starting ferretdb $FERRETDB_VERSION ($FERRETDB_BACKEND) on 127.0.0.1:$FERRETDB_PORT"
   # --debug-addr=- : the default debug listener (127.0.0.1:8088) would clash
   # between parallel instances and is not needed.
   spawn "$FERRETDB_PIDFILE" "$FERRETDB_LOG" "$FERRETDB_BIN" \
-    --handler=sqlite \
-    "--sqlite-url=file:$FERRETDB_DATA/" \
+    "${backend_args[@]}" \
     "--listen-addr=127.0.0.1:$FERRETDB_PORT" \
     "$FERRETDB_MARKER" \
     --debug-addr=- \
@@ -132,31 +148,32 @@ cmd_start() {
     sleep 0.2
   done
   trap - INT TERM HUP
-  log "ferretdb ready (pid $pid, log $FERRETDB_LOG)"
+  log "$FERRETDB_NAME ready (pid $pid, log $FERRETDB_LOG)"
   print_url
 }
 
 cmd_stop() {
   if running_pid >/dev/null; then
-    log "stopping ferretdb (pid $(running_pid))"
+    log "stopping $FERRETDB_NAME (pid $(running_pid))"
   fi
   stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 10
   rm -rf "$FERRETDB_DATA"
+  if [[ "$FERRETDB_BACKEND" == postgresql ]]; then bash "$(dirname "${BASH_SOURCE[0]}")/postgres.sh" stop; fi
 }
 
 cmd_status() {
   local pid
   if pid="$(running_pid)"; then
-    log "ferretdb running (pid $pid)"
+    log "$FERRETDB_NAME running (pid $pid)"
     print_url
   else
-    log "ferretdb not running"
+    log "$FERRETDB_NAME not running"
     return 3
   fi
 }
 
 case "${1:-}" in
-  install | start | stop | restart) take_lock ferretdb ;;
+  install | start | stop | restart) take_lock "$FERRETDB_NAME" ;;
 esac
 
 case "${1:-}" in

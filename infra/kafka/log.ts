@@ -11,8 +11,10 @@
 //   heartbeat thread does the same).
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Consumer, EachBatchPayload, IHeaders, KafkaMessage, LogEntry, Producer } from 'kafkajs';
-import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
+import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
+// Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
+import './request-queue-fix.ts';
 
 export interface KafkaLogOptions {
   /** Default 'relay'. */
@@ -222,6 +224,25 @@ export class KafkaLog implements Log {
     return consumer;
   }
 
+  async groupOffsets(topic: string, groups: readonly string[]): Promise<GroupPartitionOffsets[]> {
+    this.#assertOpen();
+    nonEmptyString('topic', topic);
+    await this.#assertTopicExists(topic);
+    const [bounds, committed] = await Promise.all([
+      this.#admin.fetchTopicOffsets(topic),
+      Promise.all(groups.map((groupId) => this.#admin.fetchOffsets({ groupId, topics: [topic] }))),
+    ]);
+    bounds.sort((a, b) => a.partition - b.partition);
+    return groups.flatMap((group, i) => {
+      // -1: the group has committed nothing on that partition.
+      const byPartition = new Map((committed[i].find((t) => t.topic === topic)?.partitions ?? []).map((p) => [p.partition, p.offset]));
+      return bounds.map(({ partition, low, high }) => {
+        const offset = byPartition.get(partition);
+        return { group, partition, start: low, end: high, committed: offset === undefined || offset === '-1' ? null : offset };
+      });
+    });
+  }
+
   async ping(): Promise<boolean> {
     if (this.#closed) return false;
     let timer: NodeJS.Timeout | undefined;
@@ -271,6 +292,7 @@ class GroupConsumer implements LogConsumer {
   readonly #resumeTimers = new Set<NodeJS.Timeout>();
   #stopping = false;
   #stopped: Promise<void> | undefined;
+  #memberId: string | null = null;
 
   constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, onStopped: () => void) {
     this.#settings = settings;
@@ -290,6 +312,21 @@ class GroupConsumer implements LogConsumer {
         process.stderr.write(`[kafka-log] consumer of group ${options.group} on ${options.topic} stopped after: ${payload.error.message}\n`);
       }
     });
+    // Every (re)join of the group ends with an assignment: the first one is the join.
+    this.#consumer.on(this.#consumer.events.GROUP_JOIN, ({ payload }) => {
+      const partitions = [...(payload.memberAssignment[options.topic] ?? [])].sort((a, b) => a - b);
+      const change = this.#memberId === null ? 'joined' : 'assigned';
+      this.#memberId = payload.memberId;
+      this.#tell(change, partitions);
+    });
+  }
+
+  #tell(change: MembershipChange['change'], partitions: number[]): void {
+    try {
+      this.#options.onMembership?.({ change, group: this.#options.group, topic: this.#options.topic, memberId: this.#memberId ?? '', partitions });
+    } catch {
+      // A failing callback must not stop the consumer.
+    }
   }
 
   /** Resolves once the consumer joined the group and received its first assignment. */
@@ -316,6 +353,7 @@ class GroupConsumer implements LogConsumer {
         // group, so the partitions are reassigned at once instead of after the session timeout.
         await this.#consumer.stop();
         await this.#consumer.disconnect();
+        if (this.#memberId !== null) this.#tell('left', []);
       } finally {
         this.#onStopped();
       }

@@ -50,6 +50,9 @@ function guarded(field: string, expr: Document): Document {
 
 function equals(field: string, value: Scalar): Document {
   if (value === null) return { [field]: { $eq: null } };
+  // The bare form: the only filter FerretDB's SQLite backend looks up without decoding every
+  // document (see document-store.ts). A string is never read as an operator.
+  if (field === '_id' && typeof value === 'string') return { _id: value };
   return { [field]: guarded(field, { $eq: value }) };
 }
 

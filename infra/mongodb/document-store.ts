@@ -3,20 +3,38 @@
 // Documents are stored as given plus the `_v` version field; the database is the URL's path
 // ('relay' when the URL has none).
 //
-// Compare-and-set. replace is `replaceOne({_id, _v: expected}, {...doc, _v: expected + 1})`
-// and delete-at-version is `deleteOne({_id, _v})`: on MongoDB a single-document write
-// evaluates its filter and writes atomically, so exactly one of N racing writers wins,
-// across any number of clients and processes.
+// Compare-and-set. On MongoDB replace is `replaceOne({_id, _v: expected}, {...doc, _v:
+// expected + 1})` and delete-at-version is `deleteOne({_id, _v})`: a single-document write
+// evaluates its filter and writes atomically, so exactly one of N racing writers wins, across
+// any number of clients and processes.
 // FerretDB v1 does NOT give that guarantee: it reads the matching document, then writes it
-// back by _id without re-checking the filter, so two connections can both "win" one
-// version. Within one client the adapter makes it hold by defaulting to a single
-// connection (maxPoolSize 1) when the server identifies as FerretDB, which serialises that
-// client's operations on the server. Between clients (two processes, or a caller passing
-// maxPoolSize > 1) CAS on FerretDB is NOT atomic and concurrent replaces can lose
-// updates. FerretDB is for development and tests; run several writer processes on MongoDB.
-// (A version-claim scheme built on FerretDB's atomic unique inserts was rejected: a crash
-// between the claim and the write wedges the document, and reinserted documents reuse
-// versions, so it needs a recovery protocol heavier than the problem it solves.)
+// back by _id without re-checking the filter, so two connections can both "win" one version.
+// On FerretDB the adapter therefore runs compare-and-set itself, and these are the only
+// serialised operations: replace and delete-at-version of one document run one at a time in
+// this process (a lock keyed by collection and _id), each reading the version by _id and then
+// writing by _id. Within one process CAS holds against any number of concurrent callers, as
+// it did when the adapter used a single connection for that; between processes it is NOT
+// atomic, and concurrent replaces can lose updates. FerretDB is for development and tests;
+// run several writer processes on MongoDB. (A version-claim scheme built on FerretDB's atomic
+// unique inserts was rejected: a crash between the claim and the write wedges the document,
+// and reinserted documents reuse versions, so it needs a recovery protocol heavier than the
+// problem it solves.)
+// Everything else runs on the driver's connection pool, on both engines: reads see committed
+// writes, inserts against a unique index are atomic everywhere (FerretDB included), and
+// unconditional deletes need no order. A slow scan no longer holds up every other request.
+//
+// Reads on FerretDB v1 + SQLite. Its SQLite backend answers every query by scanning the
+// collection's table: no secondary index is ever used for a read, and the _id lookup it pushes
+// down to SQL (only a filter that is exactly `{_id: "<string>"}`) does not match the _id
+// index's expression either, so it is a scan in SQL (~20 µs a document); any other filter
+// decodes every document in Go (~170 µs a document). See infra/engines/README.md. So on
+// FerretDB the adapter keeps every lookup by _id in that bare form: get, compare-and-set and
+// finds by a few _ids (point reads instead of one decoding scan).
+//
+// Durability. Writes ask for `w: 'majority', j: true`: MongoDB acknowledges them once they
+// are in the journal of a majority of the replica set, so nothing Relay has answered for (a
+// 202, a processed event) is lost with one node. FerretDB accepts and ignores write concerns;
+// its SQLite backend commits every write to its WAL with an fsync (synchronous=FULL).
 //
 // Unique indexes. The port lets only documents that hold every indexed field with a
 // non-null value collide. On MongoDB a unique index is partial on `{field: {$type:
@@ -32,7 +50,7 @@
 // on insert an E11000 without the index name (so the index is found by re-checking); a
 // unique index over existing duplicates fails with InternalError; renameCollection has no
 // dropTarget (so rename drops the target first: not atomic, unlike on MongoDB).
-import { MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
+import { MongoBulkWriteError, MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
 import {
   DuplicateKeyError,
   type Collection,
@@ -56,9 +74,12 @@ const DUPLICATE_KEY = 11000;
 type Flavor = 'mongodb' | 'ferretdb';
 
 export interface MongoDocumentStoreOptions {
-  /** Connection pool size. Defaults to the driver's on MongoDB and to 1 on FerretDB (see above). */
+  /** Connection pool size (default: the driver's, or the URL's maxPoolSize). */
   maxPoolSize?: number;
 }
+
+/** Finds by at most this many _ids run as point reads on FerretDB (see the header). */
+const FERRETDB_POINT_READS = 16;
 
 /** The database named by the URL's path, which the driver would otherwise default to 'test'. */
 export function databaseName(url: string): string {
@@ -72,8 +93,9 @@ function serverCode(err: unknown): number | undefined {
 
 function isDuplicateKey(err: unknown): err is MongoServerError {
   if (!(err instanceof MongoServerError)) return false;
-  // FerretDB reports unique violations on update and index builds as InternalError.
-  return err.code === DUPLICATE_KEY || (err.code === 1 && /UNIQUE constraint failed/.test(err.message));
+  // FerretDB reports unique violations on update and index builds as InternalError, with
+  // its backend's message: SQLite's, or PostgreSQL's unique_violation (SQLSTATE 23505).
+  return err.code === DUPLICATE_KEY || (err.code === 1 && /UNIQUE constraint failed|\(SQLSTATE 23505\)/.test(err.message));
 }
 
 function valueAt(doc: Document, path: string): unknown {
@@ -103,6 +125,7 @@ class Engine {
   readonly client: MongoClient;
   readonly db: Db;
   readonly flavor: Flavor;
+  readonly #locks = new Map<string, Promise<void>>();
   #closed = false;
 
   constructor(client: MongoClient, db: Db, flavor: Flavor) {
@@ -124,6 +147,42 @@ class Engine {
     if (this.#closed) throw new Error('document store is closed');
     return this.db.collection(name);
   }
+
+  /** Runs `work` once every earlier call with the same key has settled: a lock per key, in this process. */
+  serialized<R>(key: string, work: () => Promise<R>): Promise<R> {
+    const previous = this.#locks.get(key) ?? Promise.resolve();
+    const result = previous.then(work);
+    const settled = result.then(() => {}, () => {});
+    this.#locks.set(key, settled);
+    void settled.then(() => {
+      if (this.#locks.get(key) === settled) this.#locks.delete(key);
+    });
+    return result;
+  }
+}
+
+/**
+ * The _ids a find asks for when it asks for nothing else (`{_id: x}` or `{_id: {in: [...]}}`,
+ * no order, no cursor) and they are few: answered by point reads on FerretDB. Null otherwise.
+ */
+function pointReadIds(options: FindOptions): string[] | null {
+  const { where, orderBy, after } = options;
+  if (!where || after || (orderBy && orderBy.length > 0)) return null;
+  const keys = Object.keys(where);
+  if (keys.length !== 1 || keys[0] !== '_id') return null;
+  const condition = where._id;
+  let ids: unknown[];
+  if (typeof condition === 'string') ids = [condition];
+  else if (condition === null || typeof condition !== 'object') return null;
+  else {
+    const ops = Object.keys(condition).filter((op) => (condition as Record<string, unknown>)[op] !== undefined);
+    if (ops.length !== 1) return null;
+    if (ops[0] === 'eq') ids = [condition.eq];
+    else if (ops[0] === 'in' && Array.isArray(condition.in)) ids = condition.in;
+    else return null;
+  }
+  if (ids.length > FERRETDB_POINT_READS || !ids.every((id): id is string => typeof id === 'string')) return null;
+  return [...new Set(ids)];
 }
 
 class MongoDocumentCollection<T extends { _id: string }> implements Collection<T> {
@@ -159,13 +218,35 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     return stored as unknown as Stored<T>;
   }
 
+  async insertMany(docs: T[]): Promise<{ duplicates: string[] }> {
+    if (docs.length === 0) return { duplicates: [] };
+    const stored = docs.map((doc) => {
+      const { id, body } = splitDocument(doc);
+      return { _id: id, ...body, _v: 1 } as Document;
+    });
+    try {
+      // Unordered: a taken _id refuses that document only, as separate inserts would.
+      await this.#coll.insertMany(stored, { ordered: false });
+      return { duplicates: [] };
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError)) throw err;
+      const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+      // As isDuplicateKey reads a single write's error (FerretDB may say InternalError).
+      const duplicate = (e: { code: number; errmsg?: string }) => e.code === DUPLICATE_KEY || (e.code === 1 && /UNIQUE constraint failed|\(SQLSTATE 23505\)/.test(e.errmsg ?? ''));
+      if (writeErrors.length === 0 || !writeErrors.every(duplicate)) throw err;
+      return { duplicates: writeErrors.map((e) => stored[e.index]._id as string) };
+    }
+  }
+
   async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
     const { id, body } = splitDocument(doc);
     if (!Number.isInteger(expectedVersion)) throw new TypeError(`expected version must be an integer, got ${expectedVersion}`);
     const replacement = { ...body, _v: expectedVersion + 1 };
     let matched: number;
     try {
-      ({ matchedCount: matched } = await this.#coll.replaceOne({ _id: id as never, _v: expectedVersion }, replacement));
+      matched = this.#engine.flavor === 'ferretdb'
+        ? await this.#atVersion(id, expectedVersion, async (coll) => (await coll.replaceOne({ _id: id as never }, replacement)).matchedCount)
+        : (await this.#coll.replaceOne({ _id: id as never, _v: expectedVersion }, replacement)).matchedCount;
     } catch (err) {
       if (isDuplicateKey(err)) throw await this.#duplicateKey(err, { _id: id, ...replacement }, false);
       throw err;
@@ -174,15 +255,41 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
   }
 
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
-    const filter: Document = expectedVersion === undefined ? { _id: id } : { _id: id, _v: expectedVersion };
-    return (await this.#coll.deleteOne(filter)).deletedCount === 1;
+    if (expectedVersion === undefined) return (await this.#coll.deleteOne({ _id: id as never })).deletedCount === 1;
+    if (this.#engine.flavor === 'ferretdb') {
+      return (await this.#atVersion(id, expectedVersion, async (coll) => (await coll.deleteOne({ _id: id as never })).deletedCount)) === 1;
+    }
+    return (await this.#coll.deleteOne({ _id: id as never, _v: expectedVersion })).deletedCount === 1;
+  }
+
+  /**
+   * FerretDB's compare-and-set (see the header): `write` runs only if the document is at
+   * `expectedVersion`, with no other compare-and-set on it in this process in between.
+   * Both steps filter by the bare _id, the one filter FerretDB does not decode documents for.
+   */
+  #atVersion(id: string, expectedVersion: number, write: (coll: MongoCollection<Document>) => Promise<number>): Promise<number> {
+    return this.#engine.serialized(`${this.#name}\u0000${id}`, async () => {
+      const coll = this.#coll;
+      const current = await coll.findOne({ _id: id as never }, { projection: { _v: 1 } });
+      if (current?._v !== expectedVersion) return 0;
+      return write(coll);
+    });
   }
 
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const { filter, sort, limit } = compileFind(options);
     // The driver reads limit 0 as "no limit"; the port means none.
     if (limit === 0) return [];
+    const ids = this.#engine.flavor === 'ferretdb' ? pointReadIds(options) : null;
+    if (ids) {
+      const found = (await Promise.all(ids.map((id) => this.get(id)))).filter((doc) => doc !== null);
+      return limit === undefined ? found : found.slice(0, limit);
+    }
     return (await this.#coll.find(filter, { sort, limit }).toArray()) as unknown as Array<Stored<T>>;
+  }
+
+  async deleteWhere(where: Where): Promise<number> {
+    return (await this.#coll.deleteMany(and(whereClauses(where)))).deletedCount;
   }
 
   async count(where?: Where): Promise<number> {
@@ -271,6 +378,8 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     const named = / index: (\S+) dup key/.exec(err.message)?.[1];
     if (named) return new DuplicateKeyError(this.#name, named === '_id_' ? '_id' : named);
     const unique = (await this.#existingIndexes()).filter((index) => index.unique && index.name !== '_id_');
+    // No other unique index: an insert can only have collided on _id.
+    if (inserting && unique.length === 0) return new DuplicateKeyError(this.#name, '_id');
     const sqliteIndex = /UNIQUE constraint failed: index '([^']+)'/.exec(err.message)?.[1];
     if (sqliteIndex) {
       const byName = unique
@@ -316,22 +425,17 @@ export class MongoDocumentStore implements DocumentStore {
 
   /** Connects and identifies the server; fails if it cannot be reached. */
   static async connect(url: string, options: MongoDocumentStoreOptions = {}): Promise<MongoDocumentStore> {
-    const explicitPool = options.maxPoolSize !== undefined || /[?&]maxPoolSize=/i.test(url);
-    const open = async (maxPoolSize: number | undefined) => {
-      // ignoreUndefined: an undefined field is absent, as in the JSON the other adapter stores.
-      const client = new MongoClient(url, { ignoreUndefined: true, ...(maxPoolSize === undefined ? {} : { maxPoolSize }) });
-      await client.connect();
-      return client;
-    };
-    let client = await open(options.maxPoolSize);
+    const client = new MongoClient(url, {
+      // An undefined field is absent, as in the JSON the other adapter stores.
+      ignoreUndefined: true,
+      // Acknowledged once it survives the loss of a node (see the header).
+      writeConcern: { w: 'majority', journal: true },
+      ...(options.maxPoolSize === undefined ? {} : { maxPoolSize: options.maxPoolSize }),
+    });
     let flavor: Flavor;
     try {
+      await client.connect();
       flavor = await serverFlavor(client);
-      if (flavor === 'ferretdb' && !explicitPool) {
-        // One connection: the only way CAS holds on FerretDB (see the header).
-        await client.close();
-        client = await open(1);
-      }
     } catch (err) {
       await client.close().catch(() => {});
       throw err;
@@ -339,7 +443,7 @@ export class MongoDocumentStore implements DocumentStore {
     return new MongoDocumentStore(new Engine(client, client.db(databaseName(url)), flavor));
   }
 
-  /** 'ferretdb' when the server identified as FerretDB, whose CAS is atomic only within one client. */
+  /** 'ferretdb' when the server identified as FerretDB, whose CAS is atomic only within one process. */
   get flavor(): Flavor {
     return this.#engine.flavor;
   }

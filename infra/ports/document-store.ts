@@ -63,6 +63,14 @@ export interface Collection<T extends { _id: string }> {
   /** Throws DuplicateKeyError when the _id or a unique index value is taken. */
   insert(doc: T): Promise<Stored<T>>;
   /**
+   * Bulk load (rebuilds): inserts the documents at version 1 in as few round trips as the
+   * store allows. Each document is inserted or refused on its own, as `insert` would; the
+   * batch is not atomic. Returns the _ids refused because their _id or a unique index value
+   * was taken. Any other failure throws, and some documents may be stored by then.
+   * Optional: without it, callers insert one by one.
+   */
+  insertMany?(docs: T[]): Promise<{ duplicates: string[] }>;
+  /**
    * Compare-and-set: replaces the document only if its current version is `expectedVersion`.
    * Returns the stored document, or null when the version did not match or the document is gone.
    * Throws DuplicateKeyError when a unique index value would be taken.
@@ -72,6 +80,11 @@ export interface Collection<T extends { _id: string }> {
   delete(id: string, expectedVersion?: number): Promise<boolean>;
   find(options?: FindOptions): Promise<Array<Stored<T>>>;
   count(where?: Where): Promise<number>;
+  /**
+   * Deletes every document matching `where`, whatever its version, in one request; returns how
+   * many. Not atomic across documents: for clean-ups (expired documents), not for decisions.
+   */
+  deleteWhere(where: Where): Promise<number>;
   ensureIndexes(indexes: IndexSpec[]): Promise<void>;
 }
 

@@ -33,6 +33,31 @@ export interface ConsumeOptions {
   fromBeginning?: boolean;
   /** Told about handler failures (the record will be retried). */
   onHandlerError?: (error: Error, record: LogRecord) => void;
+  /** Told when this consumer joins its group, when the partitions it owns change, and when it leaves. */
+  onMembership?: (change: MembershipChange) => void;
+}
+
+export interface MembershipChange {
+  /** joined: became a member; assigned: owns `partitions` now (after a rebalance); left: left the group. */
+  change: 'joined' | 'assigned' | 'left';
+  group: string;
+  topic: string;
+  /** This consumer's member id in the group. */
+  memberId: string;
+  /** The partitions this consumer owns after the change, ascending. */
+  partitions: number[];
+}
+
+/** Where one consumer group stands on one partition. */
+export interface GroupPartitionOffsets {
+  group: string;
+  partition: number;
+  /** Offset of the oldest record still kept (retention removes older ones). */
+  start: string;
+  /** Offset the next record published to the partition gets (Kafka's high watermark). */
+  end: string;
+  /** The group's committed offset, i.e. the next record it will handle; null while it has committed none. */
+  committed: string | null;
 }
 
 export interface LogConsumer {
@@ -47,6 +72,11 @@ export interface Log {
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   /** Joins a consumer group; several consumers of one group share the topic's partitions. */
   consume(options: ConsumeOptions): Promise<LogConsumer>;
+  /**
+   * Read-only: each group's committed offset and each partition's start and end, for every
+   * partition of the topic (a group's lag on a partition is end − max(committed ?? start, start)).
+   */
+  groupOffsets(topic: string, groups: readonly string[]): Promise<GroupPartitionOffsets[]>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -5,9 +5,9 @@
 // What is on disk is private to Relay's user: the directory is made 0700, and the database is
 // created 0600 before sqlite opens it (sqlite gives its -wal and -shm files the database
 // file's mode); files an older version left 0644 are tightened at open.
-// Deleted rows leave no trace in the files: secure_delete zeroes them in place, and
-// journal_size_limit = 0 cuts stale frames off the WAL whenever it restarts.
-// `truncateWal` (after crypto-shredding) also empties the live WAL.
+// Deleted rows are zeroed in place (secure_delete); `truncateWal` (after crypto-shredding)
+// empties the WAL, where pages as they were before a deletion may otherwise linger until the
+// WAL cycles over them.
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -18,7 +18,8 @@ export const BUSY_TIMEOUT_MS = 5000;
 export const PRIVATE_FILE_MODE = 0o600;
 export const PRIVATE_DIR_MODE = 0o700;
 
-const isFile = (path: string) => path !== ':memory:' && path !== '' && !path.startsWith('file:');
+/** True for a path of a database file (not ':memory:', '' or a URI). */
+export const isDatabaseFile = (path: string) => path !== ':memory:' && path !== '' && !path.startsWith('file:');
 
 /** chmod to `mode` when the file grants more; a file that is missing or not ours stays as it is. */
 export function restrictMode(path: string, mode: number): void {
@@ -36,7 +37,7 @@ const restrictDatabaseFiles = (path: string) => {
 };
 
 export function openDatabase(path: string): DatabaseSync {
-  if (isFile(path)) {
+  if (isDatabaseFile(path)) {
     mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
     // Created 0600 here rather than 0644 by sqlite (an empty file is an empty database);
     // 'a' never truncates a database another process made first.
@@ -45,23 +46,30 @@ export function openDatabase(path: string): DatabaseSync {
   }
   const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
   try {
-    // WAL lets readers (subscriptions, other processes) run while a writer commits;
-    // NORMAL skips the fsync per commit, which WAL makes safe against process crashes
-    // (only an OS crash or power loss can drop the last commits).
+    // WAL lets readers (subscriptions, other processes) run while a writer commits.
+    // NORMAL: COMMIT does not fsync; the group commit syncs the WAL itself, off the event loop,
+    // before it tells anyone a write happened (./group-commit.ts). Checkpoints still sync the
+    // WAL before copying it and the database after.
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = NORMAL');
     db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     // Deleted content (a shredded content key, pruned log records) is overwritten with zeros
     // instead of staying readable in a free page or free block of the file.
     db.exec('PRAGMA secure_delete = ON');
-    // When the WAL restarts after a checkpoint, the first commit truncates it to what it
-    // holds: frames of older pages do not linger past the end of the new ones.
-    db.exec('PRAGMA journal_size_limit = 0');
+    // The WAL keeps its size when it restarts after a checkpoint (up to 64 MiB), so commits
+    // overwrite blocks already allocated: an fdatasync then needs no file-size update and
+    // takes a third of the time of one that grows the file (measured 0.24 vs 0.72 ms). Stale
+    // frames past the live ones are overwritten as the WAL cycles; where that is not soon
+    // enough (a shredded content key), the store truncates the WAL itself (truncateWal).
+    db.exec('PRAGMA journal_size_limit = 67108864');
+    // Checkpoints run inside the commit that crosses this many WAL pages, on the event loop:
+    // fewer, larger ones (16 MiB instead of 4) write each hot page once per cycle.
+    db.exec('PRAGMA wal_autocheckpoint = 4096');
   } catch (error) {
     db.close();
     throw error;
   }
-  if (isFile(path)) restrictDatabaseFiles(path);
+  if (isDatabaseFile(path)) restrictDatabaseFiles(path);
   return db;
 }
 
@@ -73,22 +81,4 @@ export function openDatabase(path: string): DatabaseSync {
 export function truncateWal(db: DatabaseSync): boolean {
   const result = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number; log: number; checkpointed: number } | undefined;
   return result === undefined || result.busy === 0;
-}
-
-/**
- * Runs `work` inside BEGIN IMMEDIATE ... COMMIT. IMMEDIATE takes the write lock up front, so
- * a read-then-write inside `work` cannot be invalidated by another connection's commit
- * (a deferred transaction would fail with SQLITE_BUSY_SNAPSHOT instead of waiting).
- * `work` must be synchronous: no other code of this process may run inside the transaction.
- */
-export function immediateTransaction<T>(db: DatabaseSync, work: () => T): T {
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    const result = work();
-    db.exec('COMMIT');
-    return result;
-  } catch (error) {
-    if (db.isTransaction) db.exec('ROLLBACK');
-    throw error;
-  }
 }

@@ -189,8 +189,9 @@ export function findTail(options: FindOptions): Fragment {
   if (orderBy && orderBy.length > 0) sql += ` ORDER BY ${orderBySql(orderBy)}`;
   if (options.limit !== undefined) {
     if (!Number.isInteger(options.limit) || options.limit < 0) throw new Error(`invalid limit ${options.limit}`);
-    sql += ' LIMIT ?';
-    params.push(options.limit);
+    // Written into the SQL (it is a checked integer): a bound LIMIT makes the bundled SQLite
+    // prepare the statement again on every call.
+    sql += ` LIMIT ${options.limit}`;
   }
   return { sql, params };
 }

@@ -14,7 +14,8 @@ import {
   type Stored,
   type Where,
 } from '../ports/document-store.ts';
-import { openDatabase, truncateWal } from './database.ts';
+import { connect, type SqliteConnections } from './connections.ts';
+import { truncateWal } from './database.ts';
 import { fieldSql, findTail, quoteIdent, whereSql } from './document-query.ts';
 
 const TABLE_PREFIX = 'doc_';
@@ -63,15 +64,22 @@ function fromRow<T>(row: Row): Stored<T> {
   return { _id: row.id, ...JSON.parse(row.doc), _v: Number(row.v) } as Stored<T>;
 }
 
-/** The connection-level services the collections share. */
+/**
+ * The connection-level services the collections share. Writes run on the writer inside its
+ * group commit (they settle once durable); reads run on the reader, which sees committed
+ * documents only (./connections.ts).
+ */
 class Engine {
+  readonly connections: SqliteConnections;
   readonly db: DatabaseSync;
   readonly #statements = new Map<string, StatementSync>();
+  readonly #readStatements = new Map<string, StatementSync>();
   readonly #existing = new Set<string>();
   #closed = false;
 
-  constructor(db: DatabaseSync) {
-    this.db = db;
+  constructor(connections: SqliteConnections) {
+    this.connections = connections;
+    this.db = connections.writer;
   }
 
   get closed(): boolean {
@@ -81,18 +89,34 @@ class Engine {
   markClosed(): void {
     this.#closed = true;
     this.#statements.clear();
+    this.#readStatements.clear();
   }
 
+  /** A statement of the writer: only inside a group-commit write (commit()). */
   statement(sql: string): StatementSync {
+    return this.#prepared(this.#statements, this.db, sql);
+  }
+
+  readStatement(sql: string): StatementSync {
+    return this.#prepared(this.#readStatements, this.connections.reader, sql);
+  }
+
+  #prepared(cache: Map<string, StatementSync>, db: DatabaseSync, sql: string): StatementSync {
     if (this.#closed) throw new Error('document store is closed');
-    let stmt = this.#statements.get(sql);
+    let stmt = cache.get(sql);
     if (!stmt) {
-      stmt = this.db.prepare(sql);
+      stmt = db.prepare(sql);
       // Query shapes vary with the where clause; bound the cache rather than grow forever.
-      if (this.#statements.size >= STATEMENT_CACHE_LIMIT) this.#statements.clear();
-      this.#statements.set(sql, stmt);
+      if (cache.size >= STATEMENT_CACHE_LIMIT) cache.clear();
+      cache.set(sql, stmt);
     }
     return stmt;
+  }
+
+  /** Runs `fn` as one all-or-nothing write in the writer's group commit; settles once durable. */
+  commit<R>(fn: () => R, bytes = 0): Promise<R> {
+    if (this.#closed) return Promise.reject(new Error('document store is closed'));
+    return this.connections.commits.run(fn, bytes);
   }
 
   ensureTable(table: string): void {
@@ -127,21 +151,6 @@ class Engine {
       return fn();
     } catch (err) {
       if (isNoSuchTable(err)) return absent;
-      throw err;
-    }
-  }
-
-  transaction<R>(fn: () => R): R {
-    if (this.#closed) throw new Error('document store is closed');
-    // A connection shared with another adapter may already be inside a transaction.
-    const nested = this.db.isTransaction;
-    this.db.exec(nested ? 'SAVEPOINT document_store' : 'BEGIN IMMEDIATE');
-    try {
-      const result = fn();
-      this.db.exec(nested ? 'RELEASE document_store' : 'COMMIT');
-      return result;
-    } catch (err) {
-      this.db.exec(nested ? 'ROLLBACK TO document_store; RELEASE document_store' : 'ROLLBACK');
       throw err;
     }
   }
@@ -181,46 +190,47 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   }
 
   async get(id: string): Promise<Stored<T> | null> {
-    const row = this.#engine.read(() => this.#engine.statement(`SELECT id, v, doc FROM ${this.#quoted} WHERE id = ?`).get(id) as Row | undefined, undefined);
+    const row = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v, doc FROM ${this.#quoted} WHERE id = ?`).get(id) as Row | undefined, undefined);
     return row ? fromRow<T>(row) : null;
   }
 
   async insert(doc: T): Promise<Stored<T>> {
     const { id, json } = toRow(doc);
-    this.#uniqueWrite(() => this.#engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`).run(id, json));
+    await this.#uniqueWrite(() => this.#engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`).run(id, json), json.length);
     return fromRow<T>({ id, v: 1, doc: json });
   }
 
   async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
     const { id, json } = toRow(doc);
-    const row = this.#uniqueWrite(() => this.#engine
+    const row = await this.#uniqueWrite(() => this.#engine
       .statement(`UPDATE ${this.#quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`)
-      .get(json, id, expectedVersion) as { v: number } | undefined);
+      .get(json, id, expectedVersion) as { v: number } | undefined, json.length);
     return row ? fromRow<T>({ id, v: row.v, doc: json }) : null;
   }
 
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
-    const result = this.#engine.read(() => expectedVersion === undefined
-      ? this.#engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ?`).run(id)
-      : this.#engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 });
+    const engine = this.#engine;
+    const result = await engine.commit(() => engine.read(() => expectedVersion === undefined
+      ? engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ?`).run(id)
+      : engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }));
     return Number(result.changes) > 0;
   }
 
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const tail = findTail(options);
-    const rows = this.#engine.read(() => this.#engine.statement(`SELECT id, v, doc FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Row[], []);
+    const rows = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v, doc FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Row[], []);
     return rows.map((row) => fromRow<T>(row));
   }
 
   async count(where?: Where): Promise<number> {
     const filter = whereSql(where);
-    const row = this.#engine.read(() => this.#engine.statement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number }, { n: 0 });
+    const row = this.#engine.read(() => this.#engine.readStatement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number }, { n: 0 });
     return Number(row.n);
   }
 
   async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
     const engine = this.#engine;
-    engine.transaction(() => {
+    await engine.commit(() => {
       engine.forget(this.#table);
       engine.ensureTable(this.#table);
       for (const spec of indexes) {
@@ -243,24 +253,52 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     });
   }
 
-  #uniqueWrite<R>(fn: () => R): R {
-    try {
-      return this.#engine.write(this.#table, fn);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw this.#engine.duplicateKey(this.#name, this.#table, err);
-      throw err;
-    }
+  #uniqueWrite<R>(fn: () => R, bytes: number): Promise<R> {
+    return this.#engine.commit(() => {
+      try {
+        return this.#engine.write(this.#table, fn);
+      } catch (err) {
+        if (isUniqueViolation(err)) throw this.#engine.duplicateKey(this.#name, this.#table, err);
+        throw err;
+      }
+    }, bytes);
+  }
+
+  /** One write in the group commit; each insert succeeds or is refused on its own statement. */
+  async insertMany(docs: T[]): Promise<{ duplicates: string[] }> {
+    if (docs.length === 0) return { duplicates: [] };
+    const rows = docs.map(toRow);
+    const bytes = rows.reduce((sum, row) => sum + row.json.length, 0);
+    const engine = this.#engine;
+    return engine.commit(() => engine.write(this.#table, () => {
+      const insert = engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`);
+      const duplicates: string[] = [];
+      for (const row of rows) {
+        try {
+          insert.run(row.id, row.json);
+        } catch (err) {
+          if (!isUniqueViolation(err)) throw err;
+          duplicates.push(row.id);
+        }
+      }
+      return { duplicates };
+    }), bytes);
+  }
+
+  async deleteWhere(where: Where): Promise<number> {
+    const engine = this.#engine;
+    const filter = whereSql(where);
+    const result = await engine.commit(() => engine.read(() => engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params), { changes: 0, lastInsertRowid: 0 }));
+    return Number(result.changes);
   }
 }
 
 export class SqliteDocumentStore implements DocumentStore {
   readonly #engine: Engine;
-  readonly #ownsDatabase: boolean;
 
   /** Opens `source` as a file path, or shares an open connection (which the caller keeps and closes). */
   constructor(source: string | DatabaseSync) {
-    this.#ownsDatabase = typeof source === 'string';
-    this.#engine = new Engine(typeof source === 'string' ? openDatabase(source) : source);
+    this.#engine = new Engine(connect(source));
   }
 
   collection<T extends { _id: string }>(name: string): Collection<T> {
@@ -269,7 +307,7 @@ export class SqliteDocumentStore implements DocumentStore {
 
   async drop(name: string): Promise<void> {
     const table = tableName(name);
-    this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run();
+    await this.#engine.commit(() => this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run());
     this.#engine.forget(table);
   }
 
@@ -278,7 +316,7 @@ export class SqliteDocumentStore implements DocumentStore {
     const source = tableName(from);
     const target = tableName(to);
     const engine = this.#engine;
-    engine.transaction(() => {
+    await engine.commit(() => {
       const found = engine.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(source);
       if (!found) throw new Error(`cannot rename collection ${from}: it does not exist`);
       engine.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(target)}`);
@@ -300,7 +338,7 @@ export class SqliteDocumentStore implements DocumentStore {
 
   async ping(): Promise<boolean> {
     try {
-      return (this.#engine.statement('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+      return (this.#engine.readStatement('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
     } catch {
       return false;
     }
@@ -314,12 +352,15 @@ export class SqliteDocumentStore implements DocumentStore {
    */
   async purgeDeleted(): Promise<boolean> {
     if (this.#engine.closed) throw new Error('document store is closed');
+    // The checkpoint cannot run inside a transaction: commit what is pending first.
+    await this.#engine.connections.commits.flush();
+    if (this.#engine.db.isTransaction) return false;
     return truncateWal(this.#engine.db);
   }
 
   async close(): Promise<void> {
     if (this.#engine.closed) return;
     this.#engine.markClosed();
-    if (this.#ownsDatabase) this.#engine.db.close();
+    await this.#engine.connections.release();
   }
 }

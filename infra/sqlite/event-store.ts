@@ -17,7 +17,7 @@ import type {
 import { retryUntilDone } from '../retry.ts';
 import { changeSignal, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
-import { immediateTransaction, openDatabase } from './database.ts';
+import { connect, type SqliteConnections } from './connections.ts';
 
 export interface SqliteEventStoreOptions {
   /** How often live subscriptions look for events appended by other processes. Default 150 ms. */
@@ -99,8 +99,9 @@ function errorOf(value: unknown): Error {
 }
 
 export class SqliteEventStore implements EventStore {
-  readonly #db: DatabaseSync;
-  readonly #ownsDb: boolean;
+  readonly #connections: SqliteConnections;
+  /** Reads see committed events only; appends go through the writer's group commit. */
+  readonly #reader: DatabaseSync;
   readonly #signal: ChangeSignal;
   readonly #pollIntervalMs: number;
   readonly #batchSize: number;
@@ -112,39 +113,43 @@ export class SqliteEventStore implements EventStore {
 
   readonly #lastOfStream: StatementSync;
   readonly #revisionOfId: StatementSync;
-  readonly #streamRange: StatementSync;
+  readonly #writtenRange: StatementSync;
   readonly #insert: StatementSync;
+  readonly #streamRange: StatementSync;
   readonly #lastPosition: StatementSync;
 
-  /** A path opens (and close() closes) a connection of its own; a given connection stays the caller's. */
+  /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
-    this.#ownsDb = typeof database === 'string';
-    this.#db = typeof database === 'string' ? openDatabase(database) : database;
+    this.#connections = connect(database);
+    const writer = this.#connections.writer;
+    this.#reader = this.#connections.reader;
     this.#pollIntervalMs = options.pollIntervalMs ?? 150;
     this.#batchSize = options.batchSize ?? 200;
     this.#retryDelayMs = options.retryDelayMs ?? 50;
     this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
     try {
-      this.#db.exec(SCHEMA);
-      this.#lastOfStream = this.#db.prepare(
+      writer.exec(SCHEMA);
+      this.#lastOfStream = writer.prepare(
         'SELECT revision, position FROM es_events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1',
       );
-      this.#revisionOfId = this.#db.prepare(
+      this.#revisionOfId = writer.prepare(
         'SELECT min(revision) AS revision FROM es_events WHERE stream_id = ? AND event_id = ?',
       );
-      this.#streamRange = this.#db.prepare(
-        `SELECT ${COLUMNS} FROM es_events WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`,
-      );
-      this.#insert = this.#db.prepare(
+      // Revisions are dense, so a range of them replaces LIMIT ?, with which the bundled
+      // SQLite prepares the statement again on every call.
+      const range = `SELECT ${COLUMNS} FROM es_events WHERE stream_id = ? AND revision >= ? AND revision < ? ORDER BY revision`;
+      this.#writtenRange = writer.prepare(range);
+      this.#insert = writer.prepare(
         `INSERT INTO es_events (event_id, stream_id, revision, type, data, metadata, recorded_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
       );
-      this.#lastPosition = this.#db.prepare('SELECT max(position) AS position FROM es_events');
+      this.#streamRange = this.#reader.prepare(range);
+      this.#lastPosition = this.#reader.prepare('SELECT max(position) AS position FROM es_events');
     } catch (error) {
-      if (this.#ownsDb) this.#db.close();
+      void this.#connections.release();
       throw error;
     }
-    this.#signal = changeSignal(this.#db, 'es_events');
+    this.#signal = changeSignal(writer, 'es_events');
   }
 
   async append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
@@ -159,13 +164,14 @@ export class SqliteEventStore implements EventStore {
       if (typeof event.id !== 'string' || !UUID.test(event.id)) throw new TypeError(`event id must be a UUID, got "${String(event.id)}"`);
       if (typeof event.type !== 'string' || event.type === '') throw new TypeError('event type must be a non-empty string');
     }
-    const rows = events.map((event) => ({
-      id: event.id.toLowerCase(),
-      type: event.type,
-      data: JSON.stringify(event.data ?? {}),
-      metadata: JSON.stringify(event.metadata ?? {}),
-    }));
-    const outcome = immediateTransaction(this.#db, () => this.#appendLocked(streamId, rows, expected));
+    let bytes = 0;
+    const rows = events.map((event) => {
+      const row = { id: event.id.toLowerCase(), type: event.type, data: JSON.stringify(event.data ?? {}), metadata: JSON.stringify(event.metadata ?? {}) };
+      bytes += row.data.length + row.metadata.length;
+      return row;
+    });
+    // Settles once the batch this append joined is durably committed (./group-commit.ts).
+    const outcome = await this.#connections.commits.run(() => this.#appendLocked(streamId, rows, expected), bytes);
     if (outcome.wrote) this.#signal.notify();
     return outcome.result;
   }
@@ -186,7 +192,7 @@ export class SqliteEventStore implements EventStore {
       else if (expected === 'no_stream') start = 0;
       else start = (this.#revisionOfId.get(streamId, events[0].id) as { revision: number | null }).revision ?? undefined;
       if (start !== undefined && start <= last.revision) {
-        const existing = this.#streamRange.all(streamId, start, events.length) as unknown as EventRow[];
+        const existing = this.#writtenRange.all(streamId, start, start + events.length) as unknown as EventRow[];
         const same = existing.length === events.length && existing.every((row, i) => row.event_id === events[i].id);
         if (same) {
           return {
@@ -221,7 +227,11 @@ export class SqliteEventStore implements EventStore {
     const fromRevision = options.fromRevision ?? 0;
     if (!Number.isSafeInteger(fromRevision) || fromRevision < 0) throw new TypeError(`fromRevision must be a revision >= 0, got ${String(fromRevision)}`);
     checkMaxCount(options.maxCount);
-    const rows = this.#streamRange.all(streamId, fromRevision, options.maxCount ?? -1) as unknown as EventRow[];
+    const upTo = options.maxCount === undefined ? Number.MAX_SAFE_INTEGER : fromRevision + options.maxCount;
+    const rows = this.#streamRange.all(streamId, fromRevision, upTo) as unknown as EventRow[];
+    // A decision on these events (a replay's answer, a claim) must not rest on an append whose
+    // sync is still running.
+    await this.#connections.commits.durable();
     return rows.map(toStoredEvent);
   }
 
@@ -231,13 +241,18 @@ export class SqliteEventStore implements EventStore {
     checkMaxCount(options.maxCount);
     checkPrefixes('streamPrefixes', options.filter?.streamPrefixes);
     checkPrefixes('eventTypePrefixes', options.filter?.eventTypePrefixes);
-    return this.#readAllRows(after, Number.MAX_SAFE_INTEGER, options.maxCount ?? -1, options.filter).map(toStoredEvent);
+    const rows = this.#readAllRows(after, Number.MAX_SAFE_INTEGER, options.maxCount ?? -1, options.filter);
+    await this.#connections.commits.durable();
+    return rows.map(toStoredEvent);
   }
 
   #readAllRows(after: number, upTo: number, limit: number, filter: EventFilter | undefined): EventRow[] {
     const streamPrefixes = filter?.streamPrefixes ?? [];
     const typePrefixes = filter?.eventTypePrefixes ?? [];
-    const key = `${streamPrefixes.length}/${typePrefixes.length}`;
+    // The limit is written into the statement: a bound LIMIT makes SQLite prepare it again on
+    // every call. Subscriptions use one batch size, so few statements are ever made.
+    const limitSql = limit >= 0 ? ` LIMIT ${Math.floor(limit)}` : '';
+    const key = `${streamPrefixes.length}/${typePrefixes.length}${limitSql}`;
     let statement = this.#readAllStatements.get(key);
     if (!statement) {
       // substr/length count characters on both sides, so non-ASCII prefixes compare correctly.
@@ -246,12 +261,12 @@ export class SqliteEventStore implements EventStore {
       let where = 'position > ? AND position <= ?';
       if (streamPrefixes.length > 0) where += ` AND (${anyPrefix('stream_id', streamPrefixes.length)})`;
       if (typePrefixes.length > 0) where += ` AND (${anyPrefix('type', typePrefixes.length)})`;
-      statement = this.#db.prepare(`SELECT ${COLUMNS} FROM es_events WHERE ${where} ORDER BY position LIMIT ?`);
+      statement = this.#reader.prepare(`SELECT ${COLUMNS} FROM es_events WHERE ${where} ORDER BY position${limitSql}`);
+      if (this.#readAllStatements.size >= 64) this.#readAllStatements.clear();
       this.#readAllStatements.set(key, statement);
     }
     const params: SQLInputValue[] = [after, upTo];
     for (const prefix of [...streamPrefixes, ...typePrefixes]) params.push(prefix, prefix);
-    params.push(limit);
     return statement.all(...params) as unknown as EventRow[];
   }
 
@@ -280,6 +295,9 @@ export class SqliteEventStore implements EventStore {
           if (!abort.signal.aborted) options.onError?.(errorOf(error));
           return;
         }
+        // Nothing downstream (the log, the read models, a sent email) may get ahead of the
+        // event store's own durability.
+        if (rows.length > 0) await this.#connections.commits.durable();
         for (const row of rows) {
           if (abort.signal.aborted) return;
           if (!(await deliver(toStoredEvent(row)))) return;
@@ -309,7 +327,7 @@ export class SqliteEventStore implements EventStore {
   async ping(): Promise<boolean> {
     if (this.#closed) return false;
     try {
-      this.#db.prepare('SELECT 1').get();
+      this.#reader.prepare('SELECT 1').get();
       return true;
     } catch {
       return false;
@@ -321,7 +339,7 @@ export class SqliteEventStore implements EventStore {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((s) => s.stop()));
-    if (this.#ownsDb) this.#db.close();
+    await this.#connections.release();
   }
 
   #assertOpen(): void {

@@ -11,11 +11,12 @@
 // stalled past its lease cannot commit over the member that took its partition.
 import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import type { ConsumeOptions, Log, LogConsumer, LogRecord, OutgoingRecord } from '../ports/log.ts';
+import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { sleep } from '../retry.ts';
 import { changeSignal, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
-import { immediateTransaction, openDatabase } from './database.ts';
+import { connect, type SqliteConnections } from './connections.ts';
+import type { GroupCommit } from './group-commit.ts';
 import { partitionForKey } from './partitioner.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 
@@ -57,6 +58,14 @@ CREATE TABLE IF NOT EXISTS log_records (
   PRIMARY KEY (topic, partition, record_offset)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS log_records_appended_at ON log_records (appended_at);
+-- Each partition's next offset, kept by publish: consumers learn in one query which
+-- partitions have records for them instead of fetching from every partition.
+CREATE TABLE IF NOT EXISTS log_partition_ends (
+  topic       TEXT    NOT NULL,
+  partition   INTEGER NOT NULL,
+  next_offset INTEGER NOT NULL,
+  PRIMARY KEY (topic, partition)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_committed_offsets (
   group_id    TEXT    NOT NULL,
   topic       TEXT    NOT NULL,
@@ -88,8 +97,34 @@ interface RecordRow {
   headers: string;
 }
 
+/** Files written before log_partition_ends existed get their ends from the records. */
+const BACKFILL_ENDS = `
+INSERT OR IGNORE INTO log_partition_ends (topic, partition, next_offset)
+  SELECT topic, partition, max(record_offset) + 1 FROM log_records
+  WHERE NOT EXISTS (SELECT 1 FROM log_partition_ends) GROUP BY topic, partition`;
+
+/** Statements of the reader: they see committed records only. */
+function prepareReads(db: DatabaseSync, batchSize: number) {
+  return {
+    // The batch size is written into the SQL: a bound LIMIT makes SQLite prepare the
+    // statement again on every call.
+    fetch: db.prepare(
+      `SELECT partition, record_offset, key, value, headers FROM log_records
+       WHERE topic = ? AND partition = ? AND record_offset >= ? ORDER BY record_offset LIMIT ${Math.max(1, Math.floor(batchSize))}`,
+    ),
+    ends: db.prepare('SELECT partition, next_offset FROM log_partition_ends WHERE topic = ?'),
+    liveMembers: db.prepare('SELECT member_id, expires_at FROM log_group_members WHERE group_id = ? AND topic = ? ORDER BY member_id'),
+  };
+}
+
+type Reads = ReturnType<typeof prepareReads>;
+
 function prepareStatements(db: DatabaseSync) {
   return {
+    setEnd: db.prepare(
+      `INSERT INTO log_partition_ends (topic, partition, next_offset) VALUES (?, ?, ?)
+       ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset`,
+    ),
     topicPartitions: db.prepare('SELECT partitions FROM log_topics WHERE topic = ?'),
     createTopic: db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     endOffset: db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?'),
@@ -99,10 +134,6 @@ function prepareStatements(db: DatabaseSync) {
     ),
     insertRecord: db.prepare(
       'INSERT INTO log_records (topic, partition, record_offset, key, value, headers, appended_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-    ),
-    fetch: db.prepare(
-      `SELECT partition, record_offset, key, value, headers FROM log_records
-       WHERE topic = ? AND partition = ? AND record_offset >= ? ORDER BY record_offset LIMIT ?`,
     ),
     committed: db.prepare('SELECT next_offset FROM log_committed_offsets WHERE group_id = ? AND topic = ? AND partition = ?'),
     commit: db.prepare(
@@ -150,19 +181,21 @@ function nonEmptyString(name: string, value: unknown): void {
 }
 
 export class SqliteLog implements Log {
+  readonly #connections: SqliteConnections;
   readonly #db: DatabaseSync;
-  readonly #ownsDb: boolean;
   readonly #statements: Statements;
+  readonly #reads: Reads;
   readonly #settings: Settings;
   readonly #partitionCounts = new Map<string, number>();
   readonly #consumers = new Set<GroupConsumer>();
   readonly #pruneTimer: NodeJS.Timeout | null;
+  #offsetReads: ReturnType<typeof prepareOffsetReads> | undefined;
   #closed = false;
 
-  /** A path opens (and close() closes) a connection of its own; a given connection stays the caller's. */
+  /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteLogOptions = {}) {
-    this.#ownsDb = typeof database === 'string';
-    this.#db = typeof database === 'string' ? openDatabase(database) : database;
+    this.#connections = connect(database);
+    this.#db = this.#connections.writer;
     this.#settings = {
       pollIntervalMs: options.pollIntervalMs ?? 150,
       sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
@@ -172,9 +205,11 @@ export class SqliteLog implements Log {
     };
     try {
       this.#db.exec(SCHEMA);
+      this.#db.exec(BACKFILL_ENDS);
       this.#statements = prepareStatements(this.#db);
+      this.#reads = prepareReads(this.#connections.reader, this.#settings.batchSize);
     } catch (error) {
-      if (this.#ownsDb) this.#db.close();
+      void this.#connections.release();
       throw error;
     }
     const retentionMs = options.retentionMs ?? 7 * 24 * 60 * 60_000;
@@ -211,7 +246,9 @@ export class SqliteLog implements Log {
     const partitions = this.#partitionsOf(topic);
     const s = this.#statements;
     const appendedAt = new Date().toISOString();
-    immediateTransaction(this.#db, () => {
+    let bytes = 0;
+    for (const record of records) bytes += record.value.length;
+    await this.#connections.commits.run(() => {
       const next = new Map<number, number>();
       for (const record of records) {
         const partition = partitionForKey(record.key, partitions);
@@ -219,7 +256,8 @@ export class SqliteLog implements Log {
         s.insertRecord.run(topic, partition, offset, record.key, record.value, JSON.stringify(record.headers ?? {}), appendedAt);
         next.set(partition, offset + 1);
       }
-    });
+      for (const [partition, offset] of next) s.setEnd.run(topic, partition, offset);
+    }, bytes);
     topicSignal(this.#db, topic).notify();
   }
 
@@ -229,9 +267,28 @@ export class SqliteLog implements Log {
     nonEmptyString('topic', options.topic);
     if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
     const partitions = this.#partitionsOf(options.topic);
-    const consumer = new GroupConsumer(this.#db, this.#statements, this.#settings, options, partitions, () => this.#consumers.delete(consumer));
+    const consumer = new GroupConsumer(this.#db, this.#connections.commits, this.#statements, this.#reads, this.#settings, options, partitions, () => this.#consumers.delete(consumer));
     this.#consumers.add(consumer);
     return consumer;
+  }
+
+  async groupOffsets(topic: string, groups: readonly string[]): Promise<GroupPartitionOffsets[]> {
+    this.#assertOpen();
+    const partitions = this.#partitionsOf(topic);
+    const q = (this.#offsetReads ??= prepareOffsetReads(this.#connections.reader));
+    const offsetOf = (row: unknown) => (row as { record_offset: number } | undefined)?.record_offset;
+    // Retention keeps each partition's last record, so only a partition never written to is empty.
+    const bounds = Array.from({ length: partitions }, (_, partition) => {
+      const last = offsetOf(q.last.get(topic, partition));
+      return last === undefined ? { start: 0, end: 0 } : { start: offsetOf(q.first.get(topic, partition))!, end: last + 1 };
+    });
+    return groups.flatMap((group) => {
+      const committed = new Map((q.committed.all(group, topic) as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset]));
+      return bounds.map(({ start, end }, partition) => ({
+        group, partition, start: String(start), end: String(end),
+        committed: committed.has(partition) ? String(committed.get(partition)) : null,
+      }));
+    });
   }
 
   async ping(): Promise<boolean> {
@@ -250,7 +307,7 @@ export class SqliteLog implements Log {
     this.#closed = true;
     if (this.#pruneTimer) clearInterval(this.#pruneTimer);
     await Promise.all([...this.#consumers].map((c) => c.stop()));
-    if (this.#ownsDb) this.#db.close();
+    await this.#connections.release();
   }
 
   #partitionsOf(topic: string): number {
@@ -269,6 +326,15 @@ export class SqliteLog implements Log {
   #assertOpen(): void {
     if (this.#closed) throw new Error('the log is closed');
   }
+}
+
+/** Read-only statements of groupOffsets (metrics): each one index seek on the records' primary key. */
+function prepareOffsetReads(db: DatabaseSync) {
+  return {
+    first: db.prepare('SELECT record_offset FROM log_records WHERE topic = ? AND partition = ? ORDER BY record_offset LIMIT 1'),
+    last: db.prepare('SELECT record_offset FROM log_records WHERE topic = ? AND partition = ? ORDER BY record_offset DESC LIMIT 1'),
+    committed: db.prepare('SELECT partition, next_offset FROM log_committed_offsets WHERE group_id = ? AND topic = ?'),
+  };
 }
 
 function topicSignal(db: DatabaseSync, topic: string): ChangeSignal {
@@ -290,7 +356,9 @@ interface PartitionCursor {
 class GroupConsumer implements LogConsumer {
   readonly #id = randomUUID();
   readonly #db: DatabaseSync;
+  readonly #commits: GroupCommit;
   readonly #s: Statements;
+  readonly #reads: Reads;
   readonly #settings: Settings;
   readonly #options: ConsumeOptions;
   readonly #group: string;
@@ -306,10 +374,17 @@ class GroupConsumer implements LogConsumer {
   #stopped: Promise<void> | undefined;
   #roundRobin = 0;
   #failing = false;
+  /** The member ids the last rebalance saw, and the members signal version it ran at. */
+  #lastMembers = '';
+  #rebalancedAt: number | null = null;
+  /** The owned partitions last told to onMembership. */
+  #toldOwned: string | null = null;
 
-  constructor(db: DatabaseSync, statements: Statements, settings: Settings, options: ConsumeOptions, partitions: number, onStopped: () => void) {
+  constructor(db: DatabaseSync, commits: GroupCommit, statements: Statements, reads: Reads, settings: Settings, options: ConsumeOptions, partitions: number, onStopped: () => void) {
     this.#db = db;
+    this.#commits = commits;
     this.#s = statements;
+    this.#reads = reads;
     this.#settings = settings;
     this.#options = options;
     this.#group = options.group;
@@ -318,13 +393,11 @@ class GroupConsumer implements LogConsumer {
     this.#onStopped = onStopped;
     this.#records = topicSignal(db, options.topic);
     this.#members = groupSignal(db, options.group, options.topic);
-    this.#s.joinMember.run(this.#group, this.#topic, this.#id, Date.now() + settings.sessionTimeoutMs);
-    this.#members.notify();
     // A timer rather than the fetch loop renews the lease, so a slow handler does not cost
     // the partitions; only a dead or blocked process stops it.
     this.#heartbeat = setInterval(() => this.#renewLease(), Math.max(10, Math.floor(settings.sessionTimeoutMs / 3)));
     this.#heartbeat.unref();
-    this.#running = Promise.resolve().then(() => this.#run());
+    this.#running = this.#join().then(() => this.#run());
   }
 
   stop(): Promise<void> {
@@ -339,6 +412,34 @@ class GroupConsumer implements LogConsumer {
     return this.#abort.signal.aborted;
   }
 
+  async #join(): Promise<void> {
+    try {
+      await this.#commits.run(() => this.#s.joinMember.run(this.#group, this.#topic, this.#id, Date.now() + this.#settings.sessionTimeoutMs));
+    } catch (error) {
+      // The first rebalance joins again (rejoinMember).
+      process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
+    }
+    this.#tell('joined', []);
+    this.#members.notify();
+  }
+
+  #tell(change: MembershipChange['change'], partitions: number[]): void {
+    try {
+      this.#options.onMembership?.({ change, group: this.#group, topic: this.#topic, memberId: this.#id, partitions });
+    } catch {
+      // A failing callback must not stop the consumer.
+    }
+  }
+
+  /** Tells onMembership when the partitions this member owns differ from what it last told. */
+  #tellOwned(): void {
+    const partitions = [...this.#owned.keys()].sort((a, b) => a - b);
+    const text = partitions.join(',');
+    if (text === this.#toldOwned) return;
+    this.#toldOwned = text;
+    this.#tell('assigned', partitions);
+  }
+
   async #run(): Promise<void> {
     while (!this.#stopping) {
       const seen = [
@@ -346,7 +447,7 @@ class GroupConsumer implements LogConsumer {
         { signal: this.#members, version: this.#members.version },
       ];
       try {
-        this.#rebalance();
+        if (this.#membershipChanged(Date.now(), seen[1].version)) await this.#rebalance(seen[1].version);
         const work = this.#nextWork(Date.now());
         if (work) {
           await this.#process(work.partition, work.cursor, work.rows, seen[1].version);
@@ -359,31 +460,45 @@ class GroupConsumer implements LogConsumer {
         // committed, so the next round picks up where this one stopped. Warn once per outage.
         if (!this.#failing) process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
         this.#failing = true;
+        this.#rebalancedAt = null;
       }
       await waitForChange(seen, this.#idleWait(Date.now()), this.#abort.signal);
     }
   }
 
-  #renewLease(): void {
-    try {
-      this.#s.heartbeat.run(Date.now() + this.#settings.sessionTimeoutMs, this.#group, this.#topic, this.#id);
-    } catch {
-      // Missing one renewal is harmless; the lease outlasts three of them.
-    }
+  /**
+   * Whether the group may look different from the last rebalance: a member of this process
+   * joined or left (the signal), one of another process did (the member rows differ), a lease
+   * ran out, or ours is missing. Reading the rows is cheap; the rebalance is a write.
+   */
+  #membershipChanged(now: number, membersVersion: number): boolean {
+    if (this.#rebalancedAt !== membersVersion) return true;
+    const rows = this.#reads.liveMembers.all(this.#group, this.#topic) as Array<{ member_id: string; expires_at: number }>;
+    if (rows.some((r) => r.expires_at < now)) return true;
+    return rows.map((r) => r.member_id).join(',') !== this.#lastMembers;
   }
 
-  #rebalance(): void {
+  #renewLease(): void {
+    this.#commits
+      .run(() => this.#s.heartbeat.run(Date.now() + this.#settings.sessionTimeoutMs, this.#group, this.#topic, this.#id))
+      // Missing one renewal is harmless; the lease outlasts three of them.
+      .catch(() => {});
+  }
+
+  async #rebalance(membersVersion: number): Promise<void> {
     const s = this.#s;
     const g = this.#group;
     const t = this.#topic;
     let released = false;
     let rejoined = false;
-    immediateTransaction(this.#db, () => {
+    let seenMembers = '';
+    await this.#commits.run(() => {
       const now = Date.now();
       s.expireMembers.run(g, t, now);
       // Our own lease may have run out while this process was blocked; come back as a member.
       rejoined = s.rejoinMember.run(g, t, this.#id, now + this.#settings.sessionTimeoutMs).changes > 0;
       const members = (s.liveMembers.all(g, t) as Array<{ member_id: string }>).map((r) => r.member_id);
+      seenMembers = members.join(',');
       const live = new Set(members);
       const owners = new Map((s.owners.all(g, t) as Array<{ partition: number; member_id: string }>).map((r) => [r.partition, r.member_id]));
       for (let partition = 0; partition < this.#partitions; partition++) {
@@ -407,6 +522,15 @@ class GroupConsumer implements LogConsumer {
         }
       }
     });
+    this.#lastMembers = seenMembers;
+    this.#rebalancedAt = membersVersion;
+    this.#tellOwned();
+    // A partition we wanted may still be owned by a live member that has not released it yet:
+    // look again at the next wake-up rather than wait for the membership to change.
+    const wanted = seenMembers.split(',');
+    for (let partition = 0; partition < this.#partitions; partition++) {
+      if (wanted[partition % wanted.length] === this.#id && !this.#owned.has(partition)) this.#rebalancedAt = null;
+    }
     if (released || rejoined) this.#members.notify();
   }
 
@@ -426,13 +550,16 @@ class GroupConsumer implements LogConsumer {
   }
 
   #nextWork(now: number): { partition: number; cursor: PartitionCursor; rows: RecordRow[] } | undefined {
+    if (this.#owned.size === 0) return undefined;
+    // One query says which partitions hold records past our cursors; only those are fetched.
+    const ends = new Map((this.#reads.ends.all(this.#topic) as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset]));
     const partitions = [...this.#owned.keys()].sort((a, b) => a - b);
     for (let i = 0; i < partitions.length; i++) {
       // Start after the partition served last, so a busy partition cannot starve the others.
       const partition = partitions[(this.#roundRobin + i) % partitions.length];
       const cursor = this.#owned.get(partition)!;
-      if (cursor.retryAt > now) continue;
-      const rows = this.#s.fetch.all(this.#topic, partition, cursor.next, this.#settings.batchSize) as unknown as RecordRow[];
+      if (cursor.retryAt > now || (ends.get(partition) ?? 0) <= cursor.next) continue;
+      const rows = this.#reads.fetch.all(this.#topic, partition, cursor.next) as unknown as RecordRow[];
       if (rows.length > 0) {
         this.#roundRobin = (this.#roundRobin + i + 1) % partitions.length;
         return { partition, cursor, rows };
@@ -449,11 +576,35 @@ class GroupConsumer implements LogConsumer {
     return wait;
   }
 
+  /**
+   * Hands the fetched records to the handler in order. Offsets are committed as records are
+   * handled, but never more than one commit per partition at a time: while one is waiting for
+   * its group commit, later records only move the offset to commit next. So a burst of quick
+   * records (skipped ones included) costs one offset write per commit round, not one each,
+   * and a crash redelivers at most the records handled since the last round.
+   */
   async #process(partition: number, cursor: PartitionCursor, rows: RecordRow[], membersVersion: number): Promise<void> {
+    let handled = cursor.next;
+    let committed = cursor.next;
+    let inFlight: Promise<void> | null = null;
+    let lost = false;
+    let failure: unknown = null;
+    const commitHandled = (): Promise<void> => {
+      const offset = handled;
+      return this.#commit(partition, offset).then(
+        (owned) => {
+          if (owned) committed = offset;
+          else lost = true;
+        },
+        (error) => {
+          failure ??= error;
+        },
+      );
+    };
     for (const row of rows) {
       // A member joined or left: rebalance before the next record so a partition that now
       // belongs to someone else is handed over without waiting for the batch to end.
-      if (this.#stopping || this.#members.version !== membersVersion) return;
+      if (this.#stopping || lost || failure !== null || this.#members.version !== membersVersion) break;
       const record: LogRecord = {
         topic: this.#topic,
         partition,
@@ -472,20 +623,26 @@ class GroupConsumer implements LogConsumer {
         }
         cursor.retryAt = Date.now() + cursor.delay;
         cursor.delay = Math.min(cursor.delay * 2, this.#settings.maxRetryDelayMs);
-        return;
+        break;
       }
       cursor.delay = this.#settings.retryDelayMs;
-      if (!this.#commit(partition, row.record_offset + 1)) {
-        this.#owned.delete(partition);
-        return;
-      }
-      cursor.next = row.record_offset + 1;
+      handled = row.record_offset + 1;
+      inFlight ??= commitHandled().finally(() => (inFlight = null));
     }
+    while (inFlight) await inFlight;
+    if (!lost && failure === null && handled > committed) await commitHandled();
+    if (failure !== null) throw failure;
+    if (lost) {
+      this.#owned.delete(partition);
+      this.#tellOwned();
+      return;
+    }
+    cursor.next = committed;
   }
 
   /** False when the partition is no longer ours (our lease ran out and another member took it). */
-  #commit(partition: number, nextOffset: number): boolean {
-    return immediateTransaction(this.#db, () => {
+  #commit(partition: number, nextOffset: number): Promise<boolean> {
+    return this.#commits.run(() => {
       const owner = this.#s.owner.get(this.#group, this.#topic, partition) as { member_id: string } | undefined;
       if (owner?.member_id !== this.#id) return false;
       this.#s.commit.run(this.#group, this.#topic, partition, nextOffset);
@@ -493,10 +650,10 @@ class GroupConsumer implements LogConsumer {
     });
   }
 
-  #leave(): void {
+  async #leave(): Promise<void> {
     clearInterval(this.#heartbeat);
     try {
-      immediateTransaction(this.#db, () => {
+      await this.#commits.run(() => {
         this.#s.releaseAll.run(this.#group, this.#topic, this.#id);
         this.#s.leaveMember.run(this.#group, this.#topic, this.#id);
       });
@@ -505,6 +662,7 @@ class GroupConsumer implements LogConsumer {
       process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
     }
     this.#owned.clear();
+    this.#tell('left', []);
     this.#members.notify();
     this.#onStopped();
   }

@@ -1,6 +1,7 @@
 // Sending tenants for benchmarks: activated workspaces with a production project, a verified
 // and connected domain, and production keys, made through the real management services inside
-// a running Relay (so DKIM keys are sealed with its secret).
+// a running Relay, or next to Relay processes on their stores and secret key (so DKIM keys are
+// sealed with that secret).
 import type { RunningRelay } from '../../apps/relay.ts';
 import { createApiKey } from '../../apps/services/management/api-keys.ts';
 import { connectDomain, createDomain, markDomainVerified } from '../../apps/services/management/domains.ts';
@@ -16,7 +17,7 @@ export interface BenchTenants {
 }
 
 export async function benchTenants(
-  relay: RunningRelay,
+  relay: Pick<RunningRelay, 'stores' | 'services'>,
   options: { workspaces: number; keysPerWorkspace: number; domainOf: (w: number) => string; permissions?: Permission[] },
 ): Promise<BenchTenants> {
   const documents = relay.stores.documents;

@@ -1,7 +1,7 @@
 // `npm run bench`: runs every test/bench/*.bench.ts, one after the other, each in its own
 // process (benchmarks must not share a machine's cores with each other). Not a test: it
 // prints figures and fails only if a benchmark crashes.
-// Usage: node test/bench/run.ts [substring ...]
+// Usage: npm run bench -- [substring ...]   (npm runs the pinned Node 24)
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';

@@ -150,6 +150,29 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.is(await coll.count(), 1);
   });
 
+  test('insertMany (where the adapter has it) stores each document at version 1 and names those refused for a taken _id or unique value', async () => {
+    const name = collectionName('insertmany');
+    const coll = store.collection<Account>(name);
+    // Optional in the port: an adapter without it has nothing to honour here.
+    if (!coll.insertMany) return;
+    await coll.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    await coll.insert({ _id: 'taken', email: 'taken@example.com' });
+    assert.equal(await coll.insertMany([]), { duplicates: [] });
+    const result = await coll.insertMany([
+      { _id: 'a', email: 'a@example.com' },
+      { _id: 'taken', email: 'other@example.com' },
+      { _id: 'b', email: 'taken@example.com' },
+      { _id: 'c', email: 'c@example.com' },
+      { _id: 'a', email: 'a2@example.com' },
+    ]);
+    assert.equal([...result.duplicates].sort(), ['a', 'b', 'taken']);
+    assert.equal(await coll.find({ orderBy: [['_id', 'asc']] }), [
+      { _id: 'a', email: 'a@example.com', _v: 1 },
+      { _id: 'c', email: 'c@example.com', _v: 1 },
+      { _id: 'taken', email: 'taken@example.com', _v: 1 },
+    ]);
+  });
+
   test('a unique index rejects a taken value on insert, single and compound', async () => {
     const name = collectionName('uniqins');
     const coll = store.collection<Account & { tenant?: string; slug?: string }>(name);
@@ -218,6 +241,23 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.equal(await coll.get('a'), winners[0]);
   });
 
+  test('of concurrent replaces and deletes at one version exactly one wins, round after round', async () => {
+    const coll = store.collection<Account>(collectionName('race_mixed'));
+    for (let round = 0; round < 5; round++) {
+      const id = `r${round}`;
+      await coll.insert({ _id: id, email: 'start@example.com' });
+      await coll.replace({ _id: id, email: 'second@example.com' }, 1);
+      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 3 === 0
+        ? coll.delete(id, 2)
+        : coll.replace({ _id: id, email: `writer${i}@example.com` }, 2).then((stored) => stored !== null))));
+      assert.is(results.filter(Boolean).length, 1, `round ${round}`);
+      const left = await coll.get(id);
+      const deleted = results.some((won, i) => won && i % 3 === 0);
+      assert.is(left === null, deleted, `round ${round}: the document is gone exactly when a delete won`);
+      if (left) assert.is(left._v, 3);
+    }
+  });
+
   test('delete removes a document, only at the given version when one is given', async () => {
     const coll = store.collection<Account>(collectionName('delete'));
     await coll.insert({ _id: 'a', email: 'a@example.com' });
@@ -279,6 +319,9 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     ['dotted range', { 'nested.depth': { gte: 2, lt: 4 } }, ['b', 'c']],
     ['dotted contains', { 'nested.labels': { contains: 'cold' } }, ['c', 'd']],
     ['_id conditions', { _id: { in: ['a', 'c', 'zz'] } }, ['a', 'c']],
+    ['_id equality', { _id: 'c' }, ['c']],
+    ['_id eq nothing', { _id: { eq: 'zz' } }, []],
+    ['_id in with repeats', { _id: { in: ['e', 'e', 'b'] } }, ['b', 'e']],
     ['_id range', { _id: { gt: 'c' } }, ['d', 'e']],
     ['all entries must hold', { flag: true, n: { gt: 1 }, 'nested.k': 'q' }, ['e']],
     ['empty where', {}, ['a', 'b', 'c', 'd', 'e']],
@@ -298,6 +341,29 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     }
     assert.is(await coll.count(), items.length);
     assert.equal(await coll.find({ where: { _id: 'c' } }), [{ ...items[2], _v: 1 }]);
+  });
+
+  test('deleteWhere deletes every matching document, whatever its version, and says how many', async () => {
+    const coll = store.collection<Item>(collectionName('delete_where'));
+    await coll.ensureIndexes([{ name: 'by_n', fields: [['n', 'asc']] }]);
+    for (const item of items) await coll.insert(item);
+    await coll.replace({ ...items[1], s: 'y2' }, 1);
+    assert.is(await coll.deleteWhere({ n: { lt: 2.5 } }), 2);
+    assert.equal(sortedIds(await coll.find()), ['c', 'd', 'e']);
+    assert.is(await coll.deleteWhere({ n: { lt: 2.5 } }), 0, 'nothing left to match');
+    assert.is(await coll.deleteWhere({ _id: { in: ['c', 'zz'] } }), 1);
+    assert.is(await coll.deleteWhere({ flag: true, 'nested.k': 'q' }), 1);
+    assert.equal(sortedIds(await coll.find()), ['d']);
+    assert.is(await store.collection<Item>(collectionName('delete_where_never')).deleteWhere({ n: 1 }), 0, 'a collection never written to');
+  });
+
+  test('a find by _ids honours limit', async () => {
+    const coll = store.collection<Item>(collectionName('find_ids'));
+    for (const item of items) await coll.insert(item);
+    const found = await coll.find({ where: { _id: { in: ['a', 'b', 'c'] } }, limit: 2 });
+    assert.is(found.length, 2);
+    assert.ok(found.every((doc) => ['a', 'b', 'c'].includes(doc._id)));
+    assert.equal(await coll.find({ where: { _id: { in: ['a'] } }, limit: 0 }), []);
   });
 
   test('a collection never written to is empty', async () => {

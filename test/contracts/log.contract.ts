@@ -6,6 +6,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Log, LogConsumer, LogRecord, OutgoingRecord } from '../../infra/ports/log.ts';
 import { deferred, settle, waitUntil } from '../support/eventually.ts';
+import { keysByPartition } from '../support/log-keys.ts';
 
 export type OpenLog = () => Promise<{ log: Log; close: () => Promise<void> }>;
 
@@ -250,6 +251,43 @@ export function logContract(adapterName: string, open: OpenLog): void {
     await log.publish(topic, records('after', 16));
     await waitUntil(() => after.every((v) => handledBy.has(v)), 'the remaining member takes every partition', WAIT_MS);
     for (const value of after) assert.equal(handledBy.get(value), ['one'], `${value} handled once, by the remaining member`);
+  });
+
+  test('groupOffsets: every partition’s start and end, each group’s committed offset (null before its first commit); membership is told', async ({ log }) => {
+    const topic = await newTopic(log, 2);
+    const [k0, k1] = keysByPartition(2);
+    const reading = unique('reading');
+    const idle = unique('idle');
+    const offsetsOf = async () => {
+      const rows = await log.groupOffsets(topic, [reading, idle]);
+      return Object.fromEntries(rows.map((r) => [`${r.group === reading ? 'reading' : 'idle'}/${r.partition}`, [r.start, r.end, r.committed]]));
+    };
+    assert.equal(await offsetsOf(), {
+      'reading/0': ['0', '0', null], 'reading/1': ['0', '0', null], 'idle/0': ['0', '0', null], 'idle/1': ['0', '0', null],
+    }, 'an empty topic; no group has committed');
+
+    await log.publish(topic, [{ key: k0, value: 'a' }, { key: k0, value: 'b' }, { key: k0, value: 'c' }, { key: k1, value: 'd' }]);
+    const changes: string[] = [];
+    const handled: string[] = [];
+    const consumer = await log.consume({
+      group: reading,
+      topic,
+      handle: async (r) => void handled.push(r.value),
+      onMembership: (m) => {
+        assert.is(m.group, reading);
+        assert.is(m.topic, topic);
+        changes.push(`${m.change}:${m.partitions.join(',')}`);
+      },
+    });
+    await waitUntil(() => handled.length === 4, 'the reading group handles all four', WAIT_MS);
+    await waitUntil(async () => (await offsetsOf())['reading/0'][2] === '3' && (await offsetsOf())['reading/1'][2] === '1', 'its commits show', WAIT_MS);
+    await consumer.stop();
+    assert.equal(await offsetsOf(), {
+      'reading/0': ['0', '3', '3'], 'reading/1': ['0', '1', '1'], 'idle/0': ['0', '3', null], 'idle/1': ['0', '1', null],
+    }, 'ends follow the records; only the reading group committed');
+    assert.is(changes[0].split(':')[0], 'joined', changes.join(' '));
+    assert.ok(changes.some((c) => c.endsWith(':0,1')), `told it owns both partitions: ${changes.join(' ')}`);
+    assert.is(changes[changes.length - 1], 'left:', changes.join(' '));
   });
 
   test.run();

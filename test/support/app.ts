@@ -12,6 +12,7 @@ import { prepareStores } from '../../apps/services/prepare-stores.ts';
 import { startForwarder } from '../../apps/processors/forwarder.ts';
 import { startProcessor } from '../../apps/processors/processor.ts';
 import { PROCESSORS } from '../../apps/processors/registry.ts';
+import { createRelayMetrics } from '../../apps/relay-metrics.ts';
 
 /** The API's clock: real time plus an offset, or frozen; tests move it to cross windows and months. */
 export interface TestClock {
@@ -85,6 +86,8 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
     services,
     now: () => clock.now(),
     readiness: async () => ({}),
+    // As every process has (apps/relay.ts): /metrics shows the consumer groups and parked events.
+    metrics: createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace }),
   };
   const processors: Array<{ stop(): Promise<void> }> = [];
   if (options.processors) {

@@ -12,7 +12,11 @@ import { getEmail, listEmails, type ReadScope } from '../../services/email-reads
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
+import { errorCodeOf } from '../error-registry.ts';
 import { exactJsonParser } from '../json-body.ts';
+import { createRelayMetrics } from '../../relay-metrics.ts';
+import { Type } from '@sinclair/typebox';
+import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
 import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
 import { TemplateSendBody } from './template-send.schemas.ts';
 
@@ -155,8 +159,24 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   // refused (apps/api/json-body.ts): refusing 400,000 keys must not cost building them first.
   app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
 
+  // Every answer to a send is one admission result; refusals (a bad key included) by their code.
+  const admissions = (ctx.metrics ?? createRelayMetrics()).admissions;
   app.post('/v1/emails', {
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
+    onError: (_request, _reply, error, done) => {
+      admissions.rejected(errorCodeOf(error)).inc();
+      done();
+    },
+    config: {
+      openapi: {
+        summary: 'Send an email (SendEmail) or a template (TemplateSend: a body with `template`). Needs email:send.',
+        body: Type.Union([SendEmailBody, TemplateSendBody]),
+        headers: Type.Object({
+          'Idempotency-Key': Type.Optional(Type.String({ pattern: IDEMPOTENCY_KEY.source, description: 'The same key with the same body answers the first result again; with another body, 409 idempotency_conflict.' })),
+        }),
+        responses: { 202: { description: 'Admitted (queued) or suppressed; delivery is asynchronous.', schema: SendResult } },
+      },
+    },
   }, async (request, reply) => {
     const principal = principalOf(request);
     const idempotencyKey = idempotencyKeyOf(request);
@@ -178,6 +198,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       throw error;
     }
     setRateHeaders(reply, admission.rate.standings);
+    (admission.replayed ? admissions.replayed : admission.status === 'suppressed' ? admissions.suppressed : admissions.accepted).inc();
     return reply.status(202).send({
       id: admission.id,
       status: admission.status,
@@ -186,7 +207,10 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     });
   });
 
-  app.get('/v1/emails', { schema: { querystring: ListEmailsQuery } }, async (request) => {
+  app.get('/v1/emails', {
+    schema: { querystring: ListEmailsQuery },
+    config: { openapi: { summary: 'The project\'s emails, newest first (email:read; a key with only email:send sees its own).', responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
+  }, async (request) => {
     const principal = principalOf(request);
     const query = request.query as ListEmailsQuery;
     const { items, nextCursor } = await listEmails(ctx.documents, ctx.events, readScopeOf(principal), {
@@ -196,7 +220,10 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     return { emails: items.map(summaryOf), next_cursor: nextCursor };
   });
 
-  app.get('/v1/emails/:id', { schema: { params: IdParam } }, async (request) => {
+  app.get('/v1/emails/:id', {
+    schema: { params: IdParam },
+    config: { openapi: { summary: 'One email with its recipients, timeline and webhook deliveries.', responses: { 200: { description: 'The email.', schema: EmailDetail } } } },
+  }, async (request) => {
     const principal = principalOf(request);
     const { id } = request.params as { id: string };
     return detailOf(await getEmail(ctx.documents, ctx.events, readScopeOf(principal), id));

@@ -18,8 +18,15 @@ import { PROJECTIONS } from '../../services/projection-registry.ts';
 const PARKING_NAMES = [...PROCESSORS.map((p) => p.name), ...Object.keys(PROJECTIONS).map((name) => rebuildGroup(name).processor)];
 
 export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/healthz', { config: { openapi: { summary: 'Liveness: the process answers.', responses: { 200: { description: '{"status": "ok"}' } } } } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', {
+    config: {
+      openapi: {
+        summary: 'Readiness: the stores answer and this process\'s parts run; counts parked events.',
+        responses: { 200: { description: 'Ready: {"status": "ready", "checks": {…}, "parked": {…}}' }, 503: { description: 'Not ready: "status": "not_ready", a check false.' } },
+      },
+    },
+  }, async (_request, reply) => {
     const timeout = <T>(p: Promise<T>, fallback: T) =>
       Promise.race([p.catch(() => fallback), new Promise<T>((r) => setTimeout(() => r(fallback), 2000).unref())]);
     const [eventStore, documentStore, parts, parked] = await Promise.all([

@@ -27,7 +27,7 @@ export async function outboxRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.get<{ Params: Static<typeof ByEmail> }>(
     '/v1/projects/:projectId/outbox/:emailId',
-    { schema: { params: ByEmail } },
+    { schema: { params: ByEmail }, config: { openapi: { responses: { 200: { description: 'The message exactly as written (.eml, DKIM-signed).', mediaType: 'message/rfc822' } } } } },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
       const raw = await outboxMessage(ctx.documents, ctx.services.outboxDir, request.params.emailId, project._id);

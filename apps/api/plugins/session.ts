@@ -30,6 +30,8 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     // The Origin check runs before the body is even read: login CSRF is refused like any other.
     onRequest: async (request) => checkOrigin(ctx.config, request),
     schema: { body: Login },
+    // Signing in is what needs no session.
+    config: { openapi: { security: 'none' } },
   }, async (request, reply) => {
     const user = await authenticateUser(ctx.documents, request.body.email, request.body.password);
     const { token, session } = await createSession(ctx.documents, user._id, ctx.now());

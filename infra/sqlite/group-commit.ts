@@ -1,0 +1,366 @@
+// Group commit for one sqlite connection: the writes of concurrent requests share one
+// transaction and one fsync instead of paying one each.
+//
+// The first write opens BEGIN IMMEDIATE; writes that arrive before the batch closes join it,
+// each in its own savepoint, so one write's failure (a revision conflict, a taken unique key)
+// rolls back that write only and never its neighbours. The batch commits on the next turn of
+// the event loop (setImmediate runs after the I/O callbacks that queued the writes), or at
+// once when it reaches its size or byte budget. No caller learns its result, success or
+// failure, before the batch is durable, so an answer that depends on a write is never given
+// for a write that a power loss could undo. (A refusal is held back too: it was decided on
+// neighbours' writes that were not durable yet.)
+//
+// Durable means the WAL was fdatasync'd after COMMIT. The connection runs synchronous =
+// NORMAL, so COMMIT itself does not sync; the sync runs on libuv's thread pool and the event
+// loop goes on meanwhile (a blocking fsync per commit kept the loop waiting on the disk for
+// 40 % of its time under load). One sync runs at a time per file; batches committed while it
+// runs share the next one. Readers of this process that must not act on a commit before it is
+// durable wait for durable() (the event store's stream reads and subscriptions do).
+//
+// Work must be synchronous (node:sqlite is), and nothing else may write on the connection
+// while a batch is open: every writer of a connection goes through its GroupCommit
+// (commitsFor), and every process opens one writing connection per file (./connections.ts).
+//
+// Waiting for another process's write lock never blocks the event loop: a batch holds its
+// file's lock until the loop turns, so a process that slept in sqlite's busy handler on one
+// file while holding a batch open on another could deadlock with a process doing the reverse.
+// BEGIN is tried without waiting, and retried on a timer (up to the busy timeout).
+import { closeSync, fdatasync, openSync } from 'node:fs';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { BUSY_TIMEOUT_MS } from './database.ts';
+
+export interface GroupCommitLimits {
+  /** Writes per batch before it commits without waiting for the turn to end. Default 512. */
+  maxWrites?: number;
+  /** Bytes (as the callers estimate them) per batch before it commits at once. Default 16 MiB. */
+  maxBytes?: number;
+}
+
+interface Settled {
+  ok: boolean;
+  value: unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+interface Queued {
+  work: () => unknown;
+  bytes: number;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Called before each COMMIT (stage 'commit') and before each sync of the WAL (stage 'sync')
+ * with the database file and the number of writes; the commit or sync waits for it. For tests
+ * only: it lets a test hold a batch back and observe that nobody was answered, or kill the
+ * process before the commit.
+ */
+export type CommitHold = (batch: { file: string | null; writes: number; stage: 'commit' | 'sync' }) => Promise<void>;
+let commitHold: CommitHold | null = null;
+
+/** Installs (or with null removes) the process-wide commit hold. Tests only. */
+export function holdCommits(hold: CommitHold | null): void {
+  commitHold = hold;
+}
+
+export class GroupCommit {
+  readonly #db: DatabaseSync;
+  readonly #maxWrites: number;
+  readonly #maxBytes: number;
+  readonly #savepoint: StatementSync;
+  readonly #release: StatementSync;
+  readonly #rollbackTo: StatementSync;
+  readonly #noWait: StatementSync;
+  readonly #wait: StatementSync;
+  /** Set while another process holds the write lock: writes queue until BEGIN succeeds. */
+  #lockWait: NodeJS.Timeout | null = null;
+  /** The WAL file, opened at the first commit; null for a database without one (in memory). */
+  #walFd: number | null | undefined;
+  /** Committed writes waiting for the next sync. */
+  #unsynced: Settled[] = [];
+  #syncing: Promise<void> | null = null;
+  #batch: Settled[] = [];
+  #bytes = 0;
+  #open = false;
+  #inWork = false;
+  /** Set while a held commit is awaited: writes queue until it is done. */
+  #committing: Promise<void> | null = null;
+  #queued: Queued[] = [];
+  #scheduled: NodeJS.Immediate | null = null;
+
+  constructor(db: DatabaseSync, limits: GroupCommitLimits = {}) {
+    this.#db = db;
+    this.#maxWrites = limits.maxWrites ?? 512;
+    this.#maxBytes = limits.maxBytes ?? 16 * 1024 * 1024;
+    this.#savepoint = db.prepare('SAVEPOINT group_write');
+    this.#release = db.prepare('RELEASE group_write');
+    this.#rollbackTo = db.prepare('ROLLBACK TO group_write');
+    this.#noWait = db.prepare('PRAGMA busy_timeout = 0');
+    this.#wait = db.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
+
+  /**
+   * Runs `work` now, inside the open batch, all or nothing; settles with its result (or its
+   * error) once the batch is durably committed. `bytes` counts towards the byte budget.
+   */
+  run<T>(work: () => T, bytes = 0): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const entry = { work, bytes, resolve: resolve as (value: unknown) => void, reject };
+      if (this.#committing || this.#lockWait) this.#queued.push(entry);
+      else this.#runNow(entry);
+    });
+  }
+
+  /** Commits the open batch now; resolves when nothing this connection wrote is uncommitted. */
+  async flush(): Promise<void> {
+    while (this.#committing || this.#open || this.#lockWait || this.#syncing) {
+      if (this.#committing) await this.#committing;
+      else if (this.#open) this.#commit();
+      else if (this.#syncing) await this.#syncing;
+      else await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  }
+
+  /** Resolves once everything this connection committed so far is durable. */
+  durable(): Promise<void> {
+    if (this.#unsynced.length > 0) {
+      return new Promise<void>((resolve) => this.#unsynced.push({ ok: true, value: undefined, resolve: () => resolve(), reject: () => resolve() }));
+    }
+    return this.#syncing ?? Promise.resolve();
+  }
+
+  /** Closes the WAL file handle; call after flush(), before closing the connection. */
+  dispose(): void {
+    if (typeof this.#walFd === 'number') closeSync(this.#walFd);
+    this.#walFd = undefined;
+  }
+
+  /** True while a batch is open (for assertions in tests of the adapters). */
+  get open(): boolean {
+    return this.#open;
+  }
+
+  #runNow(entry: Queued): void {
+    if (this.#inWork) {
+      entry.reject(new Error('a group-commit write cannot start another one'));
+      return;
+    }
+    if (!this.#open) {
+      let begun: boolean;
+      try {
+        begun = this.#tryBegin();
+      } catch (error) {
+        entry.reject(error);
+        return;
+      }
+      if (!begun) {
+        this.#queued.push(entry);
+        this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, 1);
+        return;
+      }
+      this.#open = true;
+      this.#scheduled = setImmediate(() => {
+        this.#scheduled = null;
+        this.#commit();
+      });
+    }
+    let settled: Settled;
+    this.#inWork = true;
+    try {
+      this.#savepoint.run();
+      try {
+        const value = entry.work();
+        this.#release.run();
+        settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
+      } catch (error) {
+        this.#rollbackTo.run();
+        this.#release.run();
+        settled = { ok: false, value: error, resolve: entry.resolve, reject: entry.reject };
+      }
+    } catch (error) {
+      // The savepoint itself failed (I/O error): the batch can no longer be trusted.
+      this.#inWork = false;
+      entry.reject(error);
+      this.#abort(error);
+      return;
+    }
+    this.#inWork = false;
+    this.#batch.push(settled);
+    this.#bytes += entry.bytes;
+    if (this.#batch.length >= this.#maxWrites || this.#bytes >= this.#maxBytes) this.#commit();
+  }
+
+  #commit(): void {
+    if (!this.#open || this.#committing) return;
+    if (this.#scheduled) {
+      clearImmediate(this.#scheduled);
+      this.#scheduled = null;
+    }
+    const batch = this.#batch;
+    this.#batch = [];
+    this.#bytes = 0;
+    const hold = commitHold;
+    if (hold) {
+      this.#committing = hold({ file: this.#db.location(), writes: batch.length, stage: 'commit' }).then(
+        () => this.#finish(batch),
+        (error) => this.#finish(batch, error),
+      ).finally(() => {
+        this.#committing = null;
+        this.#runQueued();
+      });
+      return;
+    }
+    this.#finish(batch);
+  }
+
+  #runQueued(): void {
+    const queued = this.#queued;
+    this.#queued = [];
+    for (const entry of queued) {
+      if (this.#committing || this.#lockWait) this.#queued.push(entry);
+      else this.#runNow(entry);
+    }
+  }
+
+  /** BEGIN IMMEDIATE without waiting: false when another connection holds the write lock. */
+  #tryBegin(): boolean {
+    this.#noWait.run();
+    try {
+      this.#db.exec('BEGIN IMMEDIATE');
+      return true;
+    } catch (error) {
+      if ((error as { errcode?: number }).errcode === SQLITE_BUSY) return false;
+      throw error;
+    } finally {
+      this.#wait.run();
+    }
+  }
+
+  #waitForLock(deadline: number, delayMs: number): void {
+    if (this.#lockWait) return;
+    this.#lockWait = setTimeout(() => {
+      this.#lockWait = null;
+      let begun = false;
+      let failure: unknown = null;
+      try {
+        begun = this.#tryBegin();
+      } catch (error) {
+        failure = error;
+      }
+      if (!begun && failure === null && Date.now() < deadline) {
+        this.#waitForLock(deadline, Math.min(delayMs * 2, 20));
+        return;
+      }
+      if (!begun) {
+        // Held past the busy timeout (or BEGIN failed otherwise): these writes fail, as a
+        // blocking BEGIN would have after the same wait.
+        const queued = this.#queued;
+        this.#queued = [];
+        const error = failure ?? Object.assign(new Error('database is locked'), { errcode: SQLITE_BUSY, code: 'ERR_SQLITE_ERROR' });
+        for (const entry of queued) entry.reject(error);
+        return;
+      }
+      this.#open = true;
+      this.#scheduled = setImmediate(() => {
+        this.#scheduled = null;
+        this.#commit();
+      });
+      this.#runQueued();
+    }, delayMs);
+  }
+
+  #finish(batch: Settled[], holdError?: unknown): void {
+    let failure = holdError;
+    if (failure === undefined) {
+      try {
+        this.#db.exec('COMMIT');
+      } catch (error) {
+        failure = error;
+      }
+    }
+    if (failure !== undefined && this.#db.isTransaction) {
+      try {
+        this.#db.exec('ROLLBACK');
+      } catch {
+        // The connection is unusable; every write of the batch fails below either way.
+      }
+    }
+    this.#open = false;
+    if (failure !== undefined) {
+      for (const entry of batch) entry.reject(failure);
+      return;
+    }
+    const fd = this.#wal();
+    if (fd === null) {
+      settle(batch);
+      return;
+    }
+    this.#unsynced.push(...batch);
+    if (!this.#syncing) this.#sync(fd);
+  }
+
+  #sync(fd: number): void {
+    const batch = this.#unsynced;
+    this.#unsynced = [];
+    const hold = commitHold;
+    const held = hold ? hold({ file: this.#db.location(), writes: batch.length, stage: 'sync' }) : null;
+    this.#syncing = new Promise<void>((resolve) => {
+      const done = (error: unknown) => {
+        this.#syncing = null;
+        // A failed sync may have lost the batch's pages: none of its writes is promised.
+        settle(batch, error ?? undefined);
+        resolve();
+        if (this.#unsynced.length > 0) this.#sync(fd);
+      };
+      if (held) held.then(() => fdatasync(fd, done), done);
+      else fdatasync(fd, done);
+    });
+  }
+
+  #wal(): number | null {
+    if (this.#walFd === undefined) {
+      const file = this.#db.location();
+      try {
+        this.#walFd = file ? openSync(`${file}-wal`, 'r') : null;
+      } catch {
+        // Not in WAL mode: COMMIT did its own syncing (or there is nothing to sync).
+        this.#walFd = null;
+      }
+    }
+    return this.#walFd;
+  }
+
+  #abort(error: unknown): void {
+    const batch = this.#batch;
+    this.#batch = [];
+    this.#bytes = 0;
+    if (this.#scheduled) {
+      clearImmediate(this.#scheduled);
+      this.#scheduled = null;
+    }
+    this.#finish(batch, error);
+  }
+}
+
+const SQLITE_BUSY = 5;
+
+function settle(batch: Settled[], failure?: unknown): void {
+  for (const entry of batch) {
+    if (failure !== undefined) entry.reject(failure);
+    else if (entry.ok) entry.resolve(entry.value);
+    else entry.reject(entry.value);
+  }
+}
+
+const byConnection = new WeakMap<DatabaseSync, GroupCommit>();
+
+/** The group commit of a connection: one per connection, shared by every adapter writing on it. */
+export function commitsFor(db: DatabaseSync): GroupCommit {
+  let commits = byConnection.get(db);
+  if (!commits) {
+    commits = new GroupCommit(db);
+    byConnection.set(db, commits);
+  }
+  return commits;
+}

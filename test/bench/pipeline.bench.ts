@@ -1,0 +1,769 @@
+// The whole pipeline in the default `npm start` shape: every part (forwarder, every processor,
+// retention, inbound, api) in ONE child process on the embedded stores, delivering to the
+// outbox (files in its data dir). This process generates the load and watches the lists.
+//
+//   node test/bench/pipeline.bench.ts          (or: npm run bench -- pipeline)
+//   BENCH_SECONDS=20 BENCH_WARMUP_SECONDS=3 BENCH_CONNECTIONS=32        phase 1 (closed loop)
+//   BENCH_RATE=1000 BENCH_OPEN_SECONDS=60 BENCH_OPEN_CONNECTIONS=64     phase 2 (open loop)
+//   BENCH_MAX_IN_FLIGHT=2000 BENCH_TICK_MS=10 BENCH_POLL_MS=25 BENCH_POLL_LIMIT=100
+//   BENCH_WORKSPACES=10 BENCH_SETTLE_SECONDS=180 BENCH_DRAIN_SECONDS=300 BENCH_DRAIN_POLL_SECONDS=10
+//   BENCH_CPU_PROF=<dir>   runs the Relay child under `node --cpu-prof` (summary printed at the end;
+//                          or: node test/bench/cpu-profile.ts <file>)
+//
+// 1. Closed loop: BENCH_CONNECTIONS connections POST /v1/emails back to back for
+//    BENCH_SECONDS after BENCH_WARMUP_SECONDS: admissions/s, latency, statuses. The run then
+//    waits until those emails are listed and every consumer group has caught up, so that
+//    phase 2 does not start on phase 1's backlog.
+// 2. Open loop: BENCH_RATE emails/s for BENCH_OPEN_SECONDS, started on a fixed schedule
+//    (every BENCH_TICK_MS, the requests due by then) whether or not earlier ones were answered.
+//    At most BENCH_MAX_IN_FLIGHT requests are outstanding (queued in the pool included); one
+//    due while the cap is reached is not sent and counts as "behind schedule". Meanwhile each
+//    project's `GET /v1/emails?limit=BENCH_POLL_LIMIT` (newest first) is polled every
+//    BENCH_POLL_MS; when the oldest email of a page is new to the poller the next page is read
+//    too (a burst longer than a page). Projection lag of an email = the time the first
+//    response listing it arrived − the time its 202 arrived (same process, same clock; an
+//    upper bound, by up to one poll interval plus the list request's own latency).
+//    Server RSS (/proc/<pid>/status VmRSS) is sampled every second.
+// 3. Drain: after the offered load, polling goes on (for BENCH_DRAIN_POLL_SECONDS at most)
+//    until every admitted email was listed; from 1 s on, the emails still unlisted are also
+//    looked for by paging their project's list from shortly before their admission (`after` +
+//    `cursor`): an email found that way was "not seen by polling" (it was listed below the
+//    polled pages, or polling had stopped), and its lag is the time of that page. The drain
+//    gives up after BENCH_DRAIN_SECONDS. Then "no email lost": every project's whole list is
+//    paged through with the cursor and every admitted id (both phases) must be in it; only
+//    conclusive after a complete drain (before, a missing email may still be on its way). The
+//    outbox count is informational: how many of the admitted emails the sender had written.
+// Percentiles of the lag are over every email admitted in phase 2; one never listed counts as
+// slower than all others.
+//
+// Rate limits and quotas are real: the load goes round-robin over BENCH_WORKSPACES activated
+// workspaces, one production project each, two production keys each (100/s per key, 200/s per
+// workspace: 10 workspaces allow 2,000/s, twice the offered rate). One project per workspace
+// keeps the number of lists to poll down; the polling still costs the Relay process (list
+// reads in its event loop), so a smaller BENCH_POLL_LIMIT makes it cheaper (a burst longer
+// than a page is still followed page by page).
+//
+// The data dir is a fresh directory under the OS temp dir (TMPDIR): where it lives (tmpfs or
+// disk) changes what the sqlite stores and the outbox cost.
+import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const RATE = Number(process.env.BENCH_RATE ?? 1000);
+const OPEN_SECONDS = Number(process.env.BENCH_OPEN_SECONDS ?? 60);
+const OPEN_CONNECTIONS = Number(process.env.BENCH_OPEN_CONNECTIONS ?? 64);
+const MAX_IN_FLIGHT = Number(process.env.BENCH_MAX_IN_FLIGHT ?? 2000);
+const TICK_MS = Number(process.env.BENCH_TICK_MS ?? 10);
+const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 25);
+const POLL_LIMIT = Number(process.env.BENCH_POLL_LIMIT ?? 100);
+/** Pages one poll may read when every page ends in an email new to the poller. */
+const POLL_MAX_PAGES = 5;
+const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 10);
+const KEYS_PER_WORKSPACE = 2;
+const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 180);
+const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300);
+/** How long the top-of-list polling goes on after the offered load (then paging alone). */
+const DRAIN_POLL_SECONDS = Number(process.env.BENCH_DRAIN_POLL_SECONDS ?? 10);
+const CPU_PROF = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : null;
+
+// The issue's targets.
+const TARGET_RATE = 1000;
+const TARGET_LAG_P99_MS = 250;
+const TARGET_RSS_BAND = 0.1;
+
+interface Ready { url: string; keys: string[]; domains: string[]; pid: number }
+
+/** What the Relay process saw between a stats-reset and a stats request (bench instrumentation only). */
+interface RelayStats {
+  /** Share of wall time the event loop was busy. */
+  utilization: number;
+  /** CPU time (user + system) per wall second: 1 = one core. */
+  cores: number;
+  loopDelayP50: number; loopDelayP99: number; loopDelayMax: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const percentile = (sorted: number[], p: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const f = (n: number, digits = 0) => Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : n === Infinity ? '∞' : 'n/a';
+
+// ---------------------------------------------------------------------------------------
+// Relay (child process): `npm start`'s parts, embedded stores, outbox delivery.
+
+async function serveRelay(dataDir: string): Promise<void> {
+  // Orphaned (the bench process died): stop rather than keep serving.
+  process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+  const { loadConfig } = await import('../../infra/config.ts');
+  const { startRelay, ALL_PARTS } = await import('../../apps/relay.ts');
+  const { benchTenants } = await import('./bench-tenants.ts');
+  const relay = await startRelay(loadConfig({
+    RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'warn', PORT: '0',
+    // Any free port for the feedback SMTP server.
+    RELAY_INBOUND_SMTP_PORT: '0',
+  }), ALL_PARTS);
+  let stopping = false;
+  process.on('SIGTERM', () => {
+    if (stopping) return;
+    stopping = true;
+    setTimeout(() => process.exit(1), 30_000).unref();
+    relay.stop().then(() => process.exit(0), () => process.exit(1));
+  });
+  const { keys, domains } = await benchTenants(relay, {
+    workspaces: WORKSPACES, keysPerWorkspace: KEYS_PER_WORKSPACE, domainOf: (w) => `w${w}.bench.test`, permissions: ['email:send', 'email:read'],
+  });
+  instrument();
+  process.send!({ url: relay.url!, keys, domains, pid: process.pid } satisfies Ready);
+}
+
+/** Watches the event loop and the CPU; answers {stats} on IPC. Changes nothing Relay does. */
+function instrument(): void {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  // The histogram times a 10 ms timer: what is past 10 ms is delay.
+  const late = (ns: number) => Math.max(0, ns / 1e6 - 10);
+  delay.enable();
+  let elu = performance.eventLoopUtilization();
+  let cpu = process.cpuUsage();
+  let since = performance.now();
+  process.on('message', (m: { cmd?: string }) => {
+    if (m.cmd === 'stats-reset') {
+      delay.reset();
+      elu = performance.eventLoopUtilization();
+      cpu = process.cpuUsage();
+      since = performance.now();
+    } else if (m.cmd === 'stats') {
+      const used = process.cpuUsage(cpu);
+      process.send!({
+        stats: {
+          utilization: performance.eventLoopUtilization(elu).utilization,
+          cores: (used.user + used.system) / 1000 / (performance.now() - since),
+          loopDelayP50: late(delay.percentile(50)), loopDelayP99: late(delay.percentile(99)), loopDelayMax: late(delay.max),
+        } satisfies RelayStats,
+      });
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// This process: the child, load, polling, figures.
+
+/** Children still running: killed if this process exits without having stopped them. */
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+async function startChild(dataDir: string): Promise<{ child: ChildProcess; ready: Ready }> {
+  const execArgv = CPU_PROF ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : process.execArgv;
+  const child = fork(fileURLToPath(import.meta.url), ['serve', dataDir], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    const onExit = (code: number | null) => reject(new Error(`relay exited with ${code} before it was ready`));
+    child.once('exit', onExit);
+    child.once('message', (m) => {
+      child.off('exit', onExit);
+      resolve(m as Ready);
+    });
+  });
+  return { child, ready };
+}
+
+async function stopChild(c: ChildProcess): Promise<void> {
+  if (c.exitCode !== null || c.signalCode !== null) return;
+  const exited = new Promise((r) => c.once('exit', r));
+  c.kill('SIGTERM');
+  await exited;
+}
+
+function resetStats(c: ChildProcess): void {
+  c.send({ cmd: 'stats-reset' });
+}
+
+async function relayStats(c: ChildProcess): Promise<RelayStats> {
+  const answer = new Promise<RelayStats>((resolve) => {
+    const listen = (m: { stats?: RelayStats }) => {
+      if (!m.stats) return;
+      c.off('message', listen);
+      resolve(m.stats);
+    };
+    c.on('message', listen);
+  });
+  c.send({ cmd: 'stats' });
+  return answer;
+}
+
+/** The newest profile the child wrote (node names them CPU.<date>.<time>.<pid>.…). */
+function profileOf(pid: number): string | null {
+  if (!CPU_PROF) return null;
+  const files = readdirSync(CPU_PROF).filter((name) => name.endsWith('.cpuprofile') && name.includes(`.${pid}.`)).map((name) => join(CPU_PROF, name));
+  return files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0] ?? null;
+}
+
+/** VmRSS of a process in KiB, or null where /proc does not tell. */
+function rssKiB(pid: number): number | null {
+  try {
+    const line = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return line ? Number(line[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** One admitted email: its project (index), when its 202 arrived, when a list first showed it. */
+interface Admitted {
+  id: string;
+  project: number;
+  phase: 1 | 2;
+  /** performance.now() when the 202's headers arrived. */
+  acceptedAt: number;
+  /** Date.now() when the request was sent: a lower bound of its createdAt (same clock). */
+  sentWall: number;
+  listedAt: number | null;
+  listedBy: 'poll' | 'page' | null;
+}
+
+class Tracker {
+  readonly admitted = new Map<string, Admitted>();
+  /** Listed before its 202 arrived (the response was still on its way): id → when. */
+  readonly early = new Map<string, number>();
+
+  admit(id: string, project: number, phase: 1 | 2, acceptedAt: number, sentWall: number): void {
+    const seen = this.early.get(id);
+    this.early.delete(id);
+    this.admitted.set(id, {
+      id, project, phase, acceptedAt, sentWall,
+      listedAt: seen === undefined ? null : Math.max(seen, acceptedAt), listedBy: seen === undefined ? null : 'poll',
+    });
+  }
+
+  /** Records that a list showed `id` at `at`; true when nothing had shown it before. */
+  listed(id: string, at: number, by: 'poll' | 'page'): boolean {
+    const a = this.admitted.get(id);
+    if (a === undefined) {
+      if (this.early.has(id)) return false;
+      this.early.set(id, at);
+      return true;
+    }
+    if (a.listedAt !== null) return false;
+    a.listedAt = at;
+    a.listedBy = by;
+    return true;
+  }
+
+  ofPhase(phase: 1 | 2): Admitted[] {
+    return [...this.admitted.values()].filter((a) => a.phase === phase);
+  }
+}
+
+interface ListedEmail { id: string; status: string }
+interface ListPage { emails: ListedEmail[]; next_cursor: string | null }
+
+async function listPage(pool: Pool, key: string, query: Record<string, string>): Promise<ListPage> {
+  const response = await pool.request({
+    path: `/v1/emails?${new URLSearchParams(query)}`, method: 'GET',
+    headers: { authorization: `Bearer ${key}` },
+  });
+  const text = await response.body.text();
+  if (response.statusCode !== 200) throw new Error(`GET /v1/emails answered ${response.statusCode}: ${text.slice(0, 300)}`);
+  return JSON.parse(text) as ListPage;
+}
+
+function bodiesFor(ready: Ready): string[] {
+  return ready.domains.map((domain, i) => JSON.stringify({
+    from: `Acme <noreply@${domain}>`, to: [`user${i}@example.com`],
+    subject: 'Your order has shipped', text: 'Hello, your order 1234 is on its way.', html: '<p>Hello, your order <b>1234</b> is on its way.</p>',
+    tags: { kind: 'shipping' }, metadata: { orderId: 1234 },
+  }));
+}
+
+const projectOfKey = (i: number) => Math.floor(i / KEYS_PER_WORKSPACE);
+/** One key per project that may read the whole project's list. */
+const readKeysOf = (ready: Ready) => Array.from({ length: ready.keys.length / KEYS_PER_WORKSPACE }, (_, p) => ready.keys[p * KEYS_PER_WORKSPACE]);
+
+/** POST /v1/emails with key `i`; records a 202 in the tracker. Resolves at the 202's headers. */
+async function postEmail(pool: Pool, ready: Ready, bodies: string[], i: number, phase: 1 | 2, tracker: Tracker):
+  Promise<{ status: number; acceptedAt: number }> {
+  const sentWall = Date.now();
+  const response = await pool.request({
+    path: '/v1/emails', method: 'POST', body: bodies[i],
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ready.keys[i]}` },
+  });
+  const acceptedAt = performance.now();
+  const text = await response.body.text();
+  if (response.statusCode === 202) tracker.admit((JSON.parse(text) as { id: string }).id, projectOfKey(i), phase, acceptedAt, sentWall);
+  return { status: response.statusCode, acceptedAt };
+}
+
+interface ClosedResult { requests: number; admitted: number; seconds: number; p50: number; p99: number; statuses: Record<string, number>; relay: RelayStats }
+
+async function closedLoop(ready: Ready, child: ChildProcess, tracker: Tracker): Promise<ClosedResult> {
+  const pool = new Pool(ready.url, { connections: CONNECTIONS, pipelining: 1 });
+  const bodies = bodiesFor(ready);
+  let next = 0;
+  let measuring = false;
+  let stop = false;
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  const worker = async () => {
+    while (!stop) {
+      const i = next++ % ready.keys.length;
+      const started = performance.now();
+      let status: string;
+      try {
+        status = String((await postEmail(pool, ready, bodies, i, 1, tracker)).status);
+      } catch {
+        status = 'error';
+      }
+      if (measuring) {
+        latencies.push(performance.now() - started);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      }
+    }
+  };
+  const workers = Array.from({ length: CONNECTIONS }, worker);
+  await sleep(WARMUP_SECONDS * 1000);
+  resetStats(child);
+  measuring = true;
+  const began = performance.now();
+  await sleep(SECONDS * 1000);
+  measuring = false;
+  const seconds = (performance.now() - began) / 1000;
+  const relay = await relayStats(child);
+  stop = true;
+  await Promise.all(workers);
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  return { requests: latencies.length, admitted: statuses['202'] ?? 0, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), statuses, relay };
+}
+
+/** Polls the newest page of every project's list until stopped. */
+class Poller {
+  readonly latencies: number[] = [];
+  polls = 0;
+  pages = 0;
+  errors = 0;
+  lastError = '';
+  #running = true;
+  #loops: Promise<void>[] = [];
+  readonly #pool: Pool;
+  readonly #keys: string[];
+  readonly #tracker: Tracker;
+
+  constructor(url: string, keys: string[], tracker: Tracker) {
+    this.#pool = new Pool(url, { connections: keys.length, pipelining: 1 });
+    this.#keys = keys;
+    this.#tracker = tracker;
+  }
+
+  start(): void {
+    // Staggered, so that the lists are not all read at the same instant.
+    this.#loops = this.#keys.map((key, p) => this.#loop(key, (p * POLL_MS) / this.#keys.length));
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await Promise.all(this.#loops);
+    await this.#pool.close();
+  }
+
+  async #loop(key: string, offsetMs: number): Promise<void> {
+    await sleep(offsetMs);
+    while (this.#running) {
+      const started = performance.now();
+      await this.#poll(key);
+      const wait = POLL_MS - (performance.now() - started);
+      if (wait > 0) await sleep(wait);
+    }
+  }
+
+  async #poll(key: string): Promise<void> {
+    this.polls++;
+    let cursor: string | null = null;
+    for (let page = 0; page < POLL_MAX_PAGES; page++) {
+      const started = performance.now();
+      let answer: ListPage;
+      try {
+        answer = await listPage(this.#pool, key, { limit: String(POLL_LIMIT), ...(cursor === null ? {} : { cursor }) });
+      } catch (error) {
+        this.errors++;
+        this.lastError = (error as Error).message;
+        return;
+      }
+      const at = performance.now();
+      this.pages++;
+      this.latencies.push(at - started);
+      let oldestIsNew = false;
+      for (const email of answer.emails) oldestIsNew = this.#tracker.listed(email.id, at, 'poll');
+      if (!oldestIsNew || answer.next_cursor === null) return;
+      cursor = answer.next_cursor;
+    }
+  }
+}
+
+/**
+ * Pages each project's list from shortly before its oldest unlisted email's admission (newest
+ * first), until every unlisted email of the project was found or the list ends.
+ */
+async function pageForUnlisted(pool: Pool, readKeys: string[], tracker: Tracker, emails: Admitted[]): Promise<void> {
+  const byProject = new Map<number, Admitted[]>();
+  for (const a of emails) if (a.listedAt === null) byProject.set(a.project, [...(byProject.get(a.project) ?? []), a]);
+  await Promise.all([...byProject].map(async ([project, unlisted]) => {
+    const after = new Date(unlisted.reduce((min, a) => Math.min(min, a.sentWall), Infinity) - 1000).toISOString();
+    let remaining = unlisted.length;
+    let cursor: string | null = null;
+    do {
+      const answer: ListPage = await listPage(pool, readKeys[project], { limit: '100', after, ...(cursor === null ? {} : { cursor }) });
+      const at = performance.now();
+      for (const email of answer.emails) {
+        const a = tracker.admitted.get(email.id);
+        if (a !== undefined && a.listedAt === null && a.project === project && tracker.listed(email.id, at, 'page')) remaining--;
+      }
+      cursor = answer.next_cursor;
+    } while (cursor !== null && remaining > 0);
+  }));
+}
+
+/** Consumer lag per group (records not handled yet) and parked events, from /metrics. */
+async function pipelineBacklog(pool: Pool): Promise<{ lag: Record<string, number>; parked: number }> {
+  const response = await pool.request({ path: '/metrics', method: 'GET' });
+  const text = await response.body.text();
+  const lag: Record<string, number> = {};
+  let parked = 0;
+  for (const line of text.split('\n')) {
+    const l = /^relay_consumer_lag\{[^}]*group="([^"]+)"[^}]*\}\s+(\S+)/.exec(line);
+    if (l) lag[l[1]] = (lag[l[1]] ?? 0) + Number(l[2]);
+    const p = /^relay_parked_events\{[^}]*\}\s+(\S+)/.exec(line);
+    if (p) parked += Number(p[1]);
+  }
+  return { lag, parked };
+}
+
+const backlogText = (b: { lag: Record<string, number>; parked: number }) =>
+  `consumer lag ${Object.entries(b.lag).map(([g, n]) => `${g.replace(/^.*\./, '')} ${n}`).join(', ') || 'n/a'}; parked ${b.parked}`;
+
+/** Waits until every email of `emails` is listed and no consumer group lags; returns how long it took, or null at the timeout. */
+async function settle(pool: Pool, readKeys: string[], tracker: Tracker, emails: Admitted[], timeoutMs: number): Promise<number | null> {
+  const began = performance.now();
+  let nextReport = began + 10_000;
+  while (performance.now() - began < timeoutMs) {
+    const pageBegan = performance.now();
+    await pageForUnlisted(pool, readKeys, tracker, emails);
+    const pagingMs = performance.now() - pageBegan;
+    const backlog = await pipelineBacklog(pool);
+    if (emails.every((a) => a.listedAt !== null) && Object.values(backlog.lag).every((n) => n === 0)) return performance.now() - began;
+    if (performance.now() > nextReport) {
+      nextReport += 10_000;
+      console.log(`   (settling: ${f(emails.filter((a) => a.listedAt === null).length)} of ${f(emails.length)} emails unlisted after ` +
+        `${f((performance.now() - began) / 1000)} s; ${backlogText(backlog)})`);
+    }
+    // Paging at most half of the time: the bench's reads must not slow what they wait for.
+    await sleep(Math.max(250, pagingMs));
+  }
+  return null;
+}
+
+interface OpenResult {
+  offered: number; sent: number; behind: number; maxInFlight: number; statuses: Record<string, number>;
+  admitted: number; sustained: number; perSecond: number[];
+  p50: number; p99: number; slipP99: number; slipMax: number;
+  lag: { p50: number; p99: number; max: number; listed: number; notByPolling: number; never: number; early: number };
+  drainMs: number | null; drainTimedOut: boolean;
+  rss: Array<[number, number]>;
+  backlogAtEnd: { lag: Record<string, number>; parked: number };
+  poll: { polls: number; pages: number; perSecond: number; p50: number; p99: number; errors: number; lastError: string };
+  relay: RelayStats; loadCores: number;
+}
+
+async function openLoop(ready: Ready, child: ChildProcess, tracker: Tracker, control: Pool): Promise<OpenResult> {
+  const pool = new Pool(ready.url, { connections: OPEN_CONNECTIONS, pipelining: 1 });
+  const bodies = bodiesFor(ready);
+  const readKeys = readKeysOf(ready);
+  const poller = new Poller(ready.url, readKeys, tracker);
+  const statuses: Record<string, number> = {};
+  const latencies: number[] = [];
+  const slips: number[] = [];
+  const perSecond = new Array<number>(Math.ceil(OPEN_SECONDS)).fill(0);
+  const rss: Array<[number, number]> = [];
+  let scheduled = 0;
+  let sent = 0;
+  let behind = 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let admitted = 0;
+  let lastAccepted = 0;
+  let allAnswered: (() => void) | null = null;
+  const intervalMs = 1000 / RATE;
+
+  poller.start();
+  resetStats(child);
+  const loadCpu = process.cpuUsage();
+  const start = performance.now();
+  const end = start + OPEN_SECONDS * 1000;
+  const sampleRss = () => {
+    const kib = rssKiB(ready.pid);
+    if (kib !== null) rss.push([(performance.now() - start) / 1000, kib]);
+  };
+  sampleRss();
+  const rssTimer = setInterval(sampleRss, 1000);
+
+  const send = (k: number) => {
+    const i = k % ready.keys.length;
+    const started = performance.now();
+    slips.push(started - (start + k * intervalMs));
+    sent++;
+    maxInFlight = Math.max(maxInFlight, ++inFlight);
+    postEmail(pool, ready, bodies, i, 2, tracker).then(({ status, acceptedAt }) => {
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      latencies.push(acceptedAt - started);
+      if (status === 202) {
+        admitted++;
+        lastAccepted = Math.max(lastAccepted, acceptedAt);
+        const second = Math.floor((acceptedAt - start) / 1000);
+        if (second < perSecond.length) perSecond[second]++;
+      }
+    }, () => {
+      statuses.error = (statuses.error ?? 0) + 1;
+    }).finally(() => {
+      if (--inFlight === 0 && allAnswered) allAnswered();
+    });
+  };
+
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      const due = Math.floor(((Math.min(now, end) - start) * RATE) / 1000);
+      while (scheduled < due) {
+        const k = scheduled++;
+        if (inFlight >= MAX_IN_FLIGHT) behind++;
+        else send(k);
+      }
+      if (now >= end) {
+        clearInterval(timer);
+        resolve();
+      }
+    };
+    const timer = setInterval(tick, TICK_MS);
+  });
+  const offeredEnd = performance.now();
+  clearInterval(rssTimer);
+  const backlogAtEnd = await pipelineBacklog(control);
+  if (inFlight > 0) await new Promise<void>((resolve) => { allAnswered = resolve; });
+  const relay = await relayStats(child);
+  const loadUsed = process.cpuUsage(loadCpu);
+  const loadCores = (loadUsed.user + loadUsed.system) / 1000 / (performance.now() - start);
+
+  // Drain: polling goes on for DRAIN_POLL_SECONDS; from 1 s on, the unlisted are also looked
+  // for by paging, at most half of the time (so that a long drain is not slowed by the
+  // bench's own reads), with a progress line every 10 s.
+  const emails = tracker.ofPhase(2);
+  const drainDeadline = offeredEnd + DRAIN_SECONDS * 1000;
+  let drainTimedOut = false;
+  let polling = true;
+  let pollSeconds = NaN;
+  const stopPolling = async () => {
+    pollSeconds = (performance.now() - start) / 1000;
+    polling = false;
+    await poller.stop();
+  };
+  let wait = 1000;
+  let nextReport = offeredEnd + 10_000;
+  for (;;) {
+    if (emails.every((a) => a.listedAt !== null)) break;
+    if (performance.now() > drainDeadline) {
+      drainTimedOut = true;
+      break;
+    }
+    await sleep(wait);
+    if (polling && performance.now() - offeredEnd > DRAIN_POLL_SECONDS * 1000) await stopPolling();
+    if (performance.now() > nextReport) {
+      nextReport += 10_000;
+      console.log(`   (drain: ${f(emails.filter((a) => a.listedAt === null).length)} of ${f(emails.length)} phase-2 emails unlisted ` +
+        `${f((performance.now() - offeredEnd) / 1000)} s after the offered load; ${backlogText(await pipelineBacklog(control))})`);
+    }
+    const began = performance.now();
+    const now = performance.now();
+    await pageForUnlisted(control, readKeys, tracker, emails.filter((a) => a.listedAt === null && now - a.acceptedAt > 1000)).catch((error) => {
+      console.log(`   (paging for unlisted emails failed: ${(error as Error).message})`);
+    });
+    wait = Math.max(1000, performance.now() - began);
+  }
+  if (polling) await stopPolling();
+  await pool.close();
+
+  const listed = emails.filter((a) => a.listedAt !== null);
+  const lastListed = listed.reduce((max, a) => Math.max(max, a.listedAt!), -Infinity);
+  const lags = emails.map((a) => a.listedAt === null ? Infinity : a.listedAt - a.acceptedAt).sort((a, b) => a - b);
+  latencies.sort((a, b) => a - b);
+  slips.sort((a, b) => a - b);
+  poller.latencies.sort((a, b) => a - b);
+  return {
+    offered: scheduled, sent, behind, maxInFlight, statuses, admitted,
+    sustained: lastAccepted > start ? admitted / ((lastAccepted - start) / 1000) : 0,
+    perSecond,
+    p50: percentile(latencies, 50), p99: percentile(latencies, 99),
+    slipP99: percentile(slips, 99), slipMax: slips.length ? slips[slips.length - 1] : NaN,
+    lag: {
+      p50: percentile(lags, 50), p99: percentile(lags, 99), max: lags.length ? lags[lags.length - 1] : NaN,
+      listed: listed.length, notByPolling: listed.filter((a) => a.listedBy === 'page').length, never: emails.length - listed.length,
+      early: listed.filter((a) => a.listedAt === a.acceptedAt).length,
+    },
+    drainMs: drainTimedOut || listed.length === 0 ? null : Math.max(0, lastListed - offeredEnd), drainTimedOut,
+    rss, backlogAtEnd,
+    poll: {
+      polls: poller.polls, pages: poller.pages, perSecond: poller.pages / pollSeconds,
+      p50: percentile(poller.latencies, 50), p99: percentile(poller.latencies, 99), errors: poller.errors, lastError: poller.lastError,
+    },
+    relay, loadCores,
+  };
+}
+
+interface LostCheck { listed: number; lost: Admitted[]; duplicates: number; unknown: number; statuses: Record<string, number>; ms: number }
+
+/** Pages through every project's whole list with the cursor; every admitted id must be in it. */
+async function checkNothingLost(pool: Pool, readKeys: string[], tracker: Tracker): Promise<LostCheck> {
+  const began = performance.now();
+  const seen = new Set<string>();
+  const statuses: Record<string, number> = {};
+  let duplicates = 0;
+  let unknown = 0;
+  await Promise.all(readKeys.map(async (key) => {
+    let cursor: string | null = null;
+    do {
+      const answer: ListPage = await listPage(pool, key, { limit: '100', ...(cursor === null ? {} : { cursor }) });
+      for (const email of answer.emails) {
+        if (seen.has(email.id)) duplicates++;
+        seen.add(email.id);
+        if (!tracker.admitted.has(email.id)) unknown++;
+        statuses[email.status] = (statuses[email.status] ?? 0) + 1;
+      }
+      cursor = answer.next_cursor;
+    } while (cursor !== null);
+  }));
+  const lost = [...tracker.admitted.values()].filter((a) => !seen.has(a.id));
+  return { listed: seen.size, lost, duplicates, unknown, statuses, ms: performance.now() - began };
+}
+
+/** Admitted emails whose message is in the outbox (<dir>/<emailId>.eml). */
+function outboxCount(dataDir: string, tracker: Tracker): number {
+  const dir = join(dataDir, 'outbox');
+  if (!existsSync(dir)) return 0;
+  let n = 0;
+  for (const name of readdirSync(dir)) if (name.endsWith('.eml') && tracker.admitted.has(name.slice(0, -'.eml'.length))) n++;
+  return n;
+}
+
+interface RssFigures { samples: number; min: number; max: number; mean: number; deviation: number }
+
+/** After the first third of the phase: min, max, mean (MiB) and the largest deviation from the mean. */
+function rssFigures(rss: Array<[number, number]>): RssFigures | null {
+  const kept = rss.filter(([t]) => t >= OPEN_SECONDS / 3).map(([, kib]) => kib / 1024);
+  if (kept.length === 0) return null;
+  const min = Math.min(...kept);
+  const max = Math.max(...kept);
+  const mean = kept.reduce((s, x) => s + x, 0) / kept.length;
+  return { samples: kept.length, min, max, mean, deviation: Math.max(max - mean, mean - min) / mean };
+}
+
+const loopText = (r: RelayStats) =>
+  `relay process: ${f(r.cores, 2)} cores, event loop ${f(r.utilization * 100)}% busy, delay p50 ${f(r.loopDelayP50, 1)} ms, p99 ${f(r.loopDelayP99, 1)} ms, max ${f(r.loopDelayMax, 1)} ms`;
+
+async function main(): Promise<void> {
+  if (CPU_PROF) mkdirSync(CPU_PROF, { recursive: true });
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-pipeline-'));
+  const tracker = new Tracker();
+  let profile: string | null = null;
+  try {
+    const { child, ready } = await startChild(dataDir);
+    const control = new Pool(ready.url, { connections: WORKSPACES, pipelining: 1 });
+    const readKeys = readKeysOf(ready);
+    const cpu = cpus();
+    console.log(`pipeline: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}; every part in one process (embedded stores, outbox delivery); ` +
+      `${readKeys.length} workspaces × ${KEYS_PER_WORKSPACE} production keys`);
+    try {
+      // 1. Closed loop.
+      const closed = await closedLoop(ready, child, tracker);
+      console.log(`\n1. closed loop, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
+      console.log(`   ${f(closed.admitted / closed.seconds)} admissions/s (${f(closed.requests / closed.seconds)} requests/s), latency p50 ${f(closed.p50, 2)} ms, p99 ${f(closed.p99, 2)} ms, statuses ${JSON.stringify(closed.statuses)}`);
+      console.log(`   ${loopText(closed.relay)}`);
+      const phase1 = tracker.ofPhase(1);
+      const settled = await settle(control, readKeys, tracker, phase1, SETTLE_SECONDS * 1000);
+      console.log(settled === null
+        ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
+        : `   its ${f(phase1.length)} emails listed and every consumer group caught up ${f(settled / 1000, 1)} s after the load`);
+
+      // 2. + 3. Open loop, then drain.
+      const open = await openLoop(ready, child, tracker, control);
+      const sortedSeconds = [...open.perSecond].sort((a, b) => a - b);
+      console.log(`\n2. open loop: ${f(RATE)} emails/s offered for ${OPEN_SECONDS} s (${OPEN_CONNECTIONS} connections, at most ${f(MAX_IN_FLIGHT)} in flight)`);
+      console.log(`   offered ${f(open.offered)}, sent ${f(open.sent)}, behind schedule (not sent) ${f(open.behind)}, max in flight ${f(open.maxInFlight)}; statuses ${JSON.stringify(open.statuses)}`);
+      console.log(`   admitted ${f(open.admitted)}: ${f(open.sustained)}/s sustained (first send → last 202); per second min ${f(sortedSeconds[0])}, median ${f(percentile(sortedSeconds, 50))}, max ${f(sortedSeconds[sortedSeconds.length - 1])}`);
+      console.log(`   202s per second: ${open.perSecond.join(' ')}`);
+      console.log(`   admission latency p50 ${f(open.p50, 2)} ms, p99 ${f(open.p99, 2)} ms (load generator sends late by p99 ${f(open.slipP99, 1)} ms, max ${f(open.slipMax, 1)} ms)`);
+      console.log(`   projection lag (202 → first listed): p50 ${f(open.lag.p50)} ms, p99 ${f(open.lag.p99)} ms, max ${f(open.lag.max)} ms; ` +
+        `${f(open.lag.notByPolling)} not seen by polling (found by paging), ${f(open.lag.never)} never listed, ${f(open.lag.early)} listed before their 202 arrived`);
+      console.log(`   polling: ${f(open.poll.pages)} list pages (${f(open.poll.perSecond)}/s, limit ${POLL_LIMIT}, every ${POLL_MS} ms per project), latency p50 ${f(open.poll.p50, 1)} ms, p99 ${f(open.poll.p99, 1)} ms` +
+        (open.poll.errors > 0 ? `, ${open.poll.errors} errors (last: ${open.poll.lastError})` : ''));
+      console.log(`   ${loopText(open.relay)}; load generator (this process) ${f(open.loadCores, 2)} cores`);
+      console.log(`   at the end of the offered load: ${backlogText(open.backlogAtEnd)}`);
+      const rss = rssFigures(open.rss);
+      console.log(rss === null
+        ? '   server RSS: not available (no /proc/<pid>/status)'
+        : `   server RSS after the first third (${rss.samples} samples): min ${f(rss.min, 1)} MiB, max ${f(rss.max, 1)} MiB, mean ${f(rss.mean, 1)} MiB, ` +
+          `largest deviation from the mean ${f(rss.deviation * 100, 1)}%; whole phase: ${open.rss.map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
+      console.log(`\n3. drain: ${open.drainMs === null ? `not drained after ${DRAIN_SECONDS} s` : `every admitted email listed ${f(open.drainMs)} ms after the offered load ended`}`);
+      const lost = await checkNothingLost(control, readKeys, tracker);
+      const drained = open.drainMs !== null;
+      const droppedFromList = lost.lost.filter((a) => a.listedAt !== null);
+      console.log(`   ${drained ? 'lost' : 'not listed yet (not conclusive: the pipeline had not drained)'}: ${lost.lost.length} of ${f(tracker.admitted.size)} ` +
+        `admitted (both phases) missing from their project's full list (paged through ${f(lost.listed)} emails in ${f(lost.ms)} ms; ` +
+        `${lost.duplicates} listed twice, ${lost.unknown} not admitted by this run)`);
+      if (lost.lost.length > 0) {
+        console.log(`   missing, first ${Math.min(10, lost.lost.length)}: ${lost.lost.slice(0, 10).map((a) => `${a.id} (phase ${a.phase}, listed before: ${a.listedBy ?? 'no'})`).join(', ')}`);
+      }
+      if (droppedFromList.length > 0) console.log(`   ${droppedFromList.length} of the missing had been listed before: a list that drops an email it showed`);
+      console.log(`   statuses in the lists: ${JSON.stringify(lost.statuses)}`);
+      console.log(`   outbox: ${f(outboxCount(dataDir, tracker))} of ${f(tracker.admitted.size)} admitted emails delivered by now; ${backlogText(await pipelineBacklog(control))}`);
+
+      // Summary.
+      const median = percentile(sortedSeconds, 50);
+      const rateMet = RATE >= TARGET_RATE && open.sustained >= TARGET_RATE * 0.99 && median >= TARGET_RATE * 0.99 && open.behind === 0;
+      const lagMet = open.lag.p99 < TARGET_LAG_P99_MS;
+      const lostResult = lost.lost.length === 0 && drained ? 'met' : drained || droppedFromList.length > 0 ? 'MISSED' : 'not determined (not drained)';
+      const rssMet = rss !== null && rss.deviation <= TARGET_RSS_BAND;
+      const row = (target: string, measured: string, result: boolean | string) =>
+        console.log(`${target.padEnd(36)} ${measured.padEnd(58)} ${typeof result === 'string' ? result : result ? 'met' : 'MISSED'}`);
+      console.log(`\nsummary (${OPEN_SECONDS} s open loop at ${f(RATE)}/s offered; figures from a shared machine are indicative)`);
+      console.log(`${'target'.padEnd(36)} ${'measured'.padEnd(58)} result`);
+      row(`≥ ${f(TARGET_RATE)} admissions/s sustained`, `${f(open.sustained)}/s (per second median ${f(median)}, min ${f(sortedSeconds[0])}), ${f(open.behind)} behind`, rateMet);
+      row(`projection lag p99 < ${TARGET_LAG_P99_MS} ms`, `p99 ${f(open.lag.p99)} ms (p50 ${f(open.lag.p50)}, max ${f(open.lag.max)})`, lagMet);
+      row('0 emails lost', drained ? `${lost.lost.length} lost of ${f(tracker.admitted.size)}` : `${lost.lost.length} of ${f(tracker.admitted.size)} unlisted after ${DRAIN_SECONDS} s`, lostResult);
+      row(`server RSS flat within ±${TARGET_RSS_BAND * 100} %`, rss === null ? 'n/a' : `${f(rss.min)}–${f(rss.max)} MiB, mean ${f(rss.mean)}, ±${f(rss.deviation * 100, 1)}%`, rssMet);
+      if (RATE < TARGET_RATE) console.log(`note: BENCH_RATE=${RATE} offers less than the ${TARGET_RATE}/s target`);
+      console.log('(sustained counts as met from 99% of the target on: an open loop offering exactly the target rate cannot exceed it)');
+    } finally {
+      await control.close();
+      await stopChild(child);
+      profile = profileOf(ready.pid);
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  if (CPU_PROF) {
+    const { printProfileSummary } = await import('./cpu-profile.ts');
+    if (profile) printProfileSummary('relay (every part)', profile);
+    else console.log(`\nno profile of the relay process found in ${CPU_PROF}`);
+  }
+}
+
+// Last: everything above is initialized by now.
+if (process.argv[2] === 'serve') {
+  await serveRelay(process.argv[3]);
+} else {
+  await main();
+}

@@ -1,0 +1,198 @@
+// Group commit on the embedded stores: concurrent writes share one transaction (one fsync),
+// each write stays all-or-nothing on its own, and nobody sees or is told about a write
+// before its batch is committed.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DuplicateKeyError } from '../infra/ports/document-store.ts';
+import { WrongExpectedRevisionError } from '../infra/ports/event-store.ts';
+import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
+import { GroupCommit, holdCommits } from '../infra/sqlite/group-commit.ts';
+
+const test = suite('group commit');
+const dir = mkdtempSync(join(tmpdir(), 'relay-group-commit-'));
+let n = 0;
+const file = () => join(dir, `store-${++n}.db`);
+const event = (type = 'Happened') => ({ id: randomUUID(), type, data: { n: Math.random() } });
+
+/** Records the batches committed while `work` runs: their files' base names and sizes. */
+async function batchesOf(work: () => Promise<unknown>): Promise<number[]> {
+  const sizes: number[] = [];
+  holdCommits(async ({ writes, stage }) => void (stage === 'commit' && sizes.push(writes)));
+  try {
+    await work();
+  } finally {
+    holdCommits(null);
+  }
+  return sizes;
+}
+
+test.after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('concurrent appends share one commit; a conflicting one fails alone', async () => {
+  const store = new SqliteEventStore(file());
+  try {
+    await store.append('s-taken', [event()], { expectedRevision: 'no_stream' });
+    let outcomes: PromiseSettledResult<unknown>[] = [];
+    const batches = await batchesOf(async () => {
+      outcomes = await Promise.allSettled([
+        store.append('s-1', [event(), event()], { expectedRevision: 'no_stream' }),
+        store.append('s-taken', [event()], { expectedRevision: 'no_stream' }),
+        store.append('s-2', [event()], { expectedRevision: 'no_stream' }),
+        store.append('s-1', [event()], { expectedRevision: 1 }),
+      ]);
+    });
+    assert.equal(batches, [4], 'one commit for the four appends');
+    assert.equal(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    assert.instance((outcomes[1] as PromiseRejectedResult).reason, WrongExpectedRevisionError);
+    assert.equal((await store.readStream('s-1')).map((e) => e.revision), [0, 1, 2]);
+    assert.is((await store.readStream('s-taken')).length, 1);
+    assert.is((await store.readStream('s-2')).length, 1);
+  } finally {
+    await store.close();
+  }
+});
+
+test('a write that fails half-way leaves nothing of itself and nothing of its neighbours undone', async () => {
+  const store = new SqliteDocumentStore(file());
+  try {
+    const items = store.collection<{ _id: string; email: string }>('items');
+    await items.ensureIndexes([{ name: 'email', fields: [['email', 'asc']], unique: true }]);
+    await items.insert({ _id: 'a', email: 'a@example.test' });
+    const outcomes = await Promise.allSettled([
+      items.insert({ _id: 'b', email: 'b@example.test' }),
+      items.insert({ _id: 'c', email: 'a@example.test' }),
+      items.insert({ _id: 'a', email: 'z@example.test' }),
+      items.insert({ _id: 'd', email: 'd@example.test' }),
+    ]);
+    assert.equal(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    assert.is(((outcomes[1] as PromiseRejectedResult).reason as DuplicateKeyError).index, 'email');
+    assert.is(((outcomes[2] as PromiseRejectedResult).reason as DuplicateKeyError).index, '_id');
+    assert.equal((await items.find({ orderBy: [['_id', 'asc']] })).map((d) => d._id), ['a', 'b', 'd']);
+  } finally {
+    await store.close();
+  }
+});
+
+test('while a commit is held, readers do not see the write and its writer has no answer', async () => {
+  const path = file();
+  const store = new SqliteDocumentStore(path);
+  const other = new SqliteDocumentStore(path);
+  let release!: () => void;
+  let held!: () => void;
+  const holding = new Promise<void>((resolve) => (held = resolve));
+  try {
+    holdCommits(({ stage }) => {
+      if (stage !== 'commit') return Promise.resolve();
+      held();
+      return new Promise<void>((resolve) => (release = resolve));
+    });
+    let answered = false;
+    const insert = store.collection<{ _id: string }>('held').insert({ _id: 'x' }).then(() => (answered = true));
+    await holding;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.not.ok(answered);
+    assert.is(await other.collection('held').get('x'), null, 'another store of this process reads committed data only');
+    assert.is(await store.collection('held').get('x'), null, 'so does the writing store itself');
+    holdCommits(null);
+    release();
+    await insert;
+    assert.ok(answered);
+    assert.ok(await other.collection('held').get('x'));
+  } finally {
+    holdCommits(null);
+    await other.close();
+    await store.close();
+  }
+});
+
+test('a write is answered only after the WAL sync; until then the event store\'s readers wait too', async () => {
+  const store = new SqliteEventStore(file());
+  let release!: () => void;
+  let syncHeld!: () => void;
+  const holding = new Promise<void>((resolve) => (syncHeld = resolve));
+  holdCommits(({ stage }) => {
+    if (stage !== 'sync') return Promise.resolve();
+    syncHeld();
+    return new Promise<void>((resolve) => (release = resolve));
+  });
+  try {
+    let appended = false;
+    let read = false;
+    const append = store.append('s-sync', [event()], { expectedRevision: 'no_stream' }).then(() => (appended = true));
+    await holding;
+    holdCommits(null);
+    const reading = store.readStream('s-sync').then((events) => {
+      read = true;
+      return events;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.not.ok(appended, 'the append was answered before its sync');
+    assert.not.ok(read, 'a stream read returned a committed event before its sync');
+    release();
+    await append;
+    assert.is((await reading).length, 1);
+  } finally {
+    holdCommits(null);
+    await store.close();
+  }
+});
+
+test('a batch commits at its size bound without waiting for the turn to end', async () => {
+  const db = new DatabaseSync(file());
+  db.exec('CREATE TABLE t (v INTEGER)');
+  const commits = new GroupCommit(db, { maxWrites: 3 });
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  const batches = await batchesOf(() => Promise.all(Array.from({ length: 7 }, (_, i) => commits.run(() => insert.run(i)))));
+  assert.equal(batches, [3, 3, 1]);
+  assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 7);
+  db.close();
+});
+
+test('waiting for another connection\'s write lock does not block the event loop', async () => {
+  const path = file();
+  const other = new DatabaseSync(path);
+  other.exec('PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)');
+  const db = new DatabaseSync(path);
+  const commits = new GroupCommit(db);
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  other.exec('BEGIN IMMEDIATE');
+  let ticks = 0;
+  const ticker = setInterval(() => ticks++, 5);
+  const written = commits.run(() => insert.run(1));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.ok(ticks >= 5, `timers ran ${ticks} times while the write waited`);
+  other.exec('COMMIT');
+  await written;
+  clearInterval(ticker);
+  assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 1);
+  db.close();
+  other.close();
+});
+
+test('a failed COMMIT fails every write of its batch, successes included', async () => {
+  const db = new DatabaseSync(file());
+  db.exec('CREATE TABLE t (v INTEGER)');
+  const commits = new GroupCommit(db);
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  holdCommits(async ({ stage }) => {
+    if (stage === 'commit') throw new Error('disk on fire');
+  });
+  try {
+    const outcomes = await Promise.allSettled([commits.run(() => insert.run(1)), commits.run(() => insert.run(2))]);
+    assert.equal(outcomes.map((o) => o.status), ['rejected', 'rejected']);
+  } finally {
+    holdCommits(null);
+  }
+  assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 0);
+  await commits.run(() => insert.run(3));
+  assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 1);
+  db.close();
+});
+
+test.run();
