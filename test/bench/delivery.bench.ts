@@ -49,6 +49,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
+import { askStats, percentile, stopChild } from './bench-child.ts';
 
 const RATES = (process.env.BENCH_RATES ?? '1,100').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
@@ -197,18 +198,7 @@ function instrument(transport: { send(m: unknown): Promise<unknown> }): void {
   });
 }
 
-async function relayStats(c: ChildProcess): Promise<RelayStats> {
-  const answer = new Promise<RelayStats>((resolve) => {
-    const listen = (m: { stats?: RelayStats }) => {
-      if (!m.stats) return;
-      c.off('message', listen);
-      resolve(m.stats);
-    };
-    c.on('message', listen);
-  });
-  c.send({ cmd: 'stats' });
-  return answer;
-}
+const relayStats = (c: ChildProcess) => askStats<RelayStats>(c);
 
 // ---------------------------------------------------------------------------------------
 // This process: children, load, figures.
@@ -238,12 +228,6 @@ function firstMessage<T>(c: ChildProcess, what: string): Promise<T> {
   });
 }
 
-async function stopChild(c: ChildProcess): Promise<void> {
-  if (c.exitCode !== null || c.signalCode !== null) return;
-  const exited = new Promise((r) => c.once('exit', r));
-  c.kill('SIGTERM');
-  await exited;
-}
 
 /** The newest profile a child wrote since `since` (node names them CPU.<date>.<time>.<pid>.…). */
 function newestProfile(pid: number | undefined, since: number): string | null {
@@ -318,7 +302,6 @@ async function postEmail(pool: Pool, ready: Ready, bodies: string[], n: number, 
   return response.statusCode === 202 && body.id ? { id: body.id, key: ready.keys[i], acceptedAt } : null;
 }
 
-const percentile = (sorted: number[], p: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 interface Breakdown { n: number; total: number[]; queued: number[]; smtp: number[]; record: number[]; admit: number[] }
 

@@ -29,6 +29,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { percentile } from './bench-child.ts';
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 100_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
@@ -46,7 +47,6 @@ const PROVISIONED_RATE = 600;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = join(ROOT, 'apps/cli/main.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]);
 
 // ---------------------------------------------------------------------------------------
 // Engines and processes

@@ -52,6 +52,7 @@ import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { askStats, percentile, stopChild } from './bench-child.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -90,7 +91,6 @@ interface RelayStats {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const percentile = (sorted: number[], p: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const f = (n: number, digits = 0) => Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : n === Infinity ? '∞' : 'n/a';
 
 // ---------------------------------------------------------------------------------------
@@ -174,29 +174,12 @@ async function startChild(dataDir: string): Promise<{ child: ChildProcess; ready
   return { child, ready };
 }
 
-async function stopChild(c: ChildProcess): Promise<void> {
-  if (c.exitCode !== null || c.signalCode !== null) return;
-  const exited = new Promise((r) => c.once('exit', r));
-  c.kill('SIGTERM');
-  await exited;
-}
 
 function resetStats(c: ChildProcess): void {
   c.send({ cmd: 'stats-reset' });
 }
 
-async function relayStats(c: ChildProcess): Promise<RelayStats> {
-  const answer = new Promise<RelayStats>((resolve) => {
-    const listen = (m: { stats?: RelayStats }) => {
-      if (!m.stats) return;
-      c.off('message', listen);
-      resolve(m.stats);
-    };
-    c.on('message', listen);
-  });
-  c.send({ cmd: 'stats' });
-  return answer;
-}
+const relayStats = (c: ChildProcess) => askStats<RelayStats>(c);
 
 /** The newest profile the child wrote (node names them CPU.<date>.<time>.<pid>.…). */
 function profileOf(pid: number): string | null {
