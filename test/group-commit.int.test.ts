@@ -9,6 +9,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DuplicateKeyError } from '../infra/ports/document-store.ts';
+import { deferDurability } from '../infra/ports/durability.ts';
 import { WrongExpectedRevisionError } from '../infra/ports/event-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
@@ -193,6 +194,80 @@ test('a failed COMMIT fails every write of its batch, successes included', async
   await commits.run(() => insert.run(3));
   assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 1);
   db.close();
+});
+
+test('in a deferred-durability scope, writes in sequence share one commit and the scope answers after its sync', async () => {
+  const eventsFile = file();
+  const events = new SqliteEventStore(eventsFile);
+  const documents = new SqliteDocumentStore(file());
+  const items = documents.collection<{ _id: string }>('items');
+  await items.insert({ _id: 'seed' });
+  const stages: string[] = [];
+  let releaseSync: () => void = () => {};
+  holdCommits(({ file: held, stage }) => {
+    stages.push(`${stage} ${held === eventsFile ? 'events' : 'documents'}`);
+    if (stage === 'sync' && held === eventsFile) return new Promise<void>((resolve) => (releaseSync = resolve));
+    return Promise.resolve();
+  });
+  try {
+    let answered = false;
+    const command = deferDurability(async () => {
+      // Each write is awaited before the next starts, as in an admission.
+      await items.insert({ _id: 'one' });
+      await items.insert({ _id: 'two' });
+      await events.append('s-scope', [event()], { expectedRevision: 'no_stream' });
+      await events.append('s-scope', [event()], { expectedRevision: 0 });
+      return 'done';
+    }).then((value) => {
+      answered = true;
+      return value;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(stages.filter((s) => s.startsWith('commit')).sort(), ['commit documents', 'commit events'], 'one commit per file for the four writes');
+    assert.not.ok(answered, 'the scope answered before the events file was synced');
+    releaseSync();
+    assert.is(await command, 'done');
+    assert.is((await events.readStream('s-scope')).length, 2);
+  } finally {
+    holdCommits(null);
+    releaseSync();
+    await events.close();
+    await documents.close();
+  }
+});
+
+test('in a scope, a refused write still waits for its batch, and a lost batch fails the scope whatever the command answered', async () => {
+  const documents = new SqliteDocumentStore(file());
+  const items = documents.collection<{ _id: string }>('items');
+  await items.insert({ _id: 'taken' });
+  let commitsSeen = 0;
+  holdCommits(async ({ stage }) => {
+    if (stage === 'commit') commitsSeen++;
+  });
+  try {
+    const refused = await deferDurability(async () => {
+      const duplicate = await items.insert({ _id: 'taken' }).then(() => null, (error: unknown) => error);
+      return { duplicate, committedBefore: commitsSeen };
+    });
+    assert.instance(refused.duplicate, DuplicateKeyError);
+    assert.is(refused.committedBefore, 1, 'the refusal came only after its batch was committed');
+
+    holdCommits(async ({ stage }) => {
+      if (stage === 'commit') throw new Error('disk on fire');
+    });
+    let inserted = false;
+    const lost = await deferDurability(async () => {
+      await items.insert({ _id: 'lost' });
+      inserted = true;
+      return 'accepted';
+    }).then((value) => value, (error: Error) => `failed: ${error.message}`);
+    assert.ok(inserted, 'the write was given to the command at once');
+    assert.is(lost, 'failed: disk on fire');
+    assert.is(await items.get('lost'), null);
+  } finally {
+    holdCommits(null);
+    await documents.close();
+  }
 });
 
 test.run();

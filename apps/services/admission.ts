@@ -38,6 +38,7 @@ import { initialEmailState } from '../../domain/email/state.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Environment, SendingDomain, SuppressionEntry } from '../../domain/management.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
+import { deferDurability } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
@@ -195,7 +196,16 @@ function admittedMessage(emailId: string, sender: Sender, request: SendRequest, 
   };
 }
 
-export async function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
+/**
+ * Admits one send request. Its writes (rate slots, content key, charge, email) wait for
+ * durability together, once, before it answers (infra/ports/durability.ts): a 202, or a
+ * refusal that rests on a write, is never given for writes a power loss could undo.
+ */
+export function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
+  return deferDurability(() => admit(deps, sender, request));
+}
+
+async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey);
   const stream = emailStreamId(emailId);
 

@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Kafka + FerretDB for tests and local development, on loopback, no Docker.
+# Kafka + FerretDB (over PostgreSQL) for tests, CI and local development, on loopback, no Docker.
 #
 #   eval "$(bash infra/engines/engines.sh up)"   install if needed, start both, export their addresses
 #   bash infra/engines/engines.sh env            print the export lines of running engines
 #   bash infra/engines/engines.sh status         say what runs (exit 3 if something does not)
-#   bash infra/engines/engines.sh down           stop both and delete their data
-#   bash infra/engines/engines.sh install        only fetch/build (e.g. to warm a cache)
+#   bash infra/engines/engines.sh down           stop all of them (either backend) and delete their data
+#   bash infra/engines/engines.sh install        only fetch/build/install (e.g. to warm a cache)
 #
 # stdout carries only `export ...` lines; progress and errors go to stderr.
 # `up` is idempotent: engines that already run are left alone.
 # Ports: RELAY_KAFKA_PORT (19092), RELAY_KAFKA_CONTROLLER_PORT (19093),
-#        RELAY_FERRETDB_PORT (27018). Cache: RELAY_ENGINES_CACHE
-#        (~/.cache/relay-engines). See kafka.sh and ferretdb.sh for the rest.
-# RELAY_FERRETDB_BACKEND=postgresql: FerretDB over PostgreSQL (postgres.sh; port 27019, its own
-#        run directory) instead of the SQLite one, which may run at the same time; for
-#        comparisons, see README.md. `down` with it stops Kafka too; to stop only that FerretDB
-#        and its PostgreSQL: RELAY_FERRETDB_BACKEND=postgresql bash ferretdb.sh stop.
+#        RELAY_FERRETDB_PORT (27019; 27018 with sqlite), RELAY_POSTGRES_PORT (15432).
+#        Cache: RELAY_ENGINES_CACHE (~/.cache/relay-engines). See kafka.sh, ferretdb.sh and
+#        postgres.sh for the rest.
+# RELAY_FERRETDB_BACKEND (postgresql): which FerretDB `up`, `env`, `status` and `install` mean.
+#        postgresql (postgres.sh installs PostgreSQL when missing; as root with apt-get, Debian's
+#        package) is 3–8× faster than sqlite here (README.md, Performance), so CI uses it; sqlite
+#        runs on its own port and run directory, next to it if both are started. `down` stops
+#        both, so that nothing is left behind whichever was started; to stop only one:
+#        RELAY_FERRETDB_BACKEND=<backend> bash ferretdb.sh stop.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +27,11 @@ source "$here/lib.sh"
 
 # Database name in the URL the adapters get; tests may pick their own per run.
 MONGODB_DB="${RELAY_MONGODB_DB:-relay}"
+# ferretdb.sh reads the same variable with the same default; named here for the messages.
+FERRETDB_BACKEND="${RELAY_FERRETDB_BACKEND:-postgresql}"
+FERRETDB_BACKENDS=(postgresql sqlite)
+[[ " ${FERRETDB_BACKENDS[*]} " == *" $FERRETDB_BACKEND "* ]] ||
+  die "RELAY_FERRETDB_BACKEND must be postgresql or sqlite, got '$FERRETDB_BACKEND'"
 
 print_env() {
   local kafka ferret
@@ -42,9 +50,9 @@ cmd_up() {
     # A broker that was already up before this call is someone else's to stop.
     if [[ "$kafka_was_up" == no ]]; then
       bash "$here/kafka.sh" stop || true
-      die "ferretdb did not start; kafka stopped again"
+      die "ferretdb ($FERRETDB_BACKEND) did not start; kafka stopped again"
     fi
-    die "ferretdb did not start"
+    die "ferretdb ($FERRETDB_BACKEND) did not start"
   fi
   print_env "$kafka" "$ferret"
 }
@@ -52,7 +60,8 @@ cmd_up() {
 cmd_env() {
   local kafka ferret
   kafka="$(bash "$here/kafka.sh" status)" || die "kafka is not running (run: engines.sh up)"
-  ferret="$(bash "$here/ferretdb.sh" status)" || die "ferretdb is not running (run: engines.sh up)"
+  ferret="$(bash "$here/ferretdb.sh" status)" ||
+    die "ferretdb ($FERRETDB_BACKEND backend) is not running (run: engines.sh up; RELAY_FERRETDB_BACKEND picks the backend)"
   print_env "$kafka" "$ferret"
 }
 
@@ -64,8 +73,12 @@ cmd_status() {
 }
 
 cmd_down() {
-  local rc=0
-  bash "$here/ferretdb.sh" stop || rc=1
+  local rc=0 backend
+  # Both backends: a FerretDB started under another default or variable must not outlive `down`.
+  # The postgresql one stops its PostgreSQL too.
+  for backend in "${FERRETDB_BACKENDS[@]}"; do
+    RELAY_FERRETDB_BACKEND="$backend" bash "$here/ferretdb.sh" stop || rc=1
+  done
   bash "$here/kafka.sh" stop || rc=1
   return "$rc"
 }

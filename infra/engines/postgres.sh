@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# PostgreSQL on loopback, from the machine's own packages (Debian: apt-get install postgresql;
-# nothing is downloaded here), as the backend of a second FerretDB
-# (RELAY_FERRETDB_BACKEND=postgresql ferretdb.sh start, which starts this first).
+# PostgreSQL on loopback, from the machine's own packages, as the backend of FerretDB
+# (ferretdb.sh start, with its default RELAY_FERRETDB_BACKEND=postgresql, starts this first).
 #
-#   postgres.sh install   check that the server binaries are there
+#   postgres.sh install   check that the server binaries are there; when they are not and we are
+#                         root on a machine with apt-get (a fresh Debian CI machine), install
+#                         Debian's postgresql package
 #   postgres.sh start     initdb a fresh cluster, start it, create database ferretdb, print its URL
 #   postgres.sh stop      stop it and delete its data
 #   postgres.sh status    print the URL and exit 0 if running, else exit 3
@@ -59,9 +60,31 @@ as_server_user() {
   fi
 }
 
+has_server_binaries() { [[ -n "$POSTGRES_BIN" && -x "$POSTGRES_BIN/initdb" && -x "$POSTGRES_BIN/postgres" ]]; }
+
+# Done only as root with apt-get (a fresh Debian CI machine); elsewhere it says what to install.
+install_package() {
+  local how="install PostgreSQL's server (Debian/Ubuntu: apt-get install postgresql), or set RELAY_POSTGRES_BIN to the directory of its initdb and postgres"
+  [[ "$EUID" -eq 0 ]] || die "PostgreSQL server binaries not found (they are installed automatically only when running as root): $how"
+  command -v apt-get >/dev/null 2>&1 || die "PostgreSQL server binaries not found, and there is no apt-get to install them: $how"
+  log "PostgreSQL server binaries not found; installing Debian's postgresql package with apt-get"
+  # stdout goes to stderr too: this script's stdout carries only the URL. The lock timeout waits
+  # for a boot-time unattended-upgrades instead of failing on a fresh machine.
+  local apt=(apt-get -q -o DPkg::Lock::Timeout=300)
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2 || die "apt-get update failed; $how"
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends postgresql >&2 ||
+    die "apt-get install postgresql failed; $how"
+  POSTGRES_BIN="$(postgres_bin)"
+  has_server_binaries || die "installed the postgresql package, but found no initdb and postgres under /usr/lib/postgresql/*/bin or pg_config --bindir"
+}
+
 cmd_install() {
-  [[ -n "$POSTGRES_BIN" && -x "$POSTGRES_BIN/initdb" && -x "$POSTGRES_BIN/postgres" ]] ||
-    die "PostgreSQL server binaries not found (install them: apt-get install -y postgresql; or set RELAY_POSTGRES_BIN)"
+  if ! has_server_binaries; then
+    # The package would not put them where someone pointed us.
+    [[ -z "${RELAY_POSTGRES_BIN:-}" ]] ||
+      die "no initdb and postgres in RELAY_POSTGRES_BIN=$RELAY_POSTGRES_BIN (point it at PostgreSQL's bin directory, or unset it to use the installed or Debian's package)"
+    install_package
+  fi
   if [[ "$EUID" -eq 0 ]]; then
     need_cmd setpriv "part of util-linux; runs the server as the postgres user"
     id "$POSTGRES_SUPERUSER" >/dev/null 2>&1 || die "running as root needs a '$POSTGRES_SUPERUSER' user to run the server as (the postgresql package makes it)"
@@ -85,7 +108,7 @@ remove_data() {
   if data="$(data_dir)"; then
     rm -rf "$data"
     # The private parent made for root (see new_data_dir).
-    [[ "$(basename "$(dirname "$data")")" == relay-engines-postgres.* ]] && rmdir "$(dirname "$data")" 2>/dev/null || true
+    if [[ "$(basename "$(dirname "$data")")" == relay-engines-postgres.* ]]; then rmdir "$(dirname "$data")" 2>/dev/null || true; fi
   fi
   rm -f "$POSTGRES_DATAFILE"
 }
@@ -101,7 +124,7 @@ new_data_dir() {
     chown "$POSTGRES_SUPERUSER:" "$data"
   else
     data="$POSTGRES_RUN/data"
-    mkdir -m 0700 -p "$data"
+    mkdir -m 0700 "$data"
   fi
   printf '%s\n' "$data" >"$POSTGRES_DATAFILE"
   printf '%s\n' "$data"

@@ -27,6 +27,7 @@
 // BEGIN is tried without waiting, and retried on a timer (up to the busy timeout).
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { currentDurabilityScope, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
 import { BUSY_TIMEOUT_MS } from './database.ts';
 
 export interface GroupCommitLimits {
@@ -46,6 +47,8 @@ interface Settled {
 interface Queued {
   work: () => unknown;
   bytes: number;
+  /** The caller's deferred-durability scope: a success is given at once and the scope waits. */
+  scope: DurabilityScope | undefined;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -64,7 +67,7 @@ export function holdCommits(hold: CommitHold | null): void {
   commitHold = hold;
 }
 
-export class GroupCommit {
+export class GroupCommit implements DurabilityBarrier {
   readonly #db: DatabaseSync;
   readonly #maxWrites: number;
   readonly #maxBytes: number;
@@ -80,6 +83,8 @@ export class GroupCommit {
   /** Committed writes waiting for the next sync. */
   #unsynced: Settled[] = [];
   #syncing: Promise<void> | null = null;
+  /** The writes the running sync covers (settled when it ends). */
+  #inSync: Settled[] | null = null;
   #batch: Settled[] = [];
   #bytes = 0;
   #open = false;
@@ -103,10 +108,12 @@ export class GroupCommit {
   /**
    * Runs `work` now, inside the open batch, all or nothing; settles with its result (or its
    * error) once the batch is durably committed. `bytes` counts towards the byte budget.
+   * Inside a deferred-durability scope (../ports/durability.ts) a success settles as soon as
+   * `work` has run, and the scope waits for the batch instead.
    */
   run<T>(work: () => T, bytes = 0): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = { work, bytes, resolve: resolve as (value: unknown) => void, reject };
+      const entry = { work, bytes, scope: currentDurabilityScope(), resolve: resolve as (value: unknown) => void, reject };
       if (this.#committing || this.#lockWait) this.#queued.push(entry);
       else this.#runNow(entry);
     });
@@ -120,6 +127,17 @@ export class GroupCommit {
       else if (this.#syncing) await this.#syncing;
       else await new Promise((resolve) => setTimeout(resolve, 1));
     }
+  }
+
+  /**
+   * Resolves once every write that ran on this connection so far is durable (committing the
+   * open batch on its usual schedule); rejects when one of them never will be.
+   */
+  async barrier(): Promise<void> {
+    while (this.#committing) await this.#committing;
+    const waiting = this.#open ? this.#batch : this.#unsynced.length > 0 ? this.#unsynced : this.#inSync;
+    if (!waiting) return;
+    return new Promise<void>((resolve, reject) => waiting.push({ ok: true, value: undefined, resolve: () => resolve(), reject }));
   }
 
   /** Resolves once everything this connection committed so far is durable. */
@@ -172,7 +190,14 @@ export class GroupCommit {
       try {
         const value = entry.work();
         this.#release.run();
-        settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
+        if (entry.scope) {
+          // The scope waits for this batch (barrier) before its command answers.
+          entry.scope.wrote(this);
+          entry.resolve(value);
+          settled = { ok: true, value, resolve: noop, reject: noop };
+        } else {
+          settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
+        }
       } catch (error) {
         this.#rollbackTo.run();
         this.#release.run();
@@ -305,9 +330,11 @@ export class GroupCommit {
     this.#unsynced = [];
     const hold = commitHold;
     const held = hold ? hold({ file: this.#db.location(), writes: batch.length, stage: 'sync' }) : null;
+    this.#inSync = batch;
     this.#syncing = new Promise<void>((resolve) => {
       const done = (error: unknown) => {
         this.#syncing = null;
+        this.#inSync = null;
         // A failed sync may have lost the batch's pages: none of its writes is promised.
         settle(batch, error ?? undefined);
         resolve();
@@ -344,6 +371,7 @@ export class GroupCommit {
 }
 
 const SQLITE_BUSY = 5;
+const noop = () => {};
 
 function settle(batch: Settled[], failure?: unknown): void {
   for (const entry of batch) {

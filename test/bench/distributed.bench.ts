@@ -13,7 +13,8 @@
 //   BENCH_LIST=0 (no list reader: admission and lag without its scans competing)
 //
 // Engines: RELAY_KAFKA_BROKERS and RELAY_MONGODB_URL from the environment, else the running
-// engines of infra/engines (`eval "$(bash infra/engines/engines.sh up)"` starts them). Each run
+// engines of infra/engines (`eval "$(bash infra/engines/engines.sh up)"` starts them; FerretDB on
+// PostgreSQL by default, as in CI, or on SQLite with RELAY_FERRETDB_BACKEND=sqlite). Each run
 // uses a fresh database, log namespace and data directory, removed at the end.
 //
 // Seeding goes through the API too (same admission code, BENCH_SEED_CONNECTIONS at once), with

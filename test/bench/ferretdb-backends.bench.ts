@@ -6,8 +6,8 @@
 //   BENCH_MONGODB_URLS=sqlite=mongodb://127.0.0.1:27018,postgresql=mongodb://127.0.0.1:27019
 //   BENCH_DOCS=1000,10000 BENCH_OPS=200 BENCH_PHASE_SECONDS=10 BENCH_PROJECTS=10
 //
-// Start the second FerretDB (PostgreSQL backend) next to the usual one with
-// `RELAY_FERRETDB_BACKEND=postgresql bash infra/engines/ferretdb.sh start` (infra/engines/README.md).
+// Start the SQLite-backed FerretDB next to the usual PostgreSQL-backed one (`engines.sh up`) with
+// `RELAY_FERRETDB_BACKEND=sqlite bash infra/engines/ferretdb.sh start` (infra/engines/README.md).
 // A server that does not answer is reported and skipped.
 //
 // Per size, in a fresh database: load the collection (email read-model documents with the

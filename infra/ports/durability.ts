@@ -1,0 +1,66 @@
+// One durability wait per command instead of one per write.
+//
+// A store's write promise normally settles once the write is durable. A command that makes
+// several writes in sequence (an admission: rate slots, content key, usage charge, email)
+// would then wait for one commit and fsync per write. Inside `deferDurability`, a store whose
+// writes become durable later than they take effect (the embedded sqlite stores, with their
+// group commit) resolves a successful write as soon as it took effect on its connection, and
+// records what must still become durable; the scope then waits for all of it once, before it
+// returns or throws. So the caller still answers nothing that a power loss could undo, and the
+// command's writes share one commit round.
+//
+// Only successes are given early: a refusal (a revision conflict, a taken key) still settles
+// once the batch it was decided in is durable, because the caller's next step after a refusal
+// is a read, and reads see only committed data.
+//
+// Stores that acknowledge a write only once it is durable (EventStoreDB, MongoDB with
+// w: majority, j: true) never register anything: a scope costs them nothing.
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** Something that can say when everything written through it so far is durable. */
+export interface DurabilityBarrier {
+  /** Resolves once every write that took effect before this call is durable; rejects if one never will be. */
+  barrier(): Promise<void>;
+}
+
+export class DurabilityScope {
+  readonly #pending = new Set<DurabilityBarrier>();
+
+  /** Records that a write through `store` took effect in this scope but may not be durable yet. */
+  wrote(store: DurabilityBarrier): void {
+    this.#pending.add(store);
+  }
+
+  async settle(): Promise<void> {
+    while (this.#pending.size > 0) {
+      const stores = [...this.#pending];
+      this.#pending.clear();
+      await Promise.all(stores.map((store) => store.barrier()));
+    }
+  }
+}
+
+const scopes = new AsyncLocalStorage<DurabilityScope>();
+
+/** The scope the current async context runs in, if any (for store adapters). */
+export function currentDurabilityScope(): DurabilityScope | undefined {
+  return scopes.getStore();
+}
+
+/**
+ * Runs `command` with deferred durability and settles like it once all of its writes are
+ * durable. When that wait fails, the scope fails with the store's error whatever the command
+ * answered: an answer, a refusal included, may rest on writes that are now lost.
+ */
+export async function deferDurability<T>(command: () => Promise<T>): Promise<T> {
+  const scope = new DurabilityScope();
+  let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+  try {
+    outcome = { ok: true, value: await scopes.run(scope, command) };
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  await scope.settle();
+  if (!outcome.ok) throw outcome.error;
+  return outcome.value;
+}
