@@ -14,6 +14,7 @@ import { RateLimiter } from './services/rate-limits.ts';
 import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
+import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
@@ -80,6 +81,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
+  const composer = new ComposePool({ threads: config.composeThreads });
   return {
     rateLimits,
     usage: new UsageLedger(stores.events),
@@ -87,10 +89,12 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     secrets,
     transport: () => (transport ??= openTransport(config, outboxDir)),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
+    compose: composer.compose,
     outboxDir,
     close: async () => {
       await rateLimits.close();
       await transport?.close();
+      await composer.close();
     },
   };
 }

@@ -34,6 +34,8 @@ export interface RelayConfig {
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
   sendRate: number | null;
+  /** Worker threads that compose and DKIM-sign outgoing messages (RELAY_COMPOSE_THREADS); 0 = on the event loop. */
+  composeThreads: number;
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
@@ -167,6 +169,11 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (sendRate !== null && !(Number.isInteger(sendRate) && sendRate >= 1 && sendRate <= 100_000)) {
     throw new ConfigError('RELAY_SEND_RATE', `must be a whole number of messages per second from 1 to 100000, got "${rateRaw}"`);
   }
+  const composeRaw = text(env, 'RELAY_COMPOSE_THREADS');
+  const composeThreads = composeRaw === undefined ? 1 : Number(composeRaw);
+  if (composeRaw !== undefined && !(/^\d+$/.test(composeRaw) && composeThreads <= 64)) {
+    throw new ConfigError('RELAY_COMPOSE_THREADS', `must be a whole number of threads from 0 to 64, got "${composeRaw}"`);
+  }
   const tlsCertFile = text(env, 'RELAY_INBOUND_TLS_CERT') ?? null;
   const tlsKeyFile = text(env, 'RELAY_INBOUND_TLS_KEY') ?? null;
   if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
@@ -197,6 +204,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
     deliveryRetryScale,
     sendRate,
+    composeThreads,
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },

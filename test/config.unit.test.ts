@@ -69,6 +69,9 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_INBOUND_TLS_KEY', { RELAY_INBOUND_TLS_CERT: '/etc/cert.pem' }],
   ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '0' }],
   ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '1.5' }],
+  ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '-1' }],
+  ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '65' }],
+  ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: 'two' }],
 ];
 
 test('delivery defaults: the outbox in development; smtp when a smarthost is given; production takes an explicit choice', () => {
@@ -78,6 +81,11 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
   assert.is(loadConfig({ RELAY_ENV: 'production', RELAY_DELIVERY: 'mx' }).deliveryRetryScale, 1);
   assert.is(loadConfig({ RELAY_MX_PORT: '2525' }).mxPort, 2525);
   assert.is(loadConfig({}).sendRate, null);
+});
+test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0 composes on the event loop', () => {
+  assert.is(loadConfig({}).composeThreads, 1);
+  assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '0' }).composeThreads, 0);
+  assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '4' }).composeThreads, 4);
 });
 test('/metrics: on PORT by default, on its own listener with RELAY_METRICS_PORT (host RELAY_METRICS_HOST, else HOST), or off', () => {
   assert.equal(loadConfig({}).metrics, { enabled: true, host: '127.0.0.1', port: null });

@@ -82,6 +82,7 @@ export const sender = defineProcessor({
       secrets: deps.services.secrets,
       transport: deps.services.transport(),
       sendRate: deps.services.sendRate,
+      compose: deps.services.compose,
       now: deps.now,
       retryScale: deps.config.deliveryRetryScale,
     });

@@ -63,7 +63,16 @@ function storedInstantAtOrAfter(dateTime: string): string {
   return new Date(Date.parse(dateTime) + (/[1-9]/.test(beyondMilliseconds) ? 1 : 0)).toISOString();
 }
 
-export async function listEmails(documents: DocumentStore, events: EventStore, scope: ReadScope, query: ListQuery) {
+/**
+ * The fields a list answer shows (EmailSummary, apps/api/plugins/emails.ts): a page reads only
+ * these of each email, not its timeline, recipients and the rest. The scope and the cursor
+ * need nothing more: the scope is in the query, and the next cursor is an _id.
+ */
+export const LISTED_FIELDS = ['fromAddress', 'toAddresses', 'subject', 'status', 'testMode', 'failureCode', 'createdAt', 'sentAt'] as const satisfies ReadonlyArray<keyof EmailView>;
+
+export type ListedEmail = Pick<EmailView, '_id' | (typeof LISTED_FIELDS)[number]>;
+
+export async function listEmails(documents: DocumentStore, events: EventStore, scope: ReadScope, query: ListQuery): Promise<{ items: ListedEmail[]; nextCursor: string | null }> {
   const limit = query.limit ?? 50;
   const where: Where = { projectId: scope.projectId };
   if (scope.apiKeyId !== null) where.apiKeyId = scope.apiKeyId;
@@ -89,6 +98,7 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
     orderBy: [['createdAt', 'desc'], ['_id', 'desc']],
     limit: limit + 1,
     after,
+    fields: LISTED_FIELDS,
   });
   // Keyset paging on (createdAt, _id), both fixed at admission: an email inserted while a
   // client pages lands before or after its cursor, never shifting what the next page holds.

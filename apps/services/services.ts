@@ -2,6 +2,7 @@
 // adapters, Relay's secret), made once by apps/runtime.ts and handed to the API and the
 // processors.
 import type { DnsLookup } from '../../infra/dns/verify-domain.ts';
+import type { Compose } from '../../infra/mail/compose-pool.ts';
 import type { MailTransport } from '../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { RateLimiter } from './rate-limits.ts';
@@ -19,6 +20,8 @@ export interface Services {
   transport(): MailTransport;
   /** RELAY_SEND_RATE across every sender instance. */
   sendRate: SendRateGate;
+  /** infra/mail/compose.ts composeMessage, on RELAY_COMPOSE_THREADS worker threads (started on first use). */
+  compose: Compose;
   /** Where the outbox transport writes (also read by `relay outbox` and the outbox endpoints). */
   outboxDir: string;
   close(): Promise<void>;

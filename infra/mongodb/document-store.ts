@@ -53,6 +53,7 @@
 import { MongoBulkWriteError, MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
 import {
   DuplicateKeyError,
+  projectedFields,
   type Collection,
   type DocumentStore,
   type FindOptions,
@@ -276,16 +277,22 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     });
   }
 
+  find<K extends keyof T & string>(options: FindOptions & { fields: readonly K[] }): Promise<Array<Stored<Pick<T, K>>>>;
+  find(options?: FindOptions): Promise<Array<Stored<T>>>;
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const { filter, sort, limit } = compileFind(options);
     // The driver reads limit 0 as "no limit"; the port means none.
     if (limit === 0) return [];
+    // Inclusion projection: _id comes by default, _v is asked for; absent fields stay absent.
+    const projection = options.fields === undefined
+      ? undefined
+      : Object.fromEntries([['_v', 1], ...projectedFields(options.fields).map((field) => [field, 1])]) as Document;
     const ids = this.#engine.flavor === 'ferretdb' ? pointReadIds(options) : null;
     if (ids) {
-      const found = (await Promise.all(ids.map((id) => this.get(id)))).filter((doc) => doc !== null);
-      return limit === undefined ? found : found.slice(0, limit);
+      const found = (await Promise.all(ids.map((id) => this.#coll.findOne({ _id: id as never }, projection && { projection })))).filter((doc) => doc !== null);
+      return (limit === undefined ? found : found.slice(0, limit)) as unknown as Array<Stored<T>>;
     }
-    return (await this.#coll.find(filter, { sort, limit }).toArray()) as unknown as Array<Stored<T>>;
+    return (await this.#coll.find(filter, { sort, limit, ...(projection && { projection }) }).toArray()) as unknown as Array<Stored<T>>;
   }
 
   async deleteWhere(where: Where): Promise<number> {

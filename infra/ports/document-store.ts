@@ -12,6 +12,8 @@
 // - Missing/null sort fields sort first ascending, last descending; cursors may hold null.
 // - Unique indexes constrain only documents that have every indexed field non-null.
 // - A `limit` of 0 returns nothing; reading a collection never written gives no results.
+// - A find with `fields` returns those top-level fields that the document has, plus _id
+//   and _v; a field the document lacks is absent, not null.
 
 export type Scalar = string | number | boolean | null;
 
@@ -42,6 +44,30 @@ export interface FindOptions {
    * with a unique field (usually _id) for this to be exact.
    */
   after?: Record<string, Scalar>;
+  /**
+   * Projection: the top-level fields to return, for reads that need a few fields of large
+   * documents. `_id` and `_v` always come back; a listed field the document lacks is absent
+   * from the result (an explicit null stays null), and values keep their JSON types. Names
+   * are plain top-level keys, checked by projectedFields. Absent: whole documents.
+   */
+  fields?: readonly string[];
+}
+
+/**
+ * The projected field names of `fields` without _id and _v (which always come back), each
+ * once. Throws on a name that is not a plain top-level key: empty, holding '.' (a path) or
+ * '$' (a MongoDB operator), or '"', '\\' or a control character (which a SQLite JSON path
+ * cannot quote). Shared so the adapters refuse the same names.
+ */
+export function projectedFields(fields: readonly string[]): string[] {
+  const names = new Set<string>();
+  for (const field of fields) {
+    if (typeof field !== 'string' || field === '' || /[.$"\\\u0000-\u001f]/.test(field)) {
+      throw new Error(`invalid projected field: ${JSON.stringify(field)}`);
+    }
+    if (field !== '_id' && field !== '_v') names.add(field);
+  }
+  return [...names];
 }
 
 export interface IndexSpec {
@@ -78,6 +104,8 @@ export interface Collection<T extends { _id: string }> {
   replace(doc: T, expectedVersion: number): Promise<Stored<T> | null>;
   /** Deletes the document (only at that version when given). Returns whether one was deleted. */
   delete(id: string, expectedVersion?: number): Promise<boolean>;
+  /** With `fields`, each result holds only those fields (and _id, _v): see FindOptions.fields. */
+  find<K extends keyof T & string>(options: FindOptions & { fields: readonly K[] }): Promise<Array<Stored<Pick<T, K>>>>;
   find(options?: FindOptions): Promise<Array<Stored<T>>>;
   count(where?: Where): Promise<number>;
   /**

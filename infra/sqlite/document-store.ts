@@ -7,6 +7,7 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import {
   DuplicateKeyError,
+  projectedFields,
   type Collection,
   type DocumentStore,
   type FindOptions,
@@ -16,7 +17,7 @@ import {
 } from '../ports/document-store.ts';
 import { connect, type SqliteConnections } from './connections.ts';
 import { truncateWal } from './database.ts';
-import { fieldSql, findTail, quoteIdent, whereSql } from './document-query.ts';
+import { fieldSql, findTail, quoteIdent, whereSql, type Fragment } from './document-query.ts';
 
 const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
@@ -216,10 +217,34 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     return Number(result.changes) > 0;
   }
 
+  find<K extends keyof T & string>(options: FindOptions & { fields: readonly K[] }): Promise<Array<Stored<Pick<T, K>>>>;
+  find(options?: FindOptions): Promise<Array<Stored<T>>>;
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const tail = findTail(options);
+    if (options.fields !== undefined) return this.#findFields(projectedFields(options.fields), tail);
     const rows = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v, doc FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Row[], []);
     return rows.map((row) => fromRow<T>(row));
+  }
+
+  /**
+   * One column per field, `->` so values keep their JSON types (json_extract would make
+   * objects text and booleans 0/1): JSON text, or SQL NULL for a field the document lacks,
+   * which the result leaves out (a JSON null is the text 'null'). The big document is never
+   * handed to JavaScript.
+   */
+  #findFields(fields: string[], tail: Fragment): Array<Stored<T>> {
+    const columns = fields.map((field, i) => `, doc -> ${fieldSql(field).path} AS f${i}`).join('');
+    const rows = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v${columns} FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Array<Record<string, string | number | null>>, []);
+    return rows.map((row) => {
+      const entries: Array<[string, unknown]> = [['_id', row.id]];
+      fields.forEach((field, i) => {
+        const json = row[`f${i}`];
+        if (json !== null) entries.push([field, JSON.parse(json as string)]);
+      });
+      entries.push(['_v', Number(row.v)]);
+      // fromEntries defines own properties, as JSON.parse does, even for a field named __proto__.
+      return Object.fromEntries(entries) as unknown as Stored<T>;
+    });
   }
 
   async count(where?: Where): Promise<number> {

@@ -374,6 +374,72 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.is(await coll.delete('a'), false);
   });
 
+  /** `doc` cut down to the listed fields it has, plus _id and _v: what a find with `fields` returns. */
+  function projected(doc: object, fields: string[], version = 1): Record<string, unknown> {
+    const kept = Object.entries(doc).filter(([key]) => key === '_id' || fields.includes(key));
+    return { ...Object.fromEntries(kept), _v: version };
+  }
+
+  async function rejects(work: Promise<unknown>, what: string): Promise<void> {
+    try {
+      await work;
+    } catch (err) {
+      assert.instance(err, Error, what);
+      return;
+    }
+    assert.unreachable(`expected a rejection: ${what}`);
+  }
+
+  test('a find with fields returns only those fields, in their JSON types, and leaves out those a document lacks', async () => {
+    const coll = store.collection<Item>(collectionName('fields'));
+    for (const item of items) await coll.insert(item);
+    await coll.replace({ ...items[3], s: 'ten' }, 1);
+    const stored = (doc: Item) => (doc._id === 'd' ? { ...doc, s: 'ten' } : doc);
+    // Numbers (whole and not), a string some documents lack, a boolean, a null some hold and
+    // others lack, an array of mixed scalars, an object holding an array: as inserted.
+    const fields = ['n', 's', 'flag', 'opt', 'tags', 'nested'] as const;
+    assert.equal(await coll.find({ orderBy: [['_id', 'asc']], fields }), items.map((item) => projected(stored(item), [...fields], item._id === 'd' ? 2 : 1)));
+    assert.equal(await coll.find({ where: { _id: 'e' }, fields: ['s', 'opt'] }), [{ _id: 'e', _v: 1 }], 'lacking both');
+    assert.equal(await coll.find({ where: { _id: 'a' }, fields: ['opt'] }), [{ _id: 'a', opt: null, _v: 1 }], 'an explicit null stays');
+    assert.equal(await coll.find({ where: { _id: 'a' }, fields: [] }), [{ _id: 'a', _v: 1 }], 'no fields: _id and _v only');
+    assert.equal(await coll.find({ where: { _id: 'd' }, fields: ['_id', '_v', 'n', 'n'] }), [{ _id: 'd', n: 10, _v: 2 }], '_id and _v may be listed, fields repeated');
+
+    const odd = store.collection<{ _id: string; zero: number; empty: string; no: boolean; deep: unknown; big: string[] }>(collectionName('fields_odd'));
+    const doc = { _id: 'o', zero: 0, empty: '', no: false, deep: { list: [{ a: null, b: [true, 1.25, 'x'] }, { c: [] }, {}], none: null, inner: { n: -3 } }, big: Array.from({ length: 50 }, (_, i) => `entry ${i}`) };
+    await odd.insert(doc);
+    // Falsy values are values, not missing ones.
+    assert.equal(await odd.find({ fields: ['zero', 'empty', 'no', 'deep'] }), [projected(doc, ['zero', 'empty', 'no', 'deep'])]);
+    assert.equal(await store.collection<Item>(collectionName('fields_never')).find({ fields: ['n'] }), [], 'a collection never written to');
+  });
+
+  test('a find with fields honours where, orderBy, limit and after on fields it does not return', async () => {
+    const coll = store.collection<Item>(collectionName('fields_query'));
+    await coll.ensureIndexes([{ name: 'by_n', fields: [['n', 'asc']] }]);
+    for (const item of items) await coll.insert(item);
+    const orderBy: Array<[string, Direction]> = [['n', 'desc'], ['_id', 'asc']];
+    // flag true: c (3), e (2.5), a (1) by n descending.
+    assert.equal(await coll.find({ where: { flag: true }, orderBy, limit: 2, fields: ['s'] }), [{ _id: 'c', s: 'z', _v: 1 }, { _id: 'e', _v: 1 }]);
+    assert.equal(await coll.find({ where: { flag: true }, orderBy, after: { n: 2.5, _id: 'e' }, fields: ['s'] }), [{ _id: 'a', s: 'x', _v: 1 }]);
+    assert.equal(await coll.find({ where: { 'nested.k': 'q' }, orderBy: [['nested.depth', 'desc']], fields: ['tags'] }), [
+      { _id: 'e', tags: ['red', true], _v: 1 },
+      { _id: 'b', tags: ['blue', 1], _v: 1 },
+    ]);
+    assert.equal(await coll.find({ where: { tags: { contains: 'blue' } }, orderBy: [['_id', 'asc']], limit: 0, fields: ['n'] }), []);
+    // By _ids (some adapters answer these with point reads).
+    const byIds = await coll.find({ where: { _id: { in: ['a', 'e', 'zz'] } }, fields: ['s', 'flag'] });
+    assert.equal(byIds.sort((x, y) => x._id.localeCompare(y._id)), [{ _id: 'a', s: 'x', flag: true, _v: 1 }, { _id: 'e', flag: true, _v: 1 }]);
+    assert.equal(await coll.find({ where: { _id: 'b' }, fields: ['nested'] }), [{ _id: 'b', nested: { k: 'q', depth: 2, labels: [] }, _v: 1 }]);
+  });
+
+  test('a find with fields refuses names that are not plain top-level keys', async () => {
+    const coll = store.collection<Item>(collectionName('fields_bad'));
+    await coll.insert(items[0]);
+    for (const name of ['', 'nested.k', '$where', 'a$', 'say"', 'back\\slash', 'line\nbreak']) {
+      await rejects(coll.find({ fields: [name] }), JSON.stringify(name));
+    }
+    assert.is((await coll.find({ fields: ['n'] })).length, 1);
+  });
+
   const ranked: Ranked[] = [
     { _id: 'r1', group: 'b', rank: 2 },
     { _id: 'r2', group: 'a', rank: 1 },

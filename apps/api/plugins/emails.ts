@@ -8,7 +8,7 @@ import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
 import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
-import { getEmail, listEmails, type ReadScope } from '../../services/email-reads.ts';
+import { getEmail, listEmails, type ListedEmail, type ReadScope } from '../../services/email-reads.ts';
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
@@ -95,7 +95,7 @@ function readScopeOf(principal: ApiKeyPrincipal): ReadScope {
   return { projectId: principal.projectId, apiKeyId: principal.keyId };
 }
 
-function summaryOf(view: EmailView) {
+function summaryOf(view: ListedEmail) {
   return {
     id: view._id,
     fromAddress: view.fromAddress,

@@ -15,7 +15,8 @@ import { pendingRecipients } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
-import { composeMessage, newMessageId } from '../../../infra/mail/compose.ts';
+import { composeMessage, newMessageId, type ComposedMessage, type ComposeInput } from '../../../infra/mail/compose.ts';
+import { ComposeThreadLostError } from '../../../infra/mail/compose-pool.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
@@ -39,6 +40,8 @@ export interface DeliveryDeps {
   retryScale: number;
   /** Transactions of one email run at the same time, at most. */
   parallelTransactions?: number;
+  /** composeMessage, wherever it runs (Services.compose: worker threads); unset = on this thread. */
+  compose?: (input: ComposeInput) => Promise<ComposedMessage>;
 }
 
 /** Names this process in its claims, so a claim can be told apart from another instance's. */
@@ -89,7 +92,7 @@ async function mapLimited<T, R>(items: T[], limit: number, work: (item: T) => Pr
 
 /** The exact bytes: headers as admitted, bodies as rendered at admission, DKIM-signed with the domain's key. */
 function compose(deps: DeliveryDeps, message: AdmittedMessage, content: EmailContent, domain: SendingDomain, messageId: string) {
-  return composeMessage({
+  return (deps.compose ?? composeMessage)({
     from: message.from,
     to: message.to,
     cc: message.cc,
@@ -170,6 +173,8 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   try {
     ({ raw } = await compose(deps, message, content, domain, messageId));
   } catch (error) {
+    // A lost thread says nothing about the message: the handler fails and the event is retried.
+    if (error instanceof ComposeThreadLostError) throw error;
     // Nothing went out: the attempt fails for good rather than waiting out the grace period.
     await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('message_unbuildable', `the message could not be built and signed: ${(error as Error).message}`));
     return 'sent';
