@@ -251,6 +251,13 @@ test('in a scope, a refused write still waits for its batch, and a lost batch fa
     });
     assert.instance(refused.duplicate, DuplicateKeyError);
     assert.is(refused.committedBefore, 1, 'the refusal came only after its batch was committed');
+    // A compare-and-set that matches nothing is a refusal too, though it does not throw.
+    const stale = await deferDurability(async () => {
+      const missed = await items.replace({ _id: 'taken' }, 7);
+      return { missed, committedBefore: commitsSeen };
+    });
+    assert.is(stale.missed, null);
+    assert.is(stale.committedBefore, 2, 'the missed compare-and-set came only after its batch was committed');
 
     holdCommits(async ({ stage }) => {
       if (stage === 'commit') throw new Error('disk on fire');

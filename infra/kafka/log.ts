@@ -34,7 +34,11 @@ export interface KafkaLogOptions {
   retryDelayMs?: number;
   /** Default 5000 ms. */
   maxRetryDelayMs?: number;
-  /** Partitions whose records one consumer handles at the same time (each partition stays serial). Default 1. */
+  /**
+   * Partitions whose records one consumer handles at the same time (each partition stays
+   * serial). Default 8, Relay's events topic's partition count: a handler waiting for a store
+   * holds up only its own partition, as in the embedded log.
+   */
   partitionsConsumedConcurrently?: number;
   /** kafkajs messages at this level or more severe go to stderr. Default 'warn'. */
   logLevel?: 'nothing' | 'error' | 'warn' | 'info';
@@ -146,7 +150,7 @@ export class KafkaLog implements Log {
       maxWaitTimeMs: options.maxWaitTimeMs ?? 250,
       retryDelayMs: options.retryDelayMs ?? 100,
       maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
-      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1,
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 8,
       pingTimeoutMs: options.pingTimeoutMs ?? 3000,
       maxMessageBytes: options.maxMessageBytes ?? 16 * 1024 * 1024,
     };

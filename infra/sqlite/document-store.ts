@@ -114,10 +114,14 @@ class Engine {
     return stmt;
   }
 
-  /** Runs `fn` as one all-or-nothing write in the writer's group commit; settles once durable. */
-  commit<R>(fn: () => R, bytes = 0): Promise<R> {
+  /**
+   * Runs `fn` as one all-or-nothing write in the writer's group commit; settles once durable.
+   * `refused` tells a result that is a refusal (a version that did not match, nothing to
+   * delete), which settles only once durable even in a deferred-durability scope.
+   */
+  commit<R>(fn: () => R, bytes = 0, refused?: (result: R) => boolean): Promise<R> {
     if (this.#closed) return Promise.reject(new Error('document store is closed'));
-    return this.connections.commits.run(fn, bytes);
+    return this.connections.commits.run(fn, bytes, refused);
   }
 
   ensureTable(table: string): void {
@@ -205,7 +209,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const { id, json } = toRow(doc);
     const row = await this.#uniqueWrite(() => this.#engine
       .statement(`UPDATE ${this.#quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`)
-      .get(json, id, expectedVersion) as { v: number } | undefined, json.length);
+      .get(json, id, expectedVersion) as { v: number } | undefined, json.length, (found) => found === undefined);
     return row ? fromRow<T>({ id, v: row.v, doc: json }) : null;
   }
 
@@ -213,7 +217,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const engine = this.#engine;
     const result = await engine.commit(() => engine.read(() => expectedVersion === undefined
       ? engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ?`).run(id)
-      : engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }));
+      : engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }), 0, (done) => Number(done.changes) === 0);
     return Number(result.changes) > 0;
   }
 
@@ -278,7 +282,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     });
   }
 
-  #uniqueWrite<R>(fn: () => R, bytes: number): Promise<R> {
+  #uniqueWrite<R>(fn: () => R, bytes: number, refused?: (result: R) => boolean): Promise<R> {
     return this.#engine.commit(() => {
       try {
         return this.#engine.write(this.#table, fn);
@@ -286,7 +290,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
         if (isUniqueViolation(err)) throw this.#engine.duplicateKey(this.#name, this.#table, err);
         throw err;
       }
-    }, bytes);
+    }, bytes, refused);
   }
 
   /** One write in the group commit; each insert succeeds or is refused on its own statement. */

@@ -49,6 +49,8 @@ interface Queued {
   bytes: number;
   /** The caller's deferred-durability scope: a success is given at once and the scope waits. */
   scope: DurabilityScope | undefined;
+  /** Tells a result that is a refusal: like an error, it is given only once durable. */
+  refused: ((value: unknown) => boolean) | undefined;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -109,11 +111,17 @@ export class GroupCommit implements DurabilityBarrier {
    * Runs `work` now, inside the open batch, all or nothing; settles with its result (or its
    * error) once the batch is durably committed. `bytes` counts towards the byte budget.
    * Inside a deferred-durability scope (../ports/durability.ts) a success settles as soon as
-   * `work` has run, and the scope waits for the batch instead.
+   * `work` has run, and the scope waits for the batch instead. A refusal (an error, or a result
+   * `refused` recognises, such as a compare-and-set that matched nothing) still settles only
+   * once durable: it was decided on neighbours' writes, and a caller that re-reads to try again
+   * must find them committed, or it would spin on the same refusal.
    */
-  run<T>(work: () => T, bytes = 0): Promise<T> {
+  run<T>(work: () => T, bytes = 0, refused?: (value: T) => boolean): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = { work, bytes, scope: currentDurabilityScope(), resolve: resolve as (value: unknown) => void, reject };
+      const entry = {
+        work, bytes, scope: currentDurabilityScope(), refused: refused as ((value: unknown) => boolean) | undefined,
+        resolve: resolve as (value: unknown) => void, reject,
+      };
       if (this.#committing || this.#lockWait) this.#queued.push(entry);
       else this.#runNow(entry);
     });
@@ -190,7 +198,7 @@ export class GroupCommit implements DurabilityBarrier {
       try {
         const value = entry.work();
         this.#release.run();
-        if (entry.scope) {
+        if (entry.scope && !entry.refused?.(value)) {
           // The scope waits for this batch (barrier) before its command answers.
           entry.scope.wrote(this);
           entry.resolve(value);

@@ -372,7 +372,6 @@ class GroupConsumer implements LogConsumer {
   readonly #running: Promise<void>;
   readonly #onStopped: () => void;
   #stopped: Promise<void> | undefined;
-  #roundRobin = 0;
   #failing = false;
   /** The member ids the last rebalance saw, and the members signal version it ran at. */
   #lastMembers = '';
@@ -448,9 +447,14 @@ class GroupConsumer implements LogConsumer {
       ];
       try {
         if (this.#membershipChanged(Date.now(), seen[1].version)) await this.#rebalance(seen[1].version);
-        const work = this.#nextWork(Date.now());
-        if (work) {
-          await this.#process(work.partition, work.cursor, work.rows, seen[1].version);
+        const work = this.#work(Date.now());
+        if (work.length > 0) {
+          // Partitions are handled at the same time, each in order: a handler that waits for a
+          // durable write holds up only its own partition (as kafkajs does with
+          // partitionsConsumedConcurrently).
+          const outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.rows, seen[1].version)));
+          const failed = outcomes.find((o) => o.status === 'rejected');
+          if (failed) throw (failed as PromiseRejectedResult).reason;
           this.#failing = false;
           continue;
         }
@@ -549,23 +553,18 @@ class GroupConsumer implements LogConsumer {
     return cursor;
   }
 
-  #nextWork(now: number): { partition: number; cursor: PartitionCursor; rows: RecordRow[] } | undefined {
-    if (this.#owned.size === 0) return undefined;
+  /** The records past our cursor of every owned partition that has some and is not backing off. */
+  #work(now: number): Array<{ partition: number; cursor: PartitionCursor; rows: RecordRow[] }> {
+    if (this.#owned.size === 0) return [];
     // One query says which partitions hold records past our cursors; only those are fetched.
     const ends = new Map((this.#reads.ends.all(this.#topic) as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset]));
-    const partitions = [...this.#owned.keys()].sort((a, b) => a - b);
-    for (let i = 0; i < partitions.length; i++) {
-      // Start after the partition served last, so a busy partition cannot starve the others.
-      const partition = partitions[(this.#roundRobin + i) % partitions.length];
-      const cursor = this.#owned.get(partition)!;
+    const work: Array<{ partition: number; cursor: PartitionCursor; rows: RecordRow[] }> = [];
+    for (const [partition, cursor] of this.#owned) {
       if (cursor.retryAt > now || (ends.get(partition) ?? 0) <= cursor.next) continue;
       const rows = this.#reads.fetch.all(this.#topic, partition, cursor.next) as unknown as RecordRow[];
-      if (rows.length > 0) {
-        this.#roundRobin = (this.#roundRobin + i + 1) % partitions.length;
-        return { partition, cursor, rows };
-      }
+      if (rows.length > 0) work.push({ partition, cursor, rows });
     }
-    return undefined;
+    return work;
   }
 
   #idleWait(now: number): number {

@@ -136,6 +136,35 @@ export function logContract(adapterName: string, open: OpenLog): void {
     ]);
   });
 
+  test('a handler that has not returned on one partition does not hold up the others', async ({ log }) => {
+    const topic = await newTopic(log, 3);
+    const [stuckKey, ...otherKeys] = keysByPartition(3);
+    await log.publish(topic, [
+      { key: stuckKey, value: 'held' },
+      { key: stuckKey, value: 'behind-held' },
+      ...otherKeys.flatMap((key) => [{ key, value: `${key}-a` }, { key, value: `${key}-b` }]),
+    ]);
+    const seen: string[] = [];
+    const release = deferred();
+    track(await log.consume({
+      group: unique('g'),
+      topic,
+      handle: async (r) => {
+        seen.push(r.value);
+        if (r.value === 'held') await release.promise;
+      },
+    }));
+    try {
+      const others = otherKeys.flatMap((key) => [`${key}-a`, `${key}-b`]);
+      await waitUntil(() => others.every((v) => seen.includes(v)), 'the other partitions are handled while one handler waits', WAIT_MS);
+      assert.ok(seen.includes('held'));
+      assert.not.ok(seen.includes('behind-held'), 'a record behind the waiting handler was delivered before it returned');
+    } finally {
+      release.resolve();
+    }
+    await waitUntil(() => seen.includes('behind-held'), 'the held partition goes on once its handler returns', WAIT_MS);
+  });
+
   test('stop() lets the in-flight handler finish and commits: a restarted consumer resumes without loss or repeats', async ({ log }) => {
     const topic = await newTopic(log, 1);
     const group = unique('g');
