@@ -1,5 +1,5 @@
 // The distributed adapter of the document store port, on MongoDB; also run against
-// FerretDB v1 (MongoDB wire protocol on SQLite), the engine available for tests here.
+// FerretDB v1 (MongoDB wire protocol on PostgreSQL, or SQLite), the engine available for tests here.
 // Documents are stored as given plus the `_v` version field; the database is the URL's path
 // ('relay' when the URL has none).
 //

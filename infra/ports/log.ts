@@ -26,7 +26,8 @@ export interface ConsumeOptions {
    * Called for each record, in order per partition. The offset is committed only after it
    * resolves; when it throws, the same record is retried (after a back-off) and nothing
    * behind it in the partition is delivered meanwhile. Delivery is at-least-once: handlers
-   * must be idempotent.
+   * must be idempotent. Records of different partitions may be handled at the same time (a
+   * handler waiting on one partition does not hold up the others).
    */
   handle: (record: LogRecord) => Promise<void>;
   /** Where a group with no committed offset starts. Default 'earliest'. */
