@@ -90,6 +90,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     transport: () => (transport ??= openTransport(config, outboxDir)),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
+    warmCompose: () => composer.warm(),
     outboxDir,
     close: async () => {
       await rateLimits.close();

@@ -76,6 +76,7 @@ export const sender = defineProcessor({
     await ensureWorkItemIndexes(deps.documents);
     await ensureSendRateIndexes(deps.documents);
     await resealDkimKeys(deps.documents, deps.services.secrets);
+    await deps.services.warmCompose();
     return startDispatcher(deps, {
       events: deps.events,
       documents: deps.documents,

@@ -22,6 +22,8 @@ export interface Services {
   sendRate: SendRateGate;
   /** infra/mail/compose.ts composeMessage, on RELAY_COMPOSE_THREADS worker threads (started on first use). */
   compose: Compose;
+  /** Starts the compose threads now (the sender does, before it claims anything). */
+  warmCompose(): Promise<void>;
   /** Where the outbox transport writes (also read by `relay outbox` and the outbox endpoints). */
   outboxDir: string;
   close(): Promise<void>;

@@ -30,6 +30,8 @@ interface Job {
 interface Thread {
   worker: Worker;
   job: Job | null;
+  /** Settles once the thread has loaded its modules (or died trying). */
+  ready: Promise<void>;
 }
 
 const WORKER_URL = new URL('./compose-worker.ts', import.meta.url);
@@ -63,6 +65,16 @@ export class ComposePool {
       this.#dispatch();
     });
   };
+
+  /**
+   * Starts every thread now and resolves once each has loaded: a thread takes hundreds of
+   * milliseconds to start, which a sender must not spend between its claim and its SMTP
+   * transaction (a claim older than the grace period is taken for a crashed sender's).
+   */
+  async warm(): Promise<void> {
+    while (!this.#closed && this.#running.size < this.threads) this.#start();
+    await Promise.all([...this.#running].map((thread) => thread.ready));
+  }
 
   /** Threads alive now (they start on demand, up to `threads`). */
   get liveThreads(): number {
@@ -117,9 +129,17 @@ export class ComposePool {
 
   #start(): Thread {
     const worker = new Worker(this.#workerUrl);
-    const thread: Thread = { worker, job: null };
+    let loaded!: () => void;
+    const thread: Thread = { worker, job: null, ready: new Promise<void>((resolve) => (loaded = resolve)) };
     this.#running.add(thread);
-    worker.on('message', (reply: ComposeReply) => {
+    worker.once('exit', () => loaded());
+    worker.on('message', (reply: ComposeReply | { ready: true }) => {
+      if ('ready' in reply) {
+        // Held open while it loads (warm() may be all the process waits for), then let go.
+        if (thread.job === null) worker.unref();
+        loaded();
+        return;
+      }
       const job = thread.job;
       if (!job || reply.id !== job.id) return;
       this.#settle(thread);

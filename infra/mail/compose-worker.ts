@@ -35,3 +35,6 @@ port.on('message', async ({ id, input }: ComposeRequest) => {
     port.postMessage({ id, error: new Error(error instanceof Error ? error.message : String(error)) } satisfies ComposeReply);
   }
 });
+
+// Loaded (nodemailer and all): the pool may count on this thread from now on (ComposePool.warm).
+port.postMessage({ ready: true });

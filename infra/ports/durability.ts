@@ -48,6 +48,14 @@ export function currentDurabilityScope(): DurabilityScope | undefined {
 }
 
 /**
+ * Inside a scope: waits until every write the scope made so far is durable, for a step that
+ * must not happen before (a delivery's claim before its SMTP transaction). Outside: nothing.
+ */
+export async function durableSoFar(): Promise<void> {
+  await currentDurabilityScope()?.settle();
+}
+
+/**
  * Runs `command` with deferred durability and settles like it once all of its writes are
  * durable. When that wait fails, the scope fails with the store's error whatever the command
  * answered: an answer, a refusal included, may rest on writes that are now lost.

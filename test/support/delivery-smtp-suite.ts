@@ -4,12 +4,15 @@
 // Relay told the customer to publish, served by a real DNS server. Runs embedded
 // (test/delivery-smtp.int.test.ts) and on Kafka + FerretDB (test/delivery-smtp.distributed.int.test.ts).
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import PostalMime from 'postal-mime';
 import * as assert from 'uvu/assert';
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
 import { eventsTopic } from '../../apps/processors/topics.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
+import { holdCommits } from '../../infra/sqlite/group-commit.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, detail, dkimResults, send, waitForDetail, type DeliveryTenant } from './delivery.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
@@ -159,6 +162,38 @@ test('the same event delivered twice and a stale work item send nothing more: on
   assert.is(messagesFor(sink, id).length, 1);
   assert.equal((await t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
 });
+
+// Embedded only: the test holds back the sync of the sqlite commit that holds the claim.
+if (mode === 'embedded') {
+  test('the claim is durable before the SMTP transaction starts', async (ctx) => {
+    const { t, tenant } = ctx;
+    const eventsFile = join(t.config.dataDir, 'events.db');
+    const committed = new DatabaseSync(eventsFile, { readOnly: true });
+    const claims = () => (committed.prepare("SELECT count(*) AS n FROM es_events WHERE type = 'DeliveryClaimed'").get() as { n: number }).n;
+    const before = claims();
+    let release: (() => void) | null = null;
+    // The first sync after a new claim was committed waits for the test (the claim is then
+    // committed but not durable).
+    holdCommits(({ file, stage }) => {
+      if (release !== null || stage !== 'sync' || file !== eventsFile || claims() === before) return Promise.resolve();
+      return new Promise<void>((resolve) => (release = resolve));
+    });
+    try {
+      const id = await send(t, tenant.key, { from: `hello@${tenant.domain}`, to: 'erin@example.org', subject: 'Claimed first', text: 'hi' });
+      await waitUntil(() => release !== null, 'the claim is committed and its sync held');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.is(messagesFor(ctx.sink, id).length, 0, 'the message went out before its claim was durable');
+      holdCommits(null);
+      release!();
+      await waitForDetail(t, tenant.key, id, (d) => d.status === 'sent', 'is sent once the claim is durable');
+      assert.is(messagesFor(ctx.sink, id).length, 1);
+    } finally {
+      holdCommits(null);
+      (release as (() => void) | null)?.();
+      committed.close();
+    }
+  });
+}
 
 test('the smarthost down for a while (a minute, scaled): nothing is lost, every email is sent once it is back', async (ctx) => {
   const { t, tenant } = ctx;

@@ -18,6 +18,7 @@ import { parseMailbox } from '../../../domain/mailbox.ts';
 import { composeMessage, newMessageId, type ComposedMessage, type ComposeInput } from '../../../infra/mail/compose.ts';
 import { ComposeThreadLostError } from '../../../infra/mail/compose-pool.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import { deferDurability, durableSoFar } from '../../../infra/ports/durability.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
@@ -110,9 +111,13 @@ function compose(deps: DeliveryDeps, message: AdmittedMessage, content: EmailCon
 
 export type StepResult = 'sent' | 'recovered' | 'nothing_to_do';
 
-/** Runs a work item's step. Never sends twice for one claim; never throws for a delivery outcome. */
-export async function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  return item.step === 'recover' ? recover(deps, item) : attempt(deps, item);
+/**
+ * Runs a work item's step. Never sends twice for one claim; never throws for a delivery outcome.
+ * A step's writes wait for durability together (infra/ports/durability.ts), except the claim,
+ * which is durable before any SMTP transaction starts.
+ */
+export function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
+  return deferDurability(() => item.step === 'recover' ? recover(deps, item) : attempt(deps, item));
 }
 
 async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
@@ -152,6 +157,8 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, claim);
     return 'nothing_to_do';
   }
+  // A claim lost to a crash after the send would let the message go out again.
+  await durableSoFar();
   const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
   const message = admitted.data;
   const fail = (failureCode: string, reason: string) => handleCommand(deps.events, stream, emailDecider, {
