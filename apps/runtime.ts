@@ -82,9 +82,10 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
   const composer = new ComposePool({ threads: config.composeThreads });
+  const usage = new UsageLedger(stores.events);
   return {
     rateLimits,
-    usage: new UsageLedger(stores.events),
+    usage,
     dns: createDnsLookup(config.dnsServers),
     secrets,
     transport: () => (transport ??= openTransport(config, outboxDir)),
@@ -94,6 +95,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     outboxDir,
     close: async () => {
       await rateLimits.close();
+      usage.close();
       await transport?.close();
       await composer.close();
     },

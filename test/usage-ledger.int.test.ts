@@ -11,6 +11,8 @@ import { UsageLedger, type RecipientCharge } from '../apps/services/usage-ledger
 import { RelayError } from '../domain/errors.ts';
 import { usageStreamId } from '../domain/usage/quota.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
+import { holdCommits } from '../infra/sqlite/group-commit.ts';
+import { deferDurability } from '../infra/ports/durability.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 
 const test = suite('usage ledger (sqlite event store, several processes)');
@@ -105,6 +107,31 @@ test('charges queued while an append is in flight go out together: fewer appends
   await Promise.all(Array.from({ length: 40 }, () => a.charge(charge('ws_batch', 1))));
   assert.is((await storeA.readStream(usageStreamId('ws_batch', '2026-11'))).length, 40);
   assert.ok(appends < 40, `${appends} appends for 40 charges`);
+});
+
+test('a charge given to a durability scope whose batch then fails to commit is forgotten: later charges decide on the stream', async () => {
+  const ledger = new UsageLedger(storeA);
+  try {
+    await ledger.charge(charge('ws_lost', 100));
+    // Its drain ends a few microtasks after the charge resolves: the next charge starts a new one.
+    await new Promise((resolve) => setImmediate(resolve));
+    let given = false;
+    holdCommits(async ({ stage }) => {
+      if (stage === 'commit') throw new Error('disk on fire');
+    });
+    const lost = await deferDurability(async () => {
+      await ledger.charge(charge('ws_lost', 4_000));
+      given = true;
+    }).then(() => 'ok', (error: Error) => error.message).finally(() => holdCommits(null));
+    assert.ok(given, 'the charge was given to the scope before its commit');
+    assert.is(lost, 'disk on fire');
+    // A ledger that still counted the lost 4,000 would refuse this one (9,000 > 5,000).
+    assert.is(await outcome(ledger.charge(charge('ws_lost', 4_900))), 'ok');
+    assert.is((await ledger.usage('ws_lost', AT)).workspaceRecipients, 5_000);
+  } finally {
+    holdCommits(null);
+    ledger.close();
+  }
 });
 
 test.run();

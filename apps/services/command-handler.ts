@@ -89,7 +89,10 @@ export async function handleCommand<C, S, E extends DomainEvent>(
       return { events, eventIds: written.map((e) => e.id), state: decider.fold(events, loaded.state), revision: appended.nextExpectedRevision };
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError) || attempt >= attempts) throw error;
-      loaded = await loadStream(store, streamId, decider, loaded);
+      // A store behind what was folded lost appends this process saw take effect (a batch whose
+      // commit failed after a deferred-durability scope was given its writes): fold it again.
+      const behind = error.actual === 'no_stream' ? loaded.revision >= 0 : error.actual < loaded.revision;
+      loaded = await loadStream(store, streamId, decider, behind ? undefined : loaded);
       // Writers that keep colliding (a hot stream) spread out instead of retrying in lockstep.
       if (attempt > 3) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
     }

@@ -13,6 +13,7 @@ import {
   type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
 import { USAGE_SCHEMA_VERSIONS, upcastUsageEvent } from '../../domain/usage/upcast.ts';
+import { onLostWrites } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { handleCommand, loadStream, type Decider, type Loaded } from './command-handler.ts';
 
@@ -57,8 +58,17 @@ export class UsageLedger {
   readonly #folded = new Map<string, Folded>();
   readonly #queues = new Map<string, Pending[]>();
 
+  readonly #unsubscribe: () => void;
+
   constructor(events: EventStore) {
     this.#events = events;
+    // A charge appended inside an admission's durability scope is folded in before it is
+    // durable; if its batch is lost, the folds are wrong: read the streams again.
+    this.#unsubscribe = onLostWrites(() => this.#folded.clear());
+  }
+
+  close(): void {
+    this.#unsubscribe();
   }
 
   /**
@@ -128,8 +138,10 @@ export class UsageLedger {
       loaded: this.#folded.get(stream) ?? (await this.#catchUp(stream, month)),
       attempts: MAX_ATTEMPTS,
     });
+    // At equal revisions the append's own state wins: a cached fold may hold a charge whose
+    // commit failed (handleCommand then folded the stream again).
     const cached = this.#folded.get(stream);
-    if (!cached || cached.revision < handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
+    if (!cached || cached.revision <= handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
     outcomes.forEach((outcome, i) => (outcome.ok ? batch[i].resolve() : batch[i].reject(outcome.error)));
   }
 

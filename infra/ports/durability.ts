@@ -72,3 +72,26 @@ export async function deferDurability<T>(command: () => Promise<T>): Promise<T> 
   if (!outcome.ok) throw outcome.error;
   return outcome.value;
 }
+
+const lostWritesListeners = new Set<(error: unknown) => void>();
+
+/**
+ * Subscribes a cache built from what writes returned (the usage ledger's folded streams) to
+ * news that writes given early inside a scope were lost after all (their batch failed to
+ * commit or sync): whatever it learned from them is wrong. Returns the unsubscribe.
+ */
+export function onLostWrites(listener: (error: unknown) => void): () => void {
+  lostWritesListeners.add(listener);
+  return () => lostWritesListeners.delete(listener);
+}
+
+/** For store adapters: writes given early inside a scope were lost. */
+export function reportLostWrites(error: unknown): void {
+  for (const listener of lostWritesListeners) {
+    try {
+      listener(error);
+    } catch {
+      // One listener's failure must not keep the news from the others.
+    }
+  }
+}

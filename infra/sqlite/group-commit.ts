@@ -27,7 +27,7 @@
 // BEGIN is tried without waiting, and retried on a timer (up to the busy timeout).
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { currentDurabilityScope, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
+import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
 import { BUSY_TIMEOUT_MS } from './database.ts';
 
 export interface GroupCommitLimits {
@@ -39,6 +39,8 @@ export interface GroupCommitLimits {
 
 interface Settled {
   ok: boolean;
+  /** Given to a deferred-durability scope before its batch was durable. */
+  early?: true;
   value: unknown;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -202,7 +204,7 @@ export class GroupCommit implements DurabilityBarrier {
           // The scope waits for this batch (barrier) before its command answers.
           entry.scope.wrote(this);
           entry.resolve(value);
-          settled = { ok: true, value, resolve: noop, reject: noop };
+          settled = { ok: true, early: true, value, resolve: noop, reject: noop };
         } else {
           settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
         }
@@ -322,6 +324,7 @@ export class GroupCommit implements DurabilityBarrier {
     this.#open = false;
     if (failure !== undefined) {
       for (const entry of batch) entry.reject(failure);
+      if (batch.some((entry) => entry.early)) reportLostWrites(failure);
       return;
     }
     const fd = this.#wal();
@@ -345,6 +348,7 @@ export class GroupCommit implements DurabilityBarrier {
         this.#inSync = null;
         // A failed sync may have lost the batch's pages: none of its writes is promised.
         settle(batch, error ?? undefined);
+        if (error && batch.some((entry) => entry.early)) reportLostWrites(error);
         resolve();
         if (this.#unsynced.length > 0) this.#sync(fd);
       };
