@@ -22,6 +22,7 @@ import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
 import { waitUntil } from './support/eventually.ts';
+import { answerOf, head } from './support/raw-http.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -42,23 +43,6 @@ interface Fixture {
   boundedSockets: Map<number, Socket>;
 }
 
-interface Answer { status: number; headers: Record<string, string>; body: string }
-
-/** The first HTTP response in `raw`, its body cut at Content-Length. */
-function answerOf(raw: string): Answer {
-  const end = raw.indexOf('\r\n\r\n');
-  assert.ok(end > 0, `no complete HTTP response in ${JSON.stringify(raw.slice(0, 300))}`);
-  const [statusLine, ...lines] = raw.slice(0, end).split('\r\n');
-  const status = Number(/^HTTP\/1\.[01] (\d{3}) /.exec(statusLine)?.[1]);
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const at = line.indexOf(':');
-    headers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
-  }
-  const length = Number(headers['content-length']);
-  const body = Number.isFinite(length) ? raw.slice(end + 4, end + 4 + length) : raw.slice(end + 4);
-  return { status, headers, body };
-}
 
 /** 'ok' for a 413 in the envelope with message_too_large, else what came instead. */
 function verdict(status: number, body: string): string {
@@ -77,7 +61,6 @@ const failureOf = (error: unknown) => {
   return `${e.code ?? ''} ${e.message}${e.cause ? ` (${e.cause.code ?? ''} ${e.cause.message})` : ''}`;
 };
 
-const head = (lines: string[]) => `${lines.join('\r\n')}\r\n\r\n`;
 
 /** `bytes` of blanks as chunks of 64 KiB in chunked encoding, with the last chunk. */
 function chunkedBody(bytes: number): Buffer {
@@ -139,6 +122,39 @@ function sendThenRead(port: number, request: Buffer, waitMs = 20_000): Promise<E
       socket.on('data', (d: string) => (raw += d));
       socket.on('end', () => finish(true));
       socket.resume();
+    });
+  });
+}
+
+/**
+ * Half-open (the server's FIN after its answer does not end what the client sends): `send`
+ * starts writing once connected and may return what stops it. Resolves once the server closes
+ * (FIN or reset) or after `waitMs`.
+ */
+function halfOpenExchange(port: number, waitMs: number, send: (socket: Socket, ended: () => boolean) => (() => void) | void): Promise<Exchange> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    let raw = '';
+    let error: string | null = null;
+    let localPort = 0;
+    let settled = false;
+    let stop: (() => void) | void;
+    const finish = (closed: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      stop?.();
+      socket.destroy();
+      resolve({ raw, closed, error, localPort });
+    };
+    const timer = setTimeout(() => finish(false), waitMs);
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => (raw += d));
+    socket.on('close', () => finish(true));
+    socket.on('error', (e) => { error = e.message; finish(true); });
+    socket.on('connect', () => {
+      localPort = socket.localPort ?? 0;
+      stop = send(socket, () => settled);
     });
   });
 }
@@ -250,40 +266,19 @@ function serverRead(f: Fixture, localPort: number): number {
 }
 
 test('an endless chunked body stops being read at the bound and its connection is closed', async (f) => {
-  const x = await new Promise<Exchange & { written: number }>((resolve) => {
-    // Half-open: the server's FIN after its answer does not end what the client sends.
-    const socket = connect({ port: f.boundedPort, host: '127.0.0.1', allowHalfOpen: true });
-    const chunk = Buffer.concat([Buffer.from(`${(64 * KiB).toString(16)}\r\n`), Buffer.alloc(64 * KiB, 0x20), Buffer.from('\r\n')]);
-    let raw = '';
-    let error: string | null = null;
-    let localPort = 0;
-    let written = 0;
-    let settled = false;
-    const finish = (closed: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ raw, closed, error, localPort, written });
-    };
-    // Unbounded reading would go on for as long as the client sends: it never stops on its own.
-    const timer = setTimeout(() => finish(false), 15_000);
+  const chunk = Buffer.concat([Buffer.from(`${(64 * KiB).toString(16)}\r\n`), Buffer.alloc(64 * KiB, 0x20), Buffer.from('\r\n')]);
+  let written = 0;
+  // Unbounded reading would go on for as long as the client sends: it never stops on its own.
+  const x = await halfOpenExchange(f.boundedPort, 15_000, (socket, ended) => {
     const pump = () => {
-      while (!settled && socket.writable) {
+      while (!ended() && socket.writable) {
         written += chunk.length;
         if (!socket.write(chunk)) return;
       }
     };
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => (raw += d));
     socket.on('drain', pump);
-    socket.on('close', () => finish(true));
-    socket.on('error', (e) => { error = e.message; finish(true); });
-    socket.on('connect', () => {
-      localPort = socket.localPort ?? 0;
-      socket.write(emailHead(f.tenant, 'Transfer-Encoding: chunked'));
-      pump();
-    });
+    socket.write(emailHead(f.tenant, 'Transfer-Encoding: chunked'));
+    pump();
   });
   assert.ok(x.closed, 'the server never closed a connection that kept sending');
   const answer = answerOf(x.raw);
@@ -291,35 +286,14 @@ test('an endless chunked body stops being read at the bound and its connection i
   // 12 MiB of body, the chunk framing around it and the request head; at most a read more.
   const read = serverRead(f, x.localPort);
   assert.ok(read < 12 * MiB + 64 * KiB + 200 * KiB, `the server read ${read} bytes of an endless body (bound: 12 MiB)`);
-  assert.ok(x.written > read, 'the client was not sending more than the server read');
+  assert.ok(written > read, 'the client was not sending more than the server read');
   await waitUntil(() => bodyBudgetOf(f.bounded)?.inFlight === 0, 'the body budget is whole again', 5_000);
 });
 
 test('a body announced beyond the bound is not read at all, and its client still gets the 413', async (f) => {
-  const x = await new Promise<Exchange>((resolve) => {
-    // Half-open: the server's FIN after its answer does not end what the client sends.
-    const socket = connect({ port: f.boundedPort, host: '127.0.0.1', allowHalfOpen: true });
-    let raw = '';
-    let error: string | null = null;
-    let localPort = 0;
-    let settled = false;
-    const finish = (closed: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ raw, closed, error, localPort });
-    };
-    const timer = setTimeout(() => finish(false), 15_000);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => (raw += d));
-    socket.on('close', () => finish(true));
-    socket.on('error', (e) => { error = e.message; finish(true); });
-    socket.on('connect', () => {
-      localPort = socket.localPort ?? 0;
-      socket.write(emailHead(f.tenant, `Content-Length: ${100 * MiB}`));
-      socket.write(Buffer.alloc(100 * MiB, 0x20));
-    });
+  const x = await halfOpenExchange(f.boundedPort, 15_000, (socket) => {
+    socket.write(emailHead(f.tenant, `Content-Length: ${100 * MiB}`));
+    socket.write(Buffer.alloc(100 * MiB, 0x20));
   });
   assert.ok(x.closed, 'the connection stayed open');
   const answer = answerOf(x.raw);
@@ -359,33 +333,11 @@ test('a send pipelined behind a refused body is not run (its answer could never 
 });
 
 test('a refused body that trickles in is cut off at the deadline', async (f) => {
-  const x = await new Promise<Exchange>((resolve) => {
-    // Half-open: the server's FIN after its answer does not end what the client sends.
-    const socket = connect({ port: f.boundedPort, host: '127.0.0.1', allowHalfOpen: true });
-    let raw = '';
-    let error: string | null = null;
-    let localPort = 0;
-    let settled = false;
-    let drip: NodeJS.Timeout | undefined;
-    const finish = (closed: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      clearInterval(drip);
-      socket.destroy();
-      resolve({ raw, closed, error, localPort });
-    };
-    // The body is within the byte bound (11 of 12 MiB) and would take 18 minutes at this pace.
-    const timer = setTimeout(() => finish(false), 10_000);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => (raw += d));
-    socket.on('close', () => finish(true));
-    socket.on('error', (e) => { error = e.message; finish(true); });
-    socket.on('connect', () => {
-      localPort = socket.localPort ?? 0;
-      socket.write(emailHead(f.tenant, `Content-Length: ${OVER}`));
-      drip = setInterval(() => socket.write(Buffer.alloc(KiB, 0x20)), 100);
-    });
+  // The body is within the byte bound (11 of 12 MiB) and would take 18 minutes at this pace.
+  const x = await halfOpenExchange(f.boundedPort, 10_000, (socket) => {
+    socket.write(emailHead(f.tenant, `Content-Length: ${OVER}`));
+    const drip = setInterval(() => socket.write(Buffer.alloc(KiB, 0x20)), 100);
+    return () => clearInterval(drip);
   });
   assert.ok(x.closed, 'a refused body trickling in kept its connection open');
   const answer = answerOf(x.raw);

@@ -15,6 +15,7 @@ import { buildApi } from '../apps/api/server.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
+import { answerOf, head, type Answer } from './support/raw-http.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -77,24 +78,6 @@ function exchange(port: number, write: (socket: Socket) => void, waitMs = 3_000)
   });
 }
 
-interface Answer { status: number; headers: Record<string, string>; body: string }
-
-/** The first HTTP response in `raw`, its body cut at Content-Length. */
-function answerOf(raw: string): Answer {
-  const end = raw.indexOf('\r\n\r\n');
-  assert.ok(end > 0, `no complete HTTP response in ${JSON.stringify(raw.slice(0, 300))}`);
-  const [statusLine, ...lines] = raw.slice(0, end).split('\r\n');
-  const status = Number(/^HTTP\/1\.[01] (\d{3}) /.exec(statusLine)?.[1]);
-  assert.ok(status >= 100, `not a status line: ${statusLine}`);
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const at = line.indexOf(':');
-    headers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
-  }
-  const length = Number(headers['content-length']);
-  const body = Number.isFinite(length) ? raw.slice(end + 4, end + 4 + length) : raw.slice(end + 4);
-  return { status, headers, body };
-}
 
 /** Asserts the spec's envelope with a registry code; returns the code. */
 function envelopeCode(answer: Answer, what: string): string {
@@ -115,7 +98,6 @@ function envelopeCode(answer: Answer, what: string): string {
 const sendBody = (tenant: DeliveryTenant, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ from: `app@${tenant.domain}`, to: 'someone@example.org', subject: 'Hi', text: 'Hello', ...extra });
 
-const head = (lines: string[]) => `${lines.join('\r\n')}\r\n\r\n`;
 
 const limits = suite<Fixture>('connection limits');
 
