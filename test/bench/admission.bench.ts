@@ -19,6 +19,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { closedLoop, percentile } from './bench-child.ts';
 
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -67,7 +68,6 @@ function startServer(kind: 'bare' | 'relay', dataDir: string): Promise<{ child: 
 
 interface Result { name: string; requests: number; seconds: number; p50: number; p95: number; p99: number; statuses: Record<string, number> }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 async function load(name: string, ready: Ready, connections: number): Promise<Result> {
   const pool = new Pool(ready.url, { connections, pipelining: 1 });
@@ -76,37 +76,20 @@ async function load(name: string, ready: Ready, connections: number): Promise<Re
     subject: 'Your order has shipped', text: 'Hello, your order 1234 is on its way.', html: '<p>Hello, your order <b>1234</b> is on its way.</p>',
     tags: { kind: 'shipping' }, metadata: { orderId: 1234 },
   }));
-  let next = 0;
-  let measuring = false;
-  let stop = false;
-  const latencies: number[] = [];
-  const statuses: Record<string, number> = {};
-  const worker = async () => {
-    while (!stop) {
-      const i = next++ % ready.keys.length;
-      const started = process.hrtime.bigint();
+  const run = await closedLoop({
+    connections, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
+    request: async (n) => {
+      const i = n % ready.keys.length;
       const response = await pool.request({
         path: '/v1/emails', method: 'POST', body: bodies[i],
         headers: { 'content-type': 'application/json', authorization: `Bearer ${ready.keys[i]}` },
       });
       await response.body.dump();
-      if (measuring) {
-        latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
-        statuses[response.statusCode] = (statuses[response.statusCode] ?? 0) + 1;
-      }
-    }
-  };
-  const workers = Array.from({ length: connections }, worker);
-  await new Promise((r) => setTimeout(r, WARMUP_SECONDS * 1000));
-  measuring = true;
-  const began = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, SECONDS * 1000));
-  measuring = false;
-  const seconds = Number(process.hrtime.bigint() - began) / 1e9;
-  stop = true;
-  await Promise.all(workers);
+      return String(response.statusCode);
+    },
+  });
   await pool.close();
-  latencies.sort((a, b) => a - b);
+  const { latencies, seconds, statuses } = run;
   return { name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses };
 }
 

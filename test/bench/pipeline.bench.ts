@@ -52,7 +52,7 @@ import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { askStats, percentile, stopChild } from './bench-child.ts';
+import { askStats, closedLoop as runClosedLoop, percentile, stopChild } from './bench-child.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -288,40 +288,16 @@ interface ClosedResult { requests: number; admitted: number; seconds: number; p5
 async function closedLoop(ready: Ready, child: ChildProcess, tracker: Tracker): Promise<ClosedResult> {
   const pool = new Pool(ready.url, { connections: CONNECTIONS, pipelining: 1 });
   const bodies = bodiesFor(ready);
-  let next = 0;
-  let measuring = false;
-  let stop = false;
-  const latencies: number[] = [];
-  const statuses: Record<string, number> = {};
-  const worker = async () => {
-    while (!stop) {
-      const i = next++ % ready.keys.length;
-      const started = performance.now();
-      let status: string;
-      try {
-        status = String((await postEmail(pool, ready, bodies, i, 1, tracker)).status);
-      } catch {
-        status = 'error';
-      }
-      if (measuring) {
-        latencies.push(performance.now() - started);
-        statuses[status] = (statuses[status] ?? 0) + 1;
-      }
-    }
-  };
-  const workers = Array.from({ length: CONNECTIONS }, worker);
-  await sleep(WARMUP_SECONDS * 1000);
-  resetStats(child);
-  measuring = true;
-  const began = performance.now();
-  await sleep(SECONDS * 1000);
-  measuring = false;
-  const seconds = (performance.now() - began) / 1000;
-  const relay = await relayStats(child);
-  stop = true;
-  await Promise.all(workers);
+  let relay!: RelayStats;
+  const { latencies, seconds, statuses } = await runClosedLoop({
+    connections: CONNECTIONS, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
+    request: async (n) => String((await postEmail(pool, ready, bodies, n % ready.keys.length, 1, tracker)).status),
+    onMeasure: () => resetStats(child),
+    onMeasured: async () => {
+      relay = await relayStats(child);
+    },
+  });
   await pool.close();
-  latencies.sort((a, b) => a - b);
   return { requests: latencies.length, admitted: statuses['202'] ?? 0, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), statuses, relay };
 }
 
