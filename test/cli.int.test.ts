@@ -261,7 +261,7 @@ cli('relay start on a port that is taken exits 1 naming PORT, without a stack tr
 
 cli('a failure nobody anticipated is one line without a stack; RELAY_LOG_LEVEL=debug shows the stack', async ({ dataDir }) => {
   // A data directory below a regular file cannot be created.
-  const blocked = join(dataDir, 'events.db', 'below-a-file');
+  const blocked = join(dataDir, 'relay.db', 'below-a-file');
   await relay(['events', '--limit', '1'], { RELAY_DATA_DIR: dataDir });
   const run = await relay(['user', 'create', '--email', 'a@b.test', '--password', PASSWORD], { RELAY_DATA_DIR: blocked });
   assert.is(run.code, 1, where(run));

@@ -5,10 +5,10 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { openServices, openStores } from '../apps/runtime.ts';
+import { embeddedFiles, openServices, openStores } from '../apps/runtime.ts';
 import { prepareStores } from '../apps/services/prepare-stores.ts';
 import { loadConfig } from '../infra/config.ts';
 
@@ -55,7 +55,7 @@ async function runRelay(dataDir: string, check: () => void): Promise<string[]> {
       raw: Buffer.from('Subject: hi\r\n\r\npersonal data\r\n'), messageId: `${randomUUID()}@example.test`,
     });
     const files = readdirSync(dataDir);
-    for (const name of ['events.db', 'documents.db', 'log.db', 'secret.key', 'outbox']) assert.ok(files.includes(name), `${name} in ${files.join(', ')}`);
+    for (const name of [...new Set(Object.values(embeddedFiles(dataDir)).map((file) => basename(file))), 'secret.key', 'outbox']) assert.ok(files.includes(name), `${name} in ${files.join(', ')}`);
     assert.ok(files.some((f) => f.endsWith('-wal')) && files.some((f) => f.endsWith('-shm')), `WAL and shared-memory files exist: ${files.join(', ')}`);
     check();
   } finally {
@@ -69,6 +69,8 @@ test('a new data directory is 0700 and every file Relay writes in it 0600 (datab
   const dataDir = join(root, 'fresh', 'data');
   const afterClose = await runRelay(dataDir, () => assert.equal(tooOpen(dataDir), [], 'while running'));
   assert.equal(afterClose, [], 'after closing');
+  // The event store and the document store share one file (apps/runtime.ts, embeddedFiles).
+  assert.equal(readdirSync(dataDir).filter((f) => f.endsWith('.db')).sort(), ['log.db', 'relay.db']);
 });
 
 test('files an older version left readable by others are made 0600 at start, and the outbox directory 0700', async () => {
@@ -88,6 +90,16 @@ test('files an older version left readable by others are made 0600 at start, and
   assert.ok(tooOpen(dataDir).length >= 4, 'the fixture starts too open');
   const afterClose = await runRelay(dataDir, () => assert.equal(tooOpen(dataDir), [], 'while running'));
   assert.equal(afterClose, [], 'after closing');
+  // A data directory made before the stores shared relay.db keeps writing its own files.
+  assert.not.ok(readdirSync(dataDir).includes('relay.db'), readdirSync(dataDir).join(', '));
+  for (const [name, rows] of [['events.db', 'es_events'], ['documents.db', "sqlite_master WHERE name LIKE 'doc_%'"]]) {
+    const db = new DatabaseSync(join(dataDir, name), { readOnly: true });
+    try {
+      assert.ok((db.prepare(`SELECT count(*) AS n FROM ${rows}`).get() as { n: number }).n > 0, `${name} was written`);
+    } finally {
+      db.close();
+    }
+  }
 });
 
 test.run();

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { embeddedFiles } from '../apps/runtime.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { startFixture, type FixtureProcess } from './support/fixture-process.ts';
 import { freePort, runRelay, spawnRelay, waitForReady } from './support/relay-process.ts';
@@ -36,7 +37,7 @@ function send(url: string, idempotencyKey: string) {
 
 /** EmailAccepted events in the data directory's event store, as a fresh reader sees them. */
 async function admittedEmails(): Promise<number> {
-  const store = new SqliteEventStore(join(dataDir, 'events.db'));
+  const store = new SqliteEventStore(embeddedFiles(dataDir).events);
   try {
     return (await store.readAll({ filter: { eventTypePrefixes: ['EmailAccepted'] } })).length;
   } finally {
@@ -58,7 +59,7 @@ test('no 202 leaves the server while a commit behind it is held; it comes once e
   try {
     const { response, settled } = send(url, 'held-then-released');
     const seen: string[] = [];
-    // Each commit the admission waits for is held (one per file may be held at once); while
+    // Each commit the admission waits for is held (one per file may be held at once: relay.db and log.db); while
     // any is, the client has no answer. They are released one at a time, oldest first.
     while (!settled.done) {
       const next = seen.length + 1;
@@ -74,9 +75,8 @@ test('no 202 leaves the server while a commit behind it is held; it comes once e
     }
     const answered = await response;
     assert.is(answered.status, 202);
-    // The rate slots and content key (documents.db), the charge and the email (events.db).
-    assert.ok(seen.some((l) => l.includes(' documents.db ')), seen.join('\n'));
-    assert.ok(seen.some((l) => l.includes(' events.db ')), seen.join('\n'));
+    // The rate slots, the content key, the charge and the email, all in relay.db.
+    assert.ok(seen.some((l) => l.includes(' relay.db ')), seen.join('\n'));
   } finally {
     fixture.child.kill('SIGKILL');
     await fixture.exited;
@@ -87,11 +87,11 @@ test('kill -9 while the email\'s commit is held: no 202 for that request, and no
   const before = await admittedEmails();
   const { fixture, url } = await startHeld();
   const { response, settled } = send(url, 'killed-before-commit');
-  // Release commits until one on events.db is held: the charge and the email share it (or,
-  // should they not, the email waits behind it and is not written either).
+  // Release commits until one on relay.db is held: the email's append is in it (or, should it
+  // not be, the email waits behind it and is not written either).
   for (let next = 1; ; next++) {
     await fixture.waitForLine(() => heldLines(fixture).length >= next, `commit ${next} to be held`, 20_000);
-    if (heldLines(fixture)[next - 1].includes(' events.db ')) break;
+    if (heldLines(fixture)[next - 1].includes(' relay.db ')) break;
     fixture.child.stdin!.write('release\n');
   }
   await pause(150);

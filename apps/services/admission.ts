@@ -30,7 +30,7 @@
 // sealed body and BCC. Streams written before it was keyed hold sha256(canonical body), and
 // streams written before a key rotation hold the previous key's MAC: a retry still matches them
 // (see fingerprintFor), so idempotent replays survive both.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
 import { emailStreamId, type AdmittedMessage, type SuppressedRecipient, type TemplateReference } from '../../domain/email/events.ts';
 import type { NormalizedSend } from '../../domain/email/send-request.ts';
@@ -45,6 +45,7 @@ import { COLLECTIONS } from './collections.ts';
 import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
 import { contentKeyFor, sealWith } from './content-vault.ts';
 import { emailDecider } from './email-stream.ts';
+import { pooledRandomBytes } from './random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
 import type { UsageLedger } from './usage-ledger.ts';
@@ -129,7 +130,7 @@ export function fingerprintFor(secrets: Pick<SecretBox, 'mac' | 'macVerify'>, bo
  */
 export function emailIdFor(projectId: string, idempotencyKey: string | null): string {
   const raw = idempotencyKey === null
-    ? randomBytes(15)
+    ? pooledRandomBytes(15)
     : createHash('sha256').update(`${projectId}\n${idempotencyKey}`).digest().subarray(0, 15);
   return `em_${raw.toString('base64url')}`;
 }
@@ -141,7 +142,8 @@ export function emailIdFor(projectId: string, idempotencyKey: string | null): st
  */
 async function domainFacts(documents: DocumentStore, workspaceId: string, projectId: string, names: string[]): Promise<Map<string, DomainFacts>> {
   const unique = [...new Set(names)];
-  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: unique } } });
+  // Only the fields read here: a domain's record also holds its DKIM key and DNS records.
+  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: unique } }, fields: ['name', 'status', 'projectIds'] });
   const byName = new Map(found.map((d) => [d.name, d]));
   return new Map(unique.map((name) => {
     const domain = byName.get(name);

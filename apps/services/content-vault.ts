@@ -2,10 +2,11 @@
 // forever, so bodies travel in them sealed with a per-email AES-256-GCM key that lives in
 // the document store with an expiry; deleting the key is deleting the body everywhere,
 // event store backups included ("crypto-shredding").
-import { createCipheriv, createDecipheriv, createSecretKey, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
 import type { EmailContent, SealedContent } from '../../domain/email/events.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
+import { pooledRandomBytes } from './random-pool.ts';
 
 export const BODY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
@@ -26,7 +27,7 @@ export interface ContentKey {
  */
 export async function contentKeyFor(documents: DocumentStore, emailId: string, now: Date): Promise<ContentKey> {
   const keys = documents.collection<ContentKey>(COLLECTIONS.contentKeys);
-  const made: ContentKey = { _id: emailId, key: randomBytes(32).toString('base64'), expiresAt: new Date(now.getTime() + BODY_RETENTION_MS).toISOString() };
+  const made: ContentKey = { _id: emailId, key: pooledRandomBytes(32).toString('base64'), expiresAt: new Date(now.getTime() + BODY_RETENTION_MS).toISOString() };
   try {
     return await keys.insert(made);
   } catch (error) {
@@ -39,7 +40,7 @@ export async function contentKeyFor(documents: DocumentStore, emailId: string, n
 
 /** Seals the content with the email's key (its id is the email id). */
 export function sealWith(key: ContentKey, content: EmailContent): SealedContent {
-  const iv = randomBytes(12);
+  const iv = pooledRandomBytes(12);
   // A KeyObject, not a Buffer: with a Buffer key Node imports it on every call, throwing and
   // catching inside (about 37 µs per seal instead of 15).
   const cipher = createCipheriv('aes-256-gcm', createSecretKey(Buffer.from(key.key, 'base64')), iv);

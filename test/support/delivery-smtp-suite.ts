@@ -4,13 +4,13 @@
 // Relay told the customer to publish, served by a real DNS server. Runs embedded
 // (test/delivery-smtp.int.test.ts) and on Kafka + FerretDB (test/delivery-smtp.distributed.int.test.ts).
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import PostalMime from 'postal-mime';
 import * as assert from 'uvu/assert';
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
 import { eventsTopic } from '../../apps/processors/topics.ts';
+import { embeddedFiles } from '../../apps/runtime.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
 import { holdCommits } from '../../infra/sqlite/group-commit.ts';
 import { startTestApp, type TestApp } from './app.ts';
@@ -167,7 +167,7 @@ test('the same event delivered twice and a stale work item send nothing more: on
 if (mode === 'embedded') {
   test('the claim is durable before the SMTP transaction starts', async (ctx) => {
     const { t, tenant } = ctx;
-    const eventsFile = join(t.config.dataDir, 'events.db');
+    const eventsFile = embeddedFiles(t.config.dataDir).events;
     const committed = new DatabaseSync(eventsFile, { readOnly: true });
     const claims = () => (committed.prepare("SELECT count(*) AS n FROM es_events WHERE type = 'DeliveryClaimed'").get() as { n: number }).n;
     const before = claims();
