@@ -134,4 +134,40 @@ test('a charge given to a durability scope whose batch then fails to commit is f
   }
 });
 
+test('a charge appended by a drain another admission started still holds its own admission until durable', async () => {
+  const ledger = new UsageLedger(storeA);
+  const releases: Array<() => void> = [];
+  try {
+    await ledger.charge(charge('ws_scopes', 1)); // the stream is folded: the charges below only append
+    await new Promise((resolve) => setImmediate(resolve)); // and that charge's drain has ended
+    holdCommits(({ stage }) => stage === 'sync' ? new Promise<void>((resolve) => releases.push(resolve)) : Promise.resolve());
+    const given = { first: false, second: false };
+    const settled = { first: false, second: false };
+    // The first admission's charge starts the drain; the second's is queued behind it and
+    // appended in a later batch by that same drain, in the first admission's async context.
+    const first = deferDurability(async () => {
+      await ledger.charge(charge('ws_scopes', 1));
+      given.first = true;
+    }).finally(() => (settled.first = true));
+    const second = deferDurability(async () => {
+      await ledger.charge(charge('ws_scopes', 1));
+      given.second = true;
+    }).finally(() => (settled.second = true));
+    const deadline = Date.now() + 5_000;
+    while (!given.second && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.ok(given.first && given.second, `both charges were given to their scopes before any sync ${JSON.stringify({ given, settled })}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.not.ok(settled.second, 'the second admission settled while the sync of its charge was held');
+    assert.not.ok(settled.first, 'the first admission settled while the sync of its charge was held');
+    holdCommits(null);
+    for (const release of releases.splice(0)) release();
+    await Promise.all([first, second]);
+    assert.is((await ledger.usage('ws_scopes', AT)).workspaceRecipients, 3);
+  } finally {
+    holdCommits(null);
+    for (const release of releases.splice(0)) release();
+    ledger.close();
+  }
+});
+
 test.run();

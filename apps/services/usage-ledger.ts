@@ -13,7 +13,7 @@ import {
   type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
 import { USAGE_SCHEMA_VERSIONS, upcastUsageEvent } from '../../domain/usage/upcast.ts';
-import { onLostWrites } from '../../infra/ports/durability.ts';
+import { currentDurabilityScope, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { handleCommand, loadStream, type Decider, type Loaded } from './command-handler.ts';
 
@@ -33,6 +33,8 @@ type Folded = Loaded<UsageState>;
 interface Pending {
   command: ChargeRecipients;
   origin: CommandOrigin;
+  /** The caller's deferred-durability scope, which must wait for the append that carries this charge. */
+  scope: DurabilityScope | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -90,7 +92,7 @@ export class UsageLedger {
       occurredAt: charge.at.toISOString(),
     };
     return new Promise<void>((resolve, reject) => {
-      const pending = { command, origin: charge.origin, resolve, reject };
+      const pending = { command, origin: charge.origin, scope: currentDurabilityScope(), resolve, reject };
       const queue = this.#queues.get(stream);
       if (queue) {
         queue.push(pending);
@@ -133,11 +135,13 @@ export class UsageLedger {
       },
     };
     const originOf = new Map(batch.map((p) => [p.command.emailId, p.origin]));
-    const handled = await handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
+    // The append carries every charge of the batch: each caller's durability scope waits for
+    // it (the drain runs in the context of whichever caller started it, long gone by now).
+    const handled = await writeOnBehalfOf(batch.map((p) => p.scope), async () => handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
       origin: (event) => originOf.get(event.data.emailId)!,
       loaded: this.#folded.get(stream) ?? (await this.#catchUp(stream, month)),
       attempts: MAX_ATTEMPTS,
-    });
+    }));
     // At equal revisions the append's own state wins: a cached fold may hold a charge whose
     // commit failed (handleCommand then folded the stream again).
     const cached = this.#folded.get(stream);

@@ -31,6 +31,11 @@ export class DurabilityScope {
     this.#pending.add(store);
   }
 
+  /** Takes over what `other` still has to see become durable. */
+  adopt(other: DurabilityScope): void {
+    for (const store of other.#pending) this.#pending.add(store);
+  }
+
   async settle(): Promise<void> {
     while (this.#pending.size > 0) {
       const stores = [...this.#pending];
@@ -71,6 +76,26 @@ export async function deferDurability<T>(command: () => Promise<T>): Promise<T> 
   await scope.settle();
   if (!outcome.ok) throw outcome.error;
   return outcome.value;
+}
+
+/**
+ * Runs a write made on behalf of several commands at once (the usage ledger appends the charges
+ * of concurrent admissions together): what must still become durable goes to each caller's
+ * scope, not to the scope of whichever caller's context happened to start the write. A caller
+ * outside any scope must only hear of a durable write, so then this waits for durability itself.
+ */
+export async function writeOnBehalfOf<T>(callers: ReadonlyArray<DurabilityScope | undefined>, write: () => Promise<T>): Promise<T> {
+  const own = new DurabilityScope();
+  let value: T;
+  try {
+    value = await scopes.run(own, write);
+  } catch (error) {
+    await own.settle().catch(() => {});
+    throw error;
+  }
+  for (const caller of callers) caller?.adopt(own);
+  if (callers.some((caller) => caller === undefined)) await own.settle();
+  return value;
 }
 
 const lostWritesListeners = new Set<(error: unknown) => void>();

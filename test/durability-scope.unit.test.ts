@@ -1,0 +1,68 @@
+// The deferred-durability scope with a barrier the test controls: who waits for what.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { currentDurabilityScope, deferDurability, DurabilityScope, writeOnBehalfOf, type DurabilityBarrier } from '../infra/ports/durability.ts';
+
+const test = suite('durability scope');
+
+/** A store whose writes become durable when the test says so. */
+function heldStore(): DurabilityBarrier & { write(): Promise<void>; release(): void } {
+  let release!: () => void;
+  const durable = new Promise<void>((resolve) => (release = resolve));
+  const store = {
+    barrier: () => durable,
+    release: () => release(),
+    // As an adapter does: a write inside a scope takes effect now and is recorded there.
+    write: async () => currentDurabilityScope()?.wrote(store),
+  };
+  return store;
+}
+
+const flags = (promise: Promise<unknown>) => {
+  const state = { done: false };
+  void promise.finally(() => (state.done = true));
+  return state;
+};
+const turn = () => new Promise((resolve) => setTimeout(resolve, 10));
+
+test('a write made for two scopes holds both of them, and neither before it is durable', async () => {
+  const store = heldStore();
+  const a = new DurabilityScope();
+  const b = new DurabilityScope();
+  await writeOnBehalfOf([a, b], () => store.write());
+  const settledA = flags(a.settle());
+  const settledB = flags(b.settle());
+  await turn();
+  assert.not.ok(settledA.done || settledB.done);
+  store.release();
+  await turn();
+  assert.ok(settledA.done && settledB.done);
+});
+
+test('with a caller outside any scope, the write itself waits until durable', async () => {
+  const store = heldStore();
+  const scoped = new DurabilityScope();
+  const written = flags(writeOnBehalfOf([scoped, undefined], () => store.write()));
+  await turn();
+  assert.not.ok(written.done);
+  store.release();
+  await turn();
+  assert.ok(written.done);
+});
+
+test('the write is not charged to the scope whose context started it', async () => {
+  const store = heldStore();
+  const caller = new DurabilityScope();
+  // The outer command plays the admission whose context happened to start the ledger's drain.
+  const outer = flags(deferDurability(() => writeOnBehalfOf([caller], () => store.write())));
+  await turn();
+  assert.ok(outer.done, 'the starting context does not wait for a write it made for others');
+  const callerSettled = flags(caller.settle());
+  await turn();
+  assert.not.ok(callerSettled.done, 'the caller waits for it');
+  store.release();
+  await turn();
+  assert.ok(callerSettled.done);
+});
+
+test.run();
