@@ -1,7 +1,7 @@
 // The outbox transport on a real temp directory: exact bytes, private permissions, one .eml
 // per email with every transaction's envelope, and the list/read helpers.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readdir, readFile, stat, utimes } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -67,6 +67,20 @@ outbox('several transactions of one email: the bytes once, every envelope listed
     { mailFrom: 'b+ann@bounce.example.test', recipients: ['ann@example.org'] },
     { mailFrom: 'b+bob@bounce.example.test', recipients: ['bob@example.net'] },
   ]);
+});
+
+outbox('a send after a crash between the two files completes them; different bytes replace the .eml', async (ctx) => {
+  const first = message('em_3');
+  await ctx.transport.send(first);
+  await rm(join(ctx.dir, 'em_3.envelope.json')); // as a crash after the .eml and before its envelope
+  await ctx.transport.send(first);
+  assert.equal((await readOutbox(ctx.dir, 'em_3'))?.envelopes, [first.envelope]);
+  const recomposed = message('em_3', { raw: Buffer.from('Subject: again\r\n\r\nother bytes\r\n') });
+  await ctx.transport.send(recomposed);
+  const read = await readOutbox(ctx.dir, 'em_3');
+  assert.equal(read?.raw, recomposed.raw);
+  assert.equal(read?.envelopes, [first.envelope]); // the same transaction, listed once
+  assert.equal((await readdir(ctx.dir)).sort(), ['em_3.eml', 'em_3.envelope.json'], 'no temporary file is left');
 });
 
 outbox('lists messages newest first and reads them back; unknown or unsafe ids read as null', async (ctx) => {
