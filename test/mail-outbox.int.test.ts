@@ -8,6 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { listOutbox, OutboxTransport, readOutbox } from '../infra/mail/outbox-transport.ts';
 import type { OutgoingMessage } from '../infra/ports/mail-transport.ts';
+import { startFixture } from './support/fixture-process.ts';
 
 interface Context {
   root: string;
@@ -107,6 +108,31 @@ outbox('refuses an email id that is not a safe file name', async (ctx) => {
     assert.match((error as Error).message, /invalid email id/);
   }
   assert.equal(await listOutbox(ctx.dir), []);
+});
+
+outbox('a thread that dies fails only the sends it held; the next send starts a new one', async (ctx) => {
+  const transport = new OutboxTransport(ctx.dir, { workerUrl: new URL('./fixtures/crashing-outbox-worker.ts', import.meta.url) });
+  try {
+    await transport.send(message('em_before'));
+    const failure = await transport.send(message('em_crash')).then(() => null, (error: Error) => error);
+    assert.match(failure?.message ?? 'no error', /outbox thread stopped/);
+    await transport.send(message('em_after'));
+    assert.equal((await listOutbox(ctx.dir)).map((e) => e.emailId).sort(), ['em_after', 'em_before']);
+  } finally {
+    await transport.close();
+  }
+});
+
+outbox('a process that sent and never closed the transport ends on its own', async (ctx) => {
+  const child = startFixture(new URL('./fixtures/outbox-then-idle.ts', import.meta.url), [ctx.dir]);
+  // A watchdog, not a speed limit: a process held open by an idle thread would never end.
+  let watchdog: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([child.exited, new Promise<null>((resolve) => (watchdog = setTimeout(resolve, 60_000, null)))]);
+  clearTimeout(watchdog);
+  if (ended === null) child.child.kill('SIGKILL');
+  assert.ok(ended !== null, `still running a minute after start; printed ${JSON.stringify(child.lines)} ${child.stderr()}`);
+  assert.equal(ended, { code: 0, signal: null }, child.stderr());
+  assert.equal(JSON.parse(child.lines[0] ?? 'null'), { bytes: 21, envelopes: 1 }, child.stderr());
 });
 
 outbox.run();

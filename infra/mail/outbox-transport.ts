@@ -7,19 +7,22 @@
 // An email sent as several transactions (one per VERP return path) is one .eml and one
 // envelope entry per transaction. Files are 0600 in a 0700 directory (messages hold personal
 // data) and are replaced atomically (temp file + rename), so a reader never sees half a file.
-import { randomBytes } from 'node:crypto';
-import { close, fdatasync, link, open as openFd, unlink, write } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, stat, chmod } from 'node:fs/promises';
+//
+// The files are written on a thread of their own (./outbox-worker.ts, ./outbox-files.ts): a
+// send is a dozen file operations, which cost the shared event loop about 0.3 ms per message
+// (the thread-pool round trips), as much as a third of an admission. The thread starts on the
+// first send, is unref'd while idle, and one that dies fails only the sends it held.
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import type { MailTransport, OutgoingMessage, TransportOutcome } from '../ports/mail-transport.ts';
+import { isMissing, readEnvelopes, type OutboxEnvelope } from './outbox-files.ts';
+import type { OutboxWriteReply, OutboxWriteRequest } from './outbox-worker.ts';
+
+export type { OutboxEnvelope } from './outbox-files.ts';
 
 const EMAIL_ID = /^[A-Za-z0-9_-]{1,64}$/;
-
-export interface OutboxEnvelope {
-  mailFrom: string;
-  recipients: string[];
-}
+const WORKER_URL = new URL('./outbox-worker.ts', import.meta.url);
 
 export interface OutboxEntry {
   emailId: string;
@@ -28,82 +31,9 @@ export interface OutboxEntry {
   modifiedAt: Date;
 }
 
-function isMissing(error: unknown): boolean {
-  return (error as NodeJS.ErrnoException).code === 'ENOENT';
-}
-
-// The callback API, not FileHandles: a send writes two files, and on the FileHandle API (with
-// a read that failed with ENOENT first) each cost the event loop about 0.3 ms, more than an
-// admission, in `npm start`'s default pipeline.
-const openFile = promisify(openFd);
-const closeFile = promisify(close);
-const syncFile = promisify(fdatasync);
-const linkFile = promisify(link);
-const unlinkFile = promisify(unlink);
-const writeFile = promisify(write);
-
-/**
- * A complete, synced copy of `data` under a temporary name in `dir`, 0600: the mode open
- * gives it, as a umask can only take bits away (one that took the owner's would leave the
- * embedded databases unreadable too).
- */
-async function writeTemp(dir: string, name: string, data: Buffer): Promise<string> {
-  const temp = join(dir, `.${name}.${randomBytes(6).toString('hex')}.tmp`);
-  const fd = await openFile(temp, 'wx', 0o600);
-  try {
-    for (let done = 0; done < data.length;) done += (await writeFile(fd, data.subarray(done))).bytesWritten;
-    await syncFile(fd);
-  } catch (error) {
-    await closeFile(fd).catch(() => {});
-    await rm(temp, { force: true });
-    throw error;
-  }
-  await closeFile(fd);
-  return temp;
-}
-
-/**
- * Creates `name` with `data` unless it exists (false then). A reader never sees half a file:
- * the name appears, complete and synced, by a hard link, which unlike a rename fails when the
- * name is taken, so a first write needs no read to find out.
- */
-async function createAtomically(dir: string, name: string, data: Buffer): Promise<boolean> {
-  const temp = await writeTemp(dir, name, data);
-  try {
-    await linkFile(temp, join(dir, name));
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
-  } finally {
-    await unlinkFile(temp).catch(() => {});
-  }
-}
-
-/** Replaces `name` with `data` atomically (temp file + rename). */
-async function replaceAtomically(dir: string, name: string, data: Buffer): Promise<void> {
-  const temp = await writeTemp(dir, name, data);
-  try {
-    await rename(temp, join(dir, name));
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
-}
-
-async function readEnvelopes(path: string): Promise<OutboxEnvelope[]> {
-  try {
-    return JSON.parse(await readFile(path, 'utf8')) as OutboxEnvelope[];
-  } catch (error) {
-    if (isMissing(error)) return [];
-    throw error;
-  }
-}
-
-const envelopeFile = (envelopes: OutboxEnvelope[]) => Buffer.from(`${JSON.stringify(envelopes, null, 2)}\n`);
-
-function sameTransaction(a: OutboxEnvelope, b: OutboxEnvelope): boolean {
-  return a.mailFrom === b.mailFrom && a.recipients.length === b.recipients.length && a.recipients.every((r, i) => r === b.recipients[i]);
+interface Write {
+  resolve: () => void;
+  reject: (error: unknown) => void;
 }
 
 export class OutboxTransport implements MailTransport {
@@ -111,10 +41,16 @@ export class OutboxTransport implements MailTransport {
   readonly dir: string;
   /** Per email id: envelope updates are read-modify-write, so one at a time within this process. */
   readonly #pending = new Map<string, Promise<unknown>>();
-  #ready: Promise<void> | undefined;
+  readonly #writes = new Map<number, Write>();
+  #worker: Worker | null = null;
+  readonly #workerUrl: URL;
+  #nextId = 1;
+  #closed = false;
 
-  constructor(dir: string) {
+  /** `workerUrl`: the thread's entry module (tests give one that can be made to crash). */
+  constructor(dir: string, options: { workerUrl?: URL } = {}) {
     this.dir = dir;
+    this.#workerUrl = options.workerUrl ?? WORKER_URL;
   }
 
   async send(message: OutgoingMessage): Promise<TransportOutcome> {
@@ -134,40 +70,51 @@ export class OutboxTransport implements MailTransport {
     };
   }
 
-  async #write(message: OutgoingMessage): Promise<void> {
-    // 0700 whatever the umask, and also when an older version made the directory 0755.
-    this.#ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(async () => {
-      if (((await stat(this.dir)).mode & 0o077) === 0) return;
-      await chmod(this.dir, 0o700).catch((error: NodeJS.ErrnoException) => {
-        if (error.code !== 'EPERM') throw error; // not ours: left as the operator made it
-      });
-    });
-    try {
-      await this.#ready;
-    } catch (error) {
-      this.#ready = undefined;
-      throw error;
-    }
-    const emlName = `${message.emailId}.eml`;
-    const envelopeName = `${message.emailId}.envelope.json`;
+  #write(message: OutgoingMessage): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('the outbox transport is closed'));
+    const worker = this.#worker ?? this.#start();
+    const id = this.#nextId++;
     const transaction: OutboxEnvelope = { mailFrom: message.envelope.mailFrom, recipients: [...message.envelope.recipients] };
-    // The usual send is the email's first: both files are created, nothing is read.
-    if (await createAtomically(this.dir, emlName, message.raw)) {
-      if (await createAtomically(this.dir, envelopeName, envelopeFile([transaction]))) return;
-    } else {
-      // A redelivery, or another transaction of the same email (one per VERP return path).
-      const existing = await readFile(join(this.dir, emlName));
-      if (!existing.equals(message.raw)) await replaceAtomically(this.dir, emlName, message.raw);
-    }
-    const envelopes = await readEnvelopes(join(this.dir, envelopeName));
-    // A redelivered send (at-least-once processors) must not list the transaction twice.
-    if (envelopes.some((e) => sameTransaction(e, transaction))) return;
-    envelopes.push(transaction);
-    await replaceAtomically(this.dir, envelopeName, envelopeFile(envelopes));
+    return new Promise<void>((resolve, reject) => {
+      this.#writes.set(id, { resolve, reject });
+      worker.ref();
+      worker.postMessage({ id, dir: this.dir, emailId: message.emailId, raw: message.raw, transaction } satisfies OutboxWriteRequest);
+    });
+  }
+
+  #start(): Worker {
+    const worker = new Worker(this.#workerUrl);
+    this.#worker = worker;
+    worker.unref();
+    worker.on('message', (reply: OutboxWriteReply) => {
+      const write = this.#writes.get(reply.id);
+      if (!write) return;
+      this.#writes.delete(reply.id);
+      if (this.#writes.size === 0) worker.unref();
+      if ('error' in reply) write.reject(Object.assign(new Error(reply.error.message), reply.error.code ? { code: reply.error.code } : {}));
+      else write.resolve();
+    });
+    // 'error' (an uncaught exception, out of memory) comes before 'exit'; either ends the thread.
+    worker.on('error', (error) => this.#lost(worker, error));
+    worker.on('exit', (code) => this.#lost(worker, new Error(`exit code ${code}`)));
+    return worker;
+  }
+
+  /** The sends the thread held fail (the sender tries them again); the next send starts a new one. */
+  #lost(worker: Worker, cause: Error): void {
+    if (this.#worker !== worker) return;
+    this.#worker = null;
+    const lost = new Error(`the outbox thread stopped while writing: ${cause.message}`, { cause });
+    for (const write of this.#writes.values()) write.reject(lost);
+    this.#writes.clear();
   }
 
   async close(): Promise<void> {
     await Promise.allSettled([...this.#pending.values()]);
+    this.#closed = true;
+    const worker = this.#worker;
+    this.#worker = null;
+    await worker?.terminate();
   }
 }
 
