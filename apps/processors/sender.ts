@@ -77,6 +77,7 @@ export const sender = defineProcessor({
     await ensureSendRateIndexes(deps.documents);
     await resealDkimKeys(deps.documents, deps.services.secrets);
     await deps.services.warmCompose();
+    await deps.services.transport().warm?.();
     return startDispatcher(deps, {
       events: deps.events,
       documents: deps.documents,

@@ -43,6 +43,8 @@ export class OutboxTransport implements MailTransport {
   readonly #pending = new Map<string, Promise<unknown>>();
   readonly #writes = new Map<number, Write>();
   #worker: Worker | null = null;
+  /** Settles once the current thread has loaded its modules (or died trying). */
+  #ready: Promise<void> = Promise.resolve();
   readonly #workerUrl: URL;
   #nextId = 1;
   #closed = false;
@@ -82,11 +84,26 @@ export class OutboxTransport implements MailTransport {
     });
   }
 
+  /** Starts the thread now and resolves once it has loaded (or died trying). */
+  async warm(): Promise<void> {
+    if (this.#closed) return;
+    if (!this.#worker) this.#start();
+    await this.#ready;
+  }
+
   #start(): Worker {
     const worker = new Worker(this.#workerUrl);
     this.#worker = worker;
-    worker.unref();
+    let loaded!: () => void;
+    this.#ready = new Promise<void>((resolve) => (loaded = resolve));
+    worker.once('exit', () => loaded());
     worker.on('message', (reply: OutboxWriteReply) => {
+      if ('ready' in reply) {
+        // Held open while it loads (warm() may be all the process waits for), then let go.
+        if (this.#writes.size === 0) worker.unref();
+        loaded();
+        return;
+      }
       const write = this.#writes.get(reply.id);
       if (!write) return;
       this.#writes.delete(reply.id);

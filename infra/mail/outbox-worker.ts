@@ -12,7 +12,7 @@ export interface OutboxWriteRequest {
   transaction: OutboxEnvelope;
 }
 
-export type OutboxWriteReply = { id: number } | { id: number; error: { message: string; code?: string } };
+export type OutboxWriteReply = { id: number } | { id: number; error: { message: string; code?: string } } | { ready: true };
 
 if (!parentPort) throw new Error('outbox-worker.ts runs as a worker thread (infra/mail/outbox-transport.ts)');
 const port = parentPort;
@@ -26,3 +26,6 @@ port.on('message', async ({ id, dir, emailId, raw, transaction }: OutboxWriteReq
     port.postMessage({ id, error: { message: String(message ?? error), ...(typeof code === 'string' ? { code } : {}) } } satisfies OutboxWriteReply);
   }
 });
+
+// Loaded: the transport may count on this thread from now on (OutboxTransport.warm).
+port.postMessage({ ready: true } satisfies OutboxWriteReply);

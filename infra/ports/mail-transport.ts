@@ -56,5 +56,10 @@ export interface MailTransport {
   /** `outbox`, `smtp` or `mx`. */
   readonly name: string;
   send(message: OutgoingMessage): Promise<TransportOutcome>;
+  /**
+   * Gets ready for the first send (the outbox starts its thread), so that a sender's first
+   * claim does not wait for it: a claim older than its grace period is taken for a dead sender's.
+   */
+  warm?(): Promise<void>;
   close(): Promise<void>;
 }
