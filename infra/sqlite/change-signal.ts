@@ -2,6 +2,7 @@
 // readers of the same database file in this process react at once instead of at their next
 // poll. Other processes sharing the file are only seen by polling.
 import type { DatabaseSync } from 'node:sqlite';
+import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
 
 export class ChangeSignal {
   #version = 0;
@@ -67,4 +68,19 @@ export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
     channels.set(channel, signal);
   }
   return signal;
+}
+
+/**
+ * Wakes the signal's readers after a write. Inside a deferred-durability scope the write was
+ * given before its batch committed, and readers (another connection) would not see it yet: a
+ * wake-up then would find nothing, and the next would only come at the readers' poll (150 ms
+ * later for an event-store subscription). So there the readers are woken once it is durable.
+ */
+export function notifyOnceCommitted(commits: DurabilityBarrier, signal: ChangeSignal): void {
+  if (!currentDurabilityScope()) {
+    signal.notify();
+    return;
+  }
+  const wake = () => signal.notify();
+  commits.barrier().then(wake, wake);
 }

@@ -15,7 +15,7 @@ import type {
   Subscription,
 } from '../ports/event-store.ts';
 import { retryUntilDone } from '../retry.ts';
-import { changeSignal, waitForChange } from './change-signal.ts';
+import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type SqliteConnections } from './connections.ts';
 
@@ -172,7 +172,7 @@ export class SqliteEventStore implements EventStore {
     });
     // Settles once the batch this append joined is durably committed (./group-commit.ts).
     const outcome = await this.#connections.commits.run(() => this.#appendLocked(streamId, rows, expected), bytes);
-    if (outcome.wrote) this.#signal.notify();
+    if (outcome.wrote) notifyOnceCommitted(this.#connections.commits, this.#signal);
     return outcome.result;
   }
 

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { sleep } from '../retry.ts';
-import { changeSignal, waitForChange } from './change-signal.ts';
+import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type SqliteConnections } from './connections.ts';
 import type { GroupCommit } from './group-commit.ts';
@@ -258,7 +258,7 @@ export class SqliteLog implements Log {
       }
       for (const [partition, offset] of next) s.setEnd.run(topic, partition, offset);
     }, bytes);
-    topicSignal(this.#db, topic).notify();
+    notifyOnceCommitted(this.#connections.commits, topicSignal(this.#db, topic));
   }
 
   async consume(options: ConsumeOptions): Promise<LogConsumer> {
