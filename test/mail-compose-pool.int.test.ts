@@ -11,7 +11,7 @@ import { generateDkimKeyPair, type DkimKeyPair } from '../infra/dns/dkim-keys.ts
 import { composeMessage, newMessageId, type ComposeInput } from '../infra/mail/compose.ts';
 import { ComposePool, ComposeThreadLostError } from '../infra/mail/compose-pool.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
-import { startFixture } from './support/fixture-process.ts';
+import { endedOnItsOwn, startFixture } from './support/fixture-process.ts';
 
 const DOMAIN = 'acme.example';
 const CRASHING_WORKER = new URL('./fixtures/crashing-compose-worker.ts', import.meta.url);
@@ -183,11 +183,7 @@ test('given a closed pool, what it held fails and later messages are refused', a
 
 test('given a process that warmed its pool, composed and never closed it, it ends on its own, and not before its messages are done', async () => {
   const child = startFixture(new URL('./fixtures/compose-then-idle.ts', import.meta.url), []);
-  // A watchdog, not a speed limit: a process held open by an idle thread would never end.
-  let watchdog: NodeJS.Timeout | undefined;
-  const ended = await Promise.race([child.exited, new Promise<null>((resolve) => (watchdog = setTimeout(resolve, 60_000, null)))]);
-  clearTimeout(watchdog);
-  if (ended === null) child.child.kill('SIGKILL');
+  const ended = await endedOnItsOwn(child);
   assert.ok(ended !== null, `still running a minute after start; printed ${JSON.stringify(child.lines)} ${child.stderr()}`);
   assert.equal(ended, { code: 0, signal: null }, child.stderr());
   const [line] = child.lines;

@@ -8,7 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { listOutbox, OutboxTransport, readOutbox } from '../infra/mail/outbox-transport.ts';
 import type { OutgoingMessage } from '../infra/ports/mail-transport.ts';
-import { startFixture } from './support/fixture-process.ts';
+import { endedOnItsOwn, startFixture } from './support/fixture-process.ts';
 
 interface Context {
   root: string;
@@ -125,11 +125,7 @@ outbox('a thread that dies fails only the sends it held; the next send starts a 
 
 outbox('a process that sent and never closed the transport ends on its own', async (ctx) => {
   const child = startFixture(new URL('./fixtures/outbox-then-idle.ts', import.meta.url), [ctx.dir]);
-  // A watchdog, not a speed limit: a process held open by an idle thread would never end.
-  let watchdog: NodeJS.Timeout | undefined;
-  const ended = await Promise.race([child.exited, new Promise<null>((resolve) => (watchdog = setTimeout(resolve, 60_000, null)))]);
-  clearTimeout(watchdog);
-  if (ended === null) child.child.kill('SIGKILL');
+  const ended = await endedOnItsOwn(child);
   assert.ok(ended !== null, `still running a minute after start; printed ${JSON.stringify(child.lines)} ${child.stderr()}`);
   assert.equal(ended, { code: 0, signal: null }, child.stderr());
   assert.equal(JSON.parse(child.lines[0] ?? 'null'), { bytes: 21, envelopes: 1 }, child.stderr());

@@ -42,3 +42,16 @@ export function startFixture(script: URL, args: string[]): FixtureProcess {
     },
   };
 }
+
+/**
+ * Waits for a fixture that is meant to end by itself (nothing left holding its event loop open)
+ * and returns its exit, or null after `watchdogMs`, having killed it. A watchdog, not a speed
+ * limit: a process held open by, say, an idle worker thread would never end.
+ */
+export async function endedOnItsOwn(fixture: FixtureProcess, watchdogMs = 60_000): Promise<{ code: number | null; signal: NodeJS.Signals | null } | null> {
+  let watchdog: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([fixture.exited, new Promise<null>((resolve) => (watchdog = setTimeout(resolve, watchdogMs, null)))]);
+  clearTimeout(watchdog);
+  if (ended === null) fixture.child.kill('SIGKILL');
+  return ended;
+}
