@@ -10,10 +10,10 @@ import { requiredRecords, splitTxtValue } from '../domain/sending-domain.ts';
 import { generateDkimKeyPair, type DkimKeyPair } from '../infra/dns/dkim-keys.ts';
 import { composeMessage, newMessageId, type ComposeInput } from '../infra/mail/compose.ts';
 import { ComposePool, ComposeThreadLostError } from '../infra/mail/compose-pool.ts';
+import { awkwardComposeInput, COMPOSE_DOMAIN as DOMAIN } from './support/compose-input.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { endedOnItsOwn, startFixture } from './support/fixture-process.ts';
 
-const DOMAIN = 'acme.example';
 const CRASHING_WORKER = new URL('./fixtures/crashing-compose-worker.ts', import.meta.url);
 
 interface Context {
@@ -48,20 +48,7 @@ function pool(ctx: Context, threads: number, workerUrl?: URL): ComposePool {
 }
 
 function input(ctx: Context, overrides: Partial<ComposeInput> = {}): ComposeInput {
-  return {
-    from: 'Zoë Ünicode, Ltd <hello@acme.example>',
-    to: ['alice@receiver.test', '"Bob \\"the\\" Builder" <bob@receiver.test>'],
-    cc: ['Çarla <carla@other.test>'],
-    replyTo: 'Support <support@acme.example>',
-    subject: `Grüße aus Köln — ${'a long subject that needs folding '.repeat(4)}✉️`,
-    html: null,
-    text: `Hallo Welt — ünïcødé\n${'0123456789'.repeat(300)}\nlast line`,
-    headers: { 'X-Entity-Ref-ID': 'order-1234', 'List-Unsubscribe': '<https://acme.example/u/1>', 'X-Unicode': 'naïve' },
-    messageId: newMessageId('em_Q2xhdWRlLXdhcy1oZXJl', DOMAIN),
-    date: new Date('2025-03-01T12:34:56Z'),
-    dkim: { domainName: DOMAIN, keySelector: ctx.key.selector, privateKey: ctx.key.privateKeyPem },
-    ...overrides,
-  };
+  return awkwardComposeInput(ctx.key, { text: `Hallo Welt — ünïcødé\n${'0123456789'.repeat(300)}\nlast line`, ...overrides });
 }
 
 async function verifyDkim(ctx: Context, raw: Buffer) {
