@@ -36,7 +36,10 @@ export function sharedSendRate(documents: DocumentStore, rate: number, now: () =
             lastSweep = second;
             void sweep(second - 60);
           }
-          return;
+          // A durable insert can be acknowledged after its second has ended; sending then would
+          // add one to the next second's full count. The late slot is simply left unused.
+          if (Math.floor(now() / 1000) === second) return;
+          break;
         } catch (error) {
           if (!(error instanceof DuplicateKeyError)) throw error;
         }
