@@ -177,7 +177,7 @@ function collector(registry: MetricsRegistry, up: Gauge, name: string, gauges: G
 }
 
 /** The event store, with each appended event counted by type. */
-export function countingAppends(store: EventStore, metrics: RelayMetrics): EventStore {
+export function countingAppends(store: EventStore, metrics: { eventsAppended(type: string): { inc(): void } }): EventStore {
   return {
     async append(streamId, events, options) {
       const result = await store.append(streamId, events, options);

@@ -11,7 +11,8 @@ import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './p
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './processors/retention.ts';
 import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics } from './relay-metrics.ts';
-import { openServices, openStores, type Stores } from './runtime.ts';
+import { startPipelineThread, type PipelineThread } from './pipeline-thread.ts';
+import { openServices, openStores, wakeOtherThreads, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
 
@@ -34,6 +35,8 @@ export interface RunningRelay {
   metrics: RelayMetrics;
   metricsUrl: string | null;
   logger: Logger;
+  /** Whether each running part is ready (a processor is, unless stuck on one record), as /readyz shows them. */
+  partsReady(): Promise<Record<string, boolean>>;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
   stop(): Promise<void>;
 }
@@ -46,10 +49,27 @@ export interface RelayOptions {
   now?: () => Date;
   /** Overrides of the processors' retry, park and stuck policy (apps/processors/processor.ts). */
   processorPolicy?: Partial<ProcessorPolicy>;
+  /**
+   * Runs the pipeline parts asked for (forwarder, processors, retention) on a worker thread of
+   * their own, with their own store connections, so that they and the API use two cores
+   * (`relay start`). They behave exactly as in a process of their own; /readyz and /metrics of
+   * this process still cover them. The thread failing stops nothing by itself: onPipelineExit
+   * says so (`relay start` then exits, for its supervisor to restart it). `now` is not carried
+   * to the thread (a function cannot cross it); processorPolicy is.
+   */
+  pipelineThread?: boolean;
+  onPipelineExit?: (error: Error) => void;
+  /** @internal The pipeline thread's own process: no HTTP server, appends counted by the main thread. */
+  inThread?: { onAppended(type: string): void };
 }
 
+/** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
+export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
+
 export async function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): Promise<RunningRelay> {
-  const logger = pino({ level: config.logLevel, base: { service: 'relay' } });
+  const logger = pino({ level: config.logLevel, base: { service: 'relay', ...(options.inThread ? { thread: 'pipeline' } : {}) } });
+  const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
+  if (threaded.length > 0 || options.inThread) wakeOtherThreads();
   const stores = await openStores(config);
   // A refused secret key must not leave the store connections holding the process open.
   const services = await openServices(config, stores).catch(async (error) => {
@@ -64,17 +84,29 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   let url: string | null = null;
   // One registry per process: `relay start` shows every part on one page.
   const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace });
-  const events = countingAppends(stores.events, metrics);
+  const events = countingAppends(stores.events, options.inThread ? { eventsAppended: (type) => ({ inc: () => options.inThread!.onAppended(type) }) } : metrics);
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
+  let pipeline: PipelineThread | null = null;
+  const partsReady = async () => ({
+    ...Object.fromEntries([...running.keys()].map((p) => [p, processors.get(p)?.status().stuck == null])),
+    ...(pipeline ? await pipeline.partsReady() : {}),
+  });
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
-    if (parts.includes('sender')) {
+    if (parts.includes('sender') && !threaded.includes('sender')) {
       logger.info({ delivery: config.delivery }, config.delivery === 'outbox'
         ? `delivery: outbox — messages are written to ${services.outboxDir} and not sent (set RELAY_DELIVERY=smtp or mx to send)`
         : `delivery: ${config.delivery}`);
     }
     await prepareStores(stores.documents);
+    if (threaded.length > 0) {
+      pipeline = await startPipelineThread({ config, parts: threaded, processorPolicy: options.processorPolicy }, {
+        onAppended: (type, count) => metrics.eventsAppended(type).inc(count),
+        onExit: options.onPipelineExit ?? ((error) => logger.error({ err: error }, 'pipeline thread ended')),
+      });
+    }
     for (const part of parts) {
+      if (threaded.includes(part)) continue;
       if (part === 'forwarder') {
         running.set(part, await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
       } else if (part === 'retention') {
@@ -107,7 +139,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       }
     }
     // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.
-    {
+    if (!options.inThread) {
       api = await buildApi({
         config,
         events,
@@ -118,8 +150,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         // A processor is ready unless stuck on one record (apps/api/plugins/health.ts says what
         // turns /readyz to 503 and what does not); its reason is in the warn log.
         readiness: async () => ({
-          ...Object.fromEntries([...running.keys()].map((p) => [p, processors.get(p)?.status().stuck == null])),
-          ...(running.size > 0 ? { log: await stores.log.ping() } : {}),
+          ...await partsReady(),
+          ...(running.size > 0 || pipeline ? { log: await stores.log.ping() } : {}),
         }),
       }, { routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
       url = await api.listen({ host: config.host, port: config.port });
@@ -132,13 +164,14 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   } catch (error) {
     await api?.close().catch(() => {});
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
+    await pipeline?.stop().catch(() => {});
     await services.close();
     await stores.close();
     throw error;
   }
   let stopping: Promise<void> | null = null;
   return {
-    stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger,
+    stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger, partsReady,
     stop() {
       stopping ??= (async () => {
         // Requests first (they append events), then processors in reverse start order, so
@@ -148,6 +181,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         for (const [part, stoppable] of [...running.entries()].reverse()) {
           await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
         }
+        await pipeline?.stop().catch((error) => logger.error({ err: error }, 'stopping the pipeline thread failed'));
         await services.close();
         await stores.close();
         logger.info('stopped');

@@ -15,6 +15,7 @@ import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
+export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';

@@ -36,6 +36,8 @@ export interface RelayConfig {
   sendRate: number | null;
   /** Worker threads that compose and DKIM-sign outgoing messages (RELAY_COMPOSE_THREADS); 0 = on the event loop. */
   composeThreads: number;
+  /** RELAY_PIPELINE_THREAD: whether `relay start` runs the forwarder, processors and retention on a thread of their own. */
+  pipelineThread: boolean;
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
@@ -174,6 +176,10 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (composeRaw !== undefined && !(/^\d+$/.test(composeRaw) && composeThreads <= 64)) {
     throw new ConfigError('RELAY_COMPOSE_THREADS', `must be a whole number of threads from 0 to 64, got "${composeRaw}"`);
   }
+  const pipelineThreadRaw = text(env, 'RELAY_PIPELINE_THREAD')?.toLowerCase();
+  if (pipelineThreadRaw !== undefined && pipelineThreadRaw !== 'on' && pipelineThreadRaw !== 'off') {
+    throw new ConfigError('RELAY_PIPELINE_THREAD', `must be on or off, got "${text(env, 'RELAY_PIPELINE_THREAD')}"`);
+  }
   const tlsCertFile = text(env, 'RELAY_INBOUND_TLS_CERT') ?? null;
   const tlsKeyFile = text(env, 'RELAY_INBOUND_TLS_KEY') ?? null;
   if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
@@ -205,6 +211,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     deliveryRetryScale,
     sendRate,
     composeThreads,
+    pipelineThread: pipelineThreadRaw === 'on',
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },

@@ -72,6 +72,7 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '-1' }],
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '65' }],
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: 'two' }],
+  ['RELAY_PIPELINE_THREAD', { RELAY_PIPELINE_THREAD: 'yes' }],
 ];
 
 test('delivery defaults: the outbox in development; smtp when a smarthost is given; production takes an explicit choice', () => {
@@ -86,6 +87,11 @@ test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0
   assert.is(loadConfig({}).composeThreads, 1);
   assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '0' }).composeThreads, 0);
   assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '4' }).composeThreads, 4);
+});
+test('relay start runs the pipeline on a thread of its own with RELAY_PIPELINE_THREAD=on, on its one event loop by default', () => {
+  assert.is(loadConfig({}).pipelineThread, false);
+  assert.is(loadConfig({ RELAY_PIPELINE_THREAD: 'ON' }).pipelineThread, true);
+  assert.is(loadConfig({ RELAY_PIPELINE_THREAD: 'off' }).pipelineThread, false);
 });
 test('/metrics: on PORT by default, on its own listener with RELAY_METRICS_PORT (host RELAY_METRICS_HOST, else HOST), or off', () => {
   assert.equal(loadConfig({}).metrics, { enabled: true, host: '127.0.0.1', port: null });

@@ -1,6 +1,7 @@
 // `relay start`: everything in one process, on the stores the configuration names
 // (the embedded sqlite files by default).
 import { loadConfig } from '../../infra/config.ts';
+import type { RunningRelay } from '../relay.ts';
 import { asksForHelp } from './command.ts';
 
 const USAGE = 'usage: relay start   (configuration comes from environment variables; see README)';
@@ -18,7 +19,16 @@ export async function start(args: string[]): Promise<number> {
   // Loaded once the configuration is known good: a bad variable is reported without waiting
   // for the whole service's code to load.
   const { ALL_PARTS, startRelay, stopOnSignals } = await import('../relay.ts');
-  const relay = await startRelay(config, ALL_PARTS);
+  let relay: RunningRelay | null = null;
+  relay = await startRelay(config, ALL_PARTS, {
+    // RELAY_PIPELINE_THREAD=on: the API on this thread, the pipeline on one of its own.
+    pipelineThread: config.pipelineThread,
+    // Admitting mail that nothing would deliver helps nobody: exit, for a supervisor to restart.
+    onPipelineExit: (error) => {
+      console.error(`relay: the pipeline thread ended (${error.message}); exiting`);
+      void (relay?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
+    },
+  });
   stopOnSignals(relay);
   await new Promise(() => {}); // runs until a signal stops it
   return 0;

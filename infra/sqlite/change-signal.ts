@@ -1,12 +1,17 @@
 // In-process wake-ups for the sqlite adapters: a writer bumps a signal after commit so
 // readers of the same database file in this process react at once instead of at their next
-// poll. Other processes sharing the file are only seen by polling.
+// poll. Once wakeOtherThreads() was called, the threads of this process that called it wake
+// each other too (`relay start` runs the pipeline on a thread of its own). Other processes
+// sharing the file are only seen by polling.
+import { BroadcastChannel } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
 
 export class ChangeSignal {
   #version = 0;
   readonly #waiters = new Set<() => void>();
+  #otherThreads: BroadcastChannel | null = null;
+  #posting: NodeJS.Immediate | null = null;
 
   /** Take it before reading; pass it to wait() so a change made in between is not missed. */
   get version(): number {
@@ -14,6 +19,28 @@ export class ChangeSignal {
   }
 
   notify(): void {
+    this.#wake();
+    // One message per turn of the loop, posted after every notify of the turn: a reader woken
+    // by it then finds all of the turn's commits.
+    if (this.#otherThreads && !this.#posting) {
+      this.#posting = setImmediate(() => {
+        this.#posting = null;
+        this.#otherThreads?.postMessage(0);
+      });
+    }
+  }
+
+  /** @internal Shares this signal with the other threads' signals of the same name. */
+  shareAs(name: string): void {
+    if (this.#otherThreads) return;
+    const channel = new BroadcastChannel(name);
+    channel.onmessage = () => this.#wake();
+    // Wake-ups never keep a thread alive on their own.
+    (channel as unknown as { unref(): void }).unref();
+    this.#otherThreads = channel;
+  }
+
+  #wake(): void {
     this.#version++;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
@@ -54,6 +81,21 @@ const byFile = new Map<string, Map<string, ChangeSignal>>();
 // In-memory databases have no file; each connection is its own database.
 const byConnection = new WeakMap<DatabaseSync, Map<string, ChangeSignal>>();
 
+let otherThreads = false;
+
+/**
+ * From now on, the file-backed signals of this thread also wake (and are woken by) the same
+ * signals of every other thread of the process that called it. Call it before opening stores.
+ */
+export function wakeOtherThreads(): void {
+  otherThreads = true;
+  for (const [file, channels] of byFile) for (const [channel, signal] of channels) signal.shareAs(sharedName(file, channel));
+}
+
+// Node cuts a BroadcastChannel's name at its first NUL, and the channels' names hold some
+// (log-group\u0000<group>\u0000<topic>): encoded, every signal keeps a channel of its own.
+const sharedName = (file: string, channel: string) => `relay-sqlite:${encodeURIComponent(file)}:${encodeURIComponent(channel)}`;
+
 export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
   const file = db.location();
   let channels = file ? byFile.get(file) : byConnection.get(db);
@@ -66,6 +108,7 @@ export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
   if (!signal) {
     signal = new ChangeSignal();
     channels.set(channel, signal);
+    if (otherThreads && file) signal.shareAs(sharedName(file, channel));
   }
   return signal;
 }

@@ -28,11 +28,14 @@
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
+import { changeSignal, type ChangeSignal } from './change-signal.ts';
 import { BUSY_TIMEOUT_MS } from './database.ts';
 
 export interface GroupCommitLimits {
   /** Writes per batch before it commits without waiting for the turn to end. Default 512. */
   maxWrites?: number;
+  /** Another connection holds the write lock: the first retry after this many ms, doubling up to `max`. Default 1 to 20. */
+  lockRetryMs?: { first: number; max: number };
   /** Bytes (as the callers estimate them) per batch before it commits at once. Default 16 MiB. */
   maxBytes?: number;
 }
@@ -75,11 +78,12 @@ export class GroupCommit implements DurabilityBarrier {
   readonly #db: DatabaseSync;
   readonly #maxWrites: number;
   readonly #maxBytes: number;
+  readonly #lockRetryMs: { first: number; max: number };
   readonly #savepoint: StatementSync;
   readonly #release: StatementSync;
   readonly #rollbackTo: StatementSync;
-  readonly #noWait: StatementSync;
-  readonly #wait: StatementSync;
+  /** Notified whenever a transaction on this file ends: a waiting writer of another thread retries then. */
+  readonly #released: ChangeSignal | null;
   /** Set while another process holds the write lock: writes queue until BEGIN succeeds. */
   #lockWait: NodeJS.Timeout | null = null;
   /** The WAL file, opened at the first commit; null for a database without one (in memory). */
@@ -102,11 +106,11 @@ export class GroupCommit implements DurabilityBarrier {
     this.#db = db;
     this.#maxWrites = limits.maxWrites ?? 512;
     this.#maxBytes = limits.maxBytes ?? 16 * 1024 * 1024;
+    this.#lockRetryMs = limits.lockRetryMs ?? { first: 1, max: 20 };
     this.#savepoint = db.prepare('SAVEPOINT group_write');
     this.#release = db.prepare('RELEASE group_write');
     this.#rollbackTo = db.prepare('ROLLBACK TO group_write');
-    this.#noWait = db.prepare('PRAGMA busy_timeout = 0');
-    this.#wait = db.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    this.#released = db.location() ? changeSignal(db, 'write-lock-released') : null;
   }
 
   /**
@@ -184,7 +188,7 @@ export class GroupCommit implements DurabilityBarrier {
       }
       if (!begun) {
         this.#queued.push(entry);
-        this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, 1);
+        this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, this.#lockRetryMs.first);
         return;
       }
       this.#open = true;
@@ -260,7 +264,10 @@ export class GroupCommit implements DurabilityBarrier {
 
   /** BEGIN IMMEDIATE without waiting: false when another connection holds the write lock. */
   #tryBegin(): boolean {
-    this.#noWait.run();
+    // Executed, not prepared once and re-run: SQLite applies `PRAGMA busy_timeout` while it
+    // prepares the statement, so a re-run prepared one changes nothing, and BEGIN then slept
+    // in the busy handler for the whole timeout.
+    this.#db.exec('PRAGMA busy_timeout = 0');
     try {
       this.#db.exec('BEGIN IMMEDIATE');
       return true;
@@ -268,13 +275,22 @@ export class GroupCommit implements DurabilityBarrier {
       if ((error as { errcode?: number }).errcode === SQLITE_BUSY) return false;
       throw error;
     } finally {
-      this.#wait.run();
+      this.#db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     }
   }
 
   #waitForLock(deadline: number, delayMs: number): void {
     if (this.#lockWait) return;
-    this.#lockWait = setTimeout(() => {
+    // Retried on a timer, or as soon as another thread of this process says it let the lock go
+    // (without that, a thread waited up to 20 ms for a lock the other thread held for one turn).
+    const released = this.#released;
+    const stopListening = released?.addWaiter(() => {
+      if (!this.#lockWait) return;
+      clearTimeout(this.#lockWait);
+      retry();
+    });
+    const retry = () => {
+      stopListening?.();
       this.#lockWait = null;
       let begun = false;
       let failure: unknown = null;
@@ -284,7 +300,7 @@ export class GroupCommit implements DurabilityBarrier {
         failure = error;
       }
       if (!begun && failure === null && Date.now() < deadline) {
-        this.#waitForLock(deadline, Math.min(delayMs * 2, 20));
+        this.#waitForLock(deadline, Math.min(delayMs * 2, this.#lockRetryMs.max));
         return;
       }
       if (!begun) {
@@ -302,7 +318,8 @@ export class GroupCommit implements DurabilityBarrier {
         this.#commit();
       });
       this.#runQueued();
-    }, delayMs);
+    };
+    this.#lockWait = setTimeout(retry, delayMs);
   }
 
   #finish(batch: Settled[], holdError?: unknown): void {
@@ -322,6 +339,7 @@ export class GroupCommit implements DurabilityBarrier {
       }
     }
     this.#open = false;
+    this.#released?.notify();
     if (failure !== undefined) {
       for (const entry of batch) entry.reject(failure);
       if (batch.some((entry) => entry.early)) reportLostWrites(failure);

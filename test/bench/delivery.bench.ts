@@ -7,6 +7,9 @@
 //   BENCH_RATES=1,100 BENCH_SECONDS=20 BENCH_WARMUP_SECONDS=3 BENCH_BACKLOG=6000 BENCH_WORKSPACES=60
 //   BENCH_SAMPLE=50 BENCH_DRAIN_TIMEOUT_SECONDS=120 BENCH_CPU_PROF=<dir> (profile the Relay children)
 //   BENCH_PHASES=latency,one-process,split (the phases to run, below; default all three)
+//   BENCH_PIPELINE_THREAD=1  the forwarder, processors and retention on their own thread, as
+//                            `relay start` runs them (the transport then lives on that thread,
+//                            so the per-send timings below stay empty)
 //
 // Three processes: Relay, the sink, and this one (load). The sink records, for every message,
 // the email id in its Message-ID (Relay writes `<emailId@domain>`) and Date.now() when the
@@ -51,6 +54,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { askStats, percentile, stopChild } from './bench-child.ts';
 
+const PIPELINE_THREAD = process.env.BENCH_PIPELINE_THREAD === '1';
 const RATES = (process.env.BENCH_RATES ?? '1,100').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -131,7 +135,7 @@ async function serveRelay(dataDir: string, sinkPort: string, mode: 'setup' | 're
     RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${sinkPort}?tls=none`,
     // Any free port for a part that listens besides the API (the feedback SMTP server).
     RELAY_INBOUND_SMTP_PORT: '0',
-  }), parts);
+  }), parts, { pipelineThread: PIPELINE_THREAD });
   let stopping = false;
   process.on('SIGTERM', () => {
     if (stopping) return;

@@ -7,6 +7,8 @@
 //   BENCH_RATE=1000 BENCH_OPEN_SECONDS=60 BENCH_OPEN_CONNECTIONS=64     phase 2 (open loop)
 //   BENCH_MAX_IN_FLIGHT=2000 BENCH_TICK_MS=10 BENCH_POLL_MS=25 BENCH_POLL_LIMIT=20
 //   BENCH_WORKSPACES=10 BENCH_SETTLE_SECONDS=180 BENCH_DRAIN_SECONDS=300 BENCH_DRAIN_POLL_SECONDS=10
+//   BENCH_PIPELINE_THREAD=1  the forwarder, processors and retention on a thread of their own
+//                          (`relay start` with RELAY_PIPELINE_THREAD=on)
 //   BENCH_CPU_PROF=<dir>   runs the Relay child under `node --cpu-prof` (summary printed at the end;
 //                          or: node test/bench/cpu-profile.ts <file>)
 //
@@ -108,7 +110,7 @@ async function serveRelay(dataDir: string): Promise<void> {
     RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'warn', PORT: '0',
     // Any free port for the feedback SMTP server.
     RELAY_INBOUND_SMTP_PORT: '0',
-  }), ALL_PARTS);
+  }), ALL_PARTS, { pipelineThread: process.env.BENCH_PIPELINE_THREAD === '1' });
   let stopping = false;
   process.on('SIGTERM', () => {
     if (stopping) return;

@@ -1,0 +1,48 @@
+// The pipeline thread's side (./pipeline-thread.ts): starts its parts as a process of their
+// own would, without an HTTP server, and reports to the main thread.
+import { parentPort, workerData } from 'node:worker_threads';
+import type { FromPipeline, PipelineThreadData, ToPipeline } from './pipeline-thread.ts';
+import { startRelay } from './relay.ts';
+
+const port = parentPort!;
+const { config, parts, processorPolicy } = workerData as PipelineThreadData;
+const send = (message: FromPipeline) => port.postMessage(message);
+
+// Appended events, sent once per turn of the loop rather than one message each.
+let counts: Record<string, number> = {};
+let sending: NodeJS.Immediate | null = null;
+function sendCounts(): void {
+  sending = null;
+  const batch = counts;
+  counts = {};
+  send({ kind: 'appended', counts: batch });
+}
+
+try {
+  const relay = await startRelay(config, parts, {
+    processorPolicy,
+    inThread: {
+      onAppended(type) {
+        counts[type] = (counts[type] ?? 0) + 1;
+        sending ??= setImmediate(sendCounts);
+      },
+    },
+  });
+  port.on('message', (message: ToPipeline) => {
+    if (message.kind === 'parts-ready') {
+      relay.partsReady().then((ready) => send({ kind: 'parts-ready', id: message.id, parts: ready }));
+    } else if (message.kind === 'stop') {
+      relay.stop().finally(() => {
+        if (sending) {
+          clearImmediate(sending);
+          sendCounts();
+        }
+        port.close();
+      });
+    }
+  });
+  send({ kind: 'ready' });
+} catch (error) {
+  send({ kind: 'failed', message: (error as Error).message, stack: (error as Error).stack });
+  port.close();
+}

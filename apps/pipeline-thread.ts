@@ -1,0 +1,113 @@
+// The pipeline thread of `relay start`: the forwarder, the processors and retention run on a
+// worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
+// of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
+// two threads talk only to report: the parts' readiness for /readyz, appended events for
+// /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
+// stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
+import { Worker } from 'node:worker_threads';
+import type { RelayConfig } from '../infra/config.ts';
+import type { ProcessorPolicy } from './processors/processor.ts';
+import type { Part } from './relay.ts';
+
+export interface PipelineThread {
+  partsReady(): Promise<Record<string, boolean>>;
+  /** Stops the parts (consumer positions committed, stores closed) and ends the thread. */
+  stop(): Promise<void>;
+}
+
+export interface PipelineHooks {
+  onAppended(type: string, count: number): void;
+  /** The thread ended without being asked to (it failed, or its parts could not run). */
+  onExit(error: Error): void;
+}
+
+/** Messages from the thread. */
+export type FromPipeline =
+  | { kind: 'ready' }
+  | { kind: 'failed'; message: string; stack?: string }
+  | { kind: 'appended'; counts: Record<string, number> }
+  | { kind: 'parts-ready'; id: number; parts: Record<string, boolean> }
+  | { kind: 'stopped' };
+
+/** Messages to the thread. */
+export type ToPipeline = { kind: 'parts-ready'; id: number } | { kind: 'stop' };
+
+export interface PipelineThreadData {
+  config: RelayConfig;
+  parts: Part[];
+  processorPolicy?: Partial<ProcessorPolicy>;
+}
+
+const ENTRY = new URL('./pipeline-thread-entry.ts', import.meta.url);
+/** How long /readyz waits for the thread's answer: a thread that long unresponsive is not ready. */
+const READINESS_TIMEOUT_MS = 2000;
+
+export async function startPipelineThread(data: PipelineThreadData, hooks: PipelineHooks, entry: URL = ENTRY): Promise<PipelineThread> {
+  const { parts } = data;
+  const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false });
+  let stopping = false;
+  let nextId = 0;
+  const asked = new Map<number, (parts: Record<string, boolean>) => void>();
+  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+
+  await new Promise<void>((resolve, reject) => {
+    const onStartFailure = (error: Error) => reject(error);
+    const onEarlyExit = (code: number) => reject(new Error(`the pipeline thread ended while starting (exit code ${code})`));
+    worker.once('error', onStartFailure);
+    worker.once('exit', onEarlyExit);
+    worker.on('message', function untilReady(message: FromPipeline) {
+      if (message.kind === 'ready') {
+        worker.off('message', untilReady);
+        worker.off('error', onStartFailure);
+        worker.off('exit', onEarlyExit);
+        resolve();
+      } else if (message.kind === 'failed') {
+        reject(Object.assign(new Error(message.message), { stack: message.stack }));
+      }
+    });
+  });
+
+  worker.on('message', (message: FromPipeline) => {
+    if (message.kind === 'appended') {
+      for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
+    } else if (message.kind === 'parts-ready') {
+      asked.get(message.id)?.(message.parts);
+      asked.delete(message.id);
+    }
+  });
+  let failure: Error | null = null;
+  worker.on('error', (error) => {
+    failure = error;
+  });
+  worker.once('exit', (code) => {
+    for (const answer of asked.values()) answer(Object.fromEntries(parts.map((p) => [p, false])));
+    asked.clear();
+    if (!stopping) hooks.onExit(failure ?? new Error(`the pipeline thread ended (exit code ${code})`));
+  });
+
+  return {
+    partsReady() {
+      const notReady = Object.fromEntries(parts.map((p) => [p, false]));
+      if (stopping) return Promise.resolve(notReady);
+      const id = nextId++;
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          asked.delete(id);
+          resolve(notReady);
+        }, READINESS_TIMEOUT_MS);
+        asked.set(id, (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        });
+        worker.postMessage({ kind: 'parts-ready', id } satisfies ToPipeline);
+      });
+    },
+    async stop() {
+      if (!stopping) {
+        stopping = true;
+        worker.postMessage({ kind: 'stop' } satisfies ToPipeline);
+      }
+      await ended;
+    },
+  };
+}

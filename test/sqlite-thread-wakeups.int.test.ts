@@ -1,0 +1,91 @@
+// `relay start` runs the pipeline on a thread of its own: a write on one thread must wake the
+// embedded stores' readers on the other at once. The readers here poll once a minute, so only
+// a wake-up meets the test's deadline; the control shows that without wakeOtherThreads() in
+// the writing thread nothing arrives in that time.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DatabaseSync } from 'node:sqlite';
+import { changeSignal, wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
+import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
+import { SqliteLog } from '../infra/sqlite/log.ts';
+import { settle, waitUntil } from './support/eventually.ts';
+
+const test = suite('sqlite wake-ups across threads');
+const dir = mkdtempSync(join(tmpdir(), 'relay-thread-wakeups-'));
+const MINUTE = 60_000;
+const WRITER = new URL('./fixtures/thread-writer.ts', import.meta.url);
+const NOTIFIER = new URL('./fixtures/thread-notifier.ts', import.meta.url);
+
+wakeOtherThreads();
+const events = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: MINUTE });
+const log = new SqliteLog(join(dir, 'log.db'), { pollIntervalMs: MINUTE });
+const streams: string[] = [];
+const records: string[] = [];
+let stopReaders: () => Promise<void> = async () => {};
+
+test.before(async () => {
+  await log.ensureTopic('wakeups', 2);
+  const subscription = events.subscribeAll({}, async (event) => void streams.push(event.streamId));
+  const consumer = await log.consume({ group: 'g', topic: 'wakeups', handle: async (record) => void records.push(record.key) });
+  stopReaders = async () => {
+    await consumer.stop();
+    await subscription.stop();
+  };
+  // Both have read what there is (nothing) and wait for a change, or for their minute.
+  await settle(300);
+});
+
+test.after(async () => {
+  await stopReaders();
+  await events.close();
+  await log.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function writeOnAnotherThread(name: string, wake: boolean): Promise<void> {
+  const worker = new Worker(WRITER, { workerData: { dir, wake, name } });
+  const written = new Promise<void>((resolve, reject) => {
+    worker.once('message', () => resolve());
+    worker.once('error', reject);
+  });
+  await written;
+  await new Promise((resolve) => worker.once('exit', resolve));
+}
+
+test('without wakeOtherThreads in the writer, a reader on another thread waits for its poll', async () => {
+  await writeOnAnotherThread('unannounced', false);
+  await settle(1000);
+  assert.not.ok(streams.includes('unannounced'), 'the subscription saw the event before its poll');
+  assert.not.ok(records.includes('unannounced'), 'the consumer saw the record before its poll');
+});
+
+test('with it, an event appended and a record published on another thread reach this thread\'s readers at once', async () => {
+  await writeOnAnotherThread('announced', true);
+  await waitUntil(() => streams.includes('announced') && records.includes('announced'), 'both readers to see the writes', 10_000);
+  // The wake-up also brings what was written before it, unannounced.
+  assert.ok(streams.includes('unannounced') && records.includes('unannounced'));
+});
+
+test('a signal woken on another thread wakes only the same signal here, not every signal of the file', async () => {
+  const file = join(dir, 'signals.db');
+  const db = new DatabaseSync(file);
+  // Names as the log's: NUL-separated (Node cuts a BroadcastChannel's name at a NUL).
+  const topic = changeSignal(db, 'log-records\u0000events');
+  const group = changeSignal(db, 'log-group\u0000sender\u0000events');
+  const before = { topic: topic.version, group: group.version };
+  const worker = new Worker(NOTIFIER, { workerData: { file, channel: 'log-records\u0000events' } });
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await waitUntil(() => topic.version !== before.topic, 'the topic signal to be woken', 5_000);
+  await settle(100);
+  assert.is(group.version, before.group, 'the group signal was woken too');
+  db.close();
+});
+
+test.run();
