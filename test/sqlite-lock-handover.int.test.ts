@@ -37,11 +37,12 @@ test.after(() => {
 /** Starts a holder thread; resolves once it holds the lock, with a function that lets it go. */
 async function holdLock(wake: boolean, releaseAfterMs?: number): Promise<{ release(): Promise<void> }> {
   const worker = new Worker(HOLDER, { workerData: { file, wake, releaseAfterMs } });
+  // Listened for from the start: a thread that ends can emit its last message and its exit in one go.
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
   await new Promise((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
   });
-  const exited = new Promise((resolve) => worker.once('exit', resolve));
   return {
     async release() {
       worker.postMessage('release');

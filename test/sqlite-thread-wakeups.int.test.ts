@@ -48,12 +48,15 @@ test.after(async () => {
 
 async function writeOnAnotherThread(name: string, wake: boolean): Promise<void> {
   const worker = new Worker(WRITER, { workerData: { dir, wake, name } });
+  // Both listened for at once: a thread that ends right after posting can have its message and
+  // its exit emitted in one go, before an exit listener added after the message would exist.
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
   const written = new Promise<void>((resolve, reject) => {
     worker.once('message', () => resolve());
     worker.once('error', reject);
   });
   await written;
-  await new Promise((resolve) => worker.once('exit', resolve));
+  await exited;
 }
 
 test('without wakeOtherThreads in the writer, a reader on another thread waits for its poll', async () => {
