@@ -37,6 +37,7 @@ try {
           clearImmediate(sending);
           sendCounts();
         }
+        send({ kind: 'stopped' });
         port.close();
       });
     }

@@ -41,6 +41,8 @@ export interface PipelineThreadData {
 const ENTRY = new URL('./pipeline-thread-entry.ts', import.meta.url);
 /** How long /readyz waits for the thread's answer: a thread that long unresponsive is not ready. */
 const READINESS_TIMEOUT_MS = 2000;
+/** How long a thread that said it stopped may take to end before it is terminated. */
+const STOPPED_GRACE_MS = 1000;
 
 export async function startPipelineThread(data: PipelineThreadData, hooks: PipelineHooks, entry: URL = ENTRY): Promise<PipelineThread> {
   const { parts } = data;
@@ -48,42 +50,52 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   let stopping = false;
   let nextId = 0;
   const asked = new Map<number, (parts: Record<string, boolean>) => void>();
-  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-
-  await new Promise<void>((resolve, reject) => {
-    const onStartFailure = (error: Error) => reject(error);
-    const onEarlyExit = (code: number) => reject(new Error(`the pipeline thread ended while starting (exit code ${code})`));
-    worker.once('error', onStartFailure);
-    worker.once('exit', onEarlyExit);
-    worker.on('message', function untilReady(message: FromPipeline) {
-      if (message.kind === 'ready') {
-        worker.off('message', untilReady);
-        worker.off('error', onStartFailure);
-        worker.off('exit', onEarlyExit);
-        resolve();
-      } else if (message.kind === 'failed') {
-        reject(Object.assign(new Error(message.message), { stack: message.stack }));
-      }
-    });
-  });
-
+  // Every listener is added now: a thread that ends can have its last messages and its exit
+  // emitted in one go, before a listener added after an await would exist.
+  let starting: { resolve(): void; reject(error: Error): void } | null = null;
+  const started = new Promise<void>((resolve, reject) => (starting = { resolve, reject }));
+  let failure: Error | null = null;
   worker.on('message', (message: FromPipeline) => {
-    if (message.kind === 'appended') {
+    if (message.kind === 'ready') {
+      starting?.resolve();
+      starting = null;
+    } else if (message.kind === 'failed') {
+      starting?.reject(Object.assign(new Error(message.message), { stack: message.stack }));
+      starting = null;
+    } else if (message.kind === 'appended') {
       for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
     } else if (message.kind === 'parts-ready') {
       asked.get(message.id)?.(message.parts);
       asked.delete(message.id);
+    } else if (message.kind === 'stopped') {
+      // Its parts are stopped and its stores closed: whatever still keeps the thread alive
+      // (a handle nobody closed) must not hold up the process's exit.
+      setTimeout(() => void worker.terminate(), STOPPED_GRACE_MS).unref();
     }
   });
-  let failure: Error | null = null;
   worker.on('error', (error) => {
     failure = error;
+    starting?.reject(error);
+    starting = null;
   });
-  worker.once('exit', (code) => {
+  const ended = new Promise<void>((resolve) => worker.once('exit', (code) => {
     for (const answer of asked.values()) answer(Object.fromEntries(parts.map((p) => [p, false])));
     asked.clear();
-    if (!stopping) hooks.onExit(failure ?? new Error(`the pipeline thread ended (exit code ${code})`));
-  });
+    if (starting) {
+      starting.reject(new Error(`the pipeline thread ended while starting (exit code ${code})`));
+      starting = null;
+    } else if (!stopping) {
+      hooks.onExit(failure ?? new Error(`the pipeline thread ended (exit code ${code})`));
+    }
+    resolve();
+  }));
+  try {
+    await started;
+  } catch (error) {
+    stopping = true;
+    await worker.terminate();
+    throw error;
+  }
 
   return {
     partsReady() {
