@@ -1,4 +1,4 @@
-// The pipeline thread of `relay start`: the forwarder, the processors and retention run on a
+// The pipeline thread of `relay start` (RELAY_PIPELINE_THREAD=on): the forwarder, the processors and retention run on a
 // worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
 // of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
 // two threads talk only to report: the parts' readiness for /readyz, appended events for

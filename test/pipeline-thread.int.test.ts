@@ -1,4 +1,4 @@
-// `relay start` runs the forwarder, the processors and retention on a thread of their own
+// `relay start` with RELAY_PIPELINE_THREAD=on runs the forwarder, the processors and retention on a thread of their own
 // (apps/pipeline-thread.ts). Shown here: mail is delivered while the main thread cannot run at
 // all; /readyz and /metrics of the main thread still cover the thread's parts; stop ends the
 // thread; a thread that fails to start fails the start, and one that dies is reported.

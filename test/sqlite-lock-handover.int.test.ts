@@ -1,5 +1,5 @@
-// Two threads of one process write the same sqlite file (`relay start`'s API and pipeline
-// threads share relay.db). A writer that finds the write lock taken retries on a timer, and also
+// Two threads of one process write the same sqlite file (with RELAY_PIPELINE_THREAD=on,
+// `relay start`'s API and pipeline threads share relay.db). A writer that finds the write lock taken retries on a timer, and also
 // as soon as the other thread's transaction ends. Here the timer's first retry is a minute
 // away, so only that hand-over lets the waiting write land within the test's deadline; the
 // control shows that a holder not sharing its wake-ups leaves the waiter to its timer, and

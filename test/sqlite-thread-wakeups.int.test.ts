@@ -1,4 +1,4 @@
-// `relay start` runs the pipeline on a thread of its own: a write on one thread must wake the
+// `relay start` can run the pipeline on a thread of its own (RELAY_PIPELINE_THREAD=on): a write on one thread must wake the
 // embedded stores' readers on the other at once. The readers here poll once a minute, so only
 // a wake-up meets the test's deadline; the control shows that without wakeOtherThreads() in
 // the writing thread nothing arrives in that time.
