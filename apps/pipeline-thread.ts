@@ -55,13 +55,19 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   let starting: { resolve(): void; reject(error: Error): void } | null = null;
   const started = new Promise<void>((resolve, reject) => (starting = { resolve, reject }));
   let failure: Error | null = null;
+  // A start that failed is not reported again by onExit when the thread then ends.
+  const failStart = (error: Error) => {
+    if (!starting) return;
+    starting.reject(error);
+    starting = null;
+    stopping = true;
+  };
   worker.on('message', (message: FromPipeline) => {
     if (message.kind === 'ready') {
       starting?.resolve();
       starting = null;
     } else if (message.kind === 'failed') {
-      starting?.reject(Object.assign(new Error(message.message), { stack: message.stack }));
-      starting = null;
+      failStart(Object.assign(new Error(message.message), { stack: message.stack }));
     } else if (message.kind === 'appended') {
       for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
     } else if (message.kind === 'parts-ready') {
@@ -75,16 +81,13 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   });
   worker.on('error', (error) => {
     failure = error;
-    starting?.reject(error);
-    starting = null;
+    failStart(error);
   });
   const ended = new Promise<void>((resolve) => worker.once('exit', (code) => {
     for (const answer of asked.values()) answer(Object.fromEntries(parts.map((p) => [p, false])));
     asked.clear();
-    if (starting) {
-      starting.reject(new Error(`the pipeline thread ended while starting (exit code ${code})`));
-      starting = null;
-    } else if (!stopping) {
+    failStart(new Error(`the pipeline thread ended while starting (exit code ${code})`));
+    if (!stopping) {
       hooks.onExit(failure ?? new Error(`the pipeline thread ended (exit code ${code})`));
     }
     resolve();
@@ -92,7 +95,6 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   try {
     await started;
   } catch (error) {
-    stopping = true;
     await worker.terminate();
     throw error;
   }
