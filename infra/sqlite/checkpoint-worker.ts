@@ -7,10 +7,8 @@ export type CheckpointRequest =
   | { op: 'checkpoint'; file: string }
   | { op: 'close'; file: string; id: number };
 
-export type CheckpointReply =
-  | { op: 'closed'; id: number }
-  | { op: 'checkpointed'; file: string; frames: number; copied: number; busy: boolean }
-  | { op: 'failed'; file: string; message: string };
+/** `ran` whether or not the checkpoint succeeded: one that failed leaves the copying to the next, or to the backstop. */
+export type CheckpointReply = { op: 'closed'; id: number } | { op: 'ran'; file: string };
 
 if (!parentPort) throw new Error('checkpoint-worker.ts runs as a worker thread (infra/sqlite/checkpointer.ts)');
 const port = parentPort;
@@ -47,9 +45,11 @@ port.on('message', (request: CheckpointRequest) => {
     return;
   }
   try {
-    const row = open(request.file).checkpoint.get() as { busy: number; log: number; checkpointed: number };
-    port.postMessage({ op: 'checkpointed', file: request.file, frames: row.log, copied: row.checkpointed, busy: row.busy !== 0 } satisfies CheckpointReply);
-  } catch (error) {
-    port.postMessage({ op: 'failed', file: request.file, message: String((error as Error)?.message ?? error) } satisfies CheckpointReply);
+    open(request.file).checkpoint.get();
+  } catch {
+    // A checkpoint that could not run changes nothing that is committed; one that found
+    // another checkpoint running answers busy rather than throwing.
+  } finally {
+    port.postMessage({ op: 'ran', file: request.file } satisfies CheckpointReply);
   }
 });

@@ -33,11 +33,6 @@ interface FileState {
   again: boolean;
 }
 
-export interface CheckpointStats {
-  checkpoints: number;
-  failures: number;
-}
-
 class Checkpointer {
   readonly #files = new Map<string, FileState>();
   readonly #closing = new Map<number, () => void>();
@@ -45,7 +40,6 @@ class Checkpointer {
   /** Set once a thread died: this thread's files keep to the backstop from then on. */
   #gaveUp = false;
   #nextId = 1;
-  readonly stats: CheckpointStats = { checkpoints: 0, failures: 0 };
 
   attach(file: string): void {
     const state = this.#files.get(file);
@@ -109,8 +103,6 @@ class Checkpointer {
       if (this.#closing.size === 0) worker.unref();
       return;
     }
-    if (reply.op === 'checkpointed') this.stats.checkpoints++;
-    else this.stats.failures++;
     const state = this.#files.get(reply.file);
     if (!state) return;
     state.running = false;
