@@ -2,8 +2,7 @@
 // readers of the same database file in this process react at once instead of at their next
 // poll. Once wakeOtherThreads() was called, the threads of this process that called it wake
 // each other too (`relay start` with RELAY_PIPELINE_THREAD=on runs the pipeline on a thread of
-// its own). Other processes
-// sharing the file are only seen by polling.
+// its own). Other processes sharing the file are only seen by polling.
 import { BroadcastChannel } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
