@@ -10,7 +10,6 @@
 import { resolve } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { isDatabaseFile, openDatabase } from './database.ts';
-import { checkpointer } from './checkpointer.ts';
 import { commitsFor, type GroupCommit } from './group-commit.ts';
 
 export interface SqliteConnections {
@@ -60,10 +59,6 @@ export function connect(source: string | DatabaseSync): SqliteConnections {
     }
     file = { writer, reader, users: 0 };
     openFiles.set(key, file);
-    // Only connections opened here: a borrowed one keeps sqlite's own checkpoints, since the
-    // thread's connection to its file would stay open after the caller closed it.
-    checkpointer.attach(key);
-    commitsFor(writer).afterCommits(() => checkpointer.committed(key));
   }
   file.users++;
   const shared = file;
@@ -79,7 +74,6 @@ export function connect(source: string | DatabaseSync): SqliteConnections {
       if (--shared.users > 0) return;
       if (openFiles.get(key) === shared) openFiles.delete(key);
       commitsFor(shared.writer).dispose();
-      await checkpointer.detach(key);
       shared.reader.close();
       shared.writer.close();
     },

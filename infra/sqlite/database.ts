@@ -62,11 +62,9 @@ export function openDatabase(path: string): DatabaseSync {
     // frames past the live ones are overwritten as the WAL cycles; where that is not soon
     // enough (a shredded content key), the store truncates the WAL itself (truncateWal).
     db.exec('PRAGMA journal_size_limit = 67108864');
-    // sqlite checkpoints inside the commit that crosses this many WAL pages (64 MiB), on the
-    // event loop. The stores' own connections have a checkpoint thread that copies the WAL
-    // long before (./checkpointer.ts), so there this is the backstop that lets the WAL start
-    // over; a borrowed connection relies on it alone.
-    db.exec('PRAGMA wal_autocheckpoint = 16384');
+    // Checkpoints run inside the commit that crosses this many WAL pages, on the event loop:
+    // fewer, larger ones (16 MiB instead of 4) write each hot page once per cycle.
+    db.exec('PRAGMA wal_autocheckpoint = 4096');
   } catch (error) {
     db.close();
     throw error;

@@ -101,7 +101,6 @@ export class GroupCommit implements DurabilityBarrier {
   #committing: Promise<void> | null = null;
   #queued: Queued[] = [];
   #scheduled: NodeJS.Immediate | null = null;
-  #onCommitted: (() => void) | null = null;
 
   constructor(db: DatabaseSync, limits: GroupCommitLimits = {}) {
     this.#db = db;
@@ -161,11 +160,6 @@ export class GroupCommit implements DurabilityBarrier {
       return new Promise<void>((resolve) => this.#unsynced.push({ ok: true, value: undefined, resolve: () => resolve(), reject: () => resolve() }));
     }
     return this.#syncing ?? Promise.resolve();
-  }
-
-  /** Called after each COMMIT that succeeded (before its sync): ./checkpointer.ts follows commits with it. */
-  afterCommits(listener: (() => void) | null): void {
-    this.#onCommitted = listener;
   }
 
   /** Closes the WAL file handle; call after flush(), before closing the connection. */
@@ -351,7 +345,6 @@ export class GroupCommit implements DurabilityBarrier {
       if (batch.some((entry) => entry.early)) reportLostWrites(failure);
       return;
     }
-    this.#onCommitted?.();
     const fd = this.#wal();
     if (fd === null) {
       settle(batch);
