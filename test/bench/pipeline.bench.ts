@@ -38,6 +38,11 @@
 // Percentiles of the lag are over every email admitted in phase 2; one never listed counts as
 // slower than all others.
 //
+// CPU: phase 1 also prints what an email costs end to end (the Relay process's CPU time, every
+// thread, from the closed loop's start until it settled, over its emails), and each phase how
+// much of the machine's CPU the hypervisor took (steal): a rate only compares with runs that
+// got as much CPU.
+//
 // Rate limits and quotas are real: the load goes round-robin over BENCH_WORKSPACES activated
 // workspaces, one production project each, two production keys each (100/s per key, 200/s per
 // workspace: 10 workspaces allow 2,000/s, twice the offered rate). One project per workspace
@@ -56,7 +61,7 @@ import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { askStats, closedLoop as runClosedLoop, percentile, stopChild } from './bench-child.ts';
+import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, stopChild } from './bench-child.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -287,22 +292,28 @@ async function postEmail(pool: Pool, ready: Ready, bodies: string[], i: number, 
   return { status: response.statusCode, acceptedAt };
 }
 
-interface ClosedResult { requests: number; admitted: number; seconds: number; p50: number; p99: number; statuses: Record<string, number>; relay: RelayStats }
+interface ClosedResult { requests: number; admitted: number; seconds: number; p50: number; p99: number; statuses: Record<string, number>; relay: RelayStats; machine: string }
 
 async function closedLoop(ready: Ready, child: ChildProcess, tracker: Tracker): Promise<ClosedResult> {
   const pool = new Pool(ready.url, { connections: CONNECTIONS, pipelining: 1 });
   const bodies = bodiesFor(ready);
   let relay!: RelayStats;
+  let machineAtStart = machineCpu();
+  let machine = '';
   const { latencies, seconds, statuses } = await runClosedLoop({
     connections: CONNECTIONS, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
     request: async (n) => String((await postEmail(pool, ready, bodies, n % ready.keys.length, 1, tracker)).status),
-    onMeasure: () => resetStats(child),
+    onMeasure: () => {
+      resetStats(child);
+      machineAtStart = machineCpu();
+    },
     onMeasured: async () => {
       relay = await relayStats(child);
+      machine = machineText(machineAtStart, machineCpu());
     },
   });
   await pool.close();
-  return { requests: latencies.length, admitted: statuses['202'] ?? 0, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), statuses, relay };
+  return { requests: latencies.length, admitted: statuses['202'] ?? 0, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), statuses, relay, machine };
 }
 
 /** Polls the newest page of every project's list until stopped. */
@@ -441,6 +452,8 @@ interface OpenResult {
   backlogAtEnd: { lag: Record<string, number>; parked: number };
   poll: { polls: number; pages: number; perSecond: number; p50: number; p99: number; errors: number; lastError: string };
   relay: RelayStats; loadCores: number;
+  /** Steal and load of the machine while the load was offered. */
+  machine: string;
 }
 
 async function openLoop(ready: Ready, child: ChildProcess, tracker: Tracker, control: Pool): Promise<OpenResult> {
@@ -466,6 +479,7 @@ async function openLoop(ready: Ready, child: ChildProcess, tracker: Tracker, con
   poller.start();
   resetStats(child);
   const loadCpu = process.cpuUsage();
+  const machineAtStart = machineCpu();
   const start = performance.now();
   const end = start + OPEN_SECONDS * 1000;
   const sampleRss = () => {
@@ -514,6 +528,7 @@ async function openLoop(ready: Ready, child: ChildProcess, tracker: Tracker, con
     const timer = setInterval(tick, TICK_MS);
   });
   const offeredEnd = performance.now();
+  const machine = machineText(machineAtStart, machineCpu());
   clearInterval(rssTimer);
   const backlogAtEnd = await pipelineBacklog(control);
   if (inFlight > 0) await new Promise<void>((resolve) => { allAnswered = resolve; });
@@ -582,7 +597,7 @@ async function openLoop(ready: Ready, child: ChildProcess, tracker: Tracker, con
       polls: poller.polls, pages: poller.pages, perSecond: poller.pages / pollSeconds,
       p50: percentile(poller.latencies, 50), p99: percentile(poller.latencies, 99), errors: poller.errors, lastError: poller.lastError,
     },
-    relay, loadCores,
+    relay, loadCores, machine,
   };
 }
 
@@ -649,16 +664,24 @@ async function main(): Promise<void> {
     console.log(`pipeline: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}; every part in one process (embedded stores, outbox delivery); ` +
       `${readKeys.length} workspaces × ${KEYS_PER_WORKSPACE} production keys`);
     try {
-      // 1. Closed loop.
+      // 1. Closed loop. The Relay process's CPU time from here until phase 1 has settled, over
+      // its emails, is what an email costs end to end (admission, forwarding, projection,
+      // delivery to the outbox, webhooks fan-out), plus the settle check's list reads.
+      const cpuBefore = processCpuSeconds(ready.pid);
       const closed = await closedLoop(ready, child, tracker);
       console.log(`\n1. closed loop, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
       console.log(`   ${f(closed.admitted / closed.seconds)} admissions/s (${f(closed.requests / closed.seconds)} requests/s), latency p50 ${f(closed.p50, 2)} ms, p99 ${f(closed.p99, 2)} ms, statuses ${JSON.stringify(closed.statuses)}`);
       console.log(`   ${loopText(closed.relay)}`);
+      console.log(`   ${closed.machine}`);
       const phase1 = tracker.ofPhase(1);
       const settled = await settle(control, readKeys, tracker, phase1, SETTLE_SECONDS * 1000);
+      const cpuAfter = processCpuSeconds(ready.pid);
       console.log(settled === null
         ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
         : `   its ${f(phase1.length)} emails listed and every consumer group caught up ${f(settled / 1000, 1)} s after the load`);
+      if (settled !== null && cpuBefore !== null && cpuAfter !== null) {
+        console.log(`   CPU per email, end to end (the Relay process, every thread, from the closed loop's start until settled): ${f(((cpuAfter - cpuBefore) * 1000) / phase1.length, 2)} ms`);
+      }
 
       // 2. + 3. Open loop, then drain.
       const open = await openLoop(ready, child, tracker, control);
@@ -673,6 +696,7 @@ async function main(): Promise<void> {
       console.log(`   polling: ${f(open.poll.pages)} list pages (${f(open.poll.perSecond)}/s, limit ${POLL_LIMIT}, every ${POLL_MS} ms per project), latency p50 ${f(open.poll.p50, 1)} ms, p99 ${f(open.poll.p99, 1)} ms` +
         (open.poll.errors > 0 ? `, ${open.poll.errors} errors (last: ${open.poll.lastError})` : ''));
       console.log(`   ${loopText(open.relay)}; load generator (this process) ${f(open.loadCores, 2)} cores`);
+      console.log(`   ${open.machine}`);
       console.log(`   at the end of the offered load: ${backlogText(open.backlogAtEnd)}`);
       const rss = rssFigures(open.rss);
       console.log(rss === null
