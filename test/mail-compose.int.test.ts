@@ -14,7 +14,7 @@ import { composeMessage, newMessageId } from '../infra/mail/compose.ts';
 import type { ComposeInput } from '../infra/mail/compose.ts';
 import { awkwardComposeInput, COMPOSE_DOMAIN as DOMAIN, COMPOSE_EMAIL_ID as EMAIL_ID } from './support/compose-input.ts';
 import { startDnsServer } from './support/dns-server.ts';
-import type { TestDnsServer } from './support/dns-server.ts';
+import type { TestDnsServer, ZoneRecord } from './support/dns-server.ts';
 
 const LONG_LINE = `start-${'0123456789'.repeat(199)}-end`;
 
@@ -28,18 +28,19 @@ const compose = suite<Context>('composeMessage');
 
 compose.before(async (ctx) => {
   ctx.key = await generateDkimKeyPair();
-  const [dkimRecord] = requiredRecords({
-    domain: DOMAIN,
-    dkimSelector: ctx.key.selector,
-    dkimPublicKeyBase64: ctx.key.publicKeyBase64,
-    mailFromSubdomain: 'bounce',
-    mxHost: 'feedback.relay.test',
-  }).filter((r) => r.purpose === 'dkim');
-  assert.is(dkimRecord.name, `${ctx.key.selector}._domainkey.${DOMAIN}`);
-  ctx.server = await startDnsServer([{ name: dkimRecord.name, type: 'TXT', data: splitTxtValue(dkimRecord.value) }]);
+  const zone = dkimZone(ctx.key);
+  assert.equal(zone.map((r) => r.name), [`${ctx.key.selector}._domainkey.${DOMAIN}`]);
+  ctx.server = await startDnsServer(zone);
   ctx.resolver = new Resolver({ timeout: 2000, tries: 2 });
   ctx.resolver.setServers([ctx.server.address]);
 });
+
+/** The DKIM record Relay tells customers to publish for `key`, as the test DNS server serves it. */
+function dkimZone(key: DkimKeyPair): ZoneRecord[] {
+  return requiredRecords({
+    domain: DOMAIN, dkimSelector: key.selector, dkimPublicKeyBase64: key.publicKeyBase64, mailFromSubdomain: 'bounce', mxHost: 'feedback.relay.test',
+  }).filter((r) => r.purpose === 'dkim').map((r) => ({ name: r.name, type: 'TXT', data: splitTxtValue(r.value) }));
+}
 
 compose.after(async (ctx) => {
   await ctx.server?.close();
@@ -180,22 +181,19 @@ compose('given one email composed twice (a retry), then the Message-ID is the sa
 });
 
 compose('given a key rotated under the same selector, then each message is signed with the key it was given, not one parsed before', async (ctx) => {
-  const zoneFor = (key: DkimKeyPair) => requiredRecords({
-    domain: DOMAIN, dkimSelector: key.selector, dkimPublicKeyBase64: key.publicKeyBase64, mailFromSubdomain: 'bounce', mxHost: 'feedback.relay.test',
-  }).filter((r) => r.purpose === 'dkim').map((r) => ({ name: r.name, type: 'TXT' as const, data: splitTxtValue(r.value) }));
   const rotated = { ...(await generateDkimKeyPair()), selector: ctx.key.selector };
   const withKey = (key: DkimKeyPair) => input(ctx, { dkim: { domainName: DOMAIN, keySelector: key.selector, privateKey: key.privateKeyPem } });
   try {
     // The old key signs first (and again), so that a cache keyed by domain and selector would hold it.
     const before = await composeMessage(withKey(ctx.key));
     await composeMessage(withKey(ctx.key));
-    ctx.server.setZone(zoneFor(rotated));
+    ctx.server.setZone(dkimZone(rotated));
     const after = await composeMessage(withKey(rotated));
     assert.is((await verifyDkim(ctx, after.raw))[0].status.result, 'pass', 'signed with the rotated key');
     assert.is((await verifyDkim(ctx, before.raw))[0].status.result, 'fail', 'the old key no longer verifies: DNS serves the rotated one');
     assert.is((await verifyDkim(ctx, (await composeMessage(withKey(ctx.key))).raw))[0].status.result, 'fail', 'a message given the old key is signed with it');
   } finally {
-    ctx.server.setZone(zoneFor(ctx.key));
+    ctx.server.setZone(dkimZone(ctx.key));
   }
 });
 

@@ -61,7 +61,7 @@ import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, stopChild } from './bench-child.ts';
+import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, stopChild, type MachineCpu } from './bench-child.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -298,7 +298,7 @@ async function closedLoop(ready: Ready, child: ChildProcess, tracker: Tracker): 
   const pool = new Pool(ready.url, { connections: CONNECTIONS, pipelining: 1 });
   const bodies = bodiesFor(ready);
   let relay!: RelayStats;
-  let machineAtStart = machineCpu();
+  let machineAtStart: MachineCpu | null = null;
   let machine = '';
   const { latencies, seconds, statuses } = await runClosedLoop({
     connections: CONNECTIONS, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
