@@ -20,7 +20,7 @@ import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
 import { PROCESSORS } from './processors/registry.ts';
-import { eventsTopic, groupOf } from './processors/topics.ts';
+import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
 

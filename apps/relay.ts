@@ -6,18 +6,18 @@ import pino, { type Logger } from 'pino';
 import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startInbound } from './inbound/inbound-server.ts';
-import { startForwarder } from './processors/forwarder.ts';
+import { startForwarder } from './pipeline/forwarder.ts';
 import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
-import { startRetention } from './processors/retention.ts';
+import { startRetention } from './pipeline/retention.ts';
 import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics } from './relay-metrics.ts';
-import { startPipelineThread, type PipelineThread } from './pipeline-thread.ts';
+import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
 import { openServices, openStores, wakeOtherThreads, type Stores } from './runtime.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
 
 /**
- * retention: destroys message bodies past their seven days (apps/processors/retention.ts);
+ * retention: destroys message bodies past their seven days (apps/pipeline/retention.ts);
  * inbound: the feedback SMTP server (apps/inbound/inbound-server.ts).
  */
 export type Part = 'api' | 'forwarder' | 'retention' | 'inbound' | ProcessorName;

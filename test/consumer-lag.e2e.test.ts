@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
-import { eventsTopic, groupOf, EVENTS_TOPIC_PARTITIONS } from '../apps/processors/topics.ts';
+import { eventsTopic, groupOf, EVENTS_TOPIC_PARTITIONS } from '../apps/pipeline/topics.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
 import { distributedEnv } from './support/delivery-smtp-suite.ts';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { BODY_RETENTION_MS, ensureContentKeyIndexes, openContent, sealContent, shredExpiredContent } from '../apps/services/content-vault.ts';
-import { startRetention } from '../apps/processors/retention.ts';
+import { startRetention } from '../apps/pipeline/retention.ts';
 
 const test = suite('content retention');
 const dir = mkdtempSync(join(tmpdir(), 'relay-retention-'));

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../infra/config.ts';
 import { openStores, type Stores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
-import { encodeEvent, eventsTopic } from '../apps/processors/topics.ts';
+import { encodeEvent, eventsTopic } from '../apps/pipeline/topics.ts';
 import { waitUntil } from './support/eventually.ts';
 import { freePort, postEmail, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startForwarder } from '../apps/processors/forwarder.ts';
+import { startForwarder } from '../apps/pipeline/forwarder.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { SqliteLog } from '../infra/sqlite/log.ts';

@@ -1,5 +1,5 @@
 // `relay start` with RELAY_PIPELINE_THREAD=on runs the forwarder, the processors and retention on a thread of their own
-// (apps/pipeline-thread.ts). Shown here: mail is delivered while the main thread cannot run at
+// (apps/pipeline/pipeline-thread.ts). Shown here: mail is delivered while the main thread cannot run at
 // all; /readyz and /metrics of the main thread still cover the thread's parts; stop ends the
 // thread; a thread that fails to start fails the start, and one that dies is reported.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startPipelineThread } from '../apps/pipeline-thread.ts';
+import { startPipelineThread } from '../apps/pipeline/pipeline-thread.ts';
 import { ALL_PARTS, PIPELINE_PARTS, startRelay } from '../apps/relay.ts';
 import { loadConfig } from '../infra/config.ts';
 import { waitUntil } from './support/eventually.ts';

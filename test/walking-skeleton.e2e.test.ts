@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { groupOf, eventsTopic } from '../apps/processors/topics.ts';
+import { groupOf, eventsTopic } from '../apps/pipeline/topics.ts';
 import { openStores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { loadConfig } from '../infra/config.ts';

@@ -5,7 +5,7 @@ import { loadConfig } from '../../infra/config.ts';
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
 import { RETRY_GROUP_HEADER } from '../processors/processor.ts';
 import { processorNamed } from '../processors/registry.ts';
-import { EVENTS_TOPIC_PARTITIONS, encodeEvent } from '../processors/topics.ts';
+import { EVENTS_TOPIC_PARTITIONS, encodeEvent } from '../pipeline/topics.ts';
 import { openStores, type Stores } from '../runtime.ts';
 import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,

@@ -21,7 +21,7 @@ import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import type { Log, LogConsumer, LogRecord } from '../../infra/ports/log.ts';
 import { ensureParkedIndexes, parkEvent, parkedEventId, resolveParked } from '../services/parked-events.ts';
 import type { Services } from '../services/services.ts';
-import { EVENTS_TOPIC_PARTITIONS, decodeEvent, eventsTopic, groupOf } from './topics.ts';
+import { EVENTS_TOPIC_PARTITIONS, decodeEvent, eventsTopic, groupOf } from '../pipeline/topics.ts';
 
 /** Header of a record `relay parked retry` published again: only this consumer group handles it. */
 export const RETRY_GROUP_HEADER = 'relay-retry-group';

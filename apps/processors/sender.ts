@@ -10,7 +10,7 @@ import { resealDkimKeys } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep, type DeliveryDeps } from '../services/delivery/attempt.ts';
 import { ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
-import { startDueLoop } from './due-loop.ts';
+import { startDueLoop } from '../pipeline/due-loop.ts';
 import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 /** Emails one instance works on at once. */

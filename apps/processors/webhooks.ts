@@ -16,7 +16,7 @@ import {
 } from '../services/webhooks/deliveries.ts';
 import { endpointsOf, ensureEndpointIndexes, signingSecretOf } from '../services/webhooks/endpoints.ts';
 import { signatureHeaders } from '../services/webhooks/signature.ts';
-import { startDueLoop } from './due-loop.ts';
+import { startDueLoop } from '../pipeline/due-loop.ts';
 import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 /** Requests in flight per instance, and per endpoint. */

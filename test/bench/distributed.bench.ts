@@ -347,7 +347,7 @@ async function cleanUp(mongoUrl: string, brokers: string, namespace: string, dat
     await client.close().catch(() => {});
   }
   const { Kafka, logLevel } = await import('kafkajs');
-  const { eventsTopic, groupOf } = await import('../../apps/processors/topics.ts');
+  const { eventsTopic, groupOf } = await import('../../apps/pipeline/topics.ts');
   const admin = new Kafka({ brokers: brokers.split(','), logLevel: logLevel.NOTHING }).admin();
   try {
     await admin.connect();

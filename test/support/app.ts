@@ -9,7 +9,7 @@ import { openServices, openStores, type Stores } from '../../apps/runtime.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import type { ApiContext } from '../../apps/api/context.ts';
 import { prepareStores } from '../../apps/services/prepare-stores.ts';
-import { startForwarder } from '../../apps/processors/forwarder.ts';
+import { startForwarder } from '../../apps/pipeline/forwarder.ts';
 import { startProcessor } from '../../apps/processors/processor.ts';
 import { PROCESSORS } from '../../apps/processors/registry.ts';
 import { createRelayMetrics } from '../../apps/relay-metrics.ts';

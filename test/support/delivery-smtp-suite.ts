@@ -9,7 +9,7 @@ import PostalMime from 'postal-mime';
 import * as assert from 'uvu/assert';
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
-import { eventsTopic } from '../../apps/processors/topics.ts';
+import { eventsTopic } from '../../apps/pipeline/topics.ts';
 import { embeddedFiles } from '../../apps/runtime.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
 import { holdCommits } from '../../infra/sqlite/group-commit.ts';

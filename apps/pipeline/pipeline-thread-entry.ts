@@ -2,7 +2,7 @@
 // own would, without an HTTP server, and reports to the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { FromPipeline, PipelineThreadData, ToPipeline } from './pipeline-thread.ts';
-import { startRelay } from './relay.ts';
+import { startRelay } from '../relay.ts';
 
 const port = parentPort!;
 const { config, parts, processorPolicy } = workerData as PipelineThreadData;

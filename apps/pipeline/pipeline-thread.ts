@@ -5,9 +5,9 @@
 // /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
 // stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
 import { Worker } from 'node:worker_threads';
-import type { RelayConfig } from '../infra/config.ts';
-import type { ProcessorPolicy } from './processors/processor.ts';
-import type { Part } from './relay.ts';
+import type { RelayConfig } from '../../infra/config.ts';
+import type { ProcessorPolicy } from '../processors/processor.ts';
+import type { Part } from '../relay.ts';
 
 export interface PipelineThread {
   partsReady(): Promise<Record<string, boolean>>;
