@@ -76,7 +76,7 @@ test('a new data directory is 0700 and every file Relay writes in it 0600 (datab
 test('files an older version left readable by others are made 0600 at start, and the outbox directory 0700', async () => {
   const dataDir = join(root, 'upgraded');
   mkdirSync(join(dataDir, 'outbox'), { recursive: true, mode: 0o755 });
-  chmodSync(dataDir, 0o700); // the operator's one step (README, Operations)
+  chmodSync(dataDir, 0o700); // the operator's one step (docs/operations.md)
   chmodSync(join(dataDir, 'outbox'), 0o755);
   for (const name of ['events.db', 'documents.db', 'log.db']) {
     const db = new DatabaseSync(join(dataDir, name));

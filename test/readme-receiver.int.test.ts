@@ -1,4 +1,4 @@
-// The webhook receiver printed in the README, run as it is (extracted from the README) as a
+// The webhook receiver printed in docs/webhooks.md, run as it is (extracted from that page) as a
 // real HTTPS receiver of Relay's webhooks: it verifies and records what Relay signs, and
 // refuses a tampered body and a stale timestamp.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -17,7 +17,7 @@ import { waitUntil } from './support/eventually.ts';
 import { makeTestCa, trustTestCa, type TestCa } from './support/https-receiver.ts';
 import { freePort } from './support/relay-process.ts';
 
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+const RECEIVER_DOC = fileURLToPath(new URL('../docs/webhooks.md', import.meta.url));
 const HOST = 'receiver.relay.test';
 
 interface Context {
@@ -31,12 +31,12 @@ interface Context {
   printed: string;
 }
 
-const test = suite<Context>('the README\'s webhook receiver');
+const test = suite<Context>("docs/webhooks.md's webhook receiver");
 
 function readmeReceiver(): string {
-  const readme = readFileSync(README, 'utf8');
+  const readme = readFileSync(RECEIVER_DOC, 'utf8');
   const block = /```js\n(\/\/ receiver\.mjs[\s\S]*?)```/.exec(readme);
-  if (!block) throw new Error('README has no ```js block starting with "// receiver.mjs"');
+  if (!block) throw new Error('docs/webhooks.md has no ```js block starting with "// receiver.mjs"');
   return block[1];
 }
 
