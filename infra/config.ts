@@ -44,7 +44,7 @@ export interface RelayConfig {
   previousSecretKeys: string[];
   /** The feedback SMTP server (bounces and complaints): where it listens, and its STARTTLS certificate. */
   inbound: { host: string; port: number; tlsCertFile: string | null; tlsKeyFile: string | null };
-  /** Tests only: `host:port` webhook destinations exempt from the address check and the port rule (RELAY_WEBHOOK_ALLOW). */
+  /** Development only: `host:port` webhook destinations exempt from every destination rule and resolved by the system too (RELAY_WEBHOOK_ALLOW). */
   webhookAllow: Set<string>;
   /** Tests only: factor on the webhook retry delays (RELAY_WEBHOOK_RETRY_SCALE). */
   webhookRetryScale: number;
@@ -149,12 +149,12 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (delivery === 'outbox' && deliveryRaw === undefined && relayEnv === 'production') {
     throw new ConfigError('RELAY_DELIVERY', 'must be set in production (smtp or mx); the outbox, which sends nothing, is only the default in development');
   }
-  const testOnly = (name: string) => {
-    if (text(env, name) !== undefined && relayEnv === 'production') throw new ConfigError(name, 'is a test setting and is refused when RELAY_ENV=production');
+  const testOnly = (name: string, what = 'a test setting') => {
+    if (text(env, name) !== undefined && relayEnv === 'production') throw new ConfigError(name, `is ${what} and is refused when RELAY_ENV=production`);
   };
   testOnly('RELAY_MX_PORT');
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
-  testOnly('RELAY_WEBHOOK_ALLOW');
+  testOnly('RELAY_WEBHOOK_ALLOW', 'for development (webhook receivers on your own machine)');
   testOnly('RELAY_WEBHOOK_RETRY_SCALE');
   const webhookScaleRaw = text(env, 'RELAY_WEBHOOK_RETRY_SCALE');
   const webhookRetryScale = webhookScaleRaw === undefined ? 1 : Number(webhookScaleRaw);

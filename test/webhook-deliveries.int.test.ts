@@ -1,6 +1,7 @@
 // The webhooks processor's delivery rules against real HTTPS receivers: the retry schedule at
-// the spec's relative times (scaled), giving up after seven attempts, unsafe destinations and
-// redirects stopped without retries, and a slow endpoint that does not hold up a fast one.
+// the spec's relative times (scaled), giving up after seven attempts, unsafe destinations
+// stopped without retries, redirects never followed but retried as failed attempts, and a slow
+// endpoint that does not hold up a fast one.
 import { createHmac } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -140,17 +141,20 @@ test('an unsafe destination at delivery time (the name now resolves to loopback)
   await disableAll(ctx);
 });
 
-test('a 302 to loopback is not followed: one attempt, errorCode redirect, no retry', async (ctx) => {
+test('a 302 (to loopback) is never followed: a failed attempt logged with its status, retried on the schedule until the receiver answers 2xx', async (ctx) => {
   await endpoint(ctx, `https://${HOST}:${ctx.receiver.port}/moved`);
   const before = ctx.receiver.requests.length;
-  ctx.receiver.answer = (r) => (r.path === '/moved' ? { status: 302, headers: { location: `https://127.0.0.1:${ctx.receiver.port}/inside` } } : { status: 200 });
+  let moved = 0;
+  ctx.receiver.answer = (r) => (r.path === '/moved' && ++moved <= 2 ? { status: 302, headers: { location: `https://127.0.0.1:${ctx.receiver.port}/inside` } } : { status: 200 });
   const id = await sendOne(ctx, 'redirect');
-  await waitUntil(async () => (await deliveriesOf(ctx, id)).some((d) => d.status === 'failed'), 'the delivery failed');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await waitUntil(async () => (await deliveriesOf(ctx, id)).some((d) => d.status === 'succeeded'), 'the delivery succeeded');
   const [delivery] = await deliveriesOf(ctx, id);
-  assert.equal(delivery.attemptLogs.map((l) => [l.httpStatus, l.errorCode]), [[302, 'redirect']]);
+  assert.equal(delivery.attemptLogs.map((l) => [l.number, l.httpStatus, l.errorCode]), [[1, 302, 'redirect'], [2, 302, 'redirect'], [3, 200, null]]);
+  const [first, second, third] = delivery.attemptLogs;
+  assert.ok(Date.parse(second.createdAt) - (Date.parse(first.createdAt) + first.durationMs) >= WEBHOOK_RETRY_DELAYS_MS[0] * SCALE * 0.9, 'the second attempt waited for the first retry delay');
+  assert.ok(Date.parse(third.createdAt) - (Date.parse(second.createdAt) + second.durationMs) >= WEBHOOK_RETRY_DELAYS_MS[1] * SCALE * 0.9, 'the third attempt waited for the second retry delay');
   const seen = ctx.receiver.requests.slice(before).map((r) => r.path);
-  assert.equal(seen, ['/moved'], 'the Location was never requested');
+  assert.equal(seen, ['/moved', '/moved', '/moved'], 'the Location was never requested');
   await disableAll(ctx);
 });
 

@@ -45,21 +45,24 @@ function unwatchConnections(): void {
 }
 
 // ---- certificates -----------------------------------------------------------------------
-interface Pki { ca: string; hooks: { key: string; cert: string }; other: { key: string; cert: string } }
+interface Pki { ca: string; hooks: { key: string; cert: string }; other: { key: string; cert: string }; localhost: { key: string; cert: string } }
 
 function makePki(dir: string): Pki {
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
   openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-subj', '/CN=Relay Test CA', '-days', '2',
     '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
-  const leaf = (name: string) => {
-    writeFileSync(join(dir, `${name}.ext`), `subjectAltName=DNS:${name}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
+  const leaf = (name: string, altNames = `DNS:${name}`) => {
+    writeFileSync(join(dir, `${name}.ext`), `subjectAltName=${altNames}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
     openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
     openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${Date.now().toString(16)}${name.length}`,
       '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.crt`);
     return { key: readFileSync(join(dir, `${name}.key`), 'utf8'), cert: readFileSync(join(dir, `${name}.crt`), 'utf8') };
   };
-  return { ca: readFileSync(join(dir, 'ca.crt'), 'utf8'), hooks: leaf(HOOKS), other: leaf('other.relay.test') };
+  return {
+    ca: readFileSync(join(dir, 'ca.crt'), 'utf8'), hooks: leaf(HOOKS), other: leaf('other.relay.test'),
+    localhost: leaf('localhost', 'DNS:localhost,IP:127.0.0.1'),
+  };
 }
 
 // ---- servers ----------------------------------------------------------------------------
@@ -75,6 +78,8 @@ interface Context {
   hooks6Port?: number;
   seen: Seen[];
   connections: number;
+  local: https.Server;
+  localPort: number;
   wrongName: https.Server;
   wrongNamePort: number;
   silent: net.Server;
@@ -142,6 +147,12 @@ egress.before(async (ctx) => {
   } catch {
     // No IPv6 loopback here: the AAAA-only case is skipped.
   }
+  // A developer's receiver: a certificate for localhost, listening on loopback.
+  ctx.local = https.createServer({ key: ctx.pki.localhost.key, cert: ctx.pki.localhost.cert }, (req, res) => {
+    ctx.seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: '' });
+    req.resume().on('end', () => res.writeHead(204).end());
+  });
+  ctx.localPort = await listen(ctx.local);
   ctx.wrongName = https.createServer({ key: ctx.pki.other.key, cert: ctx.pki.other.cert }, (_req, res) => res.end('wrong'));
   ctx.wrongNamePort = await listen(ctx.wrongName);
   ctx.silentSockets = new Set();
@@ -166,7 +177,7 @@ egress.before.each((ctx) => {
 egress.after(async (ctx) => {
   unwatchConnections();
   for (const socket of ctx.silentSockets) socket.destroy();
-  await Promise.all([close(ctx.hooks), close(ctx.wrongName), close(ctx.silent), ctx.hooks6 ? close(ctx.hooks6) : undefined, ctx.dns.close()]);
+  await Promise.all([close(ctx.hooks), close(ctx.local), close(ctx.wrongName), close(ctx.silent), ctx.hooks6 ? close(ctx.hooks6) : undefined, ctx.dns.close()]);
   rmSync(ctx.dir, { recursive: true, force: true });
 });
 
@@ -359,6 +370,36 @@ test('given a URL the rules refuse, then unsafe_destination before any lookup', 
   }
   assert.equal(ctx.dns.queries, []);
   assert.equal(dials, []);
+});
+
+test('given an allow entry localhost:port, then https://localhost:port/ is resolved by the system (/etc/hosts), with or without DNS servers, and delivered', async (ctx) => {
+  const allow = new Set([`localhost:${ctx.localPort}`]);
+  const url = `https://localhost:${ctx.localPort}/hook`;
+  for (const dnsServers of [[], [ctx.dns.address]]) {
+    dials.length = 0;
+    const result = await post(ctx, '/hook', { url, allow, dnsServers });
+    assert.equal([result.httpStatus, result.errorCode], [204, null], `resolvers: ${JSON.stringify(dnsServers)}`);
+    assert.equal(dials, [{ host: '127.0.0.1', port: ctx.localPort }], 'connected to the address the system gives for localhost');
+  }
+  assert.equal(queriesFor(ctx, 'localhost'), ['A', 'AAAA'], 'the configured DNS server was asked first; it does not know localhost');
+  assert.equal(await checkResolvesPublic('localhost', { dnsServers: [], allow, port: ctx.localPort }), { ok: true });
+});
+
+test('given an allow entry for an address, then https://127.0.0.1:port/ is delivered with the certificate checked against that address', async (ctx) => {
+  const result = await post(ctx, '/hook', { url: `https://127.0.0.1:${ctx.localPort}/hook`, allow: new Set([`127.0.0.1:${ctx.localPort}`]) });
+  assert.equal([result.httpStatus, result.errorCode], [204, null]);
+  assert.equal(ctx.dns.queries, [], 'an address needs no lookup');
+});
+
+test('given an allow entry localhost:port, then localhost on any other port is refused before any lookup or connection', async (ctx) => {
+  const allow = new Set([`localhost:${ctx.localPort}`]);
+  for (const url of [`https://localhost/hook`, `https://localhost:${ctx.localPort + 1}/hook`, `https://127.0.0.1:${ctx.localPort}/hook`]) {
+    const result = await post(ctx, '/hook', { url, allow, dnsServers: [] });
+    assert.is(result.errorCode, 'unsafe_destination', url);
+  }
+  assert.equal(dials, []);
+  const unlisted = await resolveDestination('localhost', { dnsServers: [ctx.dns.address], allow, port: 443 });
+  assert.is(unlisted.ok ? 'ok' : unlisted.errorCode, 'dns_failure', 'another port is not allowed: /etc/hosts is not consulted');
 });
 
 egress.run();

@@ -1,6 +1,7 @@
 // The rules a webhook URL must meet before Relay resolves or connects to it: https on port
 // 443, a DNS name rather than an IP address however it is spelled, no credentials, no
-// fragment, bounded length. Each refusal names its rule in one sentence.
+// fragment, bounded length; an allow-listed host:port is exempt from the name and port rules.
+// Each refusal names its rule in one sentence.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkWebhookUrl, MAX_WEBHOOK_URL_LENGTH } from '../infra/http/webhook-url.ts';
@@ -87,8 +88,23 @@ url('given IPv4 literals in any spelling the URL parser turns into 127.0.0.1, th
   }
 });
 
-url('given an IP literal on an allow-listed host:port, then it is still refused', () => {
-  refusedWith('https://127.0.0.1:8443/', 'ip_literal_forbidden', new Set(['127.0.0.1:8443']));
+url('given an allow-listed host:port, then exactly that destination is exempt from the name and port rules', () => {
+  const allow = new Set(['localhost:8443', 'intranet:9000', '127.0.0.1:8443', '[::1]:8443']);
+  assert.equal(['https://localhost:8443/hook', 'https://LOCALHOST:8443/hook', 'https://intranet:9000/', 'https://127.0.0.1:8443/', 'https://[::1]:8443/']
+    .map((raw) => { const r = accepted(raw, allow); return `${r.host}:${r.port}`; }),
+  ['localhost:8443', 'localhost:8443', 'intranet:9000', '127.0.0.1:8443', '[::1]:8443']);
+  // Another port, or the same address spelled otherwise, is not the listed destination.
+  refusedWith('https://localhost/hook', 'host_reserved', allow);
+  refusedWith('https://localhost:8444/hook', 'host_reserved', allow);
+  refusedWith('https://intranet/', 'host_not_fqdn', allow);
+  refusedWith('https://127.0.0.1:8444/', 'ip_literal_forbidden', allow);
+  refusedWith('https://2130706433:8443/', 'ip_literal_forbidden', allow);
+  refusedWith('https://127.1:8443/', 'ip_literal_forbidden', allow);
+  refusedWith('https://[0:0::1]:8443/', 'ip_literal_forbidden', allow);
+  // The URL's own rules still hold.
+  refusedWith('http://localhost:8443/hook', 'https_required', allow);
+  refusedWith('https://user@localhost:8443/hook', 'credentials_forbidden', allow);
+  refusedWith('https://localhost:8443/hook#x', 'fragment_forbidden', allow);
 });
 
 url('given a host that ends in a number but is no valid IPv4 address, then ip_literal_forbidden', () => {

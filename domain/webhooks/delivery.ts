@@ -1,12 +1,13 @@
-// Webhook delivery rules (spec: Delivery rules): 2xx acknowledges; anything else is retried
+// Webhook delivery rules (spec: Delivery rules): 2xx acknowledges; anything else, a 3xx
+// included (rule 3: redirects are not followed, so a redirect is a failed attempt), is retried
 // after 1 min, 5 min, 15 min, 1 h, 6 h and 24 h, seven attempts in all, with the same id and
 // body; an unsafe destination stops at once. Pure: the dispatcher applies these decisions.
 
 export const WEBHOOK_RETRY_DELAYS_MS = [60_000, 5 * 60_000, 15 * 60_000, 3_600_000, 6 * 3_600_000, 24 * 3_600_000];
 export const WEBHOOK_MAX_ATTEMPTS = WEBHOOK_RETRY_DELAYS_MS.length + 1;
 
-/** Errors after which retrying cannot help and must not happen: an unsafe destination, and a redirect (never followed). */
-const FINAL_ERRORS = new Set(['unsafe_destination', 'redirect']);
+/** Errors after which retrying must not happen: an unsafe destination (rule 3). */
+const FINAL_ERRORS = new Set(['unsafe_destination']);
 
 export type WebhookDeliveryStatus = 'pending' | 'succeeded' | 'failed';
 

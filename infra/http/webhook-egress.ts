@@ -6,11 +6,14 @@
 //   since which answer a later lookup picks is up to whoever runs its DNS;
 // - the connection goes to that checked address, given as an IP literal so that no second
 //   lookup can happen (DNS rebinding), while TLS SNI and certificate verification use the name;
-// - redirects are never followed (a 3xx is the attempt's outcome), responses are read only
-//   up to a cap, and every attempt is bounded in time.
+// - redirects are never followed (a 3xx is a failed attempt, retried on the schedule like any
+//   other non-2xx), responses are read only up to a cap, and every attempt is bounded in time.
+// A destination in the allow list (RELAY_WEBHOOK_ALLOW, development only) skips the range check
+// and is resolved as any program on the machine would (getaddrinfo: /etc/hosts, then DNS), so
+// https://localhost:8443/ reaches a receiver on the developer's machine.
 // Refusal messages name the range, never the address: they reach API clients, and the
 // address an internal name resolves to is not theirs to learn.
-import { Resolver } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
@@ -42,7 +45,7 @@ export interface AttemptResult {
 export interface DestinationOptions {
   /** `host[:port]` resolvers; empty: the system's (/etc/resolv.conf). */
   dnsServers: string[];
-  /** `host:port` pairs whose answers are not range-checked (RELAY_WEBHOOK_ALLOW). */
+  /** `host:port` destinations exempt from the range check, resolved by the system too (RELAY_WEBHOOK_ALLOW). */
   allow: ReadonlySet<string>;
   port: number;
   /** Cancels the lookups; the result is then a dns_failure. */
@@ -77,9 +80,40 @@ const DNS_TRIES = 2;
 
 type Answers = { ok: true; addresses: { address: string; family: 4 | 6 }[] } | { ok: false; message: string };
 
-async function lookupAll(host: string, dnsServers: string[], signal: AbortSignal | undefined): Promise<Answers> {
-  const family = net.isIP(host);
-  if (family !== 0) return { ok: true, addresses: [{ address: host, family: family as 4 | 6 }] };
+/** An IP literal's address (IPv6 without its brackets); null for a name. */
+function literalAddress(host: string): { address: string; family: 4 | 6 } | null {
+  const address = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const family = net.isIP(address);
+  return family === 0 ? null : { address, family: family as 4 | 6 };
+}
+
+/** The system's answer (getaddrinfo: /etc/hosts, then the system's DNS), for allowed destinations only. */
+async function systemLookup(host: string, signal: AbortSignal | undefined): Promise<Answers> {
+  const cancelled = (): Answers => ({ ok: false, message: `Resolving ${host} was cancelled.` });
+  if (signal?.aborted) return cancelled();
+  // getaddrinfo cannot be cancelled: the attempt stops waiting for it instead.
+  let onAbort = () => {};
+  const aborted = new Promise<Answers>((resolve) => signal?.addEventListener('abort', (onAbort = () => resolve(cancelled())), { once: true }));
+  try {
+    return await Promise.race([aborted, systemAnswers(host)]);
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+async function systemAnswers(host: string): Promise<Answers> {
+  try {
+    const answers = await lookup(host, { all: true, order: 'ipv4first' });
+    const addresses = answers.filter((a) => a.family === 4 || a.family === 6).map((a) => ({ address: a.address, family: a.family as 4 | 6 }));
+    return addresses.length > 0 ? { ok: true, addresses } : { ok: false, message: `${host} has no address on this machine.` };
+  } catch (error) {
+    return { ok: false, message: `${host} could not be resolved on this machine (${(error as NodeJS.ErrnoException).code ?? 'UNKNOWN'}).` };
+  }
+}
+
+async function lookupAll(host: string, dnsServers: string[], signal: AbortSignal | undefined): Promise<Answers & { missing?: boolean }> {
+  const literal = literalAddress(host);
+  if (literal) return { ok: true, addresses: [literal] };
   const resolver = new Resolver({ timeout: DNS_TIMEOUT_MS, tries: DNS_TRIES });
   if (dnsServers.length > 0) {
     try {
@@ -100,7 +134,7 @@ async function lookupAll(host: string, dnsServers: string[], signal: AbortSignal
     if (failure) return { ok: false, message: `${host} could not be resolved (${failure}).` };
     const addresses = [...v4.addresses.map((address) => ({ address, family: 4 as const })), ...v6.addresses.map((address) => ({ address, family: 6 as const }))];
     if (addresses.length === 0) {
-      return { ok: false, message: v4.code === 'ENOTFOUND' ? `${host} does not exist in DNS.` : `${host} has no A or AAAA record.` };
+      return { ok: false, missing: true, message: v4.code === 'ENOTFOUND' ? `${host} does not exist in DNS.` : `${host} has no A or AAAA record.` };
     }
     return { ok: true, addresses };
   } finally {
@@ -113,9 +147,15 @@ async function lookupAll(host: string, dnsServers: string[], signal: AbortSignal
  * else the first IPv6 one. Every answer must be global unless `host:port` is in `allow`.
  */
 export async function resolveDestination(host: string, options: DestinationOptions): Promise<Destination> {
-  const answers = await lookupAll(host, options.dnsServers, options.signal);
+  const allowed = isAllowed(options.allow, host, options.port);
+  // An allowed destination is the developer's own: with no resolvers configured the system's
+  // lookup answers alone; with some (tests' DNS servers), a name they do not know falls back to it.
+  let answers: Answers & { missing?: boolean } = allowed && options.dnsServers.length === 0 && !literalAddress(host)
+    ? await systemLookup(host, options.signal)
+    : await lookupAll(host, options.dnsServers, options.signal);
+  if (allowed && !answers.ok && answers.missing && !options.signal?.aborted) answers = await systemLookup(host, options.signal);
   if (!answers.ok) return { ok: false, errorCode: 'dns_failure', message: answers.message };
-  if (!isAllowed(options.allow, host, options.port)) {
+  if (!allowed) {
     for (const { address } of answers.addresses) {
       const { global, range, cidr } = classifyAddress(address);
       if (!global) {
@@ -205,7 +245,8 @@ function exchange(x: Exchange): Promise<Omit<AttemptResult, 'durationMs'>> {
       host: x.address,
       family: x.family,
       port: x.port,
-      servername: x.host,
+      // SNI carries names only; for an allowed IP literal the certificate is checked against the address.
+      servername: literalAddress(x.host) ? '' : x.host,
       lookup: pinnedLookup(x.address, x.family),
       method: 'POST',
       path: `${x.url.pathname}${x.url.search}`,

@@ -7,6 +7,10 @@
 // answers, and WHATWG URL parsing turns many spellings into an IPv4 address
 // (https://2130706433/, https://0x7f.1/, https://0177.0.0.1/, https://127.1/ are all
 // 127.0.0.1), so both the parsed host and the host as written are examined.
+//
+// A destination in the allow list (RELAY_WEBHOOK_ALLOW, development only) is exempt from every
+// destination rule: name, port and, at delivery, address ranges. The scheme, credentials and
+// fragment rules still hold: they are about the URL, not about where it leads.
 import net from 'node:net';
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -29,8 +33,8 @@ export type WebhookUrlRule =
 
 export interface WebhookUrlOptions {
   /**
-   * `host:port` pairs (lower-case host) that may use a port other than 443, and whose
-   * addresses are not range-checked (RELAY_WEBHOOK_ALLOW, for tests and local development).
+   * `host:port` destinations (lower-case host; IPv6 in brackets) exempt from the name, port and
+   * address rules (RELAY_WEBHOOK_ALLOW: local development and tests, refused in production).
    */
   allow: ReadonlySet<string>;
 }
@@ -111,16 +115,20 @@ export function checkWebhookUrl(raw: string, options: WebhookUrlOptions): Webhoo
   if (url.hash !== '' || raw.includes('#')) return refuse('fragment_forbidden');
 
   const parsed = url.hostname;
-  if (parsed.startsWith('[') || net.isIP(parsed) !== 0 || looksNumeric(parsed) || (written !== undefined && looksNumeric(written))) {
-    return refuse('ip_literal_forbidden');
-  }
-  const host = parsed.replace(/\.$/, '').toLowerCase();
+  const port = url.port === '' ? 443 : Number(url.port);
+  const destination = parsed.replace(/\.$/, '').toLowerCase();
+  const literal = parsed.startsWith('[') || net.isIP(parsed) !== 0 || looksNumeric(parsed) || (written !== undefined && looksNumeric(written));
+  // Exactly the destination listed: an address must be spelled as listed, not in another form
+  // the parser maps to it (https://2130706433:8443/ is not the entry 127.0.0.1:8443).
+  const asListed = !literal || written === undefined || written === destination;
+  if (asListed && isAllowed(options.allow, destination, port)) return { ok: true, url, host: destination, port };
+  if (literal) return refuse('ip_literal_forbidden');
+  const host = destination;
   if (host === 'localhost' || host.endsWith('.localhost')) return refuse('host_reserved');
   const labels = host.split('.');
   if (labels.length < 2) return refuse('host_not_fqdn');
   if (host.length > 253 || !labels.every((label) => /^[a-z0-9_-]{1,63}$/.test(label))) return refuse('host_invalid');
 
-  const port = url.port === '' ? 443 : Number(url.port);
-  if (port !== 443 && !isAllowed(options.allow, host, port)) return refuse('port_forbidden');
+  if (port !== 443) return refuse('port_forbidden');
   return { ok: true, url, host, port };
 }
