@@ -49,6 +49,13 @@ module.exports = {
       to: { path: '^apps/services/' },
     },
     {
+      name: 'dashboard-client-self-contained',
+      comment: 'apps/dashboard/client/ runs in browsers: it imports only its own modules (the server sends nothing else).',
+      severity: 'error',
+      from: { path: '^apps/dashboard/client/' },
+      to: { pathNot: '^apps/dashboard/client/' },
+    },
+    {
       name: 'test-only-from-test',
       comment: 'Nothing outside test/ imports test/.',
       severity: 'error',

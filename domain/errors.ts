@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'not_found'
   | 'conflict'
   | 'idempotency_conflict'
+  | 'content_expired'
   | 'message_too_large'
   | 'domain_not_verified'
   | 'sender_not_allowed'

@@ -11,6 +11,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { LightMyRequestResponse } from 'fastify';
 import { httpStatusOf } from '../apps/api/error-registry.ts';
+import { PAGE_PATHS } from '../apps/dashboard/dashboard.ts';
 import { createSession } from '../apps/services/management/sessions.ts';
 import { markDomainVerified } from '../apps/services/management/domains.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
@@ -74,6 +75,20 @@ const ROUTES: RouteCase[] = [
   },
   { method: 'GET', path: '/v1/emails', auth: 'bearer', params: none, query: () => ({ limit: '10', status: 'queued' }) },
   { method: 'GET', path: '/v1/emails/:id', auth: 'bearer', params: (f) => ({ id: f.emailId }) },
+  { method: 'GET', path: '/v1/projects/:projectId/emails', auth: 'session', params: (f) => ({ projectId: f.projectId }), query: () => ({ limit: '10', status: 'queued' }) },
+  { method: 'GET', path: '/v1/projects/:projectId/emails/:emailId', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },
+  { method: 'GET', path: '/v1/projects/:projectId/emails/:emailId/message', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },
+  {
+    method: 'GET', path: '/v1/projects/:projectId/emails/:emailId/message.html', auth: 'session',
+    params: (f) => ({ projectId: f.projectId, emailId: f.emailId }), query: () => ({ remote_images: 'on' }),
+  },
+  // The dashboard (apps/dashboard/): its browser modules, and the page shell at every page address.
+  { method: 'GET', path: '/assets/:file', auth: 'none', params: () => ({ file: 'main.ts' }) },
+  { method: 'GET', path: '/assets/pages/:file', auth: 'none', params: () => ({ file: 'emails.ts' }) },
+  ...PAGE_PATHS.map((path): RouteCase => ({
+    method: 'GET', path, auth: 'none',
+    params: (f) => Object.fromEntries([...path.matchAll(/:(\w+)/g)].map(([, name]) => [name, name === 'workspaceId' ? f.workspaceId : f.projectId])),
+  })),
   { method: 'POST', path: '/v1/session', auth: 'none', params: none, body: (f) => ({ email: f.owner.email, password: PASSWORD }) },
   { method: 'GET', path: '/v1/session', auth: 'session', params: none },
   { method: 'DELETE', path: '/v1/session', auth: 'session', params: none },
@@ -371,7 +386,7 @@ bad.before(async (f) => {
   f.templateToDelete = (await must(call(t, 'POST', `/v1/templates?projectId=${f.projectId}`, { as: f.owner, body: template('farewell') }), 201)).id;
   const sent = await t.app.inject({
     method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${f.apiKey}` },
-    payload: { from: 'app@bad-input.test', to: 'owner@bad-input.test', subject: 'Hi', text: 'Hi' },
+    payload: { from: 'app@bad-input.test', to: 'owner@bad-input.test', subject: 'Hi', text: 'Hi', html: '<p>Hi</p>' },
   });
   if (sent.statusCode !== 202) throw new Error(`fixture email: ${sent.statusCode} ${sent.body}`);
   f.emailId = sent.json().id;

@@ -14,6 +14,7 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   not_found: 404,
   conflict: 409,
   idempotency_conflict: 409,
+  content_expired: 410,
   message_too_large: 413,
   domain_not_verified: 422,
   sender_not_allowed: 422,

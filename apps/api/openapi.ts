@@ -63,6 +63,8 @@ interface RecordedRoute {
 export interface RouteRecorder {
   /** Routes that `scope` declares authenticate this way unless their `config.openapi` says otherwise. */
   secure(scope: FastifyInstance, security: Security): void;
+  /** Routes that `scope` declares are not operations of the API (the dashboard's pages and files). */
+  omit(scope: FastifyInstance): void;
   /** The document of every route declared so far (call it once the app is ready). */
   document(): OpenApiDocument;
 }
@@ -72,8 +74,10 @@ export type OpenApiDocument = Record<string, unknown>;
 /** Records every route `app` and its plugins declare from now on. */
 export function recordRoutes(app: FastifyInstance): RouteRecorder {
   const securityOf = new WeakMap<FastifyInstance, Security>();
+  const omitted = new WeakSet<FastifyInstance>();
   const routes: RecordedRoute[] = [];
   app.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
+    if (omitted.has(this)) return;
     const openapi = route.config?.openapi ?? {};
     // HEAD is answered for every GET by fastify itself; it is not an operation of its own.
     for (const method of [route.method].flat().filter((m) => m !== 'HEAD')) {
@@ -83,6 +87,7 @@ export function recordRoutes(app: FastifyInstance): RouteRecorder {
   let built: OpenApiDocument | null = null;
   return {
     secure: (scope, security) => void securityOf.set(scope, security),
+    omit: (scope) => void omitted.add(scope),
     document: () => (built ??= documentOf(routes)),
   };
 }

@@ -13,6 +13,7 @@ import { healthRoutes } from './plugins/health.ts';
 import { installHttpMetrics, metricsRoutes } from './plugins/metrics.ts';
 import { outboxRoutes } from './plugins/outbox.ts';
 import { webhookEndpointRoutes } from './plugins/webhook-endpoints.ts';
+import { projectEmailRoutes } from './plugins/project-emails.ts';
 import { projectRoutes } from './plugins/projects.ts';
 import { sessionRoutes } from './plugins/session.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
@@ -21,6 +22,7 @@ import { workspaceRoutes } from './plugins/workspaces.ts';
 import { recordRoutes, type Security } from './openapi.ts';
 import { installTypeBoxValidation } from './validation.ts';
 import { createRelayMetrics } from '../relay-metrics.ts';
+import { dashboardRoutes } from '../dashboard/dashboard.ts';
 
 /** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
 export const MAX_REQUEST_BYTES = 10 * 1024 * 1024;
@@ -109,6 +111,11 @@ export async function buildApi(given: ApiContext, options: ApiOptions = {}): Pro
         config: { openapi: { summary: 'This document (OpenAPI 3.1).', responses: { 200: { description: 'The OpenAPI document of this API.' } } } },
       }, async () => routes.document());
     });
+    // The dashboard (apps/dashboard/): pages and browser modules, a client of the routes above.
+    await app.register(async (scope) => {
+      routes.omit(scope);
+      await dashboardRoutes(scope, ctx.config);
+    });
   }
   // Built once every route is declared: a route without a recorded authentication stops the
   // start with a message naming it, rather than a 500 from GET /v1/openapi.json later.
@@ -121,6 +128,7 @@ type RoutePlugin = (app: FastifyInstance, ctx: ApiContext) => Promise<void>;
 /** Resource plugins, registered in this order, with the authentication their routes need (the plugins enforce it). */
 const routePlugins: Array<[RoutePlugin, Security]> = [
   [emailRoutes, 'apiKey'],
+  [projectEmailRoutes, 'session'],
   [sessionRoutes, 'session'],
   [workspaceRoutes, 'session'],
   [projectRoutes, 'session'],

@@ -55,13 +55,18 @@ export async function sealContent(documents: DocumentStore, emailId: string, con
 
 /** The content, or null once its key has expired (the body is gone for good). */
 export async function openContent(documents: DocumentStore, sealed: SealedContent, now: Date): Promise<EmailContent | null> {
+  return (await openRetainedContent(documents, sealed, now))?.content ?? null;
+}
+
+/** The content and when its key expires, or null once it has. */
+export async function openRetainedContent(documents: DocumentStore, sealed: SealedContent, now: Date): Promise<{ content: EmailContent; expiresAt: string } | null> {
   const key = await documents.collection<ContentKey>(COLLECTIONS.contentKeys).get(sealed.keyId);
   if (!key || key.expiresAt <= now.toISOString()) return null;
   const decipher = createDecipheriv('aes-256-gcm', createSecretKey(Buffer.from(key.key, 'base64')), Buffer.from(sealed.iv, 'base64'));
   decipher.setAAD(Buffer.from(sealed.keyId));
   decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'));
   const plain = Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]);
-  return JSON.parse(plain.toString('utf8')) as EmailContent;
+  return { content: JSON.parse(plain.toString('utf8')) as EmailContent, expiresAt: key.expiresAt };
 }
 
 /** Stores whose last purge could not finish (a reader held the WAL): the next sweep purges again. */

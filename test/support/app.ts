@@ -55,8 +55,9 @@ export interface TestAppOptions {
   dataDir?: string;
   /** Share a clock with other instances (the processes of one deployment agree on the time). */
   clock?: TestClock;
-  /** Listen on a free port of 127.0.0.1; `url` is then its address. */
+  /** Listen on a free port of 127.0.0.1 (or on `port`); `url` is then its address. */
   listen?: boolean;
+  port?: number;
 }
 
 export interface TestApp {
@@ -103,7 +104,7 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
   }
   const app = await buildApi(ctx, { logLevel: false });
   await app.ready();
-  const url = options.listen ? await app.listen({ host: '127.0.0.1', port: 0 }) : null;
+  const url = options.listen ? await app.listen({ host: '127.0.0.1', port: options.port ?? 0 }) : null;
   return {
     app, ctx, stores, config, clock, url,
     async close() {

@@ -71,3 +71,16 @@ export const EmailDetail = Type.Object({
     description: 'The email\'s timeline.',
   }),
 }, { additionalProperties: false });
+
+export const EmailMessage = Type.Object({
+  id: Type.String(),
+  from: Type.String(),
+  to: Type.Array(Type.String()),
+  cc: Type.Array(Type.String()),
+  replyTo: OrNull(Type.String()),
+  subject: Type.String(),
+  headers: Type.Record(Type.String(), Type.String(), { description: 'The headers the sender gave; Relay adds its own (Message-ID, DKIM-Signature, …) when it composes.' }),
+  html: OrNull(Type.String()),
+  text: OrNull(Type.String()),
+  retainedUntil: Type.String({ format: 'date-time', description: 'When the bodies are destroyed (seven days after admission).' }),
+}, { additionalProperties: false });

@@ -95,7 +95,8 @@ function readScopeOf(principal: ApiKeyPrincipal): ReadScope {
   return { projectId: principal.projectId, apiKeyId: principal.keyId };
 }
 
-function summaryOf(view: ListedEmail) {
+/** EmailSummary (spec), also answered to dashboard sessions (apps/api/plugins/project-emails.ts). */
+export function summaryOf(view: ListedEmail) {
   return {
     id: view._id,
     fromAddress: view.fromAddress,
@@ -112,7 +113,8 @@ function summaryOf(view: ListedEmail) {
 /** Spec: at most 100 webhook deliveries appear in EmailDetail. */
 export const MAX_WEBHOOK_DELIVERIES_SHOWN = 100;
 
-function detailOf(view: EmailView) {
+/** EmailDetail (spec), also answered to dashboard sessions. */
+export function detailOf(view: EmailView) {
   return {
     id: view._id,
     fromAddress: view.fromAddress,

@@ -1,0 +1,85 @@
+// A project's emails for its members (dashboard session): the same list and detail as
+// GET /v1/emails[/{id}] answer an email:read key of the project, plus the message itself
+// while it is retained, as JSON and, for the dashboard's message view, its HTML part as a
+// page of its own under a policy that lets it run nothing and fetch nothing.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { notFound } from '../../../domain/errors.ts';
+import { emailMessage } from '../../services/email-content.ts';
+import { getEmail, listEmails } from '../../services/email-reads.ts';
+import { requireProjectAccess, requireSession } from '../auth/session.ts';
+import type { ApiContext } from '../context.ts';
+import { EmailDetail, EmailList, EmailMessage } from './email-responses.schemas.ts';
+import { detailOf, summaryOf } from './emails.ts';
+import { IdParam, ListEmailsQuery } from './emails.schemas.ts';
+import { Id } from './management-schemas.ts';
+
+const ByProject = Type.Object({ projectId: Id });
+const ByEmail = Type.Object({ projectId: Id, emailId: IdParam.properties.id });
+const HtmlQuery = Type.Object(
+  { remote_images: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { errorMessage: 'must be on or off' })) },
+  { additionalProperties: false },
+);
+
+/**
+ * The HTML part's own policy (issue 25): nothing runs, nothing is fetched but data: images
+ * (remote ones only when the reader asks), no form goes anywhere, and only the dashboard may
+ * frame it. The dashboard also frames it in <iframe sandbox> without allow-scripts or
+ * allow-same-origin: either one alone keeps a script in a message from running.
+ */
+export function messageCsp(remoteImages: boolean): string {
+  return [
+    "default-src 'none'", `img-src data:${remoteImages ? ' https: http:' : ''}`, "style-src 'unsafe-inline'",
+    "frame-ancestors 'self'", "form-action 'none'", "base-uri 'none'",
+  ].join('; ');
+}
+
+export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  app.addHook('onRequest', requireSession(ctx));
+  const scopeOf = (projectId: string) => ({ projectId, apiKeyId: null });
+
+  app.get<{ Params: Static<typeof ByProject>; Querystring: ListEmailsQuery }>('/v1/projects/:projectId/emails', {
+    schema: { params: ByProject, querystring: ListEmailsQuery },
+    config: { openapi: { summary: 'The project\'s emails, newest first, with the filters and paging of GET /v1/emails (members).', responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
+  }, async (request) => {
+    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+    const query = request.query;
+    const { items, nextCursor } = await listEmails(ctx.documents, ctx.events, scopeOf(project._id), {
+      ...query,
+      limit: query.limit === undefined ? undefined : Number(query.limit),
+    });
+    return { emails: items.map(summaryOf), next_cursor: nextCursor };
+  });
+
+  app.get<{ Params: Static<typeof ByEmail> }>('/v1/projects/:projectId/emails/:emailId', {
+    schema: { params: ByEmail },
+    config: { openapi: { summary: 'One email of the project, as GET /v1/emails/{id} answers it (members).', responses: { 200: { description: 'The email.', schema: EmailDetail } } } },
+  }, async (request) => {
+    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+    return detailOf(await getEmail(ctx.documents, ctx.events, scopeOf(project._id), request.params.emailId));
+  });
+
+  app.get<{ Params: Static<typeof ByEmail> }>('/v1/projects/:projectId/emails/:emailId/message', {
+    schema: { params: ByEmail },
+    config: { openapi: { summary: 'The message as admitted: addresses, the sender\'s headers, the HTML and text parts (410 content_expired after retention; BCC never).', responses: { 200: { description: 'The message.', schema: EmailMessage } } } },
+  }, async (request, reply) => {
+    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+    const message = await emailMessage(ctx.documents, ctx.events, project._id, request.params.emailId, ctx.now());
+    return reply.header('cache-control', 'private, no-store').send(message);
+  });
+
+  app.get<{ Params: Static<typeof ByEmail>; Querystring: Static<typeof HtmlQuery> }>('/v1/projects/:projectId/emails/:emailId/message.html', {
+    schema: { params: ByEmail, querystring: HtmlQuery },
+    config: { openapi: { summary: 'The HTML part alone, under a Content-Security-Policy that runs nothing and fetches no remote image unless remote_images=on.', responses: { 200: { description: 'The HTML part.', mediaType: 'text/html' } } } },
+  }, async (request, reply) => {
+    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+    const message = await emailMessage(ctx.documents, ctx.events, project._id, request.params.emailId, ctx.now());
+    if (message.html === null) throw notFound(`email ${message.id} has no HTML part`);
+    return reply.headers({
+      'content-security-policy': messageCsp(request.query.remote_images === 'on'),
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'no-referrer',
+      'cache-control': 'private, no-store',
+    }).type('text/html; charset=utf-8').send(message.html);
+  });
+}

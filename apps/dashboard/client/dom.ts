@@ -1,0 +1,144 @@
+// Building the page: elements from plain values, text always as text (never parsed as HTML,
+// so nothing an email or a name holds can become markup), and the few widgets every page uses.
+
+export type Child = Node | string | number | null | undefined | false | Child[];
+type AttrValue = string | number | boolean | null | undefined;
+export type Attrs = Record<string, AttrValue | ((event: Event) => void)>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs | null = null, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs ?? {})) {
+    if (typeof value === 'function') element.addEventListener(name.replace(/^on/, ''), value);
+    else if (value === true) element.setAttribute(name, '');
+    else if (value !== false && value !== null && value !== undefined) element.setAttribute(name, String(value));
+  }
+  append(element, children);
+  return element;
+}
+
+export function append(parent: Node, children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(parent, child);
+    else parent.appendChild(typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child);
+  }
+}
+
+/** Replaces an element's content. */
+export function fill(element: Element, ...children: Child[]): void {
+  element.replaceChildren();
+  append(element, children);
+}
+
+let ids = 0;
+export const uniqueId = (prefix: string) => `${prefix}-${++ids}`;
+
+/** A labelled control: the label names it for assistive technology, the hint describes it. */
+export function field(label: string, control: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement, hint?: string): HTMLElement {
+  control.id ||= uniqueId('f');
+  const hintElement = hint ? h('p', { class: 'hint', id: `${control.id}-hint` }, hint) : null;
+  if (hintElement) control.setAttribute('aria-describedby', hintElement.id);
+  return h('div', { class: 'field' }, h('label', { for: control.id }, label), control, hintElement);
+}
+
+export function select(name: string, options: Array<[value: string, label: string]>, selected: string | null = null, attrs: Attrs = {}): HTMLSelectElement {
+  return h('select', { name, ...attrs }, options.map(([value, label]) => h('option', { value, selected: value === selected }, label)));
+}
+
+export function checkboxes(legend: string, name: string, options: string[], checked: readonly string[]): HTMLFieldSetElement {
+  return h('fieldset', { class: 'choices' }, h('legend', null, legend), options.map((option) => {
+    const id = uniqueId('c');
+    return h('div', { class: 'choice' },
+      h('input', { type: 'checkbox', id, name, value: option, checked: checked.includes(option) }),
+      h('label', { for: id }, option));
+  }));
+}
+
+export const checkedValues = (form: HTMLFormElement, name: string): string[] =>
+  [...form.querySelectorAll<HTMLInputElement>(`input[name="${name}"]:checked`)].map((input) => input.value);
+
+/** A status line (polite) or an error (assertive) that screen readers announce when it changes. */
+export function notice(kind: 'info' | 'success' | 'error' | 'warning', ...children: Child[]): HTMLElement {
+  return h('div', { class: `notice notice-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, ...children);
+}
+
+/** When an instant was, in the reader's time zone; the exact instant in the title and datetime. */
+export function when(iso: string | null | undefined): Child {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  return h('time', { datetime: iso, title: iso }, date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' }));
+}
+
+/** A table that scrolls sideways on narrow screens instead of widening the page. */
+export function table(caption: string, headers: string[], rows: Child[][], empty = 'Nothing here yet.'): HTMLElement {
+  if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+  return h('div', { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': caption },
+    h('table', null,
+      h('caption', { class: 'visually-hidden' }, caption),
+      h('thead', null, h('tr', null, headers.map((text) => h('th', { scope: 'col' }, text)))),
+      h('tbody', null, rows.map((cells) => h('tr', null, cells.map((cell) => h('td', null, cell)))))));
+}
+
+export function badge(text: string, tone = text): HTMLElement {
+  return h('span', { class: `badge badge-${tone.replace(/[^a-z_-]/gi, '')}` }, text);
+}
+
+/** A value to copy (a secret, a DNS record) with a button that puts it on the clipboard. */
+export function copyable(label: string, value: string): HTMLElement {
+  const output = h('code', { class: 'copy-value' }, value);
+  const status = h('span', { class: 'copy-status', role: 'status' });
+  const button = h('button', {
+    type: 'button', class: 'secondary small', 'aria-label': `Copy ${label}`,
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(value);
+        status.textContent = 'Copied';
+      } catch {
+        // No clipboard (an insecure origin, a refused permission): select it for Ctrl+C instead.
+        getSelection()?.selectAllChildren(output);
+        status.textContent = 'Selected: press Ctrl+C';
+      }
+    },
+  }, 'Copy');
+  return h('div', { class: 'copyable' }, output, button, status);
+}
+
+/**
+ * A form whose submission runs `submit` (an API call) with its button disabled meanwhile; a
+ * failure is shown inside the form. Forms are method=post so that, were the script not to
+ * run, nothing typed (a password) ends up in a URL.
+ */
+export function form(attrs: Attrs, children: Child[], submit: (form: HTMLFormElement) => Promise<void>): HTMLFormElement {
+  const errors = h('div', { class: 'form-errors' });
+  const element = h('form', { method: 'post', ...attrs }, ...children, errors);
+  element.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const buttons = [...element.querySelectorAll<HTMLButtonElement>('button[type=submit]')];
+    buttons.forEach((b) => (b.disabled = true));
+    fill(errors);
+    try {
+      await submit(element);
+    } catch (error) {
+      fill(errors, notice('error', (error as Error).message));
+    } finally {
+      // A button held by the page (a sign-in wait) stays disabled until the page lets it go.
+      buttons.forEach((b) => (b.disabled = b.dataset.held !== undefined));
+    }
+  });
+  return element;
+}
+
+export const value = (form: HTMLFormElement, name: string): string => {
+  const control = form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement | null;
+  return control ? control.value : '';
+};
+
+export function section(title: string, ...children: Child[]): HTMLElement {
+  const id = uniqueId('s');
+  return h('section', { 'aria-labelledby': id }, h('h2', { id }, title), ...children);
+}
+
+/** A definition list of label → value pairs. */
+export function facts(pairs: Array<[string, Child]>): HTMLElement {
+  return h('dl', { class: 'facts' }, pairs.map(([term, detail]) => [h('dt', null, term), h('dd', null, detail)]));
+}

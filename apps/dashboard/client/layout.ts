@@ -1,0 +1,68 @@
+// The frame around every signed-in page: a skip link, the workspace and project switcher, the
+// signed-in user with sign-out, pending invitations, and the navigation built from ROUTES.
+import { api, get } from './api.ts';
+import { lastProject, type PageContext } from './context.ts';
+import { h, select } from './dom.ts';
+import { pathOf, ROUTES, type Route } from './routes.ts';
+
+async function signOut(): Promise<void> {
+  await api('DELETE', '/v1/session');
+  location.assign('/sign-in');
+}
+
+function switcher(ctx: PageContext, route: Route): HTMLElement | null {
+  const session = ctx.session!;
+  if (session.memberships.length === 0) return null;
+  const workspaces = select('workspace', session.memberships.map((m) => [m.workspaceId, m.workspaceName]), ctx.workspace?.workspaceId ?? null, {
+    id: 'switch-workspace',
+    onchange: (event: Event) => location.assign(`/workspaces/${(event.target as HTMLSelectElement).value}`),
+  });
+  const parts: HTMLElement[] = [h('div', { class: 'switch' }, h('label', { for: 'switch-workspace' }, 'Workspace'), workspaces)];
+  if (ctx.workspace && ctx.projects.length > 0) {
+    const projects = select('project', ctx.projects.map((p) => [p.id, `${p.name} (${p.environment})`]), ctx.project?.id ?? null, {
+      id: 'switch-project',
+      onchange: (event: Event) => {
+        const projectId = (event.target as HTMLSelectElement).value;
+        lastProject.set(ctx.workspace!.workspaceId, projectId);
+        // The same section of the other project; a workspace page stays where it is.
+        const section = route.scope === 'project' ? ROUTES.find((r) => r.nav === (route.nav ?? route.section))! : route;
+        location.assign(pathOf(section.path, { ...ctx.params, projectId }));
+      },
+    });
+    parts.push(h('div', { class: 'switch' }, h('label', { for: 'switch-project' }, 'Project'), projects));
+  }
+  return h('div', { class: 'switcher' }, parts);
+}
+
+function navigation(ctx: PageContext, route: Route): HTMLElement | null {
+  if (!ctx.workspace) return null;
+  const current = route.nav ?? route.section;
+  const params = { workspaceId: ctx.workspace.workspaceId, projectId: ctx.project?.id ?? '' };
+  const entries = ROUTES.filter((r) => r.nav && (r.scope === 'workspace' || (r.scope === 'project' && ctx.project)));
+  const group = (scope: 'project' | 'workspace', label: string) => {
+    const items = entries.filter((r) => r.scope === scope);
+    if (items.length === 0) return null;
+    return h('div', { class: 'nav-group' },
+      h('p', { class: 'nav-label', 'aria-hidden': 'true' }, label),
+      h('ul', { 'aria-label': label }, items.map((r) => h('li', null,
+        h('a', { href: pathOf(r.path, params), 'aria-current': r.nav === current ? 'page' : null }, r.nav!)))));
+  };
+  return h('nav', { 'aria-label': 'Sections' },
+    group('project', ctx.project ? `Project ${ctx.project.name}` : 'Project'),
+    group('workspace', `Workspace ${ctx.workspace.workspaceName}`));
+}
+
+export async function layout(ctx: PageContext, route: Route): Promise<HTMLElement[]> {
+  const session = ctx.session!;
+  const { invitations } = await get<{ invitations: unknown[] }>('/v1/invitations');
+  const header = h('header', { class: 'top' },
+    h('a', { class: 'skip', href: '#main' }, 'Skip to content'),
+    h('a', { class: 'brand', href: '/' }, 'Relay'),
+    switcher(ctx, route),
+    h('div', { class: 'account' },
+      invitations.length > 0 ? h('a', { href: '/invitations', class: 'invitations-link' }, `Invitations (${invitations.length})`) : null,
+      h('span', { class: 'user' }, session.user.email),
+      h('span', { class: 'role' }, ctx.workspace ? ctx.workspace.role : null),
+      h('button', { type: 'button', class: 'secondary small', onclick: () => void signOut() }, 'Sign out')));
+  return [header, h('div', { class: 'body' }, navigation(ctx, route), ctx.main)];
+}

@@ -1,0 +1,60 @@
+// Sign in with the email and password the operator gave (relay setup, relay user create).
+// Too many attempts answer 429 with Retry-After: the page shows the wait and counts it down,
+// with the button held until then; it is not an error of the reader's.
+import { ApiError, api } from '../api.ts';
+import type { PageContext } from '../context.ts';
+import { field, fill, form, h, notice, value } from '../dom.ts';
+
+/** Only a path of this dashboard: `next` comes from the address and must not lead elsewhere. */
+const safeNext = (next: string | null) => (next && /^\/(?!\/)[^\\]*$/.test(next) ? next : '/');
+
+export async function render(ctx: PageContext): Promise<void> {
+  ctx.title('Sign in to Relay');
+  const wait = h('div', { class: 'wait-slot' });
+  const submit = h('button', { type: 'submit' }, 'Sign in');
+  let timer: number | undefined;
+
+  function holdFor(seconds: number, message: string): void {
+    clearInterval(timer);
+    const until = Date.now() + seconds * 1000;
+    const line = h('p', null);
+    const tick = () => {
+      const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      line.textContent = left > 0 ? `Try again in ${left} second${left === 1 ? '' : 's'}.` : 'You can try again now.';
+      submit.disabled = left > 0;
+      if (left > 0) submit.dataset.held = 'wait';
+      else {
+        delete submit.dataset.held;
+        clearInterval(timer);
+      }
+    };
+    fill(wait, notice('warning', h('strong', null, 'Too many sign-in attempts. '), message, line));
+    tick();
+    timer = window.setInterval(tick, 1000);
+  }
+
+  const signIn = form({ 'aria-label': 'Sign in', class: 'narrow' }, [
+    field('Email', h('input', { name: 'email', type: 'email', autocomplete: 'username', required: true, maxlength: 254 })),
+    field('Password', h('input', { name: 'password', type: 'password', autocomplete: 'current-password', required: true, maxlength: 1024 })),
+    wait,
+    submit,
+  ], async (element) => {
+    fill(wait);
+    try {
+      await api('POST', '/v1/session', { email: value(element, 'email'), password: value(element, 'password') });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 429) {
+        holdFor(error.retryAfter ?? 60, error.message);
+        return;
+      }
+      if (error instanceof ApiError && error.code === 'invalid_credentials') throw new Error('That email and password do not match an account.');
+      throw error;
+    }
+    location.assign(safeNext(ctx.query.get('next')));
+  });
+  ctx.main.append(
+    h('p', null, 'Sign in with the email and password you gave ', h('code', null, 'relay setup'), ' (or that your operator gave you).'),
+    signIn,
+  );
+  (signIn.elements.namedItem('email') as HTMLInputElement).focus();
+}

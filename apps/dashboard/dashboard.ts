@@ -1,0 +1,148 @@
+// The dashboard: Relay in the browser, served by the API process. The server sends one shell
+// page for every dashboard address and the browser modules in client/ (TypeScript, types
+// stripped by Node itself: no bundler, no build step); the modules then talk to Relay's own
+// HTTP API like any other client. docs/dashboard.md: structure, adding a page, the headers.
+import { createHash } from 'node:crypto';
+import { readFile, readdir } from 'node:fs/promises';
+import { stripTypeScriptTypes } from 'node:module';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { STATUSES } from '../../domain/email/status.ts';
+import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
+import { WEBHOOK_EVENT_TYPES } from '../../domain/webhooks/events.ts';
+import type { RelayConfig } from '../../infra/config.ts';
+import { PAGES } from './client/route-table.ts';
+
+const CLIENT_DIR = fileURLToPath(new URL('./client/', import.meta.url));
+const STYLESHEET = fileURLToPath(new URL('./dashboard.css', import.meta.url));
+
+/**
+ * The pages' policy: scripts and styles only from this origin (no inline script, no eval), API
+ * calls only to it, frames only of its own message view, and never framed themselves.
+ */
+export const PAGE_CSP = [
+  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
+  "frame-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+].join('; ');
+
+export const PAGE_HEADERS: Record<string, string> = {
+  'content-security-policy': PAGE_CSP,
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'same-origin',
+  'cross-origin-opener-policy': 'same-origin',
+};
+
+/**
+ * Where the shell is served: every page of client/route-table.ts, and the two addresses that
+ * lead to one (the dashboard's home, a workspace's home: client/main.ts).
+ */
+/** The modules and the stylesheet: client/ and client/pages/ are two levels, so two routes (no wildcard). */
+export const ASSET_PATHS = ['/assets/:file', '/assets/pages/:file'];
+
+export const PAGE_PATHS = ['/', '/workspaces/:workspaceId', ...PAGES.map((page) => page.path)];
+
+/**
+ * What the pages need to know of Relay's rules, decided here from domain/ so that each rule
+ * keeps its one place: the statuses and event types to filter by, and what each role may do.
+ */
+export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>) {
+  return {
+    dashboardOrigin: config.dashboardOrigin,
+    statuses: [...STATUSES],
+    webhookEvents: [...WEBHOOK_EVENT_TYPES],
+    permissions: [...PERMISSIONS],
+    roles: Object.fromEntries(ROLES.map((role) => [role, {
+      write: canWrite(role),
+      suppressions: canManageSuppressions(role),
+      grants: ROLES.filter((granted) => canGrantRole(role, granted)),
+    }])),
+  };
+}
+
+/** JSON inside a <script type="application/json">: nothing in it can close the element. */
+const inertJson = (value: unknown) => JSON.stringify(value).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
+
+function shellOf(config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Relay</title>
+<link rel="stylesheet" href="/assets/dashboard.css">
+<script type="module" src="/assets/main.ts"></script>
+</head>
+<body>
+<div id="app"><p class="loading">Loading…</p></div>
+<script type="application/json" id="relay-settings">${inertJson(dashboardSettings(config))}</script>
+</body>
+</html>
+`;
+}
+
+interface Asset { body: string; type: string; etag: string }
+
+/**
+ * Node marks stripTypeScriptTypes experimental and warns once per process; the modules it
+ * strips are the dashboard's own and the browser tests load every one of them.
+ */
+function stripTypes(source: string): string {
+  const emit = process.emitWarning;
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    if (!String(warning).includes('stripTypeScriptTypes')) (emit as (...args: unknown[]) => void).call(process, warning, ...rest);
+  }) as typeof process.emitWarning;
+  try {
+    return stripTypeScriptTypes(source, { mode: 'strip' });
+  } finally {
+    process.emitWarning = emit;
+  }
+}
+
+async function listModules(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const nested = await Promise.all(entries.map(async (entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return listModules(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  }));
+  return nested.flat();
+}
+
+/** The assets by URL path: each module as JavaScript (its .ts name kept, so imports resolve as written) and the stylesheet. */
+async function loadAssets(): Promise<Map<string, Asset>> {
+  const assets = new Map<string, Asset>();
+  const add = (path: string, body: string, type: string) =>
+    assets.set(path, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
+  for (const file of await listModules(CLIENT_DIR)) {
+    add(`/assets/${relative(CLIENT_DIR, file).split(sep).join('/')}`, stripTypes(await readFile(file, 'utf8')), 'text/javascript; charset=utf-8');
+  }
+  add('/assets/dashboard.css', await readFile(STYLESHEET, 'utf8'), 'text/css; charset=utf-8');
+  return assets;
+}
+
+export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>): Promise<void> {
+  const shell = shellOf(config);
+  // Loaded on first use: processes that never serve a page never read or strip the modules.
+  let assets: Promise<Map<string, Asset>> | null = null;
+  const secured = (reply: FastifyReply) => reply.headers(PAGE_HEADERS);
+
+  for (const path of PAGE_PATHS) {
+    app.get(path, async (_request, reply) =>
+      secured(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(shell));
+  }
+
+  const serveAsset = async (path: string, reply: FastifyReply) => {
+    assets ??= loadAssets();
+    const asset = (await assets).get(path);
+    if (!asset) return reply.callNotFound();
+    // Revalidated on every load (a new release is picked up at once) but sent again only when changed.
+    secured(reply).header('cache-control', 'no-cache').header('etag', asset.etag);
+    if (reply.request.headers['if-none-match'] === asset.etag) return reply.status(304).send();
+    return reply.type(asset.type).send(asset.body);
+  };
+  for (const path of ASSET_PATHS) {
+    app.get<{ Params: { file: string } }>(path, async (request, reply) => serveAsset(path.replace(':file', request.params.file), reply));
+  }
+}
