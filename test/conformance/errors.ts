@@ -6,10 +6,11 @@ import { startTestApp } from '../support/app.ts';
 import { basicSend, expectError, type HarnessRef } from './harness.ts';
 
 export function errorsSuite(test: Test, ref: HarnessRef): void {
+  // (GET / is the dashboard: apps/dashboard/.)
   test('unknown routes and methods are 404 in the envelope', async () => {
     const h = await ref.get();
     const t = await h.tenant();
-    for (const [method, url] of [['GET', '/v1/nope'], ['GET', '/'], ['POST', '/v1/emails/batch'], ['DELETE', '/v1/emails'], ['PUT', '/v1/emails/em_x'], ['GET', '/v1/emails/a/b'], ['GET', '/v2/emails']] as const) {
+    for (const [method, url] of [['GET', '/v1/nope'], ['GET', '/nope'], ['POST', '/v1/emails/batch'], ['DELETE', '/v1/emails'], ['PUT', '/v1/emails/em_x'], ['GET', '/v1/emails/a/b'], ['GET', '/v2/emails']] as const) {
       expectError(await h.request(method, url, { key: t.key.secret }), 404, 'not_found');
     }
   });
