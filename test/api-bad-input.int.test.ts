@@ -117,6 +117,10 @@ const ROUTES: RouteCase[] = [
   { method: 'PATCH', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointId }), body: () => ({ enabled: true, events: ['email.sent'] }) },
   { method: 'POST', path: '/v1/webhook-endpoints/:id/rotate-secret', auth: 'session', params: (f) => ({ id: f.endpointId }) },
   { method: 'DELETE', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointToDelete }) },
+  {
+    method: 'GET', path: '/v1/projects/:projectId/stats', auth: 'session', params: (f) => ({ projectId: f.projectId }),
+    query: () => ({ from: '2026-11-01T00:00:00Z', to: '2026-11-02T00:00:00Z', granularity: 'hour', groupBy: 'recipient_domain' }),
+  },
   { method: 'GET', path: '/v1/projects/:projectId/outbox', auth: 'session', params: (f) => ({ projectId: f.projectId }), query: () => ({ limit: '10' }) },
   { method: 'GET', path: '/v1/projects/:projectId/outbox/:emailId', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },
   {

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { MongoClient } from 'mongodb';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ensureEmailViewIndexes } from '../apps/services/email-reads.ts';
+import { EMAILS_PROJECTION } from '../apps/services/projection-registry.ts';
 import { MongoDocumentStore, databaseName } from '../infra/mongodb/document-store.ts';
 import type { Stored } from '../infra/ports/document-store.ts';
 import { documentStoreContract } from './contracts/document-store.contract.ts';
@@ -97,8 +97,8 @@ if (!baseUrl || !url) {
 
   extra('the email list indexes can be created, twice, and are the ones declared', async () => {
     const collection = `emails_${randomBytes(4).toString('hex')}`;
-    await ensureEmailViewIndexes(store, collection);
-    await ensureEmailViewIndexes(store, collection);
+    await EMAILS_PROJECTION.ensureIndexes(store, collection);
+    await EMAILS_PROJECTION.ensureIndexes(store, collection);
     const indexes = await admin.db(database).collection(collection).listIndexes().toArray();
     const byName = new Map(indexes.map((index) => [index.name as string, index.key as Record<string, number>]));
     assert.equal(Object.entries(byName.get('project_created') ?? {}), [['projectId', 1], ['createdAt', -1], ['_id', -1]]);

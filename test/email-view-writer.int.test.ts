@@ -1,14 +1,14 @@
-// projectEmailEvent (apps/services/email-view-writer.ts) on the embedded stores: gaps filled
+// EMAILS_PROJECTION.apply (apps/services/stream-projection.ts) on the embedded stores: gaps filled
 // from the event store, redelivered events changing nothing, any arrival order giving the
 // document that stream order gives.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
+import { EMAILS_PROJECTION } from '../apps/services/projection-registry.ts';
 import * as assert from 'uvu/assert';
 import { emailStreamId } from '../domain/email/events.ts';
 import { upcastEmailEvent } from '../domain/email/upcast.ts';
-import { projectEmailEvent } from '../apps/services/email-view-writer.ts';
 import type { Stored } from '../infra/ports/document-store.ts';
 import type { StoredEvent } from '../infra/ports/event-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
@@ -46,7 +46,7 @@ async function threeEventStream(): Promise<{ emailId: string; stored: StoredEven
   return { emailId, stored };
 }
 
-const project = (event: StoredEvent, collection?: string) => projectEmailEvent(ctx.documents, ctx.events, event, collection);
+const project = (event: StoredEvent, collection?: string) => EMAILS_PROJECTION.apply(ctx.documents, ctx.events, event, collection);
 const documentOf = (emailId: string, collection = 'emails') => ctx.documents.collection<EmailView>(collection).get(emailId);
 const withoutVersion = (doc: Stored<EmailView> | null) => {
   assert.ok(doc, 'the email should have a document');

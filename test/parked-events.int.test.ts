@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { emailStreamId } from '../domain/email/events.ts';
 import { loadConfig } from '../infra/config.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
-import { emailProjector } from '../apps/processors/email-projector.ts';
+import { emailProjector } from '../apps/processors/registry.ts';
 import { startForwarder } from '../apps/pipeline/forwarder.ts';
 import { startProcessor, type ProcessorDefinition, type ProcessorDeps, type RunningProcessor } from '../apps/processors/processor.ts';
 import { EVENTS_TOPIC_PARTITIONS, eventsTopic, groupOf } from '../apps/pipeline/topics.ts';

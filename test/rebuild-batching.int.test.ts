@@ -1,5 +1,5 @@
 // Batched rebuilds (apps/services/rebuild.ts) give exactly the read model that applying every
-// event one at a time gives (projectEmailEvent, the live projector's path): streams spread
+// event one at a time gives (EMAILS_PROJECTION.apply, the live projector's path): streams spread
 // over many read batches, documents written early and folded again from their stream, a poison
 // event in the middle of a stream, events appended while the rebuild reads, and the live
 // projector writing during the catch-up after the swap. On the embedded document store (one
@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { emailStreamId } from '../domain/email/events.ts';
-import { projectEmailEvent } from '../apps/services/email-view-writer.ts';
 import { parkedEventId, parkedEventsOf } from '../apps/services/parked-events.ts';
-import { PROJECTIONS } from '../apps/services/projection-registry.ts';
+import { EMAILS_PROJECTION, PROJECTIONS } from '../apps/services/projection-registry.ts';
 import { rebuildProjection } from '../apps/services/rebuild.ts';
 import { listScratch } from '../apps/services/scratch-collections.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
@@ -114,7 +113,7 @@ async function projectOneByOne(stores: Stores, list: StoredEvent[], collection: 
   let failed = 0;
   for (const event of list) {
     try {
-      await projectEmailEvent(stores.documents, stores.events, event, collection);
+      await EMAILS_PROJECTION.apply(stores.documents, stores.events, event, collection);
     } catch {
       failed++;
     }
@@ -238,7 +237,7 @@ function batchingSuite(name: string, open: Open | null): void {
       await stores.events.append(emailStreamId(byCatchUp), [toNewEvent(accepted({ emailId: byCatchUp }))], { expectedRevision: 'no_stream' });
       // The live projector gets to one of them first (and half-way), writing the swapped-in collection.
       const [first] = await stores.events.readStream(emailStreamId(byProjector));
-      await projectEmailEvent(stores.documents, stores.events, first, COLLECTIONS.emails);
+      await EMAILS_PROJECTION.apply(stores.documents, stores.events, first, COLLECTIONS.emails);
     });
     const result = await rebuildProjection(documents, stores.events, PROJECTIONS.emails, { name: 'emails', batchSize: 3, attempts: 1 });
     assert.is(result.swapped, true);

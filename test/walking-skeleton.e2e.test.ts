@@ -100,7 +100,7 @@ test('/healthz is live and /readyz reports the stores and every in-process part'
   assert.is(ready.status, 200);
   const body = (await ready.json()) as { status: string; checks: Record<string, boolean> };
   assert.is(body.status, 'ready');
-  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, sender: true, suppressor: true, webhooks: true, retention: true, inbound: true, log: true });
+  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, deliverability: true, sender: true, suppressor: true, webhooks: true, retention: true, inbound: true, log: true });
 });
 
 test('`relay events --stream <email id>` shows each event\'s correlation (the HTTP request) and causation (what it reacted to)', async () => {

@@ -16,6 +16,7 @@ import { webhookEndpointRoutes } from './plugins/webhook-endpoints.ts';
 import { projectEmailRoutes } from './plugins/project-emails.ts';
 import { projectRoutes } from './plugins/projects.ts';
 import { sessionRoutes } from './plugins/session.ts';
+import { statsRoutes } from './plugins/stats.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
 import { templateRoutes } from './plugins/templates.ts';
 import { workspaceRoutes } from './plugins/workspaces.ts';
@@ -138,4 +139,5 @@ const routePlugins: Array<[RoutePlugin, Security]> = [
   [templateRoutes, 'session'],
   [outboxRoutes, 'session'],
   [webhookEndpointRoutes, 'session'],
+  [statsRoutes, 'session'],
 ];

@@ -12,6 +12,8 @@ export const COLLECTIONS = {
   apiKeys: 'api_keys',
   suppressions: 'suppressions',
   emails: 'emails',
+  /** One document per email: its recipients' outcomes, what deliverability stats are summed from (projections/deliverability.ts). */
+  deliverability: 'deliverability',
   usage: 'usage',
   checkpoints: 'checkpoints',
   contentKeys: 'content_keys',

@@ -2,7 +2,7 @@
 // sees its project, an email:send key only the emails it created.
 import type { Status } from '../../domain/email/status.ts';
 import { RelayError } from '../../domain/errors.ts';
-import type { DocumentStore, Where } from '../../infra/ports/document-store.ts';
+import type { DocumentStore, IndexSpec, Where } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
@@ -106,13 +106,11 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
   return { items, nextCursor: page.length > limit ? items[items.length - 1]._id : null };
 }
 
-export async function ensureEmailViewIndexes(documents: DocumentStore, collection: string = COLLECTIONS.emails): Promise<void> {
-  await documents.collection<EmailView>(collection).ensureIndexes([
-    { name: 'project_created', fields: [['projectId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
-    { name: 'key_created', fields: [['projectId', 'asc'], ['apiKeyId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
-    { name: 'project_sender', fields: [['projectId', 'asc'], ['fromAddress', 'asc'], ['createdAt', 'desc']] },
-    { name: 'project_domain', fields: [['projectId', 'asc'], ['fromDomain', 'asc'], ['createdAt', 'desc']] },
-    { name: 'project_status', fields: [['projectId', 'asc'], ['status', 'asc'], ['createdAt', 'desc']] },
-    { name: 'project_recipient', fields: [['projectId', 'asc'], ['toAddresses', 'asc'], ['createdAt', 'desc']] },
-  ]);
-}
+export const EMAIL_VIEW_INDEXES: IndexSpec[] = [
+  { name: 'project_created', fields: [['projectId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+  { name: 'key_created', fields: [['projectId', 'asc'], ['apiKeyId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+  { name: 'project_sender', fields: [['projectId', 'asc'], ['fromAddress', 'asc'], ['createdAt', 'desc']] },
+  { name: 'project_domain', fields: [['projectId', 'asc'], ['fromDomain', 'asc'], ['createdAt', 'desc']] },
+  { name: 'project_status', fields: [['projectId', 'asc'], ['status', 'asc'], ['createdAt', 'desc']] },
+  { name: 'project_recipient', fields: [['projectId', 'asc'], ['toAddresses', 'asc'], ['createdAt', 'desc']] },
+];

@@ -2,8 +2,8 @@
 // alone in any order.
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { ensureContentKeyIndexes } from './content-vault.ts';
-import { ensureEmailViewIndexes } from './email-reads.ts';
 import { ensureManagementIndexes } from './management/indexes.ts';
+import { PROJECTIONS } from './projection-registry.ts';
 import { ensureRateLimitIndexes } from './rate-limits.ts';
 import { ensureTemplateIndexes } from './templates/templates.ts';
 import { ensureDeliveryIndexes } from './webhooks/deliveries.ts';
@@ -11,7 +11,7 @@ import { ensureEndpointIndexes } from './webhooks/endpoints.ts';
 
 export async function prepareStores(documents: DocumentStore): Promise<void> {
   await ensureManagementIndexes(documents);
-  await ensureEmailViewIndexes(documents);
+  for (const projection of Object.values(PROJECTIONS)) await projection.ensureIndexes(documents);
   await ensureContentKeyIndexes(documents);
   await ensureTemplateIndexes(documents);
   await ensureRateLimitIndexes(documents);

@@ -24,7 +24,7 @@
 import { DuplicateKeyError, type Collection, type DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { ensureParkedIndexes, parkEvent, rebuildGroup } from './parked-events.ts';
-import type { RebuildableProjection } from './projection-registry.ts';
+import type { StreamDocument, StreamProjection as RebuildableProjection } from './stream-projection.ts';
 import { collectionNameProblem, forgetScratch, isRelayCollection, markScratchBuilt, recordScratch } from './scratch-collections.ts';
 
 /**
@@ -45,7 +45,7 @@ export interface RebuildProgress {
 }
 
 export interface RebuildOptions {
-  /** The projection's name in PROJECTIONS: names what it parks (`rebuild:<name>`). Default: its collection. */
+  /** Names what it parks (`rebuild:<name>`). Default: the projection's name. */
   name?: string;
   /** Rebuild into this collection and leave it there (no swap): for comparing with the live model. */
   into?: string;
@@ -118,7 +118,7 @@ function skippingApply(
 /** A document as folded so far. */
 interface Held {
   id: string;
-  doc: { _id: string } | null;
+  doc: StreamDocument | null;
   /** Its version in the store; null while it is not stored. */
   version: number | null;
   /** The last event folded into it: what the one-event path re-applies if its write is refused. */
@@ -133,8 +133,8 @@ const WRITE_CHUNK = 2000;
 /** Bulk writes under way at once: a store converts one batch while it commits another. */
 const WRITES_AT_ONCE = 2;
 
-const withoutVersion = (doc: { _id: string }): { _id: string } => {
-  const { _v, ...body } = doc as { _id: string; _v?: number };
+const withoutVersion = (doc: StreamDocument): StreamDocument => {
+  const { _v, ...body } = doc as StreamDocument & { _v?: number };
   void _v;
   return body;
 };
@@ -158,7 +158,7 @@ class BatchFolder {
   readonly #events: EventStore;
   readonly #projection: RebuildableProjection;
   readonly #collection: string;
-  readonly #documents: Collection<{ _id: string }>;
+  readonly #documents: Collection<StreamDocument>;
   readonly #apply: Apply;
   readonly #maxHeld: number;
   /** Events still to come per document, for a scratch collection; null on the live one. */
@@ -192,7 +192,7 @@ class BatchFolder {
     if (held) this.#held.delete(id);
     else held = await this.#load(id, event);
     const last = this.#countDown(id);
-    let next: { _id: string } | null;
+    let next: StreamDocument | null;
     try {
       next = await this.#projection.fold(this.#events, held.doc, event);
     } catch {
@@ -317,7 +317,7 @@ class BatchFolder {
     return this.#stored.size;
   }
 
-  async #insertMany(docs: Array<{ _id: string }>): Promise<string[]> {
+  async #insertMany(docs: StreamDocument[]): Promise<string[]> {
     if (this.#documents.insertMany) return (await this.#documents.insertMany(docs)).duplicates;
     const refused: string[] = [];
     for (const doc of docs) {
@@ -375,7 +375,7 @@ export async function rebuildProjection(
 ): Promise<RebuildResult> {
   const batchSize = options.batchSize ?? 2000;
   const report = options.onProgress ?? (() => {});
-  const name = options.name ?? projection.collection;
+  const name = options.name ?? projection.name;
   const target = options.into ?? `${projection.collection}__rebuild_${Date.now()}`;
   const problem = options.into === undefined ? null : scratchCollectionProblem(options.into);
   if (problem) throw new Error(problem);

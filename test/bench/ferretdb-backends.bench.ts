@@ -21,7 +21,7 @@
 //   count       {projectId, status} (dashboard counts)
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
-import { ensureEmailViewIndexes } from '../../apps/services/email-reads.ts';
+import { EMAILS_PROJECTION } from '../../apps/services/projection-registry.ts';
 import { MongoDocumentStore } from '../../infra/mongodb/document-store.ts';
 import type { Collection } from '../../infra/ports/document-store.ts';
 
@@ -118,7 +118,7 @@ async function benchServer(label: string, baseUrl: string, rows: Row[]): Promise
     url.pathname = `/bench_backends_${randomBytes(4).toString('hex')}`;
     const store = await MongoDocumentStore.connect(url.toString());
     try {
-      await ensureEmailViewIndexes(store, 'emails');
+      await EMAILS_PROJECTION.ensureIndexes(store, 'emails');
       const emails = store.collection<Doc>('emails');
       const loadStarted = performance.now();
       for (let i = 0; i < size; i += 1000) await emails.insertMany!(Array.from({ length: Math.min(1000, size - i) }, (_, j) => emailDoc(i + j)));

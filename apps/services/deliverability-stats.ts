@@ -1,0 +1,191 @@
+// A project's deliverability stats: the counts per period (UTC hour or day) × sending domain ×
+// recipient domain × outcome, the bounce and complaint rates, the latency histograms and the
+// recipient domains ranked by failures, summed from the deliverability read model
+// (projections/deliverability.ts says why it holds one document per email, not counters).
+import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, countsOf, latencyBucketOf, type DeliverabilityEmail, type Latency, type Outcome } from '../../projections/deliverability.ts';
+import type { DocumentStore, Scalar } from '../../infra/ports/document-store.ts';
+import { COLLECTIONS } from './collections.ts';
+
+export type Granularity = 'hour' | 'day';
+export type StatsGroup = 'sending_domain' | 'recipient_domain';
+
+export interface StatsQuery {
+  projectId: string;
+  /** Rounded out to whole periods. */
+  from: Date;
+  to: Date;
+  granularity: Granularity;
+  groupBy: StatsGroup | null;
+}
+
+export type OutcomeCounts = Record<Outcome, number>;
+
+export interface SeriesPoint extends OutcomeCounts {
+  /** The period's first instant. */
+  period: string;
+  /** The sending or recipient domain, with groupBy. */
+  group?: string;
+}
+
+export interface LatencyHistogram {
+  /** Per bucket: its inclusive upper bound in milliseconds (null: beyond the last bound) and how many fell in it. */
+  buckets: Array<{ le_ms: number | null; count: number }>;
+  count: number;
+  /** The upper bound of the bucket holding the percentile (null: no sample, or beyond the last bound). */
+  p50_ms: number | null;
+  p90_ms: number | null;
+  p99_ms: number | null;
+}
+
+export interface FailingDomain {
+  domain: string;
+  failures: number;
+  hard_bounced: number;
+  soft_bounced: number;
+  rejected: number;
+  failed: number;
+  /** Its most common failure reply (by code; the words of its latest occurrence). */
+  top_reply: { code: string; text: string; count: number } | null;
+}
+
+export interface ProjectStats {
+  project_id: string;
+  from: string;
+  to: string;
+  granularity: Granularity;
+  group_by: StatsGroup | null;
+  /** Every period in order; with group_by, one point per period and group that counted something. */
+  series: SeriesPoint[];
+  totals: OutcomeCounts & {
+    /** hard_bounced / sent (null with nothing sent). */
+    bounce_rate: number | null;
+    /** complained / delivered (null with nothing delivered). */
+    complaint_rate: number | null;
+  };
+  latency: Record<Latency, LatencyHistogram>;
+  /** Recipient domains with failures, most failures first (at most 50). */
+  recipient_domains: FailingDomain[];
+}
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+const periodMs = (granularity: Granularity) => (granularity === 'hour' ? HOUR_MS : DAY_MS);
+export const floorTo = (ms: number, granularity: Granularity) => Math.floor(ms / periodMs(granularity)) * periodMs(granularity);
+export const ceilTo = (ms: number, granularity: Granularity) => Math.ceil(ms / periodMs(granularity)) * periodMs(granularity);
+
+const zeroCounts = (): OutcomeCounts => Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as OutcomeCounts;
+const FAILING_DOMAINS_SHOWN = 50;
+
+function histogram(counts: number[]): LatencyHistogram {
+  const count = counts.reduce((a, b) => a + b, 0);
+  const bound = (i: number) => (i < LATENCY_BOUNDS_MS.length ? LATENCY_BOUNDS_MS[i] : null);
+  const percentile = (q: number): number | null => {
+    if (count === 0) return null;
+    let seen = 0;
+    for (let i = 0; i < counts.length; i++) {
+      seen += counts[i];
+      if (seen >= q * count) return bound(i);
+    }
+    return null;
+  };
+  return {
+    buckets: counts.map((c, i) => ({ le_ms: bound(i), count: c })),
+    count,
+    p50_ms: percentile(0.5),
+    p90_ms: percentile(0.9),
+    p99_ms: percentile(0.99),
+  };
+}
+
+const rate = (part: number, whole: number): number | null => (whole === 0 ? null : Math.round((part / whole) * 1e6) / 1e6);
+
+/** Sums the emails' contributions within [from, to) (from and to already whole periods). Pure. */
+export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDomain' | 'recipients'>>, query: StatsQuery): ProjectStats {
+  const from = query.from.getTime();
+  const to = query.to.getTime();
+  const step = periodMs(query.granularity);
+  const series = new Map<string, SeriesPoint>();
+  const totals = zeroCounts();
+  const latency = Object.fromEntries(LATENCIES.map((l) => [l, new Array<number>(LATENCY_BOUNDS_MS.length + 1).fill(0)])) as Record<Latency, number[]>;
+  const failing = new Map<string, FailingDomain & { replies: Map<string, { text: string; count: number; latest: string }> }>();
+  const point = (periodStart: number, group: string | undefined) => {
+    const key = `${periodStart}|${group ?? ''}`;
+    let p = series.get(key);
+    if (!p) series.set(key, (p = { period: new Date(periodStart).toISOString(), ...(group === undefined ? {} : { group }), ...zeroCounts() }));
+    return p;
+  };
+  if (query.groupBy === null) for (let t = from; t < to; t += step) point(t, undefined);
+  for (const email of emails) {
+    const { contributions, latencies } = countsOf(email);
+    for (const c of contributions) {
+      const at = Date.parse(c.at);
+      if (at < from || at >= to) continue;
+      const group = query.groupBy === 'sending_domain' ? email.sendingDomain : query.groupBy === 'recipient_domain' ? c.recipientDomain : undefined;
+      point(floorTo(at, query.granularity), group)[c.outcome]++;
+      totals[c.outcome]++;
+      if (!(FAILURES as readonly string[]).includes(c.outcome)) continue;
+      let domain = failing.get(c.recipientDomain);
+      if (!domain) failing.set(c.recipientDomain, (domain = { domain: c.recipientDomain, failures: 0, hard_bounced: 0, soft_bounced: 0, rejected: 0, failed: 0, top_reply: null, replies: new Map() }));
+      domain.failures++;
+      domain[c.outcome as (typeof FAILURES)[number]]++;
+      if (c.reply) {
+        const reply = domain.replies.get(c.reply.code) ?? { text: c.reply.text, count: 0, latest: c.at };
+        reply.count++;
+        if (c.at >= reply.latest) Object.assign(reply, { text: c.reply.text, latest: c.at });
+        domain.replies.set(c.reply.code, reply);
+      }
+    }
+    for (const l of latencies) {
+      const at = Date.parse(l.at);
+      if (at >= from && at < to) latency[l.latency][latencyBucketOf(l.ms)]++;
+    }
+  }
+  const recipientDomains = [...failing.values()]
+    .sort((a, b) => b.failures - a.failures || a.domain.localeCompare(b.domain))
+    .slice(0, FAILING_DOMAINS_SHOWN)
+    .map(({ replies, ...domain }) => {
+      const top = [...replies].sort((a, b) => b[1].count - a[1].count || a[0].localeCompare(b[0]))[0];
+      return { ...domain, top_reply: top ? { code: top[0], text: top[1].text, count: top[1].count } : null };
+    });
+  return {
+    project_id: query.projectId,
+    from: query.from.toISOString(),
+    to: query.to.toISOString(),
+    granularity: query.granularity,
+    group_by: query.groupBy,
+    series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
+    totals: { ...totals, bounce_rate: rate(totals.hard_bounced, totals.sent), complaint_rate: rate(totals.complained, totals.delivered) },
+    latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,
+    recipient_domains: recipientDomains,
+  };
+}
+
+const PAGE = 1000;
+const READ_FIELDS = ['sendingDomain', 'recipients'] as const;
+
+/** The emails of a project with something counted in [from, to), read a page at a time. */
+async function* emailsActiveIn(documents: DocumentStore, projectId: string, from: Date, to: Date) {
+  const emails = documents.collection<DeliverabilityEmail>(COLLECTIONS.deliverability);
+  let after: Record<string, Scalar> | undefined;
+  for (;;) {
+    const page = await emails.find({
+      where: { projectId, lastAt: { gte: from.toISOString() }, firstAt: { lt: to.toISOString() } },
+      orderBy: [['projectId', 'asc'], ['lastAt', 'asc'], ['_id', 'asc']],
+      after,
+      limit: PAGE,
+      fields: [...READ_FIELDS, 'lastAt'],
+    });
+    yield* page;
+    if (page.length < PAGE) return;
+    const last = page[page.length - 1];
+    after = { projectId, lastAt: last.lastAt, _id: last._id };
+  }
+}
+
+export async function projectStats(documents: DocumentStore, query: StatsQuery): Promise<ProjectStats> {
+  const from = new Date(floorTo(query.from.getTime(), query.granularity));
+  const to = new Date(ceilTo(query.to.getTime(), query.granularity));
+  const emails: Array<Pick<DeliverabilityEmail, 'sendingDomain' | 'recipients'>> = [];
+  for await (const email of emailsActiveIn(documents, query.projectId, from, to)) emails.push(email);
+  return summarize(emails, { ...query, from, to });
+}

@@ -1,0 +1,112 @@
+// One definition per read model made of one document per email stream: the pure evolve (from
+// projections/), its collection and indexes, how one event is applied and how the whole model
+// is rebuilt. The live consumer group (apps/processors/projection-processors.ts) and
+// `relay projections rebuild <name>` (apps/services/rebuild.ts) are both derived from it, so
+// the two can only differ by what the store hands them, never by the rules.
+//
+// Applying an event: the stream revision stored in the document guards every write, so a
+// redelivered event changes nothing; a gap (an event whose predecessors are missing: a
+// rebuild's swap, an event parked and retried) is filled from the event store, the source of
+// truth; the write is an insert for the stream's first event and a compare-and-set after.
+import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../domain/email/events.ts';
+import { EMAIL_SCHEMA_VERSIONS, upcastEmailEvent } from '../../domain/email/upcast.ts';
+import { DuplicateKeyError, type DocumentStore, type IndexSpec } from '../../infra/ports/document-store.ts';
+import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
+
+/** What every document of a stream projection holds besides its own fields. */
+export interface StreamDocument {
+  _id: string;
+  /** Revision of the last stream event applied: the guard that makes replays no-ops. */
+  streamRevision: number;
+}
+
+export interface StreamProjectionSpec<D extends StreamDocument, P extends string = string> {
+  /** `relay projections rebuild <name>`; rebuilds park as `rebuild:<name>`. */
+  name: string;
+  /** The live processor: `relay processor <processor>`, consumer group `<ns>.<processor>`. */
+  processor: P;
+  /** One line for `relay processor --help`. */
+  summary: string;
+  /** The collection the service reads. */
+  collection: string;
+  indexes: IndexSpec[];
+  /**
+   * Pure (projections/): the document after `event`, or `current` itself (the same object)
+   * when the event changes nothing; null while there is nothing to place it on. Called only
+   * with the next revision of the stream, after the revision guard.
+   */
+  evolve(current: D | null, event: RecordedEmailEvent): D | null;
+}
+
+export interface StreamProjection<D extends StreamDocument = StreamDocument, P extends string = string> extends StreamProjectionSpec<D, P> {
+  streamPrefixes: string[];
+  /** Every email event type: revisions must follow each other, so none is left out. */
+  eventTypes: readonly string[];
+  ensureIndexes(documents: DocumentStore, collection?: string): Promise<void>;
+  /** The _id of the document an event belongs to: one document per stream. */
+  documentIdOf(event: StoredEvent): string;
+  /**
+   * What `apply` would write, without writing it: the document after `event`, folded from
+   * `current` (as stored, or as folded so far, with the revision guard; gaps read from the
+   * event store), or `current` itself when the event changes nothing. Batched rebuilds fold
+   * many events per document in memory and write each document once.
+   */
+  fold(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null>;
+  /** Applies one event to its document in the store: the live path. */
+  apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection?: string): Promise<void>;
+}
+
+export function defineStreamProjection<D extends StreamDocument, P extends string>(spec: StreamProjectionSpec<D, P>): StreamProjection<D, P> {
+  const documentIdOf = (event: StoredEvent): string => event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+
+  async function fold(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null> {
+    const applied = current?.streamRevision ?? -1;
+    if (event.revision <= applied) return current;
+    const pending = event.revision === applied + 1
+      ? [event]
+      : await events.readStream(event.streamId, { fromRevision: applied + 1, maxCount: event.revision - applied });
+    let next: D | null = current;
+    for (const e of pending) next = spec.evolve(next, upcastEmailEvent(e));
+    return next;
+  }
+
+  async function apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection: string = spec.collection): Promise<void> {
+    const docs = documents.collection<D>(collection);
+    const id = documentIdOf(event);
+    // The stream's first event makes the document: inserted without a read (on FerretDB every
+    // read scans the collection). Taken means it is there already: read it and go on as below.
+    let first = event.revision === 0;
+    for (;;) {
+      const current = first ? null : await docs.get(id);
+      const next = await fold(events, current, event);
+      if (next === null || next === current) return;
+      if (current === null) {
+        try {
+          await docs.insert(next);
+          return;
+        } catch (error) {
+          // Projected already (a redelivery), or another instance inserted first: re-read.
+          if (error instanceof DuplicateKeyError) {
+            first = false;
+            continue;
+          }
+          throw error;
+        }
+      }
+      const { _v, ...body } = next as D & { _v?: number };
+      void _v;
+      if (await docs.replace(body as D, current._v)) return;
+      // Lost a compare-and-set race with another instance: re-read and re-apply.
+    }
+  }
+
+  return {
+    ...spec,
+    streamPrefixes: [EMAIL_STREAM_PREFIX],
+    eventTypes: Object.keys(EMAIL_SCHEMA_VERSIONS),
+    ensureIndexes: (documents, collection = spec.collection) => documents.collection<D>(collection).ensureIndexes(spec.indexes),
+    documentIdOf,
+    fold,
+    apply,
+  };
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A reference fold of Relay's email streams, written from docs/event-status-rules.md alone.
+
+Reads events as JSON lines (what `relay events --prefix email-` or `relay events export --format
+jsonl` prints: {id, streamId, revision, type, data, ...}) on standard input, in global order,
+and prints one JSON line per email with what GET /v1/emails/{id} shows of its statuses:
+
+    {"id", "status", "recipients": [{"address", "status", "occurredAt"}], "sentAt",
+     "deliveredAt", "failureCode"}
+
+Only the Python standard library; Python 3.8 or later.
+"""
+import json
+import sys
+
+RANK = {
+    "queued": 0, "simulated": 0, "processing": 1, "sent": 2, "delayed": 3, "delivered": 4,
+    "soft_bounced": 5, "failed": 5, "rejected": 6, "hard_bounced": 6, "suppressed": 7, "complained": 8,
+}
+FINAL = {"sent", "delivered", "failed", "rejected", "hard_bounced", "soft_bounced", "complained", "suppressed"}
+
+
+class Email:
+    def __init__(self, data, status):
+        self.id = data["emailId"]
+        # Recipient index order: To, then CC. BCC recipients come after and are never shown.
+        self.recipients = [
+            {"address": a, "status": status, "occurredAt": data["occurredAt"]}
+            for a in data["toAddresses"] + data["ccAddresses"]
+        ]
+        self.sent_at = None
+        self.delivered_at = None
+        self.failure_code = None
+        self.revision = -1
+
+    def visible(self, index):
+        return 0 <= index < len(self.recipients)
+
+    def set_status(self, index, status, at, only_up):
+        recipient = self.recipients[index]
+        if only_up and RANK[status] <= RANK[recipient["status"]]:
+            return
+        if status != recipient["status"]:
+            recipient["status"] = status
+            recipient["occurredAt"] = at
+
+    def outcomes(self, pairs, at, only_up):
+        """pairs: (index, status) of one event; sets statuses and sentAt/deliveredAt."""
+        shown = [(i, s) for i, s in pairs if self.visible(i)]
+        for index, status in shown:
+            self.set_status(index, status, at, only_up)
+        statuses = {s for _, s in shown}
+        if self.sent_at is None and statuses & {"sent", "delivered"}:
+            self.sent_at = at
+        if self.delivered_at is None and "delivered" in statuses:
+            self.delivered_at = at
+
+    def status(self):
+        best = "queued"
+        for r in self.recipients:
+            if RANK[r["status"]] > RANK[best]:
+                best = r["status"]
+        return best
+
+    def view(self):
+        return {
+            "id": self.id,
+            "status": self.status(),
+            "recipients": self.recipients,
+            "sentAt": self.sent_at,
+            "deliveredAt": self.delivered_at,
+            "failureCode": self.failure_code,
+        }
+
+
+def apply(emails, event):
+    kind, data = event["type"], event["data"]
+    email_id = event["streamId"][len("email-"):]
+    email = emails.get(email_id)
+    if email is not None and event["revision"] <= email.revision:
+        return  # delivered twice: applied already
+    if kind in ("EmailAccepted", "EmailSuppressed"):
+        email = emails[email_id] = Email(data, "queued" if kind == "EmailAccepted" else "suppressed")
+    elif email is None:
+        return  # no admission to place it on
+    elif kind == "DeliveryClaimed":
+        pending = [(i, "processing") for i, r in enumerate(email.recipients) if r["status"] not in FINAL]
+        email.outcomes(pending, data["occurredAt"], only_up=False)
+    elif kind == "DeliveryAttempted":
+        pairs = [(r["index"], r["status"]) for r in data["recipients"]]
+        email.outcomes(pairs, data["occurredAt"], only_up=False)
+        if email.failure_code is None and any(email.visible(i) and s in ("failed", "rejected") for i, s in pairs):
+            email.failure_code = data["failureCode"]
+    elif kind == "DeliveryFailed":
+        pairs = [(r["index"], "failed") for r in data["recipients"]]
+        email.outcomes(pairs, data["occurredAt"], only_up=False)
+        if email.failure_code is None and any(r["address"] is not None for r in data["recipients"]):
+            email.failure_code = data["failureCode"]
+    elif kind == "RecipientReported":
+        if data["outcome"] != "undetermined" and data["address"] is not None:
+            email.outcomes([(data["recipientIndex"], data["outcome"])], data["occurredAt"], only_up=True)
+    # Any other type was written by a newer Relay: skipped, never guessed at.
+    email.revision = event["revision"]
+
+
+def main():
+    emails = {}
+    for line in sys.stdin:
+        line = line.strip()
+        if line:
+            event = json.loads(line)
+            if event["streamId"].startswith("email-"):
+                apply(emails, event)
+    for email in emails.values():
+        print(json.dumps(email.view()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+// The deliverability read model. Pure: (document, event) → document, one document per email.
+//
+// Each document folds one email: for each visible recipient (To, then CC, by recipient index;
+// BCC recipients are never counted, as nowhere in reads), its recipient domain, its status under
+// the status rules (domain/email/status.ts: the sender's outcomes replace, reports only move a
+// recipient up) and the instant it first reached each counted outcome. The counts per project ×
+// UTC hour × sending domain × recipient domain × outcome, and the latency histograms, are derived
+// from these documents (countsOf), never kept as counters:
+// - an event applied twice counts once by construction: the document's stream revision guards it
+//   (as in the emails model), and a recipient reaches an outcome once however many events say so;
+// - counters spread over bucket documents cannot be made exactly-once without a transaction
+//   across documents: keeping applied event ids per bucket makes the busy buckets (an hour of
+//   mail to one large provider) grow with every email and be rewritten whole on each event, and a
+//   watermark per bucket and log partition loses the events a rebuild's swap or a parked retry
+//   brings back out of order. A document per email has neither problem, and rebuilds and
+//   applies exactly as the emails model does;
+// - reads sum the documents of the emails active in the range: a project admits at most
+//   5,000 recipients a month (the spec's allowance), and buckets would not be fewer, since
+//   transactional mail goes to many recipient domains with few emails each.
+import type { RecordedEmailEvent } from '../domain/email/events.ts';
+import { isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
+
+/** What is counted, per recipient: each once, when the recipient's status first becomes it. */
+export const OUTCOMES = [
+  'accepted', 'suppressed', 'sent', 'delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained', 'rejected', 'failed',
+] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** The outcomes that are failures: what ranks recipient domains. */
+export const FAILURES = ['hard_bounced', 'soft_bounced', 'rejected', 'failed'] as const satisfies readonly Outcome[];
+
+const COUNTED_STATUS: Partial<Record<Status, Outcome>> = {
+  queued: 'accepted', suppressed: 'suppressed', sent: 'sent', delivered: 'delivered', delayed: 'delayed',
+  soft_bounced: 'soft_bounced', hard_bounced: 'hard_bounced', complained: 'complained', rejected: 'rejected', failed: 'failed',
+};
+
+/** A failure's reply: the SMTP reply and enhanced codes ("550 5.1.1"), and its words with addresses masked. */
+export interface FailureReply {
+  code: string;
+  text: string;
+}
+
+export interface DeliverabilityRecipient {
+  /** The recipient's domain, lower case. */
+  domain: string;
+  status: Status;
+  /** When the recipient first reached each outcome. */
+  reached: Partial<Record<Outcome, string>>;
+  /** The reply of its latest failure, if it failed. */
+  reply: FailureReply | null;
+}
+
+export interface DeliverabilityEmail {
+  /** The email id. */
+  _id: string;
+  projectId: string;
+  sendingDomain: string;
+  admittedAt: string;
+  /** The earliest and latest instant in `reached`: what range reads select on. */
+  firstAt: string;
+  lastAt: string;
+  recipients: DeliverabilityRecipient[];
+  streamRevision: number;
+}
+
+/** Bounds (milliseconds, inclusive) of the latency histograms' buckets; the last bucket holds the rest. */
+export const LATENCY_BOUNDS_MS = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000, 3_600_000, 21_600_000, 86_400_000] as const;
+export const LATENCIES = ['accepted_to_sent', 'sent_to_delivered'] as const;
+export type Latency = (typeof LATENCIES)[number];
+
+const domainOf = (address: string): string => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+
+const ADDRESS = /[^\s<>"'(),;:[\]]+@[^\s<>"'(),;:[\]]+/g;
+
+/** A reply's words as stats show them: one line, at most 200 characters, no address. */
+export const maskedReply = (text: string): string => text.replace(ADDRESS, '<address>').replace(/\s+/g, ' ').trim().slice(0, 200);
+
+const replyOf = (codes: Array<string | number | null | undefined>, text: string | null | undefined): FailureReply => ({
+  code: codes.filter((c) => c !== null && c !== undefined && c !== '').join(' '),
+  text: maskedReply(text ?? ''),
+});
+
+function reach(recipient: DeliverabilityRecipient, status: Status, at: string, reply: FailureReply | null): DeliverabilityRecipient {
+  const outcome = COUNTED_STATUS[status];
+  const reached = { ...recipient.reached };
+  if (outcome && reached[outcome] === undefined) reached[outcome] = at;
+  // Delivered by Relay itself (MX delivery), or reported before the sender's own outcome: it was sent then too.
+  if (outcome === 'delivered' && reached.sent === undefined) reached.sent = at;
+  const isFailure = (FAILURES as readonly string[]).includes(status);
+  return { ...recipient, status, reached, reply: isFailure && reply ? reply : recipient.reply };
+}
+
+function withRecipients(email: DeliverabilityEmail, revision: number, recipients: DeliverabilityRecipient[]): DeliverabilityEmail {
+  let firstAt = email.firstAt;
+  let lastAt = email.lastAt;
+  for (const r of recipients) {
+    for (const at of Object.values(r.reached)) {
+      if (at < firstAt) firstAt = at;
+      if (at > lastAt) lastAt = at;
+    }
+  }
+  return { ...email, recipients, firstAt, lastAt, streamRevision: revision };
+}
+
+/** Sender outcomes (attempts, failures) replace a recipient's status; reports only move it up. */
+function withOutcomes(
+  email: DeliverabilityEmail, revision: number, at: string, merge: 'replace' | 'supersede',
+  outcomes: Array<{ index: number; status: Status; reply: FailureReply | null }>,
+): DeliverabilityEmail {
+  const recipients = email.recipients.map((recipient, index) => {
+    const outcome = outcomes.find((o) => o.index === index);
+    if (!outcome) return recipient;
+    const status = merge === 'replace' ? outcome.status : supersede(recipient.status, outcome.status);
+    return status === recipient.status ? recipient : reach(recipient, status, at, outcome.reply);
+  });
+  return withRecipients(email, revision, recipients);
+}
+
+/**
+ * Applies one event of an email's stream (the next revision, after the revision guard).
+ * Returns the same object when the event was applied already.
+ */
+export function applyToDeliverability(email: DeliverabilityEmail | null, event: RecordedEmailEvent): DeliverabilityEmail | null {
+  if (email && event.revision <= email.streamRevision) return email;
+  switch (event.type) {
+    case 'EmailAccepted':
+    case 'EmailSuppressed': {
+      const data = event.data;
+      const status: Status = event.type === 'EmailAccepted' ? 'queued' : 'suppressed';
+      const blank = (address: string): DeliverabilityRecipient => ({ domain: domainOf(address), status, reached: {}, reply: null });
+      return withRecipients(
+        { _id: data.emailId, projectId: data.projectId, sendingDomain: data.fromDomain, admittedAt: data.occurredAt, firstAt: data.occurredAt, lastAt: data.occurredAt, recipients: [], streamRevision: event.revision },
+        event.revision,
+        [...data.toAddresses, ...data.ccAddresses].map((address) => reach(blank(address), status, data.occurredAt, null)),
+      );
+    }
+  }
+  // Lifecycle events of an email whose admission is not there cannot be placed.
+  if (!email) return email;
+  switch (event.type) {
+    case 'DeliveryClaimed': {
+      const pending = email.recipients.flatMap((r, index) => (isFinalDeliveryStatus(r.status) ? [] : [{ index, status: 'processing' as const, reply: null }]));
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', pending);
+    }
+    case 'DeliveryAttempted':
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', event.data.recipients.map((r) => ({
+        index: r.index, status: r.status, reply: replyOf([r.smtpCode, r.enhancedCode], r.response),
+      })));
+    case 'DeliveryFailed':
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', event.data.recipients.map((r) => ({
+        index: r.index, status: 'failed' as const, reply: replyOf([event.data.failureCode], event.data.reason),
+      })));
+    case 'RecipientReported': {
+      const { outcome, recipientIndex, status, diagnosticCode, reason, occurredAt } = event.data;
+      if (outcome === 'undetermined') return { ...email, streamRevision: event.revision };
+      return withOutcomes(email, event.revision, occurredAt, 'supersede', [{ index: recipientIndex, status: outcome, reply: replyOf([status], diagnosticCode ?? reason) }]);
+    }
+    default:
+      // An event this version does not know: skip it, but do not apply it again.
+      return { ...email, streamRevision: event.revision };
+  }
+}
+
+/** One email's part of the counts: outcome (or latency) at an instant, for a recipient domain. */
+export interface Contribution {
+  at: string;
+  recipientDomain: string;
+  outcome: Outcome;
+  /** The failure's reply, for failures. */
+  reply: FailureReply | null;
+}
+
+export interface LatencySample {
+  at: string;
+  recipientDomain: string;
+  latency: Latency;
+  ms: number;
+}
+
+/** What an email adds to the counts: one contribution per recipient and outcome reached, and its latencies. */
+export function countsOf(email: Pick<DeliverabilityEmail, 'recipients'>): { contributions: Contribution[]; latencies: LatencySample[] } {
+  const contributions: Contribution[] = [];
+  const latencies: LatencySample[] = [];
+  for (const r of email.recipients) {
+    for (const outcome of OUTCOMES) {
+      const at = r.reached[outcome];
+      if (at === undefined) continue;
+      contributions.push({ at, recipientDomain: r.domain, outcome, reply: (FAILURES as readonly string[]).includes(outcome) ? r.reply : null });
+    }
+    const { accepted, sent, delivered } = r.reached;
+    if (accepted !== undefined && sent !== undefined) latencies.push({ at: sent, recipientDomain: r.domain, latency: 'accepted_to_sent', ms: Math.max(0, Date.parse(sent) - Date.parse(accepted)) });
+    if (sent !== undefined && delivered !== undefined) latencies.push({ at: delivered, recipientDomain: r.domain, latency: 'sent_to_delivered', ms: Math.max(0, Date.parse(delivered) - Date.parse(sent)) });
+  }
+  return { contributions, latencies };
+}
+
+/** The index of the histogram bucket a latency falls in. */
+export const latencyBucketOf = (ms: number): number => {
+  const i = LATENCY_BOUNDS_MS.findIndex((bound) => ms <= bound);
+  return i < 0 ? LATENCY_BOUNDS_MS.length : i;
+};
