@@ -51,6 +51,12 @@ export const POISON: Record<string, {
     good: (emailId) => [toNewEvent(accepted({ emailId }))],
     applied: async (t, emailId) => (await t.stores.documents.collection(COLLECTIONS.emails).get(emailId)) !== null,
   },
+  // The same for the deliverability read model.
+  deliverability: {
+    poison: () => [broken('EmailAccepted')],
+    good: (emailId) => [toNewEvent(accepted({ emailId }))],
+    applied: async (t, emailId) => (await t.stores.documents.collection(COLLECTIONS.deliverability).get(emailId)) !== null,
+  },
   // The work item is derived from a stream whose admission cannot be folded.
   sender: {
     poison: () => [broken('EmailAccepted')],
