@@ -144,7 +144,7 @@ function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
     case 'smtp':
       return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
     case 'mx':
-      return new MxTransport({ dnsServers: config.dnsServers, heloName: config.mailHost, port: config.mxPort ?? undefined });
+      return new MxTransport({ dnsServers: config.dnsServers, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow });
   }
 }
 

@@ -30,6 +30,8 @@ export interface RelayConfig {
   smtpUrl: string | null;
   /** Tests only: every MX connection goes to this port (RELAY_MX_PORT). */
   mxPort: number | null;
+  /** Tests only: MX addresses exempt from the public-address check, e.g. a loopback test server (RELAY_MX_ALLOW). */
+  mxAllow: Set<string>;
   /** Tests only: factor on delivery retry delays and the claim grace (RELAY_DELIVERY_RETRY_SCALE). */
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
@@ -153,6 +155,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     if (text(env, name) !== undefined && relayEnv === 'production') throw new ConfigError(name, `is ${what} and is refused when RELAY_ENV=production`);
   };
   testOnly('RELAY_MX_PORT');
+  testOnly('RELAY_MX_ALLOW');
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
   testOnly('RELAY_WEBHOOK_ALLOW', 'for development (webhook receivers on your own machine)');
   testOnly('RELAY_WEBHOOK_RETRY_SCALE');
@@ -163,6 +166,10 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     if (!/:\d{1,5}$/.test(item)) throw new ConfigError('RELAY_WEBHOOK_ALLOW', `"${item}" must be host:port`);
     return item.toLowerCase();
   }));
+  const mxAllow = new Set((list(env, 'RELAY_MX_ALLOW', (variable, item) => {
+    if (!isIP(item)) throw new ConfigError(variable, `"${item}" is not an IP address (the addresses an MX host may resolve to)`);
+    return item.toLowerCase();
+  }) ?? []));
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
@@ -208,6 +215,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     delivery,
     smtpUrl,
     mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
+    mxAllow,
     deliveryRetryScale,
     sendRate,
     composeThreads,

@@ -61,6 +61,8 @@ const cases: Array<[string, Record<string, string>]> = [
   // Plain text only to loopback; STARTTLS otherwise.
   ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://mail.example.com:25?tls=none' }],
   ['RELAY_MX_PORT', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_PORT: '2525' }],
+  ['RELAY_MX_ALLOW', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_ALLOW: '127.0.0.1' }],
+  ['RELAY_MX_ALLOW', { RELAY_MX_ALLOW: 'localhost' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DELIVERY_RETRY_SCALE: '0.01' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '2' }],
   ['RELAY_WEBHOOK_ALLOW', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_WEBHOOK_ALLOW: 'hooks.test:8443' }],
@@ -81,6 +83,8 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
   assert.is(loadConfig({ RELAY_ENV: 'production', RELAY_DELIVERY: 'outbox' }).delivery, 'outbox');
   assert.is(loadConfig({ RELAY_ENV: 'production', RELAY_DELIVERY: 'mx' }).deliveryRetryScale, 1);
   assert.is(loadConfig({ RELAY_MX_PORT: '2525' }).mxPort, 2525);
+  assert.equal([...loadConfig({ RELAY_MX_ALLOW: '127.0.0.1, ::1' }).mxAllow], ['127.0.0.1', '::1']);
+  assert.equal([...loadConfig({}).mxAllow], []);
   assert.is(loadConfig({}).sendRate, null);
 });
 test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0 composes on the event loop', () => {

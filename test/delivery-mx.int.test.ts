@@ -1,7 +1,7 @@
 // Relay as the MTA (RELAY_DELIVERY=mx), end to end through the API: MX lookups go to a real
-// DNS server on loopback, every MX host resolves to 127.0.0.1 and RELAY_MX_PORT points the
-// connections at one real smtp-server that answers by recipient domain, as each domain's own
-// MX would.
+// DNS server on loopback, every MX host resolves to 127.0.0.1 (exempted from the public-address
+// rule by RELAY_MX_ALLOW) and RELAY_MX_PORT points the connections at one real smtp-server that
+// answers by recipient domain, as each domain's own MX would.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
@@ -39,6 +39,7 @@ test.before(async (ctx) => {
     RELAY_DELIVERY: 'mx',
     RELAY_DNS_SERVERS: ctx.dns.address,
     RELAY_MX_PORT: String(ctx.sink.port),
+    RELAY_MX_ALLOW: '127.0.0.1',
     RELAY_DELIVERY_RETRY_SCALE: '0.001',
   }, { processors: true });
   ctx.tenant = await deliveryTenant(ctx.t);
@@ -48,6 +49,9 @@ test.before(async (ctx) => {
     mx('bad.test', 'mx.bad.test'), loopback('mx.bad.test'),
     mx('slow.test', 'mx.slow.test'), loopback('mx.slow.test'),
     mx('nullmx.test', '.', 0),
+    // Other non-public addresses stay refused, as every one is in production (loopback ones
+    // only, so that nothing would leave the machine even if they were not).
+    mx('internal.test', 'mx.internal.test'), { name: 'mx.internal.test', type: 'A', data: '127.0.0.2' }, { name: 'mx.internal.test', type: 'AAAA', data: '::1' },
   ]);
 });
 
@@ -94,6 +98,17 @@ test('a null MX (RFC 7505): hard_bounced without any connection to it', async (c
   const final = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'hard_bounced', 'is hard_bounced');
   const bounce = final.events.find((e: any) => e.type === 'email.bounced');
   assert.is(bounce.payload.recipients[0].enhancedCode, '5.1.10');
+  assert.is(ctx.sink.connections, before, 'no SMTP connection');
+});
+
+test('a domain whose MX resolves only to non-public addresses: hard_bounced with the reason in the timeline, no connection', async (ctx) => {
+  const before = ctx.sink.connections;
+  const id = await sendTo(ctx, 'ops@internal.test');
+  const final = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'hard_bounced', 'is hard_bounced');
+  const bounce = final.events.find((e: any) => e.type === 'email.bounced');
+  const [recipient] = bounce.payload.recipients;
+  assert.is(recipient.enhancedCode, '5.4.4');
+  assert.match(recipient.response, /no MX host of internal\.test has a public address: mx\.internal\.test resolves only to addresses Relay does not deliver to: 127\.0\.0\.2 \(loopback\), ::1 \(loopback\)/);
   assert.is(ctx.sink.connections, before, 'no SMTP connection');
 });
 

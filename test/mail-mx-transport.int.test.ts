@@ -1,6 +1,7 @@
 // The mx transport (Relay as the MTA) against the real test DNS server and a real smtp-server,
-// all on 127.0.0.1: every MX host name resolves to 127.0.0.1 and the transport's port points
-// at the test's server, whose answers depend on the recipient's domain.
+// all on 127.0.0.1: every MX host name resolves to 127.0.0.1 (allowed as RELAY_MX_ALLOW would)
+// and the transport's port points at the test's server, whose answers depend on the recipient's
+// domain.
 import { Resolver } from 'node:dns/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -36,6 +37,16 @@ const ZONE: ZoneRecord[] = [
   mxOf('tlsfail.test', 'mx.tlsfail.test'), loopback('mx.tlsfail.test'),
   // A second domain served by ok.test's MX host.
   mxOf('alias.test', 'mx.ok.test'),
+  // MX hosts outside the public ranges other than the allowed test server. Only loopback
+  // addresses here, so that even a transport that wrongly connected sends nothing off the machine.
+  mxOf('private.test', 'mx.private.test'), { name: 'mx.private.test', type: 'A', data: '127.0.0.3' }, { name: 'mx.private.test', type: 'AAAA', data: '::ffff:127.0.0.3' },
+  mxOf('loop.test', 'mx.loop.test'), { name: 'mx.loop.test', type: 'A', data: '127.0.0.2' },
+  { name: 'implicitloop.test', type: 'A', data: '127.0.0.2' },
+  // The preferred host is refused, the backup is the allowed test server.
+  mxOf('mixed.test', 'mx.private.test', 5), mxOf('mixed.test', 'mx.ok.test', 20),
+  // A host with a refused and an allowed address: only the allowed one is used.
+  // (The refused one comes last: a failed attempt at it would be the error reported.)
+  mxOf('half.test', 'mx.half.test'), loopback('mx.half.test'), { name: 'mx.half.test', type: 'A', data: '127.0.0.4' },
 ];
 
 const RAW = Buffer.from('DKIM-Signature: v=1; d=example.test\r\nFrom: a@example.test\r\nSubject: mx\r\n\r\nHello\r\n..two dots\r\n.\r\nbye\r\n');
@@ -62,6 +73,7 @@ async function setup(ctx: Context, sinkOptions: SmtpSinkOptions = byDomain, opti
     connectTimeoutMs: 3000,
     commandTimeoutMs: 3000,
     dnsTimeoutMs: 1000,
+    allowAddresses: new Set(['127.0.0.1']),
     ...options,
   });
   return ctx.transport;
@@ -223,16 +235,53 @@ mx('connection lost after the end of data, before the reply: unknown', async (ct
   ]);
 });
 
+mx('an MX that resolves only to loopback or private addresses: rejected with 5.4.4 naming them, without a connection', async (ctx) => {
+  const transport = await setup(ctx);
+  const outcome = await transport.send(message(['ann@private.test', 'bob@loop.test', 'cy@implicitloop.test']));
+  assert.equal(results(outcome), [
+    ['ann@private.test', 'rejected', null, '5.4.4', 'dns'],
+    ['bob@loop.test', 'rejected', null, '5.4.4', 'dns'],
+    ['cy@implicitloop.test', 'rejected', null, '5.4.4', 'dns'],
+  ]);
+  assert.match(outcome.recipients[0].response, /no MX host of private\.test has a public address: mx\.private\.test resolves only to addresses Relay does not deliver to: 127\.0\.0\.3 \(loopback\), ::ffff:127\.0\.0\.3 \(ipv4-mapped\)/);
+  assert.match(outcome.recipients[1].response, /127\.0\.0\.2 \(loopback\)/);
+  assert.is(outcome.providerMessageId, null);
+  assert.is(ctx.sink!.connections, 0);
+});
+
+mx('without an allow list the loopback test server itself is refused', async (ctx) => {
+  const transport = await setup(ctx, byDomain, { allowAddresses: undefined });
+  const outcome = await transport.send(message(['ann@ok.test']));
+  assert.equal(results(outcome), [['ann@ok.test', 'rejected', null, '5.4.4', 'dns']]);
+  assert.match(outcome.recipients[0].response, /mx\.ok\.test resolves only to addresses Relay does not deliver to: 127\.0\.0\.1 \(loopback\)/);
+  assert.is(ctx.sink!.connections, 0);
+});
+
+mx('a refused MX host is passed over for the next preference; of a host\'s addresses only the permitted ones are used', async (ctx) => {
+  const transport = await setup(ctx);
+  const outcome = await transport.send(message(['ann@mixed.test', 'bob@half.test']));
+  assert.equal(results(outcome), [
+    ['ann@mixed.test', 'delivered', 250, null, undefined],
+    ['bob@half.test', 'delivered', 250, null, undefined],
+  ]);
+  assert.is(ctx.sink!.connections, 2);
+});
+
 mx('a connection refused at every MX host: deferred at stage connection', async (ctx) => {
   const transport = await setup(ctx);
   const port = ctx.sink!.port;
   await ctx.sink!.close();
   ctx.sink = undefined;
   await transport.close();
-  ctx.transport = new MxTransport({ dnsServers: [ctx.dns.address], heloName: 'relay.example.test', port, connectTimeoutMs: 3000, commandTimeoutMs: 3000 });
+  ctx.transport = new MxTransport({ dnsServers: [ctx.dns.address], heloName: 'relay.example.test', port, connectTimeoutMs: 3000, commandTimeoutMs: 3000, allowAddresses: new Set(['127.0.0.1']) });
   const outcome = await ctx.transport.send(message(['ann@ok.test']));
   assert.equal(outcome.recipients.map((r) => [r.result, r.stage]), [['deferred', 'connection']]);
   assert.match(outcome.recipients[0].response, /ECONNREFUSED|connect/i);
+  // The last address tried is named: of mx.half.test's two, the private one (answered last) was never tried.
+  const half = await ctx.transport.send(message(['bob@half.test']));
+  assert.equal(half.recipients.map((r) => [r.result, r.stage]), [['deferred', 'connection']]);
+  assert.match(half.recipients[0].response, /^mx\.half\.test \[127\.0\.0\.1\]: /);
+  assert.not.match(half.recipients[0].response, /127\.0\.0\.4/);
 });
 
 mx.run();

@@ -9,6 +9,12 @@
 //
 // Connections are pooled per MX host (a receiver like Gmail serves many domains): an idle
 // connection stays open for idleTimeoutMs and is checked with RSET before its next transaction.
+//
+// Only public addresses are connected to (the webhook egress rule, infra/http/address-ranges.ts):
+// whoever controls a recipient domain's DNS controls where its MX points, and an MX on loopback
+// or a private network would reach a relay that trusts this host. The connection goes to the
+// address that was checked, never to a name looked up again.
+import { classifyAddress } from '../http/address-ranges.ts';
 import { InFlight } from './in-flight.ts';
 import { Resolver } from 'node:dns/promises';
 import net from 'node:net';
@@ -41,12 +47,27 @@ export interface MxTransportOptions {
   idleTimeoutMs?: number;
   /** Open connections per MX host. Default 3. */
   maxConnectionsPerHost?: number;
+  /**
+   * RELAY_MX_ALLOW (tests only): addresses outside the public ranges that MX connections may go
+   * to anyway, such as a test's SMTP server on 127.0.0.1. Exact addresses, as DNS answers them.
+   */
+  allowAddresses?: ReadonlySet<string>;
 }
 
 /** Connection attempts per domain and call, over all its MX hosts and their addresses. */
 const MAX_ATTEMPTS_PER_DOMAIN = 5;
 /** How long a QUIT may wait for its reply before the socket is closed anyway. */
 const QUIT_GRACE_MS = 1000;
+
+/** What an MX host's addresses allow: some to connect to, or why there are none. */
+type HostAddresses =
+  | { kind: 'usable'; addresses: string[] }
+  /** DNS says the host has no address (NXDOMAIN, no A/AAAA): final, like a missing host. */
+  | { kind: 'none'; response: string }
+  /** Every address is outside the public ranges: final too, whatever a retry would look up. */
+  | { kind: 'refused'; response: string }
+  /** The lookup failed (timeout, SERVFAIL): a retry may do better. */
+  | { kind: 'unknown'; response: string };
 
 type Route =
   | { kind: 'hosts'; hosts: string[]; implicit: boolean }
@@ -233,7 +254,8 @@ function quit(lease: Lease): void {
 
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #allow: ReadonlySet<string>;
   readonly #resolver: Resolver;
   readonly #pool: ConnectionPool;
   readonly #inFlight = new InFlight('mx');
@@ -249,6 +271,7 @@ export class MxTransport implements MailTransport {
       idleTimeoutMs: options.idleTimeoutMs ?? 5000,
       maxConnectionsPerHost: options.maxConnectionsPerHost ?? 3,
     };
+    this.#allow = new Set([...(options.allowAddresses ?? [])].map((a) => a.toLowerCase()));
     this.#resolver = new Resolver({ timeout: this.#options.dnsTimeoutMs, tries: 2 });
     if (options.dnsServers.length > 0) {
       try {
@@ -307,13 +330,26 @@ export class MxTransport implements MailTransport {
   }
 
   /** IPv4 first: a self-hosted sender's PTR and SPF are usually set up for IPv4 only. */
-  async #addresses(host: string): Promise<{ addresses: string[]; permanent: boolean; response: string }> {
-    if (net.isIP(host)) return { addresses: [host], permanent: false, response: '' };
-    const [v4, v6] = await Promise.allSettled([this.#resolver.resolve4(host), this.#resolver.resolve6(host)]);
-    const addresses = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
-    const codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : []));
-    const permanent = codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA');
-    return { addresses, permanent, response: `no address for ${host} (${codes.join(', ') || 'empty answer'})` };
+  async #addresses(host: string): Promise<HostAddresses> {
+    let found: string[];
+    let codes: string[] = [];
+    if (net.isIP(host)) found = [host];
+    else {
+      const [v4, v6] = await Promise.allSettled([this.#resolver.resolve4(host), this.#resolver.resolve6(host)]);
+      found = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+      codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : []));
+    }
+    const refused: string[] = [];
+    const addresses = found.filter((address) => {
+      const { global, range } = classifyAddress(address);
+      if (global || this.#allow.has(address.toLowerCase())) return true;
+      refused.push(`${address} (${range})`);
+      return false;
+    });
+    if (addresses.length > 0) return { kind: 'usable', addresses };
+    if (refused.length > 0) return { kind: 'refused', response: `${host} resolves only to addresses Relay does not deliver to: ${refused.join(', ')}` };
+    const response = `no address for ${host} (${codes.join(', ') || 'empty answer'})`;
+    return { kind: codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA') ? 'none' : 'unknown', response };
   }
 
   async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {
@@ -321,16 +357,19 @@ export class MxTransport implements MailTransport {
     if (route.kind === 'final') return addresses.map((a) => final(a, route.result, route.enhancedCode, route.response));
     const budget = { attempts: MAX_ATTEMPTS_PER_DOMAIN };
     const failures: string[] = [];
-    let onlyPermanentDns = true;
+    // Whether every host so far was ruled out for good (no address, or none Relay may use).
+    let onlyFinal = true;
+    let anyRefused = false;
     for (const host of route.hosts) {
       if (budget.attempts <= 0) break;
       const resolved = await this.#addresses(host);
-      if (resolved.addresses.length === 0) {
-        onlyPermanentDns &&= resolved.permanent;
+      if (resolved.kind !== 'usable') {
+        onlyFinal &&= resolved.kind !== 'unknown';
+        anyRefused ||= resolved.kind === 'refused';
         failures.push(resolved.response);
         continue;
       }
-      onlyPermanentDns = false;
+      onlyFinal = false;
       let lease: Lease;
       try {
         lease = await this.#pool.acquire(host, resolved.addresses, budget);
@@ -340,8 +379,10 @@ export class MxTransport implements MailTransport {
       }
       return this.#transaction(lease, domain, addresses, message);
     }
-    if (onlyPermanentDns) {
-      const [enhancedCode, why] = route.implicit ? ['5.1.2', `${domain} has neither MX nor address records`] : ['5.4.4', `no MX host of ${domain} has an address`];
+    if (onlyFinal) {
+      const [enhancedCode, why] = anyRefused
+        ? ['5.4.4', `no MX host of ${domain} has a public address`]
+        : route.implicit ? ['5.1.2', `${domain} has neither MX nor address records`] : ['5.4.4', `no MX host of ${domain} has an address`];
       return addresses.map((a) => final(a, 'rejected', enhancedCode, `${why}: ${failures.join('; ')}`));
     }
     const response = failures.join('; ');
