@@ -128,6 +128,35 @@ state('given a claim, then pending recipients are processing and final ones stay
   assert.is(given.delivery.firstAttemptAt, after(SECOND), 'the first attempt’s time stays');
 });
 
+state('given an accepted email, then the state holds its admitted message (bodies and BCC sealed) and when each step happened', () => {
+  const given = queued();
+  assert.equal(given.message, accepted().data);
+  assert.is(given.occurredAt, T0);
+  const claimed = claimedBy({ at: after(5 * SECOND) }, given);
+  assert.is(claimed.occurredAt, after(5 * SECOND), 'the last event’s time');
+  assert.is(claimed.delivery.lastAttemptAt, null, 'no outcome yet');
+  const done = applied(claimed, decideAttemptOutcome(record(all('accepted'), { at: after(7 * SECOND) }), claimed));
+  assert.is(done.delivery.lastAttemptAt, after(7 * SECOND));
+  assert.is(done.occurredAt, after(7 * SECOND));
+  assert.is(done.message, given.message, 'later events leave the message as admitted');
+});
+
+state('given a suppressed email, then its message is kept too (nothing to deliver)', () => {
+  const given = foldEmail([suppressed([{ address: TO, reason: 'manual' }])]);
+  assert.is(given.message?.emailId, 'em_test1');
+  assert.is(given.message?.projectId, 'prj_1');
+});
+
+state('given attempts, then the provider message id is the latest one reported; an attempt that reported none keeps it', () => {
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')], { providerMessageId: 'prov-1' });
+  assert.is(first.providerMessageId, 'prov-1');
+  const second = claimedBy({ attempt: 2, at: first.delivery.nextAttemptAt! }, first);
+  const silent = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: null, at: first.delivery.nextAttemptAt! }), second));
+  assert.is(silent.providerMessageId, 'prov-1');
+  const third = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: 'prov-2', at: first.delivery.nextAttemptAt! }), second));
+  assert.is(third.providerMessageId, 'prov-2');
+});
+
 state('given an email, when an event of an unknown type is folded, then only the revision moves', () => {
   const given = claimedBy();
   const next = evolveEmail(given, recorded([unknownEvent()], 'em_test1', given.revision + 1)[0]);

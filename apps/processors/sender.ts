@@ -4,7 +4,7 @@
 // happens outside the consumer's handler, so a slow destination or a failing email never holds
 // up the other emails of its partition; the handler only records what is due, durably.
 // Any number of instances share the work: claims on the email's stream pick one sender.
-import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
+import { emailIdOfStream } from '../../domain/email/events.ts';
 import { originOfEvent } from '../../domain/events/metadata.ts';
 import { resealDkimKeys } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep, type DeliveryDeps } from '../services/delivery/attempt.ts';
@@ -90,7 +90,7 @@ export const sender = defineProcessor({
     });
   },
   async handle(event, runtime, deps) {
-    const emailId = event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+    const emailId = emailIdOfStream(event.streamId);
     // The dispatcher syncs the item after each step it takes, so for its own events the item
     // is usually derived from this revision or a later one already: nothing to read. An item
     // is only ever deleted by a sync that found the delivery finished, and a partition brings

@@ -4,13 +4,12 @@
 // POSTs through the SSRF-safe egress (infra/http/webhook-egress.ts), retried on the spec's
 // schedule. Requests happen outside the consumer's handler; each endpoint has a bound on its
 // requests in flight, so a slow or failing endpoint never delays another's deliveries.
-import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../domain/email/events.ts';
-import { foldEmail } from '../../domain/email/state.ts';
+import { emailIdOfStream } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { webhookEventsOf } from '../../domain/webhooks/events.ts';
 import { DEFAULT_USER_AGENT, postWebhook } from '../../infra/http/webhook-egress.ts';
 import type { Stored } from '../../infra/ports/document-store.ts';
-import { readEmailStream } from '../services/email-stream.ts';
+import { loadEmail } from '../services/email-stream.ts';
 import {
   abandon, dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAt, recordAttempt, takeAttempt, type WebhookDelivery,
 } from '../services/webhooks/deliveries.ts';
@@ -102,18 +101,11 @@ export const webhooks = defineProcessor({
   },
   async handle(stored, runtime, deps) {
     const event = upcastEmailEvent(stored);
-    const emailId = stored.streamId.slice(EMAIL_STREAM_PREFIX.length);
     // The email as it stood right after this event: its status is the payload's.
-    const history = (await readEmailStream(deps.events, emailId)).filter((e) => e.revision <= event.revision);
-    const admitted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' | 'EmailSuppressed' } => e.type === 'EmailAccepted' || e.type === 'EmailSuppressed');
-    if (!admitted) return;
-    const providerMessageId = history.reduce<string | null>((id, e) => (e.type === 'DeliveryAttempted' && e.data.providerMessageId ? e.data.providerMessageId : id), null);
-    const occurredAt = (event.data as { occurredAt?: string }).occurredAt ?? stored.recordedAt;
-    const events = webhookEventsOf(event, {
-      emailId, projectId: admitted.data.projectId, testMode: admitted.data.testMode, state: foldEmail(history), providerMessageId,
-    }, occurredAt);
+    const { state } = await loadEmail(deps.events, emailIdOfStream(stored.streamId), { upTo: event.revision });
+    const events = webhookEventsOf(event, state, state.occurredAt ?? stored.recordedAt);
     if (events.length === 0) return;
-    const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: admitted.data.projectId, enabled: true }, limit: 100 });
+    const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, limit: 100 });
     if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) runtime.kick();
   },
 });

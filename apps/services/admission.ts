@@ -32,9 +32,9 @@
 // (see fingerprintFor), so idempotent replays survive both.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
-import { emailStreamId, type AdmittedMessage, type SuppressedRecipient, type TemplateReference } from '../../domain/email/events.ts';
+import type { AdmittedMessage, SuppressedRecipient, TemplateReference } from '../../domain/email/events.ts';
 import type { NormalizedSend } from '../../domain/email/send-request.ts';
-import { initialEmailState } from '../../domain/email/state.ts';
+import { initialEmailState, type EmailState } from '../../domain/email/state.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Environment, SendingDomain, SuppressionEntry } from '../../domain/management.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
@@ -42,9 +42,9 @@ import { deferDurability } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
-import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
+import type { Loaded } from './command-handler.ts';
 import { contentKeyFor, sealWith } from './content-vault.ts';
-import { emailDecider } from './email-stream.ts';
+import { emailsOf } from './email-stream.ts';
 import { pooledRandomBytes } from './random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
@@ -209,13 +209,13 @@ export function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendReq
 
 async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey);
-  const stream = emailStreamId(emailId);
+  const emails = emailsOf(deps.events);
 
   // 1. Replay, or conflict (409, not counted: it is a rejection). A fresh random id has no
   // stream to read.
-  const loaded: Loaded<typeof initialEmailState> = request.idempotencyKey === null
+  const loaded: Loaded<EmailState> = request.idempotencyKey === null
     ? { state: initialEmailState, revision: -1 }
-    : await loadStream(deps.events, stream, emailDecider);
+    : await emails.load(emailId);
   const fingerprint = fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint);
   const replay = replayOf(loaded.state, fingerprint);
 
@@ -250,10 +250,9 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     };
     // 6 and 7. A concurrent request with the same key that got in first makes this one its
     // replay (or a conflict): deciding again on the winner's stream says which.
-    const handled = await handleCommand(deps.events, stream, emailDecider, command, {
+    const handled = await emails.handle(emailId, command, {
       origin: request.origin,
       loaded,
-      attempts: 2,
       beforeAppend: async (events) => {
         // Quota: only an email that will be queued is charged.
         if (events.some((e) => e.type !== 'EmailAccepted')) return;

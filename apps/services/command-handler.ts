@@ -4,27 +4,9 @@
 // again (when the command allows retries), so every rule in `decide` holds without a lock and
 // on any event store.
 import { randomUUID } from 'node:crypto';
+import type { Decider, DomainEvent } from '../../domain/decider.ts';
 import type { CommandOrigin, EventMetadata } from '../../domain/events/metadata.ts';
-import { WrongExpectedRevisionError, type EventStore, type NewEvent, type StoredEvent } from '../../infra/ports/event-store.ts';
-
-export interface DomainEvent {
-  type: string;
-  data: object;
-}
-
-export interface Decider<C, S, E extends DomainEvent> {
-  decide(command: C, state: S): E[];
-  /** Folds events onto a state (one call per batch: some states are large to copy). */
-  fold(events: E[], state: S): S;
-  initialState(): S;
-  /**
-   * The stream's one reading point: turns a stored event of any schema version into today's
-   * type; null for one this version cannot read, which the fold then skips.
-   */
-  upcast(stored: StoredEvent): E | null;
-  /** The schema version each event type is written with now (default 1). */
-  schemaVersions?: Partial<Record<E['type'], number>>;
-}
+import { WrongExpectedRevisionError, type EventStore, type NewEvent } from '../../infra/ports/event-store.ts';
 
 /** A stream folded up to `revision` (-1: no event yet). */
 export interface Loaded<S> {
@@ -57,12 +39,21 @@ export interface Handled<S, E> {
   revision: number;
 }
 
-/** Reads the events after `from` (the whole stream without it) and folds them on. */
+export interface LoadOptions<S> {
+  /** Folded already: only what follows is read. */
+  from?: Loaded<S>;
+  /** The stream as it stood right after this revision (what a processor reacting to that event saw). */
+  upTo?: number;
+}
+
+/** Reads the events after `from` (the whole stream without it), up to `upTo`, and folds them on. */
 export async function loadStream<S, E extends DomainEvent>(
-  store: EventStore, streamId: string, decider: Decider<unknown, S, E>, from?: Loaded<S>,
+  store: EventStore, streamId: string, decider: Decider<never, S, E>, options: LoadOptions<S> = {},
 ): Promise<Loaded<S>> {
-  const start = from ?? { state: decider.initialState(), revision: -1 };
-  const fresh = await store.readStream(streamId, { fromRevision: start.revision + 1 });
+  const start = options.from ?? { state: decider.initialState(), revision: -1 };
+  if (options.upTo !== undefined && options.upTo <= start.revision) return start;
+  const maxCount = options.upTo === undefined ? undefined : options.upTo - start.revision;
+  const fresh = await store.readStream(streamId, { fromRevision: start.revision + 1, maxCount });
   if (fresh.length === 0) return start;
   const readable = fresh.map((e) => decider.upcast(e)).filter((e): e is E => e !== null);
   return { state: decider.fold(readable, start.state), revision: fresh[fresh.length - 1].revision };
@@ -92,9 +83,25 @@ export async function handleCommand<C, S, E extends DomainEvent>(
       // A store behind what was folded lost appends this process saw take effect (a batch whose
       // commit failed after a deferred-durability scope was given its writes): fold it again.
       const behind = error.actual === 'no_stream' ? loaded.revision >= 0 : error.actual < loaded.revision;
-      loaded = await loadStream(store, streamId, decider, behind ? undefined : loaded);
+      loaded = await loadStream(store, streamId, decider, { from: behind ? undefined : loaded });
       // Writers that keep colliding (a hot stream) spread out instead of retrying in lockstep.
       if (attempt > 3) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
     }
   }
+}
+
+/** One stream type's command handler, bound to its store and decider: callers name the stream by its entity's id. */
+export interface StreamHandler<C, S, E extends DomainEvent> {
+  load(id: string, options?: LoadOptions<S>): Promise<Loaded<S>>;
+  /** handleCommand on the entity's stream; `attempts` defaults to the binding's. */
+  handle(id: string, command: C, options: HandleOptions<S, E>): Promise<Handled<S, E>>;
+}
+
+export function bindStreams<C, S, E extends DomainEvent>(
+  store: EventStore, decider: Decider<C, S, E>, streamIdOf: (id: string) => string, defaults: { attempts: number },
+): StreamHandler<C, S, E> {
+  return {
+    load: (id, options) => loadStream(store, streamIdOf(id), decider, options),
+    handle: (id, command, options) => handleCommand(store, streamIdOf(id), decider, command, { attempts: defaults.attempts, ...options }),
+  };
 }

@@ -1,20 +1,31 @@
-// An email's stream (`email-<id>`) as the command handler and readers use it: every read goes
-// through the domain's upcaster, every command through the email decider.
-import { decideEmail, type EmailCommand } from '../../domain/email/decider.ts';
+// An email's stream (`email-<id>`) as services and processors use it: the email aggregate
+// (domain/email/decider.ts) bound to an event store. Every read goes through the domain's
+// upcaster and fold, every command through the email decider.
+import { emailDecider, type EmailCommand } from '../../domain/email/decider.ts';
 import { emailStreamId, type EmailEvent, type RecordedEmailEvent } from '../../domain/email/events.ts';
-import { foldEmail, initialEmailState, type EmailState } from '../../domain/email/state.ts';
-import { EMAIL_SCHEMA_VERSIONS, upcastEmailEvent } from '../../domain/email/upcast.ts';
+import type { EmailState } from '../../domain/email/state.ts';
+import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
-import type { Decider } from './command-handler.ts';
+import { bindStreams, type LoadOptions, type Loaded, type StreamHandler } from './command-handler.ts';
 
-export const emailDecider: Decider<EmailCommand, EmailState, EmailEvent | RecordedEmailEvent> = {
-  decide: decideEmail,
-  fold: (events, state) => foldEmail(events, state),
-  initialState: () => initialEmailState,
-  upcast: upcastEmailEvent,
-  schemaVersions: EMAIL_SCHEMA_VERSIONS,
-};
+export type Emails = StreamHandler<EmailCommand, EmailState, EmailEvent | RecordedEmailEvent>;
 
+/**
+ * How often a command is decided again after another writer got in first. Every email command
+ * gives the right answer when decided again on the newer state (a replay or conflict for an
+ * admission, nothing for a claim someone else took, a report already recorded), and a popular
+ * stream (reports arriving together) may need a few rounds.
+ */
+const EMAIL_COMMAND_ATTEMPTS = 5;
+
+/** The email streams of `store`: `emails.handle(emailId, command, options)`, `emails.load(emailId)`. */
+export const emailsOf = (store: EventStore): Emails => bindStreams(store, emailDecider, emailStreamId, { attempts: EMAIL_COMMAND_ATTEMPTS });
+
+/** The email folded from its stream (up to `upTo`, when given); revision -1 and no admission when there is none. */
+export const loadEmail = (store: EventStore, emailId: string, options?: LoadOptions<EmailState>): Promise<Loaded<EmailState>> =>
+  emailsOf(store).load(emailId, options);
+
+/** The stream's events as today's types (for tests and tools that look at the events themselves). */
 export async function readEmailStream(events: EventStore, emailId: string): Promise<RecordedEmailEvent[]> {
   return (await events.readStream(emailStreamId(emailId))).map(upcastEmailEvent);
 }

@@ -8,7 +8,7 @@
 // redelivered event changes nothing; a gap (an event whose predecessors are missing: a
 // rebuild's swap, an event parked and retried) is filled from the event store, the source of
 // truth; the write is an insert for the stream's first event and a compare-and-set after.
-import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../domain/email/events.ts';
+import { EMAIL_STREAM_PREFIX, emailIdOfStream, type RecordedEmailEvent } from '../../domain/email/events.ts';
 import { EMAIL_SCHEMA_VERSIONS, upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { DuplicateKeyError, type DocumentStore, type IndexSpec } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
@@ -57,7 +57,7 @@ export interface StreamProjection<D extends StreamDocument = StreamDocument, P e
 }
 
 export function defineStreamProjection<D extends StreamDocument, P extends string>(spec: StreamProjectionSpec<D, P>): StreamProjection<D, P> {
-  const documentIdOf = (event: StoredEvent): string => event.streamId.slice(EMAIL_STREAM_PREFIX.length);
+  const documentIdOf = (event: StoredEvent): string => emailIdOfStream(event.streamId);
 
   async function fold(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null> {
     const applied = current?.streamRevision ?? -1;

@@ -8,14 +8,14 @@
 // Charges that queue up while an append is in flight go out together in the next append
 // (group commit): under load a workspace costs one append per round, not one per request.
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
+import type { Decider } from '../../domain/decider.ts';
+import { usageDecider } from '../../domain/usage/decider.ts';
 import {
-  decideCharges, foldUsage, initialUsageState, monthOf, usageStreamId,
-  type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
+  decideCharges, monthOf, usageStreamId, type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
-import { USAGE_SCHEMA_VERSIONS, upcastUsageEvent } from '../../domain/usage/upcast.ts';
 import { currentDurabilityScope, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
-import { handleCommand, loadStream, type Decider, type Loaded } from './command-handler.ts';
+import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
 
 export interface RecipientCharge {
   workspaceId: string;
@@ -45,15 +45,6 @@ const CACHED_STREAMS = 2_000;
 const BATCH = 100;
 /** Rounds lost to other processes before a charge gives up with an error (never observed in practice). */
 const MAX_ATTEMPTS = 100;
-
-/** A month's usage stream as the command handler reads it; charges are decided in batches (#commit). */
-const usageDecider = (month: string): Decider<ChargeRecipients[], UsageState, UsageEvent> => ({
-  decide: (commands, state) => decideCharges(commands, state).events,
-  fold: foldUsage,
-  initialState: () => initialUsageState(month),
-  upcast: upcastUsageEvent,
-  schemaVersions: USAGE_SCHEMA_VERSIONS,
-});
 
 export class UsageLedger {
   readonly #events: EventStore;
@@ -152,7 +143,7 @@ export class UsageLedger {
   /** Folds the events appended since this process last looked (the whole stream the first time). */
   async #catchUp(stream: string, month: string): Promise<Folded> {
     const known = this.#folded.get(stream);
-    const folded = await loadStream(this.#events, stream, usageDecider(month), known);
+    const folded = await loadStream(this.#events, stream, usageDecider(month), { from: known });
     // Another caller may have folded further meanwhile: keep whichever saw more.
     const latest = this.#folded.get(stream);
     if (!latest || latest.revision < folded.revision) this.#remember(stream, folded);

@@ -4,8 +4,10 @@
 import type { ReportOutcome } from '../feedback/classify.ts';
 import type { Status } from './status.ts';
 
-export const emailStreamId = (emailId: string): string => `email-${emailId}`;
 export const EMAIL_STREAM_PREFIX = 'email-';
+export const emailStreamId = (emailId: string): string => `${EMAIL_STREAM_PREFIX}${emailId}`;
+/** The email an event of stream `email-<id>` belongs to. */
+export const emailIdOfStream = (streamId: string): string => streamId.slice(EMAIL_STREAM_PREFIX.length);
 
 /** Message bodies and BCC, encrypted; the key lives outside the event store and expires. */
 export interface SealedContent {
@@ -162,3 +164,6 @@ export type RecordedEmailEvent = (EmailEvent | UnrecognizedEvent) & {
   streamId: string;
   revision: number;
 };
+
+/** When a recorded event happened; null for one this version cannot read. */
+export const occurredAtOf = (event: RecordedEmailEvent): string | null => (event.type === 'UnrecognizedEvent' ? null : event.data.occurredAt);

@@ -2,6 +2,7 @@
 // version wrote it, becomes today's typed event here. Version 1 is the only one so far; a
 // change of an event's data shape bumps its version in EMAIL_SCHEMA_VERSIONS and adds the
 // conversion from the older version below, so deciders and projections only know today's.
+import type { StoredEventLike } from '../decider.ts';
 import { schemaVersionOf } from '../events/metadata.ts';
 import type { EmailEvent, RecordedEmailEvent } from './events.ts';
 
@@ -13,16 +14,6 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
   DeliveryFailed: 1,
   RecipientReported: 1,
 };
-
-/** What an event store hands back, structurally (the domain knows no adapter). */
-export interface StoredEventLike {
-  id: string;
-  streamId: string;
-  revision: number;
-  type: string;
-  data: Record<string, unknown>;
-  metadata?: Record<string, unknown>;
-}
 
 const known = (type: string): type is EmailEvent['type'] => Object.hasOwn(EMAIL_SCHEMA_VERSIONS, type);
 

@@ -46,16 +46,6 @@ export const OUTCOME_EVENT: Partial<Record<Status, WebhookEventType>> = {
   complained: 'email.complained',
 };
 
-/** What the webhook payload needs of the email beyond the event. */
-export interface EmailFacts {
-  emailId: string;
-  projectId: string;
-  testMode: boolean;
-  /** The email's state after the event (its status is the payload's). */
-  state: EmailState;
-  providerMessageId: string | null;
-}
-
 interface Outcome {
   address: string | null;
   status: Status;
@@ -71,21 +61,24 @@ function detailsOf(status: Status, extra: { delayType?: string; complaintType?: 
 }
 
 /**
- * The webhook events an email event gives. Recipients are named only when visible (To, CC):
- * an outcome that concerns BCC recipients alone is still sent, naming nobody.
+ * The webhook events an email event gives, from the email's state right after it (its status is
+ * the payload's). Recipients are named only when visible (To, CC): an outcome that concerns BCC
+ * recipients alone is still sent, naming nobody.
  */
-export function webhookEventsOf(event: RecordedEmailEvent, facts: EmailFacts, occurredAt: string): WebhookEvent[] {
+export function webhookEventsOf(event: RecordedEmailEvent, email: EmailState, occurredAt: string): WebhookEvent[] {
+  if (!email.message) return [];
+  const message = email.message;
   const make = (type: WebhookEventType, key: string, recipients: string[], extra: Partial<WebhookEvent['data']>): WebhookEvent => ({
     id: `evt_${event.id.replace(/-/g, '')}_${key}`,
     type,
     created_at: occurredAt,
     data: {
-      email_id: facts.emailId,
-      project_id: facts.projectId,
-      test_mode: facts.testMode,
-      status: facts.state.status ?? 'queued',
+      email_id: message.emailId,
+      project_id: message.projectId,
+      test_mode: message.testMode,
+      status: email.status ?? 'queued',
       recipients,
-      provider_message_id: facts.providerMessageId,
+      provider_message_id: email.providerMessageId,
       ...extra,
     },
   });

@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
 import { DELIVERY_CLAIM_GRACE_MS, type RecipientResultReport } from '../../../domain/email/delivery.ts';
-import { emailStreamId, type AdmittedMessage, type EmailContent, type RecordedEmailEvent } from '../../../domain/email/events.ts';
+import type { AdmittedMessage, EmailContent } from '../../../domain/email/events.ts';
 import { pendingRecipients } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
@@ -22,10 +22,9 @@ import { deferDurability, durableSoFar } from '../../../infra/ports/durability.t
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
-import { handleCommand } from '../command-handler.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
-import { emailDecider, readEmailStream } from '../email-stream.ts';
+import { emailsOf } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
 import type { SendRateGate } from '../send-rate.ts';
 import { syncWorkItem, type WorkItem } from './work-items.ts';
@@ -121,8 +120,7 @@ export function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<Ste
 }
 
 async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  const stream = emailStreamId(item._id);
-  const handled = await handleCommand(deps.events, stream, emailDecider, {
+  const handled = await emailsOf(deps.events).handle(item._id, {
     type: 'FailDelivery',
     attempt: item.attempt,
     claimedBy: null,
@@ -130,18 +128,17 @@ async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     reason: 'the sender stopped during this attempt; the message may have been accepted, so it is not sent again',
     at: deps.now().toISOString(),
     graceMs: DELIVERY_CLAIM_GRACE_MS * deps.retryScale,
-  }, { origin: item.origin, attempts: 3 });
+  }, { origin: item.origin });
   await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, handled);
   return handled.events.length > 0 ? 'recovered' : 'nothing_to_do';
 }
 
 async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  const stream = emailStreamId(item._id);
-  const history = await readEmailStream(deps.events, item._id);
-  const admitted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
-  const loaded = { state: emailDecider.fold(history, emailDecider.initialState()), revision: history.length - 1 };
+  const emails = emailsOf(deps.events);
+  const loaded = await emails.load(item._id);
+  const message = loaded.state.message;
   const pending = pendingRecipients(loaded.state.delivery);
-  if (!admitted || pending.length === 0) {
+  if (!message || pending.length === 0) {
     await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, loaded);
     return 'nothing_to_do';
   }
@@ -149,9 +146,9 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   // should hold only the SMTP transactions.
   for (let i = 0; i < pending.length; i++) await deps.sendRate.acquire();
 
-  const claim = await handleCommand(deps.events, stream, emailDecider, {
+  const claim = await emails.handle(item._id, {
     type: 'ClaimDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, transport: deps.transport.name, at: deps.now().toISOString(),
-  }, { origin: item.origin, loaded, attempts: 3 });
+  }, { origin: item.origin, loaded });
   if (claim.events.length === 0) {
     // Another instance claimed it, or the item was stale: the stream says what is due now.
     await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, claim);
@@ -160,10 +157,9 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   // A claim lost to a crash after the send would let the message go out again.
   await durableSoFar();
   const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
-  const message = admitted.data;
-  const fail = (failureCode: string, reason: string) => handleCommand(deps.events, stream, emailDecider, {
+  const fail = (failureCode: string, reason: string) => emails.handle(item._id, {
     type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(), graceMs: 0,
-  }, { origin: after, loaded: claim, attempts: 3 });
+  }, { origin: after, loaded: claim });
 
   const content = await openContent(deps.documents, message.content, deps.now());
   if (!content) {
@@ -196,7 +192,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0]);
   })).flat();
 
-  const recorded = await handleCommand(deps.events, stream, emailDecider, {
+  const recorded = await emails.handle(item._id, {
     type: 'RecordAttempt',
     attempt: item.attempt,
     claimedBy: SENDER_INSTANCE,
@@ -206,7 +202,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     results: reports,
     at: deps.now().toISOString(),
     retryScale: deps.retryScale,
-  }, { origin: after, loaded: claim, attempts: 3 });
+  }, { origin: after, loaded: claim });
   await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, recorded);
   return 'sent';
 }

@@ -2,15 +2,14 @@
 // collection, found by due time. It is derived from the email's stream (never the other way
 // round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
 // syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
-import { emailStreamId } from '../../../domain/email/events.ts';
 import { DELIVERY_CLAIM_GRACE_MS } from '../../../domain/email/delivery.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { loadStream, type Loaded } from '../command-handler.ts';
-import { emailDecider } from '../email-stream.ts';
+import type { Loaded } from '../command-handler.ts';
+import { loadEmail } from '../email-stream.ts';
 
 export interface WorkItem {
   _id: string;
@@ -48,7 +47,7 @@ export function desiredWorkItem(state: EmailState, revision: number, origin: Com
 export async function syncWorkItem(
   documents: DocumentStore, events: EventStore, emailId: string, origin: CommandOrigin, graceScale: number, loaded?: Loaded<EmailState>,
 ): Promise<WorkItem | null> {
-  const { state, revision } = loaded ?? (await loadStream(events, emailStreamId(emailId), emailDecider));
+  const { state, revision } = loaded ?? (await loadEmail(events, emailId));
   const desired = desiredWorkItem(state, revision, origin, graceScale);
   const items = workItems(documents);
   if (!desired) {

@@ -1,10 +1,10 @@
 // Hard bounces and complaints block the recipient across the workspace (spec). The entry has
 // the same shape and id as a manual block, so an owner or admin removes it the same way.
-import { EMAIL_STREAM_PREFIX, type RecordedEmailEvent } from '../../../domain/email/events.ts';
+import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../../domain/email/events.ts';
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
-import { emailDecider, readEmailStream } from '../email-stream.ts';
+import { loadEmail } from '../email-stream.ts';
 import { suppressionsOf } from '../management/suppressions.ts';
 import { recipientAddress } from './report-targets.ts';
 
@@ -31,17 +31,15 @@ export function blocksIn(event: RecordedEmailEvent): Array<{ index: number; reas
 export async function applyAutomaticSuppression(deps: { events: EventStore; documents: DocumentStore; now: () => Date }, event: RecordedEmailEvent): Promise<number> {
   const blocks = blocksIn(event);
   if (blocks.length === 0) return 0;
-  const emailId = event.streamId.slice(EMAIL_STREAM_PREFIX.length);
-  const history = await readEmailStream(deps.events, emailId);
-  const accepted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
-  if (!accepted) return 0;
-  const state = emailDecider.fold(history, emailDecider.initialState());
+  const emailId = emailIdOfStream(event.streamId);
+  const { state } = await loadEmail(deps.events, emailId);
+  if (state.admission?.status !== 'queued' || !state.message) return 0;
+  const workspaceId = state.message.workspaceId;
   const entries = suppressionsOf(deps.documents);
   let added = 0;
   for (const block of blocks) {
-    const address = await recipientAddress(deps, accepted, state, block.index);
+    const address = await recipientAddress(deps, state, block.index);
     if (!address) continue;
-    const workspaceId = accepted.data.workspaceId;
     try {
       await entries.insert({
         _id: suppressionIdOf(workspaceId, address),
@@ -49,7 +47,7 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
         address,
         reason: block.reason,
         emailId,
-        createdAt: new Date(Date.parse(String((event.data as { occurredAt?: string }).occurredAt)) || deps.now().getTime()).toISOString(),
+        createdAt: new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString(),
         lastEventId: event.id,
       });
       added++;

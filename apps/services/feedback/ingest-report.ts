@@ -3,13 +3,12 @@
 // return path names: an entry naming any other address is ignored, so no report can touch
 // (or suppress) an address that was not that recipient of that email.
 import { createHash } from 'node:crypto';
-import { emailStreamId, type ReportedOutcome } from '../../../domain/email/events.ts';
+import type { ReportedOutcome } from '../../../domain/email/events.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import { parseReport, type ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
-import { handleCommand } from '../command-handler.ts';
-import { emailDecider } from '../email-stream.ts';
+import { emailsOf } from '../email-stream.ts';
 import type { ReportTarget } from './report-targets.ts';
 
 export interface IngestDeps {
@@ -59,11 +58,12 @@ function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
 
 export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], raw: Buffer, origin: CommandOrigin): Promise<IngestResult> {
   const parsed = await parseReport(raw);
+  const emails = emailsOf(deps.events);
   const recorded: IngestResult['recorded'] = [];
   for (const target of targets) {
     const outcomes: ReportedOutcome[] = [];
     for (const [i, finding] of findingsFor(parsed, target).entries()) {
-      const handled = await handleCommand(deps.events, emailStreamId(target.emailId), emailDecider, {
+      const handled = await emails.handle(target.emailId, {
         type: 'RecordReport',
         reportId: findingIdOf(parsed, raw, finding, i),
         recipientIndex: target.recipientIndex,
@@ -74,7 +74,7 @@ export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], ra
         reason: finding.reason.slice(0, 1000),
         complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
         at: deps.now().toISOString(),
-      }, { origin, attempts: 5 });
+      }, { origin });
       if (handled.events.length > 0) outcomes.push(finding.outcome);
     }
     recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes });

@@ -2,14 +2,13 @@
 // its MAC verifies (domain/delivery/verp.ts) and it names a recipient of an email Relay
 // accepted; anything else is refused at RCPT, before a byte of the report is read.
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
-import type { RecordedEmailEvent } from '../../../domain/email/events.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { openContent } from '../content-vault.ts';
-import { emailDecider, readEmailStream } from '../email-stream.ts';
+import { loadEmail } from '../email-stream.ts';
 
 export interface ReportTarget {
   emailId: string;
@@ -31,11 +30,12 @@ export interface TargetDeps {
   now: () => Date;
 }
 
-/** The address of recipient `index`: To and CC from the event, BCC from the sealed content. */
-export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now'>, accepted: RecordedEmailEvent & { type: 'EmailAccepted' }, state: EmailState, index: number): Promise<string | null> {
+/** The address of recipient `index` of an admitted email: To and CC from its event, BCC from its sealed content. */
+export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now'>, state: EmailState, index: number): Promise<string | null> {
   const visible = state.visibleAddresses[index];
   if (visible !== undefined) return visible;
-  const content = await openContent(deps.documents, accepted.data.content, deps.now());
+  if (!state.message) return null;
+  const content = await openContent(deps.documents, state.message.content, deps.now());
   const bcc = content?.bcc[index - state.visibleAddresses.length];
   if (bcc === undefined) return null;
   const parsed = parseMailbox(bcc);
@@ -45,18 +45,17 @@ export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now
 export async function findReportTarget(deps: TargetDeps, rcptTo: string): Promise<TargetLookup> {
   const verp = parseVerpAddress(rcptTo, (data, mac) => deps.secrets.macVerify(VERP_MAC_PURPOSE, data, mac));
   if ('error' in verp) return { ok: false, reason: 'not_a_return_path' };
-  const history = await readEmailStream(deps.events, verp.emailId);
-  const accepted = history.find((e): e is RecordedEmailEvent & { type: 'EmailAccepted' } => e.type === 'EmailAccepted');
-  if (!accepted) return { ok: false, reason: 'unknown_email' };
-  const state = emailDecider.fold(history, emailDecider.initialState());
+  const { state } = await loadEmail(deps.events, verp.emailId);
+  // Only an accepted email went out with return paths.
+  if (state.admission?.status !== 'queued' || !state.message) return { ok: false, reason: 'unknown_email' };
   if (verp.recipientIndex >= state.delivery.recipients.length) return { ok: false, reason: 'unknown_recipient' };
   return {
     ok: true,
     target: {
       emailId: verp.emailId,
       recipientIndex: verp.recipientIndex,
-      address: await recipientAddress(deps, accepted, state, verp.recipientIndex),
-      workspaceId: accepted.data.workspaceId,
+      address: await recipientAddress(deps, state, verp.recipientIndex),
+      workspaceId: state.message.workspaceId,
     },
   };
 }
