@@ -1,8 +1,10 @@
 // The email read model: one document per email serving both the list (EmailSummary) and
 // the detail (EmailDetail) reads. Pure: (view, event) → view. Bodies and BCC never enter it.
-import { OUTCOME_EVENT } from '../domain/webhooks/events.ts';
 import type { AdmittedMessage, RecordedEmailEvent } from '../domain/email/events.ts';
-import { emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
+import {
+  OUTCOME_EVENT, outcomesOf, shownSuppression, statusAfter, statusOnClaim, type EventOutcomes, type OutcomeGroup, type RecipientOutcome,
+} from '../domain/email/outcomes.ts';
+import { emailStatusOf, type Status } from '../domain/email/status.ts';
 
 export interface TimelineEntry {
   id: string;
@@ -96,58 +98,89 @@ function admitted(message: AdmittedMessage, status: Status, event: RecordedEmail
   };
 }
 
-interface RecipientOutcomeEntry {
-  index: number;
-  address: string | null;
-  status: Status;
-  smtpCode?: number | null;
-  enhancedCode?: string | null;
-  response?: string;
-}
-
 /**
- * Sets the outcomes of visible recipients and the email's status from theirs (the rules of
- * domain/email/status.ts); recipients without an address (BCC) are tracked by the deciders,
- * not shown here.
+ * Sets the outcomes of visible recipients and the email's status from theirs
+ * (domain/email/outcomes.ts, domain/email/status.ts); recipients without an address (BCC) are
+ * tracked by the deciders, not shown here.
  */
-function withOutcomes(view: EmailView, outcomes: RecipientOutcomeEntry[], occurredAt: string, merge: 'replace' | 'supersede' = 'replace'): EmailView {
+function withStatuses(view: EmailView, statusOf: (current: Status, index: number) => Status, occurredAt: string, reached: Status[] = []): EmailView {
   const recipients = view.recipients.map((r, index) => {
-    const outcome = outcomes.find((o) => o.index === index);
-    if (!outcome) return r;
-    const status = merge === 'replace' ? outcome.status : supersede(r.status, outcome.status);
+    const status = statusOf(r.status, index);
     return status === r.status ? r : { ...r, status, occurredAt };
   });
-  const reached = (wanted: Status[]) => outcomes.some((o) => o.address !== null && wanted.includes(o.status));
   return {
     ...view,
     recipients,
     status: emailStatusOf(recipients.map((r) => r.status), 'queued'),
-    sentAt: view.sentAt ?? (reached(['sent', 'delivered']) ? occurredAt : null),
-    deliveredAt: view.deliveredAt ?? (reached(['delivered']) ? occurredAt : null),
+    sentAt: view.sentAt ?? (reached.some((s) => s === 'sent' || s === 'delivered') ? occurredAt : null),
+    deliveredAt: view.deliveredAt ?? (reached.includes('delivered') ? occurredAt : null),
   };
 }
 
-/** One timeline entry per outcome among the visible recipients; outcomes of BCC recipients alone stay off the timeline. */
-function outcomeEntries(eventId: string, occurredAt: string, outcomes: RecipientOutcomeEntry[], common: Record<string, unknown>): TimelineEntry[] {
-  const byStatus = new Map<Status, RecipientOutcomeEntry[]>();
-  for (const o of outcomes) if (o.address !== null) byStatus.set(o.status, [...(byStatus.get(o.status) ?? []), o]);
-  return [...byStatus].flatMap(([status, list]) => {
-    const type = OUTCOME_EVENT[status];
-    if (!type) return [];
-    const bounce = status === 'hard_bounced' ? { bounce_type: 'hard' }
-      : status === 'soft_bounced' ? { bounce_type: 'soft' }
-        : status === 'delayed' ? { delay_type: 'retry' } : {};
-    return [{
-      id: `${eventId}:${status}`,
-      type,
-      occurredAt,
-      payload: {
-        ...common,
-        ...bounce,
-        recipients: list.map(({ address, smtpCode, enhancedCode, response }) => ({ address, smtpCode: smtpCode ?? null, enhancedCode: enhancedCode ?? null, response: response ?? null })),
-      },
-    }];
-  });
+function withOutcomes(view: EmailView, outcomes: RecipientOutcome[], occurredAt: string): EmailView {
+  const byIndex = new Map(outcomes.map((o) => [o.index, o]));
+  const statusOf = (current: Status, index: number) => {
+    const outcome = byIndex.get(index);
+    return outcome ? statusAfter(current, outcome) : current;
+  };
+  return withStatuses(view, statusOf, occurredAt, outcomes.filter((o) => o.address !== null).map((o) => o.status));
+}
+
+/** One timeline entry per outcome group that names a visible recipient; outcomes of BCC recipients alone stay off the timeline. */
+function outcomeEntries(eventId: string, occurredAt: string, groups: OutcomeGroup[], common: Record<string, unknown>): TimelineEntry[] {
+  return groups.filter((g) => g.shown.length > 0).map((g) => ({
+    id: `${eventId}:${g.status}`,
+    type: g.type,
+    occurredAt,
+    payload: { ...common, ...g.detail, recipients: g.shown.map((o) => o.shownAs) },
+  }));
+}
+
+/**
+ * Timeline entries a document keeps at most: the admission's, then (once some are left out) one
+ * `email.events_folded` entry counting them, then the latest. An email's stream is bounded
+ * (domain/email/feedback.ts caps reports), this bounds what one read returns.
+ */
+export const MAX_TIMELINE_ENTRIES = 100;
+export const FOLDED_ENTRIES_TYPE = 'email.events_folded';
+
+function appendEntries(events: TimelineEntry[], added: TimelineEntry[]): TimelineEntry[] {
+  if (added.length === 0) return events;
+  const all = [...events, ...added];
+  if (all.length <= MAX_TIMELINE_ENTRIES) return all;
+  const [first, ...rest] = all;
+  const marker = rest[0]?.type === FOLDED_ENTRIES_TYPE ? rest.shift()! : null;
+  const dropped = rest.splice(0, rest.length - (MAX_TIMELINE_ENTRIES - 2));
+  const count = Number(marker?.payload.count ?? 0) + dropped.length;
+  return [first, { id: `${first.id}:folded`, type: FOLDED_ENTRIES_TYPE, occurredAt: dropped[dropped.length - 1].occurredAt, payload: { count } }, ...rest];
+}
+
+/** The timeline entry of the latest recorded report of `outcome` about `address`, counting one more that said the same. */
+function countRepeat(events: TimelineEntry[], address: string, outcome: Status): TimelineEntry[] {
+  const type = OUTCOME_EVENT[outcome];
+  for (let i = events.length - 1; i >= 0; i--) {
+    const entry = events[i];
+    const about = (entry.payload.recipients as Array<{ address?: string }> | undefined)?.[0]?.address;
+    if (entry.type !== type || entry.payload.source === undefined || about !== address) continue;
+    const repeated = { ...entry, payload: { ...entry.payload, repeated: Number(entry.payload.repeated ?? 0) + 1 } };
+    return [...events.slice(0, i), repeated, ...events.slice(i + 1)];
+  }
+  return events;
+}
+
+/** What a timeline entry of an outcome says beyond its group (attempt, transport, next attempt, failure code; a report's source and text). */
+function commonOf(event: RecordedEmailEvent & { type: 'DeliveryAttempted' | 'DeliveryFailed' | 'RecipientReported' }, outcomes: EventOutcomes): Record<string, unknown> {
+  switch (event.type) {
+    case 'DeliveryAttempted': {
+      const { attempt, transport } = event.data;
+      const { shownNextAttemptAt: nextAttemptAt, shownFailureCode: failureCode } = outcomes;
+      return { attempt, transport, ...(nextAttemptAt ? { nextAttemptAt } : {}), ...(failureCode ? { failureCode } : {}) };
+    }
+    case 'DeliveryFailed':
+      return { attempt: event.data.attempt, failureCode: event.data.failureCode };
+    case 'RecipientReported':
+      return { source: event.data.format, reason: event.data.reason };
+  }
 }
 
 /**
@@ -163,13 +196,8 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
       return admitted(data, 'queued', event, { recipients: data.toAddresses.length + data.ccAddresses.length });
     }
     case 'EmailSuppressed': {
-      const data = event.data;
-      // A suppressed BCC recipient is named only by count, never by address.
-      const visible = new Set([...data.toAddresses, ...data.ccAddresses]);
-      return admitted(data, 'suppressed', event, {
-        reason: visible.has(data.suppressedRecipients[0]?.address) ? data.reason : 'a recipient is suppressed',
-        suppressedRecipients: data.suppressedRecipients.filter((r) => visible.has(r.address)),
-      });
+      const shown = shownSuppression(event.data);
+      return admitted(event.data, 'suppressed', event, { reason: shown.reason, suppressedRecipients: shown.recipients });
     }
   }
   // Lifecycle events of an email whose admission is not projected yet cannot be placed (the
@@ -179,57 +207,28 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
   switch (event.type) {
     case 'DeliveryClaimed': {
       const { attempt, transport, occurredAt } = event.data;
-      const pending = view.recipients.flatMap((r, index) => (isFinalDeliveryStatus(r.status) ? [] : [{ index, address: r.address, status: 'processing' as const }]));
       return {
-        ...withOutcomes(advanced, pending, occurredAt),
-        events: [...view.events, { id: event.id, type: 'email.processing', occurredAt, payload: { attempt, transport } }],
+        ...withStatuses(advanced, statusOnClaim, occurredAt),
+        events: appendEntries(view.events, [{ id: event.id, type: 'email.processing', occurredAt, payload: { attempt, transport } }]),
       };
     }
-    case 'DeliveryAttempted': {
-      const { attempt, transport, recipients, occurredAt, nextAttemptAt, failureCode, providerMessageId } = event.data;
-      // What comes from BCC recipients alone (a retry, a failure) must not show: it would
-      // tell that there is one.
-      const visible = recipients.filter((r) => r.address !== null);
-      const visibleRetry = visible.some((r) => r.status === 'delayed') ? nextAttemptAt : null;
-      const visibleFailure = visible.some((r) => r.status === 'failed' || r.status === 'rejected') ? failureCode : null;
-      const common = { attempt, transport, ...(visibleRetry ? { nextAttemptAt: visibleRetry } : {}), ...(visibleFailure ? { failureCode: visibleFailure } : {}) };
-      const next = withOutcomes(advanced, recipients, occurredAt);
-      return {
-        ...next,
-        providerMessageId: providerMessageId ?? view.providerMessageId,
-        failureCode: view.failureCode ?? visibleFailure,
-        events: [...view.events, ...outcomeEntries(event.id, occurredAt, recipients, common)],
-      };
-    }
-    case 'DeliveryFailed': {
-      const { failureCode, reason, recipients, occurredAt, attempt } = event.data;
-      const outcomes = recipients.map((r) => ({ ...r, status: 'failed' as const, response: reason }));
-      return {
-        ...withOutcomes(advanced, outcomes, occurredAt),
-        failureCode: view.failureCode ?? (recipients.some((r) => r.address !== null) ? failureCode : null),
-        events: [...view.events, ...outcomeEntries(event.id, occurredAt, outcomes, { attempt, failureCode })],
-      };
-    }
+    case 'DeliveryAttempted':
+    case 'DeliveryFailed':
     case 'RecipientReported': {
-      const { outcome, address, recipientIndex, occurredAt, status, diagnosticCode, reason, complaintType, format } = event.data;
-      // Undetermined reports are kept in the stream and change nothing here; reports about a
-      // BCC recipient never show.
-      if (outcome === 'undetermined' || address === null) return advanced;
-      const next = withOutcomes(advanced, [{ index: recipientIndex, address, status: outcome }], occurredAt, 'supersede');
-      const type = OUTCOME_EVENT[outcome]!;
-      const detail = outcome === 'hard_bounced' ? { bounce_type: 'hard' }
-        : outcome === 'soft_bounced' ? { bounce_type: 'soft' }
-          : outcome === 'complained' ? { complaint_type: complaintType ?? 'abuse' }
-            : outcome === 'delayed' ? { delay_type: 'reported' } : {};
+      const outcomes = outcomesOf(event);
+      const occurredAt = event.data.occurredAt;
+      const next = withOutcomes(advanced, outcomes.recipients, occurredAt);
       return {
         ...next,
-        events: [...view.events, {
-          id: `${event.id}:${outcome}`,
-          type,
-          occurredAt,
-          payload: { source: format, ...detail, reason, recipients: [{ address, status, diagnosticCode }] },
-        }],
+        providerMessageId: (event.type === 'DeliveryAttempted' && event.data.providerMessageId) || view.providerMessageId,
+        failureCode: view.failureCode ?? outcomes.shownFailureCode,
+        events: appendEntries(view.events, outcomeEntries(event.id, occurredAt, outcomes.groups, commonOf(event, outcomes))),
       };
+    }
+    case 'RecipientReportRepeated': {
+      const { address, outcome } = event.data;
+      if (address === null || outcome === 'undetermined') return advanced;
+      return { ...advanced, events: countRepeat(view.events, address, outcome) };
     }
     default:
       // An event this version does not know: skip it, but do not apply it again.

@@ -152,7 +152,23 @@ export type RecipientReported = {
   };
 };
 
-export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed | RecipientReported;
+/**
+ * A report that said nothing new about its recipient (the same outcome again, a delay after a
+ * delay): counted, never shown as an entry of its own nor sent as a webhook.
+ */
+export type RecipientReportRepeated = {
+  type: 'RecipientReportRepeated';
+  data: {
+    reportId: string;
+    recipientIndex: number;
+    /** Null for a BCC recipient. */
+    address: string | null;
+    outcome: ReportedOutcome;
+    occurredAt: string;
+  };
+};
+
+export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed | RecipientReported | RecipientReportRepeated;
 export type EmailEventType = EmailEvent['type'];
 
 /** An event of a type this version does not know (written by a newer one): skipped, never guessed at. */

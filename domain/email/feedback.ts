@@ -1,9 +1,25 @@
 // The feedback decider: a report (bounce, delay, delivery notice, complaint) about one
-// recipient of an email becomes a RecipientReported event, once. The inbound server has
-// already checked that the report came to that recipient's return path (VERP, with its MAC)
-// and that the address the report names is that recipient's.
-import type { RecipientReported, ReportedOutcome } from './events.ts';
-import { reportKey, type EmailState } from './state.ts';
+// recipient of an email becomes a RecipientReported event when it tells something new about
+// that recipient. The inbound server has already checked that the report came to that
+// recipient's return path (VERP, with its MAC) and that the address the report names is that
+// recipient's. Anyone who holds a return path can send reports to it, as many as they like, so
+// what one recipient's reports can add to the stream is bounded:
+// - a report is recorded when it changes what is known of the recipient: an outcome not
+//   reported before, or a delay after something else happened (an attempt, another outcome);
+// - one that says nothing new is counted (RecipientReportRepeated: no timeline entry, no
+//   webhook), up to MAX_REPEATED_REPORTS, then dropped;
+// - past MAX_REPORTS_PER_RECIPIENT report events, nothing more is written;
+// - the same report twice (same id) is nothing.
+import type { RecipientReported, RecipientReportRepeated, ReportedOutcome } from './events.ts';
+import { reportKey, reportsAbout, type EmailState } from './state.ts';
+
+/** Repeats counted per recipient; later ones change nothing and are not written. */
+export const MAX_REPEATED_REPORTS = 10;
+/**
+ * Report events per recipient at most. What can be recorded is already bounded (each outcome
+ * once, a delay again only after something else happened); this is the backstop.
+ */
+export const MAX_REPORTS_PER_RECIPIENT = 50;
 
 export interface RecordReport {
   type: 'RecordReport';
@@ -18,17 +34,26 @@ export interface RecordReport {
   at: string;
 }
 
-export function decideReport(command: RecordReport, state: EmailState): RecipientReported[] {
+export function decideReport(command: RecordReport, state: EmailState): Array<RecipientReported | RecipientReportRepeated> {
   // Only an email that was accepted went out; a suppressed one never had a return path in use.
   if (state.admission?.status !== 'queued') return [];
-  if (!Number.isInteger(command.recipientIndex) || command.recipientIndex < 0 || command.recipientIndex >= state.delivery.recipients.length) return [];
-  if (state.reports.has(reportKey(command.reportId, command.recipientIndex))) return [];
+  const index = command.recipientIndex;
+  if (!Number.isInteger(index) || index < 0 || index >= state.delivery.recipients.length) return [];
+  if (state.reports.has(reportKey(command.reportId, index))) return [];
+  const known = reportsAbout(state, index);
+  if (known.events >= MAX_REPORTS_PER_RECIPIENT) return [];
+  const address = state.visibleAddresses[index] ?? null;
+  const news = !known.outcomes.includes(command.outcome) || (command.outcome === 'delayed' && !known.delayReportedLast);
+  if (!news) {
+    if (known.repeated >= MAX_REPEATED_REPORTS) return [];
+    return [{ type: 'RecipientReportRepeated', data: { reportId: command.reportId, recipientIndex: index, address, outcome: command.outcome, occurredAt: command.at } }];
+  }
   return [{
     type: 'RecipientReported',
     data: {
       reportId: command.reportId,
-      recipientIndex: command.recipientIndex,
-      address: state.visibleAddresses[command.recipientIndex] ?? null,
+      recipientIndex: index,
+      address,
       outcome: command.outcome,
       format: command.format,
       status: command.status,

@@ -1,8 +1,9 @@
 // The state of one email as its deciders see it, folded from the email's stream.
 import type { AdmissionResult } from './admission.ts';
-import type { AdmittedMessage, RecordedEmailEvent } from './events.ts';
+import type { AdmittedMessage, RecordedEmailEvent, ReportedOutcome } from './events.ts';
+import { outcomesOf, statusAfter, statusOnClaim } from './outcomes.ts';
 import { EMAIL_SCHEMA_VERSIONS } from './upcast.ts';
-import { emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from './status.ts';
+import { emailStatusOf, isFinalDeliveryStatus, type Status } from './status.ts';
 
 export interface OpenClaim {
   attempt: number;
@@ -24,6 +25,20 @@ export interface DeliveryState {
   finished: boolean;
 }
 
+/** What reports have said about one recipient (domain/email/feedback.ts decides with it). */
+export interface RecipientReports {
+  /** Outcomes recorded (RecipientReported), each once. */
+  outcomes: readonly ReportedOutcome[];
+  /** The last outcome recorded for this recipient (an attempt's or a report's) was a reported delay. */
+  delayReportedLast: boolean;
+  /** Report events on the stream about this recipient: recorded and counted. */
+  events: number;
+  /** Of those, reports that said nothing new (RecipientReportRepeated). */
+  repeated: number;
+}
+
+export const NO_REPORTS: RecipientReports = { outcomes: [], delayReportedLast: false, events: 0, repeated: 0 };
+
 export interface EmailState {
   emailId: string | null;
   fingerprint: string | null;
@@ -37,8 +52,10 @@ export interface EmailState {
   status: Status | null;
   /** Normalized To and CC addresses: the recipients whose addresses events may name. */
   visibleAddresses: string[];
-  /** `${reportId}:${recipientIndex}` of every report recorded. */
+  /** `${reportId}:${recipientIndex}` of every report recorded or counted. */
   reports: ReadonlySet<string>;
+  /** Per recipient index: what reports said (absent: nothing yet). */
+  recipientReports: ReadonlyArray<RecipientReports | undefined>;
   delivery: DeliveryState;
   /** The provider's id of the message, from the latest attempt that reported one. */
   providerMessageId: string | null;
@@ -53,11 +70,13 @@ const noDelivery: DeliveryState = {
 };
 
 export const initialEmailState: EmailState = {
-  emailId: null, fingerprint: null, admission: null, message: null, status: null, visibleAddresses: [], reports: new Set(),
+  emailId: null, fingerprint: null, admission: null, message: null, status: null, visibleAddresses: [], reports: new Set(), recipientReports: [],
   delivery: noDelivery, providerMessageId: null, occurredAt: null, revision: -1,
 };
 
 export const reportKey = (reportId: string, recipientIndex: number): string => `${reportId}:${recipientIndex}`;
+
+export const reportsAbout = (state: EmailState, recipientIndex: number): RecipientReports => state.recipientReports[recipientIndex] ?? NO_REPORTS;
 
 type EmailStreamEvent = Pick<RecordedEmailEvent, 'type' | 'data'>;
 
@@ -69,6 +88,13 @@ export const pendingRecipients = (delivery: DeliveryState): number[] =>
 
 function withRecipients(state: EmailState, delivery: DeliveryState): EmailState {
   return { ...state, delivery, status: emailStatusOf(delivery.recipients.slice(0, state.visibleAddresses.length), 'queued') };
+}
+
+/** The recipients' report knowledge after `change` to those at `indexes`. */
+function withReports(state: EmailState, indexes: number[], change: (known: RecipientReports) => RecipientReports): ReadonlyArray<RecipientReports | undefined> {
+  const next = [...state.recipientReports];
+  for (const index of indexes) next[index] = change(next[index] ?? NO_REPORTS);
+  return next;
 }
 
 export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailState {
@@ -106,34 +132,49 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
         attempts: Math.max(d.attempts, e.data.attempt),
         openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt },
         firstAttemptAt: d.firstAttemptAt ?? e.data.occurredAt,
-        recipients: d.recipients.map((s) => (isFinalDeliveryStatus(s) ? s : 'processing')),
+        recipients: d.recipients.map(statusOnClaim),
       });
     }
-    case 'DeliveryAttempted': {
-      const d = next.delivery;
-      const recipients = [...d.recipients];
-      // The sender's own outcomes come in attempt order on the stream: the latest stands
-      // (a retry that succeeds ends a delay). Only reports from outside will need the order.
-      for (const r of e.data.recipients) recipients[r.index] = r.status;
-      return withRecipients(
-        { ...next, providerMessageId: e.data.providerMessageId || next.providerMessageId },
-        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt: e.data.nextAttemptAt, recipients, finished: e.data.nextAttemptAt === null },
-      );
-    }
+    case 'DeliveryAttempted':
     case 'DeliveryFailed': {
       const d = next.delivery;
+      const outcomes = outcomesOf(e).recipients;
       const recipients = [...d.recipients];
-      for (const r of e.data.recipients) recipients[r.index] = 'failed';
-      return withRecipients(next, { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt: null, recipients, finished: true });
+      for (const o of outcomes) recipients[o.index] = statusAfter(recipients[o.index] ?? 'queued', o);
+      // An attempt's outcome is something else that happened: a reported delay after it is news again.
+      const recipientReports = withReports(next, outcomes.map((o) => o.index), (known) => ({ ...known, delayReportedLast: false }));
+      const providerMessageId = (e.type === 'DeliveryAttempted' && e.data.providerMessageId) || next.providerMessageId;
+      const nextAttemptAt = e.type === 'DeliveryAttempted' ? e.data.nextAttemptAt : null;
+      return withRecipients(
+        { ...next, providerMessageId, recipientReports },
+        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished: nextAttemptAt === null },
+      );
     }
     case 'RecipientReported': {
       const d = next.delivery;
-      const reports = new Set(next.reports).add(reportKey(e.data.reportId, e.data.recipientIndex));
-      if (e.data.outcome === 'undetermined') return { ...next, reports };
+      const { reportId, recipientIndex, outcome } = e.data;
+      const reports = new Set(next.reports).add(reportKey(reportId, recipientIndex));
+      const recipientReports = withReports(next, [recipientIndex], (known) => ({
+        outcomes: known.outcomes.includes(outcome) ? known.outcomes : [...known.outcomes, outcome],
+        delayReportedLast: outcome === 'delayed',
+        events: known.events + 1,
+        repeated: known.repeated,
+      }));
+      const recorded = { ...next, reports, recipientReports };
+      const [reported] = outcomesOf(e).recipients;
+      if (!reported) return recorded; // undetermined: no status changes
       // Reports travel the network in any order: they only ever move a recipient up.
       const recipients = [...d.recipients];
-      recipients[e.data.recipientIndex] = supersede(recipients[e.data.recipientIndex] ?? 'queued', e.data.outcome);
-      return withRecipients({ ...next, reports }, { ...d, recipients });
+      recipients[recipientIndex] = statusAfter(recipients[recipientIndex] ?? 'queued', reported);
+      return withRecipients(recorded, { ...d, recipients });
+    }
+    case 'RecipientReportRepeated': {
+      const { reportId, recipientIndex } = e.data;
+      return {
+        ...next,
+        reports: new Set(next.reports).add(reportKey(reportId, recipientIndex)),
+        recipientReports: withReports(next, [recipientIndex], (known) => ({ ...known, events: known.events + 1, repeated: known.repeated + 1 })),
+      };
     }
   }
 }

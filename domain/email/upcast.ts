@@ -13,6 +13,7 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
   DeliveryAttempted: 1,
   DeliveryFailed: 1,
   RecipientReported: 1,
+  RecipientReportRepeated: 1,
 };
 
 const known = (type: string): type is EmailEvent['type'] => Object.hasOwn(EMAIL_SCHEMA_VERSIONS, type);

@@ -13,6 +13,16 @@ export async function deliverReport(port: number, to: string, raw: string): Prom
   }
 }
 
+/** Delivers reports one after another to one return path, a few connections' worth of transactions each (as a busy MTA would). */
+export async function deliverReports(port: number, to: string, raws: string[]): Promise<void> {
+  const client = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, pool: true, maxConnections: 1, maxMessages: 100 });
+  try {
+    for (const raw of raws) await client.sendMail({ envelope: { from: 'MAILER-DAEMON@mx.example.org', to }, raw });
+  } finally {
+    client.close();
+  }
+}
+
 const CRLF = '\r\n';
 const lines = (...parts: string[]) => parts.join(CRLF);
 

@@ -13,7 +13,7 @@ import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
 import { waitUntil } from './eventually.ts';
 import { makeTestCa, startHttpsReceiver, trustTestCa, type HttpsReceiver, type ReceivedRequest, type TestCa } from './https-receiver.ts';
-import { arf, deliverReport, dsn } from './reports.ts';
+import { arf, deliverReport, deliverReports, dsn } from './reports.ts';
 import { skippableSuite } from './skippable-suite.ts';
 import { smtpError, startSmtpSink, type DataAnswer, type SmtpSink } from './smtp-sink.ts';
 
@@ -179,6 +179,30 @@ export function webhooksSuite(mode: string, storesEnv: () => Record<string, stri
     assert.is(failed.data.status, 'failed');
     assert.match(failed.data.reason, /provider_unavailable/);
     ctx.answers.length = 0;
+  });
+
+  test('500 distinct "delayed" DSNs for one recipient: a bounded timeline, a small detail, one email.delayed webhook', async (ctx) => {
+    const id = await send(ctx.t, ctx.tenant.key, { from: `hello@${ctx.tenant.domain}`, to: 'flood@example.org', subject: 'Flood', text: 'hi' });
+    await waitForHook(ctx, id, 'email.sent');
+    const to = returnPathOf(ctx, id, 'flood@example.org');
+    const forged = Array.from({ length: 500 }, (_, i) => dsn({
+      recipient: 'flood@example.org', action: 'delayed', status: '4.4.1', diagnostic: `attacker text ${i}`, messageId: `forged.${i}.${id}@mx.example.org`,
+    }));
+    await deliverReports(ctx.inbound.port, to, forged);
+    // Each report was answered once ingested; a delivery notice after them is the marker that the
+    // webhooks processor has handled everything before it on the email's stream (one partition, in order).
+    await report(ctx, to, dsn({ recipient: 'flood@example.org', action: 'delivered', status: '2.0.0' }));
+    await waitForHook(ctx, id, 'email.delivered');
+    const delayedHooks = hooksFor(ctx, id).filter((r) => JSON.parse(r.body).type === 'email.delayed');
+    assert.is(delayedHooks.length, 1, 'one email.delayed webhook, not one per report');
+    const stream = await ctx.t.stores.events.readStream(`email-${id}`);
+    assert.ok(stream.length <= 20, `the stream stays small (${stream.length} events)`);
+    const shown = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'delivered', 'the delivery notice is projected');
+    const response = await ctx.t.app.inject({ method: 'GET', url: `/v1/emails/${id}`, headers: { authorization: `Bearer ${ctx.tenant.key}` } });
+    assert.ok(response.body.length < 10_000, `GET /v1/emails/:id is small (${response.body.length} bytes)`);
+    assert.equal(shown.events.map((e: { type: string }) => e.type), ['email.queued', 'email.processing', 'email.sent', 'email.delayed', 'email.delivered']);
+    const delayed = shown.events.find((e: { type: string }) => e.type === 'email.delayed');
+    assert.ok(delayed.payload.repeated >= 1, 'the repeats are counted on the entry');
   });
 
   test('development keys: data.test_mode is true', async (ctx) => {

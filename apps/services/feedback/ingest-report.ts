@@ -18,7 +18,7 @@ export interface IngestDeps {
 
 export interface IngestResult {
   format: ParsedReport['kind'];
-  /** Per target: the outcomes recorded (empty when the report said nothing about it, or was seen before). */
+  /** Per target: the outcomes recorded (empty when the report said nothing about it, or nothing new: domain/email/feedback.ts). */
   recorded: Array<{ emailId: string; recipientIndex: number; outcomes: ReportedOutcome[] }>;
 }
 
@@ -75,7 +75,7 @@ export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], ra
         complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
         at: deps.now().toISOString(),
       }, { origin });
-      if (handled.events.length > 0) outcomes.push(finding.outcome);
+      if (handled.events.some((e) => e.type === 'RecipientReported')) outcomes.push(finding.outcome);
     }
     recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes });
   }

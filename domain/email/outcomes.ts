@@ -1,0 +1,165 @@
+// What a customer sees of an email's outcomes, decided once for every place that shows them:
+// the timeline and recipients of the `emails` read model (projections/email-view.ts), the
+// webhook events (domain/webhooks/events.ts), and anything later (a dashboard, analytics).
+// - which recipient outcomes an event of the stream records, and how a recipient's status
+//   moves with each (the sender's attempts replace it, reports from outside only move it up);
+// - how outcomes are grouped (one group per status, in the order the event names them), the
+//   name of each group (the timeline entry's type and the webhook's alike) and its detail
+//   fields (bounce_type, delay_type, complaint_type, reason);
+// - what is hidden: BCC recipients are never named (an outcome of BCC recipients alone makes a
+//   group with nobody in it), a failure code shows only when a shown recipient failed, and a
+//   suppression names only To and CC recipients.
+import type { EmailSuppressed, RecordedEmailEvent, SuppressedRecipient } from './events.ts';
+import { isFinalDeliveryStatus, supersede, type Status } from './status.ts';
+
+export const OUTCOME_EVENT_TYPES = [
+  'email.sent', 'email.delivered', 'email.bounced', 'email.complained', 'email.rejected', 'email.failed', 'email.delayed',
+] as const;
+
+export type OutcomeEventType = (typeof OUTCOME_EVENT_TYPES)[number];
+
+/** The event name of each recipient outcome: the webhook's type and the timeline entry's alike. */
+export const OUTCOME_EVENT: Partial<Record<Status, OutcomeEventType>> = {
+  sent: 'email.sent',
+  delivered: 'email.delivered',
+  rejected: 'email.rejected',
+  hard_bounced: 'email.bounced',
+  soft_bounced: 'email.bounced',
+  delayed: 'email.delayed',
+  failed: 'email.failed',
+  complained: 'email.complained',
+};
+
+/** Where an outcome comes from: the sender's own attempts, in order, or a report from outside, in any order. */
+export type OutcomeSource = 'attempt' | 'report';
+
+/** One recipient's outcome as an event records it. */
+export interface RecipientOutcome {
+  /** The recipient's position in the request (To, then CC, then BCC). */
+  index: number;
+  /** Null for a BCC recipient: never shown. */
+  address: string | null;
+  status: Status;
+  source: OutcomeSource;
+  /** What the customer may read of it: the SMTP reply, the failure's reason, or the report's status and text. */
+  reason: string;
+  /** How a shown recipient appears in a timeline entry: the reply's codes, or the report's status and diagnostic. */
+  shownAs: Record<string, unknown>;
+}
+
+/** A recipient's status after an outcome: the sender's attempts replace it (a retry that succeeds ends a delay); reports only move it up. */
+export const statusAfter = (current: Status, outcome: Pick<RecipientOutcome, 'status' | 'source'>): Status =>
+  (outcome.source === 'report' ? supersede(current, outcome.status) : outcome.status);
+
+/** A recipient's status once an attempt is claimed: processing, unless it has a final one. */
+export const statusOnClaim = (current: Status): Status => (isFinalDeliveryStatus(current) ? current : 'processing');
+
+export interface OutcomeDetail {
+  bounce_type?: 'hard' | 'soft';
+  delay_type?: 'retry' | 'reported';
+  complaint_type?: string;
+}
+
+/** The detail fields of an outcome: a bounce's type, a delay's origin, a complaint's ARF Feedback-Type. */
+export function detailOf(status: Status, source: OutcomeSource, complaintType: string | null = null): OutcomeDetail {
+  switch (status) {
+    case 'hard_bounced': return { bounce_type: 'hard' };
+    case 'soft_bounced': return { bounce_type: 'soft' };
+    case 'delayed': return { delay_type: source === 'attempt' ? 'retry' : 'reported' };
+    case 'complained': return { complaint_type: complaintType ?? 'abuse' };
+    default: return {};
+  }
+}
+
+/** Recipients of one event with one outcome. */
+export interface OutcomeGroup {
+  status: Status;
+  type: OutcomeEventType;
+  /** The recipients that may be shown (To, CC); empty when the outcome concerns BCC recipients alone. */
+  shown: RecipientOutcome[];
+  detail: OutcomeDetail;
+  /** For failed and rejected, the failure code first; then each shown recipient's distinct reason; null when there is none. */
+  reason: string | null;
+}
+
+/** What one event of the stream says about recipients' outcomes. */
+export interface EventOutcomes {
+  /** Every recipient it concerns, BCC included (statuses follow them all). */
+  recipients: RecipientOutcome[];
+  /** One group per status, in the order the event first names it. */
+  groups: OutcomeGroup[];
+  /** The failure code when a shown recipient failed or was rejected; null otherwise. */
+  shownFailureCode: string | null;
+  /** When the next attempt is due, when a shown recipient waits for it; null otherwise. */
+  shownNextAttemptAt: string | null;
+}
+
+const REASON_LIMIT = 1000;
+const isFailure = (status: Status) => status === 'failed' || status === 'rejected';
+const isShown = (outcome: RecipientOutcome) => outcome.address !== null;
+
+function grouped(recipients: RecipientOutcome[], failureCode: string | null, complaintType: string | null): OutcomeGroup[] {
+  const groups = new Map<Status, OutcomeGroup>();
+  for (const outcome of recipients) {
+    const type = OUTCOME_EVENT[outcome.status];
+    if (!type) continue;
+    let group = groups.get(outcome.status);
+    if (!group) {
+      group = { status: outcome.status, type, shown: [], detail: detailOf(outcome.status, outcome.source, complaintType), reason: null };
+      groups.set(outcome.status, group);
+    }
+    if (isShown(outcome)) group.shown.push(outcome);
+  }
+  return [...groups.values()].map((group) => {
+    const reasons = [...new Set(group.shown.map((o) => o.reason).filter(Boolean))];
+    const reason = [isFailure(group.status) ? failureCode : null, ...reasons].filter(Boolean).join('; ').slice(0, REASON_LIMIT);
+    return { ...group, reason: reason || null };
+  });
+}
+
+function outcomes(recipients: RecipientOutcome[], failureCode: string | null, nextAttemptAt: string | null, complaintType: string | null = null): EventOutcomes {
+  const shown = recipients.filter(isShown);
+  return {
+    recipients,
+    groups: grouped(recipients, failureCode, complaintType),
+    shownFailureCode: shown.some((r) => isFailure(r.status)) ? failureCode : null,
+    shownNextAttemptAt: shown.some((r) => r.status === 'delayed') ? nextAttemptAt : null,
+  };
+}
+
+const NO_OUTCOMES: EventOutcomes = { recipients: [], groups: [], shownFailureCode: null, shownNextAttemptAt: null };
+
+/** The recipient outcomes an event records; none for events that record no outcome (admission, claims, undetermined reports). */
+export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
+  switch (event.type) {
+    case 'DeliveryAttempted': {
+      const { recipients, failureCode, nextAttemptAt } = event.data;
+      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response }) => ({
+        index, address, status, source: 'attempt', reason: response, shownAs: { address, smtpCode, enhancedCode, response },
+      })), failureCode, nextAttemptAt);
+    }
+    case 'DeliveryFailed': {
+      const { recipients, failureCode, reason } = event.data;
+      return outcomes(recipients.map(({ index, address }) => ({
+        index, address, status: 'failed', source: 'attempt', reason, shownAs: { address, smtpCode: null, enhancedCode: null, response: reason },
+      })), failureCode, null);
+    }
+    case 'RecipientReported': {
+      const { outcome, recipientIndex, address, status, diagnosticCode, reason, complaintType } = event.data;
+      if (outcome === 'undetermined') return NO_OUTCOMES;
+      return outcomes([{
+        index: recipientIndex, address, status: outcome, source: 'report', reason: [status, reason].filter(Boolean).join(' '), shownAs: { address, status, diagnosticCode },
+      }], null, null, complaintType);
+    }
+    default:
+      return NO_OUTCOMES;
+  }
+}
+
+/** What may be shown of a suppression: its reason only when it names a To or CC recipient, and only those recipients. */
+export function shownSuppression(data: EmailSuppressed['data']): { reason: string; recipients: SuppressedRecipient[] } {
+  const visible = new Set([...data.toAddresses, ...data.ccAddresses]);
+  const recipients = data.suppressedRecipients.filter((r) => visible.has(r.address));
+  // The reason names the first suppressed recipient: a BCC one must not show.
+  return { reason: visible.has(data.suppressedRecipients[0]?.address) ? data.reason : 'a recipient is suppressed', recipients };
+}
