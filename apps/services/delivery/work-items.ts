@@ -29,6 +29,10 @@ export async function ensureWorkItemIndexes(documents: DocumentStore): Promise<v
   await workItems(documents).ensureIndexes([{ name: 'dueAt', fields: [['dueAt', 'asc'], ['_id', 'asc']] }]);
 }
 
+/** Items due at `now`, earliest first. */
+export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number): Promise<WorkItem[]> =>
+  workItems(documents).find({ where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit });
+
 /** What the schedule should say for an email in `state`; null when nothing more is due. */
 export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, graceScale: number): WorkItem | null {
   const d = state.delivery;

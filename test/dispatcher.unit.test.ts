@@ -1,0 +1,197 @@
+// The dispatcher of due work (apps/pipeline/dispatcher.ts) with an in-memory schedule: bounds
+// overall and per key (a function read at every start), one run per item, looks again when
+// kicked or when an item ends, sleeps until the next due time, reports its states, and stops
+// only once its items in flight have ended. "Nothing more started" is checked after the
+// dispatcher has looked again (status().lastLookAt moved), never after a fixed wait alone.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startDispatcher, type Dispatcher, type DueSource } from '../apps/pipeline/dispatcher.ts';
+import { deferred, waitUntil, type Deferred } from './support/eventually.ts';
+
+interface Item {
+  id: string;
+  key: string;
+  dueAt: number;
+}
+
+class Schedule implements DueSource<Item> {
+  items = new Map<string, Item>();
+  started: string[] = [];
+  running = new Map<string, Deferred<void>>();
+  maxRunning = 0;
+  failDue: Error | null = null;
+  withNextDue = false;
+
+  add(id: string, key = 'k', dueAt = 0): void {
+    this.items.set(id, { id, key, dueAt });
+  }
+  async due(now: Date, limit: number): Promise<Item[]> {
+    if (this.failDue) throw this.failDue;
+    return [...this.items.values()].filter((i) => i.dueAt <= now.getTime()).sort((a, b) => a.dueAt - b.dueAt).slice(0, limit);
+  }
+  get nextDueAt(): DueSource<Item>['nextDueAt'] {
+    if (!this.withNextDue) return undefined;
+    return async () => {
+      const next = Math.min(...[...this.items.values()].map((i) => i.dueAt));
+      return Number.isFinite(next) ? new Date(next).toISOString() : null;
+    };
+  }
+  id = (item: Item) => item.id;
+  key = (item: Item) => item.key;
+  run = async (item: Item): Promise<void> => {
+    this.started.push(item.id);
+    const done = deferred();
+    this.running.set(item.id, done);
+    this.maxRunning = Math.max(this.maxRunning, this.running.size);
+    try {
+      await done.promise;
+      this.items.delete(item.id);
+    } finally {
+      this.running.delete(item.id);
+    }
+  };
+  finish(id: string): void {
+    this.running.get(id)!.resolve();
+  }
+}
+
+const test = suite('dispatcher');
+
+function start(schedule: Schedule, options: Partial<Parameters<typeof startDispatcher>[1]> = {}): { dispatcher: Dispatcher; errors: Error[] } {
+  const errors: Error[] = [];
+  const dispatcher = startDispatcher(schedule, { concurrency: 3, perKey: () => 10, pollMs: 50, now: () => new Date(), onError: (e) => errors.push(e), ...options });
+  return { dispatcher, errors };
+}
+
+/** Waits until the dispatcher has looked at the schedule again after now. */
+async function lookedAgain(dispatcher: Dispatcher): Promise<void> {
+  const before = Date.now();
+  dispatcher.kick();
+  await waitUntil(() => Date.parse(dispatcher.status().lastLookAt ?? '') >= before, 'the dispatcher looked again');
+  // The look that started before the kick may have ended after it: one more makes sure.
+  const second = dispatcher.status().lastLookAt;
+  dispatcher.kick();
+  await waitUntil(() => dispatcher.status().lastLookAt !== second, 'the dispatcher looked once more');
+}
+
+test('given more due items than its bound, then it runs at most `concurrency` at once and the rest as slots free', async () => {
+  const schedule = new Schedule();
+  for (let i = 0; i < 7; i++) schedule.add(`i${i}`, `k${i}`);
+  const { dispatcher } = start(schedule);
+  await waitUntil(() => schedule.started.length === 3, 'three started');
+  await lookedAgain(dispatcher);
+  assert.is(schedule.started.length, 3, 'no fourth while three run');
+  schedule.finish('i0');
+  await waitUntil(() => schedule.started.length === 4, 'a freed slot is taken at once');
+  for (const id of ['i1', 'i2', 'i3']) schedule.finish(id);
+  await waitUntil(() => schedule.started.length === 7, 'every item ran');
+  for (const id of ['i4', 'i5', 'i6']) schedule.finish(id);
+  await dispatcher.stop();
+  assert.is(schedule.maxRunning, 3);
+  assert.is(new Set(schedule.started).size, 7, 'each item once');
+});
+
+test('given items of one key, then the per-key bound holds while other keys go on; the bound is read at every start', async () => {
+  const schedule = new Schedule();
+  for (let i = 0; i < 4; i++) schedule.add(`a${i}`, 'a');
+  schedule.add('b0', 'b');
+  let bound = 1;
+  const { dispatcher } = start(schedule, { concurrency: 10, perKey: (key) => (key === 'a' ? bound : 10) });
+  await waitUntil(() => schedule.started.includes('b0') && schedule.started.includes('a0'), 'a0 and b0 started');
+  await lookedAgain(dispatcher);
+  assert.equal(schedule.started.filter((id) => id.startsWith('a')), ['a0'], 'one of key a at a time');
+  bound = 3;
+  await waitUntil(() => schedule.started.filter((id) => id.startsWith('a')).length === 3, 'the raised bound applies at the next look');
+  await lookedAgain(dispatcher);
+  assert.is(schedule.started.filter((id) => id.startsWith('a')).length, 3);
+  for (const id of [...schedule.running.keys()]) schedule.finish(id);
+  await waitUntil(() => schedule.started.length === 5, 'the last one starts');
+  for (const id of [...schedule.running.keys()]) schedule.finish(id);
+  await dispatcher.stop();
+});
+
+test('given an item running, when it is read as due again, then it is not started twice', async () => {
+  const schedule = new Schedule();
+  schedule.add('only');
+  const { dispatcher } = start(schedule);
+  await waitUntil(() => schedule.started.length === 1, 'started');
+  await lookedAgain(dispatcher);
+  await lookedAgain(dispatcher);
+  assert.equal(schedule.started, ['only']);
+  schedule.finish('only');
+  await dispatcher.stop();
+});
+
+test('given nothing due, when an item is added and the dispatcher kicked, then it starts without waiting for the poll', async () => {
+  const schedule = new Schedule();
+  const { dispatcher } = start(schedule, { pollMs: 60_000 });
+  await waitUntil(() => dispatcher.status().lastLookAt !== null, 'the first look');
+  schedule.add('new');
+  dispatcher.kick();
+  await waitUntil(() => schedule.started.length === 1, 'started on the kick', 2_000);
+  schedule.finish('new');
+  await dispatcher.stop();
+});
+
+test('given a source that says when the next item is due, then the dispatcher wakes for it without a kick', async () => {
+  const schedule = new Schedule();
+  schedule.withNextDue = true;
+  schedule.add('later', 'k', Date.now() + 300);
+  const { dispatcher } = start(schedule, { pollMs: 60_000 });
+  await waitUntil(() => schedule.started.length === 1, 'started at its due time', 5_000);
+  schedule.finish('later');
+  await dispatcher.stop();
+});
+
+test('states: running; recovering while looks fail (each reported); running again; stopping waits for the item in flight; stopped', async () => {
+  const schedule = new Schedule();
+  schedule.add('slow');
+  const { dispatcher, errors } = start(schedule);
+  assert.is(dispatcher.status().state, 'running');
+  await waitUntil(() => schedule.started.length === 1, 'started');
+  assert.is(dispatcher.status().inFlight, 1);
+  schedule.failDue = new Error('store down');
+  dispatcher.kick();
+  await waitUntil(() => dispatcher.status().state === 'recovering', 'recovering');
+  assert.is(dispatcher.status().lastError, 'store down');
+  assert.ok(errors.some((e) => e.message === 'store down'));
+  schedule.failDue = null;
+  dispatcher.kick();
+  await waitUntil(() => dispatcher.status().state === 'running', 'running again');
+  assert.is(dispatcher.status().lastError, null);
+  assert.is(dispatcher.status().lastProgressAt, null, 'nothing finished yet');
+  let stopped = false;
+  const stopping = dispatcher.stop().then(() => (stopped = true));
+  assert.is(dispatcher.status().state, 'stopping');
+  // The loop has ended once a kick no longer makes a look; the item is still in flight.
+  const lastLook = dispatcher.status().lastLookAt;
+  dispatcher.kick();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.is(dispatcher.status().lastLookAt, lastLook, 'no look after stop');
+  assert.is(stopped, false, 'stop waits for the item in flight');
+  schedule.finish('slow');
+  await stopping;
+  assert.is(dispatcher.status().state, 'stopped');
+  assert.ok(dispatcher.status().lastProgressAt !== null, 'the item that ended is progress');
+});
+
+test('given a run that throws, then the error is reported and the dispatcher goes on with other items', async () => {
+  const schedule = new Schedule();
+  schedule.add('bad');
+  schedule.add('good');
+  const run = schedule.run;
+  schedule.run = async (item) => {
+    if (item.id === 'bad') {
+      schedule.items.delete('bad');
+      throw new Error('bad item');
+    }
+    return run(item);
+  };
+  const { dispatcher, errors } = start(schedule);
+  await waitUntil(() => errors.some((e) => e.message === 'bad item') && schedule.started.includes('good'), 'the error reported, the other item started');
+  assert.is(dispatcher.status().state, 'running', 'an item failing is not the loop failing');
+  schedule.finish('good');
+  await dispatcher.stop();
+});
+
+test.run();
