@@ -12,7 +12,8 @@ import { PROCESSORS, processorNamed, type ProcessorName } from './processors/reg
 import { startRetention } from './pipeline/retention.ts';
 import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics } from './relay-metrics.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
-import { openServices, openStores, wakeOtherThreads, type Stores } from './runtime.ts';
+import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
+import { emailsOf } from './services/email-stream.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
 
@@ -45,7 +46,7 @@ interface Stoppable {
   stop(): Promise<void>;
 }
 
-export interface RelayOptions {
+export interface RelayOptions extends StoreOptions {
   now?: () => Date;
   /** Overrides of the processors' retry, park and stuck policy (apps/processors/processor.ts). */
   processorPolicy?: Partial<ProcessorPolicy>;
@@ -70,9 +71,9 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const logger = pino({ level: config.logLevel, base: { service: 'relay', ...(options.inThread ? { thread: 'pipeline' } : {}) } });
   const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
-  const stores = await openStores(config);
+  const stores = await openStores(config, { commitHold: options.commitHold });
   // A refused secret key must not leave the store connections holding the process open.
-  const services = await openServices(config, stores).catch(async (error) => {
+  const opened = await openServices(config, stores).catch(async (error) => {
     await stores.close();
     throw error;
   });
@@ -85,6 +86,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   // One registry per process: `relay start` shows every part on one page.
   const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace });
   const events = countingAppends(stores.events, options.inThread ? { eventsAppended: (type) => ({ inc: () => options.inThread!.onAppended(type) }) } : metrics);
+  // The email streams append through the counting store: /metrics counts their events.
+  const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
   const partsReady = async () => ({
@@ -117,7 +120,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         }));
       } else if (part === 'inbound') {
         const inbound = await startInbound({
-          ...config.inbound, hostname: config.mailHost, events, documents: stores.documents, secrets: services.secrets, now,
+          ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
           onError: reportError(part),
           onReport: (summary) => logger.info({ part, ...summary }, 'report received'),
         });

@@ -9,10 +9,14 @@ import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
 import { createDnsLookup } from '../infra/dns/resolver.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
+import type { CommitHold } from '../infra/sqlite/group-commit.ts';
 import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
+import { DELIVERY_POLICY, scaleDeliveryPolicy } from '../domain/email/delivery.ts';
+import { WEBHOOK_POLICY, scaleWebhookPolicy } from '../domain/webhooks/delivery.ts';
+import { emailsOf } from './services/email-stream.ts';
 import { RateLimiter } from './services/rate-limits.ts';
 import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
-import type { Services } from './services/services.ts';
+import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
@@ -55,7 +59,13 @@ export function embeddedFiles(dataDir: string): { events: string; documents: str
 /** Errors that mean Relay's user may not write there: the operator's to fix, not a bug. */
 const NOT_WRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
 
-export async function openStores(config: RelayConfig): Promise<Stores> {
+/** What a test may give the embedded stores (never set in production). */
+export interface StoreOptions {
+  /** Holds each sqlite commit and sync until it resolves (infra/sqlite/group-commit.ts). */
+  commitHold?: CommitHold;
+}
+
+export async function openStores(config: RelayConfig, options: StoreOptions = {}): Promise<Stores> {
   // Private to Relay's user: the stores hold personal data and the secret key file lives here.
   // An existing directory keeps its mode (README, Operations: chmod 700 it). With all three
   // URLs set nothing is created: a container's file system may be read-only to Relay's user.
@@ -70,11 +80,11 @@ export async function openStores(config: RelayConfig): Promise<Stores> {
   }
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
-    const events = await openEventStore(config);
+    const events = await openEventStore(config, options);
     opened.push(events.store);
-    const documents = await openDocumentStore(config);
+    const documents = await openDocumentStore(config, options);
     opened.push(documents.store);
-    const log = await openLog(config);
+    const log = await openLog(config, options);
     opened.push(log.store);
     return {
       events: events.store,
@@ -91,6 +101,12 @@ export async function openStores(config: RelayConfig): Promise<Stores> {
   }
 }
 
+/** The times of delivery and webhooks: the domain's, scaled by RELAY_DELIVERY_RETRY_SCALE and RELAY_WEBHOOK_RETRY_SCALE (tests). */
+export const policiesOf = (config: Pick<RelayConfig, 'deliveryRetryScale' | 'webhookRetryScale'>): Policies => ({
+  delivery: scaleDeliveryPolicy(DELIVERY_POLICY, config.deliveryRetryScale),
+  webhooks: scaleWebhookPolicy(WEBHOOK_POLICY, config.webhookRetryScale),
+});
+
 /**
  * The services of one process. Per process: the rate limiter keeps slot hints and the ledger
  * folded usage; both are only caches in front of the shared stores.
@@ -102,7 +118,10 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   let transport: MailTransport | null = null;
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
+  const policies = policiesOf(config);
   return {
+    policies,
+    emails: emailsOf(stores.events, policies),
     rateLimits,
     usage,
     dns: createDnsLookup(config.dnsServers),
@@ -148,29 +167,29 @@ function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
   }
 }
 
-async function openEventStore(config: RelayConfig): Promise<{ store: EventStore; kind: string }> {
+async function openEventStore(config: RelayConfig, options: StoreOptions): Promise<{ store: EventStore; kind: string }> {
   if (config.eventStoreUrl) {
     const { EsdbEventStore } = await import('../infra/esdb/event-store.ts');
     return { store: EsdbEventStore.connect(config.eventStoreUrl), kind: 'eventstoredb' };
   }
   const { SqliteEventStore } = await import('../infra/sqlite/event-store.ts');
-  return { store: new SqliteEventStore(embeddedFiles(config.dataDir).events), kind: 'sqlite' };
+  return { store: new SqliteEventStore(embeddedFiles(config.dataDir).events, options), kind: 'sqlite' };
 }
 
-async function openDocumentStore(config: RelayConfig): Promise<{ store: DocumentStore; kind: string }> {
+async function openDocumentStore(config: RelayConfig, options: StoreOptions): Promise<{ store: DocumentStore; kind: string }> {
   if (config.mongodbUrl) {
     const { MongoDocumentStore } = await import('../infra/mongodb/document-store.ts');
     return { store: await MongoDocumentStore.connect(config.mongodbUrl), kind: 'mongodb' };
   }
   const { SqliteDocumentStore } = await import('../infra/sqlite/document-store.ts');
-  return { store: new SqliteDocumentStore(embeddedFiles(config.dataDir).documents), kind: 'sqlite' };
+  return { store: new SqliteDocumentStore(embeddedFiles(config.dataDir).documents, options), kind: 'sqlite' };
 }
 
-async function openLog(config: RelayConfig): Promise<{ store: Log; kind: string }> {
+async function openLog(config: RelayConfig, options: StoreOptions): Promise<{ store: Log; kind: string }> {
   if (config.kafkaBrokers) {
     const { KafkaLog } = await import('../infra/kafka/log.ts');
     return { store: await KafkaLog.connect(config.kafkaBrokers), kind: 'kafka' };
   }
   const { SqliteLog } = await import('../infra/sqlite/log.ts');
-  return { store: new SqliteLog(embeddedFiles(config.dataDir).log), kind: 'sqlite' };
+  return { store: new SqliteLog(embeddedFiles(config.dataDir).log, options), kind: 'sqlite' };
 }

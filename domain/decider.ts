@@ -19,8 +19,8 @@ export interface StoredEventLike {
   recordedAt?: string;
 }
 
-export interface Decider<C, S, E extends DomainEvent> {
-  decide(command: C, state: S): E[];
+/** How a stream type is read: upcast, fold. */
+export interface StreamReader<S, E extends DomainEvent> {
   /** Folds events onto a state (one call per batch: some states are large to copy). */
   fold(events: E[], state: S): S;
   initialState(): S;
@@ -31,6 +31,10 @@ export interface Decider<C, S, E extends DomainEvent> {
   upcast(stored: StoredEventLike): E | null;
   /** The schema version each event type is written with now (default 1). */
   schemaVersions?: Partial<Record<E['type'], number>>;
+}
+
+export interface Decider<C, S, E extends DomainEvent> extends StreamReader<S, E> {
+  decide(command: C, state: S): E[];
 }
 
 /** For the `default:` of a switch over a union: a member left unhandled fails the typecheck here. */

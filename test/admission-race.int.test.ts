@@ -76,7 +76,7 @@ test(`${PARALLEL} admissions that all read the empty stream first: one EmailAcce
   const emailId = emailIdFor(ctx.sender.projectId, idempotencyKey);
   const events = withReadBarrier(ctx.stores.events, emailStreamId(emailId), PARALLEL);
   const services = await openServices(loadConfig({ RELAY_DATA_DIR: ctx.dir }), { events, documents: ctx.stores.documents });
-  const deps: AdmissionDeps = { events, documents: ctx.stores.documents, rateLimits: services.rateLimits, usage: services.usage, secrets: services.secrets, now: () => new Date() };
+  const deps: AdmissionDeps = { emails: services.emails, documents: ctx.stores.documents, rateLimits: services.rateLimits, usage: services.usage, secrets: services.secrets, now: () => new Date() };
   const body = { from: 'sender@race.example.test', to: 'ann@race.example.test', subject: 'Race', text: 'one of fifty' };
   const send = normalizeSendRequest(body);
   try {

@@ -4,14 +4,17 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  DELIVERY_CLAIM_GRACE_MS, DELIVERY_RETRY_DELAYS_MS, DELIVERY_RETRY_WINDOW_MS, decideAttemptOutcome, decideClaim, decideDelivery,
-  decideFailure, nextAttemptAt, type ClaimDelivery, type FailDelivery, type RecipientResultReport, type RecordAttempt, type TransportResult,
+  DELIVERY_POLICY, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, nextAttemptAt, scaleDeliveryPolicy,
+  type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type TransportResult,
 } from '../domain/email/delivery.ts';
 import type { DeliveryAttempted, EmailEvent } from '../domain/email/events.ts';
 import { evolveEmail, foldEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
 import { STATUSES, STATUS_RANK, emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
 import { BCC_INDEX, CC, CC_INDEX, T0, TO, TO_INDEX, accepted, after, recorded, suppressed, unknownEvent } from './support/email-events.ts';
 
+const POLICY = DELIVERY_POLICY;
+const DELIVERY_CLAIM_GRACE_MS = POLICY.claimGraceMs;
+const DELIVERY_RETRY_WINDOW_MS = POLICY.retryWindowMs;
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
@@ -28,12 +31,12 @@ const all = (outcome: TransportResult): RecipientResultReport[] => [TO_INDEX, CC
 
 const record = (results: RecipientResultReport[], overrides: Partial<RecordAttempt> = {}): RecordAttempt => ({
   type: 'RecordAttempt', attempt: 1, claimedBy: 'sender-a', transport: 'smtp', messageId: '<m1@example.test>', providerMessageId: 'prov-1',
-  results, at: after(2 * SECOND), retryScale: 1, ...overrides,
+  results, at: after(2 * SECOND), ...overrides,
 });
 
 const fail = (overrides: Partial<FailDelivery> = {}): FailDelivery => ({
   type: 'FailDelivery', attempt: 1, claimedBy: 'sender-a', failureCode: 'content_expired', reason: 'the body was destroyed',
-  at: after(2 * SECOND), graceMs: DELIVERY_CLAIM_GRACE_MS, ...overrides,
+  at: after(2 * SECOND), ...overrides,
 });
 
 /** The state after `events`, asserting that the decision produced exactly one event. */
@@ -47,10 +50,10 @@ const claimedBy = (overrides: Partial<ClaimDelivery> = {}, state = queued()): Em
 /** An email whose attempt 1 was claimed at +1 s and got `results` at +2 s. */
 const attemptedWith = (results: RecipientResultReport[], overrides: Partial<RecordAttempt> = {}): EmailState => {
   const state = claimedBy({ transport: overrides.transport ?? 'smtp' });
-  return applied(state, decideAttemptOutcome(record(results, overrides), state));
+  return applied(state, decideAttemptOutcome(record(results, overrides), state, POLICY));
 };
-const outcomeOf = (state: EmailState, command: RecordAttempt): DeliveryAttempted['data'] => {
-  const events = decideAttemptOutcome(command, state);
+const outcomeOf = (state: EmailState, command: RecordAttempt, policy: DeliveryPolicy = POLICY): DeliveryAttempted['data'] => {
+  const events = decideAttemptOutcome(command, state, policy);
   assert.is(events.length, 1, 'the attempt should be recorded');
   return events[0].data;
 };
@@ -135,7 +138,7 @@ state('given an accepted email, then the state holds its admitted message (bodie
   const claimed = claimedBy({ at: after(5 * SECOND) }, given);
   assert.is(claimed.occurredAt, after(5 * SECOND), 'the last event’s time');
   assert.is(claimed.delivery.lastAttemptAt, null, 'no outcome yet');
-  const done = applied(claimed, decideAttemptOutcome(record(all('accepted'), { at: after(7 * SECOND) }), claimed));
+  const done = applied(claimed, decideAttemptOutcome(record(all('accepted'), { at: after(7 * SECOND) }), claimed, POLICY));
   assert.is(done.delivery.lastAttemptAt, after(7 * SECOND));
   assert.is(done.occurredAt, after(7 * SECOND));
   assert.is(done.message, given.message, 'later events leave the message as admitted');
@@ -151,9 +154,9 @@ state('given attempts, then the provider message id is the latest one reported; 
   const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')], { providerMessageId: 'prov-1' });
   assert.is(first.providerMessageId, 'prov-1');
   const second = claimedBy({ attempt: 2, at: first.delivery.nextAttemptAt! }, first);
-  const silent = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: null, at: first.delivery.nextAttemptAt! }), second));
+  const silent = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: null, at: first.delivery.nextAttemptAt! }), second, POLICY));
   assert.is(silent.providerMessageId, 'prov-1');
-  const third = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: 'prov-2', at: first.delivery.nextAttemptAt! }), second));
+  const third = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: 'prov-2', at: first.delivery.nextAttemptAt! }), second, POLICY));
   assert.is(third.providerMessageId, 'prov-2');
 });
 
@@ -176,7 +179,7 @@ claims('given a queued email, when attempt 1 is claimed, then DeliveryClaimed an
   const next = foldEmail(events, queued());
   assert.is(next.status, 'processing');
   assert.is(next.delivery.firstAttemptAt, after(SECOND));
-  assert.equal(decideDelivery(claim(), queued()), events, 'decideDelivery routes ClaimDelivery here');
+  assert.equal(decideDelivery(claim(), queued(), POLICY), events, 'decideDelivery routes ClaimDelivery here');
 });
 
 claims('given no email at all, when a claim comes, then no claim', () => {
@@ -231,17 +234,17 @@ outcomes('given an open claim, when its holder records the attempt, then Deliver
     ],
     nextAttemptAt: null, failureCode: null, occurredAt: after(2 * SECOND),
   });
-  assert.equal(decideDelivery(record(all('accepted')), claimedBy()).map((e) => e.type), ['DeliveryAttempted']);
+  assert.equal(decideDelivery(record(all('accepted')), claimedBy(), POLICY).map((e) => e.type), ['DeliveryAttempted']);
 });
 
 outcomes('given no open claim, when an attempt is recorded, then nothing', () => {
-  assert.equal(decideAttemptOutcome(record(all('accepted')), queued()), []);
-  assert.equal(decideAttemptOutcome(record(all('accepted')), attemptedWith(all('deferred'))), [], 'the claim already has its outcome');
+  assert.equal(decideAttemptOutcome(record(all('accepted')), queued(), POLICY), []);
+  assert.equal(decideAttemptOutcome(record(all('accepted')), attemptedWith(all('deferred')), POLICY), [], 'the claim already has its outcome');
 });
 
 outcomes('given an open claim, when another instance or another attempt number records, then nothing', () => {
-  assert.equal(decideAttemptOutcome(record(all('accepted'), { claimedBy: 'sender-b' }), claimedBy()), []);
-  assert.equal(decideAttemptOutcome(record(all('accepted'), { attempt: 2 }), claimedBy()), []);
+  assert.equal(decideAttemptOutcome(record(all('accepted'), { claimedBy: 'sender-b' }), claimedBy(), POLICY), []);
+  assert.equal(decideAttemptOutcome(record(all('accepted'), { attempt: 2 }), claimedBy(), POLICY), []);
 });
 
 outcomes('given smtp, when the relay accepts, then sent (not delivered) and the email is finished as sent', () => {
@@ -334,7 +337,7 @@ outcomes('given a deferral over smtp, when the relay accepts the retry, then the
   const first = attemptedWith(all('deferred'));
   const due = first.delivery.nextAttemptAt!;
   const given = claimedBy({ attempt: 2, at: due }, first);
-  const next = applied(given, decideAttemptOutcome(record(all('accepted'), { attempt: 2, at: after(SECOND, due) }), given));
+  const next = applied(given, decideAttemptOutcome(record(all('accepted'), { attempt: 2, at: after(SECOND, due) }), given, POLICY));
   assert.equal(next.delivery.recipients, ['sent', 'sent', 'sent']);
   assert.is(next.status, 'sent');
   assert.equal(pendingRecipients(next.delivery), []);
@@ -361,13 +364,13 @@ outcomes.run();
 const retries = suite('delivery decider: retry schedule and window');
 
 /** Attempts of one email deferred every time (each claimed when due), until no retry is scheduled. */
-function deferEveryTime(transport: string, retryScale: number) {
+function deferEveryTime(transport: string, policy: DeliveryPolicy) {
   let given = queued();
   let at = T0;
   const delays: number[] = [];
   for (let attempt = 1; attempt <= 60; attempt++) {
     given = claimedBy({ attempt, at, transport }, given);
-    const data = outcomeOf(given, record(all('deferred'), { attempt, at, transport, retryScale }));
+    const data = outcomeOf(given, record(all('deferred'), { attempt, at, transport }), policy);
     given = foldEmail([{ type: 'DeliveryAttempted', data }], given);
     if (data.nextAttemptAt === null) return { delays, last: data, state: given, attempts: attempt };
     delays.push(Date.parse(data.nextAttemptAt) - Date.parse(at));
@@ -377,7 +380,7 @@ function deferEveryTime(transport: string, retryScale: number) {
 }
 
 retries('given deferrals every time over smtp, then retries at 30 s, 2, 10, 30 min, 1, 2 h, then every 4 h, and failed/provider_unavailable once past 24 h', () => {
-  const { delays, last, state: final, attempts } = deferEveryTime('smtp', 1);
+  const { delays, last, state: final, attempts } = deferEveryTime('smtp', POLICY);
   assert.equal(delays, [30 * SECOND, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR]);
   assert.is(attempts, 12);
   assert.ok(delays.reduce((a, b) => a + b, 0) <= DELIVERY_RETRY_WINDOW_MS);
@@ -388,32 +391,32 @@ retries('given deferrals every time over smtp, then retries at 30 s, 2, 10, 30 m
 });
 
 retries('given deferrals every time over mx, then once past 24 h the recipients soft bounced (no failure code)', () => {
-  const { last, attempts } = deferEveryTime('mx', 1);
+  const { last, attempts } = deferEveryTime('mx', POLICY);
   assert.is(attempts, 12);
   assert.equal(statuses(last!), ['soft_bounced', 'soft_bounced', 'soft_bounced']);
   assert.is(last!.failureCode, null);
 });
 
-retries('given retryScale 0.001, then every delay and the window shrink a thousand times', () => {
-  const { delays, attempts, last } = deferEveryTime('smtp', 0.001);
+retries('given the policy scaled by 0.001 (RELAY_DELIVERY_RETRY_SCALE), then every delay and the window shrink a thousand times', () => {
+  const { delays, attempts, last } = deferEveryTime('smtp', scaleDeliveryPolicy(POLICY, 0.001));
   assert.equal(delays, [30, 120, 600, 1_800, 3_600, 7_200, 14_400, 14_400, 14_400, 14_400, 14_400]);
   assert.is(attempts, 12);
   assert.is(last!.failureCode, 'provider_unavailable');
 });
 
-retries('given retryScale 0.001 and a first attempt 90 s ago, then a deferral is final (the scaled window is 86.4 s)', () => {
-  const data = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND), retryScale: 0.001 }));
+retries('given the policy scaled by 0.001 and a first attempt 90 s ago, then a deferral is final (the scaled window is 86.4 s)', () => {
+  const data = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND) }), scaleDeliveryPolicy(POLICY, 0.001));
   assert.equal(statuses(data), ['failed', 'failed', 'failed']);
-  const unscaled = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND), retryScale: 1 }));
+  const unscaled = outcomeOf(claimedBy({ at: T0 }), record(all('deferred'), { at: after(90 * SECOND) }));
   assert.equal(statuses(unscaled), ['delayed', 'delayed', 'delayed']);
 });
 
 retries('nextAttemptAt: due exactly at the end of the window is still a retry; a millisecond later, none', () => {
   const lastChance = after(DELIVERY_RETRY_WINDOW_MS - 30 * SECOND);
-  assert.is(nextAttemptAt(1, T0, lastChance, 1), after(DELIVERY_RETRY_WINDOW_MS));
-  assert.is(nextAttemptAt(1, T0, after(1, lastChance), 1), null);
-  assert.is(nextAttemptAt(100, T0, T0, 1), after(DELIVERY_RETRY_DELAYS_MS.at(-1)!), 'attempts past the list use its last delay');
-  assert.is(nextAttemptAt(2, T0, T0, 0.5), after(MINUTE));
+  assert.is(nextAttemptAt(1, T0, lastChance, POLICY), after(DELIVERY_RETRY_WINDOW_MS));
+  assert.is(nextAttemptAt(1, T0, after(1, lastChance), POLICY), null);
+  assert.is(nextAttemptAt(100, T0, T0, POLICY), after(POLICY.retryDelaysMs.at(-1)!), 'attempts past the list use its last delay');
+  assert.is(nextAttemptAt(2, T0, T0, scaleDeliveryPolicy(POLICY, 0.5)), after(MINUTE));
 });
 
 retries.run();
@@ -424,7 +427,7 @@ const failures = suite('delivery decider: failures and delivery_unknown recovery
 
 failures('given an open claim, when its holder fails the delivery, then DeliveryFailed for every pending recipient (BCC by index only)', () => {
   const given = claimedBy();
-  const events = decideFailure(fail(), given);
+  const events = decideFailure(fail(), given, POLICY);
   assert.equal(events, [{
     type: 'DeliveryFailed',
     data: {
@@ -436,23 +439,23 @@ failures('given an open claim, when its holder fails the delivery, then Delivery
   assert.equal(next.delivery.recipients, ['failed', 'failed', 'failed']);
   assert.is(next.delivery.finished, true);
   assert.is(next.status, 'failed');
-  assert.equal(decideDelivery(fail(), given), events, 'decideDelivery routes FailDelivery here');
+  assert.equal(decideDelivery(fail(), given, POLICY), events, 'decideDelivery routes FailDelivery here');
 });
 
 failures('given an open claim, when its holder fails it, then no grace period applies', () => {
-  assert.is(decideFailure(fail({ at: after(SECOND), graceMs: DELIVERY_CLAIM_GRACE_MS }), claimedBy()).length, 1);
+  assert.is(decideFailure(fail({ at: after(SECOND) }), claimedBy(), POLICY).length, 1);
 });
 
 failures('given no open claim, or a failure for another attempt, or by another instance, then nothing', () => {
-  assert.equal(decideFailure(fail(), queued()), []);
-  assert.equal(decideFailure(fail(), attemptedWith(all('accepted'))), []);
-  assert.equal(decideFailure(fail({ attempt: 2 }), claimedBy()), []);
-  assert.equal(decideFailure(fail({ claimedBy: 'sender-b' }), claimedBy()), []);
+  assert.equal(decideFailure(fail(), queued(), POLICY), []);
+  assert.equal(decideFailure(fail(), attemptedWith(all('accepted')), POLICY), []);
+  assert.equal(decideFailure(fail({ attempt: 2 }), claimedBy(), POLICY), []);
+  assert.equal(decideFailure(fail({ claimedBy: 'sender-b' }), claimedBy(), POLICY), []);
 });
 
 failures('given a claim left open, when recovery (claimedBy null) comes within the grace period, then nothing; from its end, delivery_unknown', () => {
   const given = claimedBy({ at: T0 });
-  const recover = (at: string) => decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', reason: 'claim left open', at }), given);
+  const recover = (at: string) => decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', reason: 'claim left open', at }), given, POLICY);
   assert.equal(recover(after(DELIVERY_CLAIM_GRACE_MS - 1)), []);
   assert.equal(recover(after(SECOND)), []);
   assert.is(recover(after(DELIVERY_CLAIM_GRACE_MS))[0].data.failureCode, 'delivery_unknown');
@@ -461,16 +464,18 @@ failures('given a claim left open, when recovery (claimedBy null) comes within t
 
 failures('given a scaled grace period, when recovery comes after it, then delivery_unknown', () => {
   const given = claimedBy({ at: T0 });
+  const scaled = scaleDeliveryPolicy(POLICY, 0.001);
   const graceMs = DELIVERY_CLAIM_GRACE_MS * 0.001;
-  assert.equal(decideFailure(fail({ claimedBy: null, graceMs, at: after(graceMs - 1) }), given), []);
-  assert.is(decideFailure(fail({ claimedBy: null, graceMs, at: after(graceMs) }), given).length, 1);
+  assert.is(scaled.claimGraceMs, graceMs);
+  assert.equal(decideFailure(fail({ claimedBy: null, at: after(graceMs - 1) }), given, scaled), []);
+  assert.is(decideFailure(fail({ claimedBy: null, at: after(graceMs) }), given, scaled).length, 1);
 });
 
 failures('given a retry left open after some recipients were sent, when recovered, then only the pending ones fail and the email status is failed', () => {
   const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
   const due = first.delivery.nextAttemptAt!;
   const given = claimedBy({ attempt: 2, at: due }, first);
-  const events = decideFailure(fail({ attempt: 2, claimedBy: null, failureCode: 'delivery_unknown', at: after(DELIVERY_CLAIM_GRACE_MS, due) }), given);
+  const events = decideFailure(fail({ attempt: 2, claimedBy: null, failureCode: 'delivery_unknown', at: after(DELIVERY_CLAIM_GRACE_MS, due) }), given, POLICY);
   assert.equal(events[0].data.recipients, [{ index: 1, address: CC }, { index: 2, address: null }]);
   const next = foldEmail(events, given);
   assert.equal(next.delivery.recipients, ['sent', 'failed', 'failed']);

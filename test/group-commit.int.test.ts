@@ -13,22 +13,26 @@ import { deferDurability } from '../infra/ports/durability.ts';
 import { WrongExpectedRevisionError } from '../infra/ports/event-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
-import { GroupCommit, holdCommits } from '../infra/sqlite/group-commit.ts';
+import { GroupCommit } from '../infra/sqlite/group-commit.ts';
+import { commitHoldSwitch } from './support/commit-hold.ts';
 
 const test = suite('group commit');
 const dir = mkdtempSync(join(tmpdir(), 'relay-group-commit-'));
 let n = 0;
 const file = () => join(dir, `store-${++n}.db`);
+/** Every store and group commit of this file holds its commits through it. */
+const holds = commitHoldSwitch();
+const withHold = { commitHold: holds.hold };
 const event = (type = 'Happened') => ({ id: randomUUID(), type, data: { n: Math.random() } });
 
 /** Records the batches committed while `work` runs: their files' base names and sizes. */
 async function batchesOf(work: () => Promise<unknown>): Promise<number[]> {
   const sizes: number[] = [];
-  holdCommits(async ({ writes, stage }) => void (stage === 'commit' && sizes.push(writes)));
+  holds.set(async ({ writes, stage }) => void (stage === 'commit' && sizes.push(writes)));
   try {
     await work();
   } finally {
-    holdCommits(null);
+    holds.set(null);
   }
   return sizes;
 }
@@ -36,7 +40,7 @@ async function batchesOf(work: () => Promise<unknown>): Promise<number[]> {
 test.after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('concurrent appends share one commit; a conflicting one fails alone', async () => {
-  const store = new SqliteEventStore(file());
+  const store = new SqliteEventStore(file(), withHold);
   try {
     await store.append('s-taken', [event()], { expectedRevision: 'no_stream' });
     let outcomes: PromiseSettledResult<unknown>[] = [];
@@ -60,7 +64,7 @@ test('concurrent appends share one commit; a conflicting one fails alone', async
 });
 
 test('a write that fails half-way leaves nothing of itself and nothing of its neighbours undone', async () => {
-  const store = new SqliteDocumentStore(file());
+  const store = new SqliteDocumentStore(file(), withHold);
   try {
     const items = store.collection<{ _id: string; email: string }>('items');
     await items.ensureIndexes([{ name: 'email', fields: [['email', 'asc']], unique: true }]);
@@ -82,13 +86,13 @@ test('a write that fails half-way leaves nothing of itself and nothing of its ne
 
 test('while a commit is held, readers do not see the write and its writer has no answer', async () => {
   const path = file();
-  const store = new SqliteDocumentStore(path);
-  const other = new SqliteDocumentStore(path);
+  const store = new SqliteDocumentStore(path, withHold);
+  const other = new SqliteDocumentStore(path, withHold);
   let release!: () => void;
   let held!: () => void;
   const holding = new Promise<void>((resolve) => (held = resolve));
   try {
-    holdCommits(({ stage }) => {
+    holds.set(({ stage }) => {
       if (stage !== 'commit') return Promise.resolve();
       held();
       return new Promise<void>((resolve) => (release = resolve));
@@ -100,24 +104,24 @@ test('while a commit is held, readers do not see the write and its writer has no
     assert.not.ok(answered);
     assert.is(await other.collection('held').get('x'), null, 'another store of this process reads committed data only');
     assert.is(await store.collection('held').get('x'), null, 'so does the writing store itself');
-    holdCommits(null);
+    holds.set(null);
     release();
     await insert;
     assert.ok(answered);
     assert.ok(await other.collection('held').get('x'));
   } finally {
-    holdCommits(null);
+    holds.set(null);
     await other.close();
     await store.close();
   }
 });
 
 test('a write is answered only after the WAL sync; until then the event store\'s readers wait too', async () => {
-  const store = new SqliteEventStore(file());
+  const store = new SqliteEventStore(file(), withHold);
   let release!: () => void;
   let syncHeld!: () => void;
   const holding = new Promise<void>((resolve) => (syncHeld = resolve));
-  holdCommits(({ stage }) => {
+  holds.set(({ stage }) => {
     if (stage !== 'sync') return Promise.resolve();
     syncHeld();
     return new Promise<void>((resolve) => (release = resolve));
@@ -127,7 +131,7 @@ test('a write is answered only after the WAL sync; until then the event store\'s
     let read = false;
     const append = store.append('s-sync', [event()], { expectedRevision: 'no_stream' }).then(() => (appended = true));
     await holding;
-    holdCommits(null);
+    holds.set(null);
     const reading = store.readStream('s-sync').then((events) => {
       read = true;
       return events;
@@ -139,7 +143,7 @@ test('a write is answered only after the WAL sync; until then the event store\'s
     await append;
     assert.is((await reading).length, 1);
   } finally {
-    holdCommits(null);
+    holds.set(null);
     await store.close();
   }
 });
@@ -147,7 +151,7 @@ test('a write is answered only after the WAL sync; until then the event store\'s
 test('a batch commits at its size bound without waiting for the turn to end', async () => {
   const db = new DatabaseSync(file());
   db.exec('CREATE TABLE t (v INTEGER)');
-  const commits = new GroupCommit(db, { maxWrites: 3 });
+  const commits = new GroupCommit(db, { maxWrites: 3, hold: holds.hold });
   const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
   const batches = await batchesOf(() => Promise.all(Array.from({ length: 7 }, (_, i) => commits.run(() => insert.run(i)))));
   assert.equal(batches, [3, 3, 1]);
@@ -160,7 +164,7 @@ test('waiting for another connection\'s write lock does not block the event loop
   const other = new DatabaseSync(path);
   other.exec('PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)');
   const db = new DatabaseSync(path);
-  const commits = new GroupCommit(db);
+  const commits = new GroupCommit(db, { hold: holds.hold });
   const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
   other.exec('BEGIN IMMEDIATE');
   let ticks = 0;
@@ -179,16 +183,16 @@ test('waiting for another connection\'s write lock does not block the event loop
 test('a failed COMMIT fails every write of its batch, successes included', async () => {
   const db = new DatabaseSync(file());
   db.exec('CREATE TABLE t (v INTEGER)');
-  const commits = new GroupCommit(db);
+  const commits = new GroupCommit(db, { hold: holds.hold });
   const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
-  holdCommits(async ({ stage }) => {
+  holds.set(async ({ stage }) => {
     if (stage === 'commit') throw new Error('disk on fire');
   });
   try {
     const outcomes = await Promise.allSettled([commits.run(() => insert.run(1)), commits.run(() => insert.run(2))]);
     assert.equal(outcomes.map((o) => o.status), ['rejected', 'rejected']);
   } finally {
-    holdCommits(null);
+    holds.set(null);
   }
   assert.is((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 0);
   await commits.run(() => insert.run(3));
@@ -198,13 +202,13 @@ test('a failed COMMIT fails every write of its batch, successes included', async
 
 test('in a deferred-durability scope, writes in sequence share one commit and the scope answers after its sync', async () => {
   const eventsFile = file();
-  const events = new SqliteEventStore(eventsFile);
-  const documents = new SqliteDocumentStore(file());
+  const events = new SqliteEventStore(eventsFile, withHold);
+  const documents = new SqliteDocumentStore(file(), withHold);
   const items = documents.collection<{ _id: string }>('items');
   await items.insert({ _id: 'seed' });
   const stages: string[] = [];
   let releaseSync: () => void = () => {};
-  holdCommits(({ file: held, stage }) => {
+  holds.set(({ file: held, stage }) => {
     stages.push(`${stage} ${held === eventsFile ? 'events' : 'documents'}`);
     if (stage === 'sync' && held === eventsFile) return new Promise<void>((resolve) => (releaseSync = resolve));
     return Promise.resolve();
@@ -229,7 +233,7 @@ test('in a deferred-durability scope, writes in sequence share one commit and th
     assert.is(await command, 'done');
     assert.is((await events.readStream('s-scope')).length, 2);
   } finally {
-    holdCommits(null);
+    holds.set(null);
     releaseSync();
     await events.close();
     await documents.close();
@@ -237,11 +241,11 @@ test('in a deferred-durability scope, writes in sequence share one commit and th
 });
 
 test('in a scope, a refused write still waits for its batch, and a lost batch fails the scope whatever the command answered', async () => {
-  const documents = new SqliteDocumentStore(file());
+  const documents = new SqliteDocumentStore(file(), withHold);
   const items = documents.collection<{ _id: string }>('items');
   await items.insert({ _id: 'taken' });
   let commitsSeen = 0;
-  holdCommits(async ({ stage }) => {
+  holds.set(async ({ stage }) => {
     if (stage === 'commit') commitsSeen++;
   });
   try {
@@ -259,7 +263,7 @@ test('in a scope, a refused write still waits for its batch, and a lost batch fa
     assert.is(stale.missed, null);
     assert.is(stale.committedBefore, 2, 'the missed compare-and-set came only after its batch was committed');
 
-    holdCommits(async ({ stage }) => {
+    holds.set(async ({ stage }) => {
       if (stage === 'commit') throw new Error('disk on fire');
     });
     let inserted = false;
@@ -272,7 +276,7 @@ test('in a scope, a refused write still waits for its batch, and a lost batch fa
     assert.is(lost, 'failed: disk on fire');
     assert.is(await items.get('lost'), null);
   } finally {
-    holdCommits(null);
+    holds.set(null);
     await documents.close();
   }
 });

@@ -53,7 +53,7 @@ test.after(async () => {
 });
 
 const deps = (secrets: AdmissionDeps['secrets']): AdmissionDeps => ({
-  events: ctx.stores.events, documents: ctx.stores.documents, rateLimits: ctx.services.rateLimits, usage: ctx.services.usage, secrets, now: () => new Date(),
+  emails: ctx.services.emails, documents: ctx.stores.documents, rateLimits: ctx.services.rateLimits, usage: ctx.services.usage, secrets, now: () => new Date(),
 });
 
 const bodyWith = (code: string) => ({

@@ -27,7 +27,7 @@ test.before(async (ctx) => {
   ctx.inbound = await startInbound({
     host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test',
     tlsCertFile: join(ctx.ca.dir, 'inbound.pem'), tlsKeyFile: join(ctx.ca.dir, 'inbound.key'),
-    events: ctx.t.stores.events, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(), onError: () => {},
+    events: ctx.t.stores.events, emails: ctx.t.ctx.services.emails, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(), onError: () => {},
   });
   const tenant = await deliveryTenant(ctx.t);
   ctx.emailId = await send(ctx.t, tenant.key, { from: `hello@${tenant.domain}`, to: 'ann@example.org', subject: 'tls', text: 'hi' });

@@ -8,7 +8,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { decideEmail, type EmailCommand } from '../domain/email/decider.ts';
-import type { TransportResult } from '../domain/email/delivery.ts';
+import { DELIVERY_POLICY, scaleDeliveryPolicy, type TransportResult } from '../domain/email/delivery.ts';
 import type { AdmittedMessage, EmailEvent, RecordedEmailEvent, ReportedOutcome } from '../domain/email/events.ts';
 import { evolveEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
 import { upcastEmailEvent } from '../domain/email/upcast.ts';
@@ -17,6 +17,8 @@ import { FOLDED_ENTRIES_TYPE, applyToEmailView, type EmailView, type TimelineEnt
 import { admittedMessage } from './support/builders.ts';
 
 const test = suite('timeline and webhooks agree');
+/** Retries a thousand times sooner: many attempts fit in a history before the window closes. */
+const POLICIES = { delivery: scaleDeliveryPolicy(DELIVERY_POLICY, 0.0001) };
 
 /** mulberry32: the same histories on every run. */
 function randomFrom(seed: number) {
@@ -56,7 +58,7 @@ function generate(seed: number): History {
   let now = Date.parse(message.occurredAt);
   const at = () => new Date((now += 1000 + r.int(120_000))).toISOString();
   const apply = (command: EmailCommand) => {
-    for (const event of decideEmail(command, state)) {
+    for (const event of decideEmail(command, state, POLICIES)) {
       const recorded = upcastEmailEvent({
         id: `00000000-0000-4000-8000-${String(seed).padStart(6, '0')}${String(events.length).padStart(6, '0')}`,
         streamId: `email-${message.emailId}`, revision: events.length, type: event.type, data: event.data as Record<string, unknown>, metadata: { schemaVersion: 1 },
@@ -82,7 +84,7 @@ function generate(seed: number): History {
         if (d.nextAttemptAt) now = Math.max(now, Date.parse(d.nextAttemptAt));
         apply({ type: 'ClaimDelivery', attempt: d.attempts + 1, claimedBy: 'sender-a', transport, at: at() });
       } else if (r.int(6) === 0) {
-        apply({ type: 'FailDelivery', attempt: d.openClaim.attempt, claimedBy: 'sender-a', failureCode: r.pick(['content_expired', 'delivery_unknown']), reason: 'it could not go out', at: at(), graceMs: 0 });
+        apply({ type: 'FailDelivery', attempt: d.openClaim.attempt, claimedBy: 'sender-a', failureCode: r.pick(['content_expired', 'delivery_unknown']), reason: 'it could not go out', at: at() });
       } else {
         const results = pendingRecipients(d).filter(() => r.int(8) > 0).map((index) => {
           const result = r.pick(RESULTS);
@@ -90,7 +92,7 @@ function generate(seed: number): History {
         });
         apply({
           type: 'RecordAttempt', attempt: d.openClaim.attempt, claimedBy: 'sender-a', transport, messageId: '<m@example.test>',
-          providerMessageId: r.int(3) === 0 ? null : `prov-${step}`, results, at: at(), retryScale: 0.0001,
+          providerMessageId: r.int(3) === 0 ? null : `prov-${step}`, results, at: at(),
         });
       }
     } else if (choice < 9 && events.length > 1) {
@@ -190,12 +192,12 @@ test('a delay reported after delivery, over the same recipients: the timeline an
   const commands: EmailCommand[] = [
     { type: 'AdmitEmail', message, senderDomain: { name: 'example.test', verified: true, connected: true }, recipientDomains: [], suppressedRecipients: [] },
     { type: 'ClaimDelivery', attempt: 1, claimedBy: 's', transport: 'mx', at: '2026-11-01T10:00:01.000Z' },
-    { type: 'RecordAttempt', attempt: 1, claimedBy: 's', transport: 'mx', messageId: '<m>', providerMessageId: 'p', results: [0, 1, 2].map((index) => ({ index, result: 'delivered' as const, smtpCode: 250, enhancedCode: null, response: '250 ok' })), at: '2026-11-01T10:00:02.000Z', retryScale: 1 },
+    { type: 'RecordAttempt', attempt: 1, claimedBy: 's', transport: 'mx', messageId: '<m>', providerMessageId: 'p', results: [0, 1, 2].map((index) => ({ index, result: 'delivered' as const, smtpCode: 250, enhancedCode: null, response: '250 ok' })), at: '2026-11-01T10:00:02.000Z' },
     { type: 'RecordReport', reportId: 'r1', recipientIndex: 0, outcome: 'delayed', format: 'dsn', status: '4.4.1', diagnosticCode: null, reason: 'later', complaintType: null, at: '2026-11-01T10:05:00.000Z' },
   ];
   let last: { event: RecordedEmailEvent; hooks: WebhookEvent[] } | null = null;
   for (const command of commands) {
-    const events: EmailEvent[] = decideEmail(command, state);
+    const events: EmailEvent[] = decideEmail(command, state, POLICIES);
     for (const e of events) {
       const recorded = upcastEmailEvent({ id: `e-${state.revision + 1}`, streamId: 'email-em_test1', revision: state.revision + 1, type: e.type, data: e.data as Record<string, unknown> });
       const before: EmailView | null = view;

@@ -11,14 +11,15 @@ import { UsageLedger, type RecipientCharge } from '../apps/services/usage-ledger
 import { RelayError } from '../domain/errors.ts';
 import { usageStreamId } from '../domain/usage/quota.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
-import { holdCommits } from '../infra/sqlite/group-commit.ts';
+import { commitHoldSwitch } from './support/commit-hold.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 
 const test = suite('usage ledger (sqlite event store, several processes)');
 const dir = mkdtempSync(join(tmpdir(), 'relay-ledger-'));
 // Two connections to one file, as two processes have.
-const storeA = new SqliteEventStore(join(dir, 'events.db'));
+const holds = commitHoldSwitch();
+const storeA = new SqliteEventStore(join(dir, 'events.db'), { commitHold: holds.hold });
 const storeB = new SqliteEventStore(join(dir, 'events.db'));
 const AT = new Date('2026-11-22T10:00:00.000Z');
 
@@ -116,20 +117,20 @@ test('a charge given to a durability scope whose batch then fails to commit is f
     // Its drain ends a few microtasks after the charge resolves: the next charge starts a new one.
     await new Promise((resolve) => setImmediate(resolve));
     let given = false;
-    holdCommits(async ({ stage }) => {
+    holds.set(async ({ stage }) => {
       if (stage === 'commit') throw new Error('disk on fire');
     });
     const lost = await deferDurability(async () => {
       await ledger.charge(charge('ws_lost', 4_000));
       given = true;
-    }).then(() => 'ok', (error: Error) => error.message).finally(() => holdCommits(null));
+    }).then(() => 'ok', (error: Error) => error.message).finally(() => holds.set(null));
     assert.ok(given, 'the charge was given to the scope before its commit');
     assert.is(lost, 'disk on fire');
     // A ledger that still counted the lost 4,000 would refuse this one (9,000 > 5,000).
     assert.is(await outcome(ledger.charge(charge('ws_lost', 4_900))), 'ok');
     assert.is((await ledger.usage('ws_lost', AT)).workspaceRecipients, 5_000);
   } finally {
-    holdCommits(null);
+    holds.set(null);
     ledger.close();
   }
 });
@@ -140,7 +141,7 @@ test('a charge appended by a drain another admission started still holds its own
   try {
     await ledger.charge(charge('ws_scopes', 1)); // the stream is folded: the charges below only append
     await new Promise((resolve) => setImmediate(resolve)); // and that charge's drain has ended
-    holdCommits(({ stage }) => stage === 'sync' ? new Promise<void>((resolve) => releases.push(resolve)) : Promise.resolve());
+    holds.set(({ stage }) => stage === 'sync' ? new Promise<void>((resolve) => releases.push(resolve)) : Promise.resolve());
     const given = { first: false, second: false };
     const settled = { first: false, second: false };
     // The first admission's charge starts the drain; the second's is queued behind it and
@@ -159,12 +160,12 @@ test('a charge appended by a drain another admission started still holds its own
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.not.ok(settled.second, 'the second admission settled while the sync of its charge was held');
     assert.not.ok(settled.first, 'the first admission settled while the sync of its charge was held');
-    holdCommits(null);
+    holds.set(null);
     for (const release of releases.splice(0)) release();
     await Promise.all([first, second]);
     assert.is((await ledger.usage('ws_scopes', AT)).workspaceRecipients, 3);
   } finally {
-    holdCommits(null);
+    holds.set(null);
     for (const release of releases.splice(0)) release();
     ledger.close();
   }

@@ -6,7 +6,7 @@ import { createHmac } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createEndpoint } from '../apps/services/webhooks/endpoints.ts';
-import { WEBHOOK_RETRY_DELAYS_MS } from '../domain/webhooks/delivery.ts';
+import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, detail, send, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
@@ -107,7 +107,7 @@ test('500 six times then 200: seven attempts, none before the spec\'s relative t
       // From the end of attempt n to the start of attempt n + 1.
       const ended = Date.parse(d.attemptLogs[n - 1].createdAt) + d.attemptLogs[n - 1].durationMs;
       const gap = Date.parse(d.attemptLogs[n].createdAt) - ended;
-      const due = WEBHOOK_RETRY_DELAYS_MS[n - 1] * SCALE;
+      const due = WEBHOOK_POLICY.retryDelaysMs[n - 1] * SCALE;
       // Never early (10 % at most, the spec's tolerance); late by a machine-dependent amount.
       // The schedule is scaled down to 60 ms for the first retry, where the durable writes of
       // taking and recording an attempt (an fsync each, slow on a busy disk) and the
@@ -151,8 +151,8 @@ test('a 302 (to loopback) is never followed: a failed attempt logged with its st
   const [delivery] = await deliveriesOf(ctx, id);
   assert.equal(delivery.attemptLogs.map((l) => [l.number, l.httpStatus, l.errorCode]), [[1, 302, 'redirect'], [2, 302, 'redirect'], [3, 200, null]]);
   const [first, second, third] = delivery.attemptLogs;
-  assert.ok(Date.parse(second.createdAt) - (Date.parse(first.createdAt) + first.durationMs) >= WEBHOOK_RETRY_DELAYS_MS[0] * SCALE * 0.9, 'the second attempt waited for the first retry delay');
-  assert.ok(Date.parse(third.createdAt) - (Date.parse(second.createdAt) + second.durationMs) >= WEBHOOK_RETRY_DELAYS_MS[1] * SCALE * 0.9, 'the third attempt waited for the second retry delay');
+  assert.ok(Date.parse(second.createdAt) - (Date.parse(first.createdAt) + first.durationMs) >= WEBHOOK_POLICY.retryDelaysMs[0] * SCALE * 0.9, 'the second attempt waited for the first retry delay');
+  assert.ok(Date.parse(third.createdAt) - (Date.parse(second.createdAt) + second.durationMs) >= WEBHOOK_POLICY.retryDelaysMs[1] * SCALE * 0.9, 'the third attempt waited for the second retry delay');
   const seen = ctx.receiver.requests.slice(before).map((r) => r.path);
   assert.equal(seen, ['/moved', '/moved', '/moved'], 'the Location was never requested');
   await disableAll(ctx);

@@ -14,6 +14,6 @@ export interface ApiContext {
   now: () => Date;
   /** Readiness of the parts this process runs beyond its stores (e.g. in-process processors). */
   readiness: () => Promise<Record<string, boolean>>;
-  /** The process's metrics (apps/relay-metrics.ts); without it, buildApi makes a registry of its own. */
-  metrics?: RelayMetrics;
+  /** The process's metrics (apps/relay-metrics.ts): one registry per process, made where the process is composed. */
+  metrics: RelayMetrics;
 }

@@ -22,7 +22,6 @@ import { templateRoutes } from './plugins/templates.ts';
 import { workspaceRoutes } from './plugins/workspaces.ts';
 import { recordRoutes, type Security } from './openapi.ts';
 import { installTypeBoxValidation } from './validation.ts';
-import { createRelayMetrics } from '../relay-metrics.ts';
 import { dashboardRoutes } from '../dashboard/dashboard.ts';
 
 /** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
@@ -47,9 +46,8 @@ class OneLinePerRequest extends LogController {
   override incomingRequest(): void {}
 }
 
-export async function buildApi(given: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
-  const metrics = given.metrics ?? createRelayMetrics();
-  const ctx: ApiContext = { ...given, metrics };
+export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
+  const { metrics } = ctx;
   const level = options.logLevel ?? ctx.config.logLevel;
   const limits = limitsOf(options.limits);
   const app = Fastify({

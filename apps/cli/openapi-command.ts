@@ -6,6 +6,7 @@ import { loadConfig } from '../../infra/config.ts';
 import type { ApiContext } from '../api/context.ts';
 import { serializeDocument, type OpenApiDocument } from '../api/openapi.ts';
 import { buildApi } from '../api/server.ts';
+import { createRelayMetrics } from '../relay-metrics.ts';
 import type { Services } from '../services/services.ts';
 import { asksForHelp } from './command.ts';
 
@@ -25,6 +26,7 @@ export async function generateOpenApiDocument(): Promise<OpenApiDocument> {
     services: unused as Services,
     now: () => new Date(),
     readiness: async () => ({}),
+    metrics: createRelayMetrics(),
   } as ApiContext;
   const app = await buildApi(ctx, { logLevel: false });
   try {

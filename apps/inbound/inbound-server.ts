@@ -9,6 +9,7 @@ import { MAX_REPORT_BYTES } from '../../infra/mail/report-parser.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
+import type { Emails } from '../services/email-stream.ts';
 import { ingestReport } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
 
@@ -23,6 +24,8 @@ export interface InboundOptions {
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
   events: EventStore;
+  /** The email streams (services.emails): reports are recorded through them. */
+  emails: Emails;
   documents: DocumentStore;
   secrets: SecretBox;
   now: () => Date;
@@ -39,7 +42,7 @@ const smtpError = (code: number, message: string) => Object.assign(new Error(mes
 
 export async function startInbound(options: InboundOptions): Promise<InboundServer> {
   const targets = new Map<string, ReportTarget[]>();
-  const deps = { events: options.events, documents: options.documents, secrets: options.secrets, now: options.now };
+  const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now };
   const tls = options.tlsCertFile && options.tlsKeyFile
     ? { cert: readFileSync(options.tlsCertFile), key: readFileSync(options.tlsKeyFile) }
     : null;

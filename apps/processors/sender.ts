@@ -31,13 +31,14 @@ export const sender = defineProcessor({
     await deps.services.transport().warm?.();
     const delivery = {
       events: deps.events,
+      emails: deps.services.emails,
+      policy: deps.services.policies.delivery,
       documents: deps.documents,
       secrets: deps.services.secrets,
       transport: deps.services.transport(),
       sendRate: deps.services.sendRate,
       compose: deps.services.compose,
       now: deps.now,
-      retryScale: deps.config.deliveryRetryScale,
     };
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
@@ -62,7 +63,7 @@ export const sender = defineProcessor({
     // an email's events in order, so a later event without an item has nothing left to do.
     const current = await workItems(deps.documents).get(emailId);
     if (current ? current.streamRevision >= event.revision : event.type !== 'EmailAccepted') return;
-    const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.config.deliveryRetryScale);
+    const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.services.policies.delivery);
     if (item && item.dueAt <= deps.now().toISOString()) dispatcher.kick();
   },
 });

@@ -30,7 +30,7 @@ export const webhooks = defineProcessor({
     await ensureDeliveryIndexes(deps.documents);
     const attempt = {
       documents: deps.documents, secrets: deps.services.secrets, now: deps.now,
-      dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, retryScale: deps.config.webhookRetryScale,
+      dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
     };
     return startDispatcher<Stored<WebhookDelivery>>({
       due: (now, limit) => dueDeliveries(deps.documents, now, limit),

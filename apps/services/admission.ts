@@ -44,14 +44,15 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
 import { contentKeyFor, sealWith } from './content-vault.ts';
-import { emailsOf } from './email-stream.ts';
+import type { Emails } from './email-stream.ts';
 import { pooledRandomBytes } from './random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
 import type { UsageLedger } from './usage-ledger.ts';
 
 export interface AdmissionDeps {
-  events: EventStore;
+  /** The email streams (services.emails). */
+  emails: Emails;
   documents: DocumentStore;
   rateLimits: RateLimiter;
   usage: UsageLedger;
@@ -209,7 +210,7 @@ export function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendReq
 
 async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey);
-  const emails = emailsOf(deps.events);
+  const { emails } = deps;
 
   // 1. Replay, or conflict (409, not counted: it is a rejection). A fresh random id has no
   // stream to read.

@@ -4,7 +4,7 @@
 // again (when the command allows retries), so every rule in `decide` holds without a lock and
 // on any event store.
 import { randomUUID } from 'node:crypto';
-import type { Decider, DomainEvent } from '../../domain/decider.ts';
+import type { Decider, DomainEvent, StreamReader } from '../../domain/decider.ts';
 import type { CommandOrigin, EventMetadata } from '../../domain/events/metadata.ts';
 import { WrongExpectedRevisionError, type EventStore, type NewEvent } from '../../infra/ports/event-store.ts';
 
@@ -48,7 +48,7 @@ export interface LoadOptions<S> {
 
 /** Reads the events after `from` (the whole stream without it), up to `upTo`, and folds them on. */
 export async function loadStream<S, E extends DomainEvent>(
-  store: EventStore, streamId: string, decider: Decider<never, S, E>, options: LoadOptions<S> = {},
+  store: EventStore, streamId: string, decider: StreamReader<S, E>, options: LoadOptions<S> = {},
 ): Promise<Loaded<S>> {
   const start = options.from ?? { state: decider.initialState(), revision: -1 };
   if (options.upTo !== undefined && options.upTo <= start.revision) return start;

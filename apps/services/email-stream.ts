@@ -1,12 +1,12 @@
 // An email's stream (`email-<id>`) as services and processors use it: the email aggregate
 // (domain/email/decider.ts) bound to an event store. Every read goes through the domain's
 // upcaster and fold, every command through the email decider.
-import { emailDecider, type EmailCommand } from '../../domain/email/decider.ts';
+import { emailDecider, emailReader, type EmailCommand, type EmailPolicies } from '../../domain/email/decider.ts';
 import { emailStreamId, type EmailEvent, type RecordedEmailEvent } from '../../domain/email/events.ts';
 import type { EmailState } from '../../domain/email/state.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
-import { bindStreams, type LoadOptions, type Loaded, type StreamHandler } from './command-handler.ts';
+import { bindStreams, loadStream, type LoadOptions, type Loaded, type StreamHandler } from './command-handler.ts';
 
 export type Emails = StreamHandler<EmailCommand, EmailState, EmailEvent | RecordedEmailEvent>;
 
@@ -18,12 +18,16 @@ export type Emails = StreamHandler<EmailCommand, EmailState, EmailEvent | Record
  */
 const EMAIL_COMMAND_ATTEMPTS = 5;
 
-/** The email streams of `store`: `emails.handle(emailId, command, options)`, `emails.load(emailId)`. */
-export const emailsOf = (store: EventStore): Emails => bindStreams(store, emailDecider, emailStreamId, { attempts: EMAIL_COMMAND_ATTEMPTS });
+/**
+ * The email streams of `store`, deciding with `policies`: `emails.handle(emailId, command,
+ * options)`, `emails.load(emailId)`. Made once per process, at composition (apps/runtime.ts).
+ */
+export const emailsOf = (store: EventStore, policies: EmailPolicies): Emails =>
+  bindStreams(store, emailDecider(policies), emailStreamId, { attempts: EMAIL_COMMAND_ATTEMPTS });
 
 /** The email folded from its stream (up to `upTo`, when given); revision -1 and no admission when there is none. */
 export const loadEmail = (store: EventStore, emailId: string, options?: LoadOptions<EmailState>): Promise<Loaded<EmailState>> =>
-  emailsOf(store).load(emailId, options);
+  loadStream(store, emailStreamId(emailId), emailReader, options);
 
 /** The stream's events as today's types (for tests and tools that look at the events themselves). */
 export async function readEmailStream(events: EventStore, emailId: string): Promise<RecordedEmailEvent[]> {

@@ -1,15 +1,27 @@
 // The long-lived collaborators of a process (caches in front of the shared stores, network
 // adapters, Relay's secret), made once by apps/runtime.ts and handed to the API and the
 // processors.
-import type { DnsLookup } from '../../infra/dns/verify-domain.ts';
+import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
+import type { WebhookPolicy } from '../../domain/webhooks/delivery.ts';
+import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { Compose } from '../../infra/mail/compose-pool.ts';
 import type { MailTransport } from '../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
+import type { Emails } from './email-stream.ts';
 import type { RateLimiter } from './rate-limits.ts';
 import type { SendRateGate } from './send-rate.ts';
 import type { UsageLedger } from './usage-ledger.ts';
 
+/** The times of delivery and of webhooks, as this process runs them (tests scale them: apps/runtime.ts). */
+export interface Policies {
+  delivery: DeliveryPolicy;
+  webhooks: WebhookPolicy;
+}
+
 export interface Services {
+  policies: Policies;
+  /** The email streams, deciding with `policies`: `emails.handle(emailId, command, options)`. */
+  emails: Emails;
   rateLimits: RateLimiter;
   usage: UsageLedger;
   /** DNS for domain verification, through RELAY_DNS_SERVERS. */

@@ -5,17 +5,33 @@ import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, EmailEvent, Re
 import { pendingRecipients, type EmailState } from './state.ts';
 import type { Status } from './status.ts';
 
+/** The times of delivery: chosen at composition (apps/runtime.ts), where tests scale them. */
+export interface DeliveryPolicy {
+  /** Delays before each retry after a temporary failure; the last repeats. */
+  retryDelaysMs: readonly number[];
+  /** Retries happen until this long after the first attempt. */
+  retryWindowMs: number;
+  /** How long a claim may stay open before its attempt is declared delivery_unknown. */
+  claimGraceMs: number;
+}
+
 /**
  * Retries after a temporary failure: the first within a minute, then spreading out, until 24
- * hours after the first attempt. RELAY_DELIVERY_RETRY_SCALE multiplies every figure (tests).
+ * hours after the first attempt. A claim may stay open ten minutes: longer than any attempt can
+ * take (transport timeouts are minutes), so only a dead sender's claim expires.
  */
-export const DELIVERY_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 3_600_000, 4 * 3_600_000];
-export const DELIVERY_RETRY_WINDOW_MS = 24 * 3_600_000;
-/**
- * How long a claim may stay open before its attempt is declared delivery_unknown. Longer than
- * any attempt can take (transport timeouts are minutes), so only a dead sender's claim expires.
- */
-export const DELIVERY_CLAIM_GRACE_MS = 10 * 60_000;
+export const DELIVERY_POLICY: DeliveryPolicy = {
+  retryDelaysMs: [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 3_600_000, 4 * 3_600_000],
+  retryWindowMs: 24 * 3_600_000,
+  claimGraceMs: 10 * 60_000,
+};
+
+/** Every figure of `policy` times `factor` (RELAY_DELIVERY_RETRY_SCALE, for tests). */
+export const scaleDeliveryPolicy = (policy: DeliveryPolicy, factor: number): DeliveryPolicy => ({
+  retryDelaysMs: policy.retryDelaysMs.map((ms) => ms * factor),
+  retryWindowMs: policy.retryWindowMs * factor,
+  claimGraceMs: policy.claimGraceMs * factor,
+});
 
 /** What a transport said for one recipient (infra/ports/mail-transport.ts). */
 export type TransportResult = 'accepted' | 'delivered' | 'rejected' | 'deferred' | 'unknown';
@@ -45,8 +61,6 @@ export interface RecordAttempt {
   providerMessageId: string | null;
   results: RecipientResultReport[];
   at: string;
-  /** RELAY_DELIVERY_RETRY_SCALE. */
-  retryScale: number;
 }
 
 export interface FailDelivery {
@@ -57,17 +71,15 @@ export interface FailDelivery {
   failureCode: string;
   reason: string;
   at: string;
-  /** For recovery: the claim must be older than this (scaled DELIVERY_CLAIM_GRACE_MS). */
-  graceMs: number;
 }
 
 export type DeliveryCommand = ClaimDelivery | RecordAttempt | FailDelivery;
 
 /** When attempt `attempt + 1` is due after `attempt` failed temporarily; null once past the window. */
-export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: string, scale: number): string | null {
-  const delay = DELIVERY_RETRY_DELAYS_MS[Math.min(attempt - 1, DELIVERY_RETRY_DELAYS_MS.length - 1)] * scale;
-  const due = Date.parse(at) + delay;
-  return due <= Date.parse(firstAttemptAt) + DELIVERY_RETRY_WINDOW_MS * scale ? new Date(due).toISOString() : null;
+export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: string, policy: DeliveryPolicy): string | null {
+  const delays = policy.retryDelaysMs;
+  const due = Date.parse(at) + delays[Math.min(attempt - 1, delays.length - 1)];
+  return due <= Date.parse(firstAttemptAt) + policy.retryWindowMs ? new Date(due).toISOString() : null;
 }
 
 /**
@@ -95,7 +107,7 @@ export function decideClaim(command: ClaimDelivery, state: EmailState): Delivery
   return [{ type: 'DeliveryClaimed', data: { attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport, occurredAt: command.at } }];
 }
 
-export function decideAttemptOutcome(command: RecordAttempt, state: EmailState): DeliveryAttempted[] {
+export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, policy: DeliveryPolicy): DeliveryAttempted[] {
   const claim = state.delivery.openClaim;
   if (!claim || claim.attempt !== command.attempt || claim.claimedBy !== command.claimedBy) return [];
   const reported = new Map(command.results.map((r) => [r.index, r]));
@@ -103,7 +115,7 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState):
   // A recipient the transport said nothing about was not tried: a temporary failure.
   const results = pending.map((index) => reported.get(index) ?? { index, result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'not attempted' });
   const retryAt = results.some((r) => r.result === 'deferred')
-    ? nextAttemptAt(command.attempt, state.delivery.firstAttemptAt ?? command.at, command.at, command.retryScale)
+    ? nextAttemptAt(command.attempt, state.delivery.firstAttemptAt ?? command.at, command.at, policy)
     : null;
   const recipients: RecipientAttempt[] = results.map((r) => ({
     index: r.index,
@@ -132,12 +144,12 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState):
   }];
 }
 
-export function decideFailure(command: FailDelivery, state: EmailState): DeliveryFailed[] {
+export function decideFailure(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryFailed[] {
   const claim = state.delivery.openClaim;
   if (!claim || claim.attempt !== command.attempt) return [];
   if (command.claimedBy === null) {
     // Recovery: only a claim nobody finished within the grace period.
-    if (Date.parse(claim.claimedAt) + command.graceMs > Date.parse(command.at)) return [];
+    if (Date.parse(claim.claimedAt) + policy.claimGraceMs > Date.parse(command.at)) return [];
   } else if (claim.claimedBy !== command.claimedBy) {
     return [];
   }
@@ -153,10 +165,14 @@ export function decideFailure(command: FailDelivery, state: EmailState): Deliver
   }];
 }
 
-export function decideDelivery(command: DeliveryCommand, state: EmailState): EmailEvent[] {
+export function decideDelivery(command: DeliveryCommand, state: EmailState, policy: DeliveryPolicy): EmailEvent[] {
   switch (command.type) {
     case 'ClaimDelivery': return decideClaim(command, state);
-    case 'RecordAttempt': return decideAttemptOutcome(command, state);
-    case 'FailDelivery': return decideFailure(command, state);
+    case 'RecordAttempt': return decideAttemptOutcome(command, state, policy);
+    case 'FailDelivery': return decideFailure(command, state, policy);
   }
 }
+
+/** When the open claim of `state` expires (its recovery is due); null without one. */
+export const claimExpiresAt = (state: EmailState, policy: DeliveryPolicy): string | null =>
+  (state.delivery.openClaim ? new Date(Date.parse(state.delivery.openClaim.claimedAt) + policy.claimGraceMs).toISOString() : null);

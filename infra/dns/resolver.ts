@@ -3,7 +3,7 @@
 // the host uses; c-ares falls back to TCP by itself when an answer is truncated.
 import { Resolver } from 'node:dns/promises';
 import type { DnsAnswer, DnsRecordType } from '../../domain/sending-domain.ts';
-import type { DnsLookup } from './verify-domain.ts';
+import type { DnsLookup } from '../ports/dns.ts';
 
 export interface DnsLookupOptions {
   /** Per-attempt timeout in ms. Default 2500. */

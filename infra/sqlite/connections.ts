@@ -10,7 +10,7 @@
 import { resolve } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { isDatabaseFile, openDatabase } from './database.ts';
-import { commitsFor, type GroupCommit } from './group-commit.ts';
+import { commitsFor, type CommitHold, type GroupCommit } from './group-commit.ts';
 
 export interface SqliteConnections {
   writer: DatabaseSync;
@@ -28,8 +28,19 @@ interface SharedFile {
 
 const openFiles = new Map<string, SharedFile>();
 
+export interface ConnectOptions {
+  /** Tests only: holds the commits of the file's writer (./group-commit.ts, CommitHold). */
+  commitHold?: CommitHold;
+}
+
 /** Opens `source` (a path) or adopts a borrowed connection, which stays the caller's to close. */
-export function connect(source: string | DatabaseSync): SqliteConnections {
+export function connect(source: string | DatabaseSync, options: ConnectOptions = {}): SqliteConnections {
+  const connections = open(source);
+  if (options.commitHold) connections.commits.hold = options.commitHold;
+  return connections;
+}
+
+function open(source: string | DatabaseSync): SqliteConnections {
   if (typeof source !== 'string') {
     return { writer: source, reader: source, commits: commitsFor(source), release: () => commitsFor(source).flush() };
   }

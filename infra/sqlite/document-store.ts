@@ -15,7 +15,7 @@ import {
   type Stored,
   type Where,
 } from '../ports/document-store.ts';
-import { connect, type SqliteConnections } from './connections.ts';
+import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import { truncateWal } from './database.ts';
 import { fieldSql, findTail, quoteIdent, whereSql, type Fragment } from './document-query.ts';
 
@@ -326,8 +326,8 @@ export class SqliteDocumentStore implements DocumentStore {
   readonly #engine: Engine;
 
   /** Opens `source` as a file path, or shares an open connection (which the caller keeps and closes). */
-  constructor(source: string | DatabaseSync) {
-    this.#engine = new Engine(connect(source));
+  constructor(source: string | DatabaseSync, options: ConnectOptions = {}) {
+    this.#engine = new Engine(connect(source, options));
   }
 
   collection<T extends { _id: string }>(name: string): Collection<T> {

@@ -17,9 +17,9 @@ import type {
 import { retryUntilDone } from '../retry.ts';
 import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
-import { connect, type SqliteConnections } from './connections.ts';
+import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 
-export interface SqliteEventStoreOptions {
+export interface SqliteEventStoreOptions extends ConnectOptions {
   /** How often live subscriptions look for events appended by other processes. Default 150 ms. */
   pollIntervalMs?: number;
   /** Events read per query while a subscription catches up. Default 200. */
@@ -120,7 +120,7 @@ export class SqliteEventStore implements EventStore {
 
   /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
-    this.#connections = connect(database);
+    this.#connections = connect(database, options);
     const writer = this.#connections.writer;
     this.#reader = this.#connections.reader;
     this.#pollIntervalMs = options.pollIntervalMs ?? 150;

@@ -38,6 +38,8 @@ export interface GroupCommitLimits {
   lockRetryMs?: { first: number; max: number };
   /** Bytes (as the callers estimate them) per batch before it commits at once. Default 16 MiB. */
   maxBytes?: number;
+  /** Tests only: see CommitHold. */
+  hold?: CommitHold;
 }
 
 interface Settled {
@@ -63,16 +65,10 @@ interface Queued {
 /**
  * Called before each COMMIT (stage 'commit') and before each sync of the WAL (stage 'sync')
  * with the database file and the number of writes; the commit or sync waits for it. For tests
- * only: it lets a test hold a batch back and observe that nobody was answered, or kill the
- * process before the commit.
+ * only (an option of the embedded stores): it lets a test hold a batch back and observe that
+ * nobody was answered, or kill the process before the commit.
  */
 export type CommitHold = (batch: { file: string | null; writes: number; stage: 'commit' | 'sync' }) => Promise<void>;
-let commitHold: CommitHold | null = null;
-
-/** Installs (or with null removes) the process-wide commit hold. Tests only. */
-export function holdCommits(hold: CommitHold | null): void {
-  commitHold = hold;
-}
 
 export class GroupCommit implements DurabilityBarrier {
   readonly #db: DatabaseSync;
@@ -101,12 +97,14 @@ export class GroupCommit implements DurabilityBarrier {
   #committing: Promise<void> | null = null;
   #queued: Queued[] = [];
   #scheduled: NodeJS.Immediate | null = null;
+  #hold: CommitHold | null;
 
   constructor(db: DatabaseSync, limits: GroupCommitLimits = {}) {
     this.#db = db;
     this.#maxWrites = limits.maxWrites ?? 512;
     this.#maxBytes = limits.maxBytes ?? 16 * 1024 * 1024;
     this.#lockRetryMs = limits.lockRetryMs ?? { first: 1, max: 20 };
+    this.#hold = limits.hold ?? null;
     this.#savepoint = db.prepare('SAVEPOINT group_write');
     this.#release = db.prepare('RELEASE group_write');
     this.#rollbackTo = db.prepare('ROLLBACK TO group_write');
@@ -166,6 +164,11 @@ export class GroupCommit implements DurabilityBarrier {
   dispose(): void {
     if (typeof this.#walFd === 'number') closeSync(this.#walFd);
     this.#walFd = undefined;
+  }
+
+  /** Installs a commit hold on this connection (tests only: an option of the stores that write on it). */
+  set hold(hold: CommitHold) {
+    this.#hold = hold;
   }
 
   /** True while a batch is open (for assertions in tests of the adapters). */
@@ -239,7 +242,7 @@ export class GroupCommit implements DurabilityBarrier {
     const batch = this.#batch;
     this.#batch = [];
     this.#bytes = 0;
-    const hold = commitHold;
+    const hold = this.#hold;
     if (hold) {
       this.#committing = hold({ file: this.#db.location(), writes: batch.length, stage: 'commit' }).then(
         () => this.#finish(batch),
@@ -357,7 +360,7 @@ export class GroupCommit implements DurabilityBarrier {
   #sync(fd: number): void {
     const batch = this.#unsynced;
     this.#unsynced = [];
-    const hold = commitHold;
+    const hold = this.#hold;
     const held = hold ? hold({ file: this.#db.location(), writes: batch.length, stage: 'sync' }) : null;
     this.#inSync = batch;
     this.#syncing = new Promise<void>((resolve) => {

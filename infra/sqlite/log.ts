@@ -15,12 +15,12 @@ import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord
 import { sleep } from '../retry.ts';
 import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
-import { connect, type SqliteConnections } from './connections.ts';
+import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import type { GroupCommit } from './group-commit.ts';
 import { partitionForKey } from './partitioner.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 
-export interface SqliteLogOptions {
+export interface SqliteLogOptions extends ConnectOptions {
   /** How often idle consumers look for records and members of other processes. Default 150 ms. */
   pollIntervalMs?: number;
   /** How long a consumer that stopped heartbeating (crashed) keeps its partitions. Default 10 s, as Kafka's session.timeout.ms. */
@@ -194,7 +194,7 @@ export class SqliteLog implements Log {
 
   /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteLogOptions = {}) {
-    this.#connections = connect(database);
+    this.#connections = connect(database, options);
     this.#db = this.#connections.writer;
     this.#settings = {
       pollIntervalMs: options.pollIntervalMs ?? 150,

@@ -43,7 +43,8 @@ async function serve(dataDir: string): Promise<void> {
   const stores = await openStores(config);
   await prepareStores(stores.documents);
   const services = await openServices(config, stores);
-  const ctx = { config, events: stores.events, documents: stores.documents, services, now: () => new Date(), readiness: async () => ({}) };
+  const { createRelayMetrics } = await import('../../apps/relay-metrics.ts');
+  const ctx = { config, events: stores.events, documents: stores.documents, services, now: () => new Date(), readiness: async () => ({}), metrics: createRelayMetrics() };
   const api = await buildApi(ctx, {
     logLevel: false,
     limits: { ...(UNBOUNDED ? { bodyBytesInFlight: Number.MAX_SAFE_INTEGER, largeBodyBytesInFlight: Number.MAX_SAFE_INTEGER } : {}), ...JSON.parse(process.env.BENCH_LIMITS ?? "{}") },

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import { openServices, openStores, type Stores } from '../../apps/runtime.ts';
+import type { CommitHold } from '../../infra/sqlite/group-commit.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import type { ApiContext } from '../../apps/api/context.ts';
 import { prepareStores } from '../../apps/services/prepare-stores.ts';
@@ -58,6 +59,8 @@ export interface TestAppOptions {
   /** Listen on a free port of 127.0.0.1 (or on `port`); `url` is then its address. */
   listen?: boolean;
   port?: number;
+  /** Holds the embedded stores' commits (test/support/commit-hold.ts). */
+  commitHold?: CommitHold;
 }
 
 export interface TestApp {
@@ -75,7 +78,7 @@ export interface TestApp {
 export async function startTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'relay-test-'));
   const config = loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', ...env });
-  const stores = await openStores(config);
+  const stores = await openStores(config, { commitHold: options.commitHold });
   // What every process does at start (apps/relay.ts): unique indexes are part of the behaviour.
   await prepareStores(stores.documents);
   const clock = options.clock ?? createTestClock();

@@ -12,7 +12,7 @@ import { emailStreamId } from '../../domain/email/events.ts';
 import { eventsTopic } from '../../apps/pipeline/topics.ts';
 import { embeddedFiles } from '../../apps/runtime.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
-import { holdCommits } from '../../infra/sqlite/group-commit.ts';
+import { commitHoldSwitch, type CommitHoldSwitch } from './commit-hold.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, detail, dkimResults, send, waitForDetail, type DeliveryTenant } from './delivery.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
@@ -27,6 +27,8 @@ interface Context {
   answers: DataAnswer[];
   t: TestApp;
   tenant: DeliveryTenant;
+  /** Holds the embedded stores' commits when set. */
+  holds: CommitHoldSwitch;
 }
 
 /** Stores of the distributed mode: Kafka and a MongoDB-wire store, in a namespace and database of their own. */
@@ -52,7 +54,7 @@ test.before(async (ctx) => {
     RELAY_DELIVERY: 'smtp',
     RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none`,
     RELAY_DELIVERY_RETRY_SCALE: '0.001',
-  }, { processors: true });
+  }, { processors: true, commitHold: (ctx.holds = commitHoldSwitch()).hold });
   ctx.tenant = await deliveryTenant(ctx.t);
   ctx.dns.setZone(ctx.tenant.zone);
 });
@@ -154,8 +156,8 @@ test('the same event delivered twice and a stale work item send nothing more: on
   // A sender that still holds the first attempt's work item (another instance, a slow poll).
   const stale = { _id: id, _v: 1, step: 'attempt' as const, attempt: 1, dueAt: new Date(0).toISOString(), streamRevision: 0, origin: { correlationId: 'test', causationId: 'test' } };
   const result = await runDeliveryStep({
-    events: t.stores.events, documents: t.stores.documents, secrets: t.ctx.services.secrets, transport: t.ctx.services.transport(),
-    sendRate: t.ctx.services.sendRate, now: () => new Date(), retryScale: 0.001,
+    events: t.stores.events, emails: t.ctx.services.emails, policy: t.ctx.services.policies.delivery, documents: t.stores.documents,
+    secrets: t.ctx.services.secrets, transport: t.ctx.services.transport(), sendRate: t.ctx.services.sendRate, now: () => new Date(),
   }, stale);
   assert.is(result, 'nothing_to_do');
   await new Promise((resolve) => setTimeout(resolve, 500));
@@ -174,7 +176,7 @@ if (mode === 'embedded') {
     let release: (() => void) | null = null;
     // The first sync after a new claim was committed waits for the test (the claim is then
     // committed but not durable).
-    holdCommits(({ file, stage }) => {
+    ctx.holds.set(({ file, stage }) => {
       if (release !== null || stage !== 'sync' || file !== eventsFile || claims() === before) return Promise.resolve();
       return new Promise<void>((resolve) => (release = resolve));
     });
@@ -183,12 +185,12 @@ if (mode === 'embedded') {
       await waitUntil(() => release !== null, 'the claim is committed and its sync held');
       await new Promise((resolve) => setTimeout(resolve, 300));
       assert.is(messagesFor(ctx.sink, id).length, 0, 'the message went out before its claim was durable');
-      holdCommits(null);
+      ctx.holds.set(null);
       release!();
       await waitForDetail(t, tenant.key, id, (d) => d.status === 'sent', 'is sent once the claim is durable');
       assert.is(messagesFor(ctx.sink, id).length, 1);
     } finally {
-      holdCommits(null);
+      ctx.holds.set(null);
       (release as (() => void) | null)?.();
       committed.close();
     }

@@ -30,7 +30,7 @@ export function feedbackSuite(mode: string, storesEnv: () => Record<string, stri
     ctx.t = await startTestApp({ ...storesEnv(), RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none` }, { processors: true });
     ctx.inbound = await startInbound({
       host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-      events: ctx.t.stores.events, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(),
+      events: ctx.t.stores.events, emails: ctx.t.ctx.services.emails, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(),
       onError: () => {},
     });
     ctx.tenant = await deliveryTenant(ctx.t);

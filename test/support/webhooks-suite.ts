@@ -59,7 +59,7 @@ export function webhooksSuite(mode: string, storesEnv: () => Record<string, stri
     }, { processors: true });
     ctx.inbound = await startInbound({
       host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-      events: ctx.t.stores.events, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(), onError: () => {},
+      events: ctx.t.stores.events, emails: ctx.t.ctx.services.emails, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(), onError: () => {},
     });
     ctx.tenant = await deliveryTenant(ctx.t);
     ctx.devTenant = await deliveryTenant(ctx.t, undefined, 'development');

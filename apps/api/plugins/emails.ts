@@ -14,7 +14,6 @@ import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../
 import type { ApiContext } from '../context.ts';
 import { errorCodeOf } from '../error-registry.ts';
 import { exactJsonParser } from '../json-body.ts';
-import { createRelayMetrics } from '../../relay-metrics.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
 import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
@@ -141,7 +140,7 @@ const setRateHeaders = (reply: FastifyReply, standings: RateStanding[]) => reply
 
 export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   const deps: AdmissionDeps = {
-    events: ctx.events,
+    emails: ctx.services.emails,
     documents: ctx.documents,
     rateLimits: ctx.services.rateLimits,
     usage: ctx.services.usage,
@@ -162,7 +161,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
 
   // Every answer to a send is one admission result; refusals (a bad key included) by their code.
-  const admissions = (ctx.metrics ?? createRelayMetrics()).admissions;
+  const admissions = ctx.metrics.admissions;
   app.post('/v1/emails', {
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
     onError: (_request, _reply, error, done) => {

@@ -9,7 +9,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
-import { DELIVERY_CLAIM_GRACE_MS, type RecipientResultReport } from '../../../domain/email/delivery.ts';
+import type { DeliveryPolicy, RecipientResultReport } from '../../../domain/email/delivery.ts';
 import type { AdmittedMessage, EmailContent } from '../../../domain/email/events.ts';
 import { pendingRecipients } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
@@ -24,7 +24,7 @@ import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
-import { emailsOf } from '../email-stream.ts';
+import type { Emails } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
 import type { SendRateGate } from '../send-rate.ts';
 import { syncWorkItem, type WorkItem } from './work-items.ts';
@@ -35,9 +35,11 @@ export interface DeliveryDeps {
   secrets: SecretBox;
   transport: MailTransport;
   sendRate: SendRateGate;
+  /** The email streams (services.emails): claims and outcomes are decided through them. */
+  emails: Emails;
+  /** The times of delivery (services.policies.delivery): when a claim left open is recovered. */
+  policy: DeliveryPolicy;
   now: () => Date;
-  /** RELAY_DELIVERY_RETRY_SCALE: on retry delays and the claim grace period. */
-  retryScale: number;
   /** Transactions of one email run at the same time, at most. */
   parallelTransactions?: number;
   /** composeMessage, wherever it runs (Services.compose: worker threads); unset = on this thread. */
@@ -120,26 +122,25 @@ export function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<Ste
 }
 
 async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  const handled = await emailsOf(deps.events).handle(item._id, {
+  const handled = await deps.emails.handle(item._id, {
     type: 'FailDelivery',
     attempt: item.attempt,
     claimedBy: null,
     failureCode: 'delivery_unknown',
     reason: 'the sender stopped during this attempt; the message may have been accepted, so it is not sent again',
     at: deps.now().toISOString(),
-    graceMs: DELIVERY_CLAIM_GRACE_MS * deps.retryScale,
   }, { origin: item.origin });
-  await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, handled);
+  await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, handled);
   return handled.events.length > 0 ? 'recovered' : 'nothing_to_do';
 }
 
 async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  const emails = emailsOf(deps.events);
+  const { emails } = deps;
   const loaded = await emails.load(item._id);
   const message = loaded.state.message;
   const pending = pendingRecipients(loaded.state.delivery);
   if (!message || pending.length === 0) {
-    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, loaded);
+    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, loaded);
     return 'nothing_to_do';
   }
   // Provider rate first: the claim → outcome window (where a crash makes delivery_unknown)
@@ -151,24 +152,24 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   }, { origin: item.origin, loaded });
   if (claim.events.length === 0) {
     // Another instance claimed it, or the item was stale: the stream says what is due now.
-    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.retryScale, claim);
+    await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, claim);
     return 'nothing_to_do';
   }
   // A claim lost to a crash after the send would let the message go out again.
   await durableSoFar();
   const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
   const fail = (failureCode: string, reason: string) => emails.handle(item._id, {
-    type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(), graceMs: 0,
+    type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(),
   }, { origin: after, loaded: claim });
 
   const content = await openContent(deps.documents, message.content, deps.now());
   if (!content) {
-    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('content_expired', 'the message body was destroyed (retention) before it could be sent'));
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('content_expired', 'the message body was destroyed (retention) before it could be sent'));
     return 'sent';
   }
   const domain = await findDomainByName(deps.documents, message.workspaceId, message.fromDomain);
   if (!domain) {
-    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('sender_domain_unavailable', `the sending domain ${message.fromDomain} no longer exists, so there is no key to sign with`));
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('sender_domain_unavailable', `the sending domain ${message.fromDomain} no longer exists, so there is no key to sign with`));
     return 'sent';
   }
   const messageId = newMessageId(message.emailId, message.fromDomain);
@@ -179,7 +180,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     // A lost thread says nothing about the message: the handler fails and the event is retried.
     if (error instanceof ComposeThreadLostError) throw error;
     // Nothing went out: the attempt fails for good rather than waiting out the grace period.
-    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, await fail('message_unbuildable', `the message could not be built and signed: ${(error as Error).message}`));
+    await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('message_unbuildable', `the message could not be built and signed: ${(error as Error).message}`));
     return 'sent';
   }
   const mailFromDomain = `${domain.mailFromSubdomain}.${domain.name}`;
@@ -201,8 +202,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     providerMessageId,
     results: reports,
     at: deps.now().toISOString(),
-    retryScale: deps.retryScale,
   }, { origin: after, loaded: claim });
-  await syncWorkItem(deps.documents, deps.events, item._id, after, deps.retryScale, recorded);
+  await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, recorded);
   return 'sent';
 }

@@ -2,7 +2,7 @@
 // collection, found by due time. It is derived from the email's stream (never the other way
 // round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
 // syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
-import { DELIVERY_CLAIM_GRACE_MS } from '../../../domain/email/delivery.ts';
+import { claimExpiresAt, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -34,12 +34,11 @@ export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number)
   workItems(documents).find({ where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit });
 
 /** What the schedule should say for an email in `state`; null when nothing more is due. */
-export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, graceScale: number): WorkItem | null {
+export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, policy: DeliveryPolicy): WorkItem | null {
   const d = state.delivery;
   if (!state.emailId || state.admission?.status !== 'queued' || d.finished) return null;
   if (d.openClaim) {
-    const dueAt = new Date(Date.parse(d.openClaim.claimedAt) + DELIVERY_CLAIM_GRACE_MS * graceScale).toISOString();
-    return { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt, streamRevision: revision, origin };
+    return { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: claimExpiresAt(state, policy)!, streamRevision: revision, origin };
   }
   return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin };
 }
@@ -49,10 +48,10 @@ export function desiredWorkItem(state: EmailState, revision: number, origin: Com
  * anywhere, any number of times: it only moves forward in stream revision.
  */
 export async function syncWorkItem(
-  documents: DocumentStore, events: EventStore, emailId: string, origin: CommandOrigin, graceScale: number, loaded?: Loaded<EmailState>,
+  documents: DocumentStore, events: EventStore, emailId: string, origin: CommandOrigin, policy: DeliveryPolicy, loaded?: Loaded<EmailState>,
 ): Promise<WorkItem | null> {
   const { state, revision } = loaded ?? (await loadEmail(events, emailId));
-  const desired = desiredWorkItem(state, revision, origin, graceScale);
+  const desired = desiredWorkItem(state, revision, origin, policy);
   const items = workItems(documents);
   if (!desired) {
     // Nothing is due once a delivery finished (or never started), and it never starts again:

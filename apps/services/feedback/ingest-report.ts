@@ -8,11 +8,12 @@ import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import { parseReport, type ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
-import { emailsOf } from '../email-stream.ts';
+import type { Emails } from '../email-stream.ts';
 import type { ReportTarget } from './report-targets.ts';
 
 export interface IngestDeps {
-  events: EventStore;
+  /** The email streams (services.emails). */
+  emails: Emails;
   now: () => Date;
 }
 
@@ -58,7 +59,7 @@ function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
 
 export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], raw: Buffer, origin: CommandOrigin): Promise<IngestResult> {
   const parsed = await parseReport(raw);
-  const emails = emailsOf(deps.events);
+  const { emails } = deps;
   const recorded: IngestResult['recorded'] = [];
   for (const target of targets) {
     const outcomes: ReportedOutcome[] = [];

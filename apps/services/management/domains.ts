@@ -11,7 +11,7 @@ import type { RelayConfig } from '../../../infra/config.ts';
 import { generateDkimKeyPair } from '../../../infra/dns/dkim-keys.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { sealDkimKey } from '../dkim-key-vault.ts';
-import type { DnsLookup } from '../../../infra/dns/verify-domain.ts';
+import type { DnsLookup } from '../../../infra/ports/dns.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from './documents.ts';

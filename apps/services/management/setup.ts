@@ -7,7 +7,7 @@ import { RelayError, validationError } from '../../../domain/errors.ts';
 import { PERMISSIONS, sessionCookieNameFor, type Environment, type User } from '../../../domain/management.ts';
 import type { RecordCheck } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
-import type { DnsLookup } from '../../../infra/dns/verify-domain.ts';
+import type { DnsLookup } from '../../../infra/ports/dns.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { createApiKey } from './api-keys.ts';
 import {

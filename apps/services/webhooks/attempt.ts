@@ -3,6 +3,7 @@
 // exact body, post it through the SSRF-safe egress (infra/http/webhook-egress.ts), and record
 // the outcome with the next attempt's time on the spec's schedule (domain/webhooks/delivery.ts).
 // A delivery whose endpoint is gone or disabled ends without a request.
+import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT, postWebhook } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
@@ -18,8 +19,7 @@ export interface WebhookAttemptDeps {
   dnsServers: string[];
   /** RELAY_WEBHOOK_ALLOW: test destinations let past the public-address check. */
   allow: Set<string>;
-  /** RELAY_WEBHOOK_RETRY_SCALE. */
-  retryScale: number;
+  policy: WebhookPolicy;
 }
 
 export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<void> {
@@ -28,7 +28,7 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
     await abandon(deps.documents, delivery, endpoint ? 'endpoint_disabled' : 'endpoint_deleted', deps.now());
     return;
   }
-  const taken = await takeAttempt(deps.documents, delivery, deps.now());
+  const taken = await takeAttempt(deps.documents, delivery, deps.now(), deps.policy);
   if (!taken) return;
   const startedAt = deps.now();
   const result = await postWebhook({
@@ -45,5 +45,5 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
   });
   await recordAttempt(deps.documents, taken, {
     httpStatus: result.httpStatus, errorCode: result.errorCode, durationMs: Math.round(result.durationMs), createdAt: startedAt.toISOString(),
-  }, deps.now(), deps.retryScale);
+  }, deps.now(), deps.policy);
 }

@@ -5,15 +5,12 @@
 // compare-and-set before its request is made, so one dispatcher makes it; one that dies
 // mid-attempt leaves it due again after a lease (at-least-once, as the spec's receivers expect).
 import { createHash } from 'node:crypto';
-import { afterAttempt, type WebhookDeliveryStatus } from '../../../domain/webhooks/delivery.ts';
+import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
 import type { WebhookAttemptLog, WebhookDeliveryView } from '../../../projections/email-view.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import type { WebhookEndpoint } from './endpoints.ts';
-
-/** How long a taken attempt may run before another dispatcher may take it again: longer than the 15 s a request may take. */
-export const ATTEMPT_LEASE_MS = 20_000;
 
 export interface WebhookDelivery {
   _id: string;
@@ -80,22 +77,22 @@ export async function nextDueAt(documents: DocumentStore): Promise<string | null
 }
 
 /** Takes the next attempt of a due delivery; null when another dispatcher took it (or it is no longer due). */
-export async function takeAttempt(documents: DocumentStore, delivery: Stored<WebhookDelivery>, now: Date): Promise<Stored<WebhookDelivery> | null> {
+export async function takeAttempt(documents: DocumentStore, delivery: Stored<WebhookDelivery>, now: Date, policy: WebhookPolicy): Promise<Stored<WebhookDelivery> | null> {
   if (delivery.status !== 'pending' || delivery.nextAttemptAt === null || delivery.nextAttemptAt > now.toISOString()) return null;
   const { _v, ...body } = delivery;
   return deliveriesOf(documents).replace({
     ...body,
     attempts: delivery.attempts + 1,
-    nextAttemptAt: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString(),
+    nextAttemptAt: new Date(now.getTime() + policy.attemptLeaseMs).toISOString(),
     updatedAt: now.toISOString(),
   }, _v);
 }
 
 /** Records the outcome of the attempt taken; false when the lease was lost meanwhile (another dispatcher took over). */
 export async function recordAttempt(
-  documents: DocumentStore, taken: Stored<WebhookDelivery>, log: Omit<WebhookAttemptLog, 'number'>, now: Date, retryScale: number,
+  documents: DocumentStore, taken: Stored<WebhookDelivery>, log: Omit<WebhookAttemptLog, 'number'>, now: Date, policy: WebhookPolicy,
 ): Promise<boolean> {
-  const next = afterAttempt(taken.attempts, { httpStatus: log.httpStatus, errorCode: log.errorCode }, now, retryScale);
+  const next = afterAttempt(taken.attempts, { httpStatus: log.httpStatus, errorCode: log.errorCode }, now, policy);
   const { _v, ...body } = taken;
   return (await deliveriesOf(documents).replace({
     ...body,
