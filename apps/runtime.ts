@@ -8,6 +8,7 @@ import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
 import { createDnsLookup } from '../infra/dns/resolver.ts';
+import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
 import type { CommitHold } from '../infra/sqlite/group-commit.ts';
 import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
@@ -125,6 +126,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     rateLimits,
     usage,
     dns: createDnsLookup(config.dnsServers),
+    egress: webhookEgress,
     secrets,
     transport: () => (transport ??= openTransport(config, outboxDir)),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),

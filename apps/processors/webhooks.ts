@@ -29,7 +29,7 @@ export const webhooks = defineProcessor({
     await ensureEndpointIndexes(deps.documents);
     await ensureDeliveryIndexes(deps.documents);
     const attempt = {
-      documents: deps.documents, secrets: deps.services.secrets, now: deps.now,
+      documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,
       dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
     };
     return startDispatcher<Stored<WebhookDelivery>>({

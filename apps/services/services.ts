@@ -4,6 +4,7 @@
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { WebhookPolicy } from '../../domain/webhooks/delivery.ts';
 import type { DnsLookup } from '../../infra/ports/dns.ts';
+import type { HttpEgress } from '../../infra/ports/http-egress.ts';
 import type { Compose } from '../../infra/mail/compose-pool.ts';
 import type { MailTransport } from '../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
@@ -26,6 +27,8 @@ export interface Services {
   usage: UsageLedger;
   /** DNS for domain verification, through RELAY_DNS_SERVERS. */
   dns: DnsLookup;
+  /** Webhook POSTs (infra/http/webhook-egress.ts). */
+  egress: HttpEgress;
   /** Seals secrets at rest (DKIM keys) and MACs return paths, with RELAY_SECRET_KEY. */
   secrets: SecretBox;
   /** The transport RELAY_DELIVERY names, opened on first use (only senders use it). */

@@ -20,27 +20,9 @@ import net from 'node:net';
 import type { LookupFunction } from 'node:net';
 import { classifyAddress } from './address-ranges.ts';
 import { checkWebhookUrl, isAllowed } from './webhook-url.ts';
+import type { AttemptResult, DestinationCheck, HttpEgress, WebhookErrorCode, WebhookPost } from '../ports/http-egress.ts';
 
-export type WebhookErrorCode =
-  | 'timeout'
-  | 'connection_refused'
-  | 'connection_reset'
-  | 'tls_error'
-  | 'dns_failure'
-  | 'unsafe_destination'
-  | 'redirect'
-  | 'http_error'
-  | 'network_error';
-
-export interface AttemptResult {
-  /** The final response's status; null when no response arrived. */
-  httpStatus: number | null;
-  /** Null only for a 2xx. */
-  errorCode: WebhookErrorCode | null;
-  durationMs: number;
-  /** The response body as read (at most maxResponseBytes), UTF-8 decoded; null when empty or none. */
-  responseSnippet: string | null;
-}
+export type { AttemptResult, WebhookErrorCode, WebhookPost };
 
 export interface DestinationOptions {
   /** `host[:port]` resolvers; empty: the system's (/etc/resolv.conf). */
@@ -55,22 +37,6 @@ export interface DestinationOptions {
 export type Destination =
   | { ok: true; address: string; family: 4 | 6 }
   | { ok: false; errorCode: 'unsafe_destination' | 'dns_failure'; message: string };
-
-export interface WebhookPost {
-  url: string | URL;
-  body: Buffer;
-  headers: Record<string, string>;
-  dnsServers: string[];
-  allow: ReadonlySet<string>;
-  /** Trusted roots replacing the system's; for tests. */
-  ca?: string | Buffer | Array<string | Buffer>;
-  /** TCP connect plus TLS handshake. Default 5000. */
-  connectTimeoutMs?: number;
-  /** The whole attempt, DNS included. Default 15000. */
-  totalTimeoutMs?: number;
-  /** Default 64 KiB. */
-  maxResponseBytes?: number;
-}
 
 export const DEFAULT_USER_AGENT = 'Relay-Webhooks/1.0';
 
@@ -174,7 +140,7 @@ export async function resolveDestination(host: string, options: DestinationOptio
 export async function checkResolvesPublic(
   host: string,
   options: Omit<DestinationOptions, 'port'> & { port?: number },
-): Promise<{ ok: true } | { ok: false; errorCode: 'unsafe_destination' | 'dns_failure'; message: string }> {
+): Promise<DestinationCheck> {
   const destination = await resolveDestination(host, { ...options, port: options.port ?? 443 });
   return destination.ok ? { ok: true } : destination;
 }
@@ -327,3 +293,9 @@ export async function postWebhook(post: WebhookPost): Promise<AttemptResult> {
     clearTimeout(timer);
   }
 }
+
+/** The HTTP egress port (infra/ports/http-egress.ts) as this module implements it. */
+export const webhookEgress: HttpEgress = {
+  post: postWebhook,
+  checkDestination: (host, options) => checkResolvesPublic(host, options),
+};

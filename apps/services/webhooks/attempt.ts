@@ -4,8 +4,9 @@
 // the outcome with the next attempt's time on the spec's schedule (domain/webhooks/delivery.ts).
 // A delivery whose endpoint is gone or disabled ends without a request.
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
-import { DEFAULT_USER_AGENT, postWebhook } from '../../../infra/http/webhook-egress.ts';
+import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
+import type { HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { abandon, recordAttempt, takeAttempt, type WebhookDelivery } from './deliveries.ts';
 import { endpointsOf, signingSecretOf } from './endpoints.ts';
@@ -13,6 +14,8 @@ import { signatureHeaders } from './signature.ts';
 
 export interface WebhookAttemptDeps {
   documents: DocumentStore;
+  /** Where posts go out (services.egress). */
+  egress: HttpEgress;
   secrets: SecretBox;
   now: () => Date;
   /** RELAY_DNS_SERVERS: resolvers for the endpoint's name. */
@@ -31,7 +34,7 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
   const taken = await takeAttempt(deps.documents, delivery, deps.now(), deps.policy);
   if (!taken) return;
   const startedAt = deps.now();
-  const result = await postWebhook({
+  const result = await deps.egress.post({
     url: endpoint.url,
     body: Buffer.from(taken.body, 'utf8'),
     headers: {
