@@ -14,6 +14,4 @@ export const PROCESSORS = [emailProjector, deliverabilityProjector, sender, supp
 
 export type ProcessorName = (typeof PROCESSORS)[number]['name'];
 
-export const processorNames = (): ProcessorName[] => PROCESSORS.map((p) => p.name);
-
 export const processorNamed = (name: string) => PROCESSORS.find((p) => p.name === name);

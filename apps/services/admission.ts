@@ -103,10 +103,6 @@ export interface Admission extends AdmissionResult {
 
 export const FINGERPRINT_PURPOSE = 'idempotency-fingerprint';
 
-/** The request's fingerprint as new events store it: HMAC-SHA256 of the canonical body, hex. */
-export const fingerprintOf = (secrets: Pick<SecretBox, 'mac'>, body: unknown): string =>
-  secrets.mac(FINGERPRINT_PURPOSE, canonicalJson(body)).toString('hex');
-
 const HEX_256 = /^[0-9a-f]{64}$/;
 
 /**

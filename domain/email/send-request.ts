@@ -279,8 +279,3 @@ export function checkMetadata(metadata: unknown, field = 'metadata'): Record<str
   }
   return metadata as Record<string, unknown>;
 }
-
-/** Every recipient once, normalized: for suppression checks and quota charges. */
-export function allRecipientAddresses(send: Pick<NormalizedSend, 'to' | 'cc' | 'bcc'>): string[] {
-  return [...new Set([...send.to, ...send.cc, ...send.bcc].map((m) => m.normalized))];
-}

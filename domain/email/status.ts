@@ -12,8 +12,6 @@ export const STATUSES = [
 
 export type Status = (typeof STATUSES)[number];
 
-export const isStatus = (value: unknown): value is Status => typeof value === 'string' && (STATUSES as readonly string[]).includes(value);
-
 /**
  * Higher supersedes lower. In flight (queued → processing → sent → delayed) below the
  * outcomes; a delivery below any failure that can follow it for the same recipient (a late

@@ -103,8 +103,6 @@ export function foldUsage(events: UsageEvent[], state: UsageState): UsageState {
   return next;
 }
 
-export const evolveUsage = (state: UsageState, event: UsageEvent): UsageState => foldUsage([event], state);
-
 export type ChargeOutcome = { ok: true; events: UsageEvent[] } | { ok: false; error: RelayError };
 
 /**

@@ -4,13 +4,13 @@
 import { RelayError, conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { MAIL_FROM_SUBDOMAIN, statusAfterCheck, type SendingDomain } from '../../../domain/management.ts';
 import {
-  SendingDomainInputError, evaluateVerification, normalizeDomainName, requiredRecords, splitTxtValue,
-  type DnsRecord, type RecordCheck,
+  SendingDomainInputError, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
 } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
 import { generateDkimKeyPair } from '../../../infra/dns/dkim-keys.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { sealDkimKey } from '../dkim-key-vault.ts';
+import { verifySendingDomain } from '../../../infra/dns/verify-domain.ts';
 import type { DnsLookup } from '../../../infra/ports/dns.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
@@ -42,15 +42,15 @@ export interface DomainView {
   createdAt: string;
 }
 
-export function recordsOf(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DnsRecord[] {
-  return requiredRecords({
-    domain: domain.name,
-    dkimSelector: domain.dkimSelector,
-    dkimPublicKeyBase64: domain.dkimPublicKeyBase64,
-    mailFromSubdomain: domain.mailFromSubdomain,
-    mxHost: config.mailHost,
-  });
-}
+const settingsOf = (domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): SendingDomainSettings => ({
+  domain: domain.name,
+  dkimSelector: domain.dkimSelector,
+  dkimPublicKeyBase64: domain.dkimPublicKeyBase64,
+  mailFromSubdomain: domain.mailFromSubdomain,
+  mxHost: config.mailHost,
+});
+
+export const recordsOf = (domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DnsRecord[] => requiredRecords(settingsOf(domain, config));
 
 export function domainView(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DomainView {
   return {
@@ -135,8 +135,7 @@ export async function verifyDomain(
 ): Promise<SendingDomain> {
   const domain = await domainsOf(documents).get(domainId);
   if (!domain) throw notFound(`domain ${domainId} not found`);
-  const records = recordsOf(domain, config);
-  const { checks, verified } = evaluateVerification(records, await lookup.lookupRecords(records));
+  const { checks, verified } = await verifySendingDomain(settingsOf(domain, config), lookup);
   const at = now.toISOString();
   return updateDocument(domainsOf(documents), domainId, 'domain', (current) => {
     const status = statusAfterCheck(current, checks);

@@ -25,11 +25,6 @@ export interface TemplateSendInput {
   metadata?: Record<string, unknown>;
 }
 
-/** A body holding `template` is a template send (spec: POST /v1/emails). */
-export function isTemplateSend(body: unknown): boolean {
-  return body !== null && typeof body === 'object' && !Array.isArray(body) && 'template' in body;
-}
-
 /** A template send checked as far as it can be without its template. */
 export interface CheckedTemplateSend {
   envelope: ReturnType<typeof normalizeEnvelope>;
