@@ -241,6 +241,7 @@ async function largeUploadsAdmitted(f: Fixture): Promise<number> {
   const sockets: Socket[] = [];
   try {
     for (let admitted = 0; admitted < 50; admitted++) {
+      const takenBefore = bodyBudgetOf(f.fast)?.inFlight ?? 0;
       const refusal = await new Promise<string | null>((resolve) => {
         const s = connect(f.fastPort, '127.0.0.1', () => {
           s.write(head(['POST /v1/emails HTTP/1.1', 'Host: x', `Authorization: Bearer ${f.tenant.key}`, 'Content-Type: application/json', `Content-Length: ${MiB}`]));
@@ -249,9 +250,11 @@ async function largeUploadsAdmitted(f: Fixture): Promise<number> {
         sockets.push(s);
         let raw = '';
         s.setEncoding('latin1').on('data', (d: string) => (raw += d)).on('error', () => {});
-        // Admitted uploads hear nothing (they are waiting for their body); a refusal comes at once.
-        const timer = setTimeout(() => resolve(null), 150);
-        s.on('data', () => { if (raw.includes('\r\n\r\n')) { clearTimeout(timer); resolve(raw); } });
+        // Admitted uploads hear nothing (they are waiting for their body) and take their declared
+        // size from the body budget; a refusal comes at once.
+        const admittedNow = waitUntil(() => (bodyBudgetOf(f.fast)?.inFlight ?? 0) >= takenBefore + MiB, 'the upload is admitted', 5_000).then(() => null);
+        const refused = new Promise<string>((done) => s.on('data', () => { if (raw.includes('\r\n\r\n')) done(raw); }));
+        Promise.race([admittedNow, refused]).then(resolve, () => resolve(raw));
       });
       if (refusal !== null) {
         const answer = answerOf(refusal);
@@ -280,7 +283,7 @@ limits('large bodies in flight are bounded: the next one is 503 service_unavaila
       s.write('{"from":"');
       sockets.push(s);
     }
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await waitUntil(() => (bodyBudgetOf(f.fast)?.inFlight ?? 0) >= 3 * MiB, 'the three stalled uploads are admitted', 5_000);
     const refused = await exchange(f.fastPort, (s) => {
       s.write(head(['POST /v1/emails HTTP/1.1', 'Host: x', `Authorization: Bearer ${f.tenant.key}`, 'Content-Type: application/json', `Content-Length: ${MiB}`]));
       s.write(Buffer.alloc(MiB, 0x20)); // a client that keeps sending still gets the answer

@@ -8,6 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
+import { processorsCaughtUp, workItemGone } from './support/markers.ts';
 import { freePort, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
 import { startSmtpSink, type DataAnswer, type SmtpSink } from './support/smtp-sink.ts';
 
@@ -80,8 +81,10 @@ for (const moment of ['while the smarthost holds its 250', 'right after the smar
     const final = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'failed', 'is failed after the restart', 30_000);
     assert.is(final.failureCode, 'delivery_unknown');
     assert.equal(final.events.map((e: any) => e.type), ['email.queued', 'email.processing', 'email.failed']);
-    // Long past the claim's grace period and a retry's delay: still one copy.
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Nothing is scheduled for it any more and the restarted sender has handled every event:
+    // no later step can send it again.
+    await workItemGone(ctx.t.stores.documents, id);
+    await processorsCaughtUp(ctx.t, ['sender']);
     assert.is(receivedFor(ctx, id), 1, 'the smarthost received it once');
     for (const s of ctx.senders.splice(0)) await s.kill();
   });

@@ -128,8 +128,10 @@ if (!brokers || !mongoUrl) {
   });
 
   test('a forwarder SIGKILLed and restarted loses no event', async () => {
+    const before = sent.length;
     const burst = send(40);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    // Killed mid-burst: once some of it has been forwarded (and projected).
+    await waitUntil(async () => (await projectedCount()) > before, 'the forwarder is mid-burst', 60_000);
     const exit = await forwarder.kill();
     assert.is(exit.signal, 'SIGKILL');
     await burst;

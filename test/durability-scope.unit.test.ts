@@ -23,7 +23,8 @@ const flags = (promise: Promise<unknown>) => {
   void promise.finally(() => (state.done = true));
   return state;
 };
-const turn = () => new Promise((resolve) => setTimeout(resolve, 10));
+/** One turn of the event loop: every promise that can settle without the store has settled. */
+const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 test('a write made for two scopes holds both of them, and neither before it is durable', async () => {
   const store = heldStore();

@@ -46,7 +46,11 @@ async function admittedEmails(): Promise<number> {
 }
 
 const heldLines = (fixture: FixtureProcess) => fixture.lines.filter((l) => l.startsWith('held '));
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * The server has answered a request made after this point (GET /healthz needs no commit): an
+ * answer it had written before, to another socket of this client, has arrived by then.
+ */
+const answeredSince = async (url: string) => void (await fetch(`${url}/healthz`)).arrayBuffer();
 
 async function startHeld(): Promise<{ fixture: FixtureProcess; url: string }> {
   const fixture = startFixture(new URL('./fixtures/held-commit-api.ts', import.meta.url), [dataDir]);
@@ -69,7 +73,7 @@ test('no 202 leaves the server while a commit behind it is held; it comes once e
       ]);
       if (line === null) break;
       seen.push(line);
-      await pause(150);
+      await answeredSince(url);
       assert.not.ok(settled.done, `the request was answered while "${line}" was still held`);
       fixture.child.stdin!.write('release\n');
     }
@@ -94,7 +98,7 @@ test('kill -9 while the email\'s commit is held: no 202 for that request, and no
     if (heldLines(fixture)[next - 1].includes(' relay.db ')) break;
     fixture.child.stdin!.write('release\n');
   }
-  await pause(150);
+  await answeredSince(url);
   assert.not.ok(settled.done, 'answered before the email was committed');
   fixture.child.kill('SIGKILL');
   await fixture.exited;

@@ -15,6 +15,7 @@ import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { GroupCommit } from '../infra/sqlite/group-commit.ts';
 import { commitHoldSwitch } from './support/commit-hold.ts';
+import { waitUntil } from './support/eventually.ts';
 
 const test = suite('group commit');
 const dir = mkdtempSync(join(tmpdir(), 'relay-group-commit-'));
@@ -23,6 +24,8 @@ const file = () => join(dir, `store-${++n}.db`);
 /** Every store and group commit of this file holds its commits through it. */
 const holds = commitHoldSwitch();
 const withHold = { commitHold: holds.hold };
+/** One turn of the event loop: whatever can happen without the held commit or sync has happened. */
+const turn = () => new Promise((resolve) => setImmediate(resolve));
 const event = (type = 'Happened') => ({ id: randomUUID(), type, data: { n: Math.random() } });
 
 /** Records the batches committed while `work` runs: their files' base names and sizes. */
@@ -99,8 +102,9 @@ test('while a commit is held, readers do not see the write and its writer has no
     });
     let answered = false;
     const insert = store.collection<{ _id: string }>('held').insert({ _id: 'x' }).then(() => (answered = true));
+    // The batch is at its COMMIT: whatever could answer without it has had its turn.
     await holding;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await turn();
     assert.not.ok(answered);
     assert.is(await other.collection('held').get('x'), null, 'another store of this process reads committed data only');
     assert.is(await store.collection('held').get('x'), null, 'so does the writing store itself');
@@ -136,7 +140,8 @@ test('a write is answered only after the WAL sync; until then the event store\'s
       read = true;
       return events;
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The read is queued behind the held sync once its own statement had its turn.
+    await turn();
     assert.not.ok(appended, 'the append was answered before its sync');
     assert.not.ok(read, 'a stream read returned a committed event before its sync');
     release();
@@ -169,9 +174,10 @@ test('waiting for another connection\'s write lock does not block the event loop
   other.exec('BEGIN IMMEDIATE');
   let ticks = 0;
   const ticker = setInterval(() => ticks++, 5);
-  const written = commits.run(() => insert.run(1));
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  assert.ok(ticks >= 5, `timers ran ${ticks} times while the write waited`);
+  let done = false;
+  const written = commits.run(() => insert.run(1)).finally(() => (done = true));
+  await waitUntil(() => ticks >= 5, 'timers run while the write waits', 5_000);
+  assert.not.ok(done, 'the write waited for the lock');
   other.exec('COMMIT');
   await written;
   clearInterval(ticker);
@@ -226,7 +232,8 @@ test('in a deferred-durability scope, writes in sequence share one commit and th
       answered = true;
       return value;
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitUntil(() => stages.includes('sync events'), 'the events file\'s sync is held');
+    await turn();
     assert.equal(stages.filter((s) => s.startsWith('commit')).sort(), ['commit documents', 'commit events'], 'one commit per file for the four writes');
     assert.not.ok(answered, 'the scope answered before the events file was synced');
     releaseSync();

@@ -9,6 +9,7 @@ import { MxTransport } from '../infra/mail/mx-transport.ts';
 import type { MxTransportOptions } from '../infra/mail/mx-transport.ts';
 import type { OutgoingMessage, TransportOutcome } from '../infra/ports/mail-transport.ts';
 import { startDnsServer } from './support/dns-server.ts';
+import { waitUntil } from './support/eventually.ts';
 import type { TestDnsServer, ZoneRecord } from './support/dns-server.ts';
 import { makeTestCert, smtpError, startSmtpSink } from './support/smtp-sink.ts';
 import type { SmtpSink, SmtpSinkOptions, TestCert } from './support/smtp-sink.ts';
@@ -180,7 +181,7 @@ mx('two calls to domains on the same MX host reuse one connection', async (ctx) 
 mx('an idle connection is closed after idleTimeoutMs; the next call opens a new one', async (ctx) => {
   const transport = await setup(ctx, byDomain, { idleTimeoutMs: 100 });
   await transport.send(message(['ann@ok.test']));
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  await waitUntil(() => ctx.sink!.closed === 1, 'the idle connection is closed', 5_000);
   await transport.send(message(['bob@ok.test']));
   assert.is(ctx.sink!.messages.length, 2);
   assert.is(ctx.sink!.connections, 2);

@@ -24,8 +24,9 @@ test('an event appended in a scope reaches a live subscription of this process w
   const seen: string[] = [];
   const subscription = store.subscribeAll({}, async (event) => void seen.push(event.streamId));
   try {
-    // The subscription has caught up (nothing to read) and waits for a change.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The subscription is live and has caught up (it saw the event before), and waits for a change.
+    await store.append('before', [{ id: randomUUID(), type: 'Happened', data: {} }], { expectedRevision: 'no_stream' });
+    await waitUntil(() => seen.includes('before'), 'the subscription to be live', 10_000);
     await deferDurability(() => store.append('in-scope', [{ id: randomUUID(), type: 'Happened', data: {} }], { expectedRevision: 'no_stream' }));
     await waitUntil(() => seen.includes('in-scope'), 'the subscription to see the event', 10_000);
   } finally {
@@ -41,8 +42,9 @@ test('a record published in a scope reaches a consumer of this process without i
     await log.ensureTopic('wakeups', 2);
     const consumer = await log.consume({ group: 'g', topic: 'wakeups', handle: async (record) => void seen.push(record.key) });
     try {
-      // It has joined, fetched nothing, and waits for a change.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // It has joined, fetched what there was, and waits for a change.
+      await log.publish('wakeups', [{ key: 'before', value: 'v' }]);
+      await waitUntil(() => seen.includes('before'), 'the consumer to be live', 10_000);
       await deferDurability(() => log.publish('wakeups', [{ key: 'in-scope', value: 'v' }]));
       await waitUntil(() => seen.includes('in-scope'), 'the consumer to see the record', 10_000);
     } finally {

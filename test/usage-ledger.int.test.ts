@@ -12,6 +12,7 @@ import { RelayError } from '../domain/errors.ts';
 import { usageStreamId } from '../domain/usage/quota.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { commitHoldSwitch } from './support/commit-hold.ts';
+import { waitUntil } from './support/eventually.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 
@@ -154,10 +155,10 @@ test('a charge appended by a drain another admission started still holds its own
       await ledger.charge(charge('ws_scopes', 1));
       given.second = true;
     }).finally(() => (settled.second = true));
-    const deadline = Date.now() + 5_000;
-    while (!given.second && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitUntil(() => given.second, 'the second charge was given to its scope', 5_000).catch(() => {});
     assert.ok(given.first && given.second, `both charges were given to their scopes before any sync ${JSON.stringify({ given, settled })}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitUntil(() => releases.length > 0, 'the sync of the charges is held');
+    await new Promise((resolve) => setImmediate(resolve));
     assert.not.ok(settled.second, 'the second admission settled while the sync of its charge was held');
     assert.not.ok(settled.first, 'the first admission settled while the sync of its charge was held');
     holds.set(null);

@@ -131,8 +131,8 @@ test('an unsafe destination at delivery time (the name now resolves to loopback)
     { name: 'rebind.relay.test', type: 'A', data: '127.0.0.1' },
   ]);
   const id = await sendOne(ctx, 'rebinding');
+  // Failed is final: nothing is due for it any more (nextAttemptAt null, checked below).
   await waitUntil(async () => (await deliveriesOf(ctx, id)).some((d) => d.status === 'failed'), 'the delivery failed');
-  await new Promise((resolve) => setTimeout(resolve, 300));
   const [delivery] = await deliveriesOf(ctx, id);
   assert.is(delivery.attemptLogs.length, 1);
   assert.is(delivery.attemptLogs[0].errorCode, 'unsafe_destination');

@@ -13,6 +13,7 @@ import { eventsTopic } from '../../apps/pipeline/topics.ts';
 import { embeddedFiles } from '../../apps/runtime.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
 import { commitHoldSwitch, type CommitHoldSwitch } from './commit-hold.ts';
+import { processorsCaughtUp, workItemGone } from './markers.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, detail, dkimResults, send, waitForDetail, type DeliveryTenant } from './delivery.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
@@ -142,8 +143,11 @@ test('a 5xx answer to DATA rejects the email; it is not retried', async (ctx) =>
   assert.equal(final.events.map((e: any) => e.type), ['email.queued', 'email.processing', 'email.rejected']);
   assert.is(final.events[2].payload.recipients[0].smtpCode, 554);
   assert.is(final.failureCode, 'provider_rejected');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // Nothing is scheduled for it any more, and the projector has applied all there is.
+  await workItemGone(ctx.t.stores.documents, id);
+  await processorsCaughtUp(ctx.t, ['projector']);
   assert.is((await detail(ctx.t, ctx.tenant.key, id)).events.length, 3, 'no later attempt');
+  assert.equal((await ctx.t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
 });
 
 test('the same event delivered twice and a stale work item send nothing more: one SMTP transaction per email', async (ctx) => {
@@ -160,7 +164,9 @@ test('the same event delivered twice and a stale work item send nothing more: on
     secrets: t.ctx.services.secrets, transport: t.ctx.services.transport(), sendRate: t.ctx.services.sendRate, now: () => new Date(),
   }, stale);
   assert.is(result, 'nothing_to_do');
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  // The sender's group has handled the redelivered event too.
+  await processorsCaughtUp(t, ['sender']);
+  await workItemGone(t.stores.documents, id);
   assert.is(messagesFor(sink, id).length, 1);
   assert.equal((await t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
 });
@@ -205,8 +211,9 @@ test('the smarthost down for a while (a minute, scaled): nothing is lost, every 
   ctx.sink.dropConnections();
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push(await send(t, tenant.key, { from: `hello@${tenant.domain}`, to: `down${i}@example.org`, subject: `While down ${i}`, text: 'hi' }));
-  await waitUntil(async () => (await Promise.all(ids.map((id) => detail(t, tenant.key, id)))).every((d) => d.status === 'delayed'), 'every email is delayed');
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // Down for a while: every email has been retried and deferred again at least once.
+  const delays = (d: { events: Array<{ type: string }> }) => d.events.filter((e) => e.type === 'email.delayed').length;
+  await waitUntil(async () => (await Promise.all(ids.map((id) => detail(t, tenant.key, id)))).every((d) => d.status === 'delayed' && delays(d) >= 2), 'every email is retried while the smarthost is down');
   ctx.sink = await startSmtpSink({ port });
   const back = ctx.sink;
   for (const id of ids) await waitForDetail(t, tenant.key, id, (d) => d.status === 'sent', 'is sent once the smarthost is back', 30_000);

@@ -66,6 +66,8 @@ export interface SmtpSink {
   messages: ReceivedMessage[];
   /** Connections accepted so far. */
   connections: number;
+  /** Connections that have ended so far. */
+  closed: number;
   /** Every RCPT TO seen, accepted or not, with its arguments. */
   rcptCommands: SMTPServerAddress[];
   mailFromCommands: SMTPServerAddress[];
@@ -77,7 +79,7 @@ export interface SmtpSink {
 type ServerConnections = { connections: Set<{ session: SMTPServerSession; _socket: { destroy(): void } }> };
 
 export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<SmtpSink> {
-  const sink: Omit<SmtpSink, 'port' | 'close' | 'dropConnections'> = { messages: [], connections: 0, rcptCommands: [], mailFromCommands: [] };
+  const sink: Omit<SmtpSink, 'port' | 'close' | 'dropConnections'> = { messages: [], connections: 0, closed: 0, rcptCommands: [], mailFromCommands: [] };
   const serverOptions: SMTPServerOptions = {
     secure: options.implicitTls ?? false,
     key: options.cert?.key,
@@ -94,6 +96,9 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     onConnect(_session, callback) {
       sink.connections++;
       callback();
+    },
+    onClose() {
+      sink.closed++;
     },
     onAuth(auth, _session, callback) {
       if (options.auth && auth.username === options.auth.user && auth.password === options.auth.pass) return callback(null, { user: auth.username });
