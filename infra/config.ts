@@ -2,6 +2,7 @@
 // a bad value stops the process with a message that names the variable.
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { parseSmtpUrl } from './mail/smtp-transport.ts';
 
 export type RelayEnv = 'development' | 'production';
@@ -44,8 +45,11 @@ export interface RelayConfig {
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
   previousSecretKeys: string[];
-  /** The feedback SMTP server (bounces and complaints): where it listens, and its STARTTLS certificate. */
-  inbound: { host: string; port: number; tlsCertFile: string | null; tlsKeyFile: string | null };
+  /**
+   * The feedback SMTP server (bounces and complaints): where it listens, its STARTTLS
+   * certificate, and how many connections one client address may hold (docs/inbound.md).
+   */
+  inbound: { host: string; port: number; tlsCertFile: string | null; tlsKeyFile: string | null; maxConnectionsPerClient: number };
   /** Development only: `host:port` webhook destinations exempt from every destination rule and resolved by the system too (RELAY_WEBHOOK_ALLOW). */
   webhookAllow: Set<string>;
   /** Tests only: factor on the webhook retry delays (RELAY_WEBHOOK_RETRY_SCALE). */
@@ -192,6 +196,11 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
     throw new ConfigError(tlsCertFile ? 'RELAY_INBOUND_TLS_KEY' : 'RELAY_INBOUND_TLS_CERT', 'STARTTLS needs both RELAY_INBOUND_TLS_CERT and RELAY_INBOUND_TLS_KEY (PEM files)');
   }
+  const perClientRaw = text(env, 'RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT');
+  const maxConnectionsPerClient = perClientRaw === undefined ? INBOUND_LIMITS.maxConnectionsPerClient : Number(perClientRaw);
+  if (perClientRaw !== undefined && !(/^\d+$/.test(perClientRaw) && maxConnectionsPerClient >= 1 && maxConnectionsPerClient <= INBOUND_LIMITS.maxConnections)) {
+    throw new ConfigError('RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', `must be a whole number of connections from 1 to ${INBOUND_LIMITS.maxConnections}, got "${perClientRaw}"`);
+  }
   const listenHost = text(env, 'HOST') ?? '127.0.0.1';
   const metricsRaw = text(env, 'RELAY_METRICS_PORT');
   const metricsOff = metricsRaw?.toLowerCase() === 'off';
@@ -222,7 +231,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     pipelineThread: pipelineThreadRaw === 'on',
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
-    inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile },
+    inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile, maxConnectionsPerClient },
     webhookAllow,
     webhookRetryScale,
     metrics: { enabled: !metricsOff, host: text(env, 'RELAY_METRICS_HOST') ?? listenHost, port: metricsPort },

@@ -75,6 +75,9 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '65' }],
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: 'two' }],
   ['RELAY_PIPELINE_THREAD', { RELAY_PIPELINE_THREAD: 'yes' }],
+  ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '0' }],
+  ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '201' }],
+  ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: 'many' }],
 ];
 
 test('delivery defaults: the outbox in development; smtp when a smarthost is given; production takes an explicit choice', () => {
@@ -91,6 +94,10 @@ test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0
   assert.is(loadConfig({}).composeThreads, 1);
   assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '0' }).composeThreads, 0);
   assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '4' }).composeThreads, 4);
+});
+test('the feedback server: 20 connections per client address unless RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT says otherwise (up to the 200 in all)', () => {
+  assert.is(loadConfig({}).inbound.maxConnectionsPerClient, 20);
+  assert.is(loadConfig({ RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '200' }).inbound.maxConnectionsPerClient, 200);
 });
 test('relay start runs the pipeline on a thread of its own with RELAY_PIPELINE_THREAD=on, on its one event loop by default', () => {
   assert.is(loadConfig({}).pipelineThread, false);

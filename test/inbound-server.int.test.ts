@@ -1,5 +1,6 @@
 // The feedback SMTP server's own limits: STARTTLS with a configured certificate, the size limit
-// on DATA, and nothing accepted for addresses that are not Relay's return paths.
+// on DATA, nothing accepted for addresses that are not Relay's return paths, and enhanced status
+// codes (RFC 2034) advertised and carried once by every reply.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nodemailer from 'nodemailer';
@@ -12,6 +13,7 @@ import { deliveryTenant, send, waitForDetail } from './support/delivery.ts';
 import { makeTestCa, type TestCa } from './support/https-receiver.ts';
 import { dsn } from './support/reports.ts';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+import { SmtpSession } from './support/smtp-session.ts';
 
 interface Context { ca: TestCa; sink: SmtpSink; t: TestApp; inbound: InboundServer; returnPath: string; emailId: string }
 
@@ -78,6 +80,24 @@ test('a message to anything but a return path is refused at RCPT: it never relay
     assert.is(error?.responseCode, 550);
   } finally {
     transport.close();
+  }
+});
+
+test('ENHANCEDSTATUSCODES is advertised, and each reply carries one enhanced code: its own where the server words it', async (ctx) => {
+  const { session, greeting } = await SmtpSession.open(ctx.inbound.port);
+  try {
+    assert.match(greeting.text, /^220 feedback\.relay\.test ESMTP/);
+    const ehlo = await session.command('EHLO client.example.org');
+    assert.ok(ehlo.lines.includes('ENHANCEDSTATUSCODES'), ehlo.text);
+    assert.match((await session.command('MAIL FROM:<>')).text, /^250 2\.1\.0 /);
+    const refused = await session.command('RCPT TO:<victim@example.com>');
+    assert.match(refused.text, /^550 5\.1\.1 <victim@example\.com>: no such mailbox here/);
+    assert.not.match(refused.text, /5\.1\.1 5\.1\.1/);
+    assert.match((await session.command(`RCPT TO:<${ctx.returnPath}>`)).text, /^250 2\.1\.5 /);
+    assert.match((await session.command('NOOP')).text, /^250 2\.0\.0 /);
+    assert.match((await session.command('QUIT')).text, /^221 2\.0\.0 /);
+  } finally {
+    session.close();
   }
 });
 

@@ -2,18 +2,32 @@
 // (bounce.<domain> → RELAY_MAIL_HOST). It accepts mail only for valid return paths of Relay's
 // own emails (refused at RCPT otherwise: it never relays anything anywhere), reads each report
 // up to a size limit, and records what it says about the recipient its return path names.
+//
+// Nothing a client sends can freeze or flood the process (limits: infra/mail/inbound-limits.ts,
+// docs/inbound.md): connections are capped in all and per client address, sessions and DATA
+// transfers have deadlines, a report is cut to what the parser reads while it arrives
+// (infra/mail/report-trim.ts) under a budget shared by every open transfer, and parsed on
+// threads of its own (infra/mail/report-parse-pool.ts) within a time budget.
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Socket } from 'node:net';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
+import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
+import { INBOUND_LIMITS, type InboundLimits } from '../../infra/mail/inbound-limits.ts';
+import { ReportOverBudgetError, ReportParsePool, ReportParserBusyError } from '../../infra/mail/report-parse-pool.ts';
 import { MAX_REPORT_BYTES } from '../../infra/mail/report-parser.ts';
+import { MAX_KEPT_BYTES, trimReport } from '../../infra/mail/report-trim.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
+import { SerialByKey } from '../services/serial-by-key.ts';
 
 const MAX_RECIPIENTS_PER_MESSAGE = 50;
+/** What a report without a SIZE is taken to need at MAIL FROM (most bounces are a few KiB). */
+const TYPICAL_REPORT_BYTES = 64 * 1024;
 
 export interface InboundOptions {
   host: string;
@@ -23,6 +37,8 @@ export interface InboundOptions {
   /** PEM files; with both, STARTTLS is offered. */
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
+  /** RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT; the other limits are INBOUND_LIMITS. */
+  maxConnectionsPerClient?: number;
   events: EventStore;
   /** The email streams (services.emails): reports are recorded through them. */
   emails: Emails;
@@ -31,6 +47,9 @@ export interface InboundOptions {
   now: () => Date;
   onError: (error: Error) => void;
   onReport?: (summary: Record<string, unknown>) => void;
+  /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
+  limits?: Partial<InboundLimits>;
+  parserWorkerUrl?: URL;
 }
 
 export interface InboundServer {
@@ -38,38 +57,102 @@ export interface InboundServer {
   stop(): Promise<void>;
 }
 
-const smtpError = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
+/** An SMTP error reply; `text` starts with its enhanced status code (RFC 3463). */
+const smtpError = (code: number, text: string) => Object.assign(new Error(text), { responseCode: code });
+const ENHANCED_CODE = /^[245]\.\d{1,3}\.\d{1,3} /;
+
+/** smtp-server with a hook on each connection it opens (deadlines and replies are set per connection). */
+class FeedbackSmtpServer extends SMTPServer {
+  readonly #opened: (connection: SMTPConnection) => void;
+
+  constructor(options: SMTPServerOptions, opened: (connection: SMTPConnection) => void) {
+    super(options);
+    this.#opened = opened;
+  }
+
+  override connect(socket: Socket, socketOptions?: Parameters<SMTPServer['connect']>[1]): void {
+    super.connect(socket, socketOptions);
+    for (const connection of this.connections) {
+      if (connection._socket === socket) return this.#opened(connection);
+    }
+  }
+}
 
 export async function startInbound(options: InboundOptions): Promise<InboundServer> {
+  const limits: InboundLimits = {
+    ...INBOUND_LIMITS,
+    ...(options.maxConnectionsPerClient === undefined ? {} : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
+    ...options.limits,
+  };
   const targets = new Map<string, ReportTarget[]>();
-  const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now };
+  /** Open connections by session id, each with its session deadline (cleared in onClose: after STARTTLS the first socket never says it closed). */
+  const connections = new Map<string, { connection: SMTPConnection; deadline: NodeJS.Timeout }>();
+  const perClient = new Map<string, number>();
+  const counted = new Map<string, string>();
+  const budget = { held: 0 };
+  const parser = new ReportParsePool({
+    threads: limits.parseThreads, budgetMs: limits.parseBudgetMs, maxWaiting: limits.parseWaiting, workerUrl: options.parserWorkerUrl,
+  });
+  const lanes = new SerialByKey();
+  const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now, lanes };
   const tls = options.tlsCertFile && options.tlsKeyFile
     ? { cert: readFileSync(options.tlsCertFile), key: readFileSync(options.tlsKeyFile) }
     : null;
-  const server = new SMTPServer({
+
+  /** Closes a session with a 421 (the client retries later, elsewhere or here). */
+  const cut = (connection: SMTPConnection, text: string) => connection.send(421, `${text}, closing connection`);
+
+  const opened = (connection: SMTPConnection) => {
+    // Replies this server words itself carry their own enhanced code; smtp-server would
+    // otherwise put its own guess by the reply code in front of it.
+    const send = connection.send.bind(connection);
+    connection.send = (code, data, context) => send(code, data, typeof data === 'string' && ENHANCED_CODE.test(data) ? false : context);
+    connections.set(connection.id, { connection, deadline: setTimeout(() => cut(connection, `4.4.2 ${options.hostname} Error: session lasted ${seconds(limits.sessionMs)}`), limits.sessionMs) });
+  };
+
+  const server = new FeedbackSmtpServer({
     name: options.hostname,
     banner: 'Relay feedback (bounces and complaints only)',
     size: MAX_REPORT_BYTES,
+    rejectOversized: true,
+    maxRecipients: MAX_RECIPIENTS_PER_MESSAGE,
+    hideENHANCEDSTATUSCODES: false,
     authOptional: true,
     disabledCommands: tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
     ...(tls ?? {}),
     hideSTARTTLS: !tls,
     disableReverseLookup: true,
     logger: false,
-    maxClients: 200,
-    socketTimeout: 60_000,
+    maxClients: limits.maxConnections,
+    socketTimeout: limits.idleMs,
     closeTimeout: 1_000,
-    onMailFrom(_address, session, callback) {
-      // Reports come from anyone (usually with the null sender); what matters is the RCPT.
+    onConnect(session, callback) {
+      const address = session.remoteAddress;
+      const open = perClient.get(address) ?? 0;
+      if (open >= limits.maxConnectionsPerClient) {
+        return callback(smtpError(421, `4.7.0 ${options.hostname} Error: too many connections from ${address}, try again later`));
+      }
+      perClient.set(address, open + 1);
+      counted.set(session.id, address);
+      callback();
+    },
+    onMailFrom(address, session, callback) {
+      // Reports come from anyone (usually with the null sender); what matters is the RCPT. A
+      // client that announced its size learns now when the reports in flight leave no room.
+      const announced = Number(address.args && (address.args as Record<string, string>).SIZE) || 0;
+      if (limits.dataBytesInFlight - budget.held < Math.min(announced || TYPICAL_REPORT_BYTES, MAX_KEPT_BYTES)) {
+        return callback(smtpError(452, '4.3.1 Insufficient system storage for a report now, try again later'));
+      }
       targets.set(session.id, []);
       callback();
     },
     onRcptTo(address, session, callback) {
       const list = targets.get(session.id) ?? [];
-      if (list.length >= MAX_RECIPIENTS_PER_MESSAGE) return callback(smtpError(452, '4.5.3 Too many recipients'));
       findReportTarget(deps, address.address).then((found) => {
         if (!found.ok) return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
-        list.push(found.target);
+        // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
+        const { emailId, recipientIndex } = found.target;
+        if (!list.some((t) => t.emailId === emailId && t.recipientIndex === recipientIndex)) list.push(found.target);
         targets.set(session.id, list);
         callback();
       }, (error: Error) => {
@@ -78,30 +161,54 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       });
     },
     onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size <= MAX_REPORT_BYTES) chunks.push(chunk);
-      });
-      stream.on('end', () => {
-        const recipients = targets.get(session.id) ?? [];
-        targets.delete(session.id);
-        if (stream.sizeExceeded) return callback(smtpError(552, '5.3.4 Report too large'));
+      const recipients = targets.get(session.id) ?? [];
+      targets.delete(session.id);
+      const connection = connections.get(session.id)?.connection;
+      const deadline = setTimeout(() => connection && cut(connection, `4.4.2 ${options.hostname} Error: DATA not completed within ${seconds(limits.dataMs)}`), limits.dataMs);
+      let held = 0;
+      const keep = (bytes: number) => {
+        if (budget.held + bytes > limits.dataBytesInFlight) return false;
+        budget.held += bytes;
+        held += bytes;
+        return true;
+      };
+      const receive = async (): Promise<string> => {
+        const report = await trimReport(stream, { maxBytes: MAX_REPORT_BYTES, keep });
+        clearTimeout(deadline);
+        // Over the size limit: smtp-server answers 552 5.3.4 itself (rejectOversized).
+        if (stream.sizeExceeded) return 'Report too large';
+        if (!report.bytes) throw smtpError(452, '4.3.1 Insufficient system storage for this report now, try again later');
+        const parsed = await parser.parse(report.bytes);
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
-        ingestReport(deps, recipients, Buffer.concat(chunks), origin).then((result) => {
-          options.onReport?.({ format: result.format, recorded: result.recorded });
-          callback(null, 'Report received');
-        }, (error: Error) => {
-          options.onError(error);
-          callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
-        });
+        const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin);
+        options.onReport?.({ format: result.format, recorded: result.recorded });
+        return 'Report received';
+      };
+      receive().then((message) => callback(null, message), (error: Error & { responseCode?: number }) => {
+        if (error.responseCode) return callback(error);
+        if (error instanceof ReportOverBudgetError) return callback(smtpError(554, `5.3.4 Report too complex to read within ${seconds(limits.parseBudgetMs)}`));
+        if (error instanceof ReportParserBusyError) return callback(smtpError(451, '4.3.2 Too many reports being read now, try again later'));
+        // The client went away mid-transfer: nobody to answer.
+        if (stream.destroyed && !stream.readableEnded) return callback(error);
+        options.onError(error);
+        callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
+      }).finally(() => {
+        clearTimeout(deadline);
+        budget.held -= held;
       });
     },
     onClose(session) {
       targets.delete(session.id);
+      clearTimeout(connections.get(session.id)?.deadline);
+      connections.delete(session.id);
+      const address = counted.get(session.id);
+      if (address === undefined) return;
+      counted.delete(session.id);
+      const open = (perClient.get(address) ?? 1) - 1;
+      if (open > 0) perClient.set(address, open);
+      else perClient.delete(address);
     },
-  });
+  }, opened);
   server.on('error', (error) => options.onError(error));
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException) => reject(new Error(
@@ -113,10 +220,18 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       server.server.off('error', refuse);
       resolve();
     });
+  }).catch(async (error: unknown) => {
+    await parser.close();
+    throw error;
   });
   const port = (server.server.address() as { port: number }).port;
   return {
     port,
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    stop: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await parser.close();
+    },
   };
 }
+
+const seconds = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1000} s`);

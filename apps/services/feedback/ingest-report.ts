@@ -2,19 +2,32 @@
 // RecipientReported per recipient it is about. A report may only speak about the recipient its
 // return path names: an entry naming any other address is ignored, so no report can touch
 // (or suppress) an address that was not that recipient of that email.
+//
+// Reports about one email are recorded one after the other (`lanes`): each decides on the stream
+// the one before appended to, so concurrent reports never meet a revision conflict in this
+// process, and reports about other emails never wait for them.
 import { createHash } from 'node:crypto';
 import type { ReportedOutcome } from '../../../domain/email/events.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
-import { parseReport, type ParsedReport } from '../../../infra/mail/report-parser.ts';
-import type { EventStore } from '../../../infra/ports/event-store.ts';
+import type { ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { Emails } from '../email-stream.ts';
+import type { SerialByKey } from '../serial-by-key.ts';
 import type { ReportTarget } from './report-targets.ts';
 
 export interface IngestDeps {
   /** The email streams (services.emails). */
   emails: Emails;
   now: () => Date;
+  /** One lane per email id, shared by every report this process receives. */
+  lanes: SerialByKey;
+}
+
+/** A report as the inbound server read it: parsed, and the digest of its bytes. */
+export interface ReceivedReport {
+  parsed: ParsedReport;
+  /** SHA-256 (hex) of the report's bytes: its identity when it has no Message-ID. */
+  sha256: string;
 }
 
 export interface IngestResult {
@@ -28,8 +41,8 @@ export interface IngestResult {
  * same report twice is one finding, while a damaged copy that said nothing does not hide the
  * intact one.
  */
-function findingIdOf(parsed: ParsedReport, raw: Buffer, finding: Finding, position: number): string {
-  const report = parsed.reportMessageId ? `mid:${parsed.reportMessageId.toLowerCase()}` : `raw:${createHash('sha256').update(raw).digest('hex')}`;
+function findingIdOf({ parsed, sha256 }: ReceivedReport, finding: Finding, position: number): string {
+  const report = parsed.reportMessageId ? `mid:${parsed.reportMessageId.toLowerCase()}` : `raw:${sha256}`;
   return createHash('sha256').update(`${report}\n${position}\n${finding.outcome}\n${finding.status ?? ''}`).digest('base64url').slice(0, 32);
 }
 
@@ -57,28 +70,32 @@ function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
   return [{ outcome: 'undetermined', status: null, diagnosticCode: null, reason: 'the report names no recipient and could not be classified' }];
 }
 
-export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], raw: Buffer, origin: CommandOrigin): Promise<IngestResult> {
-  const parsed = await parseReport(raw);
-  const { emails } = deps;
+export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult> {
   const recorded: IngestResult['recorded'] = [];
   for (const target of targets) {
-    const outcomes: ReportedOutcome[] = [];
-    for (const [i, finding] of findingsFor(parsed, target).entries()) {
-      const handled = await emails.handle(target.emailId, {
-        type: 'RecordReport',
-        reportId: findingIdOf(parsed, raw, finding, i),
-        recipientIndex: target.recipientIndex,
-        outcome: finding.outcome,
-        format: parsed.kind,
-        status: finding.status,
-        diagnosticCode: finding.diagnosticCode,
-        reason: finding.reason.slice(0, 1000),
-        complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
-        at: deps.now().toISOString(),
-      }, { origin });
-      if (handled.events.some((e) => e.type === 'RecipientReported')) outcomes.push(finding.outcome);
-    }
+    const outcomes = await deps.lanes.run(target.emailId, () => recordFindings(deps, target, report, origin));
     recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes });
   }
-  return { format: parsed.kind, recorded };
+  return { format: report.parsed.kind, recorded };
+}
+
+async function recordFindings(deps: IngestDeps, target: ReportTarget, report: ReceivedReport, origin: CommandOrigin): Promise<ReportedOutcome[]> {
+  const { parsed } = report;
+  const outcomes: ReportedOutcome[] = [];
+  for (const [i, finding] of findingsFor(parsed, target).entries()) {
+    const handled = await deps.emails.handle(target.emailId, {
+      type: 'RecordReport',
+      reportId: findingIdOf(report, finding, i),
+      recipientIndex: target.recipientIndex,
+      outcome: finding.outcome,
+      format: parsed.kind,
+      status: finding.status,
+      diagnosticCode: finding.diagnosticCode,
+      reason: finding.reason.slice(0, 1000),
+      complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
+      at: deps.now().toISOString(),
+    }, { origin });
+    if (handled.events.some((e) => e.type === 'RecipientReported')) outcomes.push(finding.outcome);
+  }
+  return outcomes;
 }

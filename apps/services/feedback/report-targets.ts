@@ -1,6 +1,9 @@
 // Who a report is about: the recipient its return path names. A return path is only good when
 // its MAC verifies (domain/delivery/verp.ts) and it names a recipient of an email Relay
 // accepted; anything else is refused at RCPT, before a byte of the report is read.
+//
+// Everything a target needs is in the email's first event (the admission: its recipients and
+// workspace never change), so a RCPT reads that one event, however long the email's history.
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
@@ -45,7 +48,7 @@ export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now
 export async function findReportTarget(deps: TargetDeps, rcptTo: string): Promise<TargetLookup> {
   const verp = parseVerpAddress(rcptTo, (data, mac) => deps.secrets.macVerify(VERP_MAC_PURPOSE, data, mac));
   if ('error' in verp) return { ok: false, reason: 'not_a_return_path' };
-  const { state } = await loadEmail(deps.events, verp.emailId);
+  const { state } = await loadEmail(deps.events, verp.emailId, { upTo: 0 });
   // Only an accepted email went out with return paths.
   if (state.admission?.status !== 'queued' || !state.message) return { ok: false, reason: 'unknown_email' };
   if (verp.recipientIndex >= state.delivery.recipients.length) return { ok: false, reason: 'unknown_recipient' };
