@@ -114,6 +114,7 @@ const ROUTES: RouteCase[] = [
   },
   { method: 'GET', path: '/v1/projects/:projectId/webhook-endpoints', auth: 'session', params: (f) => ({ projectId: f.projectId }) },
   { method: 'GET', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointId }) },
+  { method: 'GET', path: '/v1/webhook-endpoints/:id/deliveries', auth: 'session', params: (f) => ({ id: f.endpointId }), query: () => ({ limit: '10' }) },
   { method: 'PATCH', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointId }), body: () => ({ enabled: true, events: ['email.sent'] }) },
   { method: 'POST', path: '/v1/webhook-endpoints/:id/rotate-secret', auth: 'session', params: (f) => ({ id: f.endpointId }) },
   { method: 'DELETE', path: '/v1/webhook-endpoints/:id', auth: 'session', params: (f) => ({ id: f.endpointToDelete }) },

@@ -33,8 +33,8 @@ test('every page and module is served with a strict policy: no inline script, no
     assert.is(response.status, 200, path);
     const csp = response.headers.get('content-security-policy') ?? '';
     assert.is(csp, PAGE_CSP, path);
-    assert.match(csp, /script-src 'self'(;|$)/);
-    assert.not.match(csp, /unsafe-inline'[^;]*;?\s*$|script-src[^;]*unsafe|unsafe-eval/);
+    assert.match(csp, /(^|; )script-src 'self'(;|$)/);
+    assert.not.match(csp, /unsafe-eval/);
     assert.match(csp, /frame-ancestors 'none'/);
     assert.is(response.headers.get('x-content-type-options'), 'nosniff', path);
   }

@@ -18,11 +18,14 @@ const CLIENT_DIR = fileURLToPath(new URL('./client/', import.meta.url));
 const STYLESHEET = fileURLToPath(new URL('./dashboard.css', import.meta.url));
 
 /**
- * The pages' policy: scripts and styles only from this origin (no inline script, no eval), API
- * calls only to it, frames only of its own message view, and never framed themselves.
+ * The pages' policy: scripts only from this origin (no inline script, no eval), API calls only
+ * to it, frames only of this origin, and never framed themselves. Inline styles are allowed for
+ * one reason: a template's live preview is framed with srcdoc, and a srcdoc frame inherits this
+ * policy, so without them the preview would not look as the mail will (pages themselves set no
+ * inline style: the preview frame is sandboxed and runs no script either way).
  */
 export const PAGE_CSP = [
-  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
+  "default-src 'none'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:", "connect-src 'self'",
   "frame-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
 ].join('; ');
 

@@ -7,7 +7,7 @@ import { RelayError } from '../../../domain/errors.ts';
 import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
-import { admitEmail, type AdmissionDeps, type PreparedSend } from '../../services/admission.ts';
+import { admitEmail, type Admission, type AdmissionDeps, type PreparedSend, type Sender } from '../../services/admission.ts';
 import { getEmail, listEmails, type ListedEmail, type ReadScope } from '../../services/email-reads.ts';
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
@@ -71,7 +71,7 @@ function directSend(body: Record<string, unknown>): PrepareSend {
  * rendered (422) only once admission is past the replay and rate-limit checks, so a replay
  * answers with the original result even after the template was edited or deleted.
  */
-function templateSend(ctx: ApiContext, principal: ApiKeyPrincipal, body: Record<string, unknown>): PrepareSend {
+function templateSend(ctx: ApiContext, principal: Pick<ApiKeyPrincipal, 'projectId'>, body: Record<string, unknown>): PrepareSend {
   if (!templateSendChecker.Check(body)) {
     throw new RelayError('validation_error', describe(templateSendChecker.Errors(body).First()!));
   }
@@ -138,15 +138,27 @@ export function detailOf(view: EmailView) {
 
 const setRateHeaders = (reply: FastifyReply, standings: RateStanding[]) => reply.headers(rateLimitHeaders(standings));
 
+const admissionDepsOf = (ctx: ApiContext): AdmissionDeps => ({
+  emails: ctx.services.emails,
+  documents: ctx.documents,
+  rateLimits: ctx.services.rateLimits,
+  usage: ctx.services.usage,
+  secrets: ctx.services.secrets,
+  now: ctx.now,
+});
+
+/**
+ * A template send made for a signed-in member ("send a test" in the dashboard, POST
+ * /v1/templates/{id}/test): a TemplateSend body checked and admitted exactly as POST /v1/emails
+ * would, its rate limits and monthly allowance those of a key whose id is the member's.
+ */
+export async function admitTemplateTest(ctx: ApiContext, sender: Sender, body: Record<string, unknown>, requestId: string): Promise<Admission> {
+  const prepare = templateSend(ctx, sender, body);
+  return admitEmail(admissionDepsOf(ctx), sender, { body, idempotencyKey: null, prepare, origin: originOfRequest(requestId) });
+}
+
 export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  const deps: AdmissionDeps = {
-    emails: ctx.services.emails,
-    documents: ctx.documents,
-    rateLimits: ctx.services.rateLimits,
-    usage: ctx.services.usage,
-    secrets: ctx.services.secrets,
-    now: ctx.now,
-  };
+  const deps = admissionDepsOf(ctx);
 
   // The key is checked as soon as the headers are in, before the body is read: an
   // unauthenticated caller can make the server neither buffer 10 MiB nor learn what a valid

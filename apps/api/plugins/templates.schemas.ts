@@ -5,6 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { MAX_SUBJECT_LENGTH } from '../../../domain/email/send-request.ts';
 import { MAX_TEMPLATE_BODY_LENGTH, MAX_TEMPLATE_NAME_LENGTH } from '../../../domain/templates/content.ts';
 import { MAX_SLUG_LENGTH, SLUG_PATTERN } from '../../../domain/templates/slug.ts';
+import { SendEmailBody } from './emails.schemas.ts';
 import { Text } from './text.schemas.ts';
 
 const ID = { minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' };
@@ -69,3 +70,10 @@ export const TemplatePreviewBody = Type.Object(
   { additionalProperties: false },
 );
 export type TemplatePreviewBody = Static<typeof TemplatePreviewBody>;
+
+/** "Send a test": a sender of the project's domains, one recipient, the variables to render with. */
+export const TemplateTestBody = Type.Object(
+  { from: SendEmailBody.properties.from, to: SendEmailBody.properties.from, variables: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
+export type TemplateTestBody = Static<typeof TemplateTestBody>;

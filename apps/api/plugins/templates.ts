@@ -4,10 +4,13 @@
 import type { FastifyInstance } from 'fastify';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, templateSummaryView, templateView, updateTemplate } from '../../services/templates/templates.ts';
 import { previewTemplate } from '../../services/templates/preview.ts';
+import { RelayError } from '../../../domain/errors.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
+import { admitTemplateTest } from './emails.ts';
+import { SendResult } from './email-responses.schemas.ts';
 import type { ApiContext } from '../context.ts';
 import {
-  ListTemplatesQuery, ProjectQuery, TemplateContentBody, TemplateIdParams, TemplatePreviewBody, TemplateUpdateBody,
+  ListTemplatesQuery, ProjectQuery, TemplateContentBody, TemplateIdParams, TemplatePreviewBody, TemplateTestBody, TemplateUpdateBody,
 } from './templates.schemas.ts';
 import { Template, TemplateDeleted, TemplateList, TemplatePreviewResult } from './template-responses.schemas.ts';
 
@@ -59,6 +62,31 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
       return templateView(await updateTemplate(ctx.documents, project._id, request.params.id, request.body, ctx.now()));
+    },
+  );
+
+  // "Send a test" (dashboard): the saved template to one address, as a template send of the
+  // project made by the member; every rule of POST /v1/emails applies (sender domain, the
+  // development recipients, suppressions, rate limits, allowances).
+  app.post<{ Querystring: ProjectQuery; Params: TemplateIdParams; Body: TemplateTestBody }>(
+    '/v1/templates/:id/test',
+    {
+      schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateTestBody },
+      config: { openapi: { summary: 'Sends the saved template to one address as a template send of the project (write roles).', responses: { 202: { description: 'Admitted, as POST /v1/emails answers.', schema: SendResult } } } },
+    },
+    async (request, reply) => {
+      const { project, workspace, principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
+      const template = await getTemplate(ctx.documents, project._id, request.params.id);
+      if (project.environment === 'production' && !workspace.activated) {
+        throw new RelayError('production_not_enabled', 'production sends work once the workspace is activated by an administrator');
+      }
+      const { from, to, variables } = request.body;
+      const admission = await admitTemplateTest(ctx, {
+        keyId: principal.user._id, projectId: project._id, workspaceId: project.workspaceId, environment: project.environment,
+      }, { from, to, template: template.slug, ...(variables === undefined ? {} : { variables }) }, request.id);
+      return reply.status(202).send({
+        id: admission.id, status: admission.status, test_mode: admission.testMode, ...(admission.reason !== null ? { reason: admission.reason } : {}),
+      });
     },
   );
 

@@ -17,3 +17,27 @@ export const UpdateEndpointBody = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 export type UpdateEndpointBody = Static<typeof UpdateEndpointBody>;
+
+export const DeliveriesQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, errorMessage: 'must be an integer from 1 to 100' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be a delivery id' })),
+  },
+  { additionalProperties: false },
+);
+export type DeliveriesQuery = Static<typeof DeliveriesQuery>;
+
+const Attempt = Type.Object({
+  number: Type.Integer(), httpStatus: Type.Union([Type.Integer(), Type.Null()]), errorCode: Type.Union([Type.String(), Type.Null()]),
+  durationMs: Type.Integer(), createdAt: Type.String({ format: 'date-time' }),
+}, { additionalProperties: false });
+
+export const EndpointDeliveries = Type.Object({
+  deliveries: Type.Array(Type.Object({
+    id: Type.String(), emailId: Type.String(), eventId: Type.String(), type: Type.String(),
+    status: Type.Union([Type.Literal('pending'), Type.Literal('succeeded'), Type.Literal('failed')]),
+    attempts: Type.Integer(), nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    attemptLogs: Type.Array(Attempt), createdAt: Type.String({ format: 'date-time' }), updatedAt: Type.String({ format: 'date-time' }),
+  }, { additionalProperties: false }), { description: 'Newest first.' }),
+  next_cursor: Type.Union([Type.String(), Type.Null()]),
+}, { additionalProperties: false });

@@ -8,7 +8,9 @@ import {
 import { requireProjectAccess, requireSession, type AccessMode } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Id } from './management-schemas.ts';
-import { CreateEndpointBody, UpdateEndpointBody } from './webhook-endpoints.schemas.ts';
+import { notFound } from '../../../domain/errors.ts';
+import { endpointDeliveries } from '../../services/webhooks/deliveries.ts';
+import { CreateEndpointBody, DeliveriesQuery, EndpointDeliveries, UpdateEndpointBody } from './webhook-endpoints.schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
 const ById = Type.Object({ id: Id });
@@ -42,6 +44,17 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById } }, async (request) =>
     endpointView(await requireEndpointAccess(request, request.params.id, 'read')));
+
+  // The endpoint's recent deliveries with every attempt and what the receiver answered.
+  app.get<{ Params: Static<typeof ById>; Querystring: DeliveriesQuery }>('/v1/webhook-endpoints/:id/deliveries', {
+    schema: { params: ById, querystring: DeliveriesQuery },
+    config: { openapi: { summary: 'The endpoint\'s deliveries, newest first, with their attempt logs (members).', responses: { 200: { description: 'A page of deliveries.', schema: EndpointDeliveries } } } },
+  }, async (request) => {
+    const endpoint = await requireEndpointAccess(request, request.params.id, 'read');
+    const page = await endpointDeliveries(ctx.documents, endpoint._id, { limit: request.query.limit ?? 20, cursor: request.query.cursor });
+    if (!page) throw notFound(`delivery ${request.query.cursor} is not one of this endpoint's`);
+    return { deliveries: page.deliveries, next_cursor: page.nextCursor };
+  });
 
   app.patch<{ Params: Static<typeof ById>; Body: UpdateEndpointBody }>(
     '/v1/webhook-endpoints/:id',

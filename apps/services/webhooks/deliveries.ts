@@ -121,9 +121,55 @@ export async function deliveryViewsOf(documents: DocumentStore, emailId: string,
   return found.map((d) => ({ id: d._id, eventId: d.eventId, status: d.status, nextAttemptAt: d.nextAttemptAt, attemptLogs: d.attemptLogs }));
 }
 
+/** An endpoint's delivery as its page shows it: which email and event, and every attempt. */
+export interface EndpointDeliveryView {
+  id: string;
+  emailId: string;
+  eventId: string;
+  type: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  nextAttemptAt: string | null;
+  attemptLogs: WebhookAttemptLog[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * The endpoint's deliveries, newest first, `limit` at a time; `cursor` is the last delivery id
+ * of the previous page (null when it is not one of this endpoint's: the caller answers 404).
+ */
+export async function endpointDeliveries(
+  documents: DocumentStore,
+  endpointId: string,
+  page: { limit: number; cursor?: string },
+): Promise<{ deliveries: EndpointDeliveryView[]; nextCursor: string | null } | null> {
+  let after: Record<string, string> | undefined;
+  if (page.cursor !== undefined) {
+    const last = await deliveriesOf(documents).get(page.cursor);
+    if (!last || last.endpointId !== endpointId) return null;
+    after = { endpointId, createdAt: last.createdAt, _id: last._id };
+  }
+  const found = await deliveriesOf(documents).find({
+    where: { endpointId },
+    orderBy: [['endpointId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']],
+    limit: page.limit + 1,
+    after,
+  });
+  const shown = found.slice(0, page.limit);
+  return {
+    deliveries: shown.map((d) => ({
+      id: d._id, emailId: d.emailId, eventId: d.eventId, type: d.type, status: d.status, attempts: d.attempts,
+      nextAttemptAt: d.nextAttemptAt, attemptLogs: d.attemptLogs, createdAt: d.createdAt, updatedAt: d.updatedAt,
+    })),
+    nextCursor: found.length > page.limit ? shown[shown.length - 1]._id : null,
+  };
+}
+
 export async function ensureDeliveryIndexes(documents: DocumentStore): Promise<void> {
   await deliveriesOf(documents).ensureIndexes([
     { name: 'due', fields: [['nextAttemptAt', 'asc'], ['_id', 'asc']] },
     { name: 'email', fields: [['emailId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
+    { name: 'endpoint', fields: [['endpointId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
   ]);
 }

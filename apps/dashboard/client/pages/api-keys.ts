@@ -1,0 +1,57 @@
+// The project's API keys: create one with its permissions (the secret is shown once, with a
+// copy button, and never again), and revoke (refused at once from then on).
+import { api, get } from '../api.ts';
+import type { PageContext } from '../context.ts';
+import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+
+interface ApiKey { id: string; name: string; environment: string; preview: string; permissions: string[]; createdAt: string; revokedAt: string | null }
+
+export async function render(ctx: PageContext): Promise<void> {
+  ctx.title('API keys');
+  const projectId = ctx.project!.id;
+  const list = h('div');
+  const status = h('div');
+
+  async function load(): Promise<void> {
+    const { apiKeys } = await get<{ apiKeys: ApiKey[] }>(`/v1/projects/${projectId}/api-keys`);
+    fill(list, table('API keys', ['Name', 'Key', 'Permissions', 'Created', 'State', ''], apiKeys.map((key) => [
+      key.name,
+      h('code', null, `${key.preview}…`),
+      key.permissions.join(', '),
+      when(key.createdAt),
+      key.revokedAt ? [badge('revoked'), ' ', when(key.revokedAt)] : badge('active', 'ok'),
+      ctx.can.write && !key.revokedAt ? h('button', {
+        type: 'button', class: 'danger small', 'aria-label': `Revoke ${key.name}`,
+        onclick: async () => {
+          if (!confirm(`Revoke the key "${key.name}"? Requests with it are refused at once.`)) return;
+          try {
+            await api('DELETE', `/v1/api-keys/${key.id}`);
+            fill(status, notice('success', `Revoked ${key.name}.`));
+            await load();
+          } catch (error) {
+            fill(status, notice('error', (error as Error).message));
+          }
+        },
+      }, 'Revoke') : null,
+    ]), 'No API key yet.'));
+  }
+
+  ctx.main.append(h('p', { class: 'hint' }, `Keys of this ${ctx.project!.environment} project start with ${ctx.project!.environment === 'production' ? 'rr_live_' : 'rr_test_'}; send with "Authorization: Bearer <key>".`), status, list);
+  await load();
+  if (!ctx.can.write) return;
+  const secret = h('div');
+  ctx.main.append(section('Create a key', form({ 'aria-label': 'Create a key' }, [
+    field('Name', h('input', { name: 'name', required: true, maxlength: 100, placeholder: 'Backend (production)' })),
+    checkboxes('Permissions', 'permissions', ctx.settings.permissions, ctx.settings.permissions),
+    h('button', { type: 'submit' }, 'Create key'),
+  ], async (element) => {
+    const permissions = checkedValues(element, 'permissions');
+    if (permissions.length === 0) throw new Error('Choose at least one permission.');
+    const created = await api<ApiKey & { secret: string }>('POST', `/v1/projects/${projectId}/api-keys`, { name: value(element, 'name'), permissions });
+    element.reset();
+    fill(secret, h('div', { class: 'secret', role: 'status' },
+      h('p', null, h('strong', null, `Your new key "${created.name}". `), 'Copy it now: it is shown this once and Relay keeps only its hash.'),
+      copyable('the new API key', created.secret)));
+    await load();
+  }), secret));
+}

@@ -1,0 +1,78 @@
+// One sending domain: the DNS records to publish (each with a copy button), "verify" with the
+// result of each record, and the projects of the workspace it is connected to.
+import { api, get } from '../api.ts';
+import type { PageContext } from '../context.ts';
+import { badge, copyable, facts, fill, h, notice, section, table, when } from '../dom.ts';
+import type { Domain } from './domains.ts';
+
+const PURPOSE: Record<string, string> = { dkim: 'DKIM signature key', mail_from_mx: 'Bounces (MAIL FROM MX)', mail_from_spf: 'SPF of MAIL FROM', dmarc: 'DMARC policy' };
+
+export async function render(ctx: PageContext): Promise<void> {
+  const workspaceId = ctx.workspace!.workspaceId;
+  const path = `/v1/domains/${ctx.params.domainId}`;
+  const body = h('div');
+  const status = h('div');
+  ctx.main.append(h('p', null, h('a', { href: `/workspaces/${workspaceId}/domains` }, '← All domains')), status, body);
+
+  function draw(domain: Domain): void {
+    ctx.title(domain.name);
+    const checkOf = (purpose: string) => domain.checks?.find((c) => c.purpose === purpose);
+    fill(body,
+      facts([
+        ['Status', badge(domain.status)],
+        ['Verified', domain.verifiedAt ? [when(domain.verifiedAt), domain.verifiedBy === 'operator' ? ` by the operator (${domain.operatorNote ?? ''})` : ' through DNS'] : '—'],
+        ['Last checked', when(domain.lastCheckedAt)],
+        ['MAIL FROM domain', domain.mailFromDomain],
+      ]),
+      section('Records to publish',
+        h('p', { class: 'hint' }, 'Publish these at your DNS provider, then verify. DMARC is recommended, not required.'),
+        table('Records to publish', ['Purpose', 'Type', 'Name', 'Value', 'Last check'], domain.records.map((r) => {
+          const check = checkOf(r.purpose);
+          return [
+            [PURPOSE[r.purpose] ?? r.purpose, r.required ? null : h('span', { class: 'hint' }, ' (recommended)')],
+            r.type,
+            copyable(`${r.purpose} record name`, r.name),
+            copyable(`${r.purpose} record value`, r.type === 'MX' ? `${r.priority ?? 10} ${r.value}` : r.value),
+            check ? [badge(check.status), h('p', { class: 'hint' }, check.message)] : '—',
+          ];
+        }))),
+      ctx.can.write ? h('p', null, h('button', { type: 'button', onclick: () => void verify() }, 'Verify DNS records')) : null,
+      section('Projects', ctx.projects.length === 0 ? h('p', { class: 'empty' }, 'The workspace has no project.')
+        : table('Projects connected', ['Project', 'Connected', ''], ctx.projects.map((p) => {
+          const connected = domain.projectIds.includes(p.id);
+          return [p.name, connected ? 'yes' : 'no', ctx.can.write
+            ? h('button', {
+              type: 'button', class: 'secondary small', disabled: !connected && domain.status !== 'verified',
+              'aria-label': `${connected ? 'Disconnect' : 'Connect'} ${p.name}`,
+              onclick: () => void connect(p.id, !connected),
+            }, connected ? 'Disconnect' : 'Connect')
+            : null];
+        }))),
+    );
+  }
+
+  async function verify(): Promise<void> {
+    fill(status, notice('info', 'Asking DNS…'));
+    try {
+      const domain = await api<Domain>('POST', `${path}/verify`);
+      const failing = (domain.checks ?? []).filter((c) => c.required && c.status !== 'ok');
+      fill(status, failing.length === 0
+        ? notice('success', `Verified: every required record of ${domain.name} is published.`)
+        : notice('warning', `Not verified yet: ${failing.length} required record${failing.length === 1 ? ' is' : 's are'} not as expected.`));
+      draw(domain);
+    } catch (error) {
+      fill(status, notice('error', (error as Error).message));
+    }
+  }
+
+  async function connect(projectId: string, on: boolean): Promise<void> {
+    try {
+      draw(await api<Domain>(on ? 'POST' : 'DELETE', `${path}/projects/${projectId}`));
+      fill(status, notice('success', on ? 'Connected.' : 'Disconnected.'));
+    } catch (error) {
+      fill(status, notice('error', (error as Error).message));
+    }
+  }
+
+  draw(await get<Domain>(path));
+}

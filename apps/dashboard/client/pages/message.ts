@@ -1,0 +1,84 @@
+// The message itself, while its bodies are retained: the HTML part framed from its own route
+// (its own CSP, <iframe sandbox> with neither allow-scripts nor allow-same-origin, remote
+// images blocked until the reader asks), the text part, the headers, and the raw source as the
+// outbox wrote it. After seven days: "content expired".
+import { ApiError, get, request } from '../api.ts';
+import type { PageContext } from '../context.ts';
+import { facts, fill, h, notice, section, table, when, type Child } from '../dom.ts';
+
+interface EmailMessage {
+  id: string; from: string; to: string[]; cc: string[]; replyTo: string | null; subject: string;
+  headers: Record<string, string>; html: string | null; text: string | null; retainedUntil: string;
+}
+
+function htmlPart(path: string): HTMLElement {
+  let remote = false;
+  const frame = h('iframe', {
+    sandbox: '', src: `${path}.html`, title: 'The HTML part of the message', class: 'message-frame', referrerpolicy: 'no-referrer',
+  });
+  const state = h('span', { role: 'status' });
+  const toggle = h('button', { type: 'button', class: 'secondary small' });
+  const show = () => {
+    frame.src = `${path}.html${remote ? '?remote_images=on' : ''}`;
+    state.textContent = remote ? 'Remote images are shown: their servers learn that the message was opened, and from where.' : 'Remote images are blocked. ';
+    toggle.textContent = remote ? 'Block remote images' : 'Load remote images';
+  };
+  toggle.addEventListener('click', () => {
+    remote = !remote;
+    show();
+  });
+  show();
+  return h('div', null, h('p', { class: 'actions' }, state, toggle), frame);
+}
+
+function rawSource(projectId: string, emailId: string): HTMLElement {
+  const body = h('div');
+  const details = h('details', null, h('summary', null, 'Show the raw source'), body);
+  details.addEventListener('toggle', async () => {
+    if (!details.open || body.childElementCount > 0) return;
+    try {
+      const raw = await (await request('GET', `/v1/projects/${projectId}/outbox/${emailId}`)).text();
+      fill(body, h('pre', { tabindex: 0, 'aria-label': 'Raw source' }, raw));
+    } catch (error) {
+      fill(body, error instanceof ApiError && error.status === 404
+        ? notice('info', 'Not in the outbox: Relay keeps the bytes of a message only with the outbox transport (RELAY_DELIVERY=outbox, the development default); with smtp or mx they go on the wire.')
+        : notice('error', (error as Error).message));
+    }
+  });
+  return details;
+}
+
+export async function render(ctx: PageContext): Promise<void> {
+  const projectId = ctx.project!.id;
+  const emailId = ctx.params.emailId;
+  const path = `/v1/projects/${projectId}/emails/${emailId}/message`;
+  const back = h('p', null, h('a', { href: `/projects/${projectId}/emails/${emailId}` }, '← The email'));
+  let message: EmailMessage;
+  try {
+    message = await get<EmailMessage>(path);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.code === 'content_expired')) throw error;
+    ctx.title('Content expired');
+    ctx.main.append(back, notice('info', h('strong', null, 'Content expired. '),
+      'Relay keeps message bodies for seven days; this one has been destroyed. The email\'s timeline, recipients and webhook deliveries remain.'));
+    return;
+  }
+  ctx.title(message.subject);
+  const headerRows: Child[][] = [
+    ['From', message.from], ['To', message.to.join(', ')],
+    ...(message.cc.length ? [['Cc', message.cc.join(', ')]] : []),
+    ...(message.replyTo ? [['Reply-To', message.replyTo]] : []),
+    ['Subject', message.subject],
+    ...Object.entries(message.headers).map(([name, v]): Child[] => [name, v]),
+  ];
+  ctx.main.append(
+    back,
+    facts([['Kept until', when(message.retainedUntil)]]),
+    section('HTML part', message.html === null ? h('p', { class: 'empty' }, 'This message has no HTML part.') : htmlPart(path)),
+    section('Text part', message.text === null ? h('p', { class: 'empty' }, 'This message has no text part.') : h('pre', { tabindex: 0, 'aria-label': 'Text part' }, message.text)),
+    section('Headers',
+      h('p', { class: 'hint' }, 'As the sender gave them. Relay adds its own when it composes the message (Message-ID, DKIM-Signature, …): see the raw source.'),
+      table('Headers', ['Name', 'Value'], headerRows)),
+    section('Raw source', rawSource(projectId, emailId)),
+  );
+}

@@ -1,0 +1,116 @@
+// One webhook endpoint: edit its URL, events and description, enable or disable it, rotate its
+// signing secret (the new one shown once), delete it; and its recent deliveries with every
+// attempt and the receiver's status codes (cursor paging in the address).
+import { api, get, withQuery } from '../api.ts';
+import type { PageContext } from '../context.ts';
+import { badge, checkboxes, checkedValues, facts, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { livePoll } from '../live.ts';
+import { attemptsTable } from './email.ts';
+import { secretPanel, type Endpoint } from './webhooks.ts';
+
+interface Delivery {
+  id: string; emailId: string; eventId: string; type: string; status: string; attempts: number; nextAttemptAt: string | null;
+  attemptLogs: Array<{ number: number; httpStatus: number | null; errorCode: string | null; durationMs: number; createdAt: string }>;
+  createdAt: string; updatedAt: string;
+}
+
+export async function render(ctx: PageContext): Promise<void> {
+  const projectId = ctx.project!.id;
+  const list = `/projects/${projectId}/webhooks`;
+  const path = `/v1/webhook-endpoints/${ctx.params.endpointId}`;
+  const cursor = ctx.query.get('cursor');
+  let endpoint = await get<Endpoint>(path);
+  const status = h('div');
+  const summary = h('div');
+  const deliveries = h('div', { 'aria-live': 'polite' });
+
+  function drawSummary(): void {
+    ctx.title(endpoint.url);
+    fill(summary, facts([
+      ['State', [endpoint.enabled ? badge('enabled') : badge('disabled'), ' ',
+        ctx.can.write ? h('button', { type: 'button', class: 'secondary small', onclick: () => void toggle() }, endpoint.enabled ? 'Disable' : 'Enable') : null]],
+      ['Events', endpoint.events.join(', ')],
+      ['Created', when(endpoint.createdAt)],
+      ['Updated', when(endpoint.updatedAt)],
+    ]));
+  }
+
+  async function act(run: () => Promise<void>): Promise<void> {
+    try {
+      await run();
+    } catch (error) {
+      fill(status, notice('error', (error as Error).message));
+    }
+  }
+  const toggle = () => act(async () => {
+    endpoint = await api<Endpoint>('PATCH', path, { enabled: !endpoint.enabled });
+    fill(status, notice('success', endpoint.enabled ? 'Enabled: new events are delivered again.' : 'Disabled: pending deliveries end, and no new ones are made.'));
+    drawSummary();
+  });
+  const rotate = () => act(async () => {
+    if (!confirm('Rotate the signing secret? The old one stops signing at once.')) return;
+    const { secret } = await api<{ secret: string }>('POST', `${path}/rotate-secret`);
+    fill(status, secretPanel('New signing secret', secret));
+  });
+  const remove = () => act(async () => {
+    if (!confirm(`Delete the endpoint ${endpoint.url}? Its pending deliveries end.`)) return;
+    await api('DELETE', path);
+    location.assign(list);
+  });
+
+  let shown = '';
+  async function loadDeliveries(): Promise<void> {
+    const page = await get<{ deliveries: Delivery[]; next_cursor: string | null }>(withQuery(`${path}/deliveries`, { cursor, limit: 20 }));
+    const seen = JSON.stringify(page);
+    if (seen === shown) return;
+    shown = seen;
+    // Attempt logs the reader opened stay open when the list is drawn again.
+    const open = [...deliveries.querySelectorAll('details[open] summary')].map((s) => s.textContent);
+    fill(deliveries,
+      table('Recent deliveries', ['Email', 'Event', 'Status', 'Attempts', 'Last answer', 'Created'], page.deliveries.map((d) => {
+        const last = d.attemptLogs[d.attemptLogs.length - 1];
+        return [
+          h('a', { href: `/projects/${projectId}/emails/${d.emailId}` }, d.emailId),
+          d.type,
+          [badge(d.status), d.nextAttemptAt ? h('p', { class: 'hint' }, 'next ', when(d.nextAttemptAt)) : null],
+          String(d.attempts),
+          last ? (last.httpStatus !== null ? `HTTP ${last.httpStatus}` : last.errorCode ?? '—') : '—',
+          when(d.createdAt),
+        ];
+      }), 'No delivery yet: events of this project\'s emails appear here as they are sent.'),
+      page.deliveries.filter((d) => d.attemptLogs.length > 0).map((d) => h('details', { class: 'attempts' },
+        h('summary', null, `Attempts of ${d.type} for ${d.emailId} (${d.attemptLogs.length})`),
+        attemptsTable(`Attempts of delivery ${d.id}`, d.attemptLogs))),
+      h('nav', { class: 'pager', 'aria-label': 'Pages' },
+        cursor ? h('a', { href: `${list}/${endpoint.id}` }, 'Newest') : null,
+        page.next_cursor ? h('a', { href: withQuery(`${list}/${endpoint.id}`, { cursor: page.next_cursor }), rel: 'next' }, 'Older deliveries') : null));
+    for (const summaryElement of deliveries.querySelectorAll('details summary')) {
+      if (open.includes(summaryElement.textContent)) (summaryElement.parentElement as HTMLDetailsElement).open = true;
+    }
+  }
+
+  drawSummary();
+  ctx.main.append(h('p', null, h('a', { href: list }, '← All endpoints')), status, summary);
+  if (ctx.can.write) {
+    ctx.main.append(section('Settings', form({ 'aria-label': 'Endpoint settings' }, [
+      field('URL', h('input', { name: 'url', type: 'url', required: true, maxlength: 2048, value: endpoint.url })),
+      checkboxes('Events', 'events', ctx.settings.webhookEvents, endpoint.events),
+      field('Description', h('input', { name: 'description', maxlength: 500, value: endpoint.description ?? '' })),
+      h('div', { class: 'actions' },
+        h('button', { type: 'submit' }, 'Save changes'),
+        h('button', { type: 'button', class: 'secondary', onclick: () => void rotate() }, 'Rotate secret'),
+        h('button', { type: 'button', class: 'danger', onclick: () => void remove() }, 'Delete endpoint')),
+    ], async (element) => {
+      const events = checkedValues(element, 'events');
+      if (events.length === 0) throw new Error('Choose at least one event.');
+      const description = value(element, 'description').trim();
+      endpoint = await api<Endpoint>('PATCH', path, { url: value(element, 'url'), events, description: description || null });
+      fill(status, notice('success', 'Saved.'));
+      drawSummary();
+    })));
+  }
+  ctx.main.append(section('Recent deliveries', deliveries));
+  await loadDeliveries();
+  // The newest page follows deliveries as they are attempted.
+  if (!cursor) livePoll(loadDeliveries);
+}

@@ -1,0 +1,148 @@
+// The dashboard's emails in real Chromium: the detail with its timeline as delivery goes on,
+// filters and cursor paging in the address, and the message view: a <script> in the email's
+// HTML does not run and a remote image is not fetched until the reader asks (a local HTTP
+// server counts the requests), the text part, the raw source from the outbox, and "content
+// expired" after retention.
+import * as assert from 'uvu/assert';
+import { BODY_RETENTION_MS } from '../apps/services/content-vault.ts';
+import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
+import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
+import { waitUntil } from './support/eventually.ts';
+import { skippableSuite } from './support/skippable-suite.ts';
+import { startTracker, type Tracker } from './support/tracker.ts';
+
+interface Ctx { f: DashboardFixture; browser: TestBrowser; tracker: Tracker; emailId: string; owner: WatchedPage }
+
+const test = skippableSuite<Ctx>('dashboard: emails, timeline and the safe message view in Chromium', chromiumMissing);
+
+test.before(async (ctx) => {
+  ctx.tracker = await startTracker();
+  ctx.f = await startDashboard({}, { processors: true });
+  ctx.browser = await launchBrowser();
+  const t = ctx.tracker.base;
+  ctx.emailId = await sendEmail(ctx.f, {
+    subject: 'Spring sale',
+    html: `<meta http-equiv="refresh" content="0;url=${t}/refreshed">`
+      + '<p id="greeting">Hello from the shop</p>'
+      + `<img src="${t}/pixel.png" alt="tracking pixel">`
+      + `<script>new Image().src = '${t}/script-ran.png'; document.getElementById('greeting').textContent = 'script ran';</script>`
+      + `<img src="data:," alt="" onerror="new Image().src = '${t}/handler-ran.png'">`,
+    text: 'Hello from the shop (text part)',
+    tags: { campaign: 'spring' },
+    metadata: { order: { id: 1001 } },
+    headers: { 'X-Campaign': 'spring-2026' },
+  });
+  ctx.owner = await ctx.browser.open();
+  await signIn(ctx.owner.page, ctx.f);
+});
+test.after(async (ctx) => {
+  await ctx.browser?.close();
+  await ctx.f?.close();
+  await ctx.tracker?.close();
+});
+
+test('the detail shows the timeline as delivery goes on, recipients, tags and metadata', async ({ f, owner: { page, problems }, emailId }) => {
+  await page.getByRole('link', { name: 'Spring sale' }).click();
+  await page.waitForURL(`${f.origin}/projects/${f.projectId}/emails/${emailId}`);
+  await page.getByRole('heading', { name: 'Spring sale', level: 1 }).waitFor();
+  // The outbox transport writes the message: the page follows the email to its outcome without a reload.
+  const timeline = page.locator('.timeline');
+  await timeline.getByText('email.queued').waitFor();
+  await timeline.getByText('email.sent').waitFor();
+  const recipients = page.locator('.table-wrap[aria-label="Recipients"]');
+  assert.match(await recipients.innerText(), /buyer@dash\.example\.test\s+sent/);
+  assert.match(await page.locator('section', { has: page.getByRole('heading', { name: 'Tags' }) }).innerText(), /campaign\s+spring/);
+  assert.match(await page.locator('pre[aria-label="Metadata as JSON"]').innerText(), /"id": 1001/);
+  assert.equal(await axeViolations(page), []);
+  await screenshot(page, 'email-desktop');
+  assert.equal(problems, []);
+});
+
+test('the message view: the script does not run, the remote image waits until asked, the meta refresh goes nowhere', async ({ f, owner: { page, problems }, tracker, emailId }) => {
+  const blocked: string[] = [];
+  page.on('console', (message) => blocked.push(message.text()));
+  await page.getByRole('link', { name: 'View the message' }).click();
+  await page.waitForURL(`${f.origin}/projects/${f.projectId}/emails/${emailId}/message`);
+  const frameElement = page.locator('iframe.message-frame');
+  assert.is(await frameElement.getAttribute('sandbox'), '');
+  const frame = page.frameLocator('iframe.message-frame');
+  // The positive marker first: the HTML part is in the frame, parsed, its text as written.
+  await frame.getByText('Hello from the shop').waitFor();
+  await waitUntil(() => blocked.some((text) => /Blocked script execution/.test(text)), 'Chromium reports the script blocked by the sandbox');
+  assert.is(tracker.count('/pixel.png'), 0, 'remote image fetched before it was asked for');
+  assert.is(tracker.count('/script-ran.png') + tracker.count('/handler-ran.png'), 0, 'a script of the message ran');
+  await page.getByText('Remote images are blocked.').waitFor();
+  assert.match(await page.locator('pre[aria-label="Text part"]').innerText(), /text part/);
+  assert.match(await page.locator('.table-wrap[aria-label="Headers"]').innerText(), /X-Campaign\s+spring-2026/);
+  assert.equal(await axeViolations(page), []);
+  await screenshot(page, 'message-desktop');
+
+  await page.getByRole('button', { name: 'Load remote images' }).click();
+  await waitUntil(() => tracker.count('/pixel.png') === 1, 'the remote image is fetched once the reader asks');
+  await frame.getByText('Hello from the shop').waitFor();
+  // Images from anywhere are allowed now, so only the sandbox keeps the script's beacon from going out.
+  assert.is(tracker.count('/script-ran.png') + tracker.count('/handler-ran.png'), 0);
+  assert.is(tracker.count('/refreshed'), 0);
+  await page.getByText('Remote images are shown').waitFor();
+
+  await page.getByText('Show the raw source').click();
+  const raw = await page.locator('pre[aria-label="Raw source"]').innerText();
+  assert.match(raw, /DKIM-Signature:/);
+  assert.match(raw, /Subject: Spring sale/);
+  assert.equal(problems, []);
+});
+
+test('filters and cursor paging live in the address', async ({ f, owner: { page, problems } }) => {
+  for (const n of [1, 2, 3]) await sendEmail(f, { subject: `Receipt ${n}`, to: [`r${n}@${f.domain}`] });
+  await page.goto(`${f.origin}/projects/${f.projectId}/emails`);
+  await page.getByRole('link', { name: 'Receipt 3' }).waitFor();
+  await page.getByLabel('Recipient').fill(`r2@${f.domain}`);
+  await page.getByRole('button', { name: 'Apply filters' }).click();
+  await page.waitForURL((url) => url.searchParams.get('recipient') === `r2@${f.domain}`);
+  await page.getByRole('link', { name: 'Receipt 2' }).waitFor();
+  assert.is(await page.getByRole('link', { name: /^Receipt/ }).count(), 1);
+
+  await page.goto(`${f.origin}/projects/${f.projectId}/emails?limit=2`);
+  await page.getByRole('link', { name: 'Receipt 3' }).waitFor();
+  assert.is(await page.locator('tbody tr').count(), 2);
+  await page.getByRole('link', { name: 'Next page' }).click();
+  await page.waitForURL((url) => url.searchParams.has('cursor') && url.searchParams.get('limit') === '2');
+  await page.getByRole('link', { name: 'Receipt 1' }).waitFor();
+  await page.getByRole('link', { name: 'Spring sale' }).waitFor();
+  assert.is(await page.getByRole('link', { name: 'Next page' }).count(), 0);
+  await page.getByRole('link', { name: 'Newest' }).click();
+  await page.getByRole('link', { name: 'Receipt 3' }).waitFor();
+  assert.equal(problems, []);
+});
+
+test('the email pages on a 375-pixel screen', async ({ f, browser, emailId }) => {
+  const { page, problems, context } = await browser.open(NARROW);
+  await signIn(page, f);
+  for (const [path, name, marker] of [
+    [`/projects/${f.projectId}/emails/${emailId}`, 'email-narrow', 'email.sent'],
+    [`/projects/${f.projectId}/emails/${emailId}/message`, 'message-narrow', 'Remote images are blocked.'],
+  ]) {
+    await page.goto(`${f.origin}${path}`);
+    await page.getByText(marker).first().waitFor();
+    assert.not.ok(await overflowsSideways(page), path);
+    assert.equal(await axeViolations(page), [], path);
+    await screenshot(page, name);
+  }
+  assert.equal(problems, []);
+  await context.close();
+});
+
+test('after seven days the message view says the content expired', async ({ f, owner: { page, problems }, emailId }) => {
+  f.t.clock.advance(BODY_RETENTION_MS + 60_000);
+  try {
+    await page.goto(`${f.origin}/projects/${f.projectId}/emails/${emailId}/message`);
+    await page.getByRole('heading', { name: 'Content expired' }).waitFor();
+    await page.getByText('Relay keeps message bodies for seven days').waitFor();
+    assert.is(await page.locator('iframe').count(), 0);
+  } finally {
+    f.t.clock.advance(-(BODY_RETENTION_MS + 60_000));
+  }
+  assert.equal(problems, []);
+});
+
+test.run();
