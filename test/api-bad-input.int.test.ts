@@ -44,6 +44,8 @@ interface Fixture {
   /** Invitations of the owner to the member's workspaces. */
   invitationToAccept: string;
   invitationToDecline: string;
+  /** A workspace of the member's that the owner joined (and may leave). */
+  memberWorkspaceId: string;
 }
 
 interface RouteCase {
@@ -99,6 +101,13 @@ const ROUTES: RouteCase[] = [
     method: 'POST', path: '/v1/workspaces/:id/members', auth: 'session', params: (f) => ({ id: f.workspaceId }),
     body: (f) => ({ email: f.member.email, role: 'viewer' }),
   },
+  {
+    method: 'PATCH', path: '/v1/workspaces/:id/members/:userId', auth: 'session', params: (f) => ({ id: f.workspaceId, userId: f.owner.userId }),
+    body: () => ({ role: 'owner' }),
+  },
+  // The member leaves (the owner removing themselves would be refused: a workspace keeps an owner).
+  { method: 'DELETE', path: '/v1/workspaces/:id/members/:userId', auth: 'session', params: (f) => ({ id: f.memberWorkspaceId, userId: f.owner.userId }) },
+  { method: 'GET', path: '/v1/workspaces/:workspaceId/usage', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }) },
   { method: 'GET', path: '/v1/invitations', auth: 'session', params: none },
   { method: 'POST', path: '/v1/invitations/:id/accept', auth: 'session', params: (f) => ({ id: f.invitationToAccept }) },
   { method: 'DELETE', path: '/v1/invitations/:id', auth: 'session', params: (f) => ({ id: f.invitationToDecline }) },
@@ -141,12 +150,13 @@ const ROUTES: RouteCase[] = [
   { method: 'DELETE', path: '/v1/api-keys/:id', auth: 'session', params: (f) => ({ id: f.keyToRevoke }) },
   {
     method: 'GET', path: '/v1/workspaces/:workspaceId/suppressions', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }),
-    query: () => ({ limit: '10', cursor: 'a@bad-input.test' }),
+    query: () => ({ limit: '10', cursor: 'a@bad-input.test', prefix: 'gone' }),
   },
   {
     method: 'POST', path: '/v1/workspaces/:workspaceId/suppressions', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }),
     body: () => ({ address: 'blocked@bad-input.test' }),
   },
+  { method: 'GET', path: '/v1/workspaces/:workspaceId/suppressions/export', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }) },
   {
     method: 'DELETE', path: '/v1/workspaces/:workspaceId/suppressions/:address', auth: 'session',
     params: (f) => ({ workspaceId: f.workspaceId, address: 'gone@bad-input.test' }),
@@ -164,6 +174,10 @@ const ROUTES: RouteCase[] = [
   {
     method: 'PATCH', path: '/v1/templates/:id', auth: 'session', params: (f) => ({ id: f.templateId }), query: (f) => ({ projectId: f.projectId }),
     body: () => ({ name: 'Welcome', slug: 'welcome', subject: 'Welcome {{name}}', html: '<p>{{name}}</p>', text: 'Hi {{name}}', revision: 1 }),
+  },
+  {
+    method: 'POST', path: '/v1/templates/:id/test', auth: 'session', params: (f) => ({ id: f.templateId }), query: (f) => ({ projectId: f.projectId }),
+    body: () => ({ from: 'Relay test <test@bad-input.test>', to: 'qa@bad-input.test', variables: { name: 'Ada' } }),
   },
   { method: 'DELETE', path: '/v1/templates/:id', auth: 'session', params: (f) => ({ id: f.templateToDelete }), query: (f) => ({ projectId: f.projectId }) },
 ];
@@ -292,7 +306,7 @@ function problemsOf(request: Request, response: LightMyRequestResponse): string 
 async function probe(t: TestApp, request: Request, what: string, failures: Failure[]): Promise<LightMyRequestResponse> {
   // Each send a minute apart: the per-key rate limit would otherwise answer most of them
   // with 429 before admission sees the input.
-  if (request.method === 'POST' && request.url.startsWith('/v1/emails')) t.clock.advance(61_000);
+  if (request.method === 'POST' && (request.url.startsWith('/v1/emails') || /^\/v1\/templates\/[^/?]+\/test/.test(request.url))) t.clock.advance(61_000);
   const response = await t.app.inject({ method: request.method, url: request.url, headers: request.headers, payload: request.payload });
   const problem = problemsOf(request, response);
   if (problem) failures.push({ what: `${request.method} ${request.url.slice(0, 120)} ${what}: ${problem}`, status: response.statusCode, body: response.body.slice(0, 300) });
@@ -397,6 +411,9 @@ bad.before(async (f) => {
   f.emailId = sent.json().id;
   await waitUntil(() => existsSync(join(f.t.config.dataDir, 'outbox', `${f.emailId}.eml`)), 'the fixture email is in the outbox');
   await must(call(t, 'POST', `/v1/workspaces/${f.workspaceId}/suppressions`, { as: f.owner, body: { address: 'gone@bad-input.test' } }), 201);
+  f.memberWorkspaceId = (await must(call(t, 'POST', '/v1/workspaces', { as: f.member, body: { name: 'Member owned' } }), 201)).id;
+  const joining = (await must(call(t, 'POST', `/v1/workspaces/${f.memberWorkspaceId}/members`, { as: f.member, body: { email: f.owner.email, role: 'viewer' } }), 201)).id;
+  await must(call(t, 'POST', `/v1/invitations/${joining}/accept`, { as: f.owner }), 200);
   for (const which of ['invitationToAccept', 'invitationToDecline'] as const) {
     const inviting = (await must(call(t, 'POST', '/v1/workspaces', { as: f.member, body: { name: `Inviting ${which}` } }), 201)).id;
     f[which] = (await must(call(t, 'POST', `/v1/workspaces/${inviting}/members`, { as: f.member, body: { email: f.owner.email, role: 'viewer' } }), 201)).id;

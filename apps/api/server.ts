@@ -19,6 +19,7 @@ import { sessionRoutes } from './plugins/session.ts';
 import { statsRoutes } from './plugins/stats.ts';
 import { suppressionRoutes } from './plugins/suppressions.ts';
 import { templateRoutes } from './plugins/templates.ts';
+import { usageRoutes } from './plugins/usage.ts';
 import { workspaceRoutes } from './plugins/workspaces.ts';
 import { recordRoutes, type Security } from './openapi.ts';
 import { installTypeBoxValidation } from './validation.ts';
@@ -138,4 +139,5 @@ const routePlugins: Array<[RoutePlugin, Security]> = [
   [outboxRoutes, 'session'],
   [webhookEndpointRoutes, 'session'],
   [statsRoutes, 'session'],
+  [usageRoutes, 'session'],
 ];

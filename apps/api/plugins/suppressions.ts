@@ -10,9 +10,20 @@ const ByWorkspace = Type.Object({ workspaceId: Id });
 const ByAddress = Type.Object({ workspaceId: Id, address: Address });
 const AddBody = Type.Object({ address: Address }, { additionalProperties: false });
 const Page = Type.Object(
-  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })), cursor: Type.Optional(Address) },
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    cursor: Type.Optional(Address),
+    prefix: Type.Optional(Type.String({ minLength: 1, maxLength: 254, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]*$', errorMessage: 'must be the beginning of an address: 1 to 254 characters without control characters' })),
+  },
   { additionalProperties: false },
 );
+
+/** A CSV field (RFC 4180), and never a formula: a spreadsheet would run a value beginning with = + - @. */
+const csvField = (value: string) => {
+  const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+};
+const EXPORT_PAGE = 500;
 
 export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -23,8 +34,29 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     async (request) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
       const cursor = request.query.cursor === undefined ? undefined : normalizeSuppressedAddress(request.query.cursor, 'query.cursor');
-      const page = await listSuppressions(ctx.documents, workspace._id, { limit: request.query.limit ?? 50, cursor });
+      const page = await listSuppressions(ctx.documents, workspace._id, { limit: request.query.limit ?? 50, cursor, prefix: request.query.prefix });
       return { suppressions: page.entries.map(suppressionView), next_cursor: page.nextCursor };
+    },
+  );
+
+  // The whole list as CSV, in address order: a file people open in a spreadsheet or import elsewhere.
+  app.get<{ Params: Static<typeof ByWorkspace> }>(
+    '/v1/workspaces/:workspaceId/suppressions/export',
+    { schema: { params: ByWorkspace }, config: { openapi: { summary: 'Every suppression of the workspace as CSV (address, reason, email_id, created_at).', responses: { 200: { description: 'The list as CSV.', mediaType: 'text/csv' } } } } },
+    async (request, reply) => {
+      const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
+      const lines = ['address,reason,email_id,created_at'];
+      let cursor: string | undefined;
+      do {
+        const page = await listSuppressions(ctx.documents, workspace._id, { limit: EXPORT_PAGE, cursor });
+        for (const entry of page.entries) lines.push([entry.address, entry.reason, entry.emailId ?? '', entry.createdAt].map(csvField).join(','));
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor !== undefined);
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="suppressions-${workspace._id}.csv"`)
+        .header('cache-control', 'private, no-store')
+        .send(`${lines.join('\r\n')}\r\n`);
     },
   );
 

@@ -5,7 +5,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import {
-  acceptInvitation, createWorkspace, deleteInvitation, inviteMember, listInvitationsFor, listMembers, listWorkspaceInvitations, listWorkspacesOf, workspaceView,
+  acceptInvitation, changeMemberRole, createWorkspace, deleteInvitation, inviteMember, listInvitationsFor, listMembers, listWorkspaceInvitations,
+  listWorkspacesOf, removeMember, workspaceView,
 } from '../../services/management/workspaces.ts';
 import { authenticateSession, requireSession, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
@@ -14,6 +15,8 @@ import { Address, Id, Name, Role } from './management-schemas.ts';
 const CreateWorkspace = Type.Object({ name: Name }, { additionalProperties: false });
 const AddMember = Type.Object({ email: Address, role: Role }, { additionalProperties: false });
 const ById = Type.Object({ id: Id });
+const ByMember = Type.Object({ id: Id, userId: Id });
+const ChangeRole = Type.Object({ role: Role }, { additionalProperties: false });
 
 export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -50,6 +53,22 @@ export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Pr
       return reply.status(201).send(invitation);
     },
   );
+
+  app.patch<{ Params: Static<typeof ByMember>; Body: Static<typeof ChangeRole> }>(
+    '/v1/workspaces/:id/members/:userId',
+    { schema: { params: ByMember, body: ChangeRole } },
+    async (request) => {
+      const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
+      return changeMemberRole(ctx.documents, { workspaceId: workspace._id, actorRole: membership.role, userId: request.params.userId, role: request.body.role });
+    },
+  );
+
+  // Any member may leave; owners and admins remove others (as they may invite them).
+  app.delete<{ Params: Static<typeof ByMember> }>('/v1/workspaces/:id/members/:userId', { schema: { params: ByMember } }, async (request) => {
+    const { principal, workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'viewer');
+    await removeMember(ctx.documents, { workspaceId: workspace._id, actorUserId: principal.user._id, actorRole: membership.role, userId: request.params.userId });
+    return { deleted: true, userId: request.params.userId };
+  });
 
   app.get('/v1/invitations', async (request) => {
     const { user } = await authenticateSession(ctx, request);

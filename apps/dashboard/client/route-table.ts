@@ -30,5 +30,8 @@ export const PAGES: readonly PageEntry[] = [
   { path: '/projects/:projectId/webhooks/:endpointId', scope: 'project', section: 'Webhooks', module: 'webhook' },
   { path: '/workspaces/:workspaceId/domains', scope: 'workspace', nav: 'Domains', module: 'domains' },
   { path: '/workspaces/:workspaceId/domains/:domainId', scope: 'workspace', section: 'Domains', module: 'domain' },
+  { path: '/workspaces/:workspaceId/suppressions', scope: 'workspace', nav: 'Suppressions', module: 'suppressions' },
+  { path: '/workspaces/:workspaceId/members', scope: 'workspace', nav: 'Members', module: 'members' },
+  { path: '/workspaces/:workspaceId/usage', scope: 'workspace', nav: 'Usage', module: 'usage' },
   { path: '/workspaces/:workspaceId/projects', scope: 'workspace', nav: 'Projects', module: 'projects' },
 ];

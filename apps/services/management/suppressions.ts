@@ -3,7 +3,7 @@
 // whatever put it there.
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
-import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import { DuplicateKeyError, type DocumentStore, type Where } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { CONTROL_CHARACTERS } from './names.ts';
 
@@ -43,13 +43,21 @@ export async function removeSuppression(documents: DocumentStore, workspaceId: s
 }
 
 /** A page in address order; `cursor` is the last address of the previous page. */
+/**
+ * A page of the list in address order. `prefix` (normalized like an address) keeps the
+ * addresses that begin with it: "bob@" finds bob at every domain, "bob@example.com" that one.
+ */
 export async function listSuppressions(
   documents: DocumentStore,
   workspaceId: string,
-  page: { limit: number; cursor?: string },
+  page: { limit: number; cursor?: string; prefix?: string },
 ): Promise<{ entries: SuppressionEntry[]; nextCursor: string | null }> {
+  const prefix = page.prefix === undefined ? '' : normalizeAddress(page.prefix);
+  // _id is "<workspaceId>:<address>", so a prefix of the address is a range of _id.
+  const where: Where = { workspaceId };
+  if (prefix !== '') where._id = { gte: `${workspaceId}:${prefix}`, lt: `${workspaceId}:${prefix}\u{10ffff}` };
   const entries = await suppressionsOf(documents).find({
-    where: { workspaceId },
+    where,
     orderBy: [['workspaceId', 'asc'], ['_id', 'asc']],
     after: page.cursor === undefined ? undefined : { workspaceId, _id: suppressionIdOf(workspaceId, page.cursor) },
     limit: page.limit + 1,

@@ -66,6 +66,47 @@ export async function listMembers(documents: DocumentStore, workspaceId: string)
   return memberships.flatMap((m, i) => (users[i] ? [{ userId: m.userId, email: users[i].email, role: m.role, createdAt: m.createdAt }] : []));
 }
 
+/**
+ * Whether `actor` may change or remove a member who has `target` (and, for a change, give
+ * `next`): owners anyone, admins every role but owner, nobody else (domain/management.ts).
+ */
+function requireManageable(actor: Role, target: Role, next: Role = target): void {
+  if (!canGrantRole(actor, target) || !canGrantRole(actor, next)) {
+    throw forbidden(actor === 'admin' ? 'only owners may change or remove owners, or make members owners' : 'only owners and admins may change or remove members');
+  }
+}
+
+/**
+ * A workspace keeps an owner: the last one can be neither demoted nor removed. (No transaction
+ * spans two memberships, so two owners demoting each other within the same few milliseconds
+ * could both pass this check; the window is that of two requests, not of a process.)
+ */
+async function requireAnotherOwner(documents: DocumentStore, workspaceId: string, userId: string): Promise<void> {
+  const owners = await membershipsOf(documents).find({ where: { workspaceId, role: 'owner' } });
+  if (!owners.some((m) => m.userId !== userId)) throw conflict('a workspace keeps at least one owner: make another member owner first');
+}
+
+export async function changeMemberRole(documents: DocumentStore, input: { workspaceId: string; actorRole: Role; userId: string; role: Role }): Promise<MemberView> {
+  const id = membershipIdOf(input.workspaceId, input.userId);
+  const current = await membershipsOf(documents).get(id);
+  if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
+  requireManageable(input.actorRole, current.role, input.role);
+  if (current.role === 'owner' && input.role !== 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
+  const updated = await updateDocument(membershipsOf(documents), id, 'membership', (m) => (m.role === input.role ? null : { ...m, role: input.role }));
+  const user = await usersOf(documents).get(input.userId);
+  return { userId: updated.userId, email: user?.email ?? '', role: updated.role, createdAt: updated.createdAt };
+}
+
+/** Removed by an owner or admin (as requireManageable allows), or leaving on one's own. */
+export async function removeMember(documents: DocumentStore, input: { workspaceId: string; actorUserId: string; actorRole: Role; userId: string }): Promise<void> {
+  const id = membershipIdOf(input.workspaceId, input.userId);
+  const current = await membershipsOf(documents).get(id);
+  if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
+  if (input.actorUserId !== input.userId) requireManageable(input.actorRole, current.role);
+  if (current.role === 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
+  await membershipsOf(documents).delete(id);
+}
+
 // ---------------------------------------------------------------------------------------
 // Invitations
 

@@ -1,0 +1,94 @@
+// The workspace's members and pending invitations: invite an email with a role (the person
+// accepts after signing in), revoke an invitation, change a role, remove a member, or leave.
+import { api, get } from '../api.ts';
+import type { PageContext, Role } from '../context.ts';
+import { field, fill, form, h, notice, section, select, table, value, when } from '../dom.ts';
+
+interface Member { userId: string; email: string; role: Role; createdAt: string }
+interface Invitation { id: string; email: string; role: Role; createdAt: string; expiresAt: string }
+
+export async function render(ctx: PageContext): Promise<void> {
+  ctx.title('Members');
+  const workspaceId = ctx.workspace!.workspaceId;
+  const me = ctx.session!.user.id;
+  const grants = ctx.can.grants;
+  const status = h('div');
+  const body = h('div');
+
+  async function act(run: () => Promise<string>): Promise<void> {
+    try {
+      const done = await run();
+      fill(status, notice('success', done));
+      await load();
+    } catch (error) {
+      fill(status, notice('error', (error as Error).message));
+    }
+  }
+
+  async function load(): Promise<void> {
+    const workspace = await get<{ members: Member[]; invitations: Invitation[] }>(`/v1/workspaces/${workspaceId}`);
+    const manageable = (m: Member) => m.userId !== me && grants.includes(m.role);
+    fill(body,
+      table('Members', ['Email', 'Role', 'Member since', ''], workspace.members.map((m) => [
+        m.userId === me ? [m.email, h('span', { class: 'hint' }, ' (you)')] : m.email,
+        manageable(m)
+          ? select('role', grants.map((r): [string, string] => [r, r]), m.role, {
+            'aria-label': `Role of ${m.email}`,
+            onchange: (event: Event) => void act(async () => {
+              const role = (event.target as HTMLSelectElement).value;
+              await api('PATCH', `/v1/workspaces/${workspaceId}/members/${m.userId}`, { role });
+              return `${m.email} is now ${role}.`;
+            }),
+          })
+          : m.role,
+        when(m.createdAt),
+        manageable(m)
+          ? h('button', {
+            type: 'button', class: 'danger small', 'aria-label': `Remove ${m.email}`,
+            onclick: () => void act(async () => {
+              if (!confirm(`Remove ${m.email} from the workspace?`)) throw new Error('Nothing was changed.');
+              await api('DELETE', `/v1/workspaces/${workspaceId}/members/${m.userId}`);
+              return `Removed ${m.email}.`;
+            }),
+          }, 'Remove')
+          : m.userId === me ? h('button', {
+            type: 'button', class: 'secondary small',
+            onclick: async () => {
+              if (!confirm('Leave this workspace? You will need a new invitation to come back.')) return;
+              try {
+                await api('DELETE', `/v1/workspaces/${workspaceId}/members/${me}`);
+                location.assign('/');
+              } catch (error) {
+                fill(status, notice('error', (error as Error).message));
+              }
+            },
+          }, 'Leave') : null,
+      ])),
+      section('Pending invitations', table('Pending invitations', ['Email', 'Role', 'Invited', 'Expires', ''], workspace.invitations.map((i) => [
+        i.email, i.role, when(i.createdAt), when(i.expiresAt),
+        grants.length > 0 ? h('button', {
+          type: 'button', class: 'danger small', 'aria-label': `Revoke the invitation of ${i.email}`,
+          onclick: () => void act(async () => {
+            await api('DELETE', `/v1/invitations/${i.id}`);
+            return `Revoked the invitation of ${i.email}.`;
+          }),
+        }, 'Revoke') : null,
+      ]), 'No invitation is pending.')));
+  }
+
+  ctx.main.append(status, body);
+  await load();
+  if (grants.length === 0) return;
+  ctx.main.append(section('Invite someone', form({ 'aria-label': 'Invite someone' }, [
+    field('Email', h('input', { name: 'email', type: 'email', required: true, maxlength: 254 })),
+    field('Role', select('role', grants.map((r): [string, string] => [r, r]), grants.includes('developer') ? 'developer' : grants[0]),
+      'Viewers read; developers also change projects, domains, keys, templates and webhooks; admins also manage members and suppressions.'),
+    h('button', { type: 'submit' }, 'Invite'),
+  ], async (element) => {
+    const email = value(element, 'email');
+    await api('POST', `/v1/workspaces/${workspaceId}/members`, { email, role: value(element, 'role') });
+    element.reset();
+    fill(status, notice('success', `Invited ${email}. Once they sign in to Relay with that email, they accept it on their Invitations page (${location.origin}/invitations).`));
+    await load();
+  })));
+}
