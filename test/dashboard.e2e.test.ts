@@ -3,14 +3,16 @@
 // the API, the pages' own security headers, and accessibility and narrow-screen checks.
 import * as assert from 'uvu/assert';
 import { PAGE_CSP } from '../apps/dashboard/dashboard.ts';
-import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser } from './support/browser.ts';
+import { PAGES } from '../apps/dashboard/client/route-table.ts';
+import { createEndpoint } from '../apps/services/webhooks/endpoints.ts';
+import { axeViolations, chromiumMissing, DESKTOP, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser } from './support/browser.ts';
 import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
 
 const test = skippableSuite<{ f: DashboardFixture; browser: TestBrowser }>('dashboard: sign-in, layout and the email list in Chromium', chromiumMissing);
 
 test.before(async (ctx) => {
-  ctx.f = await startDashboard({}, { processors: ['projector'] });
+  ctx.f = await startDashboard({ RELAY_WEBHOOK_ALLOW: 'localhost:443' }, { processors: true });
   ctx.browser = await launchBrowser();
 });
 test.after(async (ctx) => {
@@ -81,6 +83,46 @@ test('sign-in and the email list work on a 375-pixel screen without sideways scr
   await screenshot(page, 'emails-narrow');
   assert.equal(problems, []);
   await page.context().close();
+});
+
+test('every page of the route table, on a desktop and at 375 pixels: drawn, no sideways scrolling, no serious axe violation, a screenshot each', async ({ f, browser }) => {
+  // Something on every page: an email with both parts, a template, a webhook endpoint.
+  const emailId = await sendEmail(f, { subject: 'A page of each', html: '<p>Hello</p>', text: 'Hello' });
+  const cookie = await (async () => {
+    const response = await fetch(`${f.t.url}/v1/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: f.owner.email, password: f.owner.password }) });
+    return response.headers.getSetCookie()[0].split(';')[0];
+  })();
+  const template = await (await fetch(`${f.t.url}/v1/templates?projectId=${f.projectId}`, {
+    method: 'POST', headers: { cookie, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Welcome', slug: 'welcome', subject: 'Welcome {{name}}', html: '<p>Hello {{name}}</p>', text: 'Hello {{name}}' }),
+  })).json() as { id: string };
+  const { endpoint } = await createEndpoint(f.t.ctx.documents, f.t.ctx.services.secrets, { dnsServers: [], allow: f.t.config.webhookAllow }, {
+    workspaceId: f.workspaceId, projectId: f.projectId, url: 'https://localhost/relay-events', events: ['email.sent'],
+  }, new Date());
+  const values: Record<string, string> = {
+    projectId: f.projectId, workspaceId: f.workspaceId, emailId, templateId: template.id, endpointId: endpoint._id, domainId: f.domainId,
+  };
+  for (const [viewport, width] of [[DESKTOP, 'desktop'], [NARROW, 'narrow']] as const) {
+    const { page, problems, context } = await browser.open(viewport);
+    await signIn(page, f);
+    for (const entry of PAGES) {
+      const path = entry.path.replace(/:(\w+)/g, (_, name: string) => {
+        if (!(name in values)) throw new Error(`${entry.path}: give this test a ${name}`);
+        return values[name];
+      });
+      await page.goto(`${f.origin}${path}`);
+      const heading = page.getByRole('heading', { level: 1 });
+      await heading.filter({ hasText: /\S/ }).waitFor();
+      await page.waitForLoadState('networkidle');
+      const title = await heading.innerText();
+      assert.not.match(title, /^(Something went wrong|Page not found)$/, `${path}: ${title}`);
+      if (width === 'narrow') assert.not.ok(await overflowsSideways(page), `${path} scrolls sideways at 375 px`);
+      assert.equal(await axeViolations(page), [], `${path} (${width})`);
+      await screenshot(page, `${entry.module}-${width}`);
+    }
+    assert.equal(problems, [], width);
+    await context.close();
+  }
 });
 
 test.run();
