@@ -5,7 +5,7 @@
 // expired" after retention.
 import * as assert from 'uvu/assert';
 import { BODY_RETENTION_MS } from '../apps/services/content-vault.ts';
-import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
+import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
 import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { waitUntil } from './support/eventually.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
@@ -113,23 +113,6 @@ test('filters and cursor paging live in the address', async ({ f, owner: { page,
   await page.getByRole('link', { name: 'Newest' }).click();
   await page.getByRole('link', { name: 'Receipt 3' }).waitFor();
   assert.equal(problems, []);
-});
-
-test('the email pages on a 375-pixel screen', async ({ f, browser, emailId }) => {
-  const { page, problems, context } = await browser.open(NARROW);
-  await signIn(page, f);
-  for (const [path, name, marker] of [
-    [`/projects/${f.projectId}/emails/${emailId}`, 'email-narrow', 'email.sent'],
-    [`/projects/${f.projectId}/emails/${emailId}/message`, 'message-narrow', 'Remote images are blocked.'],
-  ]) {
-    await page.goto(`${f.origin}${path}`);
-    await page.getByText(marker).first().waitFor();
-    assert.not.ok(await overflowsSideways(page), path);
-    assert.equal(await axeViolations(page), [], path);
-    await screenshot(page, name);
-  }
-  assert.equal(problems, []);
-  await context.close();
 });
 
 test('after seven days the message view says the content expired', async ({ f, owner: { page, problems }, emailId }) => {

@@ -8,8 +8,8 @@ import type { AddressInfo } from 'node:net';
 import * as assert from 'uvu/assert';
 import type { Page } from 'playwright-core';
 import { createUser } from '../apps/services/management/users.ts';
-import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
-import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
+import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
+import { ownerCookie, sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { PASSWORD } from './support/management.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
 
@@ -188,25 +188,5 @@ test('a form posted to Relay from another origin is refused, with the owner sign
     await new Promise((resolve) => foreign.close(resolve));
   }
 });
-
-test('the workspace pages on a 375-pixel screen', async ({ f, browser }) => {
-  const { page, problems, context } = await browser.open(NARROW);
-  await signIn(page, f);
-  for (const name of ['suppressions', 'members', 'usage', 'projects']) {
-    await page.goto(`${f.origin}/workspaces/${f.workspaceId}/${name}`);
-    await page.getByRole('heading', { level: 1 }).filter({ hasText: /\w/ }).waitFor();
-    await page.waitForLoadState('networkidle');
-    assert.not.ok(await overflowsSideways(page), name);
-    assert.equal(await axeViolations(page), [], name);
-    await screenshot(page, `${name}-narrow`);
-  }
-  assert.equal(problems, []);
-  await context.close();
-});
-
-async function ownerCookie(f: DashboardFixture): Promise<string> {
-  const response = await f.t.app.inject({ method: 'POST', url: '/v1/session', payload: { email: f.owner.email, password: f.owner.password } });
-  return String(response.headers['set-cookie']).split(';')[0];
-}
 
 test.run();

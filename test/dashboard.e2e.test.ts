@@ -6,7 +6,7 @@ import { PAGE_CSP } from '../apps/dashboard/dashboard.ts';
 import { PAGES } from '../apps/dashboard/client/route-table.ts';
 import { createEndpoint } from '../apps/services/webhooks/endpoints.ts';
 import { axeViolations, chromiumMissing, DESKTOP, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser } from './support/browser.ts';
-import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
+import { ownerCookie, sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
 
 const test = skippableSuite<{ f: DashboardFixture; browser: TestBrowser }>('dashboard: sign-in, layout and the email list in Chromium', chromiumMissing);
@@ -88,10 +88,7 @@ test('sign-in and the email list work on a 375-pixel screen without sideways scr
 test('every page of the route table, on a desktop and at 375 pixels: drawn, no sideways scrolling, no serious axe violation, a screenshot each', async ({ f, browser }) => {
   // Something on every page: an email with both parts, a template, a webhook endpoint.
   const emailId = await sendEmail(f, { subject: 'A page of each', html: '<p>Hello</p>', text: 'Hello' });
-  const cookie = await (async () => {
-    const response = await fetch(`${f.t.url}/v1/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: f.owner.email, password: f.owner.password }) });
-    return response.headers.getSetCookie()[0].split(';')[0];
-  })();
+  const cookie = await ownerCookie(f);
   const template = await (await fetch(`${f.t.url}/v1/templates?projectId=${f.projectId}`, {
     method: 'POST', headers: { cookie, 'content-type': 'application/json' },
     body: JSON.stringify({ name: 'Welcome', slug: 'welcome', subject: 'Welcome {{name}}', html: '<p>Hello {{name}}</p>', text: 'Hello {{name}}' }),

@@ -70,3 +70,11 @@ export async function signIn(page: Page, f: DashboardFixture, who: { email: stri
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL((url) => url.pathname !== '/sign-in' && url.pathname !== '/');
 }
+
+/** A session cookie of the fixture's owner ("rr_session=…"), for reading through the API what a page shows. */
+export async function ownerCookie(f: DashboardFixture): Promise<string> {
+  const response = await fetch(`${f.t.url}/v1/session`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: f.owner.email, password: f.owner.password }),
+  });
+  return response.headers.getSetCookie()[0].split(';')[0];
+}

@@ -121,19 +121,8 @@ export async function deliveryViewsOf(documents: DocumentStore, emailId: string,
   return found.map((d) => ({ id: d._id, eventId: d.eventId, status: d.status, nextAttemptAt: d.nextAttemptAt, attemptLogs: d.attemptLogs }));
 }
 
-/** An endpoint's delivery as its page shows it: which email and event, and every attempt. */
-export interface EndpointDeliveryView {
-  id: string;
-  emailId: string;
-  eventId: string;
-  type: string;
-  status: WebhookDeliveryStatus;
-  attempts: number;
-  nextAttemptAt: string | null;
-  attemptLogs: WebhookAttemptLog[];
-  createdAt: string;
-  updatedAt: string;
-}
+/** An endpoint's delivery as its page shows it: which email and event, and every attempt (not the body). */
+export type EndpointDeliveryView = Omit<WebhookDelivery, '_id' | 'projectId' | 'endpointId' | 'body'> & { id: string };
 
 /**
  * The endpoint's deliveries, newest first, `limit` at a time; `cursor` is the last delivery id
