@@ -54,7 +54,7 @@ test('the detail shows the timeline as delivery goes on, recipients, tags and me
   assert.match(await page.locator('section', { has: page.getByRole('heading', { name: 'Tags' }) }).innerText(), /campaign\s+spring/);
   assert.match(await page.locator('pre[aria-label="Metadata as JSON"]').innerText(), /"id": 1001/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'email-desktop');
+  await screenshot(page, 'email-timeline-desktop');
   assert.equal(problems, []);
 });
 
@@ -75,7 +75,7 @@ test('the message view: the script does not run, the remote image waits until as
   assert.match(await page.locator('pre[aria-label="Text part"]').innerText(), /text part/);
   assert.match(await page.locator('.table-wrap[aria-label="Headers"]').innerText(), /X-Campaign\s+spring-2026/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'message-desktop');
+  await screenshot(page, 'message-safe-preview-desktop');
 
   await page.getByRole('button', { name: 'Load remote images' }).click();
   await waitUntil(() => tracker.count('/pixel.png') === 1, 'the remote image is fetched once the reader asks');

@@ -60,7 +60,7 @@ test('a domain: records with copy buttons, verify shows each record missing, the
   assert.is(await records.getByText('missing', { exact: true }).count(), 4);
   assert.ok(dns.queries.some((q) => q.name === dkim.name), 'Relay asked the test DNS server');
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'domain-desktop');
+  await screenshot(page, 'domain-verify-missing-desktop');
 
   dns.setZone(stored.records.map((r): ZoneRecord => (r.type === 'MX'
     ? { name: r.name, type: 'MX', data: { preference: r.priority ?? 10, exchange: r.value } }
@@ -93,7 +93,7 @@ test('an API key: created with its permissions, the secret shown once and workin
   assert.match(await row.innerText(), /email:read\s/);
   assert.not.match(await row.innerText(), /email:send/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'api-keys-desktop');
+  await screenshot(page, 'api-key-secret-once-desktop');
   const list = (key: string) => fetch(`${f.t.url}/v1/emails`, { headers: { authorization: `Bearer ${key}` } });
   assert.is((await list(secret)).status, 200);
 
@@ -142,7 +142,7 @@ test('a webhook endpoint: secret once, then after a send its page shows each att
   assert.match(await attempts.nth(0).innerText(), /^1\s+HTTP 500/);
   assert.match(await attempts.nth(1).innerText(), /^2\s+HTTP 200/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'webhook-desktop');
+  await screenshot(page, 'webhook-attempts-desktop');
 
   // Edit events, disable and enable, rotate the secret.
   await page.getByLabel('email.bounced', { exact: true }).check();

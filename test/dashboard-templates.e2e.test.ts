@@ -41,7 +41,7 @@ test('create with a live preview, edit, the conflict from a second tab, reload, 
   const editorUrl = page.url();
   await page.getByText('Revision 1, saved').waitFor();
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'template-desktop');
+  await screenshot(page, 'template-live-preview-desktop');
 
   await page.getByLabel('Subject').fill('Welcome, {{name}}!');
   await page.getByRole('button', { name: 'Save' }).click();

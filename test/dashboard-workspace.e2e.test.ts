@@ -60,7 +60,7 @@ test('suppressions: add, find by the beginning of an address, export as CSV, rem
   assert.match(csv, /\r\nbob@other\.test,manual,,\d{4}-/);
   assert.match(csv, /\r\ncarol@other\.test,manual,,/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'suppressions-desktop');
+  await screenshot(page, 'suppressions-search-desktop');
 
   page.once('dialog', (dialog) => void dialog.accept());
   await page.getByRole('button', { name: 'Remove bob@other.test' }).click();
@@ -78,7 +78,7 @@ test('members: invite a viewer, who signs in, accepts and sees the workspace wit
   await page.getByText(`Invited ${ctx.viewerEmail}.`).waitFor();
   assert.match(await page.locator('.table-wrap[aria-label="Pending invitations"]').innerText(), new RegExp(`${ctx.viewerEmail}\\s+viewer`));
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'members-desktop');
+  await screenshot(page, 'members-invited-desktop');
 
   // The invited person, in a browser of their own.
   ctx.viewer = await ctx.browser.open();
@@ -90,7 +90,7 @@ test('members: invite a viewer, who signs in, accepts and sees the workspace wit
   await viewer.waitForURL(`${f.origin}/invitations`);
   await viewer.getByRole('heading', { name: 'Invitations' }).waitFor();
   assert.equal(await axeViolations(viewer), []);
-  await screenshot(viewer, 'invitations-desktop');
+  await screenshot(viewer, 'invitations-accept-desktop');
   await viewer.getByRole('button', { name: 'Accept the invitation to Acme' }).click();
   await viewer.waitForURL(`${f.origin}/projects/${f.projectId}/emails`);
   assert.match(await viewer.locator('header').innerText(), /viewer/);
@@ -133,7 +133,7 @@ test('a viewer sees no write control on any page', async ({ f, viewer: { page, p
     assert.equal(editable.filter((name) => !['sender', 'domain', 'recipient', 'after', 'before'].includes(name)), [], `${path}: editable fields`);
     assert.equal(await axeViolations(page), [], path);
   }
-  await screenshot(page, 'viewer-template-desktop');
+  await screenshot(page, 'viewer-projects-desktop');
   assert.equal(problems, []);
 });
 
@@ -163,7 +163,7 @@ test('usage: this month\'s recipients against the allowance', async ({ f, owner:
   await page.getByText('3 of 5,000').waitFor();
   assert.match(await page.locator('.table-wrap[aria-label="Recipients by key"]').innerText(), /Backend\s+Storefront\s+development\s+3\s+3 of 1,000/);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'usage-desktop');
+  await screenshot(page, 'usage-meter-desktop');
   assert.equal(problems, []);
 });
 

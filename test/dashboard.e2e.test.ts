@@ -58,7 +58,7 @@ test('sign in, see the email list follow a send made through the API, open nothi
   await link.waitFor();
   assert.is(await link.getAttribute('href'), `/projects/${f.projectId}/emails/${id}`);
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'emails-desktop');
+  await screenshot(page, 'emails-following-desktop');
 
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForURL(`${f.origin}/sign-in`);
@@ -80,7 +80,7 @@ test('sign-in and the email list work on a 375-pixel screen without sideways scr
   await page.getByRole('link', { name: 'Order 1001 shipped' }).waitFor();
   assert.not.ok(await overflowsSideways(page));
   assert.equal(await axeViolations(page), []);
-  await screenshot(page, 'emails-narrow');
+  await screenshot(page, 'emails-following-narrow');
   assert.equal(problems, []);
   await page.context().close();
 });
