@@ -25,6 +25,12 @@ test('an address that is not the dashboard origin leads to it, and a visitor wit
   await page.goto(`http://127.0.0.1:${f.port}/projects/${f.projectId}/emails?status=delivered`);
   await page.waitForURL(`${f.origin}/sign-in?next=${encodeURIComponent(`/projects/${f.projectId}/emails?status=delivered`)}`);
   await page.getByRole('heading', { name: 'Sign in to Relay' }).waitFor();
+  // Signing in leads back to the page asked for, its filters kept in the address.
+  await page.getByLabel('Email').fill(f.owner.email);
+  await page.getByLabel('Password').fill(f.owner.password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${f.origin}/projects/${f.projectId}/emails?status=delivered`);
+  assert.is(await page.getByLabel('Status').inputValue(), 'delivered');
   assert.equal(problems, []);
   await page.context().close();
 });
@@ -120,6 +126,28 @@ test('every page of the route table, on a desktop and at 375 pixels: drawn, no s
     assert.equal(problems, [], width);
     await context.close();
   }
+});
+
+test('the switcher: a new project from the projects page, then the same section of either project', async ({ f, browser }) => {
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  await page.getByRole('link', { name: 'Projects' }).click();
+  await page.getByLabel('Name').fill('Billing');
+  await page.getByRole('button', { name: 'Create project' }).click();
+  await page.waitForURL((url) => /^\/projects\/[^/]+\/emails$/.test(url.pathname) && !url.pathname.includes(f.projectId));
+  const billing = new URL(page.url()).pathname.split('/')[2];
+  assert.is(await page.getByLabel('Project', { exact: true }).inputValue(), billing);
+  await page.getByRole('link', { name: 'Templates' }).click();
+  await page.getByLabel('Project', { exact: true }).selectOption(f.projectId);
+  await page.waitForURL(`${f.origin}/projects/${f.projectId}/templates`);
+  // A workspace page links back to the project last used.
+  await page.getByRole('link', { name: 'Domains' }).click();
+  await page.getByRole('heading', { name: 'Domains', level: 1 }).waitFor();
+  assert.is(await page.getByRole('link', { name: 'Emails' }).getAttribute('href'), `/projects/${f.projectId}/emails`);
+  await page.goto(`${f.origin}/`);
+  await page.waitForURL(`${f.origin}/projects/${f.projectId}/emails`);
+  assert.equal(problems, []);
+  await context.close();
 });
 
 test.run();
