@@ -1,6 +1,6 @@
 // The feedback SMTP server cannot be held or flooded (issue 22, item 6): connections per client
-// address, the length of a session, the deadline of a DATA transfer and the memory that open
-// transfers hold are bounded, each answered with its SMTP reply. Clients are bare sockets
+// address, the length of a session, the deadline of a DATA transfer, the memory that open
+// transfers hold and the rate DATA is read at are bounded, each answered with its SMTP reply. Clients are bare sockets
 // (test/support/smtp-session.ts) from chosen loopback addresses; the limits are made small
 // enough to reach, the server and its replies are the production ones.
 import { suite } from 'uvu';
@@ -160,6 +160,29 @@ test('open DATA transfers hold at most the budget: a report that would go past i
     assert.equal((await reportedIndexes(fx, id)).sort(), [0, 1]);
   } finally {
     for (const s of [a, b, probe]) s.close();
+    await fx.close();
+  }
+});
+
+test('DATA is read at a bounded rate, all sessions together: senders beyond it are slowed down, not refused', async () => {
+  const fx = await startInboundFixture({ limits: { dataBytesPerSecond: 256 * 1024 } });
+  const { id, returnPaths } = await fx.email(['ann@example.org', 'bob@example.org']);
+  const sessions = [(await SmtpSession.open(fx.inbound.port)).session, (await SmtpSession.open(fx.inbound.port)).session];
+  try {
+    const started = performance.now();
+    const replies = await Promise.all(sessions.map(async (session, i) => {
+      await session.command('EHLO client.example.org');
+      await transaction(session, returnPaths[i]);
+      session.write(...dataLines(bounce(['ann@example.org', 'bob@example.org'][i], 600 * 1024, `paced-${i}`)));
+      return (await session.reply()).text;
+    }));
+    const seconds = (performance.now() - started) / 1000;
+    assert.ok(replies.every((r) => /^250 /.test(r)), replies.join(' | '));
+    // 1.2 MiB at 256 KiB/s, the first 256 KiB at once: at least 3.7 s however fast the machine.
+    assert.ok(seconds >= 3.5, `both read in ${seconds.toFixed(1)} s`);
+    assert.equal((await reportedIndexes(fx, id)).sort(), [0, 1]);
+  } finally {
+    for (const s of sessions) s.close();
     await fx.close();
   }
 });

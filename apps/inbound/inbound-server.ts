@@ -5,9 +5,10 @@
 //
 // Nothing a client sends can freeze or flood the process (limits: infra/mail/inbound-limits.ts,
 // docs/inbound.md): connections are capped in all and per client address, sessions and DATA
-// transfers have deadlines, a report is cut to what the parser reads while it arrives
-// (infra/mail/report-trim.ts) under a budget shared by every open transfer, and parsed on
-// threads of its own (infra/mail/report-parse-pool.ts) within a time budget.
+// transfers have deadlines, DATA is read at a bounded rate (read-rate.ts), a report is cut to
+// what the parser reads while it arrives (infra/mail/report-trim.ts) under a budget shared by
+// every open transfer, and parsed on threads of its own (infra/mail/report-parse-pool.ts)
+// within a time budget.
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -24,6 +25,7 @@ import type { Emails } from '../services/email-stream.ts';
 import { ingestReport } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
 import { SerialByKey } from '../services/serial-by-key.ts';
+import { ReadRate } from './read-rate.ts';
 
 const MAX_RECIPIENTS_PER_MESSAGE = 50;
 /** What a report without a SIZE is taken to need at MAIL FROM (most bounces are a few KiB). */
@@ -94,6 +96,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     threads: limits.parseThreads, budgetMs: limits.parseBudgetMs, maxWaiting: limits.parseWaiting, workerUrl: options.parserWorkerUrl,
   });
   const lanes = new SerialByKey();
+  const readRate = new ReadRate(limits.dataBytesPerSecond, Math.min(limits.dataBytesPerSecond, MAX_REPORT_BYTES));
   const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now, lanes };
   const tls = options.tlsCertFile && options.tlsKeyFile
     ? { cert: readFileSync(options.tlsCertFile), key: readFileSync(options.tlsKeyFile) }
@@ -173,7 +176,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         return true;
       };
       const receive = async (): Promise<string> => {
-        const report = await trimReport(stream, { maxBytes: MAX_REPORT_BYTES, keep });
+        const report = await trimReport(stream, { maxBytes: MAX_REPORT_BYTES, keep, pace: (bytes) => readRate.delay(bytes) });
         clearTimeout(deadline);
         // Over the size limit: smtp-server answers 552 5.3.4 itself (rejectOversized).
         if (stream.sizeExceeded) return 'Report too large';

@@ -20,6 +20,8 @@ export interface InboundLimits {
    * infra/mail/report-trim.ts); a report that would go past it is answered 452 4.3.1.
    */
   dataBytesInFlight: number;
+  /** DATA bytes read per second, all sessions together; senders beyond it are read later (TCP flow control). */
+  dataBytesPerSecond: number;
   /** Reports parsed at once, on threads of their own. */
   parseThreads: number;
   /** Wall time one report may take to parse once started (554 5.3.4 past it). */
@@ -35,6 +37,7 @@ export const INBOUND_LIMITS: InboundLimits = {
   sessionMs: 10 * 60_000,
   dataMs: 3 * 60_000,
   dataBytesInFlight: 32 * MiB,
+  dataBytesPerSecond: 8 * MiB,
   parseThreads: 2,
   parseBudgetMs: 5_000,
   parseWaiting: 64,

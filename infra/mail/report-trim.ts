@@ -43,6 +43,8 @@ export interface TrimOptions {
    * counted). What was granted is the caller's to give back once it lets go of the result.
    */
   keep?: (bytes: number) => boolean;
+  /** Milliseconds to wait after reading `bytes` before reading on (the caller's read rate). */
+  pace?: (bytes: number) => number;
 }
 
 /** Reads `source` to its end and returns the part of it the report parser reads. */
@@ -52,6 +54,8 @@ export async function trimReport(source: Readable, options: TrimOptions = {}): P
   const trimmer = new ReportTrimmer(options.keep ?? (() => true));
   let size = 0;
   for await (const chunk of source as AsyncIterable<Buffer>) {
+    const wait = options.pace?.(chunk.length) ?? 0;
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     const room = maxBytes - size;
     size += chunk.length;
     if (room <= 0) continue;
