@@ -1,5 +1,6 @@
 // The management model the service cannot run without: users, workspaces, memberships,
 // projects, sending domains, API keys and suppressions. Pure types and rules only.
+import type { AllowanceSettings } from './usage/quota.ts';
 
 export type Role = 'owner' | 'admin' | 'developer' | 'viewer';
 export type Environment = 'development' | 'production';
@@ -30,6 +31,8 @@ export interface Workspace {
   activated: boolean;
   activatedAt: string | null;
   createdAt: string;
+  /** Monthly recipient allowances the operator set (`relay workspace quota`); absent: the spec's. */
+  allowances?: AllowanceSettings;
 }
 
 export interface Membership {

@@ -19,6 +19,7 @@ import { normalizeSendRequest } from '../domain/email/send-request.ts';
 import { loadConfig } from '../infra/config.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import { SecretBox } from '../infra/secrets/secret-box.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 
 const test = suite('admission race');
 const PARALLEL = 50;
@@ -38,7 +39,7 @@ test.before(async () => {
   const domain = await createDomain(ctx.stores.documents, { workspaceId, name: 'race.example.test' }, now, new SecretBox({ current: randomBytes(32), previous: [] }));
   await markDomainVerified(ctx.stores.documents, domain._id, 'test fixture', now);
   await connectDomain(ctx.stores.documents, domain._id, project._id);
-  ctx.sender = { keyId: 'key_race', projectId: project._id, workspaceId, environment: 'production' };
+  ctx.sender = { keyId: 'key_race', projectId: project._id, workspaceId, environment: 'production', allowances: DEFAULT_ALLOWANCES };
 });
 
 test.after(async () => {

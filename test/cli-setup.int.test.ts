@@ -15,6 +15,7 @@ import { RelayError } from '../domain/errors.ts';
 import type { SendingDomain } from '../domain/management.ts';
 import { loadConfig } from '../infra/config.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 
 const MAIN = fileURLToPath(new URL('../apps/cli/main.ts', import.meta.url));
 
@@ -87,7 +88,7 @@ cli('setup --json --trust-domain prints one JSON object whose key authenticates'
     const principal = await authenticateApiKey({ documents }, `Bearer ${out.apiKey}`);
     assert.equal(principal, {
       keyId: out.keyId, projectId: out.projectId, workspaceId: out.workspaceId, environment: 'development',
-      permissions: ['email:send', 'email:read'], workspaceActivated: false,
+      permissions: ['email:send', 'email:read'], workspaceActivated: false, allowances: DEFAULT_ALLOWANCES,
     });
     const domain = await documents.collection<SendingDomain>('domains').get(out.domainId);
     assert.is(domain!.status, 'verified');

@@ -22,6 +22,7 @@ import { normalizeSendRequest } from '../domain/email/send-request.ts';
 import { RelayError } from '../domain/errors.ts';
 import { loadConfig } from '../infra/config.ts';
 import { SecretBox } from '../infra/secrets/secret-box.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 
 const test = suite('idempotency fingerprint');
 const FINGERPRINT_PURPOSE = 'idempotency-fingerprint';
@@ -43,7 +44,7 @@ test.before(async () => {
   const domain = await createDomain(ctx.stores.documents, { workspaceId, name: 'fp.example.test' }, now, ctx.services.secrets);
   await markDomainVerified(ctx.stores.documents, domain._id, 'test fixture', now);
   await connectDomain(ctx.stores.documents, domain._id, project._id);
-  ctx.sender = { keyId: 'key_fp', projectId: project._id, workspaceId, environment: 'production' };
+  ctx.sender = { keyId: 'key_fp', projectId: project._id, workspaceId, environment: 'production', allowances: DEFAULT_ALLOWANCES };
 });
 
 test.after(async () => {

@@ -10,6 +10,7 @@ import { RelayError } from '../domain/errors.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
 import { addMember, call, errorCode, newCaller, PASSWORD, workspaceWithProject, type Caller } from './support/management.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 
 interface Ctx { t: TestApp; dns: TestDnsServer; owner: Caller }
 
@@ -189,7 +190,7 @@ api('an API key secret is shown once; only its sha256 is stored', async ({ t, ow
 
   const principal = await authenticateApiKey(t.ctx, `Bearer ${key.secret}`);
   assert.equal(principal, {
-    keyId: key.id, projectId, workspaceId, environment: 'development', permissions: ['email:send', 'email:read'], workspaceActivated: false,
+    keyId: key.id, projectId, workspaceId, environment: 'development', permissions: ['email:send', 'email:read'], workspaceActivated: false, allowances: DEFAULT_ALLOWANCES,
   });
 });
 

@@ -19,6 +19,7 @@ import { readEmailStream } from '../apps/services/email-stream.ts';
 import type { Environment } from '../domain/management.ts';
 import { loadConfig } from '../infra/config.ts';
 import { freePort, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 
 const brokers = process.env.RELAY_KAFKA_BROKERS;
 const mongoUrl = process.env.RELAY_MONGODB_URL;
@@ -75,7 +76,7 @@ function register(mode: 'embedded' | 'distributed', extraEnv: () => Record<strin
 
   test('workspace quota edge: 4,990 used, 20 parallel sends over both processes admit exactly 10', async () => {
     const t = await tenant('production');
-    await ledger.charge({ workspaceId: t.workspaceId, emailId: 'em_fixture', fingerprint: 'f', apiKeyId: t.keyId, developmentKey: false, recipients: 4_990, at: new Date(), origin: { correlationId: 'test-fixture', causationId: 'test-fixture' } });
+    await ledger.charge({ workspaceId: t.workspaceId, emailId: 'em_fixture', fingerprint: 'f', apiKeyId: t.keyId, developmentKey: false, recipients: 4_990, allowances: DEFAULT_ALLOWANCES, at: new Date(), origin: { correlationId: 'test-fixture', causationId: 'test-fixture' } });
     const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i, t.secret, { from: `a@${t.domain}`, to: `u${i}@example.com`, subject: 's', text: 't' })));
     const statuses = responses.map((r) => r.status);
     assert.is(statuses.filter((s) => s === 202).length, 10, JSON.stringify(statuses));

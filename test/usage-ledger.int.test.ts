@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { UsageLedger, type RecipientCharge } from '../apps/services/usage-ledger.ts';
 import { RelayError } from '../domain/errors.ts';
-import { usageStreamId } from '../domain/usage/quota.ts';
+import { DEFAULT_ALLOWANCES, usageStreamId } from '../domain/usage/quota.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { commitHoldSwitch } from './support/commit-hold.ts';
 import { waitUntil } from './support/eventually.ts';
@@ -31,7 +31,7 @@ test.after(async () => {
 });
 
 const charge = (workspaceId: string, recipients: number, overrides: Partial<RecipientCharge> = {}): RecipientCharge => ({
-  workspaceId, emailId: `em_${randomUUID()}`, fingerprint: 'f', apiKeyId: 'key_1', developmentKey: false, recipients, at: AT, origin: { correlationId: 'test', causationId: 'test' }, ...overrides,
+  workspaceId, emailId: `em_${randomUUID()}`, fingerprint: 'f', apiKeyId: 'key_1', developmentKey: false, recipients, allowances: DEFAULT_ALLOWANCES, at: AT, origin: { correlationId: 'test', causationId: 'test' }, ...overrides,
 });
 
 async function outcome(promise: Promise<void>): Promise<'ok' | 'quota_exceeded'> {

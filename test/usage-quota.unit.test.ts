@@ -3,7 +3,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RelayError } from '../domain/errors.ts';
 import {
-  decideCharge, decideCharges, foldUsage, initialUsageState, monthEnd, monthOf, usageStreamId,
+  allowancesOf, checkAllowance, DEFAULT_ALLOWANCES, MAX_ALLOWANCE, decideCharge, decideCharges, foldUsage, initialUsageState, monthEnd, monthOf, usageStreamId,
   type ChargeRecipients, type UsageEvent, type UsageState,
 } from '../domain/usage/quota.ts';
 
@@ -13,7 +13,7 @@ const MONTH = '2026-11';
 let n = 0;
 const charge = (recipients: number, overrides: Partial<ChargeRecipients> = {}): ChargeRecipients => ({
   type: 'ChargeRecipients', month: MONTH, emailId: `em_${++n}`, fingerprint: 'f', apiKeyId: 'key_live', developmentKey: false,
-  recipients, occurredAt: '2026-11-22T10:00:00.000Z', ...overrides,
+  recipients, occurredAt: '2026-11-22T10:00:00.000Z', allowances: DEFAULT_ALLOWANCES, ...overrides,
 });
 
 /** A month with `used` recipients already charged (to `apiKeyId`). */
@@ -94,6 +94,44 @@ test('folding never changes the state it starts from; unknown events are skipped
   const after = foldUsage([...decideCharge(charge(5), before), { type: 'SomethingLater', data: {} } as unknown as UsageEvent], before);
   assert.is(after.workspaceRecipients, 15);
   assert.equal({ total: before.workspaceRecipients, keys: before.byKey, charged: [...before.charged] }, snapshot);
+});
+
+test('a workspace without settings has the spec\'s allowances; one set replaces only its own default', () => {
+  assert.equal(DEFAULT_ALLOWANCES, { workspaceRecipients: 5_000, developmentKeyRecipients: 1_000 });
+  assert.equal(allowancesOf(undefined), DEFAULT_ALLOWANCES);
+  assert.equal(allowancesOf({}), DEFAULT_ALLOWANCES);
+  assert.equal(allowancesOf({ workspaceRecipients: 20_000 }), { workspaceRecipients: 20_000, developmentKeyRecipients: 1_000 });
+  assert.equal(allowancesOf({ developmentKeyRecipients: 0 }), { workspaceRecipients: 5_000, developmentKeyRecipients: 0 });
+});
+
+test('given a workspace allowance of 20,000, the 5,001st recipient is admitted and the 20,001st refused naming 20,000', () => {
+  const allowances = { workspaceRecipients: 20_000, developmentKeyRecipients: 1_000 };
+  assert.is(decideCharge(charge(1, { allowances }), given(5_000)).length, 1);
+  assert.is(decideCharge(charge(15_000, { allowances }), given(5_000)).length, 1);
+  const error = refused(() => decideCharge(charge(15_001, { allowances }), given(5_000)));
+  assert.equal([error.details.allowance, error.details.limit, error.details.used], ['workspace', 20_000, 5_000]);
+  assert.match(error.message, /monthly allowance of 20000 recipients/);
+});
+
+test('given a lowered allowance below what is used, nothing more is admitted this month; 0 stops sending', () => {
+  refused(() => decideCharge(charge(1, { allowances: { workspaceRecipients: 100, developmentKeyRecipients: 1_000 } }), given(150)));
+  refused(() => decideCharge(charge(1, { allowances: { workspaceRecipients: 0, developmentKeyRecipients: 1_000 } }), initialUsageState(MONTH)));
+  assert.equal(decideCharge(charge(0, { allowances: { workspaceRecipients: 0, developmentKeyRecipients: 0 } }), initialUsageState(MONTH)).length, 1, 'zero recipients fit any allowance');
+});
+
+test('given a development key cap of 50, the 51st recipient of that key is refused for the key', () => {
+  const allowances = { workspaceRecipients: 5_000, developmentKeyRecipients: 50 };
+  const dev = given(45, 'key_dev', true);
+  assert.is(decideCharge(charge(5, { apiKeyId: 'key_dev', developmentKey: true, allowances }), dev).length, 1);
+  const error = refused(() => decideCharge(charge(6, { apiKeyId: 'key_dev', developmentKey: true, allowances }), dev));
+  assert.equal([error.details.allowance, error.details.limit], ['development_key', 50]);
+});
+
+test('an allowance an operator sets is a whole number from 0 to a billion', () => {
+  for (const ok of [0, 1, 5_000, MAX_ALLOWANCE]) assert.is(checkAllowance('x', ok), ok);
+  for (const bad of [-1, 1.5, MAX_ALLOWANCE + 1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => checkAllowance('workspaceRecipients', bad), (e: RelayError) => e.code === 'validation_error' && /workspaceRecipients/.test(e.message), String(bad));
+  }
 });
 
 test('a charge for another month is a programming error, not a refusal', () => {

@@ -11,7 +11,7 @@ export const managementCommands: Record<string, CommandEntry> = {
     run: async () => (await import('./management-tasks.ts')).userCommand,
   },
   workspace: {
-    summary: 'workspace activate|deactivate <workspaceId>: allow or stop production sending',
+    summary: 'workspace activate|deactivate <workspaceId>: allow or stop production sending; workspace quota <workspaceId>: monthly allowances',
     run: async () => (await import('./management-tasks.ts')).workspaceCommand,
   },
   domain: {

@@ -1,8 +1,9 @@
 // The operator's management commands. Everything for people goes to stderr; stdout carries
 // only results (one JSON object with --json), so scripts can pipe them.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { RelayError } from '../../domain/errors.ts';
+import { notFound, RelayError } from '../../domain/errors.ts';
 import type { Environment } from '../../domain/management.ts';
+import { allowancesOf, DEFAULT_ALLOWANCES, MAX_ALLOWANCE, monthEnd } from '../../domain/usage/quota.ts';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { openServices, openStores } from '../runtime.ts';
@@ -11,7 +12,7 @@ import { domainView, markDomainVerified, verifyDomain } from '../services/manage
 import { ensureManagementIndexes } from '../services/management/indexes.ts';
 import { runSetup } from '../services/management/setup.ts';
 import { createUser } from '../services/management/users.ts';
-import { setWorkspaceActivation } from '../services/management/workspaces.ts';
+import { setWorkspaceActivation, setWorkspaceAllowances, workspacesOf } from '../services/management/workspaces.ts';
 import { asksForHelp, type Command } from './command.ts';
 
 const EXIT_USAGE = 2;
@@ -102,19 +103,66 @@ export const userCommand: Command = command(
   },
 );
 
-export const workspaceCommand: Command = command(
-  'usage: relay workspace activate <workspaceId>\n       relay workspace deactivate <workspaceId>',
-  async (args) => {
-    const { positionals } = parse(args, {});
-    const [action, workspaceId] = positionals;
-    if ((action !== 'activate' && action !== 'deactivate') || !workspaceId || positionals.length !== 2) {
-      throw new UsageError('expected: workspace activate|deactivate <workspaceId>');
-    }
-    const workspace = await withDocuments((documents) => setWorkspaceActivation(documents, workspaceId, action === 'activate', new Date()));
-    err(`workspace ${workspace.name} (${workspace._id}) is ${workspace.activated ? `activated since ${workspace.activatedAt}` : 'not activated'}`);
-    return 0;
-  },
-);
+const WORKSPACE_USAGE = `usage: relay workspace activate <workspaceId>
+       relay workspace deactivate <workspaceId>
+       relay workspace quota <workspaceId> [--recipients N|default] [--dev-key-recipients N|default] [--json]
+  quota: shows the workspace's monthly recipient allowances and this month's usage; with
+  --recipients or --dev-key-recipients, sets them first. --recipients: accepted To/CC/BCC
+  recipients per UTC month, all projects and keys together (default ${DEFAULT_ALLOWANCES.workspaceRecipients}); --dev-key-recipients:
+  per development key and month (default ${DEFAULT_ALLOWANCES.developmentKeyRecipients}). N is 0 (no sending) to ${MAX_ALLOWANCE}; "default" returns
+  to the default. A change applies from the next request on; usage already counted stays.`;
+
+/** "default" → null (back to the spec's), else the number as given (checked by the service). */
+function allowanceArgument(option: string, raw: string | undefined): number | null | undefined {
+  if (raw === undefined) return undefined;
+  if (raw === 'default') return null;
+  if (!/^\d+$/.test(raw)) throw new UsageError(`--${option} must be a whole number or "default", got "${raw}"`);
+  return Number(raw);
+}
+
+const grouped = (n: number) => n.toLocaleString('en-US');
+
+async function workspaceQuota(workspaceId: string, values: { recipients?: string; 'dev-key-recipients'?: string; json?: boolean }): Promise<number> {
+  const changes = {
+    workspaceRecipients: allowanceArgument('recipients', values.recipients),
+    developmentKeyRecipients: allowanceArgument('dev-key-recipients', values['dev-key-recipients']),
+  };
+  const now = new Date();
+  const { workspace, usage } = await withDocuments(async (documents, _config, services) => {
+    const changed = changes.workspaceRecipients !== undefined || changes.developmentKeyRecipients !== undefined;
+    const workspace = changed
+      ? await setWorkspaceAllowances(documents, workspaceId, changes)
+      : await workspacesOf(documents).get(workspaceId);
+    if (!workspace) throw notFound(`workspace ${workspaceId} not found`);
+    return { workspace, usage: await services.usage.usage(workspaceId, now) };
+  });
+  const allowances = allowancesOf(workspace.allowances);
+  const resetsAt = monthEnd(usage.month).toISOString();
+  if (values.json) {
+    out({
+      workspaceId: workspace._id, month: usage.month, resetsAt, allowances, set: workspace.allowances ?? {},
+      used: { workspaceRecipients: usage.workspaceRecipients, byKey: usage.byKey },
+    });
+  }
+  const origin = (name: keyof typeof allowances) => (workspace.allowances?.[name] === undefined ? 'default' : 'set by the operator');
+  err(`workspace ${workspace.name} (${workspace._id}), ${usage.month} (resets at ${resetsAt}):`);
+  err(`  recipients this month: ${grouped(usage.workspaceRecipients)} of ${grouped(allowances.workspaceRecipients)} (${origin('workspaceRecipients')})`);
+  err(`  per development key:   at most ${grouped(allowances.developmentKeyRecipients)} (${origin('developmentKeyRecipients')})`);
+  return 0;
+}
+
+export const workspaceCommand: Command = command(WORKSPACE_USAGE, async (args) => {
+  const { values, positionals } = parse(args, { recipients: { type: 'string' }, 'dev-key-recipients': { type: 'string' }, json: { type: 'boolean' } });
+  const [action, workspaceId] = positionals;
+  if (!['activate', 'deactivate', 'quota'].includes(action) || !workspaceId || positionals.length !== 2) {
+    throw new UsageError('expected: workspace activate|deactivate|quota <workspaceId>');
+  }
+  if (action === 'quota') return workspaceQuota(workspaceId, values);
+  if (values.recipients !== undefined || values['dev-key-recipients'] !== undefined || values.json) throw new UsageError(`workspace ${action} takes no options`);
+  const workspace = await withDocuments((documents) => setWorkspaceActivation(documents, workspaceId, action === 'activate', new Date()));
+  err(`workspace ${workspace.name} (${workspace._id}) is ${workspace.activated ? `activated since ${workspace.activatedAt}` : 'not activated'}`);
+  return 0;
+});
 
 export const domainCommand: Command = command(
   'usage: relay domain verify <domainId> [--json]          check the records in DNS (RELAY_DNS_SERVERS or the system resolvers)\n' +

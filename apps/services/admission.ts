@@ -37,6 +37,7 @@ import type { NormalizedSend } from '../../domain/email/send-request.ts';
 import { initialEmailState, type EmailState } from '../../domain/email/state.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Environment, SendingDomain, SuppressionEntry } from '../../domain/management.ts';
+import type { MonthlyAllowances } from '../../domain/usage/quota.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { deferDurability } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
@@ -61,12 +62,13 @@ export interface AdmissionDeps {
   now: () => Date;
 }
 
-/** Who is sending: the API key's identity. */
+/** Who is sending: the API key's identity, and its workspace's monthly allowances. */
 export interface Sender {
   keyId: string;
   projectId: string;
   workspaceId: string;
   environment: Environment;
+  allowances: MonthlyAllowances;
 }
 
 /** What a send body becomes before the rules are applied to it. */
@@ -260,6 +262,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
           apiKeyId: sender.keyId,
           developmentKey: development,
           recipients: message.recipientCount,
+          allowances: sender.allowances,
           at: now,
           origin: request.origin,
         });

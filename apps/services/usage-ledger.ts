@@ -11,7 +11,7 @@ import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Decider } from '../../domain/decider.ts';
 import { usageDecider } from '../../domain/usage/decider.ts';
 import {
-  decideCharges, monthOf, usageStreamId, type ChargeOutcome, type ChargeRecipients, type UsageEvent, type UsageState,
+  decideCharges, monthOf, usageStreamId, type ChargeOutcome, type ChargeRecipients, type MonthlyAllowances, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
 import { currentDurabilityScope, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
@@ -24,6 +24,8 @@ export interface RecipientCharge {
   apiKeyId: string;
   developmentKey: boolean;
   recipients: number;
+  /** The workspace's allowances at this request. */
+  allowances: MonthlyAllowances;
   at: Date;
   origin: CommandOrigin;
 }
@@ -81,6 +83,7 @@ export class UsageLedger {
       developmentKey: charge.developmentKey,
       recipients: charge.recipients,
       occurredAt: charge.at.toISOString(),
+      allowances: charge.allowances,
     };
     return new Promise<void>((resolve, reject) => {
       const pending = { command, origin: charge.origin, scope: currentDurabilityScope(), resolve, reject };

@@ -1,11 +1,39 @@
 // Monthly recipient allowances (spec: Limits): 5,000 accepted To/CC/BCC recipients per
 // workspace and UTC month, and 1,000 per development key, which also count toward the
-// workspace. One event stream per workspace and month holds every charge; this decider
-// turns a charge request into RecipientsCharged or a quota_exceeded error. Pure.
-import { RelayError } from '../errors.ts';
+// workspace. Those are the defaults; an operator may set others per workspace
+// (`relay workspace quota`), kept on the workspace document. One event stream per workspace
+// and month holds every charge; this decider turns a charge request, with the allowances in
+// force when it was made, into RecipientsCharged or a quota_exceeded error. Pure.
+import { RelayError, validationError } from '../errors.ts';
 
-export const WORKSPACE_MONTHLY_RECIPIENTS = 5_000;
-export const DEV_KEY_MONTHLY_RECIPIENTS = 1_000;
+/** Accepted recipients per UTC month: the workspace's, and each of its development keys'. */
+export interface MonthlyAllowances {
+  workspaceRecipients: number;
+  developmentKeyRecipients: number;
+}
+
+/** The spec's allowances, which a workspace has unless its operator set others. */
+export const DEFAULT_ALLOWANCES: Readonly<MonthlyAllowances> = Object.freeze({ workspaceRecipients: 5_000, developmentKeyRecipients: 1_000 });
+
+/** The largest allowance an operator may set (a billion recipients a month: no practical limit). */
+export const MAX_ALLOWANCE = 1_000_000_000;
+
+/** What a workspace document holds: only the allowances its operator set. */
+export type AllowanceSettings = Partial<MonthlyAllowances>;
+
+/** A workspace's allowances in force: each one set, else the spec's. */
+export const allowancesOf = (settings: AllowanceSettings | undefined): MonthlyAllowances => ({
+  workspaceRecipients: settings?.workspaceRecipients ?? DEFAULT_ALLOWANCES.workspaceRecipients,
+  developmentKeyRecipients: settings?.developmentKeyRecipients ?? DEFAULT_ALLOWANCES.developmentKeyRecipients,
+});
+
+/** An allowance an operator sets: a whole number of recipients from 0 (no sending) to MAX_ALLOWANCE. */
+export function checkAllowance(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 0 || value > MAX_ALLOWANCE) {
+    throw validationError(`${name}: must be a whole number of recipients from 0 to ${MAX_ALLOWANCE}, got ${value}`);
+  }
+  return value;
+}
 
 export const USAGE_STREAM_PREFIX = 'usage-';
 
@@ -30,6 +58,8 @@ export interface ChargeRecipients {
   developmentKey: boolean;
   recipients: number;
   occurredAt: string;
+  /** The workspace's allowances when the request came in. */
+  allowances: MonthlyAllowances;
 }
 
 export interface RecipientsCharged {
@@ -76,12 +106,13 @@ export function decideCharge(command: ChargeRecipients, state: UsageState): Usag
   if (command.month !== state.month) throw new Error(`charge for ${command.month} decided on usage of ${state.month}`);
   if (!Number.isSafeInteger(command.recipients) || command.recipients < 0) throw new Error(`invalid recipient count ${command.recipients}`);
   if (state.charged.has(chargeId(command.emailId, command.fingerprint))) return [];
+  const { workspaceRecipients, developmentKeyRecipients } = command.allowances;
   if (command.developmentKey) {
     const used = state.byKey[command.apiKeyId] ?? 0;
-    if (used + command.recipients > DEV_KEY_MONTHLY_RECIPIENTS) throw exceeded('development_key', state, used, DEV_KEY_MONTHLY_RECIPIENTS, command.recipients);
+    if (used + command.recipients > developmentKeyRecipients) throw exceeded('development_key', state, used, developmentKeyRecipients, command.recipients);
   }
-  if (state.workspaceRecipients + command.recipients > WORKSPACE_MONTHLY_RECIPIENTS) {
-    throw exceeded('workspace', state, state.workspaceRecipients, WORKSPACE_MONTHLY_RECIPIENTS, command.recipients);
+  if (state.workspaceRecipients + command.recipients > workspaceRecipients) {
+    throw exceeded('workspace', state, state.workspaceRecipients, workspaceRecipients, command.recipients);
   }
   const { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } = command;
   return [{ type: 'RecipientsCharged', data: { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } }];

@@ -25,6 +25,7 @@ import type { EmailView } from '../../projections/email-view.ts';
 import { createTestClock, startTestApp, type TestApp, type TestClock } from '../support/app.ts';
 import { waitUntil } from '../support/eventually.ts';
 import { secretsOf } from '../support/secrets.ts';
+import { DEFAULT_ALLOWANCES } from '../../domain/usage/quota.ts';
 
 export type Response = LightMyRequestResponse;
 
@@ -217,6 +218,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
           apiKeyId: key.id,
           developmentKey: environment === 'development',
           recipients,
+          allowances: DEFAULT_ALLOWANCES,
           at: clock.now(),
           origin: { correlationId: 'test-fixture', causationId: 'test-fixture' },
         });

@@ -3,6 +3,7 @@
 // exist or were revoked.
 import { RelayError } from '../../../domain/errors.ts';
 import { keyPrefixOf, type Environment, type Permission } from '../../../domain/management.ts';
+import { allowancesOf, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { findApiKeyBySecret } from '../../services/management/api-keys.ts';
 import { workspacesOf } from '../../services/management/workspaces.ts';
 import type { ApiContext } from '../context.ts';
@@ -14,6 +15,8 @@ export interface ApiKeyPrincipal {
   environment: Environment;
   permissions: Permission[];
   workspaceActivated: boolean;
+  /** The workspace's monthly allowances as they stand at this request. */
+  allowances: MonthlyAllowances;
 }
 
 /** Prefix + 43 base64url characters (32 bytes); anything else cannot be a key of ours. */
@@ -40,6 +43,7 @@ export async function authenticateApiKey(ctx: Pick<ApiContext, 'documents'>, aut
     environment: key.environment,
     permissions: [...key.permissions],
     workspaceActivated: workspace.activated,
+    allowances: allowancesOf(workspace.allowances),
   };
 }
 

@@ -202,7 +202,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     try {
       admission = await admitEmail(
         deps,
-        { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment },
+        { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment, allowances: principal.allowances },
         { body, idempotencyKey, prepare, origin: originOfRequest(request.id) },
       );
     } catch (error) {

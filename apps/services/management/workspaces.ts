@@ -9,6 +9,7 @@
 // creates later sees the invitations already waiting for their email.
 import { conflict, forbidden, notFound } from '../../../domain/errors.ts';
 import { canGrantRole, membershipIdOf, roleAtLeast, type Membership, type Role, type User, type Workspace } from '../../../domain/management.ts';
+import { checkAllowance, type AllowanceSettings, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { insertUnique, updateDocument } from './documents.ts';
@@ -250,6 +251,27 @@ export async function deleteInvitation(documents: DocumentStore, user: User, inv
   }
   if (!(await invitationsOf(documents).delete(invitation._id))) throw invitationNotFound(invitationId);
   return { deleted: true, id: invitation._id };
+}
+
+/**
+ * Sets or clears (null) the workspace's monthly allowances; those not named stay as they are.
+ * Operators only (`relay workspace quota`): the allowance is what the installation grants.
+ */
+export async function setWorkspaceAllowances(
+  documents: DocumentStore, workspaceId: string, changes: { [K in keyof MonthlyAllowances]?: number | null },
+): Promise<Workspace> {
+  for (const [name, value] of Object.entries(changes)) if (typeof value === 'number') checkAllowance(name, value);
+  return updateDocument(workspacesOf(documents), workspaceId, 'workspace', (current) => {
+    const allowances: AllowanceSettings = { ...current.allowances };
+    for (const name of ['workspaceRecipients', 'developmentKeyRecipients'] as const) {
+      const value = changes[name];
+      if (value === null) delete allowances[name];
+      else if (value !== undefined) allowances[name] = value;
+    }
+    const { allowances: _previous, ...rest } = current;
+    const next: Workspace = Object.keys(allowances).length > 0 ? { ...rest, allowances } : rest;
+    return JSON.stringify(next.allowances ?? {}) === JSON.stringify(current.allowances ?? {}) ? null : next;
+  });
 }
 
 export async function setWorkspaceActivation(documents: DocumentStore, workspaceId: string, activated: boolean, now: Date): Promise<Workspace> {
