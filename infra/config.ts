@@ -1,9 +1,10 @@
 // Configuration comes only from environment variables. Each is parsed once at start;
 // a bad value stops the process with a message that names the variable.
 import { isIP } from 'node:net';
+import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
-import { parseSmtpUrl } from './mail/smtp-transport.ts';
+import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
 export type RelayEnv = 'development' | 'production';
 
@@ -101,6 +102,26 @@ function resolverAddress(variable: string, item: string): string {
   const host = /^\[([^\]]+)\](:\d{1,5})?$/.exec(item)?.[1] ?? (isIP(item) ? item : item.replace(/:\d{1,5}$/, ''));
   if (!isIP(host)) throw new ConfigError(variable, `"${item}" is not an IP address or IP:port (resolvers are addressed by IP)`);
   return item;
+}
+
+/** Names and addresses by which a connection from this machine reaches this machine. */
+function isThisMachine(host: string): boolean {
+  const name = host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  if (isLoopbackHost(name) || name === hostname().toLowerCase()) return true;
+  if (name === '0.0.0.0' || name === '::') return true;
+  return Object.values(networkInterfaces()).some((addresses) => addresses?.some((a) => a.address.toLowerCase() === name));
+}
+
+/**
+ * A smarthost on this machine at the feedback server's port is that server: it takes only
+ * bounce and complaint reports addressed to return paths, so every email would be refused
+ * (and Relay would read its own refusals back). Caught at start rather than as failed mail.
+ */
+function checkSmarthostIsNotInbound(smtpUrl: string, inbound: { host: string; port: number }): void {
+  const { host, port } = parseSmtpUrl(smtpUrl);
+  if (port !== inbound.port || !(host === inbound.host.toLowerCase() || isThisMachine(host))) return;
+  throw new ConfigError('RELAY_SMTP_URL', `${host}:${port} is Relay's own feedback SMTP server (RELAY_INBOUND_SMTP_PORT=${inbound.port}), which only accepts bounce and complaint reports, so every email would be refused; `
+    + 'point RELAY_SMTP_URL at your smarthost (its submission port is usually 587), or move the feedback server with RELAY_INBOUND_SMTP_PORT');
 }
 
 function url(env: Env, name: string, schemes: string[]): string | null {
@@ -202,6 +223,8 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     throw new ConfigError('RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', `must be a whole number of connections from 1 to ${INBOUND_LIMITS.maxConnections}, got "${perClientRaw}"`);
   }
   const listenHost = text(env, 'HOST') ?? '127.0.0.1';
+  const inbound = { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile, maxConnectionsPerClient };
+  if (delivery === 'smtp' && smtpUrl) checkSmarthostIsNotInbound(smtpUrl, inbound);
   const metricsRaw = text(env, 'RELAY_METRICS_PORT');
   const metricsOff = metricsRaw?.toLowerCase() === 'off';
   if (metricsRaw !== undefined && !metricsOff && !(/^\d+$/.test(metricsRaw) && Number(metricsRaw) <= 65535)) {
@@ -231,7 +254,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     pipelineThread: pipelineThreadRaw === 'on',
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
-    inbound: { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile, maxConnectionsPerClient },
+    inbound,
     webhookAllow,
     webhookRetryScale,
     metrics: { enabled: !metricsOff, host: text(env, 'RELAY_METRICS_HOST') ?? listenHost, port: metricsPort },

@@ -229,6 +229,8 @@ const BAD_ENVIRONMENTS: Array<[Record<string, string>, string]> = [
   [{ RELAY_LOG_LEVEL: 'loud' }, 'RELAY_LOG_LEVEL'],
   [{ RELAY_DASHBOARD_ORIGIN: 'not a url' }, 'RELAY_DASHBOARD_ORIGIN'],
   [{ RELAY_MONGODB_URL: 'http://x' }, 'RELAY_MONGODB_URL'],
+  // The smarthost is Relay's own feedback SMTP server.
+  [{ RELAY_SMTP_URL: 'smtp://127.0.0.1:2525?tls=none', RELAY_INBOUND_SMTP_PORT: '2525' }, 'RELAY_SMTP_URL'],
 ];
 
 cli('relay start (and api, setup) with an invalid PORT, RELAY_ENV or other variable exits 78 naming it', async ({ dataDir }) => {

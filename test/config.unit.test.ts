@@ -60,6 +60,12 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'http://mail.example.com' }],
   // Plain text only to loopback; STARTTLS otherwise.
   ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://mail.example.com:25?tls=none' }],
+  // The feedback SMTP server (default port 2525) on this machine is not a smarthost.
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://127.0.0.1:2525?tls=none' }],
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://localhost:2525?tls=none' }],
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://[::1]:2525?tls=none' }],
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtp://user:pass@mail.example.com:2626', RELAY_INBOUND_SMTP_HOST: 'mail.example.com', RELAY_INBOUND_SMTP_PORT: '2626' }],
+  ['RELAY_SMTP_URL', { RELAY_SMTP_URL: 'smtps://user:pass@127.0.0.1:2465', RELAY_INBOUND_SMTP_PORT: '2465' }],
   ['RELAY_MX_PORT', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_PORT: '2525' }],
   ['RELAY_MX_ALLOW', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MX_ALLOW: '127.0.0.1' }],
   ['RELAY_MX_ALLOW', { RELAY_MX_ALLOW: 'localhost' }],
@@ -79,6 +85,15 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '201' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: 'many' }],
 ];
+
+test('a smarthost at the feedback server\'s address is refused with a message naming both; another port, or a host elsewhere on that port, is accepted', () => {
+  assert.throws(() => loadConfig({ RELAY_SMTP_URL: 'smtp://localhost:2525?tls=none' }), (e: ConfigError) =>
+    /Relay's own feedback SMTP server \(RELAY_INBOUND_SMTP_PORT=2525\)/.test(e.message) && /587/.test(e.message) && e.variable === 'RELAY_SMTP_URL');
+  assert.is(loadConfig({ RELAY_SMTP_URL: 'smtp://127.0.0.1:1025?tls=none' }).smtpUrl, 'smtp://127.0.0.1:1025?tls=none');
+  assert.is(loadConfig({ RELAY_SMTP_URL: 'smtp://127.0.0.1:2525?tls=none', RELAY_INBOUND_SMTP_PORT: '2626' }).delivery, 'smtp', 'the feedback server moved');
+  assert.is(loadConfig({ RELAY_SMTP_URL: 'smtp://user:pass@smtp.example.com:2525' }).delivery, 'smtp', 'a smarthost elsewhere may use 2525');
+  assert.is(loadConfig({ RELAY_SMTP_URL: 'smtp://127.0.0.1:2525?tls=none', RELAY_DELIVERY: 'mx' }).delivery, 'mx', 'not used for delivery: not checked');
+});
 
 test('delivery defaults: the outbox in development; smtp when a smarthost is given; production takes an explicit choice', () => {
   assert.is(loadConfig({}).delivery, 'outbox');
