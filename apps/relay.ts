@@ -114,8 +114,9 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         running.set(part, await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
       } else if (part === 'retention') {
         running.set(part, await startRetention({
-          documents: stores.documents, now,
+          documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now,
           onShredded: (count) => count > 0 && logger.info({ part, count }, 'message bodies past retention destroyed'),
+          onPruned: (report) => Object.values(report).some((n) => n > 0) && logger.info({ part, ...report }, 'operational data past its period removed'),
           onError: reportError(part),
         }));
       } else if (part === 'inbound') {

@@ -6,12 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
+import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
 import { BODY_RETENTION_MS, ensureContentKeyIndexes, openContent, sealContent, shredExpiredContent } from '../apps/services/content-vault.ts';
 import { startRetention } from '../apps/pipeline/retention.ts';
 
 const test = suite('content retention');
 const dir = mkdtempSync(join(tmpdir(), 'relay-retention-'));
 const documents = new SqliteDocumentStore(join(dir, 'documents.db'));
+const events = new SqliteEventStore(join(dir, 'events.db'));
 const t0 = new Date('2026-11-01T10:00:00.000Z');
 const at = (ms: number) => new Date(t0.getTime() + ms);
 const content = { html: '<p>secret body</p>', text: 'secret body', bcc: ['hidden@example.test'] };
@@ -19,6 +22,7 @@ const content = { html: '<p>secret body</p>', text: 'secret body', bcc: ['hidden
 test.before(() => ensureContentKeyIndexes(documents));
 test.after(async () => {
   await documents.close();
+  await events.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -46,7 +50,7 @@ test('a sealed body of an email that is still within retention survives the swee
 test('the retention part sweeps at start', async () => {
   const sealed = await sealContent(documents, 'em_d', content, t0);
   let shredded = -1;
-  const retention = await startRetention({ documents, now: () => at(BODY_RETENTION_MS + 1), onShredded: (n) => (shredded = n) });
+  const retention = await startRetention({ documents, events, deliveryPolicy: DELIVERY_POLICY, now: () => at(BODY_RETENTION_MS + 1), onShredded: (n) => (shredded = n) });
   await retention.stop();
   assert.ok(shredded >= 1);
   assert.is(await openContent(documents, sealed, t0), null);
