@@ -2,7 +2,7 @@
 // stores; in distributed mode each part runs in its own process (`relay api`,
 // `relay forwarder`, `relay processor <name>`), over the same code.
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import { createLogger, type Logger } from '../infra/logging.ts';
 import type { RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startInbound } from './inbound/inbound-server.ts';
@@ -68,7 +68,7 @@ export interface RelayOptions extends StoreOptions {
 export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
 
 export async function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): Promise<RunningRelay> {
-  const logger = pino({ level: config.logLevel, base: { service: 'relay', ...(options.inThread ? { thread: 'pipeline' } : {}) } });
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, base: options.inThread ? { thread: 'pipeline' } : {} });
   const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
   const stores = await openStores(config, { commitHold: options.commitHold });
@@ -157,7 +157,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           ...await partsReady(),
           ...(running.size > 0 || pipeline ? { log: await stores.log.ping() } : {}),
         }),
-      }, { routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
+      }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
       url = await api.listen({ host: config.host, port: config.port });
       logger.info({ url, parts }, 'listening');
       if (config.metrics.enabled && config.metrics.port !== null) {

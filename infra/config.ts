@@ -18,6 +18,8 @@ export interface RelayConfig {
   /** The dashboard's origin; browser writes from any other Origin are refused. */
   dashboardOrigin: string;
   logLevel: string;
+  /** RELAY_LOG_FORMAT: human-readable lines (pretty) or one JSON object per line; by default pretty only on a terminal. */
+  logFormat: LogFormat;
   /** Distributed adapters; unset means the embedded (sqlite) one. */
   eventStoreUrl: string | null;
   kafkaBrokers: string[] | null;
@@ -60,6 +62,7 @@ export interface RelayConfig {
 }
 
 export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
+export type LogFormat = 'json' | 'pretty';
 
 export class ConfigError extends Error {
   readonly variable: string;
@@ -139,7 +142,8 @@ function url(env: Env, name: string, schemes: string[]): string | null {
   return raw;
 }
 
-export function loadConfig(env: Env = process.env): RelayConfig {
+/** `terminal`: whether stdout is a TTY, where logs are for people rather than collectors. */
+export function loadConfig(env: Env = process.env, terminal: boolean = process.stdout.isTTY === true): RelayConfig {
   const envName = text(env, 'RELAY_ENV') ?? text(env, 'NODE_ENV') ?? 'development';
   const variable = text(env, 'RELAY_ENV') ? 'RELAY_ENV' : 'NODE_ENV';
   // NODE_ENV=test is what test runners set; it behaves as development.
@@ -153,6 +157,9 @@ export function loadConfig(env: Env = process.env): RelayConfig {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('RELAY_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
   }
+  const logFormatRaw = text(env, 'RELAY_LOG_FORMAT')?.toLowerCase() ?? 'auto';
+  if (!['auto', 'json', 'pretty'].includes(logFormatRaw)) throw new ConfigError('RELAY_LOG_FORMAT', `must be auto, json or pretty; got "${text(env, 'RELAY_LOG_FORMAT')}"`);
+  const logFormat: LogFormat = logFormatRaw === 'auto' ? (terminal ? 'pretty' : 'json') : logFormatRaw as LogFormat;
   const mailHost = text(env, 'RELAY_MAIL_HOST') ?? 'mail.relay.localhost';
   if (!/^[A-Za-z0-9.-]+$/.test(mailHost)) throw new ConfigError('RELAY_MAIL_HOST', `"${mailHost}" is not a host name`);
   const logNamespace = text(env, 'RELAY_LOG_NAMESPACE') ?? 'relay';
@@ -239,6 +246,7 @@ export function loadConfig(env: Env = process.env): RelayConfig {
     dnsServers: list(env, 'RELAY_DNS_SERVERS', resolverAddress) ?? [],
     dashboardOrigin: origin ? new URL(origin).origin : `http://localhost:${listenPort}`,
     logLevel,
+    logFormat,
     eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
     kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
     mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv']),
