@@ -1,20 +1,35 @@
-// What a Relay process exposes on /metrics (README, Monitoring): one registry per process, so
-// `relay start` shows every part in one page and a part run alone shows its own counters.
+// What a Relay process exposes on /metrics (docs/operations.md, Monitoring): one registry per
+// process, so `relay start` shows every part in one page and a part run alone shows its own.
+// Every metric Relay exports is defined here, with its labels and what their values may be
+// (Prometheus conventions: `_total` counters, base units, no unbounded label such as an id or
+// an address); ops/ (alert rules, the Grafana dashboard) names only these.
 //
 // Counted as it happens (cheap: a counter increment, a histogram observation):
 //   relay_http_requests_total, relay_http_request_duration_seconds   by method, route pattern, status
 //   relay_admissions_total          by result (accepted, suppressed, replayed, rejected) and code
+//   relay_admission_duration_seconds  POST /v1/emails from arrival to answer, by result
 //   relay_events_appended_total     events this process appended to the event store, by type
+//   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
+//   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
+// Declared here, set by the parts that own them (see each definition):
+//   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting     liveness of each part
+//   relay_delivery_attempts_total, relay_delivery_latency_seconds, relay_delivery_open_claims,
+//   relay_delivery_oldest_open_claim_age_seconds                                  the sender
+//   relay_webhook_attempts_total                                                  the webhooks dispatcher
+//   relay_forwarder_lag                                                           the forwarder
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_log_end_offset, relay_consumer_committed_offset, relay_consumer_lag
 //                                   every processor's consumer group on the events topic, per partition:
 //                                   any process can be scraped for it, also while that processor is down
 //   relay_parked_events             parked events by processor (relay parked list)
 //   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out)
+//   process_*, nodejs_*             the process: start time, CPU, resident memory, heap, event-loop delay
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  MetricsRegistry, PROMETHEUS_CONTENT_TYPE, type Counter, type CounterChild, type Gauge, type Histogram, type HistogramChild,
+  MetricsRegistry, PROMETHEUS_CONTENT_TYPE, type Counter, type CounterChild, type Gauge, type GaugeChild, type Histogram, type HistogramChild,
+  type RegistrySnapshot,
 } from '../infra/metrics/registry.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
@@ -78,20 +93,106 @@ export interface AdmissionCounters {
   rejected(code: string): CounterChild;
 }
 
+/** POST /v1/emails from arrival to answer, by the admission's result. */
+export interface AdmissionDurations {
+  accepted: HistogramChild;
+  suppressed: HistogramChild;
+  replayed: HistogramChild;
+  rejected: HistogramChild;
+}
+
+/**
+ * What a finding of a report did: recorded (a new RecipientReported), repeated (nothing new of
+ * its recipient: RecipientReportRepeated), duplicate (the same report was taken before).
+ */
+export type FeedbackEffect = 'recorded' | 'repeated' | 'duplicate';
+
+/** What one retention pass removed, by kind (bodies: message bodies' content keys). */
+export type RetentionKind =
+  | 'bodies' | 'webhook_deliveries' | 'work_items' | 'sessions' | 'invitations' | 'rate_limit_slots' | 'rate_limit_windows' | 'send_rate_slots';
+
+export interface RetentionMetrics {
+  /** A pass that completed every step: counts it and sets the time of the last success. */
+  succeeded(at: Date): void;
+  failed(): void;
+  removed(kind: RetentionKind, count: number): void;
+}
+
+/** A long-running part's liveness (forwarder, each processor, retention, inbound, ...). */
+export interface PartMetrics {
+  /** 1 while the part runs, 0 while it recovers from a failure or has stopped. */
+  up(part: string): GaugeChild;
+  /** Unix time (seconds) of the part's last progress: a record handled, a step done, a pass ended. */
+  lastProgress(part: string): GaugeChild;
+  /** 1 while the part has work waiting (lag, due items), 0 when idle: with lastProgress, "stuck". */
+  workWaiting(part: string): GaugeChild;
+}
+
+/** Transports (RELAY_DELIVERY) and recipient outcomes of delivery attempts. */
+export type DeliveryTransportLabel = 'outbox' | 'smtp' | 'mx';
+export type DeliveryOutcomeLabel = 'sent' | 'delivered' | 'deferred' | 'bounced' | 'failed' | 'unknown';
+
+/**
+ * The sender's metrics, declared here and set by the sender's dispatcher.
+ * attempts: one per recipient and attempt. outcome: sent (a smarthost or the outbox took it),
+ * delivered (the recipient's MX took it), deferred (4xx or no answer: retried), bounced (5xx
+ * from the recipient's MX), failed (given up: retries exhausted, content expired, refused by the
+ * smarthost), unknown (delivery_unknown: the sender died mid-transaction).
+ */
+export interface DeliveryMetrics {
+  attempts(transport: DeliveryTransportLabel, outcome: DeliveryOutcomeLabel): CounterChild;
+  /** From EmailAccepted to the recipient's first sent or delivered outcome. */
+  latency(transport: DeliveryTransportLabel): HistogramChild;
+  /** Claims (DeliveryClaimed) without an outcome yet, and the age of the oldest: set by whoever reads them. */
+  readonly openClaims: GaugeChild;
+  readonly oldestOpenClaimAge: GaugeChild;
+}
+
+/**
+ * Webhook attempt results: 2xx, 3xx, 4xx, 5xx (by the status class), or the attempt's error code
+ * when no status came back: timeout, connection_refused, connection_reset, tls_error,
+ * dns_failure, unsafe_destination, network_error; endpoint_disabled and endpoint_deleted for a
+ * delivery closed without a request.
+ */
+export type WebhookResultLabel =
+  | '2xx' | '3xx' | '4xx' | '5xx' | 'timeout' | 'connection_refused' | 'connection_reset' | 'tls_error' | 'dns_failure'
+  | 'unsafe_destination' | 'network_error' | 'endpoint_disabled' | 'endpoint_deleted';
+
+/** The label of a webhook attempt's result, from its status or error code. */
+export function webhookResultOf(httpStatus: number | null, errorCode: string | null): WebhookResultLabel {
+  if (httpStatus !== null && httpStatus >= 200 && httpStatus < 600) return `${Math.floor(httpStatus / 100)}xx` as WebhookResultLabel;
+  const known: readonly string[] = ['timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure', 'unsafe_destination', 'endpoint_disabled', 'endpoint_deleted'];
+  return errorCode !== null && known.includes(errorCode) ? errorCode as WebhookResultLabel : 'network_error';
+}
+
 export interface RelayMetrics {
   registry: MetricsRegistry;
   /** The counters of a route pattern ('/v1/emails/:id'), or of UNMATCHED_ROUTE. */
   route(pattern: string): RouteMetrics;
   admissions: AdmissionCounters;
+  admissionDurations: AdmissionDurations;
   /** The counter of appended events of this type. */
   eventsAppended(type: string): CounterChild;
+  /** kind: the finding's outcome (hard_bounced, soft_bounced, delayed, delivered, complained, undetermined). */
+  feedbackReports(kind: string, effect: FeedbackEffect): CounterChild;
+  retention: RetentionMetrics;
+  parts: PartMetrics;
+  delivery: DeliveryMetrics;
+  webhookAttempts(result: WebhookResultLabel): CounterChild;
+  /** Events in the event store the forwarder has not copied to the log yet (head minus its checkpoint). */
+  readonly forwarderLag: GaugeChild;
+  /**
+   * Another registry of the same families to show on this page (the pipeline thread's):
+   * asked at each scrape; null when it could not answer in time.
+   */
+  include(source: () => Promise<RegistrySnapshot | null>): void;
   /** The page /metrics serves. */
   render(): Promise<string>;
 }
 
 /** Children of one label, cached by its value: no key is built after the first use. */
-function byValue(family: Counter, fixed: string[] = []): (value: string) => CounterChild {
-  const children = new Map<string, CounterChild>();
+function byValue<C>(family: { labels(...values: string[]): C }, fixed: string[] = []): (value: string) => C {
+  const children = new Map<string, C>();
   return (value) => {
     let child = children.get(value);
     if (child === undefined) {
@@ -102,15 +203,87 @@ function byValue(family: Counter, fixed: string[] = []): (value: string) => Coun
   };
 }
 
-/** The registry of one process; with sources, also the consumer-group and parked-event collectors. */
-export function createRelayMetrics(sources?: MetricsSources): RelayMetrics {
+/** Children of two labels, cached. */
+function byPair<C>(family: { labels(...values: string[]): C }): (a: string, b: string) => C {
+  const children = new Map<string, C>();
+  return (a, b) => {
+    const key = `${a}\u001f${b}`;
+    let child = children.get(key);
+    if (child === undefined) {
+      child = family.labels(a, b);
+      children.set(key, child);
+    }
+    return child;
+  };
+}
+
+/** Latencies from seconds to hours: the time an email waits for its first delivery includes retries. */
+const DELIVERY_LATENCY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400];
+
+/** The standard process metrics (the names Prometheus' client libraries use), read at each scrape. */
+function processMetrics(registry: MetricsRegistry): void {
+  registry.gauge('process_start_time_seconds', 'Start time of the process since the Unix epoch, in seconds.')
+    .labels().set(Math.round((Date.now() - performance.now()) / 10) / 100);
+  const user = registry.counter('process_cpu_user_seconds_total', 'User CPU time spent by the process, in seconds.').labels();
+  const system = registry.counter('process_cpu_system_seconds_total', 'System CPU time spent by the process, in seconds.').labels();
+  const total = registry.counter('process_cpu_seconds_total', 'User and system CPU time spent by the process, in seconds.').labels();
+  const rss = registry.gauge('process_resident_memory_bytes', 'Resident memory size of the process, in bytes.').labels();
+  const heap = registry.gauge('nodejs_heap_used_bytes', 'V8 heap in use by the main thread, in bytes.').labels();
+  const lagP99 = registry.gauge('nodejs_eventloop_lag_p99_seconds', 'The 99th percentile of the main event loop\'s delay since the last scrape, in seconds.').labels();
+  const lagMax = registry.gauge('nodejs_eventloop_lag_max_seconds', 'The longest delay of the main event loop since the last scrape, in seconds.').labels();
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  registry.collect(() => {
+    const cpu = process.cpuUsage();
+    // Counters only go up: set them to the cumulative value read now.
+    user.value = cpu.user / 1e6;
+    system.value = cpu.system / 1e6;
+    total.value = (cpu.user + cpu.system) / 1e6;
+    rss.set(process.memoryUsage.rss());
+    heap.set(process.memoryUsage().heapUsed);
+    lagP99.set(delay.count > 0 ? delay.percentile(99) / 1e9 : 0);
+    lagMax.set(delay.count > 0 ? delay.max / 1e9 : 0);
+    delay.reset();
+  });
+}
+
+/**
+ * The registry of one process; with sources, also the consumer-group and parked-event
+ * collectors. `process: false` leaves out the process metrics (a worker thread's registry,
+ * whose process the main thread's registry already reports).
+ */
+export function createRelayMetrics(sources?: MetricsSources, options: { process?: boolean } = {}): RelayMetrics {
   const registry = new MetricsRegistry();
   const requests = registry.counter('relay_http_requests_total', 'HTTP requests answered, by method, route pattern and status.', ['method', 'route', 'status']);
   const duration = registry.histogram('relay_http_request_duration_seconds', 'Time from a request\'s arrival to its response, by method, route pattern and status.', ['method', 'route', 'status']);
   const admissions = registry.counter('relay_admissions_total', 'POST /v1/emails outcomes: accepted (queued), suppressed, replayed (idempotent retry), rejected (by error code).', ['result', 'code']);
+  const admissionSeconds = registry.histogram('relay_admission_duration_seconds', 'POST /v1/emails from arrival to answer, by result (accepted, suppressed, replayed, rejected), in seconds.', ['result']);
   const appended = registry.counter('relay_events_appended_total', 'Events this process appended to the event store, by type.', ['type']);
+  const feedback = registry.counter('relay_feedback_reports_total',
+    'Findings of bounce and complaint reports received by the inbound server, by kind (hard_bounced, soft_bounced, delayed, delivered, complained, undetermined) and effect (recorded, repeated, duplicate).', ['kind', 'effect']);
+  const retentionRuns = registry.counter('relay_retention_runs_total', 'Retention passes, by result (ok: every step completed; failed).', ['result']);
+  const retentionLast = registry.gauge('relay_retention_last_success_timestamp_seconds', 'Unix time of the last retention pass that completed every step, in seconds.');
+  const retentionRemoved = registry.counter('relay_retention_removed_total',
+    'What retention removed, by kind (bodies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots).', ['kind']);
+  const partUp = registry.gauge('relay_part_up', '1 while the part (forwarder, a processor, retention, inbound, ...) runs; 0 while it recovers from a failure or has stopped.', ['part']);
+  const partProgress = registry.gauge('relay_part_last_progress_seconds', 'Unix time of the part\'s last progress (a record handled, a step done, a pass ended), in seconds.', ['part']);
+  const partWaiting = registry.gauge('relay_part_work_waiting', '1 while the part has work waiting (lag, due items), 0 when it is idle.', ['part']);
+  const deliveryAttempts = registry.counter('relay_delivery_attempts_total',
+    'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, bounced, failed, unknown).', ['transport', 'outcome']);
+  const deliveryLatency = registry.histogram('relay_delivery_latency_seconds',
+    'Time from an email\'s acceptance to a recipient\'s first sent or delivered outcome, by transport, in seconds.', ['transport'], DELIVERY_LATENCY_BUCKETS);
+  const openClaims = registry.gauge('relay_delivery_open_claims', 'Delivery claims without an outcome yet.');
+  const oldestClaim = registry.gauge('relay_delivery_oldest_open_claim_age_seconds', 'Age of the oldest delivery claim without an outcome, in seconds (0 when there is none).');
+  const webhookAttempts = registry.counter('relay_webhook_attempts_total',
+    'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, endpoint_disabled, endpoint_deleted.', ['result']);
+  const forwarderLag = registry.gauge('relay_forwarder_lag', 'Events in the event store the forwarder has not copied to the log yet (head minus its checkpoint).');
+  if (options.process !== false) processMetrics(registry);
+  const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();
   const rejected = byValue(admissions, ['rejected']);
+  const removed = byValue(retentionRemoved);
+  const runOk = retentionRuns.labels('ok');
+  const runFailed = retentionRuns.labels('failed');
   const metrics: RelayMetrics = {
     registry,
     route(pattern) {
@@ -123,8 +296,32 @@ export function createRelayMetrics(sources?: MetricsSources): RelayMetrics {
     },
     // Present from the start, at 0, so that rates work from the first scrape.
     admissions: { accepted: admissions.labels('accepted', ''), suppressed: admissions.labels('suppressed', ''), replayed: admissions.labels('replayed', ''), rejected },
+    admissionDurations: {
+      accepted: admissionSeconds.labels('accepted'), suppressed: admissionSeconds.labels('suppressed'),
+      replayed: admissionSeconds.labels('replayed'), rejected: admissionSeconds.labels('rejected'),
+    },
     eventsAppended: byValue(appended),
-    render: () => registry.render(),
+    feedbackReports: byPair(feedback),
+    retention: {
+      succeeded(at) {
+        runOk.inc();
+        retentionLast.labels().set(at.getTime() / 1000);
+      },
+      failed: () => runFailed.inc(),
+      removed: (kind, count) => removed(kind).inc(count),
+    },
+    parts: { up: byValue(partUp), lastProgress: byValue(partProgress), workWaiting: byValue(partWaiting) },
+    // Gauges without labels get their sample when first set: until then the page shows none.
+    delivery: {
+      attempts: byPair(deliveryAttempts),
+      latency: byValue(deliveryLatency),
+      get openClaims() { return openClaims.labels(); },
+      get oldestOpenClaimAge() { return oldestClaim.labels(); },
+    },
+    webhookAttempts: byValue(webhookAttempts),
+    get forwarderLag() { return forwarderLag.labels(); },
+    include: (source) => void included.push(source),
+    render: async () => registry.render((await Promise.all(included.map((source) => source()))).filter((s) => s !== null)),
   };
   if (sources) {
     const up = registry.gauge('relay_metrics_collector_up', '1 when the collector read its values for this scrape, 0 when it failed or timed out.', ['collector']);

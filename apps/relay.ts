@@ -10,7 +10,8 @@ import { startForwarder } from './pipeline/forwarder.ts';
 import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './pipeline/retention.ts';
-import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics } from './relay-metrics.ts';
+import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
+import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
 import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
 import { emailsOf } from './services/email-stream.ts';
@@ -64,6 +65,12 @@ export interface RelayOptions extends StoreOptions {
   inThread?: { onAppended(type: string): void };
 }
 
+/** Metric labels of what a retention pass prunes. */
+const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
+  webhookDeliveries: 'webhook_deliveries', workItems: 'work_items', sessions: 'sessions', invitations: 'invitations',
+  rateLimitSlots: 'rate_limit_slots', rateLimitWindows: 'rate_limit_windows', sendRateSlots: 'send_rate_slots',
+};
+
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
 export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
 
@@ -84,7 +91,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   let api: FastifyInstance | null = null;
   let url: string | null = null;
   // One registry per process: `relay start` shows every part on one page.
-  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace });
+  // On the pipeline thread, the process's own metrics are the main thread's to report.
+  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace }, { process: !options.inThread });
   const events = countingAppends(stores.events, options.inThread ? { eventsAppended: (type) => ({ inc: () => options.inThread!.onAppended(type) }) } : metrics);
   // The email streams append through the counting store: /metrics counts their events.
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
@@ -107,6 +115,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         onAppended: (type, count) => metrics.eventsAppended(type).inc(count),
         onExit: options.onPipelineExit ?? ((error) => logger.error({ err: error }, 'pipeline thread ended')),
       });
+      const thread = pipeline;
+      metrics.include(() => thread.metrics());
     }
     for (const part of parts) {
       if (threaded.includes(part)) continue;
@@ -115,15 +125,28 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       } else if (part === 'retention') {
         running.set(part, await startRetention({
           documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now,
-          onShredded: (count) => count > 0 && logger.info({ part, count }, 'message bodies past retention destroyed'),
-          onPruned: (report) => Object.values(report).some((n) => n > 0) && logger.info({ part, ...report }, 'operational data past its period removed'),
-          onError: reportError(part),
+          onShredded: (count) => {
+            metrics.retention.removed('bodies', count);
+            if (count > 0) logger.info({ part, count }, 'message bodies past retention destroyed');
+          },
+          onPruned: (report) => {
+            for (const [kind, count] of Object.entries(report)) metrics.retention.removed(RETENTION_KINDS[kind as keyof PruneReport], count);
+            if (Object.values(report).some((n) => n > 0)) logger.info({ part, ...report }, 'operational data past its period removed');
+          },
+          onSwept: (at) => metrics.retention.succeeded(at),
+          onError: (error) => {
+            metrics.retention.failed();
+            reportError(part)(error);
+          },
         }));
       } else if (part === 'inbound') {
         const inbound = await startInbound({
           ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
           onError: reportError(part),
-          onReport: (summary) => logger.info({ part, ...summary }, 'report received'),
+          onReport: ({ format, recorded, findings }) => {
+            for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
+            logger.info({ part, format, recorded }, 'report received');
+          },
         });
         logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
         running.set(part, inbound);

@@ -123,4 +123,33 @@ test('families with no sample yet still say what they are; names and labels are 
   assert.throws(() => twoLabels.labels('a', 'b').inc(-1), /only goes up/);
 });
 
+test('another registry\'s snapshot is rendered with this one: counters and histograms add up, label sets of one side alone are shown as they are', async () => {
+  const families = (registry: MetricsRegistry) => ({
+    runs: registry.counter('app_runs_total', 'Runs.', ['result']),
+    up: registry.gauge('app_up', 'Up.', ['part']),
+    seconds: registry.histogram('app_seconds', 'Seconds.', [], [1, 2]),
+  });
+  const main = new MetricsRegistry();
+  const thread = new MetricsRegistry();
+  const here = families(main);
+  const there = families(thread);
+  here.runs.labels('ok').inc(2);
+  there.runs.labels('ok').inc(3);
+  there.runs.labels('failed').inc();
+  there.up.labels('retention').set(1);
+  here.seconds.labels().observe(0.5);
+  there.seconds.labels().observe(1.5);
+  there.seconds.labels().observe(5);
+  const snapshot = JSON.parse(JSON.stringify(thread.snapshot()));
+  assert.equal(linesOf(await main.render([snapshot])), [
+    '# HELP app_runs_total Runs.', '# TYPE app_runs_total counter',
+    'app_runs_total{result="ok"} 5', 'app_runs_total{result="failed"} 1',
+    '# HELP app_up Up.', '# TYPE app_up gauge',
+    'app_up{part="retention"} 1',
+    '# HELP app_seconds Seconds.', '# TYPE app_seconds histogram',
+    'app_seconds_bucket{le="1"} 1', 'app_seconds_bucket{le="2"} 2', 'app_seconds_bucket{le="+Inf"} 3', 'app_seconds_sum 7', 'app_seconds_count 3',
+  ]);
+  assert.equal(linesOf(await main.render()).filter((l) => l.startsWith('app_runs_total')), ['app_runs_total{result="ok"} 2'], 'this registry itself is unchanged');
+});
+
 test.run();

@@ -1,6 +1,7 @@
 // /metrics of `relay start` (one process, every part), scraped over HTTP: HTTP requests by
 // route pattern (never the raw URL) and status with their latency histogram, admissions by
-// result and refusal code, events appended by type, every processor group's lag, parked events.
+// result and refusal code with their latency, events appended by type, every processor
+// group's lag, parked events, retention passes, and the process's own metrics.
 // With RELAY_METRICS_PORT the page moves to a listener of its own and leaves the API's port.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -67,6 +68,9 @@ test('requests, admissions, appended events, lag of every group and parked event
   assert.is(admissions({ result: 'suppressed' }), 0);
   assert.is(admissions({ result: 'rejected', code: 'validation_error' }), 1);
   assert.is(admissions({ result: 'rejected', code: 'invalid_api_key' }), 1);
+  const admissionSeconds = (result: string) => sumOf(samples, 'relay_admission_duration_seconds_count', { result });
+  assert.equal(['accepted', 'replayed', 'suppressed', 'rejected'].map(admissionSeconds), [2, 1, 0, 2]);
+  assert.ok(sumOf(samples, 'relay_admission_duration_seconds_sum', { result: 'accepted' }) > 0);
 
   const send202 = { method: 'POST', route: '/v1/emails', status: '202' };
   assert.is(sumOf(samples, 'relay_http_requests_total', send202), 3);
@@ -91,6 +95,17 @@ test('requests, admissions, appended events, lag of every group and parked event
   assert.ok(sumOf(later, 'relay_log_end_offset', { topic: 'relay.events' }) > 0);
   assert.is(samplesOf(later, 'relay_metrics_collector_up').map((s) => s.value).join(), '1,1');
   assert.ok(sumOf(later, 'relay_http_requests_total', { method: 'GET', route: '/metrics', status: '200' }) >= 1, 'scrapes are counted too');
+
+  // Retention swept at start; the process reports itself.
+  assert.ok(sumOf(later, 'relay_retention_runs_total', { result: 'ok' }) >= 1);
+  assert.is(sumOf(later, 'relay_retention_runs_total', { result: 'failed' }), 0);
+  const lastPass = sumOf(later, 'relay_retention_last_success_timestamp_seconds');
+  assert.ok(Math.abs(lastPass - Date.now() / 1000) < 600, `last retention pass at ${lastPass}`);
+  const started = sumOf(later, 'process_start_time_seconds');
+  assert.ok(started > Date.now() / 1000 - 600 && started <= Date.now() / 1000, `started at ${started}`);
+  assert.ok(sumOf(later, 'process_cpu_seconds_total') > 0);
+  assert.ok(sumOf(later, 'process_resident_memory_bytes') > 10 * 1024 * 1024);
+  assert.ok(sumOf(later, 'nodejs_eventloop_lag_max_seconds') >= 0);
 });
 
 test('RELAY_METRICS_PORT: /metrics on its own listener only', async (ctx) => {

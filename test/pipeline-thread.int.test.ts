@@ -56,6 +56,12 @@ test('mail is delivered while the main thread is blocked; readiness, metrics and
     await waitUntil(async () => sumOf(parseMetrics(await relay.metrics.render()), 'relay_events_appended_total', { type: 'DeliveryAttempted' }) === 1,
       'the thread\'s DeliveryAttempted to be counted', 5_000);
     assert.ok(samplesOf(samples, 'relay_events_appended_total', { type: 'DeliveryClaimed' }).length === 1);
+    // The thread's own metrics (retention runs there) are on this thread's page, once each;
+    // the process's own are reported by this thread alone.
+    assert.is(sumOf(samples, 'relay_retention_runs_total', { result: 'ok' }), 1, 'retention swept once, at the thread\'s start');
+    assert.is(samplesOf(samples, 'relay_retention_last_success_timestamp_seconds').length, 1);
+    assert.is(samplesOf(samples, 'process_start_time_seconds').length, 1);
+    assert.is(sumOf(samples, 'relay_admissions_total', { result: 'accepted' }), 1, 'the thread\'s zeros add nothing');
   } finally {
     await relay.stop();
     rmSync(dataDir, { recursive: true, force: true });

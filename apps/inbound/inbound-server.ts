@@ -22,7 +22,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { Emails } from '../services/email-stream.ts';
-import { ingestReport } from '../services/feedback/ingest-report.ts';
+import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
 import { SerialByKey } from '../services/serial-by-key.ts';
 import { ReadRate } from './read-rate.ts';
@@ -48,7 +48,7 @@ export interface InboundOptions {
   secrets: SecretBox;
   now: () => Date;
   onError: (error: Error) => void;
-  onReport?: (summary: Record<string, unknown>) => void;
+  onReport?: (result: IngestResult) => void;
   /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
   limits?: Partial<InboundLimits>;
   parserWorkerUrl?: URL;
@@ -184,7 +184,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         const parsed = await parser.parse(report.bytes);
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
         const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin);
-        options.onReport?.({ format: result.format, recorded: result.recorded });
+        options.onReport?.(result);
         return 'Report received';
       };
       receive().then((message) => callback(null, message), (error: Error & { responseCode?: number }) => {

@@ -31,6 +31,8 @@ try {
   port.on('message', (message: ToPipeline) => {
     if (message.kind === 'parts-ready') {
       relay.partsReady().then((ready) => send({ kind: 'parts-ready', id: message.id, parts: ready }));
+    } else if (message.kind === 'metrics') {
+      send({ kind: 'metrics', id: message.id, snapshot: relay.metrics.registry.snapshot() });
     } else if (message.kind === 'stop') {
       relay.stop().finally(() => {
         if (sending) {

@@ -1,16 +1,19 @@
 // The pipeline thread of `relay start` (RELAY_PIPELINE_THREAD=on): the forwarder, the processors and retention run on a
 // worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
 // of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
-// two threads talk only to report: the parts' readiness for /readyz, appended events for
-// /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
+// two threads talk only to report: the parts' readiness for /readyz, appended events and the
+// thread's metrics for /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
 // stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
 import { Worker } from 'node:worker_threads';
 import type { RelayConfig } from '../../infra/config.ts';
+import type { RegistrySnapshot } from '../../infra/metrics/registry.ts';
 import type { ProcessorPolicy } from '../processors/processor.ts';
 import type { Part } from '../relay.ts';
 
 export interface PipelineThread {
   partsReady(): Promise<Record<string, boolean>>;
+  /** The thread's metrics (its parts' counters and gauges); null when it did not answer in time. */
+  metrics(): Promise<RegistrySnapshot | null>;
   /** Stops the parts (consumer positions committed, stores closed) and ends the thread. */
   stop(): Promise<void>;
 }
@@ -27,10 +30,11 @@ export type FromPipeline =
   | { kind: 'failed'; message: string; stack?: string }
   | { kind: 'appended'; counts: Record<string, number> }
   | { kind: 'parts-ready'; id: number; parts: Record<string, boolean> }
+  | { kind: 'metrics'; id: number; snapshot: RegistrySnapshot }
   | { kind: 'stopped' };
 
 /** Messages to the thread. */
-export type ToPipeline = { kind: 'parts-ready'; id: number } | { kind: 'stop' };
+export type ToPipeline = { kind: 'parts-ready'; id: number } | { kind: 'metrics'; id: number } | { kind: 'stop' };
 
 export interface PipelineThreadData {
   config: RelayConfig;
@@ -39,8 +43,8 @@ export interface PipelineThreadData {
 }
 
 const ENTRY = new URL('./pipeline-thread-entry.ts', import.meta.url);
-/** How long /readyz waits for the thread's answer: a thread that long unresponsive is not ready. */
-const READINESS_TIMEOUT_MS = 2000;
+/** How long /readyz and /metrics wait for the thread's answer: a thread that long unresponsive is not ready. */
+const ANSWER_TIMEOUT_MS = 2000;
 /** How long a thread that said it stopped may take to end before it is terminated. */
 const STOPPED_GRACE_MS = 1000;
 
@@ -49,7 +53,7 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false });
   let stopping = false;
   let nextId = 0;
-  const asked = new Map<number, (parts: Record<string, boolean>) => void>();
+  const asked = new Map<number, (answer: unknown) => void>();
   // Every listener is added now: a thread that ends can have its last messages and its exit
   // emitted in one go, before a listener added after an await would exist.
   let starting: { resolve(): void; reject(error: Error): void } | null = null;
@@ -70,8 +74,8 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
       failStart(Object.assign(new Error(message.message), { stack: message.stack }));
     } else if (message.kind === 'appended') {
       for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
-    } else if (message.kind === 'parts-ready') {
-      asked.get(message.id)?.(message.parts);
+    } else if (message.kind === 'parts-ready' || message.kind === 'metrics') {
+      asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.parts);
       asked.delete(message.id);
     } else if (message.kind === 'stopped') {
       // Its parts are stopped and its stores closed: whatever still keeps the thread alive
@@ -99,23 +103,26 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
     throw error;
   }
 
-  return {
-    partsReady() {
-      const notReady = Object.fromEntries(parts.map((p) => [p, false]));
-      if (stopping) return Promise.resolve(notReady);
-      const id = nextId++;
-      return new Promise((resolve) => {
-        const timer = setTimeout(() => {
-          asked.delete(id);
-          resolve(notReady);
-        }, READINESS_TIMEOUT_MS);
-        asked.set(id, (answer) => {
-          clearTimeout(timer);
-          resolve(answer);
-        });
-        worker.postMessage({ kind: 'parts-ready', id } satisfies ToPipeline);
+  /** Asks the thread; `otherwise` when it is stopping or does not answer within the timeout. */
+  function ask<T>(kind: 'parts-ready' | 'metrics', otherwise: T): Promise<T> {
+    if (stopping) return Promise.resolve(otherwise);
+    const id = nextId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        asked.delete(id);
+        resolve(otherwise);
+      }, ANSWER_TIMEOUT_MS);
+      asked.set(id, (answer) => {
+        clearTimeout(timer);
+        resolve(answer as T);
       });
-    },
+      worker.postMessage({ kind, id } satisfies ToPipeline);
+    });
+  }
+
+  return {
+    partsReady: () => ask('parts-ready', Object.fromEntries(parts.map((p) => [p, false]))),
+    metrics: () => ask<RegistrySnapshot | null>('metrics', null),
     async stop() {
       if (!stopping) {
         stopping = true;

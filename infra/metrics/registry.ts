@@ -43,6 +43,16 @@ function labelText(names: readonly string[], values: readonly string[]): string 
 
 type MetricType = 'counter' | 'gauge' | 'histogram';
 
+/** One child's state: a counter's or gauge's value, or a histogram's per-bucket counts, sum and count. */
+export type ChildState = { value: number } | { counts: number[]; sum: number; count: number };
+
+/**
+ * A registry's children as plain data, to be rendered by another registry of the same families
+ * (a worker thread's, shown on its process's page): counters and histograms add up, a gauge
+ * set on one side only is shown as set.
+ */
+export type RegistrySnapshot = Array<{ name: string; children: Array<{ values: string[]; state: ChildState }> }>;
+
 abstract class Family<C> {
   readonly name: string;
   readonly help: string;
@@ -83,10 +93,35 @@ abstract class Family<C> {
 
   protected abstract newChild(): C;
   protected abstract sampleLines(labels: (extra?: string) => string, child: C): string[];
+  protected abstract stateOf(child: C): ChildState;
+  /** Adds `state` to `child` (a snapshot's share of the same label set). */
+  protected abstract absorb(child: C, state: ChildState): void;
 
-  render(): string {
+  snapshot(): RegistrySnapshot[number] {
+    return { name: this.name, children: [...this.#children.values()].map(({ values, child }) => ({ values: [...values], state: this.stateOf(child) })) };
+  }
+
+  /** The family's lines, with the children of other registries' snapshots of it added in. */
+  render(others: RegistrySnapshot[number]['children'] = []): string {
     const lines = [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`];
-    for (const { values, child } of this.#children.values()) {
+    let entries: Iterable<{ values: readonly string[]; child: C }> = this.#children.values();
+    if (others.length > 0) {
+      const merged = new Map<string, { values: readonly string[]; child: C }>();
+      for (const [key, { values, child }] of this.#children) {
+        const copy = this.newChild();
+        this.absorb(copy, this.stateOf(child));
+        merged.set(key, { values, child: copy });
+      }
+      for (const { values, state } of others) {
+        if (values.length !== this.labelNames.length) continue;
+        const key = values.join('\u001f');
+        let entry = merged.get(key);
+        if (!entry) merged.set(key, (entry = { values, child: this.newChild() }));
+        this.absorb(entry.child, state);
+      }
+      entries = merged.values();
+    }
+    for (const { values, child } of entries) {
       const labels = (extra?: string) => {
         const base = labelText(this.labelNames, values);
         if (extra === undefined) return base;
@@ -112,6 +147,12 @@ export class Counter extends Family<CounterChild> {
   protected newChild(): CounterChild {
     return new CounterChild();
   }
+  protected stateOf(child: CounterChild): ChildState {
+    return { value: child.value };
+  }
+  protected absorb(child: CounterChild, state: ChildState): void {
+    if ('value' in state) child.value += state.value;
+  }
   protected sampleLines(labels: () => string, child: CounterChild): string[] {
     return [`${this.name}${labels()} ${formatValue(child.value)}`];
   }
@@ -134,6 +175,12 @@ export class Gauge extends Family<GaugeChild> {
   readonly type = 'gauge';
   protected newChild(): GaugeChild {
     return new GaugeChild();
+  }
+  protected stateOf(child: GaugeChild): ChildState {
+    return { value: child.value };
+  }
+  protected absorb(child: GaugeChild, state: ChildState): void {
+    if ('value' in state) child.value += state.value;
   }
   protected sampleLines(labels: () => string, child: GaugeChild): string[] {
     return [`${this.name}${labels()} ${formatValue(child.value)}`];
@@ -179,6 +226,17 @@ export class Histogram extends Family<HistogramChild> {
     return new HistogramChild(this.buckets);
   }
 
+  protected stateOf(child: HistogramChild): ChildState {
+    return { counts: [...child.counts], sum: child.sum, count: child.count };
+  }
+
+  protected absorb(child: HistogramChild, state: ChildState): void {
+    if (!('counts' in state) || state.counts.length !== child.counts.length) return;
+    for (let i = 0; i < state.counts.length; i++) child.counts[i] += state.counts[i];
+    child.sum += state.sum;
+    child.count += state.count;
+  }
+
   protected sampleLines(labels: (extra?: string) => string, child: HistogramChild): string[] {
     const lines: string[] = [];
     let cumulative = 0;
@@ -216,10 +274,20 @@ export class MetricsRegistry {
     this.#collectors.push(collector);
   }
 
-  /** Every family in registration order, after running the collectors. */
-  async render(): Promise<string> {
+  /**
+   * Every family in registration order, after running the collectors, with the children of
+   * `others` (snapshots of registries of the same families) added in.
+   */
+  async render(others: RegistrySnapshot[] = []): Promise<string> {
     await Promise.all(this.#collectors.map((collect) => collect()));
-    return `${[...this.#families.values()].map((f) => f.render()).join('\n')}\n`;
+    const extra = new Map<string, RegistrySnapshot[number]['children']>();
+    for (const family of others.flat()) extra.set(family.name, [...(extra.get(family.name) ?? []), ...family.children]);
+    return `${[...this.#families.values()].map((f) => f.render(extra.get(f.name))).join('\n')}\n`;
+  }
+
+  /** The children of every family as they stand (collectors are not run): for another registry's render. */
+  snapshot(): RegistrySnapshot {
+    return [...this.#families.values()].map((f) => f.snapshot()).filter((f) => f.children.length > 0);
   }
 
   #add<F extends AnyFamily>(family: F): F {

@@ -173,11 +173,12 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
 
   // Every answer to a send is one admission result; refusals (a bad key included) by their code.
-  const admissions = ctx.metrics.admissions;
+  const { admissions, admissionDurations } = ctx.metrics;
   app.post('/v1/emails', {
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
-    onError: (_request, _reply, error, done) => {
+    onError: (_request, reply, error, done) => {
       admissions.rejected(errorCodeOf(error)).inc();
+      admissionDurations.rejected.observe(reply.elapsedTime / 1000);
       done();
     },
     config: {
@@ -211,7 +212,9 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       throw error;
     }
     setRateHeaders(reply, admission.rate.standings);
-    (admission.replayed ? admissions.replayed : admission.status === 'suppressed' ? admissions.suppressed : admissions.accepted).inc();
+    const result = admission.replayed ? 'replayed' : admission.status === 'suppressed' ? 'suppressed' : 'accepted';
+    admissions[result].inc();
+    admissionDurations[result].observe(reply.elapsedTime / 1000);
     return reply.status(202).send({
       id: admission.id,
       status: admission.status,

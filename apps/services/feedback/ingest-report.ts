@@ -34,6 +34,11 @@ export interface IngestResult {
   format: ParsedReport['kind'];
   /** Per target: the outcomes recorded (empty when the report said nothing about it, or nothing new: domain/email/feedback.ts). */
   recorded: Array<{ emailId: string; recipientIndex: number; outcomes: ReportedOutcome[] }>;
+  /**
+   * Every finding and what it did: recorded (RecipientReported), repeated (it told nothing new
+   * of its recipient: RecipientReportRepeated), duplicate (this very report was taken before).
+   */
+  findings: Array<{ outcome: ReportedOutcome; effect: 'recorded' | 'repeated' | 'duplicate' }>;
 }
 
 /**
@@ -72,16 +77,18 @@ function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
 
 export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult> {
   const recorded: IngestResult['recorded'] = [];
+  const findings: IngestResult['findings'] = [];
   for (const target of targets) {
-    const outcomes = await deps.lanes.run(target.emailId, () => recordFindings(deps, target, report, origin));
-    recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes });
+    const found = await deps.lanes.run(target.emailId, () => recordFindings(deps, target, report, origin));
+    recorded.push({ emailId: target.emailId, recipientIndex: target.recipientIndex, outcomes: found.filter((f) => f.effect === 'recorded').map((f) => f.outcome) });
+    findings.push(...found);
   }
-  return { format: report.parsed.kind, recorded };
+  return { format: report.parsed.kind, recorded, findings };
 }
 
-async function recordFindings(deps: IngestDeps, target: ReportTarget, report: ReceivedReport, origin: CommandOrigin): Promise<ReportedOutcome[]> {
+async function recordFindings(deps: IngestDeps, target: ReportTarget, report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult['findings']> {
   const { parsed } = report;
-  const outcomes: ReportedOutcome[] = [];
+  const found: IngestResult['findings'] = [];
   for (const [i, finding] of findingsFor(parsed, target).entries()) {
     const handled = await deps.emails.handle(target.emailId, {
       type: 'RecordReport',
@@ -95,7 +102,9 @@ async function recordFindings(deps: IngestDeps, target: ReportTarget, report: Re
       complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
       at: deps.now().toISOString(),
     }, { origin });
-    if (handled.events.some((e) => e.type === 'RecipientReported')) outcomes.push(finding.outcome);
+    const effect = handled.events.some((e) => e.type === 'RecipientReported') ? 'recorded'
+      : handled.events.some((e) => e.type === 'RecipientReportRepeated') ? 'repeated' : 'duplicate';
+    found.push({ outcome: finding.outcome, effect });
   }
-  return outcomes;
+  return found;
 }
