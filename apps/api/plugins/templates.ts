@@ -9,6 +9,7 @@ import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import { admitTemplateTest } from './emails.ts';
 import { SendResult } from './email-responses.schemas.ts';
 import type { ApiContext } from '../context.ts';
+import { allowancesOf } from '../../../domain/usage/quota.ts';
 import {
   ListTemplatesQuery, ProjectQuery, TemplateContentBody, TemplateIdParams, TemplatePreviewBody, TemplateTestBody, TemplateUpdateBody,
 } from './templates.schemas.ts';
@@ -83,6 +84,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
       const { from, to, variables } = request.body;
       const admission = await admitTemplateTest(ctx, {
         keyId: principal.user._id, projectId: project._id, workspaceId: project.workspaceId, environment: project.environment,
+        allowances: allowancesOf(workspace.allowances),
       }, { from, to, template: template.slug, ...(variables === undefined ? {} : { variables }) }, request.id);
       return reply.status(202).send({
         id: admission.id, status: admission.status, test_mode: admission.testMode, ...(admission.reason !== null ? { reason: admission.reason } : {}),

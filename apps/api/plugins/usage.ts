@@ -2,7 +2,7 @@
 // charged to the workspace, and to each development key. Members read.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { DEV_KEY_MONTHLY_RECIPIENTS, monthEnd, monthOf, WORKSPACE_MONTHLY_RECIPIENTS } from '../../../domain/usage/quota.ts';
+import { allowancesOf, monthEnd, monthOf } from '../../../domain/usage/quota.ts';
 import { apiKeysOf } from '../../services/management/api-keys.ts';
 import { usersOf } from '../../services/management/users.ts';
 import { requireSession, requireWorkspaceAccess } from '../auth/session.ts';
@@ -35,13 +35,15 @@ export async function usageRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
     const now = ctx.now();
     const usage = await ctx.services.usage.usage(workspace._id, now);
+    // The workspace's own allowances when its operator set them (relay workspace quota), else the spec's.
+    const allowances = allowancesOf(workspace.allowances);
     const month = monthOf(now);
     const keys = await Promise.all(Object.entries(usage.byKey).map(async ([apiKeyId, used]) => {
       const key = await apiKeysOf(ctx.documents).get(apiKeyId);
       if (key) {
         return {
           apiKeyId, name: key.name, projectId: key.projectId, environment: key.environment, used,
-          limit: key.environment === 'development' ? DEV_KEY_MONTHLY_RECIPIENTS : null,
+          limit: key.environment === 'development' ? allowances.developmentKeyRecipients : null,
         };
       }
       const user = await usersOf(ctx.documents).get(apiKeyId);
@@ -50,7 +52,7 @@ export async function usageRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     return {
       month,
       resetsAt: monthEnd(month).toISOString(),
-      recipients: { used: usage.workspaceRecipients, limit: WORKSPACE_MONTHLY_RECIPIENTS },
+      recipients: { used: usage.workspaceRecipients, limit: allowances.workspaceRecipients },
       keys: keys.sort((a, b) => b.used - a.used),
     };
   });
