@@ -1,7 +1,8 @@
 // `relay workspace quota`, run as the real CLI on the data directory of a running API: the
 // monthly recipient allowance an operator sets is the one POST /v1/emails applies from the
 // next request on (the 5,001st recipient of a month, refused at the default, is admitted once
-// the allowance is raised), a development key's cap likewise, and "default" returns to the spec's.
+// the allowance is raised), a development key's cap likewise, "default" returns to the spec's,
+// and members see the allowance in force in the month's usage.
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -12,6 +13,7 @@ import { workspacesOf } from '../apps/services/management/workspaces.ts';
 import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
+import { call, newCaller, workspaceWithProject } from './support/management.ts';
 import { runRelay } from './support/relay-process.ts';
 
 interface Context {
@@ -84,6 +86,15 @@ test('a development key cap of 2 set by the CLI: a third recipient of that key i
   const third = await post(ctx, secret, ['c@dev-quota.example.test'], from);
   assert.is(third.status, 429);
   assert.match(third.body.error.message, /development key's monthly allowance of 2 recipients/);
+});
+
+test('members see the allowances the operator set in the month\'s usage (GET /v1/workspaces/:id/usage)', async (ctx) => {
+  const owner = await newCaller(ctx.t, 'quota-owner@quota.test');
+  const { workspaceId } = await workspaceWithProject(ctx.t, owner);
+  const usage = async () => (await call(ctx.t, 'GET', `/v1/workspaces/${workspaceId}/usage`, { as: owner })).json().recipients;
+  assert.equal(await usage(), { used: 0, limit: 5_000 });
+  assert.is((await quota(ctx, workspaceId, '--recipients', '12345')).code, 0);
+  assert.equal(await usage(), { used: 0, limit: 12_345 });
 });
 
 test('bad values are refused with the usage or a validation message, and an unknown workspace with not_found; nothing changes', async (ctx) => {
