@@ -18,7 +18,8 @@
 //   5,000 recipients a month (the spec's allowance), and buckets would not be fewer, since
 //   transactional mail goes to many recipient domains with few emails each.
 import type { RecordedEmailEvent } from '../domain/email/events.ts';
-import { isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
+import { statusAfter, statusOnClaim, type OutcomeSource } from '../domain/email/outcomes.ts';
+import type { Status } from '../domain/email/status.ts';
 
 /** What is counted, per recipient: each once, when the recipient's status first becomes it. */
 export const OUTCOMES = [
@@ -102,15 +103,15 @@ function withRecipients(email: DeliverabilityEmail, revision: number, recipients
   return { ...email, recipients, firstAt, lastAt, streamRevision: revision };
 }
 
-/** Sender outcomes (attempts, failures) replace a recipient's status; reports only move it up. */
+/** Sender outcomes (attempts, failures) replace a recipient's status; reports only move it up (domain/email/outcomes.ts). */
 function withOutcomes(
-  email: DeliverabilityEmail, revision: number, at: string, merge: 'replace' | 'supersede',
+  email: DeliverabilityEmail, revision: number, at: string, source: OutcomeSource,
   outcomes: Array<{ index: number; status: Status; reply: FailureReply | null }>,
 ): DeliverabilityEmail {
   const recipients = email.recipients.map((recipient, index) => {
     const outcome = outcomes.find((o) => o.index === index);
     if (!outcome) return recipient;
-    const status = merge === 'replace' ? outcome.status : supersede(recipient.status, outcome.status);
+    const status = statusAfter(recipient.status, { status: outcome.status, source });
     return status === recipient.status ? recipient : reach(recipient, status, at, outcome.reply);
   });
   return withRecipients(email, revision, recipients);
@@ -139,21 +140,21 @@ export function applyToDeliverability(email: DeliverabilityEmail | null, event: 
   if (!email) return email;
   switch (event.type) {
     case 'DeliveryClaimed': {
-      const pending = email.recipients.flatMap((r, index) => (isFinalDeliveryStatus(r.status) ? [] : [{ index, status: 'processing' as const, reply: null }]));
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', pending);
+      const claimed = email.recipients.map((r, index) => ({ index, status: statusOnClaim(r.status), reply: null }));
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', claimed);
     }
     case 'DeliveryAttempted':
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', event.data.recipients.map((r) => ({
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', event.data.recipients.map((r) => ({
         index: r.index, status: r.status, reply: replyOf([r.smtpCode, r.enhancedCode], r.response),
       })));
     case 'DeliveryFailed':
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'replace', event.data.recipients.map((r) => ({
+      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', event.data.recipients.map((r) => ({
         index: r.index, status: 'failed' as const, reply: replyOf([event.data.failureCode], event.data.reason),
       })));
     case 'RecipientReported': {
       const { outcome, recipientIndex, status, diagnosticCode, reason, occurredAt } = event.data;
       if (outcome === 'undetermined') return { ...email, streamRevision: event.revision };
-      return withOutcomes(email, event.revision, occurredAt, 'supersede', [{ index: recipientIndex, status: outcome, reply: replyOf([status], diagnosticCode ?? reason) }]);
+      return withOutcomes(email, event.revision, occurredAt, 'report', [{ index: recipientIndex, status: outcome, reply: replyOf([status], diagnosticCode ?? reason) }]);
     }
     default:
       // An event this version does not know: skip it, but do not apply it again.

@@ -3,9 +3,10 @@
 // One document per (consumer group, event): parking the same event again only counts the new
 // attempts, so redeliveries and several instances agree on one record. `relay parked list`
 // shows them, `relay parked retry <id>` runs one again; /readyz counts them.
-import { DuplicateKeyError, type DocumentStore, type Stored } from '../../infra/ports/document-store.ts';
+import type { DocumentStore, Stored } from '../../infra/ports/document-store.ts';
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
 import { COLLECTIONS } from './collections.ts';
+import { writeOver } from './write-over.ts';
 
 export interface ParkedEvent {
   /** `<group>:<eventId>`: see parkedEventId. */
@@ -91,13 +92,8 @@ export async function parkEvent(documents: DocumentStore, parking: Parking): Pro
       offset: parking.record?.offset ?? current?.offset ?? null,
       retryRequestedAt: current?.retryRequestedAt ?? null,
     };
-    try {
-      if (!current) return await parked.insert(next);
-      const replaced = await parked.replace(next, current._v);
-      if (replaced) return replaced;
-    } catch (error) {
-      if (!(error instanceof DuplicateKeyError)) throw error;
-    }
+    const written = await writeOver(parked, current, next);
+    if (written) return written;
     // Another instance parked it meanwhile: add to its record.
   }
 }

@@ -5,11 +5,12 @@
 import { claimExpiresAt, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
-import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import type { Loaded } from '../command-handler.ts';
 import { loadEmail } from '../email-stream.ts';
+import { writeOver } from '../write-over.ts';
 
 export interface WorkItem {
   _id: string;
@@ -63,13 +64,8 @@ export async function syncWorkItem(
     const current = await items.get(emailId);
     if (current && current.streamRevision > revision) return current;
     if (current && current.streamRevision === revision && current.step === desired.step && current.attempt === desired.attempt) return current;
-    try {
-      if (!current) return await items.insert(desired);
-      const replaced = await items.replace(desired, current._v);
-      if (replaced) return replaced;
-    } catch (error) {
-      if (!(error instanceof DuplicateKeyError)) throw error;
-    }
+    const written = await writeOver(items, current, desired);
+    if (written) return written;
     // Someone else wrote it meanwhile: look again.
   }
 }
