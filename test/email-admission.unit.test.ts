@@ -2,10 +2,14 @@
 // a test that fails without it.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { unhandled } from '../domain/decider.ts';
 import { decideAdmission, replayOf, type AdmitEmail, type DomainFacts } from '../domain/email/admission.ts';
+import { decideEmail, emailDecider, type EmailCommand } from '../domain/email/decider.ts';
+import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
 import { evolveEmail, foldEmail, initialEmailState } from '../domain/email/state.ts';
 import { RelayError } from '../domain/errors.ts';
 import { admittedMessage } from './support/builders.ts';
+import { recorded } from './support/email-events.ts';
 
 const test = suite('admission decider');
 
@@ -115,3 +119,22 @@ test('replayOf on a fresh stream is null', () => {
 });
 
 test.run();
+
+const aggregate = suite('the email aggregate');
+
+aggregate('a command of a type no rule knows is refused loudly (the switch is exhaustive for the typecheck; this is the run-time guard)', () => {
+  assert.throws(() => decideEmail({ type: 'SendPigeon' } as unknown as EmailCommand, initialEmailState, { delivery: DELIVERY_POLICY }), /unhandled email command: \{"type":"SendPigeon"\}/);
+  assert.throws(() => unhandled('x' as never, 'thing'), (error: Error) => error.message === 'unhandled thing: "x"');
+});
+
+aggregate('the bound decider decides with its policies, starts from the initial state, reads through the upcaster', () => {
+  const decider = emailDecider({ delivery: DELIVERY_POLICY });
+  assert.is(decider.initialState(), initialEmailState);
+  const events = decider.decide(admit(), decider.initialState());
+  assert.equal(events.map((e) => e.type), ['EmailAccepted']);
+  assert.is(decider.fold(recorded(events), decider.initialState()).status, 'queued');
+  assert.is(decider.upcast({ id: 'e', streamId: 'email-x', revision: 0, type: 'EmailOpened', data: {} })?.type, 'UnrecognizedEvent');
+  assert.is(decider.schemaVersions?.RecipientReportRepeated, 1);
+});
+
+aggregate.run();

@@ -14,6 +14,15 @@ test('characterCount counts code points: an astral character is one, a lone surr
   assert.is(characterCount('\ud83d\ud83d\ude00'), 2, 'a lone high surrogate, then a pair');
 });
 
+test('characterCount: a pair is a high surrogate (D800 to DBFF) followed by a low one (DC00 to DFFF), at the edges of both ranges', () => {
+  for (const high of [0xd800, 0xdbff]) for (const low of [0xdc00, 0xdfff]) assert.is(characterCount(String.fromCharCode(high, low)), 1, `${high.toString(16)} ${low.toString(16)}`);
+  assert.is(characterCount(String.fromCharCode(0xd7ff, 0xdc00)), 2, 'below the high range');
+  assert.is(characterCount(String.fromCharCode(0xdc00, 0xdc00)), 2, 'a low surrogate does not start a pair');
+  assert.is(characterCount(String.fromCharCode(0xd800, 0xdbff)), 2, 'a high one is no low one');
+  assert.is(characterCount(String.fromCharCode(0xd800, 0xe000)), 2, 'above the low range');
+  assert.is(characterCount('x\ud83d'), 2, 'a high surrogate at the end');
+});
+
 test('hasCharacterCountWithin agrees with characterCount at the bounds, fast path or not', () => {
   for (const [value, min, max] of [
     ['📦'.repeat(998), 1, 998], ['📦'.repeat(999), 1, 998], ['', 1, 998], ['', 0, 5], ['ab', 2, 2], ['📦', 2, 2],

@@ -2,6 +2,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RelayError } from '../domain/errors.ts';
+import { usageDecider } from '../domain/usage/decider.ts';
+import { upcastUsageEvent } from '../domain/usage/upcast.ts';
 import {
   allowancesOf, checkAllowance, DEFAULT_ALLOWANCES, MAX_ALLOWANCE, decideCharge, decideCharges, foldUsage, initialUsageState, monthEnd, monthOf, usageStreamId,
   type ChargeRecipients, type UsageEvent, type UsageState,
@@ -139,3 +141,28 @@ test('a charge for another month is a programming error, not a refusal', () => {
 });
 
 test.run();
+
+const reading = suite('usage streams: reading and the decider');
+
+reading('upcast: RecipientsCharged of a known version is read; other types and newer versions count nothing', () => {
+  const data = { emailId: 'em_1', fingerprint: 'f', apiKeyId: 'k', developmentKey: false, recipients: 2, occurredAt: '2026-11-01T00:00:00.000Z' };
+  assert.equal(upcastUsageEvent({ type: 'RecipientsCharged', data, metadata: { schemaVersion: 1 } }), { type: 'RecipientsCharged', data });
+  assert.equal(upcastUsageEvent({ type: 'RecipientsCharged', data }), { type: 'RecipientsCharged', data }, 'no version is version 1');
+  assert.is(upcastUsageEvent({ type: 'RecipientsCharged', data, metadata: { schemaVersion: 2 } }), null);
+  assert.is(upcastUsageEvent({ type: 'RecipientsRefunded', data }), null);
+});
+
+reading('the month\'s decider starts empty for its month, decides a batch in order and folds what it decided', () => {
+  const decider = usageDecider('2026-11');
+  const state = decider.initialState();
+  assert.equal({ ...state, charged: [...state.charged] }, { month: '2026-11', workspaceRecipients: 0, byKey: {}, charged: [] });
+  const command = (emailId: string, recipients: number) => ({
+    type: 'ChargeRecipients' as const, month: '2026-11', emailId, fingerprint: 'f', apiKeyId: 'k', developmentKey: false, recipients, occurredAt: '2026-11-02T00:00:00.000Z', allowances: DEFAULT_ALLOWANCES,
+  });
+  const events = decider.decide([command('em_1', 3), command('em_2', 4)], state);
+  assert.equal(events.map((e) => e.data.emailId), ['em_1', 'em_2']);
+  assert.is(decider.fold(events, state).workspaceRecipients, 7);
+  assert.is(decider.schemaVersions?.RecipientsCharged, 1);
+});
+
+reading.run();
