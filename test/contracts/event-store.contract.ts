@@ -276,7 +276,11 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
     const live = Array.from({ length: 4 }, (_, i) => newEvent('Live', { i }));
     for (const event of live) await store.append(stream, [event], { expectedRevision: 'any' });
     await waitUntil(() => seen.length >= 7, 'the live events arrive');
-    await settle(100);
+    // Delivered in order: once an event appended after them arrives, nothing of theirs is pending.
+    const sentinel = newEvent('Sentinel');
+    await store.append(stream, [sentinel], { expectedRevision: 'any' });
+    await waitUntil(() => seen.some((e) => e.id === sentinel.id), 'the event after them arrives');
+    seen.pop();
     assert.equal(seen.map((e) => e.id), [...before, ...live].map((e) => e.id), 'every event once, in order');
     assert.equal(seen.map((e) => e.revision), [0, 1, 2, 3, 4, 5, 6]);
     assert.is(overlapped, false, 'handler calls never overlap');
@@ -307,9 +311,12 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
       }),
     );
     await waitUntil(() => resumed.length >= 3, 'the events after the checkpoint arrive');
-    await settle(100);
+    // Delivered in global order: once an event appended after them arrives, nothing else is pending.
+    const sentinel = newEvent('Sentinel');
+    await store.append(`${tag}-z`, [sentinel], { expectedRevision: 'no_stream' });
+    await waitUntil(() => resumed.some((e) => e.id === sentinel.id), 'the event after them arrives');
     assert.equal(seen.map((e) => e.id), first.map((e) => e.id));
-    assert.equal(resumed.map((e) => e.id), second.map((e) => e.id));
+    assert.equal(resumed.map((e) => e.id), [...second, sentinel].map((e) => e.id));
   });
 
   test('subscribeAll applies stream and event type filters', async ({ store }) => {
@@ -327,8 +334,8 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
     await store.append(`${tag}-keep`, [newEvent('OtherType'), kept], { expectedRevision: 'any' });
     const last = newEvent(`${typePrefix}Last`);
     await store.append(`${tag}-keep-2`, [last], { expectedRevision: 'any' });
-    await waitUntil(() => seen.length >= 2, 'the matching events arrive');
-    await settle(100);
+    // `last` was appended after everything else: delivered in order, its arrival means nothing else is pending.
+    await waitUntil(() => seen.some((e) => e.id === last.id), 'the last matching event arrives');
     assert.equal(seen.map((e) => e.id), [kept.id, last.id]);
   });
 
