@@ -181,14 +181,14 @@ export function logContract(adapterName: string, open: OpenLog): void {
     await waitUntil(() => first.length >= 5, 'some records are handled', WAIT_MS);
     await consumer.stop();
     const handledBeforeStop = first.length;
-    await settle(100);
-    assert.is(first.length, handledBeforeStop, 'nothing is handled after stop() resolved');
     assert.ok(handledBeforeStop < 20, 'the consumer was stopped midway');
 
     await log.publish(topic, records('t', 3, () => 'one-key'));
     const second: string[] = [];
     track(await log.consume({ group, topic, handle: async (r) => void second.push(r.value) }));
     await waitUntil(() => second.includes('t-2'), 'the restarted consumer reaches the new records', WAIT_MS);
+    // By then the stopped consumer would have had every record the new one handled.
+    assert.is(first.length, handledBeforeStop, 'nothing is handled after stop() resolved');
     const all = [...records('s', 20), ...records('t', 3)].map((r) => r.value);
     assert.equal([...first, ...second], all, 'resumed right after the last committed record');
   });
