@@ -2,8 +2,8 @@
 //
 // Each document folds one email: for each visible recipient (To, then CC, by recipient index;
 // BCC recipients are never counted, as nowhere in reads), its recipient domain, its status under
-// the status rules (domain/email/status.ts: the sender's outcomes replace, reports only move a
-// recipient up) and the instant it first reached each counted outcome. The counts per project ×
+// the one outcome model (domain/email/outcomes.ts: the sender's outcomes replace, reports only
+// move a recipient up) and the instant it first reached each counted outcome. The counts per project ×
 // UTC hour × sending domain × recipient domain × outcome, and the latency histograms, are derived
 // from these documents (countsOf), never kept as counters:
 // - an event applied twice counts once by construction: the document's stream revision guards it
@@ -17,8 +17,8 @@
 // - reads sum the documents of the emails active in the range: a project admits at most
 //   5,000 recipients a month (the spec's allowance), and buckets would not be fewer, since
 //   transactional mail goes to many recipient domains with few emails each.
-import type { RecordedEmailEvent } from '../domain/email/events.ts';
-import { statusAfter, statusOnClaim, type OutcomeSource } from '../domain/email/outcomes.ts';
+import { occurredAtOf, type RecordedEmailEvent } from '../domain/email/events.ts';
+import { outcomesOf, statusAfter, type RecipientOutcome } from '../domain/email/outcomes.ts';
 import type { Status } from '../domain/email/status.ts';
 
 /** What is counted, per recipient: each once, when the recipient's status first becomes it. */
@@ -76,10 +76,6 @@ const ADDRESS = /[^\s<>"'(),;:[\]]+@[^\s<>"'(),;:[\]]+/g;
 /** A reply's words as stats show them: one line, at most 200 characters, no address. */
 export const maskedReply = (text: string): string => text.replace(ADDRESS, '<address>').replace(/\s+/g, ' ').trim().slice(0, 200);
 
-const replyOf = (codes: Array<string | number | null | undefined>, text: string | null | undefined): FailureReply => ({
-  code: codes.filter((c) => c !== null && c !== undefined && c !== '').join(' '),
-  text: maskedReply(text ?? ''),
-});
 
 function reach(recipient: DeliverabilityRecipient, status: Status, at: string, reply: FailureReply | null): DeliverabilityRecipient {
   const outcome = COUNTED_STATUS[status];
@@ -103,23 +99,34 @@ function withRecipients(email: DeliverabilityEmail, revision: number, recipients
   return { ...email, recipients, firstAt, lastAt, streamRevision: revision };
 }
 
-/** Sender outcomes (attempts, failures) replace a recipient's status; reports only move it up (domain/email/outcomes.ts). */
-function withOutcomes(
-  email: DeliverabilityEmail, revision: number, at: string, source: OutcomeSource,
-  outcomes: Array<{ index: number; status: Status; reply: FailureReply | null }>,
-): DeliverabilityEmail {
+/** Each recipient an event names moves as the outcome model says (domain/email/outcomes.ts: attempts replace, reports only move up). */
+function withOutcomes(email: DeliverabilityEmail, revision: number, at: string, outcomes: Array<{ outcome: RecipientOutcome; reply: FailureReply }>): DeliverabilityEmail {
   const recipients = email.recipients.map((recipient, index) => {
-    const outcome = outcomes.find((o) => o.index === index);
-    if (!outcome) return recipient;
-    const status = statusAfter(recipient.status, { status: outcome.status, source });
-    return status === recipient.status ? recipient : reach(recipient, status, at, outcome.reply);
+    const named = outcomes.find((o) => o.outcome.index === index);
+    if (!named) return recipient;
+    const status = statusAfter(recipient.status, named.outcome);
+    return status === recipient.status ? recipient : reach(recipient, status, at, named.reply);
   });
   return withRecipients(email, revision, recipients);
 }
 
+/** A failure's reply as an event gives it: the SMTP codes and reply, the failure code and reason, or the report's status and diagnostic. */
+function replyOf(event: RecordedEmailEvent, outcome: RecipientOutcome): FailureReply {
+  const reply = (codes: Array<string | number | null | undefined>, text: string | null | undefined): FailureReply => ({
+    code: codes.filter((c) => c !== null && c !== undefined && c !== '').join(' '),
+    text: maskedReply(text ?? ''),
+  });
+  switch (event.type) {
+    case 'DeliveryAttempted': return reply([outcome.shownAs.smtpCode as number | null, outcome.shownAs.enhancedCode as string | null], outcome.reason);
+    case 'DeliveryFailed': return reply([event.data.failureCode], event.data.reason);
+    case 'RecipientReported': return reply([event.data.status], event.data.diagnosticCode ?? event.data.reason);
+    default: return reply([], outcome.reason);
+  }
+}
+
 /**
  * Applies one event of an email's stream (the next revision, after the revision guard).
- * Returns the same object when the event was applied already.
+ * Returns the same object when the event was applied already or changes nothing.
  */
 export function applyToDeliverability(email: DeliverabilityEmail | null, event: RecordedEmailEvent): DeliverabilityEmail | null {
   if (email && event.revision <= email.streamRevision) return email;
@@ -138,28 +145,14 @@ export function applyToDeliverability(email: DeliverabilityEmail | null, event: 
   }
   // Lifecycle events of an email whose admission is not there cannot be placed.
   if (!email) return email;
-  switch (event.type) {
-    case 'DeliveryClaimed': {
-      const claimed = email.recipients.map((r, index) => ({ index, status: statusOnClaim(r.status), reply: null }));
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', claimed);
-    }
-    case 'DeliveryAttempted':
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', event.data.recipients.map((r) => ({
-        index: r.index, status: r.status, reply: replyOf([r.smtpCode, r.enhancedCode], r.response),
-      })));
-    case 'DeliveryFailed':
-      return withOutcomes(email, event.revision, event.data.occurredAt, 'attempt', event.data.recipients.map((r) => ({
-        index: r.index, status: 'failed' as const, reply: replyOf([event.data.failureCode], event.data.reason),
-      })));
-    case 'RecipientReported': {
-      const { outcome, recipientIndex, status, diagnosticCode, reason, occurredAt } = event.data;
-      if (outcome === 'undetermined') return { ...email, streamRevision: event.revision };
-      return withOutcomes(email, event.revision, occurredAt, 'report', [{ index: recipientIndex, status: outcome, reply: replyOf([status], diagnosticCode ?? reason) }]);
-    }
-    default:
-      // An event this version does not know: skip it, but do not apply it again.
-      return { ...email, streamRevision: event.revision };
-  }
+  // A claim moves recipients to processing, which is no counted outcome and decides nothing
+  // here (an attempt replaces it whatever it was, and any report outranks both queued and
+  // processing); a repeated or undetermined report, or a type this version does not know,
+  // records no outcome. These leave the document as it is (DELIVERABILITY_IGNORES).
+  const { recipients } = outcomesOf(event);
+  if (recipients.length === 0) return email;
+  const at = occurredAtOf(event)!;
+  return withOutcomes(email, event.revision, at, recipients.map((outcome) => ({ outcome, reply: replyOf(event, outcome) })));
 }
 
 /** One email's part of the counts: outcome (or latency) at an instant, for a recipient domain. */

@@ -22,6 +22,7 @@ import { templateRoutes } from './plugins/templates.ts';
 import { usageRoutes } from './plugins/usage.ts';
 import { workspaceRoutes } from './plugins/workspaces.ts';
 import { recordRoutes, type Security } from './openapi.ts';
+import { asyncApiDocument } from '../services/event-catalog.ts';
 import { installTypeBoxValidation } from './validation.ts';
 import { UNMATCHED_ROUTE } from '../relay-metrics.ts';
 import { dashboardRoutes } from '../dashboard/dashboard.ts';
@@ -127,6 +128,10 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
       scope.get('/v1/openapi.json', {
         config: { openapi: { summary: 'This document (OpenAPI 3.1).', responses: { 200: { description: 'The OpenAPI document of this API.' } } } },
       }, async () => routes.document());
+      const events = asyncApiDocument();
+      scope.get('/v1/asyncapi.json', {
+        config: { openapi: { summary: 'The event catalog (AsyncAPI 3.0): every event type, its fields, version, upcasting and meaning.', responses: { 200: { description: 'The AsyncAPI document of the `<namespace>.events` topic.' } } } },
+      }, async () => events);
     });
     // The dashboard (apps/dashboard/): pages and browser modules, a client of the routes above.
     await app.register(async (scope) => {

@@ -4,6 +4,7 @@ import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
+import { asyncApiDocument } from '../services/event-catalog.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
@@ -149,6 +150,15 @@ function noStreamHint(given: string, stream: string): string {
 export async function events(args: string[]): Promise<number> {
   if (asksForHelp(args)) {
     console.log(EVENTS_USAGE);
+    return 0;
+  }
+  if (args[0] === 'schema') {
+    if (args.length > 1) {
+      console.error(`relay: events schema takes no arguments\n\n${EVENTS_USAGE}`);
+      return EXIT_USAGE;
+    }
+    // The event catalog needs no store: it is generated from the event schemas.
+    console.log(JSON.stringify(asyncApiDocument(), null, 2));
     return 0;
   }
   const parsed = parseOrExplain(args, {

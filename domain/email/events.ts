@@ -1,22 +1,31 @@
 // Events of an email's stream (`email-<id>`). Event data is what the event store keeps
 // forever, so it never holds message bodies or BCC in clear: those travel in `content`,
-// sealed with a per-email key that is destroyed after the retention period.
+// sealed with a per-email key that is destroyed after the retention period. The TypeBox schemas
+// are the source of truth of each event's data: the types are derived from them (Static), and so
+// is the event catalog (apps/services/event-catalog.ts: `relay events schema`, GET /v1/asyncapi.json).
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { ReportOutcome } from '../feedback/classify.ts';
-import type { Status } from './status.ts';
+import { STATUSES } from './status.ts';
 
 export const EMAIL_STREAM_PREFIX = 'email-';
 export const emailStreamId = (emailId: string): string => `${EMAIL_STREAM_PREFIX}${emailId}`;
 /** The email an event of stream `email-<id>` belongs to. */
 export const emailIdOfStream = (streamId: string): string => streamId.slice(EMAIL_STREAM_PREFIX.length);
 
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const Instant = Type.String({ format: 'date-time', description: 'When it happened (ISO 8601, UTC).' });
+const RecipientIndex = Type.Integer({ minimum: 0, description: 'Recipient index: To, then CC, then BCC, in the order admitted.' });
+const StatusSchema = Type.Union(STATUSES.map((s) => Type.Literal(s)));
+
 /** Message bodies and BCC, encrypted; the key lives outside the event store and expires. */
-export interface SealedContent {
-  keyId: string;
-  alg: 'A256GCM';
-  iv: string;
-  data: string;
-  tag: string;
-}
+export const SealedContentSchema = Type.Object({
+  keyId: Type.String({ description: 'The per-email key, destroyed after the retention period (7 days).' }),
+  alg: Type.Literal('A256GCM'),
+  iv: Type.String(),
+  data: Type.String({ description: 'The ciphertext (base64) of {html, text, bcc}.' }),
+  tag: Type.String(),
+}, { description: 'Bodies and BCC addresses, sealed: unreadable once the key is destroyed.' });
+export type SealedContent = Static<typeof SealedContentSchema>;
 
 /** What the sealed content holds once opened. */
 export interface EmailContent {
@@ -25,151 +34,151 @@ export interface EmailContent {
   bcc: string[];
 }
 
-export interface TemplateReference {
-  id: string;
-  slug: string;
-  revision: number;
-}
+export const TemplateReferenceSchema = Type.Object({ id: Type.String(), slug: Type.String(), revision: Type.Integer({ minimum: 1 }) });
+export type TemplateReference = Static<typeof TemplateReferenceSchema>;
 
 /** The admitted message, common to accepted and suppressed emails. */
-export interface AdmittedMessage {
-  emailId: string;
-  projectId: string;
-  workspaceId: string;
-  apiKeyId: string;
-  testMode: boolean;
-  /** sha256 of the canonical request body: idempotent replays must match it. */
-  fingerprint: string;
-  idempotencyKey: string | null;
-  from: string;
-  fromAddress: string;
-  fromDomain: string;
-  /** Mailboxes as written (trimmed); *Addresses hold the normalized addresses. */
-  to: string[];
-  toAddresses: string[];
-  cc: string[];
-  ccAddresses: string[];
-  bccCount: number;
-  replyTo: string | null;
-  subject: string;
-  headers: Record<string, string>;
-  tags: Record<string, string>;
-  metadata: Record<string, unknown>;
-  template: TemplateReference | null;
-  /** To + CC + BCC: what the monthly allowance is charged. */
-  recipientCount: number;
-  content: SealedContent;
-  occurredAt: string;
-}
+export const AdmittedMessageSchema = Type.Object({
+  emailId: Type.String(),
+  projectId: Type.String(),
+  workspaceId: Type.String(),
+  apiKeyId: Type.String(),
+  testMode: Type.Boolean({ description: 'Sent with a development key.' }),
+  fingerprint: Type.String({ description: 'sha256 of the canonical request body: idempotent replays must match it.' }),
+  idempotencyKey: Nullable(Type.String()),
+  from: Type.String({ description: 'The From mailbox as written.' }),
+  fromAddress: Type.String(),
+  fromDomain: Type.String({ description: 'The sending domain.' }),
+  to: Type.Array(Type.String(), { description: 'Mailboxes as written (trimmed).' }),
+  toAddresses: Type.Array(Type.String(), { description: 'Normalized addresses, recipient indexes 0…' }),
+  cc: Type.Array(Type.String()),
+  ccAddresses: Type.Array(Type.String(), { description: 'Normalized addresses, recipient indexes after the To ones.' }),
+  bccCount: Type.Integer({ minimum: 0, description: 'BCC recipients (indexes after CC); their addresses are only in the sealed content.' }),
+  replyTo: Nullable(Type.String()),
+  subject: Type.String(),
+  headers: Type.Record(Type.String(), Type.String()),
+  tags: Type.Record(Type.String(), Type.String()),
+  metadata: Type.Record(Type.String(), Type.Unknown()),
+  template: Nullable(TemplateReferenceSchema),
+  recipientCount: Type.Integer({ minimum: 1, description: 'To + CC + BCC: what the monthly allowance is charged.' }),
+  content: SealedContentSchema,
+  occurredAt: Instant,
+});
+export type AdmittedMessage = Static<typeof AdmittedMessageSchema>;
 
-export interface SuppressedRecipient {
-  address: string;
-  reason: string;
-}
+export const SuppressedRecipientSchema = Type.Object({ address: Type.String(), reason: Type.String() });
+export type SuppressedRecipient = Static<typeof SuppressedRecipientSchema>;
+
+export const EmailSuppressedDataSchema = Type.Composite([AdmittedMessageSchema, Type.Object({
+  suppressedRecipients: Type.Array(SuppressedRecipientSchema, { description: 'The recipients on the suppression list (a BCC one included: never shown).' }),
+  reason: Type.String(),
+})]);
 
 export type EmailAccepted = { type: 'EmailAccepted'; data: AdmittedMessage };
-export type EmailSuppressed = {
-  type: 'EmailSuppressed';
-  data: AdmittedMessage & { suppressedRecipients: SuppressedRecipient[]; reason: string };
-};
+export type EmailSuppressed = { type: 'EmailSuppressed'; data: Static<typeof EmailSuppressedDataSchema> };
 
 /**
  * A sender instance took the email's next delivery attempt: only the instance whose claim was
  * appended (expected revision) sends. A claim with no attempt after it means the sender died
  * mid-attempt: the message may have gone out, so it is never sent again (delivery_unknown).
  */
-export type DeliveryClaimed = {
-  type: 'DeliveryClaimed';
-  data: { attempt: number; claimedBy: string; transport: string; occurredAt: string };
-};
+export const DeliveryClaimedDataSchema = Type.Object({
+  attempt: Type.Integer({ minimum: 1 }),
+  claimedBy: Type.String({ description: 'The sender instance.' }),
+  transport: Type.String({ description: 'outbox, smtp or mx.' }),
+  occurredAt: Instant,
+});
+export type DeliveryClaimed = { type: 'DeliveryClaimed'; data: Static<typeof DeliveryClaimedDataSchema> };
 
 /**
  * What one recipient's transaction came to, by recipient index (To, then CC, then BCC, as
  * admitted). `address` is null for BCC recipients: their addresses are never in an event.
  */
-export interface RecipientAttempt {
-  index: number;
-  address: string | null;
-  status: Status;
-  smtpCode: number | null;
-  enhancedCode: string | null;
-  /** The server's reply or the local error; never message content. */
-  response: string;
-}
+export const RecipientAttemptSchema = Type.Object({
+  index: RecipientIndex,
+  address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
+  status: StatusSchema,
+  smtpCode: Nullable(Type.Integer()),
+  enhancedCode: Nullable(Type.String()),
+  response: Type.String({ description: "The server's reply or the local error; never message content." }),
+});
+export type RecipientAttempt = Static<typeof RecipientAttemptSchema>;
 
 /** The outcome of a claimed attempt, per recipient, and when the next one is due, if any. */
-export type DeliveryAttempted = {
-  type: 'DeliveryAttempted';
-  data: {
-    attempt: number;
-    transport: string;
-    messageId: string;
-    providerMessageId: string | null;
-    recipients: RecipientAttempt[];
-    /** Set while recipients wait for a retry after a temporary failure. */
-    nextAttemptAt: string | null;
-    /** Why recipients failed for good, when some did: provider_unavailable, delivery_unknown, … */
-    failureCode: string | null;
-    occurredAt: string;
-  };
-};
+export const DeliveryAttemptedDataSchema = Type.Object({
+  attempt: Type.Integer({ minimum: 1 }),
+  transport: Type.String(),
+  messageId: Type.String({ description: 'The Message-ID of the message sent.' }),
+  providerMessageId: Nullable(Type.String()),
+  recipients: Type.Array(RecipientAttemptSchema),
+  nextAttemptAt: Nullable(Type.String({ format: 'date-time', description: 'Set while recipients wait for a retry after a temporary failure.' })),
+  failureCode: Nullable(Type.String({ description: 'Why recipients failed for good, when some did: provider_unavailable, delivery_unknown, …' })),
+  occurredAt: Instant,
+});
+export type DeliveryAttempted = { type: 'DeliveryAttempted'; data: Static<typeof DeliveryAttemptedDataSchema> };
 
 /**
  * The email's delivery ended without an attempt outcome for the recipients still pending:
  * delivery_unknown (a claim was left open), content_expired (the body was destroyed before it
  * went out), sender_domain_unavailable (the domain or its DKIM key is gone).
  */
-export type DeliveryFailed = {
-  type: 'DeliveryFailed';
-  data: { attempt: number; failureCode: string; reason: string; recipients: Array<{ index: number; address: string | null }>; occurredAt: string };
-};
+export const DeliveryFailedDataSchema = Type.Object({
+  attempt: Type.Integer({ minimum: 0 }),
+  failureCode: Type.String({ description: 'delivery_unknown, content_expired or sender_domain_unavailable.' }),
+  reason: Type.String(),
+  recipients: Type.Array(Type.Object({ index: RecipientIndex, address: Nullable(Type.String()) })),
+  occurredAt: Instant,
+});
+export type DeliveryFailed = { type: 'DeliveryFailed'; data: Static<typeof DeliveryFailedDataSchema> };
 
 /** What a report about one recipient said (a DSN, an ARF complaint, a bounce in plain text). */
+export const REPORT_OUTCOMES = ['hard_bounced', 'soft_bounced', 'delayed', 'delivered', 'complained', 'undetermined'] as const satisfies readonly ReportOutcome[];
 export type ReportedOutcome = ReportOutcome;
 
 /**
  * A report that came back to the recipient's return path (VERP), about that recipient. Kept
  * even when it could not be classified (`undetermined`), which changes no status.
  */
-export type RecipientReported = {
-  type: 'RecipientReported';
-  data: {
-    /** The report's identity (its Message-ID, or a hash of its bytes): the same report twice changes nothing. */
-    reportId: string;
-    recipientIndex: number;
-    /** Null for a BCC recipient. */
-    address: string | null;
-    outcome: ReportedOutcome;
-    /** dsn (RFC 3464), arf (RFC 5965) or text (a bounce in another format). */
-    format: 'dsn' | 'arf' | 'text';
-    /** The enhanced status code the report gave, e.g. "5.1.1". */
-    status: string | null;
-    diagnosticCode: string | null;
-    reason: string;
-    /** ARF Feedback-Type (abuse, fraud, …) for a complaint. */
-    complaintType: string | null;
-    occurredAt: string;
-  };
-};
+export const RecipientReportedDataSchema = Type.Object({
+  reportId: Type.String({ description: "The report's identity (its Message-ID, or a hash of its bytes): the same report twice changes nothing." }),
+  recipientIndex: RecipientIndex,
+  address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
+  outcome: Type.Union(REPORT_OUTCOMES.map((o) => Type.Literal(o))),
+  format: Type.Union([Type.Literal('dsn'), Type.Literal('arf'), Type.Literal('text')], { description: 'dsn (RFC 3464), arf (RFC 5965) or text (a bounce in another format).' }),
+  status: Nullable(Type.String({ description: 'The enhanced status code the report gave, e.g. "5.1.1".' })),
+  diagnosticCode: Nullable(Type.String()),
+  reason: Type.String(),
+  complaintType: Nullable(Type.String({ description: 'ARF Feedback-Type (abuse, fraud, …) for a complaint.' })),
+  occurredAt: Instant,
+});
+export type RecipientReported = { type: 'RecipientReported'; data: Static<typeof RecipientReportedDataSchema> };
 
 /**
  * A report that said nothing new about its recipient (the same outcome again, a delay after a
  * delay): counted, never shown as an entry of its own nor sent as a webhook.
  */
-export type RecipientReportRepeated = {
-  type: 'RecipientReportRepeated';
-  data: {
-    reportId: string;
-    recipientIndex: number;
-    /** Null for a BCC recipient. */
-    address: string | null;
-    outcome: ReportedOutcome;
-    occurredAt: string;
-  };
-};
+export const RecipientReportRepeatedDataSchema = Type.Object({
+  reportId: Type.String(),
+  recipientIndex: RecipientIndex,
+  address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
+  outcome: Type.Union(REPORT_OUTCOMES.map((o) => Type.Literal(o))),
+  occurredAt: Instant,
+});
+export type RecipientReportRepeated = { type: 'RecipientReportRepeated'; data: Static<typeof RecipientReportRepeatedDataSchema> };
 
 export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed | RecipientReported | RecipientReportRepeated;
 export type EmailEventType = EmailEvent['type'];
+
+/** The data schema of each event type of an email stream: the source of the types above and of the event catalog. */
+export const EMAIL_EVENT_DATA: { [K in EmailEventType]: TSchema } = {
+  EmailAccepted: AdmittedMessageSchema,
+  EmailSuppressed: EmailSuppressedDataSchema,
+  DeliveryClaimed: DeliveryClaimedDataSchema,
+  DeliveryAttempted: DeliveryAttemptedDataSchema,
+  DeliveryFailed: DeliveryFailedDataSchema,
+  RecipientReported: RecipientReportedDataSchema,
+  RecipientReportRepeated: RecipientReportRepeatedDataSchema,
+};
 
 /** An event of a type this version does not know (written by a newer one): skipped, never guessed at. */
 export type UnrecognizedEvent = { type: 'UnrecognizedEvent'; data: { type: string; schemaVersion?: number } };

@@ -16,6 +16,11 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
   RecipientReportRepeated: 1,
 };
 
+/** The conversions from older versions, per type (none so far): what the event catalog tells readers. */
+export const EMAIL_UPCASTS: Record<EmailEvent['type'], ReadonlyArray<{ from: number; change: string }>> = {
+  EmailAccepted: [], EmailSuppressed: [], DeliveryClaimed: [], DeliveryAttempted: [], DeliveryFailed: [], RecipientReported: [], RecipientReportRepeated: [],
+};
+
 const known = (type: string): type is EmailEvent['type'] => Object.hasOwn(EMAIL_SCHEMA_VERSIONS, type);
 
 export function upcastEmailEvent(stored: StoredEventLike): RecordedEmailEvent {

@@ -4,6 +4,7 @@
 // (`relay workspace quota`), kept on the workspace document. One event stream per workspace
 // and month holds every charge; this decider turns a charge request, with the allowances in
 // force when it was made, into RecipientsCharged or a quota_exceeded error. Pure.
+import { Type, type Static } from '@sinclair/typebox';
 import { RelayError, validationError } from '../errors.ts';
 
 /** Accepted recipients per UTC month: the workspace's, and each of its development keys'. */
@@ -62,16 +63,19 @@ export interface ChargeRecipients {
   allowances: MonthlyAllowances;
 }
 
+/** A workspace-month's charge for one admitted email (stream usage-<workspaceId>-<YYYY-MM>). */
+export const RecipientsChargedDataSchema = Type.Object({
+  emailId: Type.String(),
+  fingerprint: Type.String({ description: "The request's fingerprint: a retry of the same admission is charged once." }),
+  apiKeyId: Type.String(),
+  developmentKey: Type.Boolean({ description: 'Charged to the development key\'s own allowance too.' }),
+  recipients: Type.Integer({ minimum: 0, description: 'To + CC + BCC.' }),
+  occurredAt: Type.String({ format: 'date-time' }),
+});
+
 export interface RecipientsCharged {
   type: 'RecipientsCharged';
-  data: {
-    emailId: string;
-    fingerprint: string;
-    apiKeyId: string;
-    developmentKey: boolean;
-    recipients: number;
-    occurredAt: string;
-  };
+  data: Static<typeof RecipientsChargedDataSchema>;
 }
 
 export type UsageEvent = RecipientsCharged;

@@ -207,8 +207,8 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
       disconnect: async (domainId) => void (await disconnectDomain(own.documents, domainId, project._id)),
       sibling: (siblingEnvironment = environment) => makeTenant({ environment: siblingEnvironment, workspaceId }),
       activate: async (activated = true) => void (await setWorkspaceActivation(own.documents, workspaceId, activated, clock.now())),
-      suppress: async (address) => void (await addSuppression(own.documents, workspaceId, address, clock.now())),
-      unsuppress: (address) => removeSuppression(own.documents, workspaceId, address),
+      suppress: async (address) => void (await addSuppression(own, workspaceId, address, clock.now(), { kind: 'user', userId: 'usr_conformance' })),
+      unsuppress: (address) => removeSuppression(own, workspaceId, address, clock.now(), { kind: 'user', userId: 'usr_conformance' }),
       charge: (recipients, chargeOptions = {}) => {
         const key = chargeOptions.key ?? tenant.key;
         return ledger.charge({

@@ -90,7 +90,7 @@ export function feedbackSuite(mode: string, storesEnv: () => Record<string, stri
     assert.is(next.statusCode, 202);
     assert.is(next.json().status, 'suppressed');
     // An owner or admin can lift it.
-    await removeSuppression(ctx.t.stores.documents, ctx.tenant.workspaceId, 'ann@example.org');
+    await removeSuppression(ctx.t.stores, ctx.tenant.workspaceId, 'ann@example.org', new Date(), { kind: 'user', userId: 'usr_test' });
     const after = await ctx.t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${ctx.tenant.key}` }, payload: { from: `hello@${ctx.tenant.domain}`, to: 'ann@example.org', subject: 'Lifted', text: 'hi' } });
     assert.is(after.json().status, 'queued');
   });

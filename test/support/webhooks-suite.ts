@@ -158,7 +158,7 @@ export function webhooksSuite(mode: string, storesEnv: () => Record<string, stri
   });
 
   test('email.suppressed, email.delayed, email.rejected and email.failed', async (ctx) => {
-    await addSuppression(ctx.t.stores.documents, ctx.tenant.workspaceId, 'blocked@example.org', new Date());
+    await addSuppression(ctx.t.stores, ctx.tenant.workspaceId, 'blocked@example.org', new Date(), { kind: 'user', userId: 'usr_test' });
     const suppressedId = await send(ctx.t, ctx.tenant.key, { from: `hello@${ctx.tenant.domain}`, to: 'blocked@example.org', subject: 's', text: 'hi' });
     const suppressed = JSON.parse((await waitForHook(ctx, suppressedId, 'email.suppressed')).body);
     assert.is(suppressed.data.status, 'suppressed');

@@ -64,8 +64,9 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     '/v1/workspaces/:workspaceId/suppressions',
     { schema: { params: ByWorkspace, body: AddBody } },
     async (request, reply) => {
-      const { workspace } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
-      return reply.status(201).send(suppressionView(await addSuppression(ctx.documents, workspace._id, request.body.address, ctx.now())));
+      const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
+      const entry = await addSuppression(ctx, workspace._id, request.body.address, ctx.now(), { kind: 'user', userId: principal.user._id });
+      return reply.status(201).send(suppressionView(entry));
     },
   );
 
@@ -73,8 +74,8 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     '/v1/workspaces/:workspaceId/suppressions/:address',
     { schema: { params: ByAddress } },
     async (request) => {
-      const { workspace } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
-      await removeSuppression(ctx.documents, workspace._id, request.params.address);
+      const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
+      await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id });
       return { deleted: true, address: normalizeSuppressedAddress(request.params.address, 'path.address') };
     },
   );

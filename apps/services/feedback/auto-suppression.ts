@@ -5,7 +5,8 @@ import { suppressionIdOf, type SuppressionEntry } from '../../../domain/manageme
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { loadEmail } from '../email-stream.ts';
-import { suppressionsOf } from '../management/suppressions.ts';
+import { recordSuppressionChange, suppressionsOf } from '../management/suppressions.ts';
+import { originOfEvent } from '../../../domain/events/metadata.ts';
 import { recipientAddress } from './report-targets.ts';
 
 type Reason = Extract<SuppressionEntry['reason'], 'hard_bounce' | 'complaint'>;
@@ -40,21 +41,23 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
   for (const block of blocks) {
     const address = await recipientAddress(deps, state, block.index);
     if (!address) continue;
+    const createdAt = new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString();
     try {
-      await entries.insert({
-        _id: suppressionIdOf(workspaceId, address),
-        workspaceId,
-        address,
-        reason: block.reason,
-        emailId,
-        createdAt: new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString(),
-        lastEventId: event.id,
-      });
-      added++;
+      await entries.insert({ _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: block.reason, emailId, createdAt, lastEventId: event.id });
     } catch (error) {
       // Blocked already (manually, or by an earlier report): one entry per address is enough.
       if (!(error instanceof DuplicateKeyError)) throw error;
+      continue;
     }
+    // The entry first, then its event (apps/services/management/suppressions.ts says why).
+    await recordSuppressionChange(deps.events, {
+      type: 'RecipientSuppressed',
+      data: {
+        workspaceId, address, reason: block.reason, occurredAt: createdAt,
+        by: { kind: 'email_event', emailId, eventId: event.id, reportId: event.type === 'RecipientReported' ? event.data.reportId : null },
+      },
+    }, originOfEvent(event));
+    added++;
   }
   return added;
 }

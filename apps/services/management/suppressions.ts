@@ -1,9 +1,22 @@
 // Manual suppressions: workspace-wide blocks owners and admins add and remove. Bounces and
 // complaints write entries of the same shape (same _id), so removing an address unblocks it
 // whatever put it there.
+//
+// Every change is also an event on the workspace's stream `suppressions-<workspaceId>`
+// (RecipientSuppressed, RecipientUnsuppressed: who or which report, domain/suppressions/events.ts),
+// so the list's history replays like everything else. The list stays the document that admission
+// reads, written as before; no transaction spans the two stores, so the order of the two writes
+// decides what a crash between them leaves, and it is chosen so that the list may block more than
+// its history says, never less: an addition writes the entry first and then the event (a crash
+// leaves an entry whose event is missing; retrying finds the entry and answers 409), a removal
+// appends the event first and then deletes the entry (a crash leaves the address blocked; the
+// remover's retry deletes it and records the removal once more).
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
+import { randomUUID } from 'node:crypto';
+import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
 import { DuplicateKeyError, type DocumentStore, type Where } from '../../../infra/ports/document-store.ts';
+import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { CONTROL_CHARACTERS } from './names.ts';
 
@@ -23,23 +36,44 @@ export function normalizeSuppressedAddress(input: string, field: string): string
   return address;
 }
 
-export async function addSuppression(documents: DocumentStore, workspaceId: string, input: string, now: Date): Promise<SuppressionEntry> {
+export interface SuppressionStores {
+  documents: DocumentStore;
+  events: EventStore;
+}
+
+/** Appends a change of the list to its workspace's stream (any revision: changes of different addresses do not conflict). */
+export async function recordSuppressionChange(events: EventStore, change: SuppressionEvent, origin: { correlationId: string; causationId: string } | null = null, id: string = randomUUID()): Promise<void> {
+  const request = randomUUID();
+  await events.append(suppressionStreamId(change.data.workspaceId), [{
+    id,
+    type: change.type,
+    data: change.data as unknown as Record<string, unknown>,
+    metadata: { correlationId: origin?.correlationId ?? request, causationId: origin?.causationId ?? request, schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[change.type] },
+  }], { expectedRevision: 'any' });
+}
+
+export async function addSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause): Promise<SuppressionEntry> {
   const address = normalizeSuppressedAddress(input, 'body.address');
+  let entry: SuppressionEntry;
   try {
-    return await suppressionsOf(documents).insert({
+    entry = await suppressionsOf(stores.documents).insert({
       _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: 'manual', emailId: null, createdAt: now.toISOString(), lastEventId: null,
     });
   } catch (error) {
     if (error instanceof DuplicateKeyError) throw conflict(`${address} is already suppressed in this workspace`);
     throw error;
   }
+  await recordSuppressionChange(stores.events, { type: 'RecipientSuppressed', data: { workspaceId, address, reason: 'manual', by, occurredAt: now.toISOString() } });
+  return entry;
 }
 
-export async function removeSuppression(documents: DocumentStore, workspaceId: string, input: string): Promise<void> {
+export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause): Promise<void> {
   const address = normalizeSuppressedAddress(input, 'path.address');
-  if (!(await suppressionsOf(documents).delete(suppressionIdOf(workspaceId, address)))) {
-    throw notFound(`${address} is not suppressed in this workspace`);
-  }
+  const entries = suppressionsOf(stores.documents);
+  const entry = await entries.get(suppressionIdOf(workspaceId, address));
+  if (!entry) throw notFound(`${address} is not suppressed in this workspace`);
+  await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } });
+  if (!(await entries.delete(entry._id))) throw notFound(`${address} is not suppressed in this workspace`);
 }
 
 /** A page in address order; `cursor` is the last address of the previous page. */

@@ -1,0 +1,54 @@
+// What each event of an email's stream means for a reader: which recipients' status it moves,
+// how (docs/event-status-rules.md), and what the timeline and the webhooks make of it. Read by
+// the event catalog (apps/services/event-catalog.ts); a new event type without an entry here
+// fails the typecheck.
+import type { WebhookEventType } from '../webhooks/events.ts';
+import { OUTCOME_EVENT } from './outcomes.ts';
+import type { EmailEventType } from './events.ts';
+import type { Status } from './status.ts';
+
+export interface EmailEventMeaning {
+  summary: string;
+  /** The recipient statuses it can give. */
+  statuses: readonly Status[];
+  /** How it merges them: set (admission), replace (the sender's outcomes), only_up (reports), none. */
+  merge: 'set' | 'replace' | 'only_up' | 'none';
+  /** Timeline entry types of GET /v1/emails/{id}. */
+  timeline: readonly string[];
+  /** Webhook event types, besides the statuses' own (email.suppressed has no status event of its own). */
+  extraWebhooks?: readonly WebhookEventType[];
+}
+
+export const EMAIL_EVENT_MEANINGS: Record<EmailEventType, EmailEventMeaning> = {
+  EmailAccepted: { summary: 'The email was admitted for delivery: every recipient is queued.', statuses: ['queued'], merge: 'set', timeline: ['email.queued'] },
+  EmailSuppressed: {
+    summary: 'The email was admitted but not sent: a recipient is on the suppression list. No event follows.',
+    statuses: ['suppressed'], merge: 'set', timeline: ['email.suppressed'], extraWebhooks: ['email.suppressed'],
+  },
+  DeliveryClaimed: { summary: 'A sender instance took the next delivery attempt; recipients not final become processing.', statuses: ['processing'], merge: 'replace', timeline: ['email.processing'] },
+  DeliveryAttempted: {
+    summary: "One attempt's outcome per recipient (by index), and when the next attempt is due if some were delayed.",
+    statuses: ['sent', 'delivered', 'delayed', 'hard_bounced', 'soft_bounced', 'rejected', 'failed'], merge: 'replace',
+    timeline: ['email.sent', 'email.delivered', 'email.delayed', 'email.bounced', 'email.rejected', 'email.failed'],
+  },
+  DeliveryFailed: {
+    summary: 'Delivery ended without an attempt outcome for the recipients still pending (delivery_unknown, content_expired, sender_domain_unavailable).',
+    statuses: ['failed'], merge: 'replace', timeline: ['email.failed'],
+  },
+  RecipientReported: {
+    summary: 'A report (DSN, ARF complaint, bounce text) about one recipient came back to its return path; undetermined reports change nothing.',
+    statuses: ['delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained'], merge: 'only_up',
+    timeline: ['email.delivered', 'email.delayed', 'email.bounced', 'email.complained'],
+  },
+  RecipientReportRepeated: {
+    summary: 'A report that said nothing new about its recipient (the same outcome again): counted on the recipient, no status change, no timeline entry of its own, no webhook.',
+    statuses: [], merge: 'none', timeline: [],
+  },
+};
+
+/** The webhook event types an email event can produce. */
+export function webhookTypesOf(type: EmailEventType): WebhookEventType[] {
+  const meaning = EMAIL_EVENT_MEANINGS[type];
+  const fromStatuses = meaning.statuses.flatMap((s) => (OUTCOME_EVENT[s] ? [OUTCOME_EVENT[s]!] : []));
+  return [...new Set([...fromStatuses, ...(meaning.extraWebhooks ?? [])])];
+}
