@@ -15,10 +15,10 @@ const commands: Record<string, CommandEntry> = {
   retention: { summary: 'destroy message bodies past seven days and remove operational data past its period, now and every 10 minutes', run: async () => (await import('./part-commands.ts')).retention },
   inbound: { summary: 'run only the feedback SMTP server (bounces and complaints) on RELAY_INBOUND_SMTP_PORT', run: async () => (await import('./part-commands.ts')).inbound },
   processor: { summary: 'processor <name>: run one processor as its own consumer group', run: async () => (await import('./part-commands.ts')).processor },
-  projections: { summary: 'projections rebuild <name> | scratch | drop <collection>: rebuild a read model from the event store and swap it in; list and drop scratch collections', run: async () => (await import('./projection-commands.ts')).projections },
+  projections: { summary: 'projections rebuild <name> | run <module> | scratch | drop <collection>: rebuild a read model from the event store and swap it in; run a projection of your own; list and drop scratch collections', run: async () => (await import('./projection-commands.ts')).projections },
   outbox: { summary: 'outbox list | outbox show <emailId>: the messages the outbox transport wrote', run: async () => (await import('./outbox-commands.ts')).outbox },
   webhooks: { summary: 'webhooks list <projectId>: a project\'s webhook endpoints', run: async () => (await import('./webhook-commands.ts')).webhooks },
-  events: { summary: 'print events of a stream or of the global order as JSON lines', run: async () => (await import('./projection-commands.ts')).events },
+  events: { summary: 'events [export|schema]: print events of a stream or of the global order as JSON lines; export them (JSON lines or CSV); the event catalog', run: async () => (await import('./event-commands.ts')).events },
   parked: { summary: 'parked list | parked retry <id>: events a processor could not apply and went past', run: async () => (await import('./parked-commands.ts')).parked },
   openapi: { summary: 'print the OpenAPI 3.1 document of the HTTP API (as GET /v1/openapi.json serves it)', run: async () => (await import('./openapi-command.ts')).openapi },
 };

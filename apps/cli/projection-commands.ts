@@ -1,16 +1,16 @@
-// `relay projections rebuild|scratch|drop` and `relay events`: replay and export for analysts and ops.
+// `relay projections rebuild|scratch|drop|run`: replay for analysts and ops.
+import { basename, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
-import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { openStores } from '../runtime.ts';
-import { asyncApiDocument } from '../services/event-catalog.ts';
+import { checkModule, runCustomProjection } from '../services/custom-projection.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
 import { asksForHelp } from './command.ts';
 
-function progressBar(stream: NodeJS.WriteStream) {
+export function progressBar(stream: NodeJS.WriteStream) {
   let last = 0;
   return (p: RebuildProgress) => {
     const now = Date.now();
@@ -25,10 +25,10 @@ function progressBar(stream: NodeJS.WriteStream) {
   };
 }
 
-const EXIT_USAGE = 2;
+export const EXIT_USAGE = 2;
 
 /** Arguments as parseArgs reads them, or null after printing what is wrong and the usage. */
-function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, usage: string) {
+export function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, usage: string) {
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
@@ -40,9 +40,12 @@ function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args:
 
 const PROJECTIONS_USAGE = [
   `usage: relay projections rebuild <${Object.keys(PROJECTIONS).join('|')}> [--into COLLECTION] [--json]`,
+  '       relay projections run ./MODULE.mjs [--checkpoint NAME] [--follow]',
   '       relay projections scratch [--json]',
   '       relay projections drop COLLECTION [--force]',
   '  rebuild --into: rebuild into that scratch collection (dropped first) and leave the live one alone',
+  '  run: feeds a module of your own (init, apply(event), flush({position, count})) the global order from its checkpoint',
+  '       (NAME, default the file name), in batches of 2,000, upcast; --follow keeps it going as events come (stop: Ctrl-C)',
   '  scratch: the scratch collections rebuilds made and left (--into) or died writing',
   '  drop: drops a scratch collection; --force also one no rebuild recorded, or one a rebuild is still writing.',
   "        Relay's own collections (the live read models among them) are never dropped.",
@@ -54,6 +57,7 @@ export async function projections(args: string[]): Promise<number> {
     console.log(usage);
     return 0;
   }
+  if (args[0] === 'run') return runProjection(args.slice(1));
   const parsed = parseOrExplain(args, { into: { type: 'string' }, json: { type: 'boolean' }, force: { type: 'boolean' } }, usage);
   if (!parsed) return EXIT_USAGE;
   const { positionals, values } = parsed;
@@ -130,107 +134,40 @@ async function dropScratchCollection(collection: string, force: boolean): Promis
   }
 }
 
-const EVENTS_USAGE = [
-  'usage: relay events [--after POSITION] [--prefix STREAM_PREFIX]... [--type EVENT_TYPE_PREFIX]... [--limit N] [--follow]',
-  '       relay events --stream STREAM_ID|EMAIL_ID [--from REVISION] [--limit N]',
-  'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
-].join('\n');
-
-/** Why `--stream GIVEN` found nothing, and which stream (or prefix) to ask for instead. */
-function noStreamHint(given: string, stream: string): string {
-  const kinds = `streams are ${EMAIL_STREAM_PREFIX}<emailId> (or just the email id) and ${USAGE_STREAM_PREFIX}<workspaceId>-<YYYY-MM>`;
-  if (stream !== given) return `no email ${given} here: its stream ${stream} has no events`;
-  if (/^ws_[A-Za-z0-9_-]+$/.test(given)) {
-    return `a workspace has no stream of its own; its usage is counted in ${USAGE_STREAM_PREFIX}${given}-<YYYY-MM>: relay events --prefix ${USAGE_STREAM_PREFIX}${given}-`;
-  }
-  if (/^(prj|dom|key|usr|whe)_[A-Za-z0-9_-]+$/.test(given)) return `${given} is not a stream: only emails and workspace usage have streams (${kinds})`;
-  return `stream ${JSON.stringify(given)} has no events; ${kinds}; relay events --prefix PREFIX lists streams by prefix`;
-}
-
-export async function events(args: string[]): Promise<number> {
-  if (asksForHelp(args)) {
-    console.log(EVENTS_USAGE);
-    return 0;
-  }
-  if (args[0] === 'schema') {
-    if (args.length > 1) {
-      console.error(`relay: events schema takes no arguments\n\n${EVENTS_USAGE}`);
-      return EXIT_USAGE;
-    }
-    // The event catalog needs no store: it is generated from the event schemas.
-    console.log(JSON.stringify(asyncApiDocument(), null, 2));
-    return 0;
-  }
-  const parsed = parseOrExplain(args, {
-    stream: { type: 'string' },
-    after: { type: 'string' },
-    from: { type: 'string' },
-    prefix: { type: 'string', multiple: true },
-    type: { type: 'string', multiple: true },
-    limit: { type: 'string' },
-    follow: { type: 'boolean' },
-  }, EVENTS_USAGE);
+async function runProjection(args: string[]): Promise<number> {
+  const parsed = parseOrExplain(args, { checkpoint: { type: 'string' }, follow: { type: 'boolean' } }, PROJECTIONS_USAGE);
   if (!parsed) return EXIT_USAGE;
-  const { values, positionals } = parsed;
-  const refuse = (problem: string) => {
-    console.error(`relay: ${problem}\n\n${EVENTS_USAGE}`);
+  const [file, ...extra] = parsed.positionals;
+  if (!file || extra.length) {
+    console.error(`relay: projections run takes one module\n\n${PROJECTIONS_USAGE}`);
     return EXIT_USAGE;
-  };
-  if (positionals.length) return refuse(`unexpected argument ${JSON.stringify(positionals[0])}`);
-  if (values.limit !== undefined && !/^[1-9]\d{0,15}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1, got ${JSON.stringify(values.limit)}`);
-  if (values.from !== undefined && !/^\d{1,16}$/.test(values.from)) return refuse(`--from must be a stream revision (0, 1, 2, …), got ${JSON.stringify(values.from)}`);
-  if (values.stream !== undefined && values.stream === '') return refuse('--stream needs a stream id');
-  if (values.stream && (values.follow || values.after || values.prefix || values.type)) return refuse('--stream reads one stream: it takes only --from and --limit');
-  if (!values.stream && values.from !== undefined) return refuse('--from goes with --stream; use --after for the global order');
-  const limit = values.limit === undefined ? Infinity : Number(values.limit);
+  }
+  const name = parsed.values.checkpoint ?? basename(file).replace(/\.[^.]*$/, '');
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) {
+    console.error(`relay: --checkpoint must be 1 to 64 letters, digits, '.', '_' or '-', got ${JSON.stringify(name)}\n\n${PROJECTIONS_USAGE}`);
+    return EXIT_USAGE;
+  }
+  const module = checkModule(await import(pathToFileURL(resolve(file)).href) as Record<string, unknown>, file);
   const stores = await openStores(loadConfig());
-  const write = (line: unknown) => new Promise<void>((resolve) => (process.stdout.write(`${JSON.stringify(line)}\n`) ? resolve() : process.stdout.once('drain', resolve)));
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let shown = 0;
   try {
-    let printed = 0;
-    if (values.stream) {
-      // An email id names its stream: `relay events --stream em_…` reads `email-em_…`.
-      const stream = /^em_[A-Za-z0-9_-]+$/.test(values.stream) ? emailStreamId(values.stream) : values.stream;
-      const fromRevision = Number(values.from ?? 0);
-      const found = await stores.events.readStream(stream, { fromRevision, maxCount: Number.isFinite(limit) ? limit : undefined });
-      for (const e of found) await write(e);
-      if (found.length > 0) return 0;
-      // Nothing to print: say why, on stderr, rather than leave the operator with silence.
-      if (fromRevision > 0 && (await stores.events.readStream(stream, { maxCount: 1 })).length > 0) {
-        console.error(`(stream ${stream} has no events from revision ${fromRevision})`);
-        return 0;
-      }
-      console.error(`relay: ${noStreamHint(values.stream, stream)}`);
-      return 1;
-    }
-    const filter = { streamPrefixes: values.prefix, eventTypePrefixes: values.type };
-    let after: string | null = values.after ?? null;
-    // Positions are the store's own format: it tells whether --after is one of them
-    // (adapters refuse arguments they did not hand out with a TypeError).
-    try {
-      await stores.events.readAll({ after, maxCount: 0, filter });
-    } catch (error) {
-      if (error instanceof TypeError) return refuse(`--after/--prefix/--type: ${error.message}`);
-      throw error;
-    }
-    for (;;) {
-      const batch = await stores.events.readAll({ after, maxCount: Math.min(500, limit - printed), filter });
-      for (const e of batch) await write(e);
-      printed += batch.length;
-      if (batch.length > 0) after = batch[batch.length - 1].position;
-      if (printed >= limit || batch.length === 0) break;
-    }
-    if (!values.follow || printed >= limit) return 0;
-    await new Promise<void>((resolve) => {
-      const subscription = stores.events.subscribeAll({ after, filter }, async (e) => {
-        await write(e);
-        if (++printed >= limit) void subscription.stop().then(resolve);
-      });
-      const stop = () => void subscription.stop().then(resolve);
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+    const result = await runCustomProjection(stores, module, {
+      name, follow: parsed.values.follow, signal: stop.signal,
+      onProgress: ({ applied, position }) => {
+        if (Date.now() - shown < 1000) return;
+        shown = Date.now();
+        console.error(`${name}: ${applied} events applied, checkpoint ${position}`);
+      },
     });
+    console.error(`${name}: ${result.applied} events applied after ${result.startedAfter ?? 'the beginning'}; checkpoint ${result.position ?? '(none yet)'}`);
     return 0;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await stores.close();
   }
 }

@@ -1,0 +1,231 @@
+// `relay events`, `relay events export`, `relay events schema`: the event store for analysts.
+import { existsSync } from 'node:fs';
+import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
+import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
+import { loadConfig, type RelayConfig } from '../../infra/config.ts';
+import type { StoredEvent } from '../../infra/ports/event-store.ts';
+import { embeddedFiles, openStores, type Stores } from '../runtime.ts';
+import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
+import { CSV_COLUMNS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
+import { asksForHelp } from './command.ts';
+import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
+
+const POSITION_FORMAT = [
+  'Positions are the event store\'s place of an event in the global order, opaque: pass back what was printed.',
+  'Embedded store: a decimal integer ("1", "2", …, with gaps); EventStoreDB: "<commit>/<prepare>".',
+  'Times are ISO 8601 (2026-11-01 or 2026-11-01T10:00:00Z) and compare with recordedAt, when the store recorded the event.',
+];
+
+const EVENTS_USAGE = [
+  'usage: relay events [--after POSITION] [--since TIME] [--until TIME] [--prefix STREAM_PREFIX]... [--type EVENT_TYPE]...',
+  '                    [--limit N] [--upcast] [--redact] [--follow]',
+  '       relay events --stream STREAM_ID|EMAIL_ID [--from REVISION] [--limit N] [--upcast] [--redact]',
+  '       relay events export [--from TIME|POSITION] [--to TIME|POSITION] [--project PROJECT_ID] [--format jsonl|csv] [--redact] > FILE',
+  '       relay events schema     the event catalog (AsyncAPI 3, as GET /v1/asyncapi.json serves it)',
+  'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
+  '  --type: the exact event type (relay events schema lists them); --upcast: the data as today\'s projections read it',
+  '  (older versions converted); --redact: no sealed content (bodies, BCC), every address a hash of it with its domain.',
+  '  export: always upcast; --from is exclusive for a position, --to inclusive; progress on stderr.',
+  ...POSITION_FORMAT,
+].join('\n');
+
+const refuse = (problem: string): number => {
+  console.error(`relay: ${problem}\n\n${EVENTS_USAGE}`);
+  return EXIT_USAGE;
+};
+
+/**
+ * The stores, or null after saying why there is no event store to read: reading must not
+ * create one (a mistyped RELAY_DATA_DIR would otherwise print nothing and exit 0).
+ */
+async function openExistingStores(config: RelayConfig): Promise<Stores | null> {
+  if (!config.eventStoreUrl && !existsSync(embeddedFiles(config.dataDir).events)) {
+    console.error(`relay: no event store in ${config.dataDir}: RELAY_DATA_DIR must name the data directory of a Relay (it holds relay.db or events.db), or set RELAY_EVENTSTORE_URL`);
+    return null;
+  }
+  return openStores(config);
+}
+
+/** Why `--stream GIVEN` found nothing, and which stream (or prefix) to ask for instead. */
+function noStreamHint(given: string, stream: string): string {
+  const kinds = `streams are ${EMAIL_STREAM_PREFIX}<emailId> (or just the email id), ${USAGE_STREAM_PREFIX}<workspaceId>-<YYYY-MM> and suppressions-<workspaceId>`;
+  if (stream !== given) return `no email ${given} here: its stream ${stream} has no events`;
+  if (/^ws_[A-Za-z0-9_-]+$/.test(given)) {
+    return `a workspace's streams are ${USAGE_STREAM_PREFIX}${given}-<YYYY-MM> (usage) and suppressions-${given}: relay events --prefix ${USAGE_STREAM_PREFIX}${given}-`;
+  }
+  if (/^(prj|dom|key|usr|whe)_[A-Za-z0-9_-]+$/.test(given)) return `${given} is not a stream: only emails and workspaces have streams (${kinds})`;
+  return `stream ${JSON.stringify(given)} has no events; ${kinds}; relay events --prefix PREFIX lists streams by prefix`;
+}
+
+const writer = (out: NodeJS.WritableStream) => (line: string) =>
+  new Promise<void>((resolve) => (out.write(`${line}\n`) ? resolve() : out.once('drain', resolve)));
+
+function boundOf(text: string | undefined, name: string): Bound | null | 'bad' {
+  if (text === undefined) return null;
+  const bound = parseBound(text);
+  if (!bound) {
+    console.error(`relay: ${name} must be a time (2026-11-01T10:00:00Z) or a position, got ${JSON.stringify(text)}\n\n${EVENTS_USAGE}`);
+    return 'bad';
+  }
+  return bound;
+}
+
+export async function events(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(EVENTS_USAGE);
+    return 0;
+  }
+  if (args[0] === 'schema') {
+    if (args.length > 1) return refuse('events schema takes no arguments');
+    // The event catalog needs no store: it is generated from the event schemas.
+    console.log(JSON.stringify(asyncApiDocument(), null, 2));
+    return 0;
+  }
+  if (args[0] === 'export') return exportEvents(args.slice(1));
+  const parsed = parseOrExplain(args, {
+    stream: { type: 'string' },
+    after: { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    from: { type: 'string' },
+    prefix: { type: 'string', multiple: true },
+    type: { type: 'string', multiple: true },
+    limit: { type: 'string' },
+    follow: { type: 'boolean' },
+    upcast: { type: 'boolean' },
+    redact: { type: 'boolean' },
+  }, EVENTS_USAGE);
+  if (!parsed) return EXIT_USAGE;
+  const { values, positionals } = parsed;
+  if (positionals.length) return refuse(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  if (values.limit !== undefined && !/^[1-9]\d{0,15}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1, got ${JSON.stringify(values.limit)}`);
+  if (values.from !== undefined && !/^\d{1,16}$/.test(values.from)) return refuse(`--from must be a stream revision (0, 1, 2, …), got ${JSON.stringify(values.from)}`);
+  if (values.stream !== undefined && values.stream === '') return refuse('--stream needs a stream id');
+  if (values.stream && (values.follow || values.after || values.prefix || values.type || values.since || values.until)) return refuse('--stream reads one stream: it takes only --from, --limit, --upcast and --redact');
+  if (!values.stream && values.from !== undefined) return refuse('--from goes with --stream; use --after or --since for the global order');
+  const since = values.since === undefined ? null : parseBound(values.since);
+  const until = values.until === undefined ? null : parseBound(values.until);
+  if ((since && !('time' in since)) || (values.since !== undefined && !since)) return refuse(`--since must be a time (2026-11-01T10:00:00Z), got ${JSON.stringify(values.since)}`);
+  if ((until && !('time' in until)) || (values.until !== undefined && !until)) return refuse(`--until must be a time (2026-11-01T10:00:00Z), got ${JSON.stringify(values.until)}`);
+  if (since && values.after) return refuse('--after and --since both say where to start: give one');
+  if (until && values.follow) return refuse('--until ends the output; --follow never does: give one');
+  const known = new Set(eventCatalog().map((e) => e.type));
+  for (const type of values.type ?? []) {
+    if (!known.has(type)) console.error(`relay: warning: ${type} is no event type of this version (relay events schema lists them); matching it exactly anyway`);
+  }
+  const limit = values.limit === undefined ? Infinity : Number(values.limit);
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
+  const shape = (e: StoredEvent) => {
+    const read = values.upcast ? upcastStored(e) : e;
+    return JSON.stringify(values.redact ? redactEvent(read) : read);
+  };
+  const write = writer(process.stdout);
+  try {
+    let printed = 0;
+    if (values.stream) {
+      // An email id names its stream: `relay events --stream em_…` reads `email-em_…`.
+      const stream = /^em_[A-Za-z0-9_-]+$/.test(values.stream) ? emailStreamId(values.stream) : values.stream;
+      const fromRevision = Number(values.from ?? 0);
+      const found = await stores.events.readStream(stream, { fromRevision, maxCount: Number.isFinite(limit) ? limit : undefined });
+      for (const e of found) await write(shape(e));
+      if (found.length > 0) return 0;
+      // Nothing to print: say why, on stderr, rather than leave the operator with silence.
+      if (fromRevision > 0 && (await stores.events.readStream(stream, { maxCount: 1 })).length > 0) {
+        console.error(`(stream ${stream} has no events from revision ${fromRevision})`);
+        return 0;
+      }
+      console.error(`relay: ${noStreamHint(values.stream, stream)}`);
+      return 1;
+    }
+    // Exact types: the store filters by prefix, the exact match is made here.
+    const types = values.type ? new Set(values.type) : undefined;
+    const filter = { streamPrefixes: values.prefix, eventTypePrefixes: values.type };
+    // Positions are the store's own format: it tells whether --after is one of them
+    // (adapters refuse arguments they did not hand out with a TypeError).
+    try {
+      await stores.events.readAll({ after: values.after ?? null, maxCount: 0, filter });
+    } catch (error) {
+      if (error instanceof TypeError) return refuse(`--after/--prefix/--type: ${error.message}`);
+      throw error;
+    }
+    let after: string | null = values.after ?? null;
+    const from: Bound | null = since ?? (after ? { position: after } : null);
+    for await (const batch of readGlobalOrder(stores.events, { from, to: until, filter, types, limit: Number.isFinite(limit) ? limit : undefined, batchSize: 500 })) {
+      for (const e of batch) await write(shape(e));
+      printed += batch.length;
+      after = batch[batch.length - 1].position;
+    }
+    if (!values.follow || printed >= limit) return 0;
+    await new Promise<void>((resolve) => {
+      const subscription = stores.events.subscribeAll({ after, filter }, async (e) => {
+        if (types && !types.has(e.type)) return;
+        await write(shape(e));
+        if (++printed >= limit) void subscription.stop().then(resolve);
+      });
+      const stop = () => void subscription.stop().then(resolve);
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}
+
+async function exportEvents(args: string[]): Promise<number> {
+  const parsed = parseOrExplain(args, {
+    from: { type: 'string' },
+    to: { type: 'string' },
+    project: { type: 'string' },
+    format: { type: 'string' },
+    redact: { type: 'boolean' },
+  }, EVENTS_USAGE);
+  if (!parsed) return EXIT_USAGE;
+  const { values, positionals } = parsed;
+  if (positionals.length) return refuse(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  const format = values.format ?? 'jsonl';
+  if (format !== 'jsonl' && format !== 'csv') return refuse(`--format must be jsonl or csv, got ${JSON.stringify(format)}`);
+  if (values.project !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(values.project)) return refuse(`--project must be a project id, got ${JSON.stringify(values.project)}`);
+  const from = boundOf(values.from, '--from');
+  const to = boundOf(values.to, '--to');
+  if (from === 'bad' || to === 'bad') return EXIT_USAGE;
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
+  try {
+    if (from && 'position' in from) {
+      try {
+        await stores.events.readAll({ after: from.position, maxCount: 0 });
+      } catch (error) {
+        if (error instanceof TypeError) return refuse(`--from: ${error.message}`);
+        throw error;
+      }
+    }
+    const write = writer(process.stdout);
+    if (format === 'csv') await write(CSV_COLUMNS.join(','));
+    let count = 0;
+    let last: StoredEvent | null = null;
+    let shown = 0;
+    const progress = (done: boolean) => {
+      const now = Date.now();
+      if (!done && now - shown < 1000) return;
+      shown = now;
+      const where = last ? ` (position ${last.position}, recorded ${last.recordedAt})` : '';
+      process.stderr.write(`${done ? 'exported' : 'exporting'} ${count} events${where}${process.stderr.isTTY && !done ? '\r' : '\n'}`);
+    };
+    for await (const batch of readGlobalOrder(stores.events, { from, to, projectId: values.project })) {
+      for (const stored of batch) {
+        const event = upcastStored(stored);
+        const shaped = values.redact ? redactEvent(event) : event;
+        await write(format === 'csv' ? csvRow(shaped) : JSON.stringify(shaped));
+      }
+      count += batch.length;
+      last = batch[batch.length - 1];
+      progress(false);
+    }
+    progress(true);
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}
