@@ -162,19 +162,17 @@ class BatchFolder {
   readonly #apply: Apply;
   readonly #maxHeld: number;
   /** Events still to come per document, for a scratch collection; null on the live one. */
-  readonly #remaining: Map<string, number> | null;
+  readonly #remaining: EventCounts | null;
   /** Versions of the documents written before their last event (scratch collection). */
   readonly #writtenEarly = new Map<string, number>();
   /** Documents past their last event, written in bulk. */
   #ready: Held[] = [];
   /** Bulk writes of ready documents under way: folding goes on meanwhile, so this process and the store work at once. */
   readonly #writing: Array<Promise<void>> = [];
-  /** The documents this folder has stored (scratch collection): counting a scratch collection may cost a scan. */
-  readonly #stored = new Set<string>();
 
   constructor(
     documents: DocumentStore, events: EventStore, projection: RebuildableProjection, collection: string, apply: Apply,
-    eventsPerDocument: Map<string, number> | null, maxHeld = MAX_HELD,
+    eventsPerDocument: EventCounts | null, maxHeld = MAX_HELD,
   ) {
     this.#maxHeld = Math.max(1, maxHeld);
     this.#events = events;
@@ -217,12 +215,8 @@ class BatchFolder {
 
   /** Whether this is the document's last event, as counted (scratch collection only). */
   #countDown(id: string): boolean {
-    const left = this.#remaining?.get(id);
-    // Not counted: a stream that began after the count, or the live collection.
-    if (left === undefined) return false;
-    if (left > 1) this.#remaining!.set(id, left - 1);
-    else this.#remaining!.delete(id);
-    return left <= 1;
+    // Not counted (0): a stream that began after the count, or the live collection.
+    return this.#remaining !== null && this.#remaining.countDown(id) === 1;
   }
 
   async #load(id: string, event: StoredEvent): Promise<Held> {
@@ -303,19 +297,13 @@ class BatchFolder {
   #written(held: Held, version: number): void {
     held.version = version;
     held.dirty = false;
-    this.#stored.add(held.id);
   }
 
   /** The one-event path applies `event` to the document as stored. */
   async #handOver(id: string, event: StoredEvent): Promise<void> {
     await this.#apply(event, this.#collection);
-    if (this.#remaining && (await this.#documents.get(id))) this.#stored.add(id);
   }
 
-  /** How many documents this folder stored (each written at least once, by it or the one-event path). */
-  get stored(): number {
-    return this.#stored.size;
-  }
 
   async #insertMany(docs: StreamDocument[]): Promise<string[]> {
     if (this.#documents.insertMany) return (await this.#documents.insertMany(docs)).duplicates;
@@ -354,16 +342,74 @@ async function applyAll(
 }
 
 /** The events to replay, in all and per document: the first of the rebuild's two passes. */
-async function countEvents(events: EventStore, projection: RebuildableProjection, batchSize: number): Promise<{ total: number; perDocument: Map<string, number> }> {
+/**
+ * Events still to come per document, in a few bytes per document whatever the history's length
+ * (an open-addressing table of 32-bit FNV-1a hashes of the ids): memory stays flat where a map
+ * of ids would grow by about 100 bytes per email. Two ids with one hash share a count, which
+ * only keeps the first of them held until the last event of both (it is written then, or when
+ * too many are held): the result is the same.
+ */
+export class EventCounts {
+  #keys = new Uint32Array(1 << 16);
+  #counts = new Uint32Array(1 << 16);
+  #used = 0;
+
+  static #hash(id: string): number {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+    // 0 marks a free slot.
+    return (h >>> 0) || 1;
+  }
+
+  #slot(key: number): number {
+    const mask = this.#keys.length - 1;
+    let i = key & mask;
+    while (this.#keys[i] !== 0 && this.#keys[i] !== key) i = (i + 1) & mask;
+    return i;
+  }
+
+  add(id: string): void {
+    if ((this.#used + 1) * 2 > this.#keys.length) this.#grow();
+    const key = EventCounts.#hash(id);
+    const i = this.#slot(key);
+    if (this.#keys[i] === 0) {
+      this.#keys[i] = key;
+      this.#used++;
+    }
+    this.#counts[i]++;
+  }
+
+  /** The count before this event (0: not counted), and one less from now on. */
+  countDown(id: string): number {
+    const i = this.#slot(EventCounts.#hash(id));
+    const left = this.#counts[i];
+    if (left > 0) this.#counts[i] = left - 1;
+    return left;
+  }
+
+  #grow(): void {
+    const keys = this.#keys;
+    const counts = this.#counts;
+    this.#keys = new Uint32Array(keys.length * 2);
+    this.#counts = new Uint32Array(keys.length * 2);
+    for (let j = 0; j < keys.length; j++) {
+      if (keys[j] === 0) continue;
+      const i = this.#slot(keys[j]);
+      this.#keys[i] = keys[j];
+      this.#counts[i] = counts[j];
+    }
+  }
+}
+
+async function countEvents(events: EventStore, projection: RebuildableProjection, batchSize: number): Promise<{ total: number; perDocument: EventCounts }> {
   let position: string | null = null;
   let total = 0;
-  const perDocument = new Map<string, number>();
+  const perDocument = new EventCounts();
   for (;;) {
     const batch = await events.readAll({ after: position, maxCount: batchSize, filter: { streamPrefixes: projection.streamPrefixes } });
     total += batch.length;
     for (const event of batch) {
-      const id = projection.documentIdOf(event);
-      perDocument.set(id, (perDocument.get(id) ?? 0) + 1);
+      perDocument.add(projection.documentIdOf(event));
     }
     if (batch.length < batchSize) return { total, perDocument };
     position = batch[batch.length - 1].position;
@@ -398,7 +444,7 @@ export async function rebuildProjection(
     await projection.ensureIndexes(documents, target);
     if (options.into) {
       await markScratchBuilt(documents, target, name);
-      return { events: first.count, documents: folder.stored, collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed };
+      return { events: first.count, documents: await documents.collection(target).count(), collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed };
     }
     renaming = true;
     await documents.rename(target, projection.collection);

@@ -9,6 +9,7 @@
 //   BENCH_WORKSPACES=10 BENCH_SETTLE_SECONDS=180 BENCH_DRAIN_SECONDS=300 BENCH_DRAIN_POLL_SECONDS=10
 //   BENCH_PIPELINE_THREAD=1  the forwarder, processors and retention on a thread of their own
 //                          (`relay start` with RELAY_PIPELINE_THREAD=on)
+//   BENCH_WITHOUT=deliverability  leave parts out of the Relay process; BENCH_PHASES=1  the closed loop only
 //   BENCH_CPU_PROF=<dir>   runs the Relay child under `node --cpu-prof` (summary printed at the end;
 //                          or: node test/bench/cpu-profile.ts <file>)
 //
@@ -78,6 +79,10 @@ const POLL_MAX_PAGES = 5;
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 10);
 const KEYS_PER_WORKSPACE = 2;
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 180);
+/** Parts left out of the Relay process (BENCH_WITHOUT=deliverability: what one processor costs, test/bench/deliverability.bench.ts). */
+const WITHOUT = (process.env.BENCH_WITHOUT ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+/** BENCH_PHASES=1: the closed loop only. */
+const PHASES = Number(process.env.BENCH_PHASES ?? 3);
 const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300);
 /** How long the top-of-list polling goes on after the offered load (then paging alone). */
 const DRAIN_POLL_SECONDS = Number(process.env.BENCH_DRAIN_POLL_SECONDS ?? 10);
@@ -115,7 +120,7 @@ async function serveRelay(dataDir: string): Promise<void> {
     RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'warn', PORT: '0',
     // Any free port for the feedback SMTP server.
     RELAY_INBOUND_SMTP_PORT: '0',
-  }), ALL_PARTS, { pipelineThread: process.env.BENCH_PIPELINE_THREAD === '1' });
+  }), ALL_PARTS.filter((part) => !WITHOUT.includes(part)), { pipelineThread: process.env.BENCH_PIPELINE_THREAD === '1' });
   let stopping = false;
   process.on('SIGTERM', () => {
     if (stopping) return;
@@ -430,7 +435,9 @@ async function settle(pool: Pool, readKeys: string[], tracker: Tracker, emails: 
     await pageForUnlisted(pool, readKeys, tracker, emails);
     const pagingMs = performance.now() - pageBegan;
     const backlog = await pipelineBacklog(pool);
-    if (emails.every((a) => a.listedAt !== null) && Object.values(backlog.lag).every((n) => n === 0)) return performance.now() - began;
+    // A group left out of the process (BENCH_WITHOUT) never catches up: it is not waited for.
+    const running = Object.entries(backlog.lag).filter(([group]) => !WITHOUT.some((part) => group.endsWith(`.${part}`)));
+    if (emails.every((a) => a.listedAt !== null) && running.every(([, n]) => n === 0)) return performance.now() - began;
     if (performance.now() > nextReport) {
       nextReport += 10_000;
       console.log(`   (settling: ${f(emails.filter((a) => a.listedAt === null).length)} of ${f(emails.length)} emails unlisted after ` +
@@ -683,6 +690,7 @@ async function main(): Promise<void> {
         console.log(`   CPU per email, end to end (the Relay process, every thread, from the closed loop's start until settled): ${f(((cpuAfter - cpuBefore) * 1000) / phase1.length, 2)} ms`);
       }
 
+      if (PHASES < 2) return;
       // 2. + 3. Open loop, then drain.
       const open = await openLoop(ready, child, tracker, control);
       const sortedSeconds = [...open.perSecond].sort((a, b) => a - b);
