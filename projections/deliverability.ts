@@ -71,7 +71,7 @@ export type Latency = (typeof LATENCIES)[number];
 
 const domainOf = (address: string): string => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 
-const ADDRESS = /[^\s<>"'(),;:[\]]+@[^\s<>"'(),;:[\]]+/g;
+const ADDRESS = /<?[^\s<>"'(),;:[\]]+@[^\s<>"'(),;:[\]]+>?/g;
 
 /** A reply's words as stats show them: one line, at most 200 characters, no address. */
 export const maskedReply = (text: string): string => text.replace(ADDRESS, '<address>').replace(/\s+/g, ' ').trim().slice(0, 200);

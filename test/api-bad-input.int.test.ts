@@ -67,6 +67,7 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/readyz', auth: 'none', params: none },
   { method: 'GET', path: '/metrics', auth: 'none', params: none },
   { method: 'GET', path: '/v1/openapi.json', auth: 'none', params: none },
+  { method: 'GET', path: '/v1/asyncapi.json', auth: 'none', params: none },
   {
     method: 'POST', path: '/v1/emails', auth: 'bearer', params: none,
     body: (f) => ({
@@ -130,6 +131,10 @@ const ROUTES: RouteCase[] = [
   {
     method: 'GET', path: '/v1/projects/:projectId/stats', auth: 'session', params: (f) => ({ projectId: f.projectId }),
     query: () => ({ from: '2026-11-01T00:00:00Z', to: '2026-11-02T00:00:00Z', granularity: 'hour', groupBy: 'recipient_domain' }),
+  },
+  {
+    method: 'GET', path: '/v1/projects/:projectId/stats/chart.svg', auth: 'session', params: (f) => ({ projectId: f.projectId }),
+    query: () => ({ from: '2026-11-01T00:00:00Z', to: '2026-11-08T00:00:00Z', granularity: 'day' }),
   },
   { method: 'GET', path: '/v1/projects/:projectId/outbox', auth: 'session', params: (f) => ({ projectId: f.projectId }), query: () => ({ limit: '10' }) },
   { method: 'GET', path: '/v1/projects/:projectId/outbox/:emailId', auth: 'session', params: (f) => ({ projectId: f.projectId, emailId: f.emailId }) },

@@ -147,7 +147,7 @@ test('the authentication each operation names is the one the API asks for: witho
     }
   }
   assert.equal(operations(served).filter((o) => o.operation.security.length === 0).map((o) => `${o.method} ${o.path}`).sort(), [
-    'get /healthz', 'get /metrics', 'get /readyz', 'get /v1/openapi.json', 'post /v1/session',
+    'get /healthz', 'get /metrics', 'get /readyz', 'get /v1/asyncapi.json', 'get /v1/openapi.json', 'post /v1/session',
   ]);
 });
 

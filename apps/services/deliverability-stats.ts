@@ -3,6 +3,7 @@
 // recipient domains ranked by failures, summed from the deliverability read model
 // (projections/deliverability.ts says why it holds one document per email, not counters).
 import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, countsOf, latencyBucketOf, type DeliverabilityEmail, type Latency, type Outcome } from '../../projections/deliverability.ts';
+import { RATE_THRESHOLDS, rateLevel, type RateLevel, type RateName } from '../../domain/deliverability/rates.ts';
 import type { DocumentStore, Scalar } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
 
@@ -62,6 +63,8 @@ export interface ProjectStats {
     /** complained / delivered (null with nothing delivered). */
     complaint_rate: number | null;
   };
+  /** Each rate against its thresholds (domain/deliverability/rates.ts). */
+  thresholds: Record<RateName, { warning: number; risk: number; level: RateLevel | null }>;
   latency: Record<Latency, LatencyHistogram>;
   /** Recipient domains with failures, most failures first (at most 50). */
   recipient_domains: FailingDomain[];
@@ -147,6 +150,8 @@ export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDom
       const top = [...replies].sort((a, b) => b[1].count - a[1].count || a[0].localeCompare(b[0]))[0];
       return { ...domain, top_reply: top ? { code: top[0], text: top[1].text, count: top[1].count } : null };
     });
+  const bounceRate = rate(totals.hard_bounced, totals.sent);
+  const complaintRate = rate(totals.complained, totals.delivered);
   return {
     project_id: query.projectId,
     from: query.from.toISOString(),
@@ -154,7 +159,11 @@ export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDom
     granularity: query.granularity,
     group_by: query.groupBy,
     series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
-    totals: { ...totals, bounce_rate: rate(totals.hard_bounced, totals.sent), complaint_rate: rate(totals.complained, totals.delivered) },
+    totals: { ...totals, bounce_rate: bounceRate, complaint_rate: complaintRate },
+    thresholds: {
+      bounce_rate: { ...RATE_THRESHOLDS.bounce_rate, level: rateLevel('bounce_rate', bounceRate) },
+      complaint_rate: { ...RATE_THRESHOLDS.complaint_rate, level: rateLevel('complaint_rate', complaintRate) },
+    },
     latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,
     recipient_domains: recipientDomains,
   };

@@ -40,6 +40,10 @@ export const ProjectStatsResponse = Type.Object({
     bounce_rate: Type.Union([Type.Number(), Type.Null()], { description: 'hard_bounced / sent; null with nothing sent.' }),
     complaint_rate: Type.Union([Type.Number(), Type.Null()], { description: 'complained / delivered; null with nothing delivered.' }),
   }),
+  thresholds: Type.Object(Object.fromEntries((['bounce_rate', 'complaint_rate'] as const).map((name) => [name, Type.Object({
+    warning: Type.Number(), risk: Type.Number(),
+    level: Type.Union([Type.Literal('ok'), Type.Literal('warning'), Type.Literal('risk'), Type.Null()], { description: 'Where the rate stands: ok below warning, risk from risk; null without a rate.' }),
+  })])), { description: 'Bounce rate: warning from 5 %, risk from 10 % (as large sending services review accounts); complaint rate: warning from 0.1 %, risk from 0.3 % (what large mailbox providers publish for bulk senders).' }),
   latency: Type.Object(Object.fromEntries(LATENCIES.map((l) => [l, Histogram]))),
   recipient_domains: Type.Array(Type.Object({
     domain: Type.String(),

@@ -23,6 +23,7 @@ export const PAGES: readonly PageEntry[] = [
   { path: '/projects/:projectId/emails', scope: 'project', nav: 'Emails', module: 'emails' },
   { path: '/projects/:projectId/emails/:emailId', scope: 'project', section: 'Emails', module: 'email' },
   { path: '/projects/:projectId/emails/:emailId/message', scope: 'project', section: 'Emails', module: 'message' },
+  { path: '/projects/:projectId/stats', scope: 'project', nav: 'Stats', module: 'stats' },
   { path: '/projects/:projectId/templates', scope: 'project', nav: 'Templates', module: 'templates' },
   { path: '/projects/:projectId/templates/:templateId', scope: 'project', section: 'Templates', module: 'template' },
   { path: '/projects/:projectId/api-keys', scope: 'project', nav: 'API keys', module: 'api-keys' },
