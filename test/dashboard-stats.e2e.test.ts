@@ -3,10 +3,9 @@
 // gives; the chart (SVG rendered by the server) loaded as an image; the failing recipient domains
 // in the API's order; the range in the address; accessibility and a 375-pixel screen.
 import * as assert from 'uvu/assert';
-import { eventsTopic, groupOf } from '../apps/pipeline/topics.ts';
 import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser } from './support/browser.ts';
 import { signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
-import { waitUntil } from './support/eventually.ts';
+import { groupCaughtUp } from './support/consumer-groups.ts';
 import { appendHistory, generateHistory } from './support/history.ts';
 import { call, signIn as apiSignIn } from './support/management.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
@@ -18,12 +17,7 @@ test.before(async (ctx) => {
   const { t } = ctx.f;
   const start = new Date(Date.now() - 20 * 3_600_000).toISOString();
   const appended = await appendHistory(t.stores.events, generateHistory({ emails: 300, projectId: ctx.f.projectId, workspaceId: ctx.f.workspaceId, start, spacingMs: 200_000, seed: 2601 }));
-  const topic = eventsTopic(t.config.logNamespace);
-  const group = groupOf(t.config.logNamespace, 'deliverability');
-  await waitUntil(async () => {
-    const offsets = await t.stores.log.groupOffsets(topic, [group]);
-    return offsets.reduce((n, o) => n + Number(o.end), 0) >= appended && offsets.every((o) => o.committed === o.end);
-  }, 'the deliverability processor has projected the history', 120_000);
+  await groupCaughtUp(t, 'deliverability', appended);
   ctx.cookie = await apiSignIn(t, ctx.f.owner.email);
   ctx.browser = await launchBrowser();
 });

@@ -14,11 +14,11 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../apps/services/collections.ts';
-import { encodeEvent, eventsTopic, groupOf } from '../apps/pipeline/topics.ts';
+import { encodeEvent, eventsTopic } from '../apps/pipeline/topics.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { StoredEvent } from '../infra/ports/event-store.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { waitUntil } from './support/eventually.ts';
+import { groupCaughtUp } from './support/consumer-groups.ts';
 import { appendHistory, generateHistory, seeded, type EmailPlan } from './support/history.ts';
 import { call, newCaller, workspaceWithProject } from './support/management.ts';
 import { runRelay } from './support/relay-process.ts';
@@ -124,16 +124,7 @@ function deliverabilitySuite(name: string, setup: (() => Setup) | null): void {
     const docs = await t.stores.documents.collection<{ _id: string }>(collection).find({ orderBy: [['_id', 'asc']], limit: 100_000 });
     return new Map(docs.map(({ _v, ...doc }) => [doc._id, doc]));
   };
-  /** Waits until every event is in the log and the deliverability group has committed past all of it. */
-  const caughtUp = async (records: number) => {
-    const topic = eventsTopic(t.config.logNamespace);
-    const group = groupOf(t.config.logNamespace, 'deliverability');
-    await waitUntil(async () => {
-      const offsets = await t.stores.log.groupOffsets(topic, [group]);
-      const end = offsets.reduce((n, o) => n + Number(o.end), 0);
-      return end >= records && offsets.every((o) => o.committed !== null && o.committed === o.end);
-    }, 'the deliverability group has handled every record', 240_000);
-  };
+  const caughtUp = (records: number) => groupCaughtUp(t, 'deliverability', records, 240_000);
 
   test.before(async () => {
     t = await startTestApp(s.env, { processors: ['deliverability'], dataDir: s.dataDir ?? undefined });

@@ -8,11 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { eventsTopic, groupOf } from '../apps/pipeline/topics.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import type { EmailView } from '../projections/email-view.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { waitUntil } from './support/eventually.ts';
+import { groupCaughtUp } from './support/consumer-groups.ts';
 import { appendHistory, generateHistory } from './support/history.ts';
 import { runRelay } from './support/relay-process.ts';
 
@@ -37,12 +36,7 @@ function python(script: string, input: string): Promise<{ code: number | null; s
 test.before(async () => {
   t = await startTestApp({}, { processors: ['projector'], dataDir });
   appended = await appendHistory(t.stores.events, generateHistory({ emails: 1500, projectId: 'prj_fold', seed: 2611 }));
-  const topic = eventsTopic(t.config.logNamespace);
-  const group = groupOf(t.config.logNamespace, 'projector');
-  await waitUntil(async () => {
-    const offsets = await t.stores.log.groupOffsets(topic, [group]);
-    return offsets.reduce((n, o) => n + Number(o.end), 0) >= appended && offsets.every((o) => o.committed === o.end);
-  }, 'the projector has applied the whole history', 120_000);
+  await groupCaughtUp(t, 'projector', appended);
 });
 
 test.after(async () => {

@@ -14,7 +14,7 @@
 //   npm run bench -- deliverability     BENCH_EVENTS=1000000 BENCH_PIPELINE_SECONDS=15 BENCH_ROUNDS=2
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openStores } from '../../apps/runtime.ts';
@@ -93,7 +93,7 @@ async function rebuild(dataDir: string, events: number): Promise<void> {
   console.log(`   ${f(result.events)} events → ${f(result.documents)} documents in ${f(seconds, 1)} s: ${f(rate)} events/s; CPU ${cpu === null ? 'n/a' : `${f(cpu, 1)} s (${f((cpu * 1e6) / result.events, 1)} µs per event)`}`);
   console.log(`   RSS after the first third (${kept.length} samples): min ${f(Math.min(...kept), 1)} MiB, max ${f(Math.max(...kept), 1)} MiB, mean ${f(mean, 1)} MiB, largest deviation ${f(deviation * 100, 1)} %; ` +
     `whole run every second: ${samples.filter((_, i) => i % 4 === 0).map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
-  console.log(`   ${machineText(machineBefore, machineCpu())}`);
+  console.log(`   ${machineText(machineBefore, machineCpu())}; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`   ≥ ${f(TARGET_RATE)} events/s: ${rate >= TARGET_RATE ? 'met' : 'MISSED'}; RSS flat within ±${TARGET_RSS_BAND * 100} %: ${deviation <= TARGET_RSS_BAND ? 'met' : 'MISSED'}`);
 }
 
@@ -123,6 +123,7 @@ async function live(): Promise<void> {
   }
   const mean = (list: number[]) => list.reduce((a, b) => a + b, 0) / list.length;
   const added = (mean(withIt) - mean(withoutIt)) / mean(withoutIt);
+  console.log(`   load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`   mean: ${f(mean(withoutIt), 3)} ms without, ${f(mean(withIt), 3)} ms with: the deliverability processor adds ${f(added * 100, 1)} % ` +
     `(${f((mean(withIt) - mean(withoutIt)) * 1000, 0)} µs per email); < ${TARGET_ADDED_CPU * 100} %: ${added < TARGET_ADDED_CPU ? 'met' : 'MISSED'}`);
 }
