@@ -71,14 +71,20 @@ async function rebuild(dataDir: string, events: number): Promise<void> {
   });
   const samples: Array<[number, number]> = [];
   let cpu: number | null = null;
+  let answered = false;
   const timer = setInterval(() => {
+    // Until it answers: then it frees its memory and exits.
+    if (answered) return;
     const kib = rssKib(child.pid!);
     if (kib !== null && Number.isFinite(kib)) samples.push([performance.now() - began, kib]);
     cpu = processCpuSeconds(child.pid!) ?? cpu;
   }, 250);
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
+  child.stdout.on('data', (d) => {
+    answered = true;
+    stdout += d;
+  });
   child.stderr.on('data', (d) => (stderr += d));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   clearInterval(timer);
@@ -90,7 +96,7 @@ async function rebuild(dataDir: string, events: number): Promise<void> {
   const mean = kept.reduce((a, b) => a + b, 0) / Math.max(1, kept.length);
   const deviation = kept.length ? Math.max(Math.max(...kept) - mean, mean - Math.min(...kept)) / mean : NaN;
   console.log(`\n1. rebuild of deliverability from ${f(events)} events (relay projections rebuild deliverability --into, a process of its own)`);
-  console.log(`   ${f(result.events)} events → ${f(result.documents)} documents in ${f(seconds, 1)} s: ${f(rate)} events/s; CPU ${cpu === null ? 'n/a' : `${f(cpu, 1)} s (${f((cpu * 1e6) / result.events, 1)} µs per event)`}`);
+  console.log(`   ${f(result.events)} events → ${f(result.documents)} documents in ${f(seconds, 1)} s: ${f(rate)} events/s; CPU ${cpu === null ? 'n/a' : `${f(cpu, 1)} s (${f((cpu * 1e6) / result.events, 1)} µs per event: ${f(result.events / cpu)} events per CPU-second)`}`);
   console.log(`   RSS after the first third (${kept.length} samples): min ${f(Math.min(...kept), 1)} MiB, max ${f(Math.max(...kept), 1)} MiB, mean ${f(mean, 1)} MiB, largest deviation ${f(deviation * 100, 1)} %; ` +
     `whole run every second: ${samples.filter((_, i) => i % 4 === 0).map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
   console.log(`   ${machineText(machineBefore, machineCpu())}; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);

@@ -1,5 +1,6 @@
 // A workspace's suppression list: every member reads it, owners and admins change it.
 import type { FastifyInstance } from 'fastify';
+import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { Type, type Static } from '@sinclair/typebox';
 import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSuppression, suppressionView } from '../../services/management/suppressions.ts';
 import { requireSession, requireWorkspaceAccess, requireWorkspaceRole } from '../auth/session.ts';
@@ -65,7 +66,7 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     { schema: { params: ByWorkspace, body: AddBody } },
     async (request, reply) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
-      const entry = await addSuppression(ctx, workspace._id, request.body.address, ctx.now(), { kind: 'user', userId: principal.user._id });
+      const entry = await addSuppression(ctx, workspace._id, request.body.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
       return reply.status(201).send(suppressionView(entry));
     },
   );
@@ -75,7 +76,7 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     { schema: { params: ByAddress } },
     async (request) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
-      await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id });
+      await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
       return { deleted: true, address: normalizeSuppressedAddress(request.params.address, 'path.address') };
     },
   );

@@ -14,6 +14,7 @@
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { randomUUID } from 'node:crypto';
+import { originOfRequest, type CommandOrigin } from '../../../domain/events/metadata.ts';
 import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
 import { DuplicateKeyError, type DocumentStore, type Where } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
@@ -42,17 +43,16 @@ export interface SuppressionStores {
 }
 
 /** Appends a change of the list to its workspace's stream (any revision: changes of different addresses do not conflict). */
-export async function recordSuppressionChange(events: EventStore, change: SuppressionEvent, origin: { correlationId: string; causationId: string } | null = null, id: string = randomUUID()): Promise<void> {
-  const request = randomUUID();
+export async function recordSuppressionChange(events: EventStore, change: SuppressionEvent, origin: CommandOrigin): Promise<void> {
   await events.append(suppressionStreamId(change.data.workspaceId), [{
-    id,
+    id: randomUUID(),
     type: change.type,
     data: change.data as unknown as Record<string, unknown>,
-    metadata: { correlationId: origin?.correlationId ?? request, causationId: origin?.causationId ?? request, schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[change.type] },
+    metadata: { ...origin, schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[change.type] },
   }], { expectedRevision: 'any' });
 }
 
-export async function addSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause): Promise<SuppressionEntry> {
+export async function addSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<SuppressionEntry> {
   const address = normalizeSuppressedAddress(input, 'body.address');
   let entry: SuppressionEntry;
   try {
@@ -63,16 +63,16 @@ export async function addSuppression(stores: SuppressionStores, workspaceId: str
     if (error instanceof DuplicateKeyError) throw conflict(`${address} is already suppressed in this workspace`);
     throw error;
   }
-  await recordSuppressionChange(stores.events, { type: 'RecipientSuppressed', data: { workspaceId, address, reason: 'manual', by, occurredAt: now.toISOString() } });
+  await recordSuppressionChange(stores.events, { type: 'RecipientSuppressed', data: { workspaceId, address, reason: 'manual', by, occurredAt: now.toISOString() } }, origin);
   return entry;
 }
 
-export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause): Promise<void> {
+export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<void> {
   const address = normalizeSuppressedAddress(input, 'path.address');
   const entries = suppressionsOf(stores.documents);
   const entry = await entries.get(suppressionIdOf(workspaceId, address));
   if (!entry) throw notFound(`${address} is not suppressed in this workspace`);
-  await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } });
+  await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } }, origin);
   if (!(await entries.delete(entry._id))) throw notFound(`${address} is not suppressed in this workspace`);
 }
 
