@@ -181,7 +181,13 @@ cli('every command given bad arguments says what is wrong on stderr and exits 2'
   });
 });
 
+/** Makes the data directory's stores, as any Relay process does at its first start. */
+async function makeStores(dataDir: string): Promise<void> {
+  await (await openStores(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent' }))).close();
+}
+
 cli('events --after with a position the store never handed out is a usage error, not a crash', async ({ dataDir }) => {
+  await makeStores(dataDir);
   const run = await relay(['events', '--after', 'junk'], { RELAY_DATA_DIR: dataDir });
   assert.is(run.code, 2, where(run));
   assert.match(run.stderr, /"junk" is not a position/, where(run));
@@ -203,8 +209,8 @@ cli('events --stream that finds nothing says so on stderr and names the stream t
   assert.is(JSON.parse(found.stdout).streamId, 'email-em_known', where(found));
   const cases: Array<[string[], number, RegExp]> = [
     [['events', '--stream', 'em_nope'], 1, /^relay: no email em_nope here: its stream email-em_nope has no events\n$/],
-    [['events', '--stream', 'ws_abc'], 1, /its usage is counted in usage-ws_abc-<YYYY-MM>: relay events --prefix usage-ws_abc-\n$/],
-    [['events', '--stream', 'prj_abc'], 1, /prj_abc is not a stream: .*email-<emailId> \(or just the email id\) and usage-<workspaceId>-<YYYY-MM>/],
+    [['events', '--stream', 'ws_abc'], 1, /a workspace's streams are usage-ws_abc-<YYYY-MM> \(usage\) and suppressions-ws_abc: relay events --prefix usage-ws_abc-\n$/],
+    [['events', '--stream', 'prj_abc'], 1, /prj_abc is not a stream: .*email-<emailId> \(or just the email id\), usage-<workspaceId>-<YYYY-MM> and suppressions-<workspaceId>/],
     [['events', '--stream', 'emails-em_known'], 1, /stream "emails-em_known" has no events; streams are email-<emailId>/],
     [['events', '--stream', 'em_known', '--from', '5'], 0, /^\(stream email-em_known has no events from revision 5\)\n$/],
   ];
@@ -264,7 +270,7 @@ cli('relay start on a port that is taken exits 1 naming PORT, without a stack tr
 cli('a failure nobody anticipated is one line without a stack; RELAY_LOG_LEVEL=debug shows the stack', async ({ dataDir }) => {
   // A data directory below a regular file cannot be created.
   const blocked = join(dataDir, 'relay.db', 'below-a-file');
-  await relay(['events', '--limit', '1'], { RELAY_DATA_DIR: dataDir });
+  await makeStores(dataDir);
   const run = await relay(['user', 'create', '--email', 'a@b.test', '--password', PASSWORD], { RELAY_DATA_DIR: blocked });
   assert.is(run.code, 1, where(run));
   assert.match(run.stderr, /^relay: ENOTDIR: not a directory/, where(run));
