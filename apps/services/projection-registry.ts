@@ -1,7 +1,7 @@
 // The read models built from the event store: each is one definition (stream-projection.ts)
 // from which its live processor (apps/processors/registry.ts) and its rebuild
 // (`relay projections rebuild <name>`) are derived.
-import { applyToDeliverability, type DeliverabilityEmail } from '../../projections/deliverability.ts';
+import { applyToDeliverability, DELIVERABILITY_IGNORES, type DeliverabilityEmail } from '../../projections/deliverability.ts';
 import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
 import { EMAIL_VIEW_INDEXES } from './email-reads.ts';
@@ -25,6 +25,8 @@ export const DELIVERABILITY_PROJECTION = defineStreamProjection<DeliverabilityEm
   collection: COLLECTIONS.deliverability,
   indexes: [{ name: 'project_last', fields: [['projectId', 'asc'], ['lastAt', 'asc'], ['_id', 'asc']] }],
   evolve: applyToDeliverability,
+  // A claim counts nothing (projections/deliverability.ts): a third of the events, neither decoded nor written live.
+  ignores: DELIVERABILITY_IGNORES,
 });
 
 export const PROJECTIONS: Record<string, StreamProjection> = {

@@ -36,11 +36,17 @@ export interface StreamProjectionSpec<D extends StreamDocument, P extends string
    * with the next revision of the stream, after the revision guard.
    */
   evolve(current: D | null, event: RecordedEmailEvent): D | null;
+  /**
+   * Event types `evolve` never changes a document for (it returns it as it is, revision
+   * included): the live processor skips their records unread, and the next event that does
+   * change the document reads them from the event store as part of its gap.
+   */
+  ignores?: readonly string[];
 }
 
 export interface StreamProjection<D extends StreamDocument = StreamDocument, P extends string = string> extends StreamProjectionSpec<D, P> {
   streamPrefixes: string[];
-  /** Every email event type: revisions must follow each other, so none is left out. */
+  /** The email event types the live processor applies: all but those the projection ignores. */
   eventTypes: readonly string[];
   ensureIndexes(documents: DocumentStore, collection?: string): Promise<void>;
   /** The _id of the document an event belongs to: one document per stream. */
@@ -103,7 +109,7 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
   return {
     ...spec,
     streamPrefixes: [EMAIL_STREAM_PREFIX],
-    eventTypes: Object.keys(EMAIL_SCHEMA_VERSIONS),
+    eventTypes: Object.keys(EMAIL_SCHEMA_VERSIONS).filter((type) => !spec.ignores?.includes(type)),
     ensureIndexes: (documents, collection = spec.collection) => documents.collection<D>(collection).ensureIndexes(spec.indexes),
     documentIdOf,
     fold,

@@ -6,9 +6,10 @@
 //    (/proc/<pid>/status), flat meaning within ±10 % of the mean after the first third.
 //    Targets: ≥ 20,000 events/s, RSS flat.
 // 2. Live: what the `deliverability` consumer group adds to an email's CPU in the pipeline bench
-//    (test/bench/pipeline.bench.ts, closed loop only, BENCH_PIPELINE_SECONDS each): the same run
-//    without it (BENCH_WITHOUT=deliverability) and with it, in the order without, with, with,
-//    without, so that a drift of the machine weighs on both. Target: < 10 % added.
+//    (test/bench/pipeline.bench.ts, closed loop only, BENCH_PIPELINE_SECONDS each): the processor
+//    runs as a process of its own on the same data directory (BENCH_WITHOUT + BENCH_SIDECAR), so
+//    its CPU and everything else's are measured over the same window of the same run, a ratio
+//    that the machine's load moves less than two runs compared. Target: < 10 % added.
 // Both print the hypervisor's steal: figures only compare with runs that got as much CPU.
 //
 //   npm run bench -- deliverability     BENCH_EVENTS=1000000 BENCH_PIPELINE_SECONDS=15 BENCH_ROUNDS=2
@@ -103,35 +104,33 @@ async function rebuild(dataDir: string, events: number): Promise<void> {
   console.log(`   ≥ ${f(TARGET_RATE)} events/s: ${rate >= TARGET_RATE ? 'met' : 'MISSED'}; RSS flat within ±${TARGET_RSS_BAND * 100} %: ${deviation <= TARGET_RSS_BAND ? 'met' : 'MISSED'}`);
 }
 
-async function pipelineCpu(without: boolean): Promise<{ ms: number; machine: string }> {
+/** One pipeline run (closed loop only) with the deliverability processor in a process of its own: both CPU figures of one run. */
+async function pipelineRun(): Promise<{ relay: number; deliverability: number; machine: string }> {
   const child = spawn(process.execPath, [join(root, 'test/bench/pipeline.bench.ts')], {
     cwd: root,
-    env: { ...process.env, BENCH_PHASES: '1', BENCH_SECONDS: String(PIPELINE_SECONDS), BENCH_WITHOUT: without ? 'deliverability' : '' },
+    env: { ...process.env, BENCH_PHASES: '1', BENCH_SECONDS: String(PIPELINE_SECONDS), BENCH_WITHOUT: 'deliverability', BENCH_SIDECAR: 'deliverability' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  const ms = Number(/CPU per email, end to end[^:]*: ([\d.,]+) ms/.exec(out)?.[1]?.replace(/,/g, '') ?? NaN);
+  const number = (pattern: RegExp) => Number(pattern.exec(out)?.[1]?.replace(/,/g, '') ?? NaN);
+  const relay = number(/CPU per email, end to end[^:]*: ([\d.,]+) ms/);
+  const deliverability = number(/CPU per email of the deliverability processor[^:]*: ([\d.,]+) ms/);
   const machine = /machine: [^\n]*/.exec(out)?.[0] ?? 'machine: n/a';
-  if (code !== 0 || !Number.isFinite(ms)) throw new Error(`the pipeline bench did not report CPU per email (exit ${code}):\n${out.slice(-3000)}`);
-  console.log(`   ${without ? 'without' : 'with   '} the deliverability processor: ${f(ms, 3)} ms of CPU per email (${machine})`);
-  return { ms, machine };
+  if (code !== 0 || !Number.isFinite(relay) || !Number.isFinite(deliverability)) throw new Error(`the pipeline bench did not report both CPU figures (exit ${code}):\n${out.slice(-3000)}`);
+  console.log(`   run: every other part ${f(relay, 3)} ms of CPU per email, the deliverability processor ${f(deliverability, 3)} ms (+${f((deliverability / relay) * 100, 1)} %); ${machine}`);
+  return { relay, deliverability, machine };
 }
 
 async function live(): Promise<void> {
-  console.log(`\n2. the live projection's CPU per email (pipeline bench, closed loop of ${PIPELINE_SECONDS} s, ${ROUNDS} rounds)`);
-  const withoutIt: number[] = [];
-  const withIt: number[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    // without, with, with, without, …: a drift of the machine weighs on both sides.
-    for (const without of round % 2 === 0 ? [true, false] : [false, true]) (without ? withoutIt : withIt).push((await pipelineCpu(without)).ms);
-  }
-  const mean = (list: number[]) => list.reduce((a, b) => a + b, 0) / list.length;
-  const added = (mean(withIt) - mean(withoutIt)) / mean(withoutIt);
+  console.log(`\n2. the live projection's CPU per email: the pipeline bench (closed loop of ${PIPELINE_SECONDS} s) with the deliverability processor as a process of its own, ${ROUNDS} runs`);
+  const runs: Array<{ relay: number; deliverability: number }> = [];
+  for (let round = 0; round < ROUNDS; round++) runs.push(await pipelineRun());
+  const added = runs.map((r) => r.deliverability / r.relay);
   console.log(`   load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-  console.log(`   mean: ${f(mean(withoutIt), 3)} ms without, ${f(mean(withIt), 3)} ms with: the deliverability processor adds ${f(added * 100, 1)} % ` +
-    `(${f((mean(withIt) - mean(withoutIt)) * 1000, 0)} µs per email); < ${TARGET_ADDED_CPU * 100} %: ${added < TARGET_ADDED_CPU ? 'met' : 'MISSED'}`);
+  console.log(`   the deliverability processor adds ${added.map((a) => `${f(a * 100, 1)} %`).join(', ')} to the CPU per email of the rest (in a process of its own: its own commits and syncs, an upper bound of what it adds inside relay start); ` +
+    `< ${TARGET_ADDED_CPU * 100} %: ${Math.max(...added) < TARGET_ADDED_CPU ? 'met' : 'MISSED'}`);
 }
 
 const cpu = cpus();

@@ -10,6 +10,7 @@
 //   BENCH_PIPELINE_THREAD=1  the forwarder, processors and retention on a thread of their own
 //                          (`relay start` with RELAY_PIPELINE_THREAD=on)
 //   BENCH_WITHOUT=deliverability  leave parts out of the Relay process; BENCH_PHASES=1  the closed loop only
+//   BENCH_SIDECAR=deliverability  run that processor as a process of its own (its CPU per email, same run)
 //   BENCH_CPU_PROF=<dir>   runs the Relay child under `node --cpu-prof` (summary printed at the end;
 //                          or: node test/bench/cpu-profile.ts <file>)
 //
@@ -83,6 +84,12 @@ const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 180);
 const WITHOUT = (process.env.BENCH_WITHOUT ?? '').split(',').map((p) => p.trim()).filter(Boolean);
 /** BENCH_PHASES=1: the closed loop only. */
 const PHASES = Number(process.env.BENCH_PHASES ?? 3);
+/**
+ * BENCH_SIDECAR=deliverability: that processor runs as a process of its own on the same data
+ * directory (`relay processor deliverability`; leave it out of the Relay process with
+ * BENCH_WITHOUT), so its CPU per email is measured in the same run as everything else's.
+ */
+const SIDECAR = process.env.BENCH_SIDECAR?.trim() || null;
 const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300);
 /** How long the top-of-list polling goes on after the offered load (then paging alone). */
 const DRAIN_POLL_SECONDS = Number(process.env.BENCH_DRAIN_POLL_SECONDS ?? 10);
@@ -171,6 +178,23 @@ const children = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
+
+/** `relay processor <name>` on the Relay child's data directory, once it has started (its CPU time stopped growing). */
+async function startSidecar(dataDir: string, name: string): Promise<ChildProcess> {
+  const child = fork(resolve(fileURLToPath(new URL('../../apps/cli/main.ts', import.meta.url))), ['processor', name], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'warn', PORT: '0', RELAY_INBOUND_SMTP_PORT: '0' },
+  });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  for (let last = -1, tries = 0; tries < 100; tries++) {
+    await sleep(300);
+    const now = processCpuSeconds(child.pid!);
+    if (now === null || now - last < 0.02) break;
+    last = now;
+  }
+  return child;
+}
 
 async function startChild(dataDir: string): Promise<{ child: ChildProcess; ready: Ready }> {
   const execArgv = CPU_PROF ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : process.execArgv;
@@ -435,8 +459,8 @@ async function settle(pool: Pool, readKeys: string[], tracker: Tracker, emails: 
     await pageForUnlisted(pool, readKeys, tracker, emails);
     const pagingMs = performance.now() - pageBegan;
     const backlog = await pipelineBacklog(pool);
-    // A group left out of the process (BENCH_WITHOUT) never catches up: it is not waited for.
-    const running = Object.entries(backlog.lag).filter(([group]) => !WITHOUT.some((part) => group.endsWith(`.${part}`)));
+    // A group left out of the process (BENCH_WITHOUT) never catches up, unless a sidecar runs it: it is not waited for.
+    const running = Object.entries(backlog.lag).filter(([group]) => !WITHOUT.some((part) => part !== SIDECAR && group.endsWith(`.${part}`)));
     if (emails.every((a) => a.listedAt !== null) && running.every(([, n]) => n === 0)) return performance.now() - began;
     if (performance.now() > nextReport) {
       nextReport += 10_000;
@@ -674,7 +698,9 @@ async function main(): Promise<void> {
       // 1. Closed loop. The Relay process's CPU time from here until phase 1 has settled, over
       // its emails, is what an email costs end to end (admission, forwarding, projection,
       // delivery to the outbox, webhooks fan-out), plus the settle check's list reads.
+      const sidecar = SIDECAR ? await startSidecar(dataDir, SIDECAR) : null;
       const cpuBefore = processCpuSeconds(ready.pid);
+      const sidecarBefore = sidecar ? processCpuSeconds(sidecar.pid!) : null;
       const closed = await closedLoop(ready, child, tracker);
       console.log(`\n1. closed loop, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
       console.log(`   ${f(closed.admitted / closed.seconds)} admissions/s (${f(closed.requests / closed.seconds)} requests/s), latency p50 ${f(closed.p50, 2)} ms, p99 ${f(closed.p99, 2)} ms, statuses ${JSON.stringify(closed.statuses)}`);
@@ -683,6 +709,13 @@ async function main(): Promise<void> {
       const phase1 = tracker.ofPhase(1);
       const settled = await settle(control, readKeys, tracker, phase1, SETTLE_SECONDS * 1000);
       const cpuAfter = processCpuSeconds(ready.pid);
+      const sidecarAfter = sidecar ? processCpuSeconds(sidecar.pid!) : null;
+      if (sidecar) {
+        if (settled !== null && sidecarBefore !== null && sidecarAfter !== null) {
+          console.log(`   CPU per email of the ${SIDECAR} processor in its own process, same window: ${f(((sidecarAfter - sidecarBefore) * 1000) / phase1.length, 3)} ms`);
+        }
+        await stopChild(sidecar);
+      }
       console.log(settled === null
         ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
         : `   its ${f(phase1.length)} emails listed and every consumer group caught up ${f(settled / 1000, 1)} s after the load`);
