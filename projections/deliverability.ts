@@ -65,7 +65,7 @@ export interface DeliverabilityEmail {
 }
 
 /** Event types that never change a document: the live processor skips them (apps/services/stream-projection.ts, ignores). */
-export const DELIVERABILITY_IGNORES = ['DeliveryClaimed'] as const;
+export const DELIVERABILITY_IGNORES = ['DeliveryClaimed', 'RecipientReportRepeated'] as const;
 
 /** Bounds (milliseconds, inclusive) of the latency histograms' buckets; the last bucket holds the rest. */
 export const LATENCY_BOUNDS_MS = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000, 3_600_000, 21_600_000, 86_400_000] as const;
