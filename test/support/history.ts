@@ -2,7 +2,7 @@
 // admissions, retries after delays, hard and soft bounces and refusals from the sender, deliveries
 // by MX, whole-email failures, and reports from outside: deliveries (some before the sender's own
 // "sent"), bounces, complaints, delays after delivery, undetermined ones, and outcomes of BCC
-// recipients (whose address no event holds). Seeded, so a failure can be replayed.
+// recipients (whose address no event holds), and reports repeated. Seeded, so a failure can be replayed.
 import { randomUUID } from 'node:crypto';
 import type { AdmittedMessage, RecipientAttempt } from '../../domain/email/events.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
@@ -136,7 +136,13 @@ export function generateHistory(options: HistoryOptions): EmailPlan[] {
     for (const [index, status] of final) {
       if (status !== 'sent' && status !== 'delivered') continue;
       const roll = random();
-      if (status === 'sent' && roll < 0.4) report(index, 'delivered');
+      if (status === 'sent' && roll < 0.4) {
+        report(index, 'delivered');
+        // The same outcome reported again: recorded as a repeat, which changes nothing.
+        if (roll < 0.06) {
+          events.push({ type: 'RecipientReportRepeated', data: { reportId: `<again${events.length}.${n}@reports.test>`, recipientIndex: index, address: address(index), outcome: 'delivered', occurredAt: at(30_000) } });
+        }
+      }
       if (roll < 0.05) report(index, 'hard_bounced');
       else if (roll < 0.09) report(index, 'complained');
       else if (roll < 0.15) report(index, 'delayed');
