@@ -15,6 +15,7 @@ import * as assert from 'uvu/assert';
 import { UsageLedger } from '../apps/services/usage-ledger.ts';
 import { EMAIL_SCHEMA_VERSIONS } from '../domain/email/upcast.ts';
 import { SUPPRESSION_SCHEMA_VERSIONS } from '../domain/suppressions/events.ts';
+import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 import { USAGE_SCHEMA_VERSIONS } from '../domain/usage/upcast.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { appendHistory, generateHistory } from './support/history.ts';
@@ -67,7 +68,7 @@ test('events appended by Relay validate against their message payload and header
   await appendHistory(t.stores.events, generateHistory({ emails: 300, projectId: 'prj_catalog', seed: 99 }));
   await new UsageLedger(t.stores.events).charge({
     workspaceId: 'ws_catalog', emailId: 'em_catalog', fingerprint: 'f', apiKeyId: 'key_catalog', developmentKey: true, recipients: 3, at: new Date(),
-    origin: { correlationId: 'test', causationId: 'test' },
+    origin: { correlationId: 'test', causationId: 'test' }, allowances: DEFAULT_ALLOWANCES,
   });
   const owner = await newCaller(t, 'catalog-owner@example.test');
   const { workspaceId } = await workspaceWithProject(t, owner);
