@@ -14,9 +14,10 @@
 //   watermark per bucket and log partition loses the events a rebuild's swap or a parked retry
 //   brings back out of order. A document per email has neither problem, and rebuilds and
 //   applies exactly as the emails model does;
-// - reads sum the documents of the emails active in the range: a project admits at most
-//   5,000 recipients a month (the spec's allowance), and buckets would not be fewer, since
-//   transactional mail goes to many recipient domains with few emails each.
+// - reads sum the documents of the emails active in the range: a workspace admits its monthly
+//   allowance of recipients (5,000 by the spec, unless its operator set another), and buckets
+//   would not be fewer, since transactional mail goes to many recipient domains with few emails
+//   each.
 import { occurredAtOf, type RecordedEmailEvent } from '../domain/email/events.ts';
 import { outcomesOf, statusAfter, type RecipientOutcome } from '../domain/email/outcomes.ts';
 import type { Status } from '../domain/email/status.ts';
