@@ -37,7 +37,7 @@ export const INBOUND_LIMITS: InboundLimits = {
   sessionMs: 10 * 60_000,
   dataMs: 3 * 60_000,
   dataBytesInFlight: 32 * MiB,
-  dataBytesPerSecond: 8 * MiB,
+  dataBytesPerSecond: 2 * MiB,
   parseThreads: 2,
   parseBudgetMs: 5_000,
   parseWaiting: 64,
