@@ -1,7 +1,7 @@
 // What every benchmark needs around its server children and its figures: percentiles, asking a
 // forked child for its instrumentation over IPC, and stopping it.
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** The p-th percentile of an ascending array; NaN when it is empty. */
 export const percentile = (sorted: number[], p: number): number =>
@@ -118,10 +118,51 @@ export function machineText(from: MachineCpu | null, to: MachineCpu | null): str
 /** CPU seconds (user + system, every thread) a process has used so far (Linux /proc); null where there is none. */
 export function processCpuSeconds(pid: number): number | null {
   try {
-    // Fields after the command name, which is in parentheses and may hold spaces: utime is the 12th, stime the 13th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+    return cpuSecondsOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+/** utime + stime of a /proc stat line: the 12th and 13th fields after the command name (in parentheses, may hold spaces). */
+function cpuSecondsOf(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/**
+ * CPU seconds a process's main thread and its other threads (workers, libuv's pool) have used so
+ * far (Linux /proc/<pid>/task); threads that have ended are no longer counted. Null where there is none.
+ */
+export function threadCpuSeconds(pid: number): { main: number; others: number } | null {
+  try {
+    let main = 0;
+    let others = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const seconds = taskCpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      if (Number(tid) === pid) main += seconds;
+      else others += seconds;
+    }
+    return { main, others };
+  } catch {
+    return null;
+  }
+}
+
+function taskCpuSeconds(statFile: string): number {
+  try {
+    return cpuSecondsOf(readFileSync(statFile, 'utf8'));
+  } catch {
+    // The thread ended between the listing and the read.
+    return 0;
+  }
+}
+
+/** VmRSS of a process in KiB, or null where /proc does not tell. */
+export function rssKiB(pid: number): number | null {
+  try {
+    const line = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return line ? Number(line[1]) : null;
   } catch {
     return null;
   }

@@ -63,7 +63,7 @@ import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, stopChild, type MachineCpu } from './bench-child.ts';
+import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, rssKiB, stopChild, type MachineCpu } from './bench-child.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -224,16 +224,6 @@ function profileOf(pid: number): string | null {
   if (!CPU_PROF) return null;
   const files = readdirSync(CPU_PROF).filter((name) => name.endsWith('.cpuprofile') && name.includes(`.${pid}.`)).map((name) => join(CPU_PROF, name));
   return files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0] ?? null;
-}
-
-/** VmRSS of a process in KiB, or null where /proc does not tell. */
-function rssKiB(pid: number): number | null {
-  try {
-    const line = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return line ? Number(line[1]) : null;
-  } catch {
-    return null;
-  }
 }
 
 /** One admitted email: its project (index), when its 202 arrived, when a list first showed it. */
