@@ -12,12 +12,14 @@
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
 // Declared here, set by the parts that own them (see each definition):
-//   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting     liveness of each part
+//   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting     liveness of each long-running part of
+//                                   this process (and of its pipeline thread), read at each scrape (apps/liveness.ts)
 //   relay_delivery_attempts_total, relay_delivery_latency_seconds, relay_delivery_open_claims,
 //   relay_delivery_oldest_open_claim_age_seconds                                  the sender
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
-//   relay_forwarder_lag                                                           the forwarder
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
+//   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
+//                                   FORWARDER_LAG_CAP): any process shows it, also while the forwarder is down
 //   relay_log_end_offset, relay_consumer_committed_offset, relay_consumer_lag
 //                                   every processor's consumer group on the events topic, per partition:
 //                                   any process can be scraped for it, also while that processor is down
@@ -36,11 +38,16 @@ import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
 import { PROCESSORS } from './processors/registry.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
+import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forwarder.ts';
+import { COLLECTIONS } from './services/collections.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
 
 /** How long a scrape waits for a collector (a Kafka cluster or a store that does not answer). */
 export const COLLECT_TIMEOUT_MS = 3000;
+
+/** relay_forwarder_lag counts no further (on EventStoreDB, counting reads the events). */
+export const FORWARDER_LAG_CAP = 10_000;
 
 /** The route label of requests that matched no route (404s): raw URLs would make a series each. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -51,6 +58,8 @@ const PARKING_NAMES = [...PROCESSORS.map((p) => p.name), ...Object.keys(PROJECTI
 export interface MetricsSources {
   log: Log;
   documents: DocumentStore;
+  /** With it, relay_forwarder_lag is read at each scrape. */
+  events?: EventStore;
   /** RELAY_LOG_NAMESPACE: the events topic and the processors' consumer groups. */
   namespace: string;
 }
@@ -179,8 +188,6 @@ export interface RelayMetrics {
   parts: PartMetrics;
   delivery: DeliveryMetrics;
   webhookAttempts(result: WebhookResultLabel): CounterChild;
-  /** Events in the event store the forwarder has not copied to the log yet (head minus its checkpoint). */
-  readonly forwarderLag: GaugeChild;
   /**
    * Another registry of the same families to show on this page (the pipeline thread's):
    * asked at each scrape; null when it could not answer in time.
@@ -276,7 +283,6 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const oldestClaim = registry.gauge('relay_delivery_oldest_open_claim_age_seconds', 'Age of the oldest delivery claim without an outcome, in seconds (0 when there is none).');
   const webhookAttempts = registry.counter('relay_webhook_attempts_total',
     'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, endpoint_disabled, endpoint_deleted.', ['result']);
-  const forwarderLag = registry.gauge('relay_forwarder_lag', 'Events in the event store the forwarder has not copied to the log yet (head minus its checkpoint).');
   if (options.process !== false) processMetrics(registry);
   const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();
@@ -319,7 +325,6 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       get oldestOpenClaimAge() { return oldestClaim.labels(); },
     },
     webhookAttempts: byValue(webhookAttempts),
-    get forwarderLag() { return forwarderLag.labels(); },
     include: (source) => void included.push(source),
     render: async () => registry.render((await Promise.all(included.map((source) => source()))).filter((s) => s !== null)),
   };
@@ -345,6 +350,16 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
         }
       };
     });
+    if (sources.events) {
+      const events = sources.events;
+      const forwarderLag = registry.gauge('relay_forwarder_lag', `Events in the event store after the forwarder's saved checkpoint (head minus its checkpoint), counted up to ${FORWARDER_LAG_CAP}.`);
+      const checkpoints = sources.documents.collection<ForwarderCheckpoint>(COLLECTIONS.checkpoints);
+      collector(registry, up, 'forwarder_lag', [forwarderLag], async () => {
+        const checkpoint = await checkpoints.get(forwarderCheckpointId(sources.namespace));
+        const behind = await events.countAfter(checkpoint?.position ?? null, FORWARDER_LAG_CAP);
+        return () => forwarderLag.labels().set(behind);
+      });
+    }
     collector(registry, up, 'parked_events', [parked], async () => {
       const counts = await countParked(sources.documents, PARKING_NAMES);
       return () => {
@@ -383,6 +398,7 @@ export function countingAppends(store: EventStore, metrics: { eventsAppended(typ
     },
     readStream: (streamId, options) => store.readStream(streamId, options),
     readAll: (options) => store.readAll(options),
+    countAfter: (after, limit) => store.countAfter(after, limit),
     subscribeAll: (options, onEvent) => store.subscribeAll(options, onEvent),
     ping: () => store.ping(),
     close: () => store.close(),

@@ -10,6 +10,8 @@ import { startForwarder } from './pipeline/forwarder.ts';
 import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './processors/processor.ts';
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './pipeline/retention.ts';
+import { Liveness } from '../infra/liveness.ts';
+import { answerWithin, PartsLiveness, PING_TIMEOUT_MS } from './liveness.ts';
 import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
 import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
@@ -37,7 +39,9 @@ export interface RunningRelay {
   metrics: RelayMetrics;
   metricsUrl: string | null;
   logger: Logger;
-  /** Whether each running part is ready (a processor is, unless stuck on one record), as /readyz shows them. */
+  /** The liveness of every long-running part of the process (apps/liveness.ts), as /readyz and /metrics show it. */
+  liveness: PartsLiveness;
+  /** Whether each running part is ready (apps/liveness.ts says when one is not), as /readyz shows them. */
   partsReady(): Promise<Record<string, boolean>>;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
   stop(): Promise<void>;
@@ -78,30 +82,29 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, base: options.inThread ? { thread: 'pipeline' } : {} });
   const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
-  const stores = await openStores(config, { commitHold: options.commitHold });
+  const stores = await openStores(config, { commitHold: options.commitHold, readFault: options.readFault });
   // A refused secret key must not leave the store connections holding the process open.
   const opened = await openServices(config, stores).catch(async (error) => {
     await stores.close();
     throw error;
   });
   const running = new Map<Part, Stoppable>();
-  const processors = new Map<Part, RunningProcessor>();
   const now = options.now ?? (() => new Date());
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
+  // Each failure of a part that retries by itself; its change of state is logged by `liveness`.
+  const reportRetry = (part: Part) => (error: Error) => logger.debug({ err: error, part }, `${part}: failed, retrying`);
+  const liveness = new PartsLiveness({ stuckAfterMs: options.processorPolicy?.stuckAfterMs, logger });
   let api: FastifyInstance | null = null;
   let url: string | null = null;
   // One registry per process: `relay start` shows every part on one page.
   // On the pipeline thread, the process's own metrics are the main thread's to report.
-  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace }, { process: !options.inThread });
+  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, events: stores.events, namespace: config.logNamespace }, { process: !options.inThread });
   const events = countingAppends(stores.events, options.inThread ? { eventsAppended: (type) => ({ inc: () => options.inThread!.onAppended(type) }) } : metrics);
   // The email streams append through the counting store: /metrics counts their events.
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
-  const partsReady = async () => ({
-    ...Object.fromEntries([...running.keys()].map((p) => [p, processors.get(p)?.status().stuck == null])),
-    ...(pipeline ? await pipeline.partsReady() : {}),
-  });
+  const partsReady = async () => Object.fromEntries(Object.entries(await liveness.report()).map(([part, report]) => [part, report.ready]));
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
     if (parts.includes('sender') && !threaded.includes('sender')) {
@@ -117,13 +120,19 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       });
       const thread = pipeline;
       metrics.include(() => thread.metrics());
+      liveness.add('pipeline-thread', pipeline.liveness);
+      liveness.addRemote(() => thread.partsStatus());
     }
     for (const part of parts) {
       if (threaded.includes(part)) continue;
       if (part === 'forwarder') {
-        running.set(part, await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportError(part) }));
+        const forwarder = await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) });
+        liveness.add(part, forwarder.liveness);
+        running.set(part, forwarder);
       } else if (part === 'retention') {
-        running.set(part, await startRetention({
+        const tracker = new Liveness();
+        liveness.add(part, tracker);
+        const retention = await startRetention({
           documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now,
           onShredded: (count) => {
             metrics.retention.removed('bodies', count);
@@ -133,15 +142,23 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
             for (const [kind, count] of Object.entries(report)) metrics.retention.removed(RETENTION_KINDS[kind as keyof PruneReport], count);
             if (Object.values(report).some((n) => n > 0)) logger.info({ part, ...report }, 'operational data past its period removed');
           },
-          onSwept: (at) => metrics.retention.succeeded(at),
+          onSwept: (at) => {
+            tracker.progress();
+            metrics.retention.succeeded(at);
+          },
           onError: (error) => {
+            tracker.failed(error);
             metrics.retention.failed();
             reportError(part)(error);
           },
-        }));
+        });
+        running.set(part, { stop: () => retention.stop().finally(() => tracker.stopped()) });
       } else if (part === 'inbound') {
+        const tracker = new Liveness();
+        liveness.add(part, tracker);
         const inbound = await startInbound({
           ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
+          liveness: tracker,
           onError: reportError(part),
           onReport: ({ format, recorded, findings }) => {
             for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
@@ -162,9 +179,15 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           policy: options.processorPolicy,
         });
         running.set(part, processor);
-        processors.set(part, processor);
+        for (const [name, tracker] of processor.parts) liveness.add(name, tracker);
+        // The sender's worker threads: the compose pool and the outbox transport's.
+        if (part === 'sender') for (const [name, tracker] of services.threads()) liveness.add(name, tracker);
       }
     }
+    liveness.watch();
+    // The parts' liveness on /metrics, read at each scrape; the pipeline thread's parts come
+    // through this process's view of them, not the thread's own registry.
+    if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
     // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.
     if (!options.inThread) {
       api = await buildApi({
@@ -174,12 +197,15 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         services,
         now,
         metrics,
-        // A processor is ready unless stuck on one record (apps/api/plugins/health.ts says what
-        // turns /readyz to 503 and what does not); its reason is in the warn log.
-        readiness: async () => ({
-          ...await partsReady(),
-          ...(running.size > 0 || pipeline ? { log: await stores.log.ping() } : {}),
-        }),
+        // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
+        // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
+        readiness: async () => {
+          const [parts, log] = await Promise.all([liveness.report(), running.size > 0 || pipeline ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
+          return {
+            checks: { ...Object.fromEntries(Object.entries(parts).map(([part, report]) => [part, report.ready])), ...(log === null ? {} : { log }) },
+            parts,
+          };
+        },
       }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
       url = await api.listen({ host: config.host, port: config.port });
       logger.info({ url, parts }, 'listening');
@@ -189,6 +215,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       }
     }
   } catch (error) {
+    liveness.stopWatching();
     await api?.close().catch(() => {});
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
     await pipeline?.stop().catch(() => {});
@@ -198,9 +225,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   }
   let stopping: Promise<void> | null = null;
   return {
-    stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger, partsReady,
+    stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger, liveness, partsReady,
     stop() {
       stopping ??= (async () => {
+        liveness.stopWatching();
         // Requests first (they append events), then processors in reverse start order, so
         // that the forwarder still forwards what the last requests appended.
         if (api) await api.close();

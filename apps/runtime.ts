@@ -11,6 +11,7 @@ import { createDnsLookup } from '../infra/dns/resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
 import type { CommitHold } from '../infra/sqlite/group-commit.ts';
+import type { ReadFault } from '../infra/sqlite/read-fault.ts';
 import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
 import { DELIVERY_POLICY, scaleDeliveryPolicy } from '../domain/email/delivery.ts';
 import { WEBHOOK_POLICY, scaleWebhookPolicy } from '../domain/webhooks/delivery.ts';
@@ -64,6 +65,8 @@ const NOT_WRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
 export interface StoreOptions {
   /** Holds each sqlite commit and sync until it resolves (infra/sqlite/group-commit.ts). */
   commitHold?: CommitHold;
+  /** Makes the embedded stores' reads fail on demand (infra/sqlite/read-fault.ts). */
+  readFault?: ReadFault;
 }
 
 export async function openStores(config: RelayConfig, options: StoreOptions = {}): Promise<Stores> {
@@ -133,6 +136,10 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     compose: composer.compose,
     warmCompose: () => composer.warm(),
     outboxDir,
+    threads: () => new Map([
+      ...(composer.threads > 0 ? [['compose', composer.liveness] as const] : []),
+      ...(transport?.liveness ? [['outbox', transport.liveness] as const] : []),
+    ]),
     close: async () => {
       await rateLimits.close();
       usage.close();

@@ -1,6 +1,6 @@
-// Shared by the adapters that deliver events to handlers: a handler failure is retried with a
-// capped, doubling back-off and never skipped (skipping would silently break the read model
-// behind it; a stuck subscription is the visible, recoverable choice).
+// Shared by the adapters and parts that retry: a failed call is retried with a capped,
+// doubling back-off and never skipped (skipping would silently break the read model behind
+// it; a stuck subscription is the visible, recoverable choice).
 
 /** Resolves after `ms`, or at once when `signal` aborts. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -21,18 +21,49 @@ export interface RetryPolicy {
   maxDelayMs: number;
 }
 
-/** Calls `work` until it succeeds (true) or `signal` aborts (false). */
-export async function retryUntilDone(work: () => Promise<void>, policy: RetryPolicy, signal: AbortSignal): Promise<boolean> {
-  let delay = policy.initialDelayMs;
+/** The delays of one run of failures: doubling from the first to the cap, back to the first after a success. */
+export class Backoff {
+  readonly #policy: RetryPolicy;
+  #next: number;
+
+  constructor(policy: RetryPolicy) {
+    this.#policy = policy;
+    this.#next = policy.initialDelayMs;
+  }
+
+  /** The delay before the next try, after a failure. */
+  next(): number {
+    const delay = this.#next;
+    this.#next = Math.min(delay * 2, this.#policy.maxDelayMs);
+    return delay;
+  }
+
+  reset(): void {
+    this.#next = this.#policy.initialDelayMs;
+  }
+}
+
+/**
+ * Calls `work` until it succeeds (true) or `signal` aborts (false). `onFailure` is told each
+ * failure and the delay before the next try.
+ */
+export async function retryUntilDone(
+  work: () => Promise<void>,
+  policy: RetryPolicy,
+  signal: AbortSignal,
+  onFailure?: (error: unknown, retryInMs: number) => void,
+): Promise<boolean> {
+  const backoff = new Backoff(policy);
   for (;;) {
     try {
       await work();
       return true;
-    } catch {
+    } catch (error) {
       if (signal.aborted) return false;
+      const delay = backoff.next();
+      onFailure?.(error, delay);
       await sleep(delay, signal);
       if (signal.aborted) return false;
-      delay = Math.min(delay * 2, policy.maxDelayMs);
     }
   }
 }

@@ -18,8 +18,12 @@ const dir = mkdtempSync(join(tmpdir(), 'relay-event-store-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
 eventStoreContract('sqlite', async () => {
-  const store = new SqliteEventStore(join(dir, 'contract.db'));
-  return { store, close: () => store.close() };
+  // Reads of the events table fail while `failing` (the file locked past the busy timeout, say).
+  let failing = false;
+  const store = new SqliteEventStore(join(dir, 'contract.db'), {
+    readFault: (sql) => (failing && sql.includes('es_events') ? Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 }) : null),
+  });
+  return { store, close: () => store.close(), failReads: (on) => void (failing = on) };
 });
 
 const appender = new URL('./fixtures/sqlite-event-appender.ts', import.meta.url);

@@ -18,8 +18,12 @@ const dir = mkdtempSync(join(tmpdir(), 'relay-log-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
 logContract('sqlite', async () => {
-  const log = new SqliteLog(join(dir, 'contract.db'));
-  return { log, close: () => log.close() };
+  // Reads of the records fail while `failing` (the file locked past the busy timeout, say).
+  let failing = false;
+  const log = new SqliteLog(join(dir, 'contract.db'), {
+    readFault: (sql) => (failing && sql.includes('log_records') ? Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 }) : null),
+  });
+  return { log, close: () => log.close(), failReads: (on) => void (failing = on) };
 });
 
 const consumerFixture = new URL('./fixtures/log-consumer.ts', import.meta.url);

@@ -86,7 +86,13 @@ test('a thread that dies is reported, and its parts are no longer ready', async 
   const thread = await startPipelineThread({ config, parts: ['forwarder', 'sender'] }, { onAppended: () => {}, onExit: (error) => void (ended = error) }, FATE);
   await waitUntil(() => ended !== null, 'the thread\'s end to be reported', 10_000);
   assert.is(ended!.message, 'a processor crashed the thread');
-  assert.equal(await thread.partsReady(), { forwarder: false, sender: false });
+  const parts = await thread.partsStatus();
+  assert.equal(Object.keys(parts).sort(), ['forwarder', 'sender']);
+  for (const status of Object.values(parts)) {
+    assert.is(status.state, 'stopped');
+    assert.match(status.error!, /the pipeline thread ended: a processor crashed the thread/);
+  }
+  assert.is(thread.liveness.state, 'stopped');
   await thread.stop();
 });
 

@@ -101,6 +101,7 @@ test('charges queued while an append is in flight go out together: fewer appends
     append: (...args) => (appends++, storeA.append(...args)),
     readStream: (...args) => storeA.readStream(...args),
     readAll: (...args) => storeA.readAll(...args),
+    countAfter: (...args) => storeA.countAfter(...args),
     subscribeAll: (...args) => storeA.subscribeAll(...args),
     ping: () => storeA.ping(),
     close: async () => {},

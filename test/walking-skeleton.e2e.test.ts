@@ -93,14 +93,22 @@ test('send → 202 queued → the detail reads back with every EmailDetail field
   assert.not.ok(raw.includes('Hi Ann'), 'the body never appears');
 });
 
-test('/healthz is live and /readyz reports the stores and every in-process part', async () => {
+test('/healthz is live and /readyz reports the stores and every in-process part with its liveness', async () => {
   const live = await fetch(`${baseUrl}/healthz`);
   assert.is(live.status, 200);
   const ready = await fetch(`${baseUrl}/readyz`);
   assert.is(ready.status, 200);
-  const body = (await ready.json()) as { status: string; checks: Record<string, boolean> };
+  const body = (await ready.json()) as { status: string; checks: Record<string, boolean>; parts: Record<string, { state: string; ready: boolean; lastProgressAt: string }> };
   assert.is(body.status, 'ready');
-  assert.equal(body.checks, { eventStore: true, documentStore: true, forwarder: true, projector: true, deliverability: true, sender: true, suppressor: true, webhooks: true, retention: true, inbound: true, log: true });
+  const parts = ['forwarder', 'projector', 'deliverability', 'sender', 'sender.dispatcher', 'compose', 'outbox', 'suppressor', 'webhooks', 'webhooks.dispatcher', 'retention', 'inbound'];
+  assert.equal(body.checks, { eventStore: true, documentStore: true, ...Object.fromEntries(parts.map((p) => [p, true])), log: true });
+  // Each long-running part reports its liveness in one shape (apps/liveness.ts).
+  assert.equal(Object.keys(body.parts).sort(), [...parts].sort());
+  for (const [part, report] of Object.entries(body.parts)) {
+    assert.is(report.state, 'running', part);
+    assert.is(report.ready, true, part);
+    assert.ok(Date.parse(report.lastProgressAt) <= Date.now(), part);
+  }
 });
 
 test('`relay events --stream <email id>` shows each event\'s correlation (the HTTP request) and causation (what it reacted to)', async () => {

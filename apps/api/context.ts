@@ -2,6 +2,7 @@
 import type { RelayConfig } from '../../infra/config.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { PartReport } from '../liveness.ts';
 import type { RelayMetrics } from '../relay-metrics.ts';
 import type { Services } from '../services/services.ts';
 
@@ -12,8 +13,16 @@ export interface ApiContext {
   services: Services;
   /** Current time; tests move it to cross windows and months. */
   now: () => Date;
-  /** Readiness of the parts this process runs beyond its stores (e.g. in-process processors). */
-  readiness: () => Promise<Record<string, boolean>>;
+  /**
+   * Readiness of what this process runs beyond its stores: `checks` (each long-running part,
+   * the log) and each part's liveness report (apps/liveness.ts).
+   */
+  readiness: () => Promise<Readiness>;
   /** The process's metrics (apps/relay-metrics.ts): one registry per process, made where the process is composed. */
   metrics: RelayMetrics;
+}
+
+export interface Readiness {
+  checks: Record<string, boolean>;
+  parts: Record<string, PartReport>;
 }

@@ -25,7 +25,7 @@ export async function generateOpenApiDocument(): Promise<OpenApiDocument> {
     documents: unused,
     services: unused as Services,
     now: () => new Date(),
-    readiness: async () => ({}),
+    readiness: async () => ({ checks: {}, parts: {} }),
     metrics: createRelayMetrics(),
   } as ApiContext;
   const app = await buildApi(ctx, { logLevel: false });

@@ -9,6 +9,11 @@
 // what the parser reads while it arrives (infra/mail/report-trim.ts) under a budget shared by
 // every open transfer, and parsed on threads of its own (infra/mail/report-parse-pool.ts)
 // within a time budget.
+//
+// Liveness (infra/liveness.ts): each report recorded is progress; a store that fails a lookup
+// or a recording (the sender is told 451, and retries) makes it `recovering` until one
+// succeeds; work waits while reports are being recorded; a listener that closes by itself
+// stops it.
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -21,6 +26,7 @@ import { MAX_KEPT_BYTES, trimReport } from '../../infra/mail/report-trim.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
+import { Liveness } from '../../infra/liveness.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
@@ -47,6 +53,8 @@ export interface InboundOptions {
   documents: DocumentStore;
   secrets: SecretBox;
   now: () => Date;
+  /** Its liveness tracker (a new one when not given). */
+  liveness?: Liveness;
   onError: (error: Error) => void;
   onReport?: (result: IngestResult) => void;
   /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
@@ -56,6 +64,7 @@ export interface InboundOptions {
 
 export interface InboundServer {
   port: number;
+  liveness: Liveness;
   stop(): Promise<void>;
 }
 
@@ -87,6 +96,10 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     ...options.limits,
   };
   const targets = new Map<string, ReportTarget[]>();
+  const liveness = options.liveness ?? new Liveness();
+  let recording = 0;
+  liveness.probeWaiting(async () => recording > 0);
+  let stopping = false;
   /** Open connections by session id, each with its session deadline (cleared in onClose: after STARTTLS the first socket never says it closed). */
   const connections = new Map<string, { connection: SMTPConnection; deadline: NodeJS.Timeout }>();
   const perClient = new Map<string, number>();
@@ -152,6 +165,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     onRcptTo(address, session, callback) {
       const list = targets.get(session.id) ?? [];
       findReportTarget(deps, address.address).then((found) => {
+        liveness.succeeded('store');
         if (!found.ok) return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
         // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
         const { emailId, recipientIndex } = found.target;
@@ -159,6 +173,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         targets.set(session.id, list);
         callback();
       }, (error: Error) => {
+        liveness.failed(error, 'store');
         options.onError(error);
         callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
       });
@@ -183,7 +198,14 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         if (!report.bytes) throw smtpError(452, '4.3.1 Insufficient system storage for this report now, try again later');
         const parsed = await parser.parse(report.bytes);
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
-        const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin);
+        recording++;
+        const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin).then((recorded) => {
+          liveness.progress('store');
+          return recorded;
+        }, (error: unknown) => {
+          liveness.failed(error, 'store');
+          throw error;
+        }).finally(() => recording--);
         options.onReport?.(result);
         return 'Report received';
       };
@@ -228,11 +250,17 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     throw error;
   });
   const port = (server.server.address() as { port: number }).port;
+  server.server.once('close', () => {
+    if (!stopping) liveness.stopped(new Error(`the feedback SMTP server stopped listening on ${options.host}:${port}`));
+  });
   return {
     port,
+    liveness,
     stop: async () => {
+      stopping = true;
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await parser.close();
+      liveness.stopped();
     },
   };
 }

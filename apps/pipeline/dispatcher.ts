@@ -8,8 +8,14 @@
 // reschedules it (its next due time, or done), so a crash anywhere leaves the item due again.
 //
 // The loop's states are explicit (status()): `running` while its looks succeed, `recovering`
-// after a look failed (until one succeeds), `stopping`, `stopped`; with the time of the last
-// look and of the last item finished.
+// after a look failed (until one succeeds; looks again after a back-off that doubles from
+// pollMs up to MAX_BACKOFF_MS), `stopping`, `stopped`; with the time of the last look and of
+// the last item finished. Its liveness (infra/liveness.ts) says the same in the shape every
+// part has: an item finished without a throw is progress, and work waits while due items
+// (not running already) could not start: every slot or their key's bound taken.
+
+import { Liveness } from '../../infra/liveness.ts';
+import { Backoff } from '../../infra/retry.ts';
 
 export interface DueSource<T> {
   /** Items due at `now`, earliest first, at most `limit`. */
@@ -33,6 +39,8 @@ export interface DispatcherOptions {
   pollMs: number;
   now: () => Date;
   onError: (error: Error) => void;
+  /** Its liveness tracker (a new one when not given). */
+  liveness?: Liveness;
 }
 
 export type DispatcherState = 'running' | 'recovering' | 'stopping' | 'stopped';
@@ -53,18 +61,24 @@ export interface Dispatcher {
   /** Look again now (new work was scheduled). */
   kick(): void;
   status(): DispatcherStatus;
+  liveness: Liveness;
   /** Ends the loop after the look that runs, then waits for the items in flight (their outcome is recorded). */
   stop(): Promise<void>;
 }
 
 /** The shortest sleep between looks, so a schedule that says "due now" forever cannot spin. */
 const MIN_SLEEP_MS = 5;
+/** The longest wait before looking again after failed looks. */
+const MAX_BACKOFF_MS = 10_000;
 
 export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOptions): Dispatcher {
   let state: DispatcherState = 'running';
   let lastLookAt: string | null = null;
   let lastProgressAt: string | null = null;
   let lastError: string | null = null;
+  // Real time, whatever clock the items are scheduled by: liveness is judged against the wall clock.
+  const liveness = options.liveness ?? new Liveness();
+  const backoff = new Backoff({ initialDelayMs: options.pollMs, maxDelayMs: Math.max(options.pollMs, MAX_BACKOFF_MS) });
   let kicked = false;
   let wake: (() => void) | null = null;
   const inFlight = new Map<string, Promise<void>>();
@@ -84,7 +98,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     const key = source.key(item);
     perKey.set(key, (perKey.get(key) ?? 0) + 1);
     const work = source.run(item)
-      .catch((error: Error) => options.onError(error))
+      .then(() => liveness.progress('run'), (error: Error) => options.onError(error))
       .finally(() => {
         const left = perKey.get(key)! - 1;
         if (left === 0) perKey.delete(key);
@@ -100,12 +114,18 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   async function look(): Promise<number> {
     if (inFlight.size < options.concurrency) {
       if (ready.length === 0) ready = await source.due(options.now(), 2 * options.concurrency);
+      let heldBack = false;
       while (ready.length > 0 && !stopping() && inFlight.size < options.concurrency) {
         const item = ready.shift()!;
         // Running already, or its key at its bound: left for a later look, so other keys are not starved.
-        if (inFlight.has(source.id(item)) || (perKey.get(source.key(item)) ?? 0) >= options.perKey(source.key(item))) continue;
+        if (inFlight.has(source.id(item))) continue;
+        if ((perKey.get(source.key(item)) ?? 0) >= options.perKey(source.key(item))) {
+          heldBack = true;
+          continue;
+        }
         start(item);
       }
+      liveness.setWaiting(heldBack || ready.some((item) => !inFlight.has(source.id(item))));
     }
     if (!source.nextDueAt) return options.pollMs;
     const next = await source.nextDueAt();
@@ -122,9 +142,13 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
         sleep = await look();
         if (state === 'recovering') state = 'running';
         lastError = null;
+        backoff.reset();
+        liveness.succeeded('look');
       } catch (error) {
         if (state === 'running') state = 'recovering';
         lastError = (error as Error).message;
+        sleep = backoff.next();
+        liveness.failed(error, 'look');
         options.onError(error as Error);
       }
       lastLookAt = options.now().toISOString();
@@ -143,6 +167,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   return {
     kick,
     status: () => ({ state, inFlight: inFlight.size, lastLookAt, lastProgressAt, lastError }),
+    liveness,
     async stop() {
       if (state === 'stopped') return;
       state = 'stopping';
@@ -150,6 +175,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
       await loop;
       await Promise.allSettled([...inFlight.values()]);
       state = 'stopped';
+      liveness.stopped();
     },
   };
 }

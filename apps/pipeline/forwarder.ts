@@ -5,18 +5,29 @@
 // Events are published in batches: the subscription hands them over one by one, and every
 // event it has ready before the next turn of the event loop goes out in one publish (one
 // transaction on the embedded log, one produce request on Kafka), up to MAX_BATCH.
+//
+// Liveness (infra/liveness.ts): a failed read of the event store (the subscription reads again
+// from the last event it delivered), a failed publish (retried with the same batch) or a failed
+// checkpoint save makes it `recovering` until the next success; each batch the log acknowledged
+// is progress; work waits while an event follows the acknowledged position. Only stop() or a
+// subscription ended for good (a refused configuration) stops it.
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import type { Log, OutgoingRecord } from '../../infra/ports/log.ts';
+import { Liveness } from '../../infra/liveness.ts';
 import { retryUntilDone } from '../../infra/retry.ts';
 import { COLLECTIONS } from '../services/collections.ts';
 import { EVENTS_TOPIC_PARTITIONS, encodeEvent, eventsTopic } from './topics.ts';
 
-interface Checkpoint {
+/** Where the forwarder of a namespace stands: the position of the last event the log acknowledged, as saved. */
+export interface ForwarderCheckpoint {
   _id: string;
   position: string | null;
   updatedAt: string;
 }
+
+/** The checkpoint document of a namespace's forwarder (in `checkpoints`). */
+export const forwarderCheckpointId = (namespace: string): string => `forwarder:${eventsTopic(namespace)}`;
 
 export interface ForwarderOptions {
   events: EventStore;
@@ -26,6 +37,9 @@ export interface ForwarderOptions {
   namespace: string;
   /** Events published before the position is saved (it is also saved when idle). */
   checkpointEvery?: number;
+  /** Its liveness tracker (a new one when not given). */
+  liveness?: Liveness;
+  /** Told each failure: retried (the forwarder is recovering), or the one that stopped it. */
   onError?: (error: Error) => void;
 }
 
@@ -38,14 +52,20 @@ export interface Forwarder {
   stop(): Promise<void>;
   /** Position of the last event the log acknowledged. */
   position(): string | null;
+  liveness: Liveness;
 }
 
 export async function startForwarder(options: ForwarderOptions): Promise<Forwarder> {
   const { events, log, documents } = options;
-  const checkpoints = documents.collection<Checkpoint>(COLLECTIONS.checkpoints);
+  const checkpoints = documents.collection<ForwarderCheckpoint>(COLLECTIONS.checkpoints);
   const topic = eventsTopic(options.namespace);
-  const id = `forwarder:${topic}`;
+  const id = forwarderCheckpointId(options.namespace);
   const every = options.checkpointEvery ?? 100;
+  const liveness = options.liveness ?? new Liveness();
+  const failed = (place: 'read' | 'publish' | 'checkpoint') => (error: unknown) => {
+    liveness.failed(error, place);
+    options.onError?.(error as Error);
+  };
   await log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
 
   let stored = await checkpoints.get(id);
@@ -67,10 +87,17 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     if (acknowledged === saved) return;
     const position = acknowledged;
     const next = await checkpoints.replace({ _id: id, position, updatedAt: new Date().toISOString() }, version);
-    if (!next) throw new Error(`forwarder checkpoint ${id} was changed by another process; is a second forwarder running?`);
+    if (!next) {
+      // Another forwarder wrote it (two running, or one that overlapped this one's start). The
+      // next save goes on from what it wrote rather than failing for good; positions only
+      // decide what is published again after a restart, and publishing again is harmless.
+      version = (await checkpoints.get(id))?._v ?? version;
+      throw new Error(`forwarder checkpoint ${id} was changed by another process; is a second forwarder running?`);
+    }
     version = next._v;
     saved = position;
     sinceSave = 0;
+    liveness.succeeded('checkpoint');
   };
   let saving: Promise<void> = Promise.resolve();
   const save = (): Promise<void> => {
@@ -78,7 +105,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     saving = run.catch(() => {});
     return run;
   };
-  const idleSave = setInterval(() => void save().catch((e) => options.onError?.(e as Error)), 250);
+  const idleSave = setInterval(() => void save().catch(failed('checkpoint')), 250);
   idleSave.unref();
 
   const abort = new AbortController();
@@ -90,12 +117,13 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     await new Promise<void>((resolve) => setImmediate(resolve));
     while (pending.length > 0 && !abort.signal.aborted) {
       const batch = pending.slice(0, MAX_BATCH);
-      const published = await retryUntilDone(() => log.publish(topic, batch.map((p) => p.record)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal);
+      const published = await retryUntilDone(() => log.publish(topic, batch.map((p) => p.record)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal, failed('publish'));
       if (!published) return;
       pending = pending.slice(batch.length);
       acknowledged = batch[batch.length - 1].position;
+      liveness.progress('publish');
       sinceSave += batch.length;
-      if (sinceSave >= every) await save().catch((e) => options.onError?.(e as Error));
+      if (sinceSave >= every) await save().catch(failed('checkpoint'));
     }
   };
   const kick = () => {
@@ -107,7 +135,16 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   };
 
   const subscription: Subscription = events.subscribeAll(
-    { after: acknowledged, onError: options.onError },
+    {
+      after: acknowledged,
+      onReadFailed: failed('read'),
+      onReadResumed: () => liveness.succeeded('read'),
+      // Only an error no retry can change ends a subscription.
+      onError: (error) => {
+        liveness.stopped(error);
+        options.onError?.(error);
+      },
+    },
     async (event: StoredEvent) => {
       pending.push({
         record: { key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } },
@@ -118,8 +155,12 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     },
   );
 
+  // Work waits while the event store holds an event past the acknowledged position.
+  liveness.probeWaiting(async () => pending.length > 0 || await events.countAfter(acknowledged, 1) > 0);
+
   return {
     position: () => acknowledged,
+    liveness,
     async stop() {
       clearInterval(idleSave);
       await subscription.stop();
@@ -127,7 +168,11 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       while (publishing) await publishing;
       clearTimeout(giveUp);
       abort.abort();
-      await save();
+      try {
+        await save();
+      } finally {
+        liveness.stopped();
+      }
     },
   };
 }

@@ -29,8 +29,8 @@ try {
     },
   });
   port.on('message', (message: ToPipeline) => {
-    if (message.kind === 'parts-ready') {
-      relay.partsReady().then((ready) => send({ kind: 'parts-ready', id: message.id, parts: ready }));
+    if (message.kind === 'parts-status') {
+      relay.liveness.statuses().then((parts) => send({ kind: 'parts-status', id: message.id, parts }));
     } else if (message.kind === 'metrics') {
       send({ kind: 'metrics', id: message.id, snapshot: relay.metrics.registry.snapshot() });
     } else if (message.kind === 'stop') {

@@ -1,17 +1,26 @@
 // The pipeline thread of `relay start` (RELAY_PIPELINE_THREAD=on): the forwarder, the processors and retention run on a
 // worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
 // of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
-// two threads talk only to report: the parts' readiness for /readyz, appended events and the
+// two threads talk only to report: the parts' liveness for /readyz, appended events and the
 // thread's metrics for /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
 // stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
+//
+// The thread is a part itself (`pipeline-thread`, infra/liveness.ts): each answer it gives is
+// progress; one not given within ANSWER_TIMEOUT_MS makes it `recovering` (its event loop is
+// blocked) and its parts are shown as last reported; once it ended, it and its parts are
+// `stopped`.
 import { Worker } from 'node:worker_threads';
 import type { RelayConfig } from '../../infra/config.ts';
+import { Liveness, type PartStatus } from '../../infra/liveness.ts';
 import type { RegistrySnapshot } from '../../infra/metrics/registry.ts';
 import type { ProcessorPolicy } from '../processors/processor.ts';
 import type { Part } from '../relay.ts';
 
 export interface PipelineThread {
-  partsReady(): Promise<Record<string, boolean>>;
+  /** The liveness of the thread's parts, as it reports them. */
+  partsStatus(): Promise<Record<string, PartStatus>>;
+  /** The thread's own liveness (the part `pipeline-thread`). */
+  liveness: Liveness;
   /** The thread's metrics (its parts' counters and gauges); null when it did not answer in time. */
   metrics(): Promise<RegistrySnapshot | null>;
   /** Stops the parts (consumer positions committed, stores closed) and ends the thread. */
@@ -29,12 +38,12 @@ export type FromPipeline =
   | { kind: 'ready' }
   | { kind: 'failed'; message: string; stack?: string }
   | { kind: 'appended'; counts: Record<string, number> }
-  | { kind: 'parts-ready'; id: number; parts: Record<string, boolean> }
+  | { kind: 'parts-status'; id: number; parts: Record<string, PartStatus> }
   | { kind: 'metrics'; id: number; snapshot: RegistrySnapshot }
   | { kind: 'stopped' };
 
 /** Messages to the thread. */
-export type ToPipeline = { kind: 'parts-ready'; id: number } | { kind: 'metrics'; id: number } | { kind: 'stop' };
+export type ToPipeline = { kind: 'parts-status'; id: number } | { kind: 'metrics'; id: number } | { kind: 'stop' };
 
 export interface PipelineThreadData {
   config: RelayConfig;
@@ -43,8 +52,11 @@ export interface PipelineThreadData {
 }
 
 const ENTRY = new URL('./pipeline-thread-entry.ts', import.meta.url);
-/** How long /readyz and /metrics wait for the thread's answer: a thread that long unresponsive is not ready. */
-const ANSWER_TIMEOUT_MS = 2000;
+/**
+ * How long /readyz and /metrics wait for the thread's answer, within the 2 s /readyz gives
+ * itself (its parts' probes take up to PROBE_TIMEOUT_MS, apps/liveness.ts).
+ */
+const ANSWER_TIMEOUT_MS = 1_500;
 /** How long a thread that said it stopped may take to end before it is terminated. */
 const STOPPED_GRACE_MS = 1000;
 
@@ -54,6 +66,9 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   let stopping = false;
   let nextId = 0;
   const asked = new Map<number, (answer: unknown) => void>();
+  const liveness = new Liveness();
+  // What the thread said last; each part as just started until it first answers.
+  let known: Record<string, PartStatus> = Object.fromEntries(parts.map((p) => [p, liveness.snapshot()]));
   // Every listener is added now: a thread that ends can have its last messages and its exit
   // emitted in one go, before a listener added after an await would exist.
   let starting: { resolve(): void; reject(error: Error): void } | null = null;
@@ -74,7 +89,7 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
       failStart(Object.assign(new Error(message.message), { stack: message.stack }));
     } else if (message.kind === 'appended') {
       for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
-    } else if (message.kind === 'parts-ready' || message.kind === 'metrics') {
+    } else if (message.kind === 'parts-status' || message.kind === 'metrics') {
       asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.parts);
       asked.delete(message.id);
     } else if (message.kind === 'stopped') {
@@ -88,12 +103,14 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
     failStart(error);
   });
   const ended = new Promise<void>((resolve) => worker.once('exit', (code) => {
-    for (const answer of asked.values()) answer(Object.fromEntries(parts.map((p) => [p, false])));
+    const error = failure ?? new Error(`the pipeline thread ended (exit code ${code})`);
+    liveness.stopped(stopping ? undefined : error);
+    const gone = liveness.snapshot();
+    known = Object.fromEntries(parts.map((p) => [p, { ...gone, error: stopping ? null : `the pipeline thread ended: ${error.message}` }]));
+    for (const answer of asked.values()) answer(undefined);
     asked.clear();
     failStart(new Error(`the pipeline thread ended while starting (exit code ${code})`));
-    if (!stopping) {
-      hooks.onExit(failure ?? new Error(`the pipeline thread ended (exit code ${code})`));
-    }
+    if (!stopping) hooks.onExit(error);
     resolve();
   }));
   try {
@@ -103,32 +120,39 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
     throw error;
   }
 
-  /** Asks the thread; `otherwise` when it is stopping or does not answer within the timeout. */
-  function ask<T>(kind: 'parts-ready' | 'metrics', otherwise: T): Promise<T> {
-    if (stopping) return Promise.resolve(otherwise);
+  /**
+   * Asks the thread; undefined when it is stopping, has ended or does not answer within the
+   * timeout. Each answer is the thread's progress; no answer in time, a failure.
+   */
+  function ask<T>(kind: 'parts-status' | 'metrics'): Promise<T | undefined> {
+    if (stopping) return Promise.resolve(undefined);
     const id = nextId++;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         asked.delete(id);
-        resolve(otherwise);
+        liveness.failed(new Error(`the pipeline thread did not answer within ${ANSWER_TIMEOUT_MS} ms (its event loop is blocked)`), 'answer');
+        resolve(undefined);
       }, ANSWER_TIMEOUT_MS);
       asked.set(id, (answer) => {
         clearTimeout(timer);
-        resolve(answer as T);
+        if (answer !== undefined) liveness.progress('answer');
+        resolve(answer as T | undefined);
       });
       worker.postMessage({ kind, id } satisfies ToPipeline);
     });
   }
 
   return {
-    partsReady: () => ask('parts-ready', Object.fromEntries(parts.map((p) => [p, false]))),
-    metrics: () => ask<RegistrySnapshot | null>('metrics', null),
+    liveness,
+    partsStatus: async () => (known = await ask<Record<string, PartStatus>>('parts-status') ?? known),
+    metrics: async () => await ask<RegistrySnapshot>('metrics') ?? null,
     async stop() {
       if (!stopping) {
         stopping = true;
         worker.postMessage({ kind: 'stop' } satisfies ToPipeline);
       }
       await ended;
+      liveness.stopped();
     },
   };
 }

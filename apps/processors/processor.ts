@@ -15,10 +15,18 @@
 //   cannot be written, the record is retried as in an outage and parked at its next failure.
 // A record held longer than `stuckAfterMs` (an outage, or a handler that never settles) makes
 // the processor `stuck`: /readyz answers 503 for its process (apps/relay.ts).
+//
+// Liveness (infra/liveness.ts): every record handled (applied, skipped or parked) is progress;
+// a consumer that cannot fetch or commit (its log went away) or a handler failing while a store
+// does not answer makes it `recovering` until the next success; work waits while it holds a
+// record or a partition it owns has records past the group's committed offset. A processor
+// with a loop of its own (a dispatcher: `init` returns it) shows that loop as the part
+// `<name>.dispatcher`.
 import type { RelayConfig } from '../../infra/config.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import type { Log, LogConsumer, LogRecord } from '../../infra/ports/log.ts';
+import { Liveness } from '../../infra/liveness.ts';
 import { ensureParkedIndexes, parkEvent, parkedEventId, resolveParked } from '../services/parked-events.ts';
 import type { Services } from '../services/services.ts';
 import { EVENTS_TOPIC_PARTITIONS, decodeEvent, eventsTopic, groupOf } from '../pipeline/topics.ts';
@@ -64,6 +72,8 @@ export interface ProcessorDeps {
 /** What `init` may hand back: the processor's own working state, and how to stop what it started. */
 export interface ProcessorRuntime {
   stop?(): Promise<void>;
+  /** The liveness of a loop of its own (a dispatcher), shown as the part `<name>.dispatcher`. */
+  liveness?: Liveness;
 }
 
 export interface ProcessorDefinition<Name extends string = string, R extends ProcessorRuntime = ProcessorRuntime> {
@@ -113,6 +123,8 @@ export interface RunningProcessor {
   name: string;
   /** What /readyz reports for this processor. */
   status(): ProcessorStatus;
+  /** Its liveness by part: `<name>`, and `<name>.dispatcher` when it has one. */
+  parts: ReadonlyMap<string, Liveness>;
   stop(): Promise<void>;
 }
 
@@ -164,6 +176,9 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
   const topic = eventsTopic(deps.config.logNamespace);
   const group = groupOf(deps.config.logNamespace, definition.name);
   const held = new Map<number, Held>();
+  const liveness = new Liveness();
+  // The partitions this instance owns now (its work: other instances' partitions are theirs).
+  let ownedPartitions: number[] = [];
   let parkedHere = 0;
   const warn = (message: string, fields: Record<string, unknown>) => {
     if (deps.onWarning) deps.onWarning(message, { processor: definition.name, ...fields });
@@ -220,6 +235,7 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     h.lastError = failure.message;
     if (!(await storesAnswer())) {
       h.outage = true;
+      liveness.failed(failure, 'handle');
       throw new Error(`${definition.name}: ${describe(target, record)} failed while a store does not answer (not counted; retried until the stores answer): ${failure.message}`, { cause: failure });
     }
     h.outage = false;
@@ -265,11 +281,16 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     await ensureParkedIndexes(deps.documents);
     await deps.log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
     const types = new Set(definition.eventTypes);
+    const progressing = (handle: (record: LogRecord) => Promise<void>) => async (record: LogRecord) => {
+      await handle(record);
+      liveness.progress('handle');
+    };
     consumer = await deps.log.consume({
       group,
       topic,
       fromBeginning: true,
-      handle: async (record) => {
+      // Every record handled (applied, skipped or parked) is progress.
+      handle: progressing(async (record) => {
         // A record `relay parked retry` published again is for one group only.
         const retryFor = record.headers[RETRY_GROUP_HEADER];
         if (retryFor !== undefined && retryFor !== group) return;
@@ -293,13 +314,19 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
         const outcome = await attempt(record, target, () => definition.handle(event, runtime, deps));
         // Applied after all: the parked record goes (a failure here retries the whole record).
         if (retryFor === group && outcome === 'applied') await resolveParked(deps.documents, parkedEventId(group, event.id));
-      },
+      }),
       onHandlerError: (error) => deps.onError(error),
+      onState: (state, error) => {
+        if (state === 'running') liveness.succeeded('log');
+        else if (state === 'recovering') liveness.failed(error, 'log');
+        else liveness.stopped(error ?? new Error('its consumer stopped'));
+      },
       onMembership: ({ change, memberId, partitions }) => {
         const owned = partitions.length === 0 ? 'no partitions' : `partitions ${partitions.join(', ')}`;
         const message = change === 'left' ? `${definition.name}: left consumer group ${group}`
           : change === 'joined' ? `${definition.name}: joined consumer group ${group}${partitions.length > 0 ? `, assigned ${owned}` : ''}`
           : `${definition.name}: assigned ${owned} of ${topic}`;
+        ownedPartitions = change === 'left' ? [] : partitions;
         deps.onInfo?.(message, { processor: definition.name, group, memberId, partitions });
       },
     });
@@ -308,15 +335,27 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     await runtime.stop?.();
     throw error;
   }
+  liveness.reportStuck(() => stuckRecord(Date.now())?.reason ?? null);
+  liveness.probeWaiting(async () => {
+    if (held.size > 0) return true;
+    if (ownedPartitions.length === 0) return false;
+    const mine = new Set(ownedPartitions);
+    const offsets = await deps.log.groupOffsets(topic, [group]);
+    return offsets.some((o) => mine.has(o.partition) && BigInt(o.end) > BigInt(o.committed ?? o.start));
+  });
+  const parts = new Map<string, Liveness>([[definition.name, liveness]]);
+  if (runtime.liveness) parts.set(`${definition.name}.dispatcher`, runtime.liveness);
   return {
     name: definition.name,
     status: () => ({ name: definition.name, group, stuck: stuckRecord(Date.now()), parked: parkedHere }),
+    parts,
     async stop() {
       clearInterval(watch);
       // The consumer first: its in-flight handler may still need what the runtime holds.
       await consumer.stop();
       await runtime.stop?.();
       held.clear();
+      liveness.stopped();
     },
   };
 }

@@ -3,6 +3,7 @@
 // processors.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { WebhookPolicy } from '../../domain/webhooks/delivery.ts';
+import type { Liveness } from '../../infra/liveness.ts';
 import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { HttpEgress } from '../../infra/ports/http-egress.ts';
 import type { Compose } from '../../infra/mail/compose-pool.ts';
@@ -41,5 +42,10 @@ export interface Services {
   warmCompose(): Promise<void>;
   /** Where the outbox transport writes (also read by `relay outbox` and the outbox endpoints). */
   outboxDir: string;
+  /**
+   * The liveness of the process's worker threads, by part: `compose` (RELAY_COMPOSE_THREADS
+   * above 0) and `outbox` (the outbox transport's thread, once the transport is open).
+   */
+  threads(): ReadonlyMap<string, Liveness>;
   close(): Promise<void>;
 }

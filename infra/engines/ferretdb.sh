@@ -6,6 +6,8 @@
 #                         postgresql backend install PostgreSQL if missing (postgres.sh install)
 #   ferretdb.sh start     install if needed, start on an empty data dir, print the URL
 #   ferretdb.sh stop      stop it and delete its data
+#   ferretdb.sh halt      stop FerretDB alone and keep its data (and its PostgreSQL running)
+#   ferretdb.sh resume    start a halted FerretDB again on its data
 #   ferretdb.sh status    print the URL and exit 0 if running, else exit 3
 #   ferretdb.sh logs      print the path of the server log
 #
@@ -111,24 +113,36 @@ cmd_start() {
   mkdir -p "$FERRETDB_RUN" "$FERRETDB_DATA"
   printf '%s\n' "$FERRETDB_PORT" >"$FERRETDB_PORTFILE"
 
-  local backend_args
-  if [[ "$FERRETDB_BACKEND" == postgresql ]]; then
-    # Left running if FerretDB then fails to start: `stop` (same variable) stops both.
-    local pg_url
-    pg_url="$(bash "$(dirname "${BASH_SOURCE[0]}")/postgres.sh" start)" || die "postgresql did not start"
-    backend_args=(--handler=postgresql "--postgresql-url=$pg_url")
-  else
-    backend_args=(--handler=sqlite "--sqlite-url=file:$FERRETDB_DATA/")
-  fi
+  local -a backend
+  mapfile -t backend < <(backend_args)
+  ((${#backend[@]} > 0)) || die "postgresql did not start"
+  launch "${backend[@]}"
+  print_url
+}
 
+# The backend flags of the configured backend; with postgresql, starts it first (or finds it
+# running: a resumed FerretDB uses the same one). Left running if FerretDB then fails to
+# start: `stop` (same variable) stops both.
+backend_args() {
+  if [[ "$FERRETDB_BACKEND" == postgresql ]]; then
+    local pg_url
+    pg_url="$(bash "$(dirname "${BASH_SOURCE[0]}")/postgres.sh" start)" || return 1
+    printf '%s\n' --handler=postgresql "--postgresql-url=$pg_url"
+  else
+    printf '%s\n' --handler=sqlite "--sqlite-url=file:$FERRETDB_DATA/"
+  fi
+}
+
+# Starts FerretDB with these backend flags and waits until it listens.
+launch() {
   # An interrupted start must not leave a server behind.
   trap 'stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5; exit 130' INT TERM HUP
-  log "starting ferretdb $FERRETDB_VERSION ($FERRETDB_BACKEND) on 127.0.0.1:$FERRETDB_PORT"
+  log "starting ferretdb $FERRETDB_VERSION ($FERRETDB_BACKEND) on 127.0.0.1:$(<"$FERRETDB_PORTFILE")"
   # --debug-addr=- : the default debug listener (127.0.0.1:8088) would clash
   # between parallel instances and is not needed.
   spawn "$FERRETDB_PIDFILE" "$FERRETDB_LOG" "$FERRETDB_BIN" \
-    "${backend_args[@]}" \
-    "--listen-addr=127.0.0.1:$FERRETDB_PORT" \
+    "$@" \
+    "--listen-addr=127.0.0.1:$(<"$FERRETDB_PORTFILE")" \
     "$FERRETDB_MARKER" \
     --debug-addr=- \
     --telemetry=disable \
@@ -143,7 +157,7 @@ cmd_start() {
       die "ferretdb exited during startup"
     fi
     # FerretDB opens its listener only after the backend is initialised.
-    port_open "$FERRETDB_PORT" && break
+    port_open "$(<"$FERRETDB_PORTFILE")" && break
     if ((SECONDS >= deadline)); then
       show_log_tail "$FERRETDB_LOG"
       stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 5
@@ -153,6 +167,26 @@ cmd_start() {
   done
   trap - INT TERM HUP
   log "$FERRETDB_NAME ready (pid $pid, log $FERRETDB_LOG)"
+}
+
+cmd_halt() {
+  running_pid >/dev/null || die "$FERRETDB_NAME is not running (nothing to halt)"
+  log "halting $FERRETDB_NAME (pid $(running_pid)); its data stays"
+  stop_pid "$FERRETDB_PIDFILE" "$FERRETDB_MARKER" 10
+}
+
+cmd_resume() {
+  if running_pid >/dev/null; then
+    log "$FERRETDB_NAME already running (pid $(running_pid))"
+    print_url
+    return 0
+  fi
+  [[ -d "$FERRETDB_DATA" && -s "$FERRETDB_PORTFILE" ]] || die "no halted $FERRETDB_NAME in $FERRETDB_RUN (start one first)"
+  port_open "$(<"$FERRETDB_PORTFILE")" && die "port $(<"$FERRETDB_PORTFILE") is already in use on 127.0.0.1"
+  local -a backend
+  mapfile -t backend < <(backend_args)
+  ((${#backend[@]} > 0)) || die "postgresql did not start"
+  launch "${backend[@]}"
   print_url
 }
 
@@ -177,7 +211,7 @@ cmd_status() {
 }
 
 case "${1:-}" in
-  install | start | stop | restart) take_lock "$FERRETDB_NAME" ;;
+  install | start | stop | restart | halt | resume) take_lock "$FERRETDB_NAME" ;;
 esac
 
 case "${1:-}" in
@@ -188,10 +222,12 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   restart) cmd_stop; cmd_start ;;
+  halt) cmd_halt ;;
+  resume) cmd_resume ;;
   status) cmd_status ;;
   logs) printf '%s\n' "$FERRETDB_LOG" ;;
   *)
-    echo "usage: $0 install|start|stop|restart|status|logs" >&2
+    echo "usage: $0 install|start|stop|restart|halt|resume|status|logs" >&2
     exit 2
     ;;
 esac

@@ -5,6 +5,8 @@
 #   kafka.sh install   resolve the jars into the cache (once; later a no-op)
 #   kafka.sh start     install if needed, start on fresh storage, print bootstrap address
 #   kafka.sh stop      stop the broker and delete its data
+#   kafka.sh halt      stop the broker and keep its data (a broker that went away)
+#   kafka.sh resume    start a halted broker again on its data (topics, offsets kept)
 #   kafka.sh status    print the bootstrap address and exit 0 if running, else exit 3
 #   kafka.sh logs      print the path of the broker log
 #
@@ -161,10 +163,8 @@ cmd_start() {
   write_config
   printf '%s\n' "$KAFKA_PORT" >"$KAFKA_PORTFILE"
 
-  local -a jvm=(-Xms128m "-Xmx$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
-    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
-    "-Dlog4j.configuration=file:$KAFKA_RUN/log4j.properties"
-    "-Dkafka.logs.dir=$KAFKA_RUN" -cp "$KAFKA_LIB/*")
+  local -a jvm
+  mapfile -t jvm < <(jvm_args)
 
   # An interrupted start must not leave a half-started broker behind.
   trap 'stop_pid "$KAFKA_PIDFILE" "$KAFKA_MARKER" 10; exit 130' INT TERM HUP
@@ -177,7 +177,17 @@ cmd_start() {
     die "kafka storage format failed"
   fi
 
-  log "starting kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
+  launch "$java" "${jvm[@]}"
+  trap - INT TERM HUP
+  print_address
+}
+
+# Starts the broker on the prepared run directory and waits until it serves.
+launch() {
+  local java="$1"
+  shift
+  local -a jvm=("$@")
+  log "starting kafka $KAFKA_VERSION on 127.0.0.1:$(<"$KAFKA_PORTFILE")"
   spawn "$KAFKA_PIDFILE" "$KAFKA_LOG" "$java" "${jvm[@]}" kafka.Kafka "$KAFKA_MARKER"
 
   local deadline=$((SECONDS + KAFKA_START_TIMEOUT)) pid
@@ -189,7 +199,7 @@ cmd_start() {
       die "kafka exited during startup"
     fi
     # The port opens before the broker is unfenced; the log line comes after.
-    if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$KAFKA_LOG"; then
+    if port_open "$(<"$KAFKA_PORTFILE")" && grep -q 'Kafka Server started' "$KAFKA_LOG"; then
       break
     fi
     if ((SECONDS >= deadline)); then
@@ -199,8 +209,37 @@ cmd_start() {
     fi
     sleep 0.3
   done
-  trap - INT TERM HUP
   log "kafka ready (pid $pid, log $KAFKA_LOG)"
+}
+
+jvm_args() {
+  printf '%s\n' -Xms128m "-Xmx$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    "-Dlog4j.configuration=file:$KAFKA_RUN/log4j.properties" \
+    "-Dkafka.logs.dir=$KAFKA_RUN" -cp "$KAFKA_LIB/*"
+}
+
+cmd_halt() {
+  running_pid >/dev/null || die "kafka is not running (nothing to halt)"
+  log "halting kafka (pid $(running_pid)); its data stays in $KAFKA_DATA"
+  stop_pid "$KAFKA_PIDFILE" "$KAFKA_MARKER" 30
+}
+
+cmd_resume() {
+  if running_pid >/dev/null; then
+    log "kafka already running (pid $(running_pid))"
+    print_address
+    return 0
+  fi
+  [[ -f "$KAFKA_MARKER" && -d "$KAFKA_DATA" && -s "$KAFKA_PORTFILE" ]] || die "no halted kafka in $KAFKA_RUN (start one first)"
+  port_open "$(<"$KAFKA_PORTFILE")" && die "port $(<"$KAFKA_PORTFILE") is already in use on 127.0.0.1"
+  local java
+  java="$(java_bin)"
+  local -a jvm
+  mapfile -t jvm < <(jvm_args)
+  trap 'stop_pid "$KAFKA_PIDFILE" "$KAFKA_MARKER" 10; exit 130' INT TERM HUP
+  launch "$java" "${jvm[@]}"
+  trap - INT TERM HUP
   print_address
 }
 
@@ -224,7 +263,7 @@ cmd_status() {
 }
 
 case "${1:-}" in
-  install | start | stop | restart) take_lock kafka ;;
+  install | start | stop | restart | halt | resume) take_lock kafka ;;
 esac
 
 case "${1:-}" in
@@ -232,10 +271,12 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   restart) cmd_stop; cmd_start ;;
+  halt) cmd_halt ;;
+  resume) cmd_resume ;;
   status) cmd_status ;;
   logs) printf '%s\n' "$KAFKA_LOG" ;;
   *)
-    echo "usage: $0 install|start|stop|restart|status|logs" >&2
+    echo "usage: $0 install|start|stop|restart|halt|resume|status|logs" >&2
     exit 2
     ;;
 esac

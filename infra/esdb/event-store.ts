@@ -211,6 +211,11 @@ export class EsdbEventStore implements EventStore {
     }
   }
 
+  /** $all holds no count: the events after `after` are read (up to `limit`) and counted. */
+  async countAfter(after: string | null, limit: number): Promise<number> {
+    return (await this.readAll({ after, maxCount: limit })).length;
+  }
+
   subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription {
     this.#assertOpen();
     let cursor = parsePosition(options.after);
@@ -227,11 +232,23 @@ export class EsdbEventStore implements EventStore {
     // One server subscription at a time, from the last position handled. When it drops (server
     // restart, leader change, network), a new one starts from there after a back-off that
     // grows while nothing gets through; onError is called only for a refusal no retry can change.
+    let failing = false;
+    const resumed = () => {
+      if (!failing) return;
+      failing = false;
+      try {
+        options.onReadResumed?.();
+      } catch {
+        // A subscriber's callback must not end the subscription.
+      }
+    };
     const run = async (): Promise<void> => {
       let delay = this.#retryDelayMs;
       while (!abort.signal.aborted) {
         const subscription = this.#client.subscribeToAll({ fromPosition: cursor ?? START, filter: serverFilter });
         subscription.on('error', ignore);
+        // The server confirms a subscription once it runs: reads work again.
+        subscription.on('confirmation', resumed);
         current = subscription;
         let failure: unknown;
         try {
@@ -240,6 +257,7 @@ export class EsdbEventStore implements EventStore {
             const position = positionOf(resolved);
             // Whether or not the server repeats the event at the start position, this keeps
             // `after` exclusive, and drops anything already handled before a resubscribe.
+            resumed();
             if (!position || (cursor && comparePositions(position, cursor) <= 0)) continue;
             const event = toStoredEvent(resolved);
             if (event && matchesFilter(event, filter) && !(await deliver(event))) break;
@@ -257,6 +275,14 @@ export class EsdbEventStore implements EventStore {
         if (failure !== undefined && !isTransient(failure)) {
           options.onError?.(errorOf(failure));
           return;
+        }
+        if (failure !== undefined) {
+          failing = true;
+          try {
+            options.onReadFailed?.(errorOf(failure), delay);
+          } catch {
+            // as above
+          }
         }
         await sleep(delay, abort.signal);
         delay = Math.min(delay * 2, this.#maxRetryDelayMs);

@@ -11,7 +11,7 @@
 //   heartbeat thread does the same).
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Consumer, EachBatchPayload, IHeaders, KafkaMessage, LogEntry, Producer } from 'kafkajs';
-import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
+import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 // Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
 import './request-queue-fix.ts';
@@ -76,14 +76,31 @@ function isRoutine(namespace: string, message: string): boolean {
   return (namespace === 'Connection' && message.startsWith('Response ')) || message.startsWith('The group is rebalancing, re-joining');
 }
 
+/** How long a message kafkajs repeats (a broker down: every client, every retry) is held back after it was written. */
+const REPEAT_WINDOW_MS = 60_000;
+
 function logToStderr(): (entry: LogEntry) => void {
+  // While a broker is down every client logs every retry: each distinct line is written once
+  // per minute, with how many like it were held back since (Relay's own log says which part
+  // is recovering and when it recovered).
+  const lastWritten = new Map<string, { at: number; held: number }>();
   return ({ namespace, level, log }: LogEntry) => {
     const { message, error } = log as { message?: unknown; error?: unknown };
-    const text = String(message);
+    const text = String(message).replace(/Restarting the consumer in \d+ms/, 'Restarting the consumer');
     if (isRoutine(namespace, text)) return;
     const label = level === logLevel.ERROR ? 'ERROR' : level === logLevel.WARN ? 'WARN' : 'INFO';
     const detail = error !== undefined && !text.includes(String(error)) ? ` (${String(error)})` : '';
-    process.stderr.write(`[kafkajs] ${label} ${namespace}: ${text}${detail}\n`);
+    const line = `${label} ${namespace}: ${text}${detail}`;
+    const now = Date.now();
+    const seen = lastWritten.get(line);
+    if (seen && now - seen.at < REPEAT_WINDOW_MS) {
+      seen.held++;
+      return;
+    }
+    if (lastWritten.size > 1000) lastWritten.clear();
+    lastWritten.set(line, { at: now, held: 0 });
+    const held = seen && seen.held > 0 ? ` (${seen.held} more like this since it was last written)` : '';
+    process.stderr.write(`[kafkajs] ${line}${held}\n`);
   };
 }
 
@@ -297,6 +314,7 @@ class GroupConsumer implements LogConsumer {
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #memberId: string | null = null;
+  #state: ConsumerState = 'running';
 
   constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, onStopped: () => void) {
     this.#settings = settings;
@@ -311,11 +329,15 @@ class GroupConsumer implements LogConsumer {
       allowAutoTopicCreation: false,
     });
     this.#consumer.on(this.#consumer.events.CRASH, ({ payload }) => {
+      if (this.#stopping) return;
       // kafkajs already logged the error; say plainly when it gives up for good.
-      if (!payload.restart && !this.#stopping) {
+      if (!payload.restart) {
         process.stderr.write(`[kafka-log] consumer of group ${options.group} on ${options.topic} stopped after: ${payload.error.message}\n`);
       }
+      this.#setState(payload.restart ? 'recovering' : 'stopped', payload.error);
     });
+    // A fetch that came back means the consumer works again after a crash it restarted from.
+    this.#consumer.on(this.#consumer.events.FETCH, () => this.#setState('running'));
     // Every (re)join of the group ends with an assignment: the first one is the join.
     this.#consumer.on(this.#consumer.events.GROUP_JOIN, ({ payload }) => {
       const partitions = [...(payload.memberAssignment[options.topic] ?? [])].sort((a, b) => a - b);
@@ -323,6 +345,16 @@ class GroupConsumer implements LogConsumer {
       this.#memberId = payload.memberId;
       this.#tell(change, partitions);
     });
+  }
+
+  #setState(state: ConsumerState, error?: Error): void {
+    if (state === this.#state || this.#state === 'stopped') return;
+    this.#state = state;
+    try {
+      this.#options.onState?.(state, error);
+    } catch {
+      // A failing callback must not stop the consumer.
+    }
   }
 
   #tell(change: MembershipChange['change'], partitions: number[]): void {

@@ -7,7 +7,12 @@
 // only the message it held, and the next message that needs a thread starts a new one.
 // Threads start on first use and are unref'd while idle, so an idle pool keeps no process
 // alive and a process that never sends never starts one.
+//
+// Liveness (infra/liveness.ts): each answer of a thread is progress; a thread lost makes the
+// pool `recovering` until the next answer; work waits while a message is queued or composing,
+// so a thread that never answers shows as stuck.
 import { Worker } from 'node:worker_threads';
+import { Liveness } from '../liveness.ts';
 import { composeMessage, type ComposedMessage, type ComposeInput } from './compose.ts';
 import type { ComposeReply, ComposeRequest } from './compose-worker.ts';
 
@@ -44,6 +49,7 @@ export class ComposeThreadLostError extends Error {}
 
 export class ComposePool {
   readonly threads: number;
+  readonly liveness = new Liveness();
   readonly #workerUrl: URL;
   readonly #queue: Job[] = [];
   readonly #running = new Set<Thread>();
@@ -54,6 +60,7 @@ export class ComposePool {
     if (!Number.isInteger(options.threads) || options.threads < 0) throw new Error(`compose threads must be a whole number ≥ 0, got ${options.threads}`);
     this.threads = options.threads;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
+    this.liveness.probeWaiting(async () => this.#queue.length > 0 || [...this.#running].some((t) => t.job !== null));
   }
 
   /** composeMessage's contract, on a pool thread. */
@@ -85,6 +92,7 @@ export class ComposePool {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.liveness.stopped();
     const closed = new Error('the compose pool is closed');
     for (const job of this.#queue.splice(0)) job.reject(closed);
     const threads = [...this.#running];
@@ -142,6 +150,7 @@ export class ComposePool {
       }
       const job = thread.job;
       if (!job || reply.id !== job.id) return;
+      this.liveness.progress('thread');
       this.#settle(thread);
       if ('error' in reply) job.reject(reply.error);
       else job.resolve({ raw: Buffer.from(reply.raw.buffer, reply.raw.byteOffset, reply.raw.byteLength), messageId: reply.messageId });
@@ -163,6 +172,7 @@ export class ComposePool {
     const job = thread.job;
     thread.job = null;
     void thread.worker.terminate();
+    if (!this.#closed) this.liveness.failed(new Error(`a compose thread stopped: ${cause.message}`, { cause }), 'thread');
     job?.reject(new ComposeThreadLostError(`the compose thread stopped while composing this message: ${cause.message}`, { cause }));
     this.#dispatch();
   }

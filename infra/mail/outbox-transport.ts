@@ -12,9 +12,12 @@
 // send is a dozen file operations, which cost the shared event loop about 0.3 ms per message
 // (the thread-pool round trips), as much as a third of an admission. The thread starts on the
 // first send, is unref'd while idle, and one that dies fails only the sends it held.
+// Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
+// `recovering` until the next answer; work waits while a write is outstanding.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { Liveness } from '../liveness.ts';
 import type { MailTransport, OutgoingMessage, TransportOutcome } from '../ports/mail-transport.ts';
 import { isMissing, readEnvelopes, type OutboxEnvelope } from './outbox-files.ts';
 import type { OutboxWriteReply, OutboxWriteRequest } from './outbox-worker.ts';
@@ -39,6 +42,7 @@ interface Write {
 export class OutboxTransport implements MailTransport {
   readonly name = 'outbox';
   readonly dir: string;
+  readonly liveness = new Liveness();
   /** Per email id: envelope updates are read-modify-write, so one at a time within this process. */
   readonly #pending = new Map<string, Promise<unknown>>();
   readonly #writes = new Map<number, Write>();
@@ -53,6 +57,7 @@ export class OutboxTransport implements MailTransport {
   constructor(dir: string, options: { workerUrl?: URL } = {}) {
     this.dir = dir;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
+    this.liveness.probeWaiting(async () => this.#writes.size > 0);
   }
 
   async send(message: OutgoingMessage): Promise<TransportOutcome> {
@@ -106,6 +111,7 @@ export class OutboxTransport implements MailTransport {
       }
       const write = this.#writes.get(reply.id);
       if (!write) return;
+      this.liveness.progress('thread');
       this.#writes.delete(reply.id);
       if (this.#writes.size === 0) worker.unref();
       if ('error' in reply) write.reject(Object.assign(new Error(reply.error.message), reply.error.code ? { code: reply.error.code } : {}));
@@ -122,6 +128,7 @@ export class OutboxTransport implements MailTransport {
     if (this.#worker !== worker) return;
     this.#worker = null;
     const lost = new Error(`the outbox thread stopped while writing: ${cause.message}`, { cause });
+    if (!this.#closed) this.liveness.failed(lost, 'thread');
     for (const write of this.#writes.values()) write.reject(lost);
     this.#writes.clear();
   }
@@ -129,6 +136,7 @@ export class OutboxTransport implements MailTransport {
   async close(): Promise<void> {
     await Promise.allSettled([...this.#pending.values()]);
     this.#closed = true;
+    this.liveness.stopped();
     const worker = this.#worker;
     this.#worker = null;
     await worker?.terminate();

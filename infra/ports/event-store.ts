@@ -56,7 +56,18 @@ export interface Subscription {
 export interface SubscribeAllOptions {
   after?: string | null;
   filter?: EventFilter;
-  /** Called when the subscription dies for good (after its own retries); it is not called on stop(). */
+  /**
+   * A read of the store failed (the store went away, a connection dropped, a read was refused):
+   * the subscription reads again after `retryInMs`, from the last event it delivered, with a
+   * back-off that doubles up to a cap while reads keep failing. Nothing is skipped or repeated.
+   */
+  onReadFailed?: (error: Error, retryInMs: number) => void;
+  /** A read succeeded again after onReadFailed (also when it found no new event). */
+  onReadResumed?: () => void;
+  /**
+   * Called when the subscription ends for good: an error no retry can change (a refused
+   * configuration or credentials). It is not called on stop(), nor for failures that are retried.
+   */
   onError?: (error: Error) => void;
 }
 
@@ -66,7 +77,16 @@ export interface EventStore {
   readStream(streamId: string, options?: { fromRevision?: number; maxCount?: number }): Promise<StoredEvent[]>;
   /** Events of every stream in global order, after a position. */
   readAll(options?: ReadAllOptions): Promise<StoredEvent[]>;
-  /** Catch up from `after`, then keep delivering live events, one handler call at a time, in global order. */
+  /**
+   * How many events follow a position in the global order, counted up to `limit` (a follower's
+   * lag, such as the forwarder's: the head minus its checkpoint).
+   */
+  countAfter(after: string | null, limit: number): Promise<number>;
+  /**
+   * Catch up from `after`, then keep delivering live events, one handler call at a time, in
+   * global order. A failed read is retried (onReadFailed); a handler that throws gets the same
+   * event again after a back-off.
+   */
   subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription;
   /** True when the store answers. */
   ping(): Promise<boolean>;

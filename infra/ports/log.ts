@@ -36,7 +36,16 @@ export interface ConsumeOptions {
   onHandlerError?: (error: Error, record: LogRecord) => void;
   /** Told when this consumer joins its group, when the partitions it owns change, and when it leaves. */
   onMembership?: (change: MembershipChange) => void;
+  /**
+   * Told when the consumer cannot fetch or commit (the broker or the database went away, a
+   * read failed): `recovering`, while it retries with a back-off from its committed offsets;
+   * `running` once it can again; `stopped` when it ended for good on an error it does not retry
+   * (not on stop()).
+   */
+  onState?: (state: ConsumerState, error?: Error) => void;
 }
+
+export type ConsumerState = 'running' | 'recovering' | 'stopped';
 
 export interface MembershipChange {
   /** joined: became a member; assigned: owns `partitions` now (after a rebalance); left: left the group. */

@@ -5,6 +5,7 @@
 // A transport never retries and never sleeps: a temporary failure is reported as `deferred`
 // and the sender processor schedules the retry durably. It never throws for a delivery
 // outcome either; a throw means a programming or configuration error.
+import type { Liveness } from '../liveness.ts';
 
 export interface OutgoingMessage {
   emailId: string;
@@ -61,5 +62,7 @@ export interface MailTransport {
    * claim does not wait for it: a claim older than its grace period is taken for a dead sender's.
    */
   warm?(): Promise<void>;
+  /** A transport with a thread of its own (the outbox) reports the thread's liveness. */
+  readonly liveness?: Liveness;
   close(): Promise<void>;
 }

@@ -11,6 +11,7 @@ import { resolve } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { isDatabaseFile, openDatabase } from './database.ts';
 import { commitsFor, type CommitHold, type GroupCommit } from './group-commit.ts';
+import { withReadFault, type ReadFault } from './read-fault.ts';
 
 export interface SqliteConnections {
   writer: DatabaseSync;
@@ -31,12 +32,15 @@ const openFiles = new Map<string, SharedFile>();
 export interface ConnectOptions {
   /** Tests only: holds the commits of the file's writer (./group-commit.ts, CommitHold). */
   commitHold?: CommitHold;
+  /** Tests only: makes this adapter's reads fail on demand (./read-fault.ts). */
+  readFault?: ReadFault;
 }
 
 /** Opens `source` (a path) or adopts a borrowed connection, which stays the caller's to close. */
 export function connect(source: string | DatabaseSync, options: ConnectOptions = {}): SqliteConnections {
   const connections = open(source);
   if (options.commitHold) connections.commits.hold = options.commitHold;
+  if (options.readFault) connections.reader = withReadFault(connections.reader, options.readFault);
   return connections;
 }
 

@@ -14,7 +14,7 @@ import type {
   SubscribeAllOptions,
   Subscription,
 } from '../ports/event-store.ts';
-import { retryUntilDone } from '../retry.ts';
+import { Backoff, retryUntilDone, sleep } from '../retry.ts';
 import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
@@ -24,7 +24,7 @@ export interface SqliteEventStoreOptions extends ConnectOptions {
   pollIntervalMs?: number;
   /** Events read per query while a subscription catches up. Default 200. */
   batchSize?: number;
-  /** First delay before a failed handler call is retried; it doubles up to maxRetryDelayMs. Default 50 ms. */
+  /** First delay before a failed handler call or read is retried; it doubles up to maxRetryDelayMs. Default 50 ms. */
   retryDelayMs?: number;
   /** Default 5000 ms. */
   maxRetryDelayMs?: number;
@@ -98,6 +98,15 @@ function errorOf(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
 
+/** Calls a subscriber's callback; one that throws must not end the subscription. */
+function tell(callback: () => void): void {
+  try {
+    callback();
+  } catch {
+    // ignored: see above
+  }
+}
+
 export class SqliteEventStore implements EventStore {
   readonly #connections: SqliteConnections;
   /** Reads see committed events only; appends go through the writer's group commit. */
@@ -117,6 +126,7 @@ export class SqliteEventStore implements EventStore {
   readonly #insert: StatementSync;
   readonly #streamRange: StatementSync;
   readonly #lastPosition: StatementSync;
+  readonly #countAfter: StatementSync;
 
   /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
@@ -145,6 +155,7 @@ export class SqliteEventStore implements EventStore {
       );
       this.#streamRange = this.#reader.prepare(range);
       this.#lastPosition = this.#reader.prepare('SELECT max(position) AS position FROM es_events');
+      this.#countAfter = this.#reader.prepare('SELECT count(*) AS count FROM (SELECT 1 FROM es_events WHERE position > ? LIMIT ?)');
     } catch (error) {
       void this.#connections.release();
       throw error;
@@ -270,6 +281,14 @@ export class SqliteEventStore implements EventStore {
     return statement.all(...params) as unknown as EventRow[];
   }
 
+  async countAfter(after: string | null, limit: number): Promise<number> {
+    this.#assertOpen();
+    const from = parsePosition(after);
+    checkMaxCount(limit);
+    const row = this.#countAfter.get(from, limit) as { count: number };
+    return row.count;
+  }
+
   subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription {
     this.#assertOpen();
     let cursor = parsePosition(options.after);
@@ -278,10 +297,13 @@ export class SqliteEventStore implements EventStore {
     checkPrefixes('eventTypePrefixes', filter?.eventTypePrefixes);
     const abort = new AbortController();
 
-    // Handler failures are retried forever (infra/retry.ts says why); onError is therefore
-    // only called when the store itself can no longer be read.
-    const deliver = (event: StoredEvent): Promise<boolean> =>
-      retryUntilDone(() => onEvent(event), { initialDelayMs: this.#retryDelayMs, maxDelayMs: this.#maxRetryDelayMs }, abort.signal);
+    // Handler failures are retried forever (infra/retry.ts says why). So are failed reads (a
+    // lock held past the busy timeout, an I/O error): from the last event delivered, after a
+    // back-off, told to onReadFailed. Nothing here ends the subscription but stop().
+    const policy = { initialDelayMs: this.#retryDelayMs, maxDelayMs: this.#maxRetryDelayMs };
+    const deliver = (event: StoredEvent): Promise<boolean> => retryUntilDone(() => onEvent(event), policy, abort.signal);
+    const readFailures = new Backoff(policy);
+    let failing = false;
 
     const run = async (): Promise<void> => {
       while (!abort.signal.aborted) {
@@ -292,8 +314,17 @@ export class SqliteEventStore implements EventStore {
           upTo = (this.#lastPosition.get() as { position: number | null }).position ?? 0;
           rows = this.#readAllRows(cursor, upTo, this.#batchSize, filter);
         } catch (error) {
-          if (!abort.signal.aborted) options.onError?.(errorOf(error));
-          return;
+          if (abort.signal.aborted) return;
+          failing = true;
+          const delay = readFailures.next();
+          tell(() => options.onReadFailed?.(errorOf(error), delay));
+          await sleep(delay, abort.signal);
+          continue;
+        }
+        if (failing) {
+          failing = false;
+          readFailures.reset();
+          tell(() => options.onReadResumed?.());
         }
         // Nothing downstream (the log, the read models, a sent email) may get ahead of the
         // event store's own durability.
@@ -324,10 +355,11 @@ export class SqliteEventStore implements EventStore {
     return subscription;
   }
 
+  /** True when the events table can be read (not only when the file opens). */
   async ping(): Promise<boolean> {
     if (this.#closed) return false;
     try {
-      this.#reader.prepare('SELECT 1').get();
+      this.#reader.prepare('SELECT 1 FROM es_events LIMIT 1').get();
       return true;
     } catch {
       return false;

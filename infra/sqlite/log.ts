@@ -11,8 +11,8 @@
 // stalled past its lease cannot commit over the member that took its partition.
 import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import type { ConsumeOptions, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
-import { sleep } from '../retry.ts';
+import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
+import { Backoff, sleep } from '../retry.ts';
 import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
@@ -440,11 +440,13 @@ class GroupConsumer implements LogConsumer {
   }
 
   async #run(): Promise<void> {
+    const backoff = new Backoff({ initialDelayMs: this.#settings.pollIntervalMs, maxDelayMs: this.#settings.maxRetryDelayMs });
     while (!this.#stopping) {
       const seen = [
         { signal: this.#records, version: this.#records.version },
         { signal: this.#members, version: this.#members.version },
       ];
+      let wait: number;
       try {
         if (this.#membershipChanged(Date.now(), seen[1].version)) await this.#rebalance(seen[1].version);
         const work = this.#work(Date.now());
@@ -455,18 +457,40 @@ class GroupConsumer implements LogConsumer {
           const outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.rows, seen[1].version)));
           const failed = outcomes.find((o) => o.status === 'rejected');
           if (failed) throw (failed as PromiseRejectedResult).reason;
-          this.#failing = false;
+          this.#recovered(backoff);
           continue;
         }
-        this.#failing = false;
+        this.#recovered(backoff);
+        wait = this.#idleWait(Date.now());
       } catch (error) {
         // The database refused (locked past the busy timeout, disk full...): nothing was
-        // committed, so the next round picks up where this one stopped. Warn once per outage.
-        if (!this.#failing) process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
+        // committed, so the next round picks up where this one stopped, after a back-off.
+        // Warn once per outage.
+        if (!this.#failing) {
+          process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
+          this.#tellState('recovering', errorOf(error));
+        }
         this.#failing = true;
         this.#rebalancedAt = null;
+        await sleep(backoff.next(), this.#abort.signal);
+        continue;
       }
-      await waitForChange(seen, this.#idleWait(Date.now()), this.#abort.signal);
+      await waitForChange(seen, wait, this.#abort.signal);
+    }
+  }
+
+  #recovered(backoff: Backoff): void {
+    if (!this.#failing) return;
+    this.#failing = false;
+    backoff.reset();
+    this.#tellState('running');
+  }
+
+  #tellState(state: ConsumerState, error?: Error): void {
+    try {
+      this.#options.onState?.(state, error);
+    } catch {
+      // A failing callback must not stop the consumer.
     }
   }
 

@@ -44,7 +44,7 @@ async function serve(dataDir: string): Promise<void> {
   await prepareStores(stores.documents);
   const services = await openServices(config, stores);
   const { createRelayMetrics } = await import('../../apps/relay-metrics.ts');
-  const ctx = { config, events: stores.events, documents: stores.documents, services, now: () => new Date(), readiness: async () => ({}), metrics: createRelayMetrics() };
+  const ctx = { config, events: stores.events, documents: stores.documents, services, now: () => new Date(), readiness: async () => ({ checks: {}, parts: {} }), metrics: createRelayMetrics() };
   const api = await buildApi(ctx, {
     logLevel: false,
     limits: { ...(UNBOUNDED ? { bodyBytesInFlight: Number.MAX_SAFE_INTEGER, largeBodyBytesInFlight: Number.MAX_SAFE_INTEGER } : {}), ...JSON.parse(process.env.BENCH_LIMITS ?? "{}") },

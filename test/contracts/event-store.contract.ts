@@ -8,7 +8,14 @@ import type { EventStore, NewEvent, StoredEvent, Subscription } from '../../infr
 import { deferred, settle, waitUntil } from '../support/eventually.ts';
 import { skippableSuite } from '../support/skippable-suite.ts';
 
-export type OpenEventStore = () => Promise<{ store: EventStore; close: () => Promise<void> }>;
+export interface OpenedEventStore {
+  store: EventStore;
+  close: () => Promise<void>;
+  /** Makes the store's reads fail (true) until called with false, as an outage would. */
+  failReads?: (failing: boolean) => void;
+}
+
+export type OpenEventStore = () => Promise<OpenedEventStore>;
 
 function unique(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
@@ -35,15 +42,17 @@ async function markPosition(store: EventStore): Promise<string> {
   return position;
 }
 
-/** With options.skip, every test is registered as skipped for that reason and nothing is opened. */
-export function eventStoreContract(adapterName: string, open: OpenEventStore, options: { skip?: string } = {}): void {
-  const test = skippableSuite<{ store: EventStore; close: () => Promise<void> }>(`event store contract: ${adapterName}`, options.skip);
+/**
+ * With options.skip, every test is registered as skipped for that reason and nothing is opened.
+ * options.noReadFailures: why the adapter's opener cannot make reads fail (its read-failure
+ * test is then registered as skipped).
+ */
+export function eventStoreContract(adapterName: string, open: OpenEventStore, options: { skip?: string; noReadFailures?: string } = {}): void {
+  const test = skippableSuite<OpenedEventStore>(`event store contract: ${adapterName}`, options.skip);
   const subscriptions: Subscription[] = [];
 
   test.before(async (context) => {
-    const opened = await open();
-    context.store = opened.store;
-    context.close = opened.close;
+    Object.assign(context, await open());
   });
 
   test.after.each(async () => {
@@ -407,6 +416,55 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
     const after = attempts;
     await settle(300);
     assert.is(attempts, after, 'no retries after stop()');
+  });
+
+  test('countAfter counts the events after a position, up to a limit', async ({ store }) => {
+    const after = await markPosition(store);
+    const stream = unique('count');
+    const appended = await store.append(stream, Array.from({ length: 5 }, (_, i) => newEvent('Counted', { i })), { expectedRevision: 'no_stream' });
+    assert.is(await store.countAfter(after, 100), 5);
+    assert.is(await store.countAfter(after, 3), 3, 'counted up to the limit');
+    assert.is(await store.countAfter(appended.position, 10), 0, 'none after the head');
+    assert.ok(await store.countAfter(null, 6) === 6, 'from the start');
+  });
+
+  const readFailures = options.noReadFailures === undefined ? test : (name: string) => {
+    console.log(`${name}: skipped: ${options.noReadFailures}`);
+    test.skip(name);
+  };
+  readFailures('a subscription whose reads fail for a while says so, reads again with a growing back-off, then delivers every event once, in order', async ({ store, failReads }) => {
+    const stream = unique('flaky');
+    const before = Array.from({ length: 3 }, (_, i) => newEvent('Before', { i }));
+    await store.append(stream, before, { expectedRevision: 'no_stream' });
+    const seen: StoredEvent[] = [];
+    const told: Array<{ failed: string; retryInMs: number } | 'resumed'> = [];
+    const errors: Error[] = [];
+    subscriptions.push(store.subscribeAll({
+      filter: { streamPrefixes: [stream] },
+      onReadFailed: (error, retryInMs) => told.push({ failed: error.message, retryInMs }),
+      onReadResumed: () => told.push('resumed'),
+      onError: (error) => errors.push(error),
+    }, async (event) => void seen.push(event)));
+    await waitUntil(() => seen.length >= 3, 'the stored events arrive');
+
+    failReads!(true);
+    const during = Array.from({ length: 3 }, (_, i) => newEvent('During', { i }));
+    await store.append(stream, during, { expectedRevision: 2 });
+    await waitUntil(() => told.length >= 4, 'four failed reads are told');
+    assert.is(seen.length, 3, 'nothing is delivered while reads fail');
+    const delays = told.map((t) => (t === 'resumed' ? Number.NaN : t.retryInMs));
+    for (let i = 1; i < delays.length; i++) assert.ok(delays[i] >= delays[i - 1], `the back-off grows: ${delays.join(', ')}`);
+    assert.ok(delays[3] > delays[0], `the back-off grows: ${delays.join(', ')}`);
+
+    failReads!(false);
+    const after = Array.from({ length: 2 }, (_, i) => newEvent('After', { i }));
+    await store.append(stream, after, { expectedRevision: 5 });
+    await waitUntil(() => seen.length >= 8, 'every event arrives once reads work again');
+    await settle(100);
+    assert.equal(seen.map((e) => e.id), [...before, ...during, ...after].map((e) => e.id), 'every event once, in order');
+    assert.is(told.at(-1), 'resumed', 'the recovery is told');
+    assert.is(told.filter((t) => t === 'resumed').length, 1, 'once');
+    assert.equal(errors, [], 'failed reads do not end the subscription');
   });
 
   test.run();

@@ -8,7 +8,14 @@ import type { Log, LogConsumer, LogRecord, OutgoingRecord } from '../../infra/po
 import { deferred, settle, waitUntil } from '../support/eventually.ts';
 import { keysByPartition } from '../support/log-keys.ts';
 
-export type OpenLog = () => Promise<{ log: Log; close: () => Promise<void> }>;
+export interface OpenedLog {
+  log: Log;
+  close: () => Promise<void>;
+  /** Makes the log's reads fail (true) until called with false, as an outage would; Kafka's is a broker restart (test/liveness-kafka.e2e.test.ts). */
+  failReads?: (failing: boolean) => void;
+}
+
+export type OpenLog = () => Promise<OpenedLog>;
 
 const WAIT_MS = 30_000;
 
@@ -31,8 +38,9 @@ function firstSeen(values: string[]): string[] {
   return [...new Set(values)];
 }
 
-export function logContract(adapterName: string, open: OpenLog): void {
-  const test = suite<{ log: Log; close: () => Promise<void> }>(`log contract: ${adapterName}`);
+/** options.noReadFailures: why the adapter's opener cannot make reads fail (that test is then registered as skipped). */
+export function logContract(adapterName: string, open: OpenLog, options: { noReadFailures?: string } = {}): void {
+  const test = suite<OpenedLog>(`log contract: ${adapterName}`);
   const consumers: LogConsumer[] = [];
   const track = (consumer: LogConsumer) => {
     consumers.push(consumer);
@@ -40,9 +48,7 @@ export function logContract(adapterName: string, open: OpenLog): void {
   };
 
   test.before(async (context) => {
-    const opened = await open();
-    context.log = opened.log;
-    context.close = opened.close;
+    Object.assign(context, await open());
   });
 
   test.after.each(async () => {
@@ -317,6 +323,33 @@ export function logContract(adapterName: string, open: OpenLog): void {
     assert.is(changes[0].split(':')[0], 'joined', changes.join(' '));
     assert.ok(changes.some((c) => c.endsWith(':0,1')), `told it owns both partitions: ${changes.join(' ')}`);
     assert.is(changes[changes.length - 1], 'left:', changes.join(' '));
+  });
+
+  const readFailures = options.noReadFailures === undefined ? test : (name: string) => {
+    console.log(`${name}: skipped: ${options.noReadFailures}`);
+    test.skip(name);
+  };
+  readFailures('a consumer whose reads fail for a while says it is recovering, then running, and then delivers every record once', async ({ log, failReads }) => {
+    const topic = await newTopic(log, 2);
+    await log.publish(topic, records('before', 4));
+    const seen: string[] = [];
+    const states: string[] = [];
+    track(await log.consume({
+      group: unique('g'), topic, fromBeginning: true,
+      handle: async (r) => void seen.push(r.value),
+      onState: (state) => void states.push(state),
+    }));
+    await waitUntil(() => seen.length >= 4, 'the first records arrive', WAIT_MS);
+    failReads!(true);
+    await log.publish(topic, records('during', 4));
+    await waitUntil(() => states.includes('recovering'), 'the consumer says it is recovering', WAIT_MS);
+    assert.is(seen.length, 4, 'nothing is delivered while reads fail');
+    failReads!(false);
+    await log.publish(topic, records('after', 2));
+    await waitUntil(() => seen.length >= 10, 'every record arrives once reads work again', WAIT_MS);
+    await settle(200);
+    assert.equal([...seen].sort(), [...records('before', 4), ...records('during', 4), ...records('after', 2)].map((r) => r.value).sort(), 'each record once');
+    assert.equal(states, ['recovering', 'running']);
   });
 
   test.run();

@@ -89,9 +89,9 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
     documents: stores.documents,
     services,
     now: () => clock.now(),
-    readiness: async () => ({}),
+    readiness: async () => ({ checks: {}, parts: {} }),
     // As every process has (apps/relay.ts): /metrics shows the consumer groups and parked events.
-    metrics: createRelayMetrics({ log: stores.log, documents: stores.documents, namespace: config.logNamespace }),
+    metrics: createRelayMetrics({ log: stores.log, documents: stores.documents, events: stores.events, namespace: config.logNamespace }),
   };
   const processors: Array<{ stop(): Promise<void> }> = [];
   if (options.processors) {

@@ -1,16 +1,19 @@
-// Liveness says the process answers; readiness says its stores answer and its
-// processors run, so a load balancer only routes to a process that can do the work.
+// /healthz says the process answers; /readyz says its stores answer and its long-running parts
+// work, so a load balancer only routes to a process that can do the work.
 //
-// What turns /readyz to 503: a store that does not answer, or a processor of this process that
-// is stuck (apps/processors/processor.ts: it held one record past its stuckAfterMs, 60 s by
-// default: a store outage, or a handler that never returns): `checks.<processor>` is false and
-// the process logged why at warn. Restarting or rescheduling that process is the remedy.
+// What turns /readyz to 503: a store that does not answer, or a part of this process (the
+// forwarder, a processor or its dispatcher, retention, inbound, a worker thread, the pipeline
+// thread) that apps/liveness.ts judges not ready: it stopped, it has been recovering for 60 s,
+// or it has had work waiting and made no progress for 60 s (a processor also when it held one
+// record that long). `checks.<part>` is false, `parts.<part>.reason` says why, and the process
+// logged it at warn. Restarting or rescheduling that process is the remedy when it does not
+// recover by itself.
 // Parked events do NOT turn it to 503: the processor went past them and keeps up, and taking
 // instances out of rotation would turn one bad event into an outage. They are counted in the
 // body (`parked`, for every process, from the shared document store) and each was logged at
 // warn when parked: alert on `parked.total > 0`, then `relay parked list` / `relay parked retry`.
 import type { FastifyInstance } from 'fastify';
-import type { ApiContext } from '../context.ts';
+import type { ApiContext, Readiness } from '../context.ts';
 import { PROCESSORS } from '../../processors/registry.ts';
 import { countParked, rebuildGroup } from '../../services/parked-events.ts';
 import { PROJECTIONS } from '../../services/projection-registry.ts';
@@ -22,8 +25,11 @@ export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promi
   app.get('/readyz', {
     config: {
       openapi: {
-        summary: 'Readiness: the stores answer and this process\'s parts run; counts parked events.',
-        responses: { 200: { description: 'Ready: {"status": "ready", "checks": {…}, "parked": {…}}' }, 503: { description: 'Not ready: "status": "not_ready", a check false.' } },
+        summary: 'Readiness: the stores answer and this process\'s parts run; each part\'s liveness; counts parked events.',
+        responses: {
+          200: { description: 'Ready: {"status": "ready", "checks": {…}, "parts": {"<part>": {"state", "since", "lastProgressAt", "workWaiting", "error", "stuck", "ready", "reason"}}, "parked": {…}}' },
+          503: { description: 'Not ready: "status": "not_ready", a check false (a part\'s "reason" says why).' },
+        },
       },
     },
   }, async (_request, reply) => {
@@ -32,12 +38,12 @@ export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     const [eventStore, documentStore, parts, parked] = await Promise.all([
       timeout(ctx.events.ping(), false),
       timeout(ctx.documents.ping(), false),
-      timeout(ctx.readiness(), { readiness: false } as Record<string, boolean>),
+      timeout(ctx.readiness(), { checks: { readiness: false }, parts: {} } as Readiness),
       timeout(countParked(ctx.documents, PARKING_NAMES), null),
     ]);
-    const checks: Record<string, boolean> = { eventStore, documentStore, ...parts };
+    const checks: Record<string, boolean> = { eventStore, documentStore, ...parts.checks };
     const ready = Object.values(checks).every(Boolean);
     // parked: null when the count could not be read (documentStore says why).
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks, parked });
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks, parts: parts.parts, parked });
   });
 }
