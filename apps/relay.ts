@@ -133,10 +133,14 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         const tracker = new Liveness();
         liveness.add(part, tracker);
         const retention = await startRetention({
-          documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now,
+          documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir,
           onShredded: (count) => {
             metrics.retention.removed('bodies', count);
             if (count > 0) logger.info({ part, count }, 'message bodies past retention destroyed');
+          },
+          onOutboxDeleted: (count) => {
+            metrics.retention.removed('outbox_copies', count);
+            if (count > 0) logger.info({ part, count }, 'outbox copies past retention deleted');
           },
           onPruned: (report) => {
             for (const [kind, count] of Object.entries(report)) metrics.retention.removed(RETENTION_KINDS[kind as keyof PruneReport], count);

@@ -56,4 +56,11 @@ test('the retention part sweeps at start', async () => {
   assert.is(await openContent(documents, sealed, t0), null);
 });
 
+test('the sweep runs every step whether or not it is told what each removed', async () => {
+  const sealed = await sealContent(documents, 'em_e', content, t0);
+  const retention = await startRetention({ documents, events, deliveryPolicy: DELIVERY_POLICY, now: () => at(BODY_RETENTION_MS + 1) });
+  await retention.stop();
+  assert.is(await openContent(documents, sealed, t0), null);
+});
+
 test.run();

@@ -29,12 +29,16 @@ export async function outbox(args: string[]): Promise<number> {
     const services = await openServices(config, stores);
     try {
       if (verb === 'show') {
-        const raw = await outboxMessage(stores.documents, services.outboxDir, rest[0]);
-        if (!raw) {
+        const copy = await outboxMessage(stores.documents, services.outboxDir, rest[0], new Date());
+        if (copy === 'expired') {
+          console.error(`relay: the content of ${rest[0]} has expired (bodies are kept for seven days); its outbox copy is deleted`);
+          return 1;
+        }
+        if (copy === 'missing') {
           console.error(`relay: no outbox message for ${rest[0]} in ${services.outboxDir}`);
           return 1;
         }
-        process.stdout.write(raw);
+        process.stdout.write(copy.found);
         return 0;
       }
       const messages = await outboxMessages(stores.documents, services.outboxDir, { limit });

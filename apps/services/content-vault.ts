@@ -69,6 +69,28 @@ export async function openRetainedContent(documents: DocumentStore, sealed: Seal
   return { content: JSON.parse(plain.toString('utf8')) as EmailContent, expiresAt: key.expiresAt };
 }
 
+/**
+ * Whether an email's content can still be read: 'live', 'expired' (its key is past its expiry,
+ * not swept yet) or 'gone' (no key: destroyed by the sweep, or the email never had content).
+ */
+export async function contentKeyState(documents: DocumentStore, emailId: string, now: Date): Promise<'live' | 'expired' | 'gone'> {
+  const key = await documents.collection<ContentKey>(COLLECTIONS.contentKeys).get(emailId);
+  if (!key) return 'gone';
+  return key.expiresAt <= now.toISOString() ? 'expired' : 'live';
+}
+
+/** Which of these emails' content can no longer be read (key gone or expired). */
+export async function unreadableContent(documents: DocumentStore, emailIds: string[], now: Date): Promise<string[]> {
+  if (emailIds.length === 0) return [];
+  const live = await documents.collection<ContentKey>(COLLECTIONS.contentKeys).find({
+    where: { _id: { in: emailIds }, expiresAt: { gt: now.toISOString() } },
+    fields: ['expiresAt'],
+    limit: emailIds.length,
+  });
+  const readable = new Set(live.map((key) => key._id));
+  return emailIds.filter((id) => !readable.has(id));
+}
+
 /** Stores whose last purge could not finish (a reader held the WAL): the next sweep purges again. */
 const purgePending = new WeakSet<DocumentStore>();
 

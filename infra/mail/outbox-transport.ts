@@ -4,6 +4,9 @@
 //   <dir>/<emailId>.eml            the raw bytes exactly as they would go on the wire
 //   <dir>/<emailId>.envelope.json  [{ mailFrom, recipients }, …] every transaction of that email
 //
+// Both hold the body or the BCC: the retention sweep deletes them with the content key
+// (apps/services/outbox.ts).
+//
 // An email sent as several transactions (one per VERP return path) is one .eml and one
 // envelope entry per transaction. Files are 0600 in a 0700 directory (messages hold personal
 // data) and are replaced atomically (temp file + rename), so a reader never sees half a file.
@@ -14,7 +17,7 @@
 // first send, is unref'd while idle, and one that dies fails only the sends it held.
 // Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
 // `recovering` until the next answer; work waits while a write is outstanding.
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
@@ -70,7 +73,8 @@ export class OutboxTransport implements MailTransport {
     } finally {
       if (this.#pending.get(message.emailId) === work) this.#pending.delete(message.emailId);
     }
-    const response = `written to ${join(this.dir, `${message.emailId}.eml`)}`;
+    // The file's name only: this text reaches timelines and webhook payloads, the server's paths must not.
+    const response = `written to the outbox as ${message.emailId}.eml`;
     return {
       providerMessageId: message.messageId,
       recipients: [...new Set(message.envelope.recipients)].map((address) => ({ address, result: 'accepted' as const, smtpCode: null, enhancedCode: null, response })),
@@ -143,15 +147,19 @@ export class OutboxTransport implements MailTransport {
   }
 }
 
-/** The messages in the outbox, newest first. A missing directory is an empty outbox. */
-export async function listOutbox(dir: string): Promise<OutboxEntry[]> {
-  let names: string[];
+/** The names in the outbox directory; a missing directory is an empty outbox. */
+async function outboxNames(dir: string): Promise<string[]> {
   try {
-    names = await readdir(dir);
+    return await readdir(dir);
   } catch (error) {
     if (isMissing(error)) return [];
     throw error;
   }
+}
+
+/** The messages in the outbox, newest first. */
+export async function listOutbox(dir: string): Promise<OutboxEntry[]> {
+  const names = await outboxNames(dir);
   const entries: OutboxEntry[] = [];
   for (const name of names) {
     if (!name.endsWith('.eml')) continue;
@@ -165,6 +173,26 @@ export async function listOutbox(dir: string): Promise<OutboxEntry[]> {
     }
   }
   return entries.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime() || a.emailId.localeCompare(b.emailId));
+}
+
+/** The email ids that have a file in the outbox (.eml or .envelope.json). */
+export async function outboxEmailIds(dir: string): Promise<string[]> {
+  const ids = new Set<string>();
+  for (const name of await outboxNames(dir)) {
+    const emailId = /^(.+)\.(?:eml|envelope\.json)$/.exec(name)?.[1];
+    if (emailId !== undefined && EMAIL_ID.test(emailId)) ids.add(emailId);
+  }
+  return [...ids];
+}
+
+/** Deletes an email's files from the outbox; false when it had none. */
+export async function removeFromOutbox(dir: string, emailId: string): Promise<boolean> {
+  if (!EMAIL_ID.test(emailId)) return false;
+  const removed = await Promise.all([`${emailId}.eml`, `${emailId}.envelope.json`].map((name) => unlink(join(dir, name)).then(() => true, (error) => {
+    if (isMissing(error)) return false;
+    throw error;
+  })));
+  return removed.includes(true);
 }
 
 /** One message and its transactions; null when there is none or the id is not a valid email id. */

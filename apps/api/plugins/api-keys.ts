@@ -5,6 +5,7 @@ import { notFound } from '../../../domain/errors.ts';
 import { apiKeysOf, apiKeyView, createApiKey, listApiKeys, revokeApiKey } from '../../services/management/api-keys.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
+import { showsSecret } from '../secret-answers.ts';
 import { Id, Name, Permission } from './management-schemas.ts';
 
 const CreateKey = Type.Object(
@@ -23,8 +24,7 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
       const { key, secret } = await createApiKey(ctx.documents, { project, ...request.body }, ctx.now());
-      // Cache-Control: a shared cache must never keep the one response that holds the secret.
-      return reply.status(201).header('cache-control', 'no-store').send({ ...apiKeyView(key), secret });
+      return showsSecret(reply).status(201).send({ ...apiKeyView(key), secret });
     },
   );
 

@@ -2,7 +2,7 @@
 // project's emails became, byte for byte as they would have gone on the wire. Members read.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { notFound } from '../../../domain/errors.ts';
+import { notFound, RelayError } from '../../../domain/errors.ts';
 import { outboxMessage, outboxMessages } from '../../services/outbox.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
@@ -27,12 +27,22 @@ export async function outboxRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.get<{ Params: Static<typeof ByEmail> }>(
     '/v1/projects/:projectId/outbox/:emailId',
-    { schema: { params: ByEmail }, config: { openapi: { responses: { 200: { description: 'The message exactly as written (.eml, DKIM-signed).', mediaType: 'message/rfc822' } } } } },
+    {
+      schema: { params: ByEmail },
+      config: { openapi: { responses: { 200: { description: 'The message exactly as written (.eml, DKIM-signed), as an attachment; 410 content_expired past body retention.', mediaType: 'message/rfc822' } } } },
+    },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-      const raw = await outboxMessage(ctx.documents, ctx.services.outboxDir, request.params.emailId, project._id);
-      if (!raw) throw notFound(`no outbox message for email ${request.params.emailId} in this project`);
-      return reply.type('message/rfc822').send(raw);
+      const { emailId } = request.params;
+      const copy = await outboxMessage(ctx.documents, ctx.services.outboxDir, emailId, ctx.now(), project._id);
+      if (copy === 'expired') throw new RelayError('content_expired', `the content of email ${emailId} has expired (bodies are kept for seven days) and its outbox copy is deleted`);
+      if (copy === 'missing') throw notFound(`no outbox message for email ${emailId} in this project`);
+      // A message is the sender's HTML, not ours: a browser must save it, never render or sniff it on this origin.
+      return reply
+        .type('message/rfc822')
+        .header('x-content-type-options', 'nosniff')
+        .header('content-disposition', `attachment; filename="${emailId}.eml"`)
+        .send(copy.found);
     },
   );
 }

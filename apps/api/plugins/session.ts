@@ -8,6 +8,7 @@ import { authenticateUser, userView } from '../../services/management/users.ts';
 import { listWorkspacesOf } from '../../services/management/workspaces.ts';
 import { authenticateSession, checkOrigin, sessionCookieName } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
+import { showsSecret } from '../secret-answers.ts';
 
 const Login = Type.Object(
   { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
@@ -36,7 +37,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     const user = await authenticateUser(ctx.documents, request.body.email, request.body.password);
     const { token, session } = await createSession(ctx.documents, user._id, ctx.now());
     reply.setCookie(cookieName, token, { ...cookieOptions, maxAge: Math.floor(SESSION_MAX_MS / 1000) });
-    return reply.status(200).send({ user: userView(user), expiresAt: session.expiresAt });
+    return showsSecret(reply).status(200).send({ user: userView(user), expiresAt: session.expiresAt });
   });
 
   app.get('/v1/session', async (request) => {

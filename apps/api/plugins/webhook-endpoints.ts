@@ -7,6 +7,7 @@ import {
 } from '../../services/webhooks/endpoints.ts';
 import { requireProjectAccess, requireSession, type AccessMode } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
+import { showsSecret } from '../secret-answers.ts';
 import { Id } from './management-schemas.ts';
 import { notFound } from '../../../domain/errors.ts';
 import { endpointDeliveries } from '../../services/webhooks/deliveries.ts';
@@ -33,7 +34,7 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
       const { endpoint, secret } = await createEndpoint(ctx.documents, ctx.services.secrets, policy, {
         workspaceId: project.workspaceId, projectId: project._id, ...request.body,
       }, ctx.now());
-      return reply.status(201).send({ ...endpointView(endpoint), secret });
+      return showsSecret(reply).status(201).send({ ...endpointView(endpoint), secret });
     },
   );
 
@@ -71,8 +72,8 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
     return { ...endpointView(endpoint), deleted: true };
   });
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById } }, async (request) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById } }, async (request, reply) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
-    return { secret: await rotateSecret(ctx.documents, ctx.services.secrets, endpoint._id, ctx.now()) };
+    return showsSecret(reply).send({ secret: await rotateSecret(ctx.documents, ctx.services.secrets, endpoint._id, ctx.now()) });
   });
 }

@@ -59,11 +59,16 @@ const newSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
 export const signingSecretOf = (endpoint: WebhookEndpoint, secrets: SecretBox): string => secrets.open(endpoint.secretSealed, SECRET_PURPOSE);
 
+const unresolvedMessage = (host: string) =>
+  `${host} must resolve to public addresses only, and from Relay it does not (it does not exist, has no address, could not be looked up, or an address is not public); webhooks are only delivered to public HTTPS endpoints.`;
+
 async function checkedUrl(raw: string, policy: EndpointPolicy): Promise<string> {
   const checked = checkWebhookUrl(raw, { allow: policy.allow });
   if (!checked.ok) throw validationError(`body.url: ${checked.message}`);
   const resolved = await checkResolvesPublic(checked.host, { dnsServers: policy.dnsServers, allow: policy.allow, port: checked.port });
-  if (!resolved.ok) throw new RelayError('unsafe_destination', `body.url: ${resolved.message}`);
+  // One answer for every way of failing: telling "does not exist" from "resolves to 10.0.0.0/8"
+  // would let any member map the names of Relay's internal DNS.
+  if (!resolved.ok) throw new RelayError('unsafe_destination', `body.url: ${unresolvedMessage(checked.host)}`);
   return checked.url.toString();
 }
 
