@@ -10,17 +10,19 @@
 export class ReadRate {
   readonly #bytesPerMs: number;
   readonly #burstMs: number;
-  /** When the bytes read so far would have been read at the rate (performance.now() time). */
+  readonly #now: () => number;
+  /** When the bytes read so far would have been read at the rate (on the `now` clock, ms). */
   #theoretical = 0;
 
-  constructor(bytesPerSecond: number, burstBytes: number) {
+  constructor(bytesPerSecond: number, burstBytes: number, now: () => number = () => performance.now()) {
     this.#bytesPerMs = bytesPerSecond / 1000;
     this.#burstMs = burstBytes / this.#bytesPerMs;
+    this.#now = now;
   }
 
   /** Counts `bytes` as read; the milliseconds to wait before reading on (0: at once). */
   delay(bytes: number): number {
-    const now = performance.now();
+    const now = this.#now();
     this.#theoretical = Math.max(this.#theoretical, now) + bytes / this.#bytesPerMs;
     return Math.max(0, this.#theoretical - this.#burstMs - now);
   }
