@@ -26,8 +26,8 @@ export async function render(ctx: PageContext): Promise<void> {
           if (!confirm(`Revoke the key "${key.name}"? Requests with it are refused at once.`)) return;
           try {
             await api('DELETE', `/v1/api-keys/${key.id}`);
-            fill(status, notice('success', `Revoked ${key.name}.`));
             await load();
+            fill(status, notice('success', `Revoked ${key.name}.`));
           } catch (error) {
             fill(status, notice('error', (error as Error).message));
           }
@@ -49,9 +49,9 @@ export async function render(ctx: PageContext): Promise<void> {
     if (permissions.length === 0) throw new Error('Choose at least one permission.');
     const created = await api<ApiKey & { secret: string }>('POST', `/v1/projects/${projectId}/api-keys`, { name: value(element, 'name'), permissions });
     element.reset();
+    await load();
     fill(secret, h('div', { class: 'secret', role: 'status' },
       h('p', null, h('strong', null, `Your new key "${created.name}". `), 'Copy it now: it is shown this once and Relay keeps only its hash.'),
       copyable('the new API key', created.secret)));
-    await load();
   }), secret));
 }

@@ -38,8 +38,8 @@ export async function render(ctx: PageContext): Promise<void> {
           onclick: async () => {
             try {
               await api('DELETE', `/v1/invitations/${invitation.id}`);
-              fill(status, notice('success', `Declined the invitation to ${invitation.workspaceName}.`));
               await load();
+              fill(status, notice('success', `Declined the invitation to ${invitation.workspaceName}.`));
             } catch (error) {
               fill(status, notice('error', (error as Error).message));
             }

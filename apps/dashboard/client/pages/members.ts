@@ -18,8 +18,8 @@ export async function render(ctx: PageContext): Promise<void> {
   async function act(run: () => Promise<string>): Promise<void> {
     try {
       const done = await run();
-      fill(status, notice('success', done));
       await load();
+      fill(status, notice('success', done));
     } catch (error) {
       fill(status, notice('error', (error as Error).message));
     }
@@ -88,7 +88,7 @@ export async function render(ctx: PageContext): Promise<void> {
     const email = value(element, 'email');
     await api('POST', `/v1/workspaces/${workspaceId}/members`, { email, role: value(element, 'role') });
     element.reset();
-    fill(status, notice('success', `Invited ${email}. Once they sign in to Relay with that email, they accept it on their Invitations page (${location.origin}/invitations).`));
     await load();
+    fill(status, notice('success', `Invited ${email}. Once they sign in to Relay with that email, they accept it on their Invitations page (${location.origin}/invitations).`));
   })));
 }

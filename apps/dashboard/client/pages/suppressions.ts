@@ -30,8 +30,8 @@ export async function render(ctx: PageContext): Promise<void> {
             if (!confirm(`Remove ${s.address} from the suppression list? Emails to it will be sent again.`)) return;
             try {
               await api('DELETE', `/v1/workspaces/${workspaceId}/suppressions/${encodeURIComponent(s.address)}`);
-              fill(status, notice('success', `Removed ${s.address}.`));
               await load();
+              fill(status, notice('success', `Removed ${s.address}.`));
             } catch (error) {
               fill(status, notice('error', (error as Error).message));
             }
@@ -57,7 +57,7 @@ export async function render(ctx: PageContext): Promise<void> {
   ], async (element) => {
     const added = await api<Suppression>('POST', `/v1/workspaces/${workspaceId}/suppressions`, { address: value(element, 'address') });
     element.reset();
-    fill(status, notice('success', `Suppressed ${added.address}.`));
     await load();
+    fill(status, notice('success', `Suppressed ${added.address}.`));
   })));
 }

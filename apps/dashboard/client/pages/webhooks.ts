@@ -41,7 +41,7 @@ export async function render(ctx: PageContext): Promise<void> {
       url: value(element, 'url'), events, ...(description ? { description } : {}),
     });
     element.reset();
-    fill(secret, secretPanel(`Endpoint ${created.url} added`, created.secret), h('p', null, h('a', { href: `${here}/${created.id}` }, 'Open the endpoint')));
     await load();
+    fill(secret, secretPanel(`Endpoint ${created.url} added`, created.secret), h('p', null, h('a', { href: `${here}/${created.id}` }, 'Open the endpoint')));
   }), secret));
 }
