@@ -138,12 +138,17 @@ class ReportTrimmer {
   }
 
   #headerLine(chunk: Buffer, at: number): number {
+    return this.#wholeLine(chunk, at, (line) => this.#header(line));
+  }
+
+  /** Gives `take` the line from `at` to its end; holds it when its end is in a later chunk. */
+  #wholeLine(chunk: Buffer, at: number, take: (line: Buffer) => void): number {
     const newline = chunk.indexOf(0x0a, at);
     if (newline < 0) {
       this.#hold(chunk.subarray(at));
       return chunk.length;
     }
-    this.#header(chunk.subarray(at, newline + 1));
+    take(chunk.subarray(at, newline + 1));
     return newline + 1;
   }
 
@@ -173,15 +178,7 @@ class ReportTrimmer {
       this.#hold(chunk.subarray(at));
       return chunk.length;
     }
-    if (chunk[at] === 0x2d && chunk[at + 1] === 0x2d) {
-      const newline = chunk.indexOf(0x0a, at);
-      if (newline < 0) {
-        this.#hold(chunk.subarray(at));
-        return chunk.length;
-      }
-      this.#delimiterOrBody(chunk.subarray(at, newline + 1));
-      return newline + 1;
-    }
+    if (chunk[at] === 0x2d && chunk[at + 1] === 0x2d) return this.#wholeLine(chunk, at, (line) => this.#delimiterOrBody(line));
     const dashes = chunk.indexOf(NEWLINE_DASHES, at);
     if (dashes >= 0) {
       this.#bodyPiece(chunk.subarray(at, dashes + 1));
