@@ -14,8 +14,7 @@
 // Declared here, set by the parts that own them (see each definition):
 //   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting     liveness of each long-running part of
 //                                   this process (and of its pipeline thread), read at each scrape (apps/liveness.ts)
-//   relay_delivery_attempts_total, relay_delivery_latency_seconds, relay_delivery_open_claims,
-//   relay_delivery_oldest_open_claim_age_seconds                                  the sender
+//   relay_delivery_attempts_total, relay_delivery_latency_seconds                 the sender (apps/services/delivery/outcome-report.ts)
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
@@ -24,6 +23,8 @@
 //                                   every processor's consumer group on the events topic, per partition:
 //                                   any process can be scraped for it, also while that processor is down
 //   relay_parked_events             parked events by processor (relay parked list)
+//   relay_delivery_open_claims, relay_delivery_oldest_open_claim_age_seconds
+//                                   claims without an outcome (the sender's schedule: steps takeover and recover)
 //   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out)
 //   process_*, nodejs_*             the process: start time, CPU, resident memory, heap, event-loop delay
 import { createServer } from 'node:http';
@@ -40,6 +41,7 @@ import { PROCESSORS } from './processors/registry.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forwarder.ts';
 import { COLLECTIONS } from './services/collections.ts';
+import { openClaimsSummary } from './services/delivery/work-items.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
 
@@ -152,7 +154,7 @@ export interface DeliveryMetrics {
   attempts(transport: DeliveryTransportLabel, outcome: DeliveryOutcomeLabel): CounterChild;
   /** From EmailAccepted to the recipient's first sent or delivered outcome. */
   latency(transport: DeliveryTransportLabel): HistogramChild;
-  /** Claims (DeliveryClaimed) without an outcome yet, and the age of the oldest: set by whoever reads them. */
+  /** Claims (DeliveryClaimed) without an outcome yet, and the age of the oldest: read at each scrape (the open_claims collector). */
   readonly openClaims: GaugeChild;
   readonly oldestOpenClaimAge: GaugeChild;
 }
@@ -360,6 +362,13 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
         return () => forwarderLag.labels().set(behind);
       });
     }
+    collector(registry, up, 'open_claims', [openClaims, oldestClaim], async () => {
+      const { count, oldestClaimedAt } = await openClaimsSummary(sources.documents);
+      return () => {
+        openClaims.labels().set(count);
+        oldestClaim.labels().set(oldestClaimedAt === null ? 0 : Math.max(0, (Date.now() - Date.parse(oldestClaimedAt)) / 1000));
+      };
+    });
     collector(registry, up, 'parked_events', [parked], async () => {
       const counts = await countParked(sources.documents, PARKING_NAMES);
       return () => {

@@ -180,6 +180,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           onInfo: (message, fields) => logger.info({ part, ...fields }, message),
           // Parked events and stuck processors: what an operator must look at.
           onWarning: (message, fields) => logger.warn({ part, ...fields }, message),
+          onAlert: (message, fields) => logger.error({ part, ...fields }, message),
+          metrics,
           policy: options.processorPolicy,
         });
         running.set(part, processor);

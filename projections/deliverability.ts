@@ -66,7 +66,7 @@ export interface DeliverabilityEmail {
 }
 
 /** Event types that never change a document: the live processor skips them (apps/services/stream-projection.ts, ignores). */
-export const DELIVERABILITY_IGNORES = ['DeliveryClaimed', 'RecipientReportRepeated'] as const;
+export const DELIVERABILITY_IGNORES = ['DeliveryClaimed', 'DeliveryTransactionStarted', 'RecipientReportRepeated'] as const;
 
 /** Bounds (milliseconds, inclusive) of the latency histograms' buckets; the last bucket holds the rest. */
 export const LATENCY_BOUNDS_MS = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000, 3_600_000, 21_600_000, 86_400_000] as const;
@@ -151,8 +151,8 @@ export function applyToDeliverability(email: DeliverabilityEmail | null, event: 
   if (!email) return email;
   // A claim moves recipients to processing, which is no counted outcome and decides nothing
   // here (an attempt replaces it whatever it was, and any report outranks both queued and
-  // processing); a repeated or undetermined report, or a type this version does not know,
-  // records no outcome. These leave the document as it is (DELIVERABILITY_IGNORES).
+  // processing); a transaction's start, a repeated or undetermined report, or a type this
+  // version does not know, records no outcome. These leave the document as it is (DELIVERABILITY_IGNORES).
   const { recipients } = outcomesOf(event);
   if (recipients.length === 0) return email;
   const at = occurredAtOf(event)!;

@@ -183,6 +183,9 @@ function commonOf(event: RecordedEmailEvent & { type: 'DeliveryAttempted' | 'Del
   }
 }
 
+/** Event types that never change the view: its live processor skips them (apps/services/stream-projection.ts, ignores). */
+export const EMAIL_VIEW_IGNORES = ['DeliveryTransactionStarted'] as const;
+
 /**
  * Applies one event of an email's stream. Returns the same object when the event changes
  * nothing (already applied, or unknown to this version), so callers can skip the write.
@@ -225,6 +228,9 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
         events: appendEntries(view.events, outcomeEntries(event.id, occurredAt, outcomes.groups, commonOf(event, outcomes))),
       };
     }
+    case 'DeliveryTransactionStarted':
+      // The sender's mark before a transaction: nothing a reader sees (EMAIL_VIEW_IGNORES).
+      return view;
     case 'RecipientReportRepeated': {
       const { address, outcome } = event.data;
       if (address === null || outcome === 'undetermined') return advanced;

@@ -4,8 +4,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  DELIVERY_POLICY, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, nextAttemptAt, scaleDeliveryPolicy,
-  type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type TransportResult,
+  DELIVERY_POLICY, claimDeadline, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, decideTransactionStart, nextAttemptAt, scaleDeliveryPolicy,
+  type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type StartTransaction, type TransportResult,
 } from '../domain/email/delivery.ts';
 import type { DeliveryAttempted, EmailEvent } from '../domain/email/events.ts';
 import { evolveEmail, foldEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
@@ -14,6 +14,7 @@ import { BCC_INDEX, CC, CC_INDEX, T0, TO, TO_INDEX, accepted, after, recorded, s
 
 const POLICY = DELIVERY_POLICY;
 const DELIVERY_CLAIM_GRACE_MS = POLICY.claimGraceMs;
+const START_GRACE_MS = POLICY.claimStartGraceMs;
 const DELIVERY_RETRY_WINDOW_MS = POLICY.retryWindowMs;
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -34,6 +35,10 @@ const record = (results: RecipientResultReport[], overrides: Partial<RecordAttem
   results, at: after(2 * SECOND), ...overrides,
 });
 
+const start = (recipients: number[], overrides: Partial<StartTransaction> = {}): StartTransaction => ({
+  type: 'StartTransaction', attempt: 1, claimedBy: 'sender-a', recipients, at: after(1_500), ...overrides,
+});
+
 const fail = (overrides: Partial<FailDelivery> = {}): FailDelivery => ({
   type: 'FailDelivery', attempt: 1, claimedBy: 'sender-a', failureCode: 'content_expired', reason: 'the body was destroyed',
   at: after(2 * SECOND), ...overrides,
@@ -46,7 +51,10 @@ function applied(state: EmailState, events: EmailEvent[]): EmailState {
 }
 
 const queued = (): EmailState => foldEmail([accepted()]);
-const claimedBy = (overrides: Partial<ClaimDelivery> = {}, state = queued()): EmailState => applied(state, decideClaim(claim(overrides), state));
+/** `state` after the holder began the transaction of `recipients`. */
+const begun = (recipients: number[], state: EmailState, overrides: Partial<StartTransaction> = {}): EmailState =>
+  applied(state, decideTransactionStart(start(recipients, overrides), state));
+const claimedBy = (overrides: Partial<ClaimDelivery> = {}, state = queued()): EmailState => applied(state, decideClaim(claim(overrides), state, POLICY));
 /** An email whose attempt 1 was claimed at +1 s and got `results` at +2 s. */
 const attemptedWith = (results: RecipientResultReport[], overrides: Partial<RecordAttempt> = {}): EmailState => {
   const state = claimedBy({ transport: overrides.transport ?? 'smtp' });
@@ -127,7 +135,7 @@ state('given a claim, then pending recipients are processing and final ones stay
   assert.equal(given.delivery.recipients, ['sent', 'processing', 'processing'], 'a retry’s claim ends the delay');
   assert.is(given.status, 'sent', 'the highest of sent and processing');
   assert.equal(pendingRecipients(given.delivery), [1, 2]);
-  assert.equal(given.delivery.openClaim, { attempt: 2, claimedBy: 'sender-a', claimedAt: retry.delivery.nextAttemptAt! });
+  assert.equal(given.delivery.openClaim, { attempt: 2, claimedBy: 'sender-a', claimedAt: retry.delivery.nextAttemptAt!, begun: [], begunAt: null });
   assert.is(given.delivery.firstAttemptAt, after(SECOND), 'the first attempt’s time stays');
 });
 
@@ -174,7 +182,7 @@ state.run();
 const claims = suite('delivery decider: claims');
 
 claims('given a queued email, when attempt 1 is claimed, then DeliveryClaimed and the email is processing', () => {
-  const events = decideClaim(claim(), queued());
+  const events = decideClaim(claim(), queued(), POLICY);
   assert.equal(events, [{ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-a', transport: 'smtp', occurredAt: after(SECOND) } }]);
   const next = foldEmail(events, queued());
   assert.is(next.status, 'processing');
@@ -183,41 +191,105 @@ claims('given a queued email, when attempt 1 is claimed, then DeliveryClaimed an
 });
 
 claims('given no email at all, when a claim comes, then no claim', () => {
-  assert.equal(decideClaim(claim(), initialEmailState), []);
+  assert.equal(decideClaim(claim(), initialEmailState, POLICY), []);
 });
 
 claims('given a suppressed email, when a claim comes, then no claim', () => {
-  assert.equal(decideClaim(claim(), foldEmail([suppressed([{ address: TO, reason: 'manual' }])])), []);
+  assert.equal(decideClaim(claim(), foldEmail([suppressed([{ address: TO, reason: 'manual' }])]), POLICY), []);
 });
 
 claims('given a finished email (every recipient sent), when the next attempt is claimed, then no claim', () => {
   const given = attemptedWith(all('accepted'));
   assert.is(given.delivery.finished, true);
-  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given), []);
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given, POLICY), []);
 });
 
 claims('given an open claim, when the next attempt is claimed, then no claim until the open one has an outcome', () => {
   const given = claimedBy();
-  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given), []);
-  assert.equal(decideClaim(claim({ attempt: 1, claimedBy: 'sender-b' }), given), [], 'nor by another instance for the same attempt');
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR) }), given, POLICY), []);
+  assert.equal(decideClaim(claim({ attempt: 1, claimedBy: 'sender-b' }), given, POLICY), [], 'nor by another instance for the same attempt');
 });
 
 claims('given attempt 1 deferred, when a stale or skipping attempt number is claimed after the retry is due, then no claim', () => {
   const given = attemptedWith(all('deferred'));
   const due = given.delivery.nextAttemptAt!;
-  assert.equal(decideClaim(claim({ attempt: 1, at: due }), given), [], 'attempt 1 again');
-  assert.equal(decideClaim(claim({ attempt: 3, at: due }), given), [], 'attempt 3 before 2');
-  assert.is(decideClaim(claim({ attempt: 2, at: due }), given).length, 1, 'attempt 2 is the one');
+  assert.equal(decideClaim(claim({ attempt: 1, at: due }), given, POLICY), [], 'attempt 1 again');
+  assert.equal(decideClaim(claim({ attempt: 3, at: due }), given, POLICY), [], 'attempt 3 before 2');
+  assert.is(decideClaim(claim({ attempt: 2, at: due }), given, POLICY).length, 1, 'attempt 2 is the one');
 });
 
 claims('given attempt 1 deferred, when attempt 2 is claimed before nextAttemptAt, then no claim; at nextAttemptAt, a claim', () => {
   const given = attemptedWith(all('deferred'));
   const due = given.delivery.nextAttemptAt!;
-  assert.equal(decideClaim(claim({ attempt: 2, at: after(-1, due) }), given), []);
-  assert.equal(decideClaim(claim({ attempt: 2, at: due, claimedBy: 'sender-b' }), given)[0].data, { attempt: 2, claimedBy: 'sender-b', transport: 'smtp', occurredAt: due });
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(-1, due) }), given, POLICY), []);
+  assert.equal(decideClaim(claim({ attempt: 2, at: due, claimedBy: 'sender-b' }), given, POLICY)[0].data, { attempt: 2, claimedBy: 'sender-b', transport: 'smtp', occurredAt: due });
+});
+
+claims('given a claim none of whose transactions began, when another instance claims the same attempt, then nothing within the start grace; from its end, the claim is taken over', () => {
+  const given = claimedBy({ at: T0 });
+  const takeover = (at: string) => decideClaim(claim({ claimedBy: 'sender-b', at }), given, POLICY);
+  assert.equal(takeover(after(START_GRACE_MS - 1)), []);
+  const events = takeover(after(START_GRACE_MS));
+  assert.equal(events, [{ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-b', transport: 'smtp', occurredAt: after(START_GRACE_MS) } }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.openClaim, { attempt: 1, claimedBy: 'sender-b', claimedAt: after(START_GRACE_MS), begun: [], begunAt: null });
+  assert.is(next.delivery.attempts, 1, 'still attempt 1: nothing went out');
+  assert.is(next.delivery.firstAttemptAt, T0, 'the retry window still counts from the first claim');
+  assert.is(next.status, 'processing');
+  assert.equal(decideClaim(claim({ attempt: 2, claimedBy: 'sender-b', at: after(START_GRACE_MS) }), given, POLICY), [], 'never a later attempt while one is open');
+});
+
+claims('given a claim one of whose transactions began, when another instance claims the attempt, then nothing, however late', () => {
+  const given = begun([TO_INDEX], claimedBy({ at: T0 }));
+  assert.equal(decideClaim(claim({ claimedBy: 'sender-b', at: after(DELIVERY_CLAIM_GRACE_MS + HOUR) }), given, POLICY), []);
 });
 
 claims.run();
+
+// ── transaction starts ─────────────────────────────────────────────────────────
+
+const starts = suite('delivery decider: transaction starts');
+
+starts('given its own open claim, when the holder starts a transaction, then DeliveryTransactionStarted; the claim records who began and when', () => {
+  const given = claimedBy();
+  const events = decideTransactionStart(start([TO_INDEX]), given);
+  assert.equal(events, [{ type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients: [TO_INDEX], occurredAt: after(1_500) } }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.openClaim?.begun, [TO_INDEX]);
+  assert.is(next.delivery.openClaim?.begunAt, after(1_500));
+  assert.is(next.status, 'processing', 'no status changes');
+  assert.equal(decideDelivery(start([TO_INDEX]), given, POLICY), events, 'decideDelivery routes StartTransaction here');
+  const both = foldEmail(decideTransactionStart(start([CC_INDEX, BCC_INDEX], { at: after(1_700) }), next), next);
+  assert.equal(both.delivery.openClaim?.begun, [TO_INDEX, CC_INDEX, BCC_INDEX]);
+  assert.is(both.delivery.openClaim?.begunAt, after(1_700));
+});
+
+starts('given a claim taken over, when the old holder starts its transaction, then nothing: it must not send', () => {
+  const given = applied(claimedBy({ at: T0 }), decideClaim(claim({ claimedBy: 'sender-b', at: after(START_GRACE_MS) }), claimedBy({ at: T0 }), POLICY));
+  assert.equal(decideTransactionStart(start([TO_INDEX], { at: after(START_GRACE_MS + 1) }), given), []);
+  assert.is(decideTransactionStart(start([TO_INDEX], { claimedBy: 'sender-b', at: after(START_GRACE_MS + 1) }), given).length, 1);
+});
+
+starts('given no open claim, another attempt, a recipient begun already, a final one, or none, then nothing', () => {
+  assert.equal(decideTransactionStart(start([TO_INDEX]), queued()), []);
+  assert.equal(decideTransactionStart(start([TO_INDEX], { attempt: 2 }), claimedBy()), []);
+  assert.equal(decideTransactionStart(start([TO_INDEX], { claimedBy: 'sender-b' }), claimedBy()), []);
+  assert.equal(decideTransactionStart(start([TO_INDEX]), begun([TO_INDEX], claimedBy())), [], 'one transaction per recipient and claim');
+  assert.equal(decideTransactionStart(start([]), claimedBy()), []);
+  assert.equal(decideTransactionStart(start([7]), claimedBy()), [], 'not a recipient');
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
+  const retry = claimedBy({ attempt: 2, at: first.delivery.nextAttemptAt! }, first);
+  assert.equal(decideTransactionStart(start([TO_INDEX], { attempt: 2 }), retry), [], 'sent already');
+});
+
+starts('given a start of another attempt in the stream, then the open claim is unchanged', () => {
+  const given = claimedBy();
+  const next = foldEmail([{ type: 'DeliveryTransactionStarted', data: { attempt: 2, recipients: [TO_INDEX], occurredAt: after(2 * SECOND) } }], given);
+  assert.equal(next.delivery.openClaim, given.delivery.openClaim);
+  assert.is(next.revision, given.revision + 1);
+});
+
+starts.run();
 
 // ── outcomes ───────────────────────────────────────────────────────────────────
 
@@ -453,33 +525,63 @@ failures('given no open claim, or a failure for another attempt, or by another i
   assert.equal(decideFailure(fail({ claimedBy: 'sender-b' }), claimedBy(), POLICY), []);
 });
 
-failures('given a claim left open, when recovery (claimedBy null) comes within the grace period, then nothing; from its end, delivery_unknown', () => {
-  const given = claimedBy({ at: T0 });
+failures('given a transaction begun and left open, when recovery (claimedBy null) comes within the grace after its start, then nothing; from its end, delivery_unknown', () => {
+  const given = begun([TO_INDEX, CC_INDEX, BCC_INDEX], claimedBy({ at: T0 }), { at: after(SECOND) });
   const recover = (at: string) => decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', reason: 'claim left open', at }), given, POLICY);
-  assert.equal(recover(after(DELIVERY_CLAIM_GRACE_MS - 1)), []);
-  assert.equal(recover(after(SECOND)), []);
-  assert.is(recover(after(DELIVERY_CLAIM_GRACE_MS))[0].data.failureCode, 'delivery_unknown');
+  assert.equal(recover(after(DELIVERY_CLAIM_GRACE_MS)), [], 'the grace counts from the start, not the claim');
+  assert.equal(recover(after(2 * SECOND)), []);
+  assert.is(recover(after(SECOND + DELIVERY_CLAIM_GRACE_MS))[0].data.failureCode, 'delivery_unknown');
   assert.is(recover(after(DELIVERY_CLAIM_GRACE_MS + HOUR)).length, 1);
+  assert.equal(claimDeadline(given, POLICY), { kind: 'unknown', at: after(SECOND + DELIVERY_CLAIM_GRACE_MS) });
+});
+
+failures('given a claim none of whose transactions began, when recovery comes, then nothing, however late: it is taken over instead', () => {
+  const given = claimedBy({ at: T0 });
+  assert.equal(decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', at: after(DELIVERY_CLAIM_GRACE_MS + HOUR) }), given, POLICY), []);
+  assert.equal(claimDeadline(given, POLICY), { kind: 'takeover', at: after(START_GRACE_MS) });
+  assert.is(claimDeadline(queued(), POLICY), null);
 });
 
 failures('given a scaled grace period, when recovery comes after it, then delivery_unknown', () => {
-  const given = claimedBy({ at: T0 });
+  const given = begun([TO_INDEX], claimedBy({ at: T0 }), { at: T0 });
   const scaled = scaleDeliveryPolicy(POLICY, 0.001);
   const graceMs = DELIVERY_CLAIM_GRACE_MS * 0.001;
   assert.is(scaled.claimGraceMs, graceMs);
+  assert.is(scaled.claimStartGraceMs, START_GRACE_MS * 0.001);
   assert.equal(decideFailure(fail({ claimedBy: null, at: after(graceMs - 1) }), given, scaled), []);
   assert.is(decideFailure(fail({ claimedBy: null, at: after(graceMs) }), given, scaled).length, 1);
 });
 
-failures('given a retry left open after some recipients were sent, when recovered, then only the pending ones fail and the email status is failed', () => {
+failures('given a retry left open after some recipients were sent, when recovered, then only the pending ones whose transaction began fail and the email status is failed', () => {
   const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'deferred')]);
   const due = first.delivery.nextAttemptAt!;
-  const given = claimedBy({ attempt: 2, at: due }, first);
+  const given = begun([CC_INDEX, BCC_INDEX], claimedBy({ attempt: 2, at: due }, first), { attempt: 2, at: due });
   const events = decideFailure(fail({ attempt: 2, claimedBy: null, failureCode: 'delivery_unknown', at: after(DELIVERY_CLAIM_GRACE_MS, due) }), given, POLICY);
   assert.equal(events[0].data.recipients, [{ index: 1, address: CC }, { index: 2, address: null }]);
   const next = foldEmail(events, given);
   assert.equal(next.delivery.recipients, ['sent', 'failed', 'failed']);
   assert.is(next.status, 'failed');
+  assert.is(next.delivery.finished, true);
+});
+
+failures('given a claim where only some transactions began, when recovered, then only those are delivery_unknown; the others are claimable at once as the next attempt', () => {
+  const given = begun([CC_INDEX], claimedBy({ at: T0 }), { at: after(SECOND) });
+  const at = after(SECOND + DELIVERY_CLAIM_GRACE_MS);
+  const events = decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', at }), given, POLICY);
+  assert.equal(events[0].data.recipients, [{ index: CC_INDEX, address: CC }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['processing', 'failed', 'processing']);
+  assert.is(next.delivery.finished, false);
+  assert.is(next.delivery.openClaim, null);
+  assert.is(next.delivery.nextAttemptAt, null);
+  const retry = decideClaim(claim({ attempt: 2, at, claimedBy: 'sender-b' }), next, POLICY);
+  assert.is(retry.length, 1, 'attempt 2 is due at once');
+  assert.equal(pendingRecipients(foldEmail(retry, next).delivery), [TO_INDEX, BCC_INDEX]);
+});
+
+failures('given a claim whose holder gives up (content expired) after one transaction began, then every pending recipient fails', () => {
+  const given = begun([TO_INDEX], claimedBy());
+  assert.equal(decideFailure(fail(), given, POLICY)[0].data.recipients.map((r) => r.index), [TO_INDEX, CC_INDEX, BCC_INDEX]);
 });
 
 failures.run();

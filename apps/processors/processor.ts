@@ -29,6 +29,7 @@ import type { Log, LogConsumer, LogRecord } from '../../infra/ports/log.ts';
 import { Liveness } from '../../infra/liveness.ts';
 import { ensureParkedIndexes, parkEvent, parkedEventId, resolveParked } from '../services/parked-events.ts';
 import type { Services } from '../services/services.ts';
+import type { RelayMetrics } from '../relay-metrics.ts';
 import { EVENTS_TOPIC_PARTITIONS, decodeEvent, eventsTopic, groupOf } from '../pipeline/topics.ts';
 
 /** Header of a record `relay parked retry` published again: only this consumer group handles it. */
@@ -65,6 +66,10 @@ export interface ProcessorDeps {
    * (logged at warn). Without it, these go to onError.
    */
   onWarning?: (message: string, fields: Record<string, unknown>) => void;
+  /** Told what is broken now and holds work up for every email (logged at error): a transport that cannot be used. */
+  onAlert?: (message: string, fields: Record<string, unknown>) => void;
+  /** The process's metrics (apps/relay-metrics.ts), for what the processor counts itself. */
+  metrics?: RelayMetrics;
   /** Overrides of DEFAULT_PROCESSOR_POLICY (tests shorten the waits). */
   policy?: Partial<ProcessorPolicy>;
 }

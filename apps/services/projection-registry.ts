@@ -2,7 +2,7 @@
 // from which its live processor (apps/processors/registry.ts) and its rebuild
 // (`relay projections rebuild <name>`) are derived.
 import { applyToDeliverability, DELIVERABILITY_IGNORES, type DeliverabilityEmail } from '../../projections/deliverability.ts';
-import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
+import { applyToEmailView, EMAIL_VIEW_IGNORES, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
 import { EMAIL_VIEW_INDEXES } from './email-reads.ts';
 import { defineStreamProjection, type StreamProjection } from './stream-projection.ts';
@@ -15,6 +15,8 @@ export const EMAILS_PROJECTION = defineStreamProjection<EmailView, 'projector'>(
   collection: COLLECTIONS.emails,
   indexes: EMAIL_VIEW_INDEXES,
   evolve: applyToEmailView,
+  // A transaction's start is the sender's own mark: a quarter of the events, neither decoded nor written live.
+  ignores: EMAIL_VIEW_IGNORES,
 });
 
 /** Per email, its recipients' outcomes: what GET /v1/projects/:projectId/stats sums (apps/services/deliverability-stats.ts). */

@@ -19,6 +19,7 @@ export function decideEmail(command: EmailCommand, state: EmailState, policies: 
   switch (command.type) {
     case 'AdmitEmail': return decideAdmission(command, state);
     case 'ClaimDelivery':
+    case 'StartTransaction':
     case 'RecordAttempt':
     case 'FailDelivery': return decideDelivery(command, state, policies.delivery);
     case 'RecordReport': return decideReport(command, state);

@@ -1,7 +1,16 @@
 // The delivery decider: who may send an email's next attempt, what a transport's answer means
 // for each recipient, when the next attempt is due, and when an attempt's fate is unknown.
 // The sender processor (apps/processors/sender.ts) only carries these decisions out.
-import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, EmailEvent, RecipientAttempt } from './events.ts';
+//
+// An attempt has two gates, both appended with the stream revision read, so of two senders
+// only one passes each: the claim (DeliveryClaimed: this instance will send attempt n), and,
+// right before each SMTP transaction, its start (DeliveryTransactionStarted: these recipients'
+// message may now go out). A claim none of whose transactions began never reached the wire:
+// when its start grace ends, another sender takes it over (a new claim of the same attempt),
+// and the old holder, if it still runs, finds its transaction start refused and sends nothing.
+// Only recipients whose transaction began can end as delivery_unknown, once the claim grace
+// after that start ends without an outcome.
+import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, DeliveryTransactionStarted, EmailEvent, RecipientAttempt } from './events.ts';
 import { pendingRecipients, type EmailState } from './state.ts';
 import type { Status } from './status.ts';
 
@@ -11,18 +20,27 @@ export interface DeliveryPolicy {
   retryDelaysMs: readonly number[];
   /** Retries happen until this long after the first attempt. */
   retryWindowMs: number;
-  /** How long a claim may stay open before its attempt is declared delivery_unknown. */
+  /**
+   * How long a claim may wait for its first transaction to begin before another sender takes
+   * it over. Taking over a live sender's claim is safe (its transaction start is refused), only
+   * wasted work, so this bounds how long a dead sender's unsent claims wait.
+   */
+  claimStartGraceMs: number;
+  /** How long after its last transaction began a claim may stay open before those recipients are declared delivery_unknown. */
   claimGraceMs: number;
 }
 
 /**
  * Retries after a temporary failure: the first within a minute, then spreading out, until 24
- * hours after the first attempt. A claim may stay open ten minutes: longer than any attempt can
- * take (transport timeouts are minutes), so only a dead sender's claim expires.
+ * hours after the first attempt. A claim may wait two minutes for a connection: a sender claims
+ * only what its transport can take on soon (apps/processors/sender.ts), so a live sender's claim
+ * begins within seconds unless the server stalls. A begun transaction may stay open ten minutes:
+ * longer than any can take (transport timeouts are minutes), so only a dead sender's expires.
  */
 export const DELIVERY_POLICY: DeliveryPolicy = {
   retryDelaysMs: [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 3_600_000, 4 * 3_600_000],
   retryWindowMs: 24 * 3_600_000,
+  claimStartGraceMs: 2 * 60_000,
   claimGraceMs: 10 * 60_000,
 };
 
@@ -30,6 +48,7 @@ export const DELIVERY_POLICY: DeliveryPolicy = {
 export const scaleDeliveryPolicy = (policy: DeliveryPolicy, factor: number): DeliveryPolicy => ({
   retryDelaysMs: policy.retryDelaysMs.map((ms) => ms * factor),
   retryWindowMs: policy.retryWindowMs * factor,
+  claimStartGraceMs: policy.claimStartGraceMs * factor,
   claimGraceMs: policy.claimGraceMs * factor,
 });
 
@@ -42,6 +61,8 @@ export interface RecipientResultReport {
   smtpCode: number | null;
   enhancedCode: string | null;
   response: string;
+  /** The stage a failure came at (connection, tls, mail_from, rcpt_to, data, dns…), when the transport said. */
+  stage?: string;
 }
 
 export interface ClaimDelivery {
@@ -63,6 +84,15 @@ export interface RecordAttempt {
   at: string;
 }
 
+/** The claim's holder is about to begin the transaction for these recipients (one address: its indexes). */
+export interface StartTransaction {
+  type: 'StartTransaction';
+  attempt: number;
+  claimedBy: string;
+  recipients: number[];
+  at: string;
+}
+
 export interface FailDelivery {
   type: 'FailDelivery';
   attempt: number;
@@ -73,7 +103,7 @@ export interface FailDelivery {
   at: string;
 }
 
-export type DeliveryCommand = ClaimDelivery | RecordAttempt | FailDelivery;
+export type DeliveryCommand = ClaimDelivery | StartTransaction | RecordAttempt | FailDelivery;
 
 /** When attempt `attempt + 1` is due after `attempt` failed temporarily; null once past the window. */
 export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: string, policy: DeliveryPolicy): string | null {
@@ -98,13 +128,33 @@ function statusOf(result: TransportResult, transport: string, retrying: boolean)
 
 const addressOf = (state: EmailState, index: number): string | null => state.visibleAddresses[index] ?? null;
 
-export function decideClaim(command: ClaimDelivery, state: EmailState): DeliveryClaimed[] {
+export function decideClaim(command: ClaimDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryClaimed[] {
   const d = state.delivery;
-  if (state.admission?.status !== 'queued' || d.finished || d.openClaim) return [];
+  if (state.admission?.status !== 'queued' || d.finished) return [];
+  const claimed: DeliveryClaimed = { type: 'DeliveryClaimed', data: { attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport, occurredAt: command.at } };
+  const open = d.openClaim;
+  if (open) {
+    // Taken over: only the open attempt, only before any of its transactions began, only once
+    // its start grace is over.
+    if (command.attempt !== open.attempt || open.begun.length > 0) return [];
+    return Date.parse(open.claimedAt) + policy.claimStartGraceMs <= Date.parse(command.at) ? [claimed] : [];
+  }
   // A stale or early request (another instance got further, or the retry is not due): nothing.
   if (command.attempt !== d.attempts + 1) return [];
   if (d.nextAttemptAt !== null && d.nextAttemptAt > command.at) return [];
-  return [{ type: 'DeliveryClaimed', data: { attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport, occurredAt: command.at } }];
+  return [claimed];
+}
+
+/**
+ * Only the claim's holder, only recipients still pending, each once per claim: a refusal means
+ * the claim is no longer this instance's (taken over), and nothing may be sent.
+ */
+export function decideTransactionStart(command: StartTransaction, state: EmailState): DeliveryTransactionStarted[] {
+  const claim = state.delivery.openClaim;
+  if (!claim || claim.attempt !== command.attempt || claim.claimedBy !== command.claimedBy || command.recipients.length === 0) return [];
+  const pending = new Set(pendingRecipients(state.delivery));
+  if (command.recipients.some((index) => !pending.has(index) || claim.begun.includes(index))) return [];
+  return [{ type: 'DeliveryTransactionStarted', data: { attempt: command.attempt, recipients: [...command.recipients], occurredAt: command.at } }];
 }
 
 export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, policy: DeliveryPolicy): DeliveryAttempted[] {
@@ -147,9 +197,13 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
 export function decideFailure(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryFailed[] {
   const claim = state.delivery.openClaim;
   if (!claim || claim.attempt !== command.attempt) return [];
+  let failing = pendingRecipients(state.delivery);
   if (command.claimedBy === null) {
-    // Recovery: only a claim nobody finished within the grace period.
-    if (Date.parse(claim.claimedAt) + policy.claimGraceMs > Date.parse(command.at)) return [];
+    // Recovery: only recipients whose transaction began, once nobody finished it within the
+    // grace period; a claim that never began is taken over instead (decideClaim).
+    const deadline = claimDeadline(state, policy);
+    if (deadline?.kind !== 'unknown' || deadline.at > command.at) return [];
+    failing = failing.filter((index) => claim.begun.includes(index));
   } else if (claim.claimedBy !== command.claimedBy) {
     return [];
   }
@@ -159,7 +213,7 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
       attempt: command.attempt,
       failureCode: command.failureCode,
       reason: command.reason,
-      recipients: pendingRecipients(state.delivery).map((index) => ({ index, address: addressOf(state, index) })),
+      recipients: failing.map((index) => ({ index, address: addressOf(state, index) })),
       occurredAt: command.at,
     },
   }];
@@ -167,12 +221,21 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
 
 export function decideDelivery(command: DeliveryCommand, state: EmailState, policy: DeliveryPolicy): EmailEvent[] {
   switch (command.type) {
-    case 'ClaimDelivery': return decideClaim(command, state);
+    case 'ClaimDelivery': return decideClaim(command, state, policy);
+    case 'StartTransaction': return decideTransactionStart(command, state);
     case 'RecordAttempt': return decideAttemptOutcome(command, state, policy);
     case 'FailDelivery': return decideFailure(command, state, policy);
   }
 }
 
-/** When the open claim of `state` expires (its recovery is due); null without one. */
-export const claimExpiresAt = (state: EmailState, policy: DeliveryPolicy): string | null =>
-  (state.delivery.openClaim ? new Date(Date.parse(state.delivery.openClaim.claimedAt) + policy.claimGraceMs).toISOString() : null);
+/**
+ * What becomes of the open claim of `state` if its holder records nothing, and from when:
+ * `takeover` (no transaction began: another sender may claim the attempt) or `unknown` (the
+ * recipients whose transaction began become delivery_unknown). Null without an open claim.
+ */
+export function claimDeadline(state: EmailState, policy: DeliveryPolicy): { kind: 'takeover' | 'unknown'; at: string } | null {
+  const claim = state.delivery.openClaim;
+  if (!claim) return null;
+  if (claim.begunAt === null) return { kind: 'takeover', at: new Date(Date.parse(claim.claimedAt) + policy.claimStartGraceMs).toISOString() };
+  return { kind: 'unknown', at: new Date(Date.parse(claim.begunAt) + policy.claimGraceMs).toISOString() };
+}

@@ -79,8 +79,10 @@ export type EmailSuppressed = { type: 'EmailSuppressed'; data: Static<typeof Ema
 
 /**
  * A sender instance took the email's next delivery attempt: only the instance whose claim was
- * appended (expected revision) sends. A claim with no attempt after it means the sender died
- * mid-attempt: the message may have gone out, so it is never sent again (delivery_unknown).
+ * appended (expected revision) sends. A claim is a reservation: nothing has gone out until a
+ * DeliveryTransactionStarted follows it. A claim whose sender stopped before any transaction
+ * began is taken over by another sender (a second claim of the same attempt) once its start
+ * grace ends.
  */
 export const DeliveryClaimedDataSchema = Type.Object({
   attempt: Type.Integer({ minimum: 1 }),
@@ -89,6 +91,20 @@ export const DeliveryClaimedDataSchema = Type.Object({
   occurredAt: Instant,
 });
 export type DeliveryClaimed = { type: 'DeliveryClaimed'; data: Static<typeof DeliveryClaimedDataSchema> };
+
+/**
+ * The claim's holder is about to begin the SMTP transaction (the outbox: the file write) for
+ * these recipients: appended, and durable, after the transport holds a connection and right
+ * before the first command that could deliver the message. From here on the message may go
+ * out, so a recipient named here whose attempt gets no outcome ends as delivery_unknown; the
+ * claim can no longer be taken over.
+ */
+export const DeliveryTransactionStartedDataSchema = Type.Object({
+  attempt: Type.Integer({ minimum: 1 }),
+  recipients: Type.Array(RecipientIndex, { description: 'The recipients of the transaction that begins (one address; several indexes when it was listed twice).' }),
+  occurredAt: Instant,
+});
+export type DeliveryTransactionStarted = { type: 'DeliveryTransactionStarted'; data: Static<typeof DeliveryTransactionStartedDataSchema> };
 
 /**
  * What one recipient's transaction came to, by recipient index (To, then CC, then BCC, as
@@ -118,9 +134,11 @@ export const DeliveryAttemptedDataSchema = Type.Object({
 export type DeliveryAttempted = { type: 'DeliveryAttempted'; data: Static<typeof DeliveryAttemptedDataSchema> };
 
 /**
- * The email's delivery ended without an attempt outcome for the recipients still pending:
- * delivery_unknown (a claim was left open), content_expired (the body was destroyed before it
- * went out), sender_domain_unavailable (the domain or its DKIM key is gone).
+ * An attempt ended without a transport outcome: for every recipient still pending when its
+ * holder gives up (content_expired: the body was destroyed before it went out;
+ * sender_domain_unavailable: the domain or its DKIM key is gone; message_unbuildable), or, as
+ * delivery_unknown, for the recipients whose transaction had begun when their sender stopped
+ * (the others stay pending and are sent by the next attempt).
  */
 export const DeliveryFailedDataSchema = Type.Object({
   attempt: Type.Integer({ minimum: 0 }),
@@ -166,7 +184,8 @@ export const RecipientReportRepeatedDataSchema = Type.Object({
 });
 export type RecipientReportRepeated = { type: 'RecipientReportRepeated'; data: Static<typeof RecipientReportRepeatedDataSchema> };
 
-export type EmailEvent = EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryAttempted | DeliveryFailed | RecipientReported | RecipientReportRepeated;
+export type EmailEvent =
+  | EmailAccepted | EmailSuppressed | DeliveryClaimed | DeliveryTransactionStarted | DeliveryAttempted | DeliveryFailed | RecipientReported | RecipientReportRepeated;
 export type EmailEventType = EmailEvent['type'];
 
 /** The data schema of each event type of an email stream: the source of the types above and of the event catalog. */
@@ -174,6 +193,7 @@ export const EMAIL_EVENT_DATA: { [K in EmailEventType]: TSchema } = {
   EmailAccepted: AdmittedMessageSchema,
   EmailSuppressed: EmailSuppressedDataSchema,
   DeliveryClaimed: DeliveryClaimedDataSchema,
+  DeliveryTransactionStarted: DeliveryTransactionStartedDataSchema,
   DeliveryAttempted: DeliveryAttemptedDataSchema,
   DeliveryFailed: DeliveryFailedDataSchema,
   RecipientReported: RecipientReportedDataSchema,

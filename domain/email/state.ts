@@ -9,12 +9,16 @@ export interface OpenClaim {
   attempt: number;
   claimedBy: string;
   claimedAt: string;
+  /** Recipients whose transaction began under this claim (DeliveryTransactionStarted): only they may have been delivered. */
+  begun: number[];
+  /** When the last of those transactions began; null while none has. */
+  begunAt: string | null;
 }
 
 export interface DeliveryState {
   /** Attempts claimed so far. */
   attempts: number;
-  /** A claim with no outcome yet: someone is sending, or died while sending. */
+  /** A claim with no outcome yet: someone is sending (or about to), or stopped before its outcome. */
   openClaim: OpenClaim | null;
   firstAttemptAt: string | null;
   /** When the last attempt's outcome (or the delivery's failure) was recorded. */
@@ -130,10 +134,18 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       return withRecipients(next, {
         ...d,
         attempts: Math.max(d.attempts, e.data.attempt),
-        openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt },
+        // A claim of the attempt already open takes it over: the new holder's, with nothing begun.
+        openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt, begun: [], begunAt: null },
         firstAttemptAt: d.firstAttemptAt ?? e.data.occurredAt,
         recipients: d.recipients.map(statusOnClaim),
       });
+    }
+    case 'DeliveryTransactionStarted': {
+      const d = next.delivery;
+      const claim = d.openClaim;
+      if (!claim || claim.attempt !== e.data.attempt) return next;
+      const begun = [...new Set([...claim.begun, ...e.data.recipients])];
+      return { ...next, delivery: { ...d, openClaim: { ...claim, begun, begunAt: e.data.occurredAt } } };
     }
     case 'DeliveryAttempted':
     case 'DeliveryFailed': {
@@ -145,9 +157,12 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       const recipientReports = withReports(next, outcomes.map((o) => o.index), (known) => ({ ...known, delayReportedLast: false }));
       const providerMessageId = (e.type === 'DeliveryAttempted' && e.data.providerMessageId) || next.providerMessageId;
       const nextAttemptAt = e.type === 'DeliveryAttempted' ? e.data.nextAttemptAt : null;
+      // A failure may leave recipients pending (a dead sender's claim: those whose transaction
+      // never began): their next attempt is due at once.
+      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every(isFinalDeliveryStatus);
       return withRecipients(
         { ...next, providerMessageId, recipientReports },
-        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished: nextAttemptAt === null },
+        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished },
       );
     }
     case 'RecipientReported': {

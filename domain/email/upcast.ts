@@ -10,6 +10,7 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
   EmailAccepted: 1,
   EmailSuppressed: 1,
   DeliveryClaimed: 1,
+  DeliveryTransactionStarted: 1,
   DeliveryAttempted: 1,
   DeliveryFailed: 1,
   RecipientReported: 1,
@@ -18,7 +19,7 @@ export const EMAIL_SCHEMA_VERSIONS: Record<EmailEvent['type'], number> = {
 
 /** The conversions from older versions, per type (none so far): what the event catalog tells readers. */
 export const EMAIL_UPCASTS: Record<EmailEvent['type'], ReadonlyArray<{ from: number; change: string }>> = {
-  EmailAccepted: [], EmailSuppressed: [], DeliveryClaimed: [], DeliveryAttempted: [], DeliveryFailed: [], RecipientReported: [], RecipientReportRepeated: [],
+  EmailAccepted: [], EmailSuppressed: [], DeliveryClaimed: [], DeliveryTransactionStarted: [], DeliveryAttempted: [], DeliveryFailed: [], RecipientReported: [], RecipientReportRepeated: [],
 };
 
 const known = (type: string): type is EmailEvent['type'] => Object.hasOwn(EMAIL_SCHEMA_VERSIONS, type);

@@ -21,7 +21,7 @@ import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { domainToASCII } from 'node:url';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
-import type { MailTransport, OutgoingMessage, RecipientOutcome, RecipientResult, TransportOutcome } from '../ports/mail-transport.ts';
+import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type RecipientResult, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, isTlsFailure, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 
@@ -283,11 +283,11 @@ export class MxTransport implements MailTransport {
     this.#pool = new ConnectionPool((host, address, useTls) => this.#connect(host, address, useTls), this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs);
   }
 
-  send(message: OutgoingMessage): Promise<TransportOutcome> {
-    return this.#inFlight.run(() => this.#send(message));
+  send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
+    return this.#inFlight.run(() => this.#send(message, options));
   }
 
-  async #send(message: OutgoingMessage): Promise<TransportOutcome> {
+  async #send(message: OutgoingMessage, options: SendOptions): Promise<TransportOutcome> {
     const recipients = [...new Set(message.envelope.recipients)];
     const byDomain = new Map<string, string[]>();
     const outcomes = new Map<string, RecipientOutcome>();
@@ -301,7 +301,7 @@ export class MxTransport implements MailTransport {
     }
     await Promise.all(
       [...byDomain].map(async ([domain, addresses]) => {
-        for (const outcome of await this.#deliverDomain(domain, addresses, message)) outcomes.set(outcome.address, outcome);
+        for (const outcome of await this.#deliverDomain(domain, addresses, message, options)) outcomes.set(outcome.address, outcome);
       }),
     );
     const ordered = recipients.map((address) => outcomes.get(address)!);
@@ -352,7 +352,7 @@ export class MxTransport implements MailTransport {
     return { kind: codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA') ? 'none' : 'unknown', response };
   }
 
-  async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {
+  async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage, options: SendOptions): Promise<RecipientOutcome[]> {
     const route = await this.#route(domain);
     if (route.kind === 'final') return addresses.map((a) => final(a, route.result, route.enhancedCode, route.response));
     const budget = { attempts: MAX_ATTEMPTS_PER_DOMAIN };
@@ -376,6 +376,19 @@ export class MxTransport implements MailTransport {
       } catch (error) {
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
+      }
+      // The caller's mark that the transaction begins, once the connection answered: right
+      // before MAIL FROM.
+      let begun: boolean;
+      try {
+        begun = options.beginTransaction ? await options.beginTransaction() : true;
+      } catch (error) {
+        this.#pool.release(lease, true);
+        throw error;
+      }
+      if (!begun) {
+        this.#pool.release(lease, true);
+        return addresses.map(notBegunOutcome);
       }
       return this.#transaction(lease, domain, addresses, message);
     }

@@ -21,7 +21,7 @@ import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
-import type { MailTransport, OutgoingMessage, TransportOutcome } from '../ports/mail-transport.ts';
+import { notBegunOutcome, type MailTransport, type OutgoingMessage, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { isMissing, readEnvelopes, type OutboxEnvelope } from './outbox-files.ts';
 import type { OutboxWriteReply, OutboxWriteRequest } from './outbox-worker.ts';
 
@@ -63,16 +63,23 @@ export class OutboxTransport implements MailTransport {
     this.liveness.probeWaiting(async () => this.#writes.size > 0);
   }
 
-  async send(message: OutgoingMessage): Promise<TransportOutcome> {
+  async send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
     if (!EMAIL_ID.test(message.emailId)) throw new Error(`outbox: invalid email id ${JSON.stringify(message.emailId)}`);
     const previous = this.#pending.get(message.emailId) ?? Promise.resolve();
-    const work = previous.catch(() => undefined).then(() => this.#write(message));
+    // The file write is the transaction: the caller's mark comes right before it.
+    const work = previous.catch(() => undefined).then(async () => {
+      if (options.beginTransaction && !(await options.beginTransaction())) return false;
+      await this.#write(message);
+      return true;
+    });
     this.#pending.set(message.emailId, work);
+    let written: boolean;
     try {
-      await work;
+      written = await work;
     } finally {
       if (this.#pending.get(message.emailId) === work) this.#pending.delete(message.emailId);
     }
+    if (!written) return { providerMessageId: null, recipients: [...new Set(message.envelope.recipients)].map(notBegunOutcome) };
     // The file's name only: this text reaches timelines and webhook payloads, the server's paths must not.
     const response = `written to the outbox as ${message.emailId}.eml`;
     return {

@@ -1,6 +1,11 @@
-// The `smtp` transport: relays every message through one smarthost (RELAY_SMTP_URL) over
-// nodemailer's connection pool. The smarthost takes the message (`accepted`); bounces and
-// delivery reports come back later by DSN, which every send asks for.
+// The `smtp` transport: relays every message through one smarthost (RELAY_SMTP_URL) over a
+// pool of nodemailer SMTP connections. The smarthost takes the message (`accepted`); bounces
+// and delivery reports come back later by DSN, which every send asks for.
+//
+// The pool is this module's own rather than nodemailer's: a message waits for a connection
+// that is set up (TLS, authentication) before its caller's beginTransaction runs, so the
+// sender's durable mark that a transaction began (domain/email/delivery.ts) comes right before
+// MAIL FROM, and a crash while a message waits for a connection leaves nothing unknown.
 //
 // RELAY_SMTP_URL forms:
 //   smtp://user:pass@host:587            STARTTLS required: a server that does not offer it fails
@@ -11,11 +16,11 @@
 // User and password are percent-decoded. Default ports: 587 (smtp), 465 (smtps).
 import { InFlight } from './in-flight.ts';
 import net from 'node:net';
+import { PassThrough } from 'node:stream';
 import { domainToASCII } from 'node:url';
-import nodemailer from 'nodemailer';
-import type { Readable } from 'node:stream';
-import type { MailTransport, OutgoingMessage, RecipientOutcome, TransportOutcome } from '../ports/mail-transport.ts';
-import { asNodemailerError, envelopeOutcomes, errorOutcome, parseQueueId, replyOutcome } from './smtp-replies.ts';
+import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
+import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
+import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
@@ -102,8 +107,17 @@ export interface SmtpTransportOptions {
   idleTimeoutMs?: number;
 }
 
-interface SendTracker {
-  bodySent: boolean;
+/** A connection idle longer than this answers RSET before it carries a message (the server may have dropped it). */
+const CHECK_AFTER_IDLE_MS = 1000;
+/** How long a QUIT may wait for its reply before the socket is closed anyway. */
+const QUIT_GRACE_MS = 1000;
+
+interface PooledConnection {
+  conn: SMTPConnection;
+  state: 'busy' | 'idle' | 'gone';
+  idleSince: number;
+  idleTimer: NodeJS.Timeout | undefined;
+  ended: Promise<void>;
 }
 
 /** Matching key for an address as we passed it and as nodemailer reports it back (it punycodes domains). */
@@ -116,88 +130,214 @@ function addressKey(address: string): string {
 
 export class SmtpTransport implements MailTransport {
   readonly name = 'smtp';
-  readonly #mailer: ReturnType<typeof nodemailer.createTransport>;
+  readonly capacity: number;
+  readonly #settings: SmtpUrlSettings;
+  readonly #options: Required<Omit<SmtpTransportOptions, 'url' | 'ca' | 'heloName'>> & Pick<SmtpTransportOptions, 'ca' | 'heloName'>;
   readonly #inFlight = new InFlight('smtp');
+  readonly #idle: PooledConnection[] = [];
+  readonly #waiters: Array<() => void> = [];
+  #open = 0;
+  #closed = false;
 
   constructor(options: SmtpTransportOptions) {
-    const { host, port, tls, user, pass } = parseSmtpUrl(options.url);
-    const commandTimeout = options.commandTimeoutMs ?? 120_000;
-    this.#mailer = nodemailer.createTransport({
-      pool: true,
+    this.#settings = parseSmtpUrl(options.url);
+    this.#options = {
+      ca: options.ca,
+      heloName: options.heloName,
+      maxConnections: options.maxConnections ?? 5,
+      connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
+      commandTimeoutMs: options.commandTimeoutMs ?? 120_000,
+      idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
+    };
+    this.capacity = this.#options.maxConnections;
+  }
+
+  send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
+    return this.#inFlight.run(() => this.#send(message, options));
+  }
+
+  async #send(message: OutgoingMessage, options: SendOptions): Promise<TransportOutcome> {
+    const recipients = [...new Set(message.envelope.recipients)];
+    let pooled: PooledConnection;
+    try {
+      pooled = await this.#acquire();
+    } catch (caught) {
+      const error = asNodemailerError(caught);
+      return { providerMessageId: null, recipients: recipients.map((address) => errorOutcome(address, error, false)) };
+    }
+    let begun: boolean;
+    try {
+      begun = options.beginTransaction ? await options.beginTransaction() : true;
+    } catch (error) {
+      this.#release(pooled, true);
+      throw error;
+    }
+    if (!begun) {
+      this.#release(pooled, true);
+      return { providerMessageId: null, recipients: recipients.map(notBegunOutcome) };
+    }
+    return this.#transaction(pooled, message, recipients);
+  }
+
+  async #transaction(pooled: PooledConnection, message: OutgoingMessage, recipients: string[]): Promise<TransportOutcome> {
+    const body = new PassThrough();
+    let bodySent = false;
+    // The connection reads the body only after DATA was accepted; its end means every byte,
+    // and with it the end-of-data dot, went to the connection. That is the line between
+    // `deferred` and `unknown` for a lost connection.
+    body.once('end', () => (bodySent = true));
+    body.end(message.raw);
+    const envelope = {
+      from: message.envelope.mailFrom,
+      to: recipients,
+      dsn: { notify: ['SUCCESS', 'FAILURE', 'DELAY'], ret: 'HDRS', envid: message.emailId },
+    };
+    const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
+      pooled.conn.send(envelope as SMTPConnection.Envelope, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
+    });
+    this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)));
+
+    const byKey = new Map(recipients.map((r) => [addressKey(r), r]));
+    const original = (address: string) => byKey.get(addressKey(address)) ?? address;
+    const fromWire = (errors: NodemailerError[] | undefined) => (errors ?? []).map((e) => ({ ...e, message: e.message, recipient: e.recipient && original(e.recipient) }));
+    if (!error && info) {
+      const response = String(info.response ?? '');
+      const outcomes = envelopeOutcomes(recipients, (info.accepted ?? []).map((a) => original(String(a))), fromWire(info.rejectedErrors as NodemailerError[] | undefined), (address) => replyOutcome(address, 'accepted', response));
+      const anyAccepted = outcomes.some((o) => o.result === 'accepted');
+      return { providerMessageId: anyAccepted ? (parseQueueId(response) ?? message.messageId) : null, recipients: outcomes };
+    }
+    const failure: NodemailerError = error ?? new Error('no result from the connection');
+    let outcomes: RecipientOutcome[];
+    if (failure.code === 'EENVELOPE' && failure.command === 'RCPT TO' && failure.rejectedErrors?.length) {
+      outcomes = envelopeOutcomes(recipients, [], fromWire(failure.rejectedErrors), (address) => errorOutcome(address, failure, false));
+    } else {
+      // A failure at or after DATA does not tell which recipients RCPT TO refused before, so
+      // the message's fate is every recipient's.
+      outcomes = recipients.map((address) => errorOutcome(address, failure, bodySent));
+    }
+    return { providerMessageId: null, recipients: outcomes };
+  }
+
+  /** A connection set up and ready for MAIL FROM: an idle one (checked with RSET after a pause), or a new one. */
+  async #acquire(): Promise<PooledConnection> {
+    for (;;) {
+      if (this.#closed) throw new Error('smtp transport is closed');
+      const idle = this.#idle.pop();
+      if (idle) {
+        clearTimeout(idle.idleTimer);
+        idle.state = 'busy';
+        if (Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS || (await reset(idle))) return idle;
+        this.#discard(idle);
+        continue;
+      }
+      if (this.#open < this.#options.maxConnections) {
+        this.#open++;
+        try {
+          return await this.#connect();
+        } catch (error) {
+          this.#open--;
+          this.#waiters.shift()?.();
+          throw error;
+        }
+      }
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+
+  #release(pooled: PooledConnection, reusable: boolean): void {
+    if (pooled.state !== 'busy') return;
+    if (!reusable || this.#closed || pooled.conn.destroyed) {
+      this.#discard(pooled);
+      return;
+    }
+    pooled.state = 'idle';
+    pooled.idleSince = Date.now();
+    this.#idle.push(pooled);
+    pooled.idleTimer = setTimeout(() => this.#discard(pooled), this.#options.idleTimeoutMs);
+    this.#waiters.shift()?.();
+  }
+
+  #discard(pooled: PooledConnection): void {
+    if (pooled.state === 'gone') return;
+    const at = this.#idle.indexOf(pooled);
+    if (at >= 0) this.#idle.splice(at, 1);
+    pooled.state = 'gone';
+    clearTimeout(pooled.idleTimer);
+    this.#open--;
+    quit(pooled);
+    this.#waiters.shift()?.();
+  }
+
+  /** Connects, greets, secures (as the URL says) and authenticates, or rejects with nodemailer's error. */
+  #connect(): Promise<PooledConnection> {
+    const { host, port, tls, user, pass } = this.#settings;
+    const conn = new SMTPConnection({
       host,
       port,
       secure: tls === 'implicit',
       requireTLS: tls === 'starttls',
       ignoreTLS: tls === 'none',
-      tls: options.ca ? { ca: options.ca } : {},
-      auth: user !== null ? { user, pass: pass ?? '' } : undefined,
-      name: options.heloName,
-      maxConnections: options.maxConnections ?? 5,
-      maxMessages: Infinity,
-      // The pool would otherwise resend a message whose connection closed under it; the sender
-      // processor owns retries, so a failure comes back as `deferred` at once.
-      maxRequeues: 0,
-      idleTimeout: options.idleTimeoutMs ?? 30_000,
-      connectionTimeout: options.connectTimeoutMs ?? 30_000,
-      greetingTimeout: commandTimeout,
-      socketTimeout: commandTimeout,
-      disableFileAccess: true,
-      disableUrlAccess: true,
+      tls: this.#options.ca ? { ca: this.#options.ca } : {},
+      name: this.#options.heloName,
+      connectionTimeout: this.#options.connectTimeoutMs,
+      greetingTimeout: this.#options.commandTimeoutMs,
+      socketTimeout: this.#options.commandTimeoutMs,
       logger: false,
     });
-    // The pool hands the message stream to the connection only after DATA was accepted and the
-    // stream ends once the connection has taken every byte; the end-of-data dot follows at
-    // once. That is the line between `deferred` and `unknown` for a lost connection.
-    this.#mailer.use('stream', (mail, done) => {
-      const tracker = (mail.data as { relayTracker?: SendTracker }).relayTracker;
-      if (tracker) {
-        mail.message.processFunc((input: Readable) => {
-          input.once('end', () => (tracker.bodySent = true));
-          return input;
-        });
-      }
-      done();
-    });
-  }
-
-  send(message: OutgoingMessage): Promise<TransportOutcome> {
-    return this.#inFlight.run(() => this.#send(message));
-  }
-
-  async #send(message: OutgoingMessage): Promise<TransportOutcome> {
-    const recipients = [...new Set(message.envelope.recipients)];
-    const tracker: SendTracker = { bodySent: false };
-    try {
-      const mail = {
-        envelope: { from: message.envelope.mailFrom, to: recipients },
-        raw: message.raw,
-        dsn: { notify: ['SUCCESS', 'FAILURE', 'DELAY'], ret: 'HDRS', envid: message.emailId },
-        relayTracker: tracker,
+    let ended!: () => void;
+    const pooled: PooledConnection = { conn, state: 'busy', idleSince: 0, idleTimer: undefined, ended: new Promise((resolve) => (ended = resolve)) };
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (error: Error | null) => {
+        if (settled) return;
+        settled = true;
+        if (!error) return resolve(pooled);
+        conn.close();
+        reject(error);
       };
-      const info = await this.#mailer.sendMail(mail);
-      const response = String(info.response ?? '');
-      const byKey = new Map(recipients.map((r) => [addressKey(r), r]));
-      const original = (address: string) => byKey.get(addressKey(address)) ?? address;
-      const rejectedErrors = ((info.rejectedErrors ?? []) as NodemailerError[]).map((e) => ({ ...e, message: e.message, recipient: e.recipient && original(e.recipient) }));
-      const outcomes = envelopeOutcomes(recipients, (info.accepted ?? []).map((a: string) => original(a)), rejectedErrors, (address) => replyOutcome(address, 'accepted', response));
-      const anyAccepted = outcomes.some((o) => o.result === 'accepted');
-      return { providerMessageId: anyAccepted ? (parseQueueId(response) ?? message.messageId) : null, recipients: outcomes };
-    } catch (caught) {
-      const error = asNodemailerError(caught);
-      let outcomes: RecipientOutcome[];
-      if (error.code === 'EENVELOPE' && error.command === 'RCPT TO' && error.rejectedErrors?.length) {
-        outcomes = envelopeOutcomes(recipients, [], error.rejectedErrors, (address) => errorOutcome(address, error, false));
-      } else {
-        // A failure at or after DATA does not tell which recipients RCPT TO refused before, so
-        // the message's fate is every recipient's.
-        outcomes = recipients.map((address) => errorOutcome(address, error, tracker.bodySent));
-      }
-      return { providerMessageId: null, recipients: outcomes };
-    }
+      // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
+      conn.on('error', (error) => settle(error));
+      conn.once('end', () => {
+        ended();
+        // The server may close an idle connection; a busy one is settled by its transaction.
+        if (pooled.state === 'idle') this.#discard(pooled);
+        settle(new Error('connection closed during setup'));
+      });
+      conn.connect((error) => {
+        if (error) return settle(error);
+        // As nodemailer's own pool: credentials go only to a server that offers AUTH.
+        if (user === null || !conn.allowsAuth) return settle(null);
+        conn.login({ user, pass: pass ?? '' }, (loginError) => settle(loginError ?? null));
+      });
+    });
   }
 
   async close(): Promise<void> {
     if (!(await this.#inFlight.close())) return;
-    this.#mailer.close();
+    this.#closed = true;
+    const idle = [...this.#idle];
+    for (const pooled of idle) this.#discard(pooled);
+    for (const wake of this.#waiters.splice(0)) wake();
+    await Promise.all(idle.map((pooled) => pooled.ended));
+  }
+}
+
+function reset(pooled: PooledConnection): Promise<boolean> {
+  if (pooled.conn.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    // A connection the server dropped while idle may never answer: its end settles this.
+    pooled.ended.then(() => resolve(false));
+    pooled.conn.reset((error) => resolve(!error));
+  });
+}
+
+function quit(pooled: PooledConnection): void {
+  if (pooled.conn.destroyed) return;
+  const timer = setTimeout(() => pooled.conn.close(), QUIT_GRACE_MS);
+  pooled.ended.then(() => clearTimeout(timer));
+  try {
+    pooled.conn.quit();
+  } catch {
+    pooled.conn.close();
   }
 }

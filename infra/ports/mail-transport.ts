@@ -40,7 +40,7 @@ export interface RecipientOutcome {
   enhancedCode: string | null;
   /** The server's reply text or the local error, for the timeline; never holds message content. */
   response: string;
-  /** Which stage failed, for `rejected` / `deferred`: connection, tls, mail_from, rcpt_to, data, dns. */
+  /** Which stage failed, for `rejected` / `deferred`: connection, tls, mail_from, rcpt_to, data, dns, not_begun. */
   stage?: string;
 }
 
@@ -53,10 +53,33 @@ export interface TransportOutcome {
   recipients: RecipientOutcome[];
 }
 
+export interface SendOptions {
+  /**
+   * Called before each transaction of the send, once the transport is ready for it (holds a
+   * connection that answered; the outbox: before the file is written) and right before the
+   * first command that could deliver the message (MAIL FROM). The sender appends the
+   * transaction's start there (domain/email/delivery.ts), so a crash before it leaves a claim
+   * another sender can take over. False: the transaction does not happen, its recipients are
+   * `deferred` at stage `not_begun` (notBegunOutcome) and the connection stays usable. A
+   * rejection ends the send with that rejection, nothing sent.
+   */
+  beginTransaction?: () => Promise<boolean>;
+}
+
+/** The outcome of a recipient whose transaction the caller declined to begin. */
+export const notBegunOutcome = (address: string): RecipientOutcome => ({
+  address, result: 'deferred', smtpCode: null, enhancedCode: null, response: 'not sent: the transaction was not begun', stage: 'not_begun',
+});
+
 export interface MailTransport {
   /** `outbox`, `smtp` or `mx`. */
   readonly name: string;
-  send(message: OutgoingMessage): Promise<TransportOutcome>;
+  /**
+   * Transactions it runs at once, when it has such a bound (the smarthost's pooled
+   * connections): the sender claims about twice as many, so no claim waits long for the wire.
+   */
+  readonly capacity?: number;
+  send(message: OutgoingMessage, options?: SendOptions): Promise<TransportOutcome>;
   /**
    * Gets ready for the first send (the outbox starts its thread), so that a sender's first
    * claim does not wait for it: a claim older than its grace period is taken for a dead sender's.

@@ -58,7 +58,8 @@ export interface SmtpSinkOptions {
   auth?: { user: string; pass: string };
   onMailFrom?: (address: SMTPServerAddress, session: SMTPServerSession) => Error | void;
   onRcptTo?: (address: SMTPServerAddress, session: SMTPServerSession) => Error | void;
-  onData?: (raw: Buffer, session: SMTPServerSession) => DataAnswer;
+  /** A promise holds the answer back until it settles (a slow smarthost): the client waits after its end of data. */
+  onData?: (raw: Buffer, session: SMTPServerSession) => DataAnswer | Promise<DataAnswer>;
 }
 
 export interface SmtpSink {
@@ -115,9 +116,9 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     onData(stream: SMTPServerDataStream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('end', () => {
+      stream.on('end', async () => {
         const raw = Buffer.concat(chunks);
-        const answer = options.onData?.(raw, session) ?? {};
+        const answer = (await options.onData?.(raw, session)) ?? {};
         if (answer === 'drop') {
           for (const connection of (server as unknown as ServerConnections).connections) {
             if (connection.session.id === session.id) connection._socket.destroy();

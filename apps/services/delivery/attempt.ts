@@ -1,17 +1,22 @@
 // Carries out one step of an email's delivery, as the delivery decider rules it:
-//   attempt: claim (only the instance whose claim is appended goes on) → open the body →
-//            sign → one SMTP transaction per recipient, each with its own VERP return path →
-//            record what each recipient's transaction came to;
-//   recover: a claim still open past its grace period means its sender died mid-attempt:
-//            the attempt becomes delivery_unknown, and nothing is sent again.
-// The window between a claim and its outcome is the one place where a crash leaves the fate
-// of a message unknown; it lasts as long as the SMTP transactions of one attempt.
+//   attempt:  claim (only the instance whose claim is appended goes on) → open the body →
+//             sign → one SMTP transaction per recipient, each with its own VERP return path,
+//             each begun only once its start is appended and durable (the transport holds a
+//             connection by then) → record what each recipient's transaction came to;
+//   takeover: the same, for a claim whose sender never began a transaction (it stopped, or is
+//             stuck before the wire): the new claim replaces it, and the old holder's
+//             transaction start is refused, so it sends nothing;
+//   recover:  a claim still open past its grace after a transaction began means its sender
+//             stopped mid-transaction: those recipients become delivery_unknown and are never
+//             sent again; the others are sent by the next attempt.
+// The window between a transaction's start and the attempt's outcome is the one place where a
+// crash leaves the fate of a message unknown; it holds at most the transactions in flight.
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
 import type { DeliveryPolicy, RecipientResultReport } from '../../../domain/email/delivery.ts';
-import type { AdmittedMessage, EmailContent } from '../../../domain/email/events.ts';
-import { pendingRecipients } from '../../../domain/email/state.ts';
+import type { AdmittedMessage, DeliveryAttempted, DeliveryFailed, EmailContent } from '../../../domain/email/events.ts';
+import { pendingRecipients, type EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
@@ -24,6 +29,7 @@ import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
+import type { Handled, Loaded } from '../command-handler.ts';
 import type { Emails } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
 import type { SendRateGate } from '../send-rate.ts';
@@ -44,6 +50,17 @@ export interface DeliveryDeps {
   parallelTransactions?: number;
   /** composeMessage, wherever it runs (Services.compose: worker threads); unset = on this thread. */
   compose?: (input: ComposeInput) => Promise<ComposedMessage>;
+  /** Told of every outcome this instance appends (logs and metrics: apps/services/delivery/outcome-report.ts). */
+  observe?: DeliveryObserver;
+}
+
+/**
+ * What the sender reports of the outcomes it appends (each once: only the appending instance
+ * is told). `domainOf`: a recipient's domain by index (BCC ones included, when known).
+ */
+export interface DeliveryObserver {
+  attempted(message: AdmittedMessage, outcome: DeliveryAttempted['data'], reports: readonly RecipientResultReport[], domainOf: (index: number) => string | null): void;
+  failed(message: AdmittedMessage, failure: DeliveryFailed['data'], transport: string): void;
 }
 
 /** Names this process in its claims, so a claim can be told apart from another instance's. */
@@ -75,7 +92,7 @@ function targetsOf(message: AdmittedMessage, bcc: string[], pending: number[]): 
 
 function report(target: Target, outcome: RecipientOutcome | undefined): RecipientResultReport[] {
   const base = outcome
-    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000) }
+    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000), ...(outcome.stage ? { stage: outcome.stage } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
   return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
 }
@@ -127,11 +144,17 @@ async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     attempt: item.attempt,
     claimedBy: null,
     failureCode: 'delivery_unknown',
-    reason: 'the sender stopped during this attempt; the message may have been accepted, so it is not sent again',
+    reason: 'the sender stopped during the SMTP transaction; the message may have been accepted, so it is not sent again',
     at: deps.now().toISOString(),
   }, { origin: item.origin });
   await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, handled);
+  reportFailure(deps, handled);
   return handled.events.length > 0 ? 'recovered' : 'nothing_to_do';
+}
+
+function reportFailure(deps: DeliveryDeps, handled: Handled<EmailState, unknown>): void {
+  const [failed] = handled.events as DeliveryFailed[];
+  if (failed && handled.state.message) deps.observe?.failed(handled.state.message, failed.data, deps.transport.name);
 }
 
 async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
@@ -155,12 +178,14 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, claim);
     return 'nothing_to_do';
   }
-  // A claim lost to a crash after the send would let the message go out again.
-  await durableSoFar();
   const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
-  const fail = (failureCode: string, reason: string) => emails.handle(item._id, {
-    type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(),
-  }, { origin: after, loaded: claim });
+  const fail = async (failureCode: string, reason: string) => {
+    const failed = await emails.handle(item._id, {
+      type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(),
+    }, { origin: after, loaded: claim });
+    reportFailure(deps, failed);
+    return failed;
+  };
 
   const content = await openContent(deps.documents, message.content, deps.now());
   if (!content) {
@@ -185,10 +210,24 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   }
   const mailFromDomain = `${domain.mailFromSubdomain}.${domain.name}`;
   const targets = targetsOf(message, content.bcc, pending);
+  // The stream as this instance last appended to it: each transaction start decides on it
+  // (and reads what it missed when another start got in first).
+  let latest: Loaded<EmailState> = claim;
+  const begin = (target: Target) => async (): Promise<boolean> => {
+    const started = await emails.handle(item._id, {
+      type: 'StartTransaction', attempt: item.attempt, claimedBy: SENDER_INSTANCE, recipients: [target.index, ...target.alsoIndexes], at: deps.now().toISOString(),
+    }, { origin: after, loaded: latest });
+    if (started.revision > latest.revision) latest = started;
+    // Refused: the claim was taken over (another sender has this attempt now), so nothing goes out.
+    if (started.events.length === 0) return false;
+    // A start lost to a crash would let the next sender take the claim over and send again.
+    await durableSoFar();
+    return true;
+  };
   let providerMessageId: string | null = null;
   const reports = (await mapLimited(targets, deps.parallelTransactions ?? 5, async (target) => {
     const mailFrom = verpAddress({ emailId: message.emailId, recipientIndex: target.index, mailFromDomain }, (data) => deps.secrets.mac(VERP_MAC_PURPOSE, data));
-    const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId });
+    const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId }, { beginTransaction: begin(target) });
     providerMessageId ??= outcome.providerMessageId;
     return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0]);
   })).flat();
@@ -202,7 +241,12 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     providerMessageId,
     results: reports,
     at: deps.now().toISOString(),
-  }, { origin: after, loaded: claim });
+  }, { origin: after, loaded: latest });
   await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, recorded);
+  const [outcome] = recorded.events as DeliveryAttempted[];
+  // None: the claim was taken over before any transaction began, so nothing went out.
+  if (!outcome) return 'nothing_to_do';
+  const domains = new Map(targets.flatMap((t) => [t.index, ...t.alsoIndexes].map((index) => [index, t.address.slice(t.address.lastIndexOf('@') + 1)] as const)));
+  deps.observe?.attempted(message, outcome.data, reports, (index) => domains.get(index) ?? null);
   return 'sent';
 }

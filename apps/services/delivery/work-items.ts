@@ -2,7 +2,7 @@
 // collection, found by due time. It is derived from the email's stream (never the other way
 // round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
 // syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
-import { claimExpiresAt, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
+import { claimDeadline, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
 import type { EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -14,20 +14,45 @@ import { writeOver } from '../write-over.ts';
 
 export interface WorkItem {
   _id: string;
-  /** attempt: send attempt `attempt`; recover: declare attempt `attempt` delivery_unknown if its claim is still open. */
-  step: 'attempt' | 'recover';
+  /**
+   * attempt: claim and send attempt `attempt`; takeover: claim and send attempt `attempt`, whose
+   * open claim never began a transaction, if it still has not; recover: declare the recipients
+   * whose transaction began delivery_unknown if the claim of attempt `attempt` is still open.
+   */
+  step: 'attempt' | 'takeover' | 'recover';
   attempt: number;
   dueAt: string;
   /** The stream revision this item was derived from: an older view never overwrites a newer one. */
   streamRevision: number;
   /** Correlation and cause for the events the step appends. */
   origin: CommandOrigin;
+  /** takeover and recover: when the open claim was appended. */
+  claimedAt?: string;
 }
 
 export const workItems = (documents: DocumentStore) => documents.collection<WorkItem>(COLLECTIONS.deliveries);
 
 export async function ensureWorkItemIndexes(documents: DocumentStore): Promise<void> {
-  await workItems(documents).ensureIndexes([{ name: 'dueAt', fields: [['dueAt', 'asc'], ['_id', 'asc']] }]);
+  await workItems(documents).ensureIndexes([
+    { name: 'dueAt', fields: [['dueAt', 'asc'], ['_id', 'asc']] },
+    // Open claims, for the sender's start and /metrics.
+    { name: 'step_dueAt', fields: [['step', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']] },
+  ]);
+}
+
+/** Items of open claims (steps takeover and recover), earliest due first. */
+export const openClaimItems = (documents: DocumentStore, limit: number): Promise<WorkItem[]> =>
+  workItems(documents).find({ where: { step: { in: ['takeover', 'recover'] } }, orderBy: [['step', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']], limit });
+
+/** Open claims and when the oldest was appended (metrics: relay_delivery_open_claims, …_oldest_open_claim_age_seconds). */
+export async function openClaimsSummary(documents: DocumentStore): Promise<{ count: number; oldestClaimedAt: string | null }> {
+  const items = workItems(documents);
+  const count = await items.count({ step: { in: ['takeover', 'recover'] } });
+  if (count === 0) return { count, oldestClaimedAt: null };
+  const firsts = await Promise.all((['takeover', 'recover'] as const).map((step) =>
+    items.find({ where: { step }, orderBy: [['step', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']], limit: 1 })));
+  const times = firsts.flat().map((item) => item.claimedAt ?? item.dueAt);
+  return { count, oldestClaimedAt: times.length === 0 ? null : times.reduce((a, b) => (a < b ? a : b)) };
 }
 
 /** Items due at `now`, earliest first. */
@@ -38,8 +63,12 @@ export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number)
 export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, policy: DeliveryPolicy): WorkItem | null {
   const d = state.delivery;
   if (!state.emailId || state.admission?.status !== 'queued' || d.finished) return null;
-  if (d.openClaim) {
-    return { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: claimExpiresAt(state, policy)!, streamRevision: revision, origin };
+  const deadline = claimDeadline(state, policy);
+  if (d.openClaim && deadline) {
+    return {
+      _id: state.emailId, step: deadline.kind === 'takeover' ? 'takeover' : 'recover', attempt: d.openClaim.attempt, dueAt: deadline.at,
+      streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt,
+    };
   }
   return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin };
 }
