@@ -120,9 +120,7 @@ test('SIGKILL of a sender holding claims that never reached the wire: the next s
   const onWire = ids.filter((_, i) => reachedWire.has(recipients[i]));
   assert.is(onWire.length, 5, 'one transaction per connection reached RCPT TO');
   assert.is(notOnWire.length, 5, 'the other claims had not reached the wire');
-  // Relay's marks agree with the wire: a start for each transaction the smarthost saw, none for the others.
-  for (const id of onWire) assert.is(count(await eventTypes(ctx, id), 'DeliveryTransactionStarted'), 1, `${id}: its transaction's start`);
-  for (const id of notOnWire) assert.is(count(await eventTypes(ctx, id), 'DeliveryTransactionStarted'), 0, `${id}: no start`);
+  const startsAtKill = new Map(await Promise.all(ids.map(async (id) => [id, count(await eventTypes(ctx, id), 'DeliveryTransactionStarted')] as const)));
 
   ctx.onData = () => {};
   held.resolve();
@@ -137,6 +135,9 @@ test('SIGKILL of a sender holding claims that never reached the wire: the next s
   }
   for (const id of ids) await workItemGone(ctx.t.stores.documents, id);
   await processorsCaughtUp(ctx.t, ['sender']);
+  // Relay's marks agreed with the wire at the kill: a start for each transaction the smarthost saw, none for the others.
+  for (const id of onWire) assert.is(startsAtKill.get(id), 1, `${id}: its transaction's start`);
+  for (const id of notOnWire) assert.is(startsAtKill.get(id), 0, `${id}: no start`);
   for (const id of notOnWire) {
     assert.is(receivedFor(ctx, id), 1, `${id}: received once`);
     const types = await eventTypes(ctx, id);

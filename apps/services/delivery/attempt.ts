@@ -179,6 +179,9 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     return 'nothing_to_do';
   }
   const after: CommandOrigin = { correlationId: item.origin.correlationId, causationId: claim.eventIds[0] };
+  // The schedule says at once what becomes of the claim if this instance stops (taken over, or
+  // recovered): a starting sender reads it to say what it inherits, and /metrics counts it.
+  await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, claim);
   const fail = async (failureCode: string, reason: string) => {
     const failed = await emails.handle(item._id, {
       type: 'FailDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, failureCode, reason, at: deps.now().toISOString(),
