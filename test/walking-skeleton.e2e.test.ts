@@ -119,12 +119,13 @@ test('`relay events --stream <email id>` shows each event\'s correlation (the HT
   const printed = await runRelay(['events', '--stream', sent.id], { RELAY_DATA_DIR: dataDir });
   assert.is(printed.code, 0, printed.stderr);
   const events = printed.stdout.trim().split('\n').map((line) => JSON.parse(line));
-  assert.equal(events.map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
-  const [accepted, claimed, attempted] = events;
+  assert.equal(events.map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryTransactionStarted', 'DeliveryAttempted']);
+  const [accepted, claimed, started, attempted] = events;
   assert.match(accepted.metadata.correlationId, /^[0-9a-f-]{36}$/, 'the request id');
   assert.is(accepted.metadata.causationId, accepted.metadata.correlationId, 'the request caused the admission');
   assert.is(claimed.metadata.correlationId, accepted.metadata.correlationId, 'the claim belongs to the same request');
   assert.is(claimed.metadata.causationId, accepted.id, 'the sender reacted to EmailAccepted');
+  assert.is(started.metadata.causationId, claimed.id, 'the transaction begins under the claim');
   assert.is(attempted.metadata.correlationId, accepted.metadata.correlationId);
   assert.is(attempted.metadata.causationId, claimed.id, 'the outcome follows from the claim');
   for (const e of events) assert.is(e.metadata.schemaVersion, 1);

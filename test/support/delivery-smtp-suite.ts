@@ -147,7 +147,7 @@ test('a 5xx answer to DATA rejects the email; it is not retried', async (ctx) =>
   await workItemGone(ctx.t.stores.documents, id);
   await processorsCaughtUp(ctx.t, ['projector']);
   assert.is((await detail(ctx.t, ctx.tenant.key, id)).events.length, 3, 'no later attempt');
-  assert.equal((await ctx.t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
+  assert.equal((await ctx.t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryTransactionStarted', 'DeliveryAttempted']);
 });
 
 test('the same event delivered twice and a stale work item send nothing more: one SMTP transaction per email', async (ctx) => {
@@ -168,7 +168,7 @@ test('the same event delivered twice and a stale work item send nothing more: on
   await processorsCaughtUp(t, ['sender']);
   await workItemGone(t.stores.documents, id);
   assert.is(messagesFor(sink, id).length, 1);
-  assert.equal((await t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
+  assert.equal((await t.stores.events.readStream(emailStreamId(id))).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryTransactionStarted', 'DeliveryAttempted']);
 });
 
 // Embedded only: the test holds back the sync of the sqlite commit that holds the claim.

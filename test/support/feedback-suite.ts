@@ -147,7 +147,7 @@ export function feedbackSuite(mode: string, storesEnv: () => Record<string, stri
     // Accepted at its return path (answered once ingested), but naming another address: nothing
     // is recorded, so nothing can follow from it.
     await report(ctx, good, dsn({ recipient: 'victim@example.org', action: 'failed', status: '5.1.1' }));
-    assert.equal((await ctx.t.stores.events.readStream(`email-${id}`)).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted']);
+    assert.equal((await ctx.t.stores.events.readStream(`email-${id}`)).map((e) => e.type), ['EmailAccepted', 'DeliveryClaimed', 'DeliveryTransactionStarted', 'DeliveryAttempted']);
     await processorsCaughtUp(ctx.t, ['projector', 'suppressor']);
     assert.is(await recipientStatus(ctx, id, 'target@example.org'), 'sent');
     assert.is(await suppressionOf(ctx, 'victim@example.org'), null);

@@ -99,8 +99,9 @@ export function generateHistory(options: HistoryOptions): EmailPlan[] {
       },
     });
     if (chance(0.03)) {
-      // The email's delivery ended without an attempt outcome.
+      // The email's delivery ended without an attempt outcome: its sender stopped mid-transaction.
       events.push({ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-a', transport: 'smtp', occurredAt: at(800) } });
+      events.push({ type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients: Array.from({ length: recipientCount }, (_, index) => index), occurredAt: at(810) } });
       events.push({ type: 'DeliveryFailed', data: { attempt: 1, failureCode: 'delivery_unknown', reason: 'the claim was left open', recipients: Array.from({ length: recipientCount }, (_, index) => ({ index, address: address(index) })), occurredAt: at(600_000) } });
       plans.push({ emailId, events });
       continue;
