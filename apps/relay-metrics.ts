@@ -42,6 +42,7 @@ import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forwarder.ts';
 import { COLLECTIONS } from './services/collections.ts';
 import { openClaimsSummary } from './services/delivery/work-items.ts';
+import type { WebhookResultLabel } from './services/webhooks/attempt-result.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
 
@@ -159,22 +160,7 @@ export interface DeliveryMetrics {
   readonly oldestOpenClaimAge: GaugeChild;
 }
 
-/**
- * Webhook attempt results: 2xx, 3xx, 4xx, 5xx (by the status class), or the attempt's error code
- * when no status came back: timeout, connection_refused, connection_reset, tls_error,
- * dns_failure, unsafe_destination, network_error; endpoint_disabled and endpoint_deleted for a
- * delivery closed without a request.
- */
-export type WebhookResultLabel =
-  | '2xx' | '3xx' | '4xx' | '5xx' | 'timeout' | 'connection_refused' | 'connection_reset' | 'tls_error' | 'dns_failure'
-  | 'unsafe_destination' | 'network_error' | 'endpoint_disabled' | 'endpoint_deleted';
-
-/** The label of a webhook attempt's result, from its status or error code. */
-export function webhookResultOf(httpStatus: number | null, errorCode: string | null): WebhookResultLabel {
-  if (httpStatus !== null && httpStatus >= 200 && httpStatus < 600) return `${Math.floor(httpStatus / 100)}xx` as WebhookResultLabel;
-  const known: readonly string[] = ['timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure', 'unsafe_destination', 'endpoint_disabled', 'endpoint_deleted'];
-  return errorCode !== null && known.includes(errorCode) ? errorCode as WebhookResultLabel : 'network_error';
-}
+export { webhookResultOf, type WebhookResultLabel } from './services/webhooks/attempt-result.ts';
 
 export interface RelayMetrics {
   registry: MetricsRegistry;

@@ -6,11 +6,13 @@ import { createHmac } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createEndpoint } from '../apps/services/webhooks/endpoints.ts';
+import { webhookResultOf } from '../apps/relay-metrics.ts';
 import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, detail, send, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
+import { parseMetrics, samplesOf } from './support/metrics.ts';
 import { makeTestCa, startHttpsReceiver, trustTestCa, type HttpsReceiver, type TestCa } from './support/https-receiver.ts';
 
 /** The schedule runs at a thousandth of the spec's: 60 ms … 86.4 s. */
@@ -156,6 +158,32 @@ test('a 302 (to loopback) is never followed: a failed attempt logged with its st
   const seen = ctx.receiver.requests.slice(before).map((r) => r.path);
   assert.equal(seen, ['/moved', '/moved', '/moved'], 'the Location was never requested');
   await disableAll(ctx);
+});
+
+test('/metrics counts every attempt by result, exactly as the deliveries\' attempt logs record them (2xx, 3xx, 5xx, unsafe_destination, endpoint_deleted)', async (ctx) => {
+  const { deliveriesOf: webhookDeliveries } = await import('../apps/services/webhooks/deliveries.ts');
+  const fromLogs = async () => {
+    const counts = new Map<string, number>();
+    for (const d of await webhookDeliveries(ctx.t.stores.documents).find({ limit: 10_000 })) {
+      for (const log of d.attemptLogs) counts.set(webhookResultOf(log.httpStatus, log.errorCode), (counts.get(webhookResultOf(log.httpStatus, log.errorCode)) ?? 0) + 1);
+    }
+    return counts;
+  };
+  const fromMetrics = async () => {
+    const page = await ctx.t.app.inject({ method: 'GET', url: '/metrics' });
+    assert.is(page.statusCode, 200);
+    return new Map(samplesOf(parseMetrics(page.body), 'relay_webhook_attempts_total').filter((s) => s.value > 0).map((s) => [s.labels.result, s.value]));
+  };
+  // Attempts of the tests above may still be recorded (a delivery of a deleted endpoint closes on its next turn).
+  let logs = new Map<string, number>();
+  let metrics = new Map<string, number>();
+  await waitUntil(async () => {
+    [logs, metrics] = [await fromLogs(), await fromMetrics()];
+    return JSON.stringify([...logs].sort()) === JSON.stringify([...metrics].sort());
+  }, 'the counters agree with the attempt logs', 30_000).catch(() => assert.equal([...metrics].sort(), [...logs].sort()));
+  for (const result of ['2xx', '3xx', '5xx', 'unsafe_destination']) assert.ok((metrics.get(result) ?? 0) > 0, `${result} attempts were counted`);
+  assert.is(metrics.get('5xx'), 6 + 7, 'six 500s before a 200, and seven from the receiver that never succeeds');
+  assert.is(metrics.get('3xx'), 2);
 });
 
 test('a slow endpoint (never answers) next to a fast one: the fast one\'s deliveries all succeed while the slow one\'s first attempts still hang', async (ctx) => {

@@ -44,6 +44,7 @@ export const sender = defineProcessor({
     const delivery = {
       observe: deliveryOutcomeReport({
         metrics: deps.metrics?.delivery,
+        transport: transport.name,
         warn: (message, fields) => (deps.onWarning ?? deps.onInfo)?.(message, fields),
         error: (message, fields) => (deps.onAlert ?? deps.onWarning)?.(message, fields),
         now: deps.now,

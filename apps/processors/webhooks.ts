@@ -10,6 +10,7 @@ import { webhookEventsOf } from '../../domain/webhooks/events.ts';
 import type { Stored } from '../../infra/ports/document-store.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
+import { webhookResultOf } from '../services/webhooks/attempt-result.ts';
 import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAt, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
 import { endpointsOf, ensureEndpointIndexes } from '../services/webhooks/endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
@@ -31,6 +32,7 @@ export const webhooks = defineProcessor({
     const attempt = {
       documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,
       dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
+      onResult: (httpStatus: number | null, errorCode: string | null) => deps.metrics?.webhookAttempts(webhookResultOf(httpStatus, errorCode)).inc(),
     };
     return startDispatcher<Stored<WebhookDelivery>>({
       due: (now, limit) => dueDeliveries(deps.documents, now, limit),

@@ -100,7 +100,7 @@ export async function startTestApp(env: Record<string, string> = {}, options: Te
     const wanted = options.processors === true ? null : new Set(options.processors);
     for (const definition of PROCESSORS.filter((p) => wanted === null || wanted.has(p.name))) {
       processors.push(await startProcessor(definition, {
-        config, events: stores.events, documents: stores.documents, log: stores.log, services, now: () => clock.now(),
+        config, events: stores.events, documents: stores.documents, log: stores.log, services, now: () => clock.now(), metrics: ctx.metrics,
         onError: options.onProcessorError ?? (() => {}),
       }));
     }

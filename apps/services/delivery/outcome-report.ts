@@ -14,6 +14,8 @@ type Log = (message: string, fields: Record<string, unknown>) => void;
 
 export interface OutcomeReportDeps {
   metrics?: DeliveryMetrics;
+  /** The transport this sender uses: its series start at 0, so the first unknown outcome is an increase an alert sees. */
+  transport?: string;
   warn: Log;
   error: Log;
   now: () => Date;
@@ -24,6 +26,8 @@ export const UNUSABLE_LOG_INTERVAL_MS = 60_000;
 
 /** Stages at which a smarthost refuses us rather than a recipient: no email can go out while they fail. */
 const TRANSPORT_STAGES: ReadonlySet<string> = new Set(['connection', 'tls']);
+
+const DELIVERY_OUTCOMES: readonly DeliveryOutcomeLabel[] = ['sent', 'delivered', 'deferred', 'bounced', 'failed', 'unknown'];
 
 const domainOfAddress = (address: string | null): string | null => (address === null ? null : address.slice(address.lastIndexOf('@') + 1));
 
@@ -65,6 +69,7 @@ class CauseWindow {
 
 export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver {
   const causes = new CauseWindow();
+  if (deps.transport) for (const outcome of DELIVERY_OUTCOMES) deps.metrics?.attempts(deps.transport as DeliveryTransportLabel, outcome);
   const count = (transport: string, outcome: DeliveryOutcomeLabel) => deps.metrics?.attempts(transport as DeliveryTransportLabel, outcome).inc();
   return {
     attempted(message: AdmittedMessage, outcome: DeliveryAttempted['data'], reports: readonly RecipientResultReport[], domainOf: (index: number) => string | null) {

@@ -23,12 +23,16 @@ export interface WebhookAttemptDeps {
   /** RELAY_WEBHOOK_ALLOW: test destinations let past the public-address check. */
   allow: Set<string>;
   policy: WebhookPolicy;
+  /** Told each attempt's result, and each delivery closed without a request (/metrics: relay_webhook_attempts_total). */
+  onResult?: (httpStatus: number | null, errorCode: string | null) => void;
 }
 
 export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<void> {
   const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
   if (!endpoint || !endpoint.enabled) {
-    await abandon(deps.documents, delivery, endpoint ? 'endpoint_disabled' : 'endpoint_deleted', deps.now());
+    const reason = endpoint ? 'endpoint_disabled' : 'endpoint_deleted';
+    await abandon(deps.documents, delivery, reason, deps.now());
+    deps.onResult?.(null, reason);
     return;
   }
   const taken = await takeAttempt(deps.documents, delivery, deps.now(), deps.policy);
@@ -49,4 +53,5 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
   await recordAttempt(deps.documents, taken, {
     httpStatus: result.httpStatus, errorCode: result.errorCode, durationMs: Math.round(result.durationMs), createdAt: startedAt.toISOString(),
   }, deps.now(), deps.policy);
+  deps.onResult?.(result.httpStatus, result.errorCode);
 }
