@@ -73,6 +73,7 @@ export interface RelayOptions extends StoreOptions {
 const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
   webhookDeliveries: 'webhook_deliveries', workItems: 'work_items', sessions: 'sessions', invitations: 'invitations',
   rateLimitSlots: 'rate_limit_slots', rateLimitWindows: 'rate_limit_windows', sendRateSlots: 'send_rate_slots',
+  signInFailures: 'sign_in_failures',
 };
 
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
