@@ -75,6 +75,21 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * A listener a variable configures could not bind its address (the port is taken, or not
+ * Relay's to use): the operator's to fix, told in one line naming the variable.
+ */
+export class ListenError extends Error {
+  readonly variable: string;
+  constructor(what: string, host: string, port: number, variable: string, cause: NodeJS.ErrnoException) {
+    const reason = cause.code === 'EADDRINUSE' ? 'the port is already in use' : cause.code === 'EACCES' ? 'permission denied' : (cause.code ?? cause.message);
+    const shownHost = host.includes(':') ? `[${host}]` : host;
+    super(`${what} cannot listen on ${shownHost}:${port}: ${reason}${cause.code ? ` (${cause.code})` : ''}; set ${variable} to a free port`, { cause });
+    this.name = 'ListenError';
+    this.variable = variable;
+  }
+}
+
 type Env = Record<string, string | undefined>;
 
 function text(env: Env, name: string): string | undefined {
