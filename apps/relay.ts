@@ -65,6 +65,12 @@ export interface RelayOptions extends StoreOptions {
    */
   pipelineThread?: boolean;
   onPipelineExit?: (error: Error) => void;
+  /**
+   * Benchmarks only: each part of this thread is started inside it (the API is built and
+   * listens inside it), so that an AsyncLocalStorage set there follows all the part's work
+   * (test/bench/sql-stats.ts counts SQL statements by part that way).
+   */
+  runPart?: <T>(part: Part, start: () => Promise<T>) => Promise<T>;
   /** @internal The pipeline thread's own process: no HTTP server, appends counted by the main thread. */
   inThread?: { onAppended(type: string): void };
 }
@@ -105,6 +111,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
+  const inPart = options.runPart ?? (<T>(_part: Part, start: () => Promise<T>) => start());
   const partsReady = async () => Object.fromEntries(Object.entries(await liveness.report()).map(([part, report]) => [part, report.ready]));
   // /readyz answers while the parts start (the listeners are bound first): a part this process
   // runs is listed, not ready, until it has started and reports for itself.
@@ -121,7 +128,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     // stops the start here (one line naming the variable), with nothing delivered. Every process
     // answers /healthz and /readyz; only the api part serves the /v1 routes.
     if (!options.inThread) {
-      api = await buildApi({
+      api = await inPart('api', () => buildApi({
         config,
         events,
         documents: stores.documents,
@@ -137,9 +144,9 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
             parts: reports,
           };
         },
-      }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
+      }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null }));
       const http = api;
-      url = await bound('the HTTP server', config.host, config.port, 'PORT', () => http.listen({ host: config.host, port: config.port }));
+      url = await bound('the HTTP server', config.host, config.port, 'PORT', () => inPart('api', () => http.listen({ host: config.host, port: config.port })));
       logger.info({ url, parts }, 'listening');
       if (config.metrics.enabled && config.metrics.port !== null) {
         const { host, port } = config.metrics;
@@ -151,7 +158,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       const part = 'inbound';
       const tracker = new Liveness();
       liveness.add(part, tracker);
-      const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, 'RELAY_INBOUND_SMTP_PORT', () => startInbound({
+      const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, 'RELAY_INBOUND_SMTP_PORT', () => inPart(part, () => startInbound({
         ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
         liveness: tracker,
         onError: reportError(part),
@@ -159,7 +166,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
           logger.info({ part, format, recorded }, 'report received');
         },
-      }));
+      })));
       logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
       running.set(part, inbound);
     }
@@ -176,13 +183,13 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     for (const part of parts) {
       if (threaded.includes(part) || part === 'api' || part === 'inbound') continue;
       if (part === 'forwarder') {
-        const forwarder = await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) });
+        const forwarder = await inPart(part, () => startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) }));
         liveness.add(part, forwarder.liveness);
         running.set(part, forwarder);
       } else if (part === 'retention') {
         const tracker = new Liveness();
         liveness.add(part, tracker);
-        const retention = await startRetention({
+        const retention = await inPart(part, () => startRetention({
           documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir,
           onShredded: (count) => {
             metrics.retention.removed('bodies', count);
@@ -205,11 +212,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
             metrics.retention.failed();
             reportError(part)(error);
           },
-        });
+        }));
         running.set(part, { stop: () => retention.stop().finally(() => tracker.stopped()) });
       } else {
         const definition = processorNamed(part)!;
-        const processor = await startProcessor(definition, {
+        const processor = await inPart(part, () => startProcessor(definition, {
           config, events, documents: stores.documents, log: stores.log, services, now,
           onError: reportError(part),
           onDebug: (message, fields) => logger.debug({ part, ...fields }, message),
@@ -217,7 +224,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           // Parked events and stuck processors: what an operator must look at.
           onWarning: (message, fields) => logger.warn({ part, ...fields }, message),
           policy: options.processorPolicy,
-        });
+        }));
         running.set(part, processor);
         for (const [name, tracker] of processor.parts) liveness.add(name, tracker);
         // The sender's worker threads: the compose pool and the outbox transport's.
