@@ -3,7 +3,7 @@
 // `relay forwarder`, `relay processor <name>`), over the same code.
 import type { FastifyInstance } from 'fastify';
 import { createLogger, type Logger } from '../infra/logging.ts';
-import type { RelayConfig } from '../infra/config.ts';
+import { ListenError, type RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startInbound } from './inbound/inbound-server.ts';
 import { startForwarder } from './pipeline/forwarder.ts';
@@ -65,6 +65,12 @@ export interface RelayOptions extends StoreOptions {
    */
   pipelineThread?: boolean;
   onPipelineExit?: (error: Error) => void;
+  /**
+   * Benchmarks only: each part of this thread is started inside it (the API is built and
+   * listens inside it), so that an AsyncLocalStorage set there follows all the part's work
+   * (test/bench/sql-stats.ts counts SQL statements by part that way).
+   */
+  runPart?: <T>(part: Part, start: () => Promise<T>) => Promise<T>;
   /** @internal The pipeline thread's own process: no HTTP server, appends counted by the main thread. */
   inThread?: { onAppended(type: string): void };
 }
@@ -73,6 +79,7 @@ export interface RelayOptions extends StoreOptions {
 const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
   webhookDeliveries: 'webhook_deliveries', workItems: 'work_items', sessions: 'sessions', invitations: 'invitations',
   rateLimitSlots: 'rate_limit_slots', rateLimitWindows: 'rate_limit_windows', sendRateSlots: 'send_rate_slots',
+  signInFailures: 'sign_in_failures',
 };
 
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
@@ -104,7 +111,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
+  const inPart = options.runPart ?? (<T>(_part: Part, start: () => Promise<T>) => start());
   const partsReady = async () => Object.fromEntries(Object.entries(await liveness.report()).map(([part, report]) => [part, report.ready]));
+  // /readyz answers while the parts start (the listeners are bound first): a part this process
+  // runs is listed, not ready, until it has started and reports for itself.
+  const notStartedYet = () => Object.fromEntries(parts.filter((part) => part !== 'api').map((part) => [part, false]));
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
     if (parts.includes('sender') && !threaded.includes('sender')) {
@@ -113,6 +124,52 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         : `delivery: ${config.delivery}`);
     }
     await prepareStores(stores.documents);
+    // Every listener first, before any part consumes, claims or sends: a port that is taken
+    // stops the start here (one line naming the variable), with nothing delivered. Every process
+    // answers /healthz and /readyz; only the api part serves the /v1 routes.
+    if (!options.inThread) {
+      api = await inPart('api', () => buildApi({
+        config,
+        events,
+        documents: stores.documents,
+        services,
+        now,
+        metrics,
+        // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
+        // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
+        readiness: async () => {
+          const [reports, log] = await Promise.all([liveness.report(), parts.some((part) => part !== 'api') ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
+          return {
+            checks: { ...notStartedYet(), ...Object.fromEntries(Object.entries(reports).map(([part, report]) => [part, report.ready])), ...(log === null ? {} : { log }) },
+            parts: reports,
+          };
+        },
+      }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null }));
+      const http = api;
+      url = await bound('the HTTP server', config.host, config.port, 'PORT', () => inPart('api', () => http.listen({ host: config.host, port: config.port })));
+      logger.info({ url, parts }, 'listening');
+      if (config.metrics.enabled && config.metrics.port !== null) {
+        const { host, port } = config.metrics;
+        metricsServer = await bound('the metrics server', host, port, 'RELAY_METRICS_PORT', () => listenForMetrics(metrics, host, port));
+        logger.info({ url: `${metricsServer.url}/metrics` }, 'metrics listening');
+      }
+    }
+    if (parts.includes('inbound')) {
+      const part = 'inbound';
+      const tracker = new Liveness();
+      liveness.add(part, tracker);
+      const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, 'RELAY_INBOUND_SMTP_PORT', () => inPart(part, () => startInbound({
+        ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
+        liveness: tracker,
+        onError: reportError(part),
+        onReport: ({ format, recorded, findings }) => {
+          for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
+          logger.info({ part, format, recorded }, 'report received');
+        },
+      })));
+      logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
+      running.set(part, inbound);
+    }
     if (threaded.length > 0) {
       pipeline = await startPipelineThread({ config, parts: threaded, processorPolicy: options.processorPolicy }, {
         onAppended: (type, count) => metrics.eventsAppended(type).inc(count),
@@ -124,15 +181,15 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       liveness.addRemote(() => thread.partsStatus());
     }
     for (const part of parts) {
-      if (threaded.includes(part)) continue;
+      if (threaded.includes(part) || part === 'api' || part === 'inbound') continue;
       if (part === 'forwarder') {
-        const forwarder = await startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) });
+        const forwarder = await inPart(part, () => startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) }));
         liveness.add(part, forwarder.liveness);
         running.set(part, forwarder);
       } else if (part === 'retention') {
         const tracker = new Liveness();
         liveness.add(part, tracker);
-        const retention = await startRetention({
+        const retention = await inPart(part, () => startRetention({
           documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir,
           onShredded: (count) => {
             metrics.retention.removed('bodies', count);
@@ -155,25 +212,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
             metrics.retention.failed();
             reportError(part)(error);
           },
-        });
+        }));
         running.set(part, { stop: () => retention.stop().finally(() => tracker.stopped()) });
-      } else if (part === 'inbound') {
-        const tracker = new Liveness();
-        liveness.add(part, tracker);
-        const inbound = await startInbound({
-          ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
-          liveness: tracker,
-          onError: reportError(part),
-          onReport: ({ format, recorded, findings }) => {
-            for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
-            logger.info({ part, format, recorded }, 'report received');
-          },
-        });
-        logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
-        running.set(part, inbound);
-      } else if (part !== 'api') {
+      } else {
         const definition = processorNamed(part)!;
-        const processor = await startProcessor(definition, {
+        const processor = await inPart(part, () => startProcessor(definition, {
           config, events, documents: stores.documents, log: stores.log, services, now,
           onError: reportError(part),
           onDebug: (message, fields) => logger.debug({ part, ...fields }, message),
@@ -183,7 +226,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           onAlert: (message, fields) => logger.error({ part, ...fields }, message),
           metrics,
           policy: options.processorPolicy,
-        });
+        }));
         running.set(part, processor);
         for (const [name, tracker] of processor.parts) liveness.add(name, tracker);
         // The sender's worker threads: the compose pool and the outbox transport's.
@@ -194,35 +237,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     // The parts' liveness on /metrics, read at each scrape; the pipeline thread's parts come
     // through this process's view of them, not the thread's own registry.
     if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
-    // Every process answers /healthz and /readyz; only the api part serves the /v1 routes.
-    if (!options.inThread) {
-      api = await buildApi({
-        config,
-        events,
-        documents: stores.documents,
-        services,
-        now,
-        metrics,
-        // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
-        // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
-        readiness: async () => {
-          const [parts, log] = await Promise.all([liveness.report(), running.size > 0 || pipeline ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
-          return {
-            checks: { ...Object.fromEntries(Object.entries(parts).map(([part, report]) => [part, report.ready])), ...(log === null ? {} : { log }) },
-            parts,
-          };
-        },
-      }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null });
-      url = await api.listen({ host: config.host, port: config.port });
-      logger.info({ url, parts }, 'listening');
-      if (config.metrics.enabled && config.metrics.port !== null) {
-        metricsServer = await listenForMetrics(metrics, config.metrics.host, config.metrics.port);
-        logger.info({ url: `${metricsServer.url}/metrics` }, 'metrics listening');
-      }
-    }
   } catch (error) {
     liveness.stopWatching();
     await api?.close().catch(() => {});
+    await metricsServer?.close().catch(() => {});
     for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
     await pipeline?.stop().catch(() => {});
     await services.close();
@@ -235,11 +253,12 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     stop() {
       stopping ??= (async () => {
         liveness.stopWatching();
-        // Requests first (they append events), then processors in reverse start order, so
-        // that the forwarder still forwards what the last requests appended.
+        // Requests and reports first (they append events), then the other parts in reverse start
+        // order, so that the forwarder still forwards what the last of them appended.
         if (api) await api.close();
         await metricsServer?.close();
-        for (const [part, stoppable] of [...running.entries()].reverse()) {
+        const order = [...running.entries()].reverse();
+        for (const [part, stoppable] of [...order.filter(([p]) => p === 'inbound'), ...order.filter(([p]) => p !== 'inbound')]) {
           await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
         }
         await pipeline?.stop().catch((error) => logger.error({ err: error }, 'stopping the pipeline thread failed'));
@@ -250,6 +269,18 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       return stopping;
     },
   };
+}
+
+/** Binds a listener; an address it cannot have becomes a ListenError naming `variable`. */
+async function bound<T>(what: string, host: string, port: number, variable: string, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    for (let e = error as (NodeJS.ErrnoException & { cause?: unknown }) | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+      if (e.syscall === 'listen' || e.code === 'EADDRINUSE') throw new ListenError(what, host, port, variable, e);
+    }
+    throw error;
+  }
 }
 
 /** Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. */

@@ -21,6 +21,7 @@ import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
+import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
@@ -123,6 +124,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
+  const templates = new TemplateThreads({ timeLimitMs: config.templateTimeLimitMs });
   return {
     policies,
     emails: emailsOf(stores.events, policies),
@@ -135,6 +137,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
     warmCompose: () => composer.warm(),
+    templates,
     outboxDir,
     threads: () => new Map([
       ...(composer.threads > 0 ? [['compose', composer.liveness] as const] : []),
@@ -145,6 +148,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
       usage.close();
       await transport?.close();
       await composer.close();
+      await templates.close();
     },
   };
 }

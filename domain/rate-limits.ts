@@ -1,8 +1,8 @@
-// Request-rate limits of the send endpoint (spec: Limits) and the window arithmetic they
-// need. Pure: the shared counters live in apps/services/rate-limits.ts.
+// Request-rate limits of the send endpoint (spec: Limits) and of template previews, and the
+// window arithmetic they need. Pure: the shared counters live in apps/services/rate-limits.ts.
 import type { Environment } from './management.ts';
 
-export type RatePolicyName = 'dev-key' | 'key' | 'workspace';
+export type RatePolicyName = 'dev-key' | 'key' | 'workspace' | 'preview';
 
 export interface RatePolicy {
   name: RatePolicyName;
@@ -19,6 +19,13 @@ export interface RatePolicy {
 export const DEV_KEY_RATE: RatePolicy = { name: 'dev-key', limit: 15, windowMs: 60_000, start: 'first-request' };
 export const PRODUCTION_KEY_RATE: RatePolicy = { name: 'key', limit: 100, windowMs: 1_000, start: 'clock' };
 export const WORKSPACE_RATE: RatePolicy = { name: 'workspace', limit: 200, windowMs: 1_000, start: 'clock' };
+
+/**
+ * Template previews per dashboard session: each compiles and renders a template (MJML
+ * included) on the template thread, so one session must not be able to keep that thread busy.
+ * A preview on every pause in typing stays well within it.
+ */
+export const PREVIEW_RATE: RatePolicy = { name: 'preview', limit: 30, windowMs: 10_000, start: 'clock' };
 
 /** The policies one send is counted against: its key's, then its workspace's. */
 export const ratePoliciesFor = (environment: Environment): RatePolicy[] =>

@@ -40,6 +40,8 @@ export interface RelayConfig {
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
   sendRate: number | null;
+  /** The most one template compilation, preview or send rendering may take (RELAY_TEMPLATE_TIME_LIMIT_MS). */
+  templateTimeLimitMs: number;
   /** Worker threads that compose and DKIM-sign outgoing messages (RELAY_COMPOSE_THREADS); 0 = on the event loop. */
   composeThreads: number;
   /** RELAY_PIPELINE_THREAD: whether `relay start` runs the forwarder, processors and retention on a thread of their own. */
@@ -69,6 +71,21 @@ export class ConfigError extends Error {
   constructor(variable: string, message: string) {
     super(`${variable}: ${message}`);
     this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+/**
+ * A listener a variable configures could not bind its address (the port is taken, or not
+ * Relay's to use): the operator's to fix, told in one line naming the variable.
+ */
+export class ListenError extends Error {
+  readonly variable: string;
+  constructor(what: string, host: string, port: number, variable: string, cause: NodeJS.ErrnoException) {
+    const reason = cause.code === 'EADDRINUSE' ? 'the port is already in use' : cause.code === 'EACCES' ? 'permission denied' : (cause.code ?? cause.message);
+    const shownHost = host.includes(':') ? `[${host}]` : host;
+    super(`${what} cannot listen on ${shownHost}:${port}: ${reason}${cause.code ? ` (${cause.code})` : ''}; set ${variable} to a free port`, { cause });
+    this.name = 'ListenError';
     this.variable = variable;
   }
 }
@@ -215,6 +232,11 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (composeRaw !== undefined && !(/^\d+$/.test(composeRaw) && composeThreads <= 64)) {
     throw new ConfigError('RELAY_COMPOSE_THREADS', `must be a whole number of threads from 0 to 64, got "${composeRaw}"`);
   }
+  const templateLimitRaw = text(env, 'RELAY_TEMPLATE_TIME_LIMIT_MS');
+  const templateTimeLimitMs = templateLimitRaw === undefined ? 2000 : Number(templateLimitRaw);
+  if (templateLimitRaw !== undefined && !(/^\d+$/.test(templateLimitRaw) && templateTimeLimitMs >= 10 && templateTimeLimitMs <= 60_000)) {
+    throw new ConfigError('RELAY_TEMPLATE_TIME_LIMIT_MS', `must be a whole number of milliseconds from 10 to 60000, got "${templateLimitRaw}"`);
+  }
   const pipelineThreadRaw = text(env, 'RELAY_PIPELINE_THREAD')?.toLowerCase();
   if (pipelineThreadRaw !== undefined && pipelineThreadRaw !== 'on' && pipelineThreadRaw !== 'off') {
     throw new ConfigError('RELAY_PIPELINE_THREAD', `must be on or off, got "${text(env, 'RELAY_PIPELINE_THREAD')}"`);
@@ -259,6 +281,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     deliveryRetryScale,
     sendRate,
     composeThreads,
+    templateTimeLimitMs,
     pipelineThread: pipelineThreadRaw === 'on',
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),

@@ -260,7 +260,7 @@ cli('relay start on a port that is taken exits 1 naming PORT, without a stack tr
     const port = (taken.address() as { port: number }).port;
     const run = await relay(['start'], { RELAY_DATA_DIR: dataDir, PORT: String(port) });
     assert.is(run.code, 1, where(run));
-    assert.match(run.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: address already in use \\(EADDRINUSE\\); choose another PORT or HOST`), where(run));
+    assert.match(run.stderr, new RegExp(`^relay: the HTTP server cannot listen on 127\\.0\\.0\\.1:${port}: the port is already in use \\(EADDRINUSE\\); set PORT to a free port\\n$`), where(run));
     assertNoStack(run);
   } finally {
     await new Promise((resolve) => taken.close(resolve));

@@ -80,6 +80,9 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '-1' }],
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: '65' }],
   ['RELAY_COMPOSE_THREADS', { RELAY_COMPOSE_THREADS: 'two' }],
+  ['RELAY_TEMPLATE_TIME_LIMIT_MS', { RELAY_TEMPLATE_TIME_LIMIT_MS: '9' }],
+  ['RELAY_TEMPLATE_TIME_LIMIT_MS', { RELAY_TEMPLATE_TIME_LIMIT_MS: '60001' }],
+  ['RELAY_TEMPLATE_TIME_LIMIT_MS', { RELAY_TEMPLATE_TIME_LIMIT_MS: '1.5' }],
   ['RELAY_PIPELINE_THREAD', { RELAY_PIPELINE_THREAD: 'yes' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '0' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '201' }],
@@ -105,6 +108,11 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
   assert.equal([...loadConfig({}).mxAllow], []);
   assert.is(loadConfig({}).sendRate, null);
 });
+test('templates: each compilation or rendering may take 2 s by default; RELAY_TEMPLATE_TIME_LIMIT_MS sets it', () => {
+  assert.is(loadConfig({}).templateTimeLimitMs, 2000);
+  assert.is(loadConfig({ RELAY_TEMPLATE_TIME_LIMIT_MS: '10' }).templateTimeLimitMs, 10);
+});
+
 test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0 composes on the event loop', () => {
   assert.is(loadConfig({}).composeThreads, 1);
   assert.is(loadConfig({ RELAY_COMPOSE_THREADS: '0' }).composeThreads, 0);

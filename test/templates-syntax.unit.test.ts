@@ -3,7 +3,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isSlug, MAX_SLUG_LENGTH } from '../domain/templates/slug.ts';
-import { analyzeTemplateAst, variablesOf } from '../domain/templates/syntax.ts';
+import { analyzeTemplateAst, MAX_BLOCK_DEPTH, variablesOf } from '../domain/templates/syntax.ts';
 import { checkTemplateVariables, requireVariables } from '../domain/templates/variables.ts';
 import { checkRevision, templateContentOf } from '../domain/templates/content.ts';
 import { parseTemplate } from '../infra/rendering/handlebars-environment.ts';
@@ -98,6 +98,26 @@ test('template syntax errors are 400 naming the field, on one line', () => {
     assert.match(error.message, /^body\.text: template syntax: /);
     assert.not.match(error.message, /\n/);
   }
+});
+
+test(`blocks nest at most ${MAX_BLOCK_DEPTH} deep, {{else if}} counting as a level: deeper is a 400 naming the field, the place and the limit, never a 500`, () => {
+  const nested = (depth: number) => `${'{{#if a}}'.repeat(depth)}x${'{{/if}}'.repeat(depth)}`;
+  assert.equal(analyze(nested(MAX_BLOCK_DEPTH)).variables, ['a']);
+  assert.equal(analyze(`{{#if a}}${'{{else if b}}x'.repeat(MAX_BLOCK_DEPTH - 1)}{{/if}}`).variables, ['a', 'b']);
+  assert.equal(analyze('{{#if a}}x{{/if}}'.repeat(500)).variables, ['a'], 'blocks side by side do not add up');
+  const deeper = [
+    nested(MAX_BLOCK_DEPTH + 1),
+    // What handlebars' compiler overflows its stack on (and its parser takes seconds over).
+    nested(2000),
+    `{{#unless a}}${'{{#if b}}'.repeat(10)}{{#if c}}${'{{else if d}}x'.repeat(MAX_BLOCK_DEPTH)}{{/if}}${'{{/if}}'.repeat(10)}{{/unless}}`,
+  ];
+  for (const source of deeper) {
+    const error = refusal(() => analyze(source));
+    assert.is(error.code, 'validation_error');
+    assert.match(error.message, /^body\.html: line 1, column \d+: blocks nest more than 32 deep/);
+  }
+  // Only real blocks count: not in comments or escaped.
+  assert.equal(analyze(`{{!-- ${nested(100)} --}}\\{{#if x}}{{y}}`).variables, ['y']);
 });
 
 test('TemplateVariables: at most 100 properties', () => {

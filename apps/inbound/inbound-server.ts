@@ -234,7 +234,11 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       else perClient.delete(address);
     },
   }, opened);
-  server.on('error', (error) => options.onError(error));
+  // A failure to bind is the start's to report (it rejects below), not an error to retry.
+  let listening = false;
+  server.on('error', (error) => {
+    if (listening) options.onError(error);
+  });
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException) => reject(new Error(
       `the feedback SMTP server cannot listen on ${options.host}:${options.port}: ${error.code ?? error.message}; choose another RELAY_INBOUND_SMTP_PORT or RELAY_INBOUND_SMTP_HOST`,
@@ -243,6 +247,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     server.server.once('error', refuse);
     server.listen(options.port, options.host, () => {
       server.server.off('error', refuse);
+      listening = true;
       resolve();
     });
   }).catch(async (error: unknown) => {

@@ -62,7 +62,7 @@ const STOPPED_GRACE_MS = 1000;
 
 export async function startPipelineThread(data: PipelineThreadData, hooks: PipelineHooks, entry: URL = ENTRY): Promise<PipelineThread> {
   const { parts } = data;
-  const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false });
+  const worker = new Worker(entry, { workerData: data, stdout: false, stderr: false, name: 'relay-pipeline' });
   let stopping = false;
   let nextId = 0;
   const asked = new Map<number, (answer: unknown) => void>();

@@ -5,6 +5,8 @@ export const COLLECTIONS = {
   sessions: 'sessions',
   workspaces: 'workspaces',
   memberships: 'memberships',
+  /** Failed sign-ins per account and per client address (apps/services/management/sign-in-throttle.ts). */
+  signInThrottles: 'sign_in_throttles',
   /** Pending invitations to workspaces, by email (apps/services/management/workspaces.ts). */
   invitations: 'invitations',
   projects: 'projects',

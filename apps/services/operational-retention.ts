@@ -1,7 +1,7 @@
 // Operational data past its period (domain/retention.ts), removed by `relay retention`: what
 // the running service needs for a while and would otherwise keep for ever (webhook deliveries
 // with their attempt logs, delivery work items left behind, expired sessions, lapsed
-// invitations, rate-limit slots and windows). Each kind is one deleteWhere on its own period,
+// invitations, rate-limit slots and windows, sign-in failures no longer counted). Each kind is one deleteWhere on its own period,
 // safe in several processes at once; nothing here touches an event or a read model.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
@@ -11,6 +11,7 @@ import type { EventStore } from '../../infra/ports/event-store.ts';
 import { COLLECTIONS } from './collections.ts';
 import { syncWorkItem, workItems } from './delivery/work-items.ts';
 import { sessionsOf } from './management/sessions.ts';
+import { pruneSignInThrottles } from './management/sign-in-throttle.ts';
 import { invitationsOf } from './management/workspaces.ts';
 import { deliveriesOf } from './webhooks/deliveries.ts';
 
@@ -23,6 +24,8 @@ export interface PruneReport {
   rateLimitSlots: number;
   rateLimitWindows: number;
   sendRateSlots: number;
+  /** Sign-in failures past their forget period (apps/services/management/sign-in-throttle.ts). */
+  signInFailures: number;
 }
 
 export interface PruneDeps {
@@ -54,6 +57,7 @@ export async function pruneOperationalData(deps: PruneDeps, now: Date): Promise<
     sendRateSlots: await documents.collection(COLLECTIONS.sendRateSlots).deleteWhere({
       second: { lt: Math.floor(ms(OPERATIONAL_RETENTION.sendRateSlotMs) / 1000) },
     }),
+    signInFailures: await pruneSignInThrottles(documents, now),
   };
 }
 

@@ -137,15 +137,22 @@ export class RateLimiter {
   }
 
   /** Takes a slot of every policy of the subject, or throws rate_limit_exceeded having taken none. */
-  async reserve(subject: RateSubject, now: Date): Promise<RateReservation> {
+  reserve(subject: RateSubject, now: Date): Promise<RateReservation> {
+    return this.reserveIn(ratePoliciesFor(subject.environment).map((policy) => ({ policy, scope: scopeOf(policy, subject) })), now);
+  }
+
+  /**
+   * Takes a slot of each policy in its scope (e.g. "preview:<session>"), in order, or throws
+   * rate_limit_exceeded having taken none.
+   */
+  async reserveIn(limits: Array<{ policy: RatePolicy; scope: string }>, now: Date): Promise<RateReservation> {
     const nowMs = now.getTime();
     this.#observe(nowMs);
     // One policy after the other, the narrowest first: a request its key refuses never holds
     // a slot of its workspace, even for a moment, so it cannot crowd out another key's request.
     const claimed: Claimed[] = [];
     const standings: RateStanding[] = [];
-    for (const policy of ratePoliciesFor(subject.environment)) {
-      const scope = scopeOf(policy, subject);
+    for (const { policy, scope } of limits) {
       const { window, opened } = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
       const slot = await this.#claim(scope, window, policy.limit, nowMs);
       if (slot === null) {

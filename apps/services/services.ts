@@ -8,6 +8,7 @@ import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { HttpEgress } from '../../infra/ports/http-egress.ts';
 import type { Compose } from '../../infra/mail/compose-pool.ts';
 import type { MailTransport } from '../../infra/ports/mail-transport.ts';
+import type { TemplateThreads } from '../../infra/rendering/template-threads.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { Emails } from './email-stream.ts';
 import type { RateLimiter } from './rate-limits.ts';
@@ -40,6 +41,8 @@ export interface Services {
   compose: Compose;
   /** Starts the compose threads now (the sender does, before it claims anything). */
   warmCompose(): Promise<void>;
+  /** Template compiling and rendering, on threads of their own with a time limit (infra/rendering/template-threads.ts). */
+  templates: TemplateThreads;
   /** Where the outbox transport writes (also read by `relay outbox` and the outbox endpoints). */
   outboxDir: string;
   /**

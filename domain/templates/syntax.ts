@@ -9,7 +9,7 @@
 import { RelayError } from '../errors.ts';
 import { isVariableName } from './variables.ts';
 
-interface Position { line: number; column: number }
+export interface Position { line: number; column: number }
 export interface TemplateNode {
   type: string;
   loc?: { start: Position } | null;
@@ -17,6 +17,21 @@ export interface TemplateNode {
 }
 interface PathNode extends TemplateNode { type: 'PathExpression'; data: boolean; depth: number; parts: string[]; original: string }
 interface ProgramNode extends TemplateNode { type: 'Program'; body: TemplateNode[] }
+
+/**
+ * How deep blocks may nest: {{#if}} and {{#unless}} each add a level, and so does each
+ * {{else if}} of a chain (it is a block inside the one before). Real templates use a handful;
+ * handlebars' own compiler overflows its stack a few thousand deep, and its parser slows down
+ * with depth long before that, so the limit is checked before parsing too
+ * (infra/rendering/handlebars-environment.ts).
+ */
+export const MAX_BLOCK_DEPTH = 32;
+
+/** The 400 for a template nested deeper than MAX_BLOCK_DEPTH, at the block that went too deep. */
+export function nestingTooDeep(field: string, at: Position | null): RelayError {
+  const where = at ? `line ${at.line}, column ${at.column + 1}: ` : '';
+  return new RelayError('validation_error', `${field}: ${where}blocks nest more than ${MAX_BLOCK_DEPTH} deep ({{#if}}, {{#unless}} and each {{else if}} add a level); flatten the template`);
+}
 
 /** Block helpers a template may use; both keep the context, so every name is a top-level variable. */
 export const BLOCK_HELPERS = ['if', 'unless'] as const;
@@ -41,6 +56,7 @@ class Walker {
   readonly seen = new Set<string>();
   readonly outputs: Record<string, number> = Object.create(null);
   staticLength = 0;
+  depth = 0;
   readonly options: AnalyzeOptions;
   constructor(options: AnalyzeOptions) {
     this.options = options;
@@ -103,9 +119,12 @@ class Walker {
         const params = node.params as TemplateNode[];
         const hash = node.hash as { pairs?: unknown[] } | undefined;
         if (params.length !== 1 || (hash?.pairs?.length ?? 0) > 0) this.fail(node, `{{#${helper}}} takes exactly one variable`);
+        if (this.depth >= MAX_BLOCK_DEPTH) throw nestingTooDeep(this.options.field, node.loc?.start ?? null);
         this.variable(params[0]);
+        this.depth++;
         this.program(node.program as TemplateNode);
         this.program(node.inverse as TemplateNode | null);
+        this.depth--;
         return;
       }
       case 'PartialStatement':

@@ -136,7 +136,8 @@ export class ComposePool {
   }
 
   #start(): Thread {
-    const worker = new Worker(this.#workerUrl);
+    // Named for `top -H` and the benches' per-thread CPU (/proc/<pid>/task/*/comm).
+    const worker = new Worker(this.#workerUrl, { name: 'relay-compose' });
     let loaded!: () => void;
     const thread: Thread = { worker, job: null, ready: new Promise<void>((resolve) => (loaded = resolve)) };
     this.#running.add(thread);

@@ -108,7 +108,7 @@ export class OutboxTransport implements MailTransport {
   }
 
   #start(): Worker {
-    const worker = new Worker(this.#workerUrl);
+    const worker = new Worker(this.#workerUrl, { name: 'relay-outbox' });
     this.#worker = worker;
     let loaded!: () => void;
     this.#ready = new Promise<void>((resolve) => (loaded = resolve));

@@ -4,7 +4,7 @@
 // refuses anything else before a template gets here; this is the second wall.
 import Handlebars from 'handlebars';
 import { RelayError } from '../../domain/errors.ts';
-import type { TemplateNode } from '../../domain/templates/syntax.ts';
+import { MAX_BLOCK_DEPTH, nestingTooDeep, type TemplateNode } from '../../domain/templates/syntax.ts';
 
 const environment = Handlebars.create();
 for (const helper of ['each', 'with', 'lookup', 'log']) environment.unregisterHelper(helper);
@@ -32,8 +32,48 @@ const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
 
 export type RenderFunction = (values: Record<string, string | number | boolean>) => string;
 
-/** Parses one field's source; a syntax error is a 400 naming the field. */
+// handlebars' lexer (jison) and its token numbers, for checkNesting.
+interface Lexer { setInput(source: string): void; lex(): number | string; yylloc: { first_line: number; first_column: number } }
+const parserModule = (Handlebars as unknown as { Parser: { lexer: Lexer; terminals_: Record<string, string> } }).Parser;
+const token = (name: string): number => Number(Object.keys(parserModule.terminals_).find((id) => parserModule.terminals_[id] === name));
+const OPENS_BLOCK = new Set([token('OPEN_BLOCK'), token('OPEN_INVERSE'), token('OPEN_PARTIAL_BLOCK'), token('OPEN_RAW_BLOCK')]);
+const CHAINS_BLOCK = token('OPEN_INVERSE_CHAIN');
+const CLOSES_BLOCK = new Set<number | string>([token('OPEN_ENDBLOCK'), token('END_RAW_BLOCK'), 'END_RAW_BLOCK']);
+const END = new Set<number | string>([1, token('EOF'), 'EOF']);
+
+/**
+ * Refuses a source nested deeper than MAX_BLOCK_DEPTH before it is parsed: the parser slows down
+ * with depth and overflows the stack a few thousand deep. Counted on the lexer's tokens (linear,
+ * and exact about comments, raw blocks and escaped mustaches); a source the lexer cannot read is
+ * left to the parser to report.
+ */
+function checkNesting(source: string, field: string): void {
+  const lexer = parserModule.lexer;
+  lexer.setInput(source);
+  // Levels each open block adds: one, plus one per {{else if}} of its chain.
+  const open: number[] = [];
+  let depth = 0;
+  try {
+    for (let tok = lexer.lex(); !END.has(tok); tok = lexer.lex()) {
+      if (OPENS_BLOCK.has(tok as number)) {
+        open.push(1);
+        depth++;
+      } else if (tok === CHAINS_BLOCK && open.length > 0) {
+        open[open.length - 1]++;
+        depth++;
+      } else if (CLOSES_BLOCK.has(tok)) {
+        depth -= open.pop() ?? 0;
+      }
+      if (depth > MAX_BLOCK_DEPTH) throw nestingTooDeep(field, { line: lexer.yylloc.first_line, column: lexer.yylloc.first_column });
+    }
+  } catch (error) {
+    if (error instanceof RelayError) throw error;
+  }
+}
+
+/** Parses one field's source; a syntax error is a 400 naming the field, and so is nesting deeper than MAX_BLOCK_DEPTH. */
 export function parseTemplate(source: string, field: string): TemplateNode {
+  checkNesting(source, field);
   try {
     return environment.parse(source) as unknown as TemplateNode;
   } catch (error) {

@@ -21,7 +21,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { closedLoop, machineCpu, machineText, percentile, processCpuSeconds, type MachineCpu } from './bench-child.ts';
+import { closedLoop, machineCpu, machineText, percentile, processCpuSeconds, sendEmailRequest, type MachineCpu } from './bench-child.ts';
 
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -98,15 +98,7 @@ async function load(name: string, ready: Ready, server: ChildProcess, connection
       if (cpu !== null && cpuAtStart !== null) cpuUsed = cpu - cpuAtStart;
       machine = machineText(machineAtStart, machineCpu());
     },
-    request: async (n) => {
-      const i = n % ready.keys.length;
-      const response = await pool.request({
-        path: '/v1/emails', method: 'POST', body: bodies[i],
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${ready.keys[i]}` },
-      });
-      await response.body.dump();
-      return String(response.statusCode);
-    },
+    request: sendEmailRequest(pool, ready.keys, bodies),
   });
   await pool.close();
   const { latencies, seconds, statuses } = run;

@@ -3,7 +3,9 @@
 // 1. Rebuild: `relay projections rebuild deliverability --into …` (a child process, the real
 //    command) over BENCH_EVENTS (default 1,000,000) events of a generated history on the
 //    embedded default: events per second, its CPU, and its RSS sampled every 250 ms
-//    (/proc/<pid>/status), flat meaning within ±10 % of the mean after the first third.
+//    (/proc/<pid>/status), flat meaning within ±10 % of the mean over the run's second half:
+//    by then the first pass's per-document counts and the bounded set of held documents
+//    (maxHeld) are in memory, so what grows after that grows with the events read.
 //    Targets: ≥ 20,000 events/s, RSS flat.
 // 2. Live: what the `deliverability` consumer group adds to an email's CPU in the pipeline bench
 //    (test/bench/pipeline.bench.ts, closed loop only, BENCH_PIPELINE_SECONDS each): the processor
@@ -93,12 +95,12 @@ async function rebuild(dataDir: string, events: number): Promise<void> {
   if (code !== 0) throw new Error(`the rebuild failed (exit ${code}): ${stderr.slice(-2000)}`);
   const result = JSON.parse(stdout.trim().split('\n').pop()!) as { events: number; documents: number; seconds: number };
   const rate = result.events / seconds;
-  const kept = samples.filter(([t]) => t >= (seconds * 1000) / 3).map(([, kib]) => kib / 1024);
+  const kept = samples.filter(([t]) => t >= (seconds * 1000) / 2).map(([, kib]) => kib / 1024);
   const mean = kept.reduce((a, b) => a + b, 0) / Math.max(1, kept.length);
   const deviation = kept.length ? Math.max(Math.max(...kept) - mean, mean - Math.min(...kept)) / mean : NaN;
   console.log(`\n1. rebuild of deliverability from ${f(events)} events (relay projections rebuild deliverability --into, a process of its own)`);
   console.log(`   ${f(result.events)} events → ${f(result.documents)} documents in ${f(seconds, 1)} s: ${f(rate)} events/s; CPU ${cpu === null ? 'n/a' : `${f(cpu, 1)} s (${f((cpu * 1e6) / result.events, 1)} µs per event: ${f(result.events / cpu)} events per CPU-second)`}`);
-  console.log(`   RSS after the first third (${kept.length} samples): min ${f(Math.min(...kept), 1)} MiB, max ${f(Math.max(...kept), 1)} MiB, mean ${f(mean, 1)} MiB, largest deviation ${f(deviation * 100, 1)} %; ` +
+  console.log(`   RSS over the second half (${kept.length} samples): min ${f(Math.min(...kept), 1)} MiB, max ${f(Math.max(...kept), 1)} MiB, mean ${f(mean, 1)} MiB, largest deviation ${f(deviation * 100, 1)} %; ` +
     `whole run every second: ${samples.filter((_, i) => i % 4 === 0).map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
   console.log(`   ${machineText(machineBefore, machineCpu())}; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`   ≥ ${f(TARGET_RATE)} events/s: ${rate >= TARGET_RATE ? 'met' : 'MISSED'}; RSS flat within ±${TARGET_RSS_BAND * 100} %: ${deviation <= TARGET_RSS_BAND ? 'met' : 'MISSED'}`);

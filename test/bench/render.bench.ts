@@ -1,13 +1,18 @@
 // Template render throughput: a plain HTML template and an MJML one, rendered from the
-// compiled-template cache (merge + sanitize, as every send does), plus the cost of compiling
-// each once (what a cache miss costs: MJML compile + parse + analysis).
+// compiled-template cache (merge + sanitize), plus the cost of compiling each once (what a
+// cache miss costs: MJML compile + parse + analysis). Then what a send pays: the same
+// rendering on the template rendering thread (infra/rendering/template-threads.ts), one at a
+// time (the round trip's latency) and 16 at once (throughput), with this thread's CPU per
+// rendering (what the event loop the API shares still spends on it).
 //
 //   node test/bench/render.bench.ts          (or: npm run bench render)
 //   BENCH_SECONDS=3 BENCH_WARMUP_SECONDS=1
 import { cpus } from 'node:os';
+import { threadCpuUsage } from 'node:process';
 import { checkTemplateVariables } from '../../domain/templates/variables.ts';
 import { CompiledTemplateCache } from '../../infra/rendering/compiled-template-cache.ts';
 import { compileTemplate, type TemplateSource } from '../../infra/rendering/template-renderer.ts';
+import { TemplateThreads } from '../../infra/rendering/template-threads.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
@@ -53,23 +58,29 @@ const VALUES = checkTemplateVariables({
   vip: false,
 });
 
-async function measureAsync(label: string, work: () => Promise<unknown>): Promise<void> {
+/** `work` in `parallel` loops; prints ops/s, wall time per op and this thread's CPU per op. */
+async function measureAsync(label: string, work: () => Promise<unknown>, parallel = 1): Promise<void> {
   const warmUntil = performance.now() + WARMUP_SECONDS * 1000;
   while (performance.now() < warmUntil) await work();
   let ops = 0;
   const started = performance.now();
+  const cpuAtStart = threadCpuUsage();
   const until = started + SECONDS * 1000;
-  while (performance.now() < until) {
-    await work();
-    ops++;
-  }
+  await Promise.all(Array.from({ length: parallel }, async () => {
+    while (performance.now() < until) {
+      await work();
+      ops++;
+    }
+  }));
+  const cpu = threadCpuUsage(cpuAtStart);
   const seconds = (performance.now() - started) / 1000;
-  console.log(`${label.padEnd(40)} ${(ops / seconds).toFixed(0).padStart(9)} ops/s ${((seconds * 1000) / ops).toFixed(3).padStart(9)} ms/op`);
+  const cpuMs = (cpu.user + cpu.system) / 1000 / ops;
+  console.log(`${label.padEnd(52)} ${(ops / seconds).toFixed(0).padStart(9)} ops/s ${((seconds * 1000 * parallel) / ops).toFixed(3).padStart(9)} ms/op ${cpuMs.toFixed(3).padStart(9)}`);
 }
 
 const cpu = cpus();
-console.log(`render: node ${process.version}, ${cpu[0]?.model.trim()}, ${SECONDS} s per case after ${WARMUP_SECONDS} s warm-up, one core`);
-console.log(`${'case'.padEnd(40)} ${'ops/s'.padStart(9)}       ${'ms/op'.padStart(9)}`);
+console.log(`render: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}, ${SECONDS} s per case after ${WARMUP_SECONDS} s warm-up`);
+console.log(`${'case'.padEnd(52)} ${'ops/s'.padStart(9)}       ${'ms/op'.padStart(9)} ${'CPU ms/op (this thread)'}`);
 
 const cache = new CompiledTemplateCache();
 const plain = await cache.get('tpl_plain', 1, () => compileTemplate(PLAIN));
@@ -82,3 +93,14 @@ await measureAsync(`render MJML (cached, ${sizes.mjml} B html)`, async () => (aw
 await measureAsync('compile plain (cache miss)', () => compileTemplate(PLAIN));
 await measureAsync('compile MJML (cache miss)', () => compileTemplate(MJML));
 console.log(`cache: ${cache.hits} hits, ${cache.misses} misses`);
+
+// What a send pays since rendering moved off the event loop: the round trip to the rendering thread.
+const threads = new TemplateThreads({ timeLimitMs: 2000 });
+const saved = (id: string, source: TemplateSource) => ({ ...source, _id: id, revision: 1 });
+await threads.render(saved('tpl_plain', PLAIN), VALUES);
+await threads.render(saved('tpl_mjml', MJML), VALUES);
+await measureAsync('send render plain (rendering thread, 1 at a time)', () => threads.render(saved('tpl_plain', PLAIN), VALUES));
+await measureAsync('send render MJML (rendering thread, 1 at a time)', () => threads.render(saved('tpl_mjml', MJML), VALUES));
+await measureAsync('send render plain (rendering thread, 16 at once)', () => threads.render(saved('tpl_plain', PLAIN), VALUES), 16);
+console.log(`the rendering thread was given each template's source ${threads.sourcesGiven === 2 ? 'once' : `${threads.sourcesGiven} times`}`);
+await threads.close();

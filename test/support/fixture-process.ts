@@ -14,8 +14,8 @@ export interface FixtureProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function startFixture(script: URL, args: string[]): FixtureProcess {
-  const child = spawn(process.execPath, [fileURLToPath(script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+export function startFixture(script: URL, args: string[], env: Record<string, string> = {}): FixtureProcess {
+  const child = spawn(process.execPath, [fileURLToPath(script), ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const lines: string[] = [];
   let partial = '';
   let errors = '';

@@ -2,7 +2,7 @@
 // (test/templates-api.int.test.ts embedded, test/templates.distributed.int.test.ts distributed).
 import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../../apps/services/collections.ts';
-import { errorCode } from './management.ts';
+import { errorCode, signIn } from './management.ts';
 import { skippableSuite } from './skippable-suite.ts';
 import { createTemplateAs, DASHBOARD_ORIGIN, templates, templateWorld, type Mode, type TemplateJson, type TemplateWorld } from './templates.ts';
 
@@ -399,12 +399,14 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
   });
 
   test('preview: variables follow TemplateVariables (422) at their boundaries; a used variable left out is 422 naming it', async ({ w }) => {
+    // A session of its own: previews are rate-limited per session, and this test makes many.
+    const author = { ...w.owner, cookie: await signIn(w.t, w.owner.email) };
     const preview = (variables: unknown, extra: Record<string, unknown> = {}) =>
-      templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body: { subject: 'Hi {{name}}', text: '{{#if flag}}{{count}}{{/if}}', variables, ...extra } });
+      templates(w.t, 'POST', '/v1/templates/preview', { as: author, projectId: w.projectId, body: { subject: 'Hi {{name}}', text: '{{#if flag}}{{count}}{{/if}}', variables, ...extra } });
     const ok = await preview({ name: 'n', flag: true, count: 3 });
     assert.is(ok.statusCode, 200, ok.body);
     assert.is(ok.json().text, '3');
-    const long = await templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body: { subject: 's', text: '{{long}}', variables: { long: 'n'.repeat(10_000) } } });
+    const long = await templates(w.t, 'POST', '/v1/templates/preview', { as: author, projectId: w.projectId, body: { subject: 's', text: '{{long}}', variables: { long: 'n'.repeat(10_000) } } });
     assert.is(long.json().text, 'n'.repeat(10_000), 'a 10,000-character string');
     assert.is((await preview({ name: 'x', flag: false, count: 0 })).json().text, '');
     expectError(await preview({ name: 'n'.repeat(10_001), flag: true, count: 3 }), 422, 'invalid_template_variables', /body\.variables\.name: strings are at most 10000/);
@@ -414,7 +416,7 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     const hundred = Object.fromEntries(Array.from({ length: 97 }, (_, i) => [`v${i}`, i]));
     assert.is((await preview({ ...hundred, name: 'x', flag: true, count: 1 })).statusCode, 200, '100 variables');
     expectError(await preview({ ...hundred, extra: 1, name: 'x', flag: true, count: 1 }), 422, 'invalid_template_variables', /body\.variables: at most 100/);
-    const emoji = await templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body: { subject: 's', text: '{{long}}', variables: { long: '🎉'.repeat(10_000) } } });
+    const emoji = await templates(w.t, 'POST', '/v1/templates/preview', { as: author, projectId: w.projectId, body: { subject: 's', text: '{{long}}', variables: { long: '🎉'.repeat(10_000) } } });
     assert.is(emoji.statusCode, 200, 'a string of 10,000 characters counts characters, not UTF-16 units');
     expectError(await preview({ name: '🎉'.repeat(10_001), flag: true, count: 3 }), 422, 'invalid_template_variables', /body\.variables\.name/);
     const name64 = `a${'b'.repeat(63)}`;
@@ -433,7 +435,8 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
   });
 
   test('preview: a rendered subject containing CR or LF is 422; template errors are 400', async ({ w }) => {
-    const preview = (body: Record<string, unknown>) => templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body });
+    const author = { ...w.owner, cookie: await signIn(w.t, w.owner.email) };
+    const preview = (body: Record<string, unknown>) => templates(w.t, 'POST', '/v1/templates/preview', { as: author, projectId: w.projectId, body });
     expectError(await preview({ subject: 'Hi {{name}}', variables: { name: 'x\r\nBcc: victim@example.test' } }), 422, 'invalid_template_variables', /body\.variables\.name: .*CR or LF/);
     expectError(await preview({ subject: 'Hi {{name}}', variables: { name: 'x\ny' } }), 422, 'invalid_template_variables', /CR or LF/);
     expectError(await preview({ subject: 'Hi {{name}}', variables: { name: 'x\ry' } }), 422, 'invalid_template_variables', /CR or LF/);

@@ -2,7 +2,6 @@
 // (test/template-send.int.test.ts embedded, test/templates.distributed.int.test.ts distributed).
 import * as assert from 'uvu/assert';
 import { openContent } from '../../apps/services/content-vault.ts';
-import { compiledTemplates } from '../../apps/services/templates/compiled-templates.ts';
 import { readEmailStream } from '../../apps/services/email-stream.ts';
 import type { AdmittedMessage } from '../../domain/email/events.ts';
 import { call, errorCode } from './management.ts';
@@ -87,13 +86,12 @@ export function templateSendSuite(mode: Mode, skipReason?: string): void {
       html: '<mjml><mj-body><mj-section><mj-column><mj-text>Order {{order}} for {{name}}</mj-text><mj-raw><script>x()</script></mj-raw></mj-column></mj-section></mj-body></mjml>',
     });
     assert.equal(t.variables, ['name', 'order']);
-    const missesBefore = compiledTemplates.misses;
+    const sourcesBefore = w.t.ctx.services.templates.sourcesGiven;
     const response = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { order: 1042, name: 'Ann' } });
     assert.is(response.statusCode, 202, response.body);
     const again = await post(w, w.apiKey, { ...envelope(w), template: t.slug, variables: { order: 1043, name: 'Bob' } });
     assert.is(again.statusCode, 202, again.body);
-    assert.is(compiledTemplates.misses, missesBefore, 'the revision compiled at create serves both sends');
-    assert.ok(compiledTemplates.has(t.id, 1));
+    assert.is(w.t.ctx.services.templates.sourcesGiven, sourcesBefore + 1, 'the rendering thread compiles the revision once, for the first send');
     assert.match((await admitted(w, again.json().id)).html!, /Order 1043 for Bob/);
     const email = await admitted(w, response.json().id);
     assert.is(email.data.subject, 'Order 1042');

@@ -81,7 +81,7 @@ async function apiKeyFor(t: TestApp, owner: Caller, projectId: string): Promise<
 export async function templateWorld(mode: Mode): Promise<TemplateWorld> {
   const t = await startAppIn(mode);
   try {
-    return await populate(t);
+    return await populateTemplateWorld(t);
   } catch (error) {
     // A failed setup must not leave the app (and its connections) keeping the process alive.
     await t.close().catch(() => {});
@@ -89,7 +89,8 @@ export async function templateWorld(mode: Mode): Promise<TemplateWorld> {
   }
 }
 
-async function populate(t: TestApp): Promise<TemplateWorld> {
+/** The template world's users, projects, domain and keys, made in a running app. */
+export async function populateTemplateWorld(t: TestApp): Promise<TemplateWorld> {
   const tag = randomBytes(3).toString('hex');
   const owner = await newCaller(t, `owner-${tag}@acme.test`);
   const developer = await newCaller(t, `dev-${tag}@acme.test`);

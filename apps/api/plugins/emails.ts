@@ -76,7 +76,7 @@ function templateSend(ctx: ApiContext, principal: Pick<ApiKeyPrincipal, 'project
     throw new RelayError('validation_error', describe(templateSendChecker.Errors(body).First()!));
   }
   const checked = checkTemplateSend(body);
-  return () => renderTemplateSend(ctx.documents, principal.projectId, checked);
+  return () => renderTemplateSend(ctx.documents, ctx.services.templates, principal.projectId, checked);
 }
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {

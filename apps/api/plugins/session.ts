@@ -1,9 +1,12 @@
 // Dashboard sign-in: POST /v1/session sets the session cookie, DELETE ends the session,
-// GET tells the dashboard who is signed in and where.
+// GET tells the dashboard who is signed in and where. Wrong sign-ins are throttled per account
+// and per client address: 429 rate_limit_exceeded with Retry-After while a key must wait.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { SESSION_MAX_MS } from '../../../domain/management.ts';
+import { RelayError } from '../../../domain/errors.ts';
+import { SESSION_MAX_MS, type User } from '../../../domain/management.ts';
 import { createSession, endSession } from '../../services/management/sessions.ts';
+import { beginSignIn } from '../../services/management/sign-in-throttle.ts';
 import { authenticateUser, userView } from '../../services/management/users.ts';
 import { listWorkspacesOf } from '../../services/management/workspaces.ts';
 import { authenticateSession, checkOrigin, sessionCookieName } from '../auth/session.ts';
@@ -34,7 +37,16 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     // Signing in is what needs no session.
     config: { openapi: { security: 'none' } },
   }, async (request, reply) => {
-    const user = await authenticateUser(ctx.documents, request.body.email, request.body.password);
+    // Throttled per account and per client address before any other work (apps/services/management/sign-in-throttle.ts).
+    const attempt = await beginSignIn(ctx.documents, { email: request.body.email, address: request.ip }, ctx.now);
+    let user: User;
+    try {
+      user = await authenticateUser(ctx.documents, request.body.email, request.body.password);
+    } catch (error) {
+      if (!(error instanceof RelayError && error.code === 'invalid_credentials')) await attempt.abandoned();
+      throw error;
+    }
+    await attempt.succeeded();
     const { token, session } = await createSession(ctx.documents, user._id, ctx.now());
     reply.setCookie(cookieName, token, { ...cookieOptions, maxAge: Math.floor(SESSION_MAX_MS / 1000) });
     return showsSecret(reply).status(200).send({ user: userView(user), expiresAt: session.expiresAt });

@@ -3,6 +3,8 @@
 // Origin → session (401) → request validation (400) → membership and role (403) → the rest.
 import type { FastifyInstance } from 'fastify';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, templateSummaryView, templateView, updateTemplate } from '../../services/templates/templates.ts';
+import { PREVIEW_RATE } from '../../../domain/rate-limits.ts';
+import { sha256Hex } from '../../services/management/ids.ts';
 import { previewTemplate } from '../../services/templates/preview.ts';
 import { RelayError } from '../../../domain/errors.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
@@ -34,17 +36,19 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     { schema: { querystring: ProjectQuery, body: TemplateContentBody }, config: { openapi: { responses: { 201: { description: 'Created.', schema: Template } } } } },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return reply.status(201).send(templateView(await createTemplate(ctx.documents, project._id, request.body, ctx.now())));
+      return reply.status(201).send(templateView(await createTemplate(ctx.documents, ctx.services.templates, project._id, request.body, ctx.now())));
     },
   );
 
-  // Renders without writing anything, so readers may preview too.
+  // Renders without writing anything, so readers may preview too; rate-limited per session.
   app.post<{ Querystring: ProjectQuery; Body: TemplatePreviewBody }>(
     '/v1/templates/preview',
     { schema: { querystring: ProjectQuery, body: TemplatePreviewBody }, config: { openapi: { responses: { 200: { description: 'Rendered, nothing saved.', schema: TemplatePreviewResult } } } } },
     async (request) => {
-      await requireProjectAccess(ctx, request, request.query.projectId, 'read');
-      return previewTemplate(request.body);
+      const { principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'read');
+      // Per session, whatever the project: 429 with Retry-After beyond PREVIEW_RATE.
+      await ctx.services.rateLimits.reserveIn([{ policy: PREVIEW_RATE, scope: `preview:${sha256Hex(principal.session._id)}` }], ctx.now());
+      return previewTemplate(ctx.services.templates, request.body);
     },
   );
 
@@ -62,7 +66,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     { schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateUpdateBody }, config: { openapi: { responses: { 200: { description: 'Updated.', schema: Template } } } } },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return templateView(await updateTemplate(ctx.documents, project._id, request.params.id, request.body, ctx.now()));
+      return templateView(await updateTemplate(ctx.documents, ctx.services.templates, project._id, request.params.id, request.body, ctx.now()));
     },
   );
 

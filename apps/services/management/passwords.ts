@@ -1,7 +1,13 @@
 // Password hashing with scrypt (node:crypto), stored in the PHC string format
 // "$scrypt$ln=15,r=8,p=1$<salt>$<hash>" so that the parameters travel with each hash and can
 // be raised later without breaking old ones.
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+//
+// Hashing runs on a thread of its own (infra/secrets/scrypt-thread.ts), never on libuv's thread
+// pool, which the durable commit before every 202 shares.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { RelayError } from '../../../domain/errors.ts';
+import { HashingBusyError, scryptOnThread } from '../../../infra/secrets/scrypt-thread.ts';
+import { holdRefusal, REFUSAL_HOLD_MS } from './sign-in-throttle.ts';
 
 /** 2^15 × 8 × 128 bytes = 32 MiB and roughly 50–100 ms per hash: OWASP's scrypt baseline. */
 export const SCRYPT_PARAMS = { ln: 15, r: 8, p: 1 } as const;
@@ -12,12 +18,18 @@ const MAX_LN = 20;
 const MAX_R = 16;
 const MAX_P = 4;
 
-function derive(password: string, salt: Buffer, ln: number, r: number, p: number, length: number): Promise<Buffer> {
+async function derive(password: string, salt: Buffer, ln: number, r: number, p: number, length: number): Promise<Buffer> {
   const N = 2 ** ln;
-  const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * p + 16 * 1024 * 1024 };
-  return new Promise((resolve, reject) => {
-    scrypt(password.normalize('NFC'), salt, length, options, (error, key) => (error ? reject(error) : resolve(key)));
-  });
+  try {
+    return await scryptOnThread({ password: password.normalize('NFC'), salt, length, N, r, p, maxmem: 128 * N * r * p + 16 * 1024 * 1024 });
+  } catch (error) {
+    if (error instanceof HashingBusyError) {
+      // Held like a throttled sign-in (sign-in-throttle.ts), so that refusals cannot be asked for in a tight loop.
+      await holdRefusal(REFUSAL_HOLD_MS);
+      throw new RelayError('service_unavailable', 'sign-in is busy: retry in 1 second', { retryAfterSeconds: 1 });
+    }
+    throw error;
+  }
 }
 
 export async function hashPassword(password: string): Promise<string> {

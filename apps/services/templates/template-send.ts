@@ -8,7 +8,7 @@ import { checkHeaders, checkMetadata, checkTags, normalizeEnvelope, type Normali
 import { notFound } from '../../../domain/errors.ts';
 import { checkRenderedSubjectText, checkTemplateVariables, invalidVariables, type TemplateVariables } from '../../../domain/templates/variables.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
-import { compiledTemplateOf } from './compiled-templates.ts';
+import type { TemplateThreads } from '../../../infra/rendering/template-threads.ts';
 import { findTemplateBySlug } from './templates.ts';
 
 /** A TemplateSend body whose shape the HTTP layer checked against its schema already. */
@@ -53,17 +53,19 @@ export function checkTemplateSend(body: TemplateSendInput): CheckedTemplateSend 
 
 /**
  * Resolves the slug in the project (404 not_found) and renders the template with the
- * variables (422 invalid_template_variables: one it uses is missing, or the rendering breaks a
- * rule, e.g. a subject with CR, LF or another character no header may hold). Admission calls
+ * variables (422 invalid_template_variables: one it uses is missing, the rendering breaks a
+ * rule, e.g. a subject with CR, LF or another character no header may hold, or it takes longer
+ * than the template time limit). It renders on the template rendering thread. Admission calls
  * this only for a request that is neither a replay nor rate limited: a template deleted after
  * the first attempt must not fail a retry.
  */
-export async function renderTemplateSend(documents: DocumentStore, projectId: string, parsed: CheckedTemplateSend): Promise<{ send: NormalizedSend; template: TemplateReference }> {
+export async function renderTemplateSend(
+  documents: DocumentStore, threads: TemplateThreads, projectId: string, parsed: CheckedTemplateSend,
+): Promise<{ send: NormalizedSend; template: TemplateReference }> {
   const template = await findTemplateBySlug(documents, projectId, parsed.slug);
   if (!template) throw notFound(`no template with the slug "${parsed.slug}" in this project`);
-  const compiled = await compiledTemplateOf(template);
-  const rendered = compiled.render(parsed.variables, 'body.variables');
-  checkRenderedSubjectText(rendered.subject, compiled.variables, parsed.variables, 'body.variables');
+  const { rendered, variables } = await threads.render(template, parsed.variables, 'body.variables');
+  checkRenderedSubjectText(rendered.subject, variables, parsed.variables, 'body.variables');
   if (!rendered.html && !rendered.text) throw invalidVariables('body.variables', 'the rendered email has neither html nor text');
   const send: NormalizedSend = {
     ...parsed.envelope,

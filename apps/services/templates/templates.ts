@@ -5,9 +5,8 @@
 import { conflict, notFound } from '../../../domain/errors.ts';
 import { checkRevision, templateContentOf, type TemplateContent } from '../../../domain/templates/content.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
-import { compileTemplate } from '../../../infra/rendering/template-renderer.ts';
+import type { TemplateThreads } from '../../../infra/rendering/template-threads.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { rememberCompiled } from './compiled-templates.ts';
 import { newTemplateId } from './template-ids.ts';
 
 export interface TemplateDocument extends TemplateContent {
@@ -70,15 +69,15 @@ export interface TemplateBody {
 
 const slugTaken = (slug: string) => conflict(`the slug "${slug}" is already used by another template of this project`);
 
-/** Content checks and the variables it uses; 400 when the content is not a valid template. */
-async function prepareContent(body: TemplateBody) {
+/** Content checks and the variables it uses; 400 when the content is not a valid template (or takes too long to compile). */
+async function prepareContent(threads: TemplateThreads, body: TemplateBody) {
   const content = templateContentOf(body);
-  const compiled = await compileTemplate(content, 'body');
+  const compiled = await threads.compile(content, 'body');
   return { content, compiled };
 }
 
-export async function createTemplate(documents: DocumentStore, projectId: string, body: TemplateBody, now: Date): Promise<Stored<TemplateDocument>> {
-  const { content, compiled } = await prepareContent(body);
+export async function createTemplate(documents: DocumentStore, threads: TemplateThreads, projectId: string, body: TemplateBody, now: Date): Promise<Stored<TemplateDocument>> {
+  const { content, compiled } = await prepareContent(threads, body);
   const at = now.toISOString();
   const doc: TemplateDocument = {
     _id: newTemplateId(now),
@@ -96,7 +95,6 @@ export async function createTemplate(documents: DocumentStore, projectId: string
     if (error instanceof DuplicateKeyError) throw slugTaken(content.slug);
     throw error;
   }
-  rememberCompiled(stored._id, stored.revision, compiled);
   return stored;
 }
 
@@ -140,12 +138,13 @@ export async function listTemplates(
  */
 export async function updateTemplate(
   documents: DocumentStore,
+  threads: TemplateThreads,
   projectId: string,
   id: string,
   body: TemplateBody & { revision: number },
   now: Date,
 ): Promise<Stored<TemplateDocument>> {
-  const { content, compiled } = await prepareContent(body);
+  const { content, compiled } = await prepareContent(threads, body);
   const current = await getTemplate(documents, projectId, id);
   checkRevision(current.revision, body.revision);
   const next: TemplateDocument = {
@@ -171,7 +170,6 @@ export async function updateTemplate(
     // The version matched on a fresh read but not in the write: someone wrote in between.
     throw conflict(`revision ${body.revision} is stale: the template was changed meanwhile`);
   }
-  rememberCompiled(stored._id, stored.revision, compiled);
   return stored;
 }
 
