@@ -94,9 +94,17 @@ test('requests, admissions, appended events, lag of every group and parked event
   for (const p of PROCESSORS) assert.is(samplesOf(later, 'relay_parked_events', { processor: p.name })[0]?.value, 0, `${p.name}: nothing parked`);
   assert.ok(sumOf(later, 'relay_log_end_offset', { topic: 'relay.events' }) > 0);
   const collectors = samplesOf(later, 'relay_metrics_collector_up');
-  assert.ok(['log_offsets', 'forwarder_lag', 'parked_events'].every((name) => collectors.some((s) => s.labels.collector === name)), 'the log, forwarder and parked-events collectors report');
+  assert.ok(['log_offsets', 'forwarder_lag', 'parked_events', 'open_claims'].every((name) => collectors.some((s) => s.labels.collector === name)), 'the log, forwarder, parked-events and open-claims collectors report');
   assert.ok(collectors.every((s) => s.value === 1), `every collector read its values: ${JSON.stringify(collectors)}`);
   assert.ok(sumOf(later, 'relay_http_requests_total', { method: 'GET', route: '/metrics', status: '200' }) >= 1, 'scrapes are counted too');
+
+  // Both accepted emails went to the outbox: counted per recipient, with their latency, and no claim is left open.
+  await waitUntil(async () => sumOf(await scrape(url), 'relay_delivery_attempts_total', { transport: 'outbox', outcome: 'sent' }) === 2, 'both deliveries are counted');
+  const delivered = await scrape(url);
+  assert.is(sumOf(delivered, 'relay_delivery_latency_seconds_count', { transport: 'outbox' }), 2);
+  assert.is(sumOf(delivered, 'relay_delivery_attempts_total', { transport: 'outbox', outcome: 'unknown' }), 0);
+  assert.is(samplesOf(delivered, 'relay_delivery_attempts_total', { transport: 'outbox', outcome: 'unknown' }).length, 1, 'the unknown series exists from the start, at 0');
+  await waitUntil(async () => sumOf(await scrape(url), 'relay_delivery_open_claims') === 0, 'no open claim');
 
   // Retention swept at start; the process reports itself.
   assert.ok(sumOf(later, 'relay_retention_runs_total', { result: 'ok' }) >= 1);
