@@ -94,7 +94,7 @@ test('requests, admissions, appended events, lag of every group and parked event
   for (const p of PROCESSORS) assert.is(samplesOf(later, 'relay_parked_events', { processor: p.name })[0]?.value, 0, `${p.name}: nothing parked`);
   assert.ok(sumOf(later, 'relay_log_end_offset', { topic: 'relay.events' }) > 0);
   const collectorsUp = Object.fromEntries(samplesOf(later, 'relay_metrics_collector_up').map((s) => [s.labels.collector, s.value]));
-  assert.equal(collectorsUp, { log_offsets: 1, sites: 1, parked_events: 1 }, 'every collector read its values');
+  assert.equal(collectorsUp, { log_offsets: 1, forwarder_lag: 1, sites: 1, parked_events: 1 }, 'every collector read its values');
   assert.ok(sumOf(later, 'relay_http_requests_total', { method: 'GET', route: '/metrics', status: '200' }) >= 1, 'scrapes are counted too');
 
   // Retention swept at start; the process reports itself.
