@@ -20,9 +20,16 @@ import { RateLimiter } from './services/rate-limits.ts';
 import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
+import { TlsSessionCounter } from './services/tls-reports/session-counts.ts';
+import { mtaStsPolicyStore } from './services/mta-sts-policies.ts';
+import { SiteRegistry } from './services/delivery/sites.ts';
+import { DEFAULT_SITE_LIMITS, limitsFor } from '../domain/delivery/sites.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
+import { DnsCache } from '../infra/dns/dns-cache.ts';
+import { StubResolver } from '../infra/dns/stub-resolver.ts';
+import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
@@ -121,6 +128,9 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
+  let mx: MxDelivery | null = null;
+  let sites: SiteRegistry | null = null;
+  const openMx = () => (mx ??= openMxDelivery(config, stores.documents));
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
@@ -133,7 +143,9 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     dns: createDnsLookup(config.dnsServers),
     egress: webhookEgress,
     secrets,
-    transport: () => (transport ??= openTransport(config, outboxDir)),
+    transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir)),
+    mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
+    sites: () => (sites ??= new SiteRegistry({ dns: config.delivery === 'mx' ? openMx().dns : null, rules: config.shaping, scale: config.deliveryRetryScale })),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
     warmCompose: () => composer.warm(),
@@ -147,6 +159,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
       await rateLimits.close();
       usage.close();
       await transport?.close();
+      await mx?.tlsSessions.close();
       await composer.close();
       await templates.close();
     },
@@ -176,8 +189,32 @@ function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
     case 'smtp':
       return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
     case 'mx':
-      return new MxTransport({ dnsServers: config.dnsServers, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow });
+      throw new Error('the mx transport is opened by openMxDelivery');
   }
+}
+
+interface MxDelivery {
+  transport: MxTransport;
+  dns: DnsCache;
+  tlsSessions: TlsSessionCounter;
+}
+
+/** Relay as the MTA: one DNS cache for every lookup of mail delivery (MX, addresses, MTA-STS and TLS-RPT records), and the TLS session counts. */
+function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelivery {
+  // With a validating resolver the operator trusts, everything goes through it and DANE applies.
+  const dnssec = config.dnssecResolvers !== null;
+  const dns = new DnsCache(new StubResolver({ servers: config.dnssecResolvers ?? config.dnsServers, dnssec }));
+  const mtaSts = config.mtaSts
+    ? new MtaStsResolver({ dns, store: mtaStsPolicyStore(documents), port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow })
+    : undefined;
+  const tlsSessions = new TlsSessionCounter(documents);
+  const transport = new MxTransport({
+    dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions,
+    // A site's connections are its MX hosts'; the dispatcher bounds transactions per site.
+    maxConnectionsPerHost: Math.max(...[DEFAULT_SITE_LIMITS, ...config.shaping.map((r) => r.limits)].map((l) => l.connections ?? DEFAULT_SITE_LIMITS.connections)),
+    messagesPerConnection: (host) => limitsFor([host], config.shaping).messagesPerConnection,
+  });
+  return { transport, dns, tlsSessions };
 }
 
 async function openEventStore(config: RelayConfig, options: StoreOptions): Promise<{ store: EventStore; kind: string }> {

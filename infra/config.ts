@@ -3,6 +3,8 @@
 import { isIP } from 'node:net';
 import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { parseShapingFile, ShapingFileError, type ShapingRule } from '../domain/delivery/sites.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
@@ -36,6 +38,20 @@ export interface RelayConfig {
   mxPort: number | null;
   /** Tests only: MX addresses exempt from the public-address check, e.g. a loopback test server (RELAY_MX_ALLOW). */
   mxAllow: Set<string>;
+  /**
+   * A validating resolver the operator trusts (RELAY_DNSSEC_RESOLVER): `mx` delivery asks it
+   * everything, with the DO bit, and uses DANE (RFC 7672) on answers it marks secure. Null:
+   * RELAY_DNS_SERVERS (or the system's) and no DANE.
+   */
+  dnssecResolvers: string[] | null;
+  /** Per-site limits by MX host pattern (RELAY_SHAPING_FILE, read and checked at start); empty: the defaults. */
+  shaping: ShapingRule[];
+  /** MTA-STS (RFC 8461) for `mx` delivery (RELAY_MTA_STS, default on). */
+  mtaSts: boolean;
+  /** Tests only: the port MTA-STS policy hosts are asked on (RELAY_MTA_STS_PORT); null = 443. */
+  mtaStsPort: number | null;
+  /** Sender of TLS reports by mail (RELAY_TLSRPT_FROM): an address at a verified sending domain; null = mailto reports off. */
+  tlsRptFrom: string | null;
   /** Tests only: factor on delivery retry delays and the claim grace (RELAY_DELIVERY_RETRY_SCALE). */
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
@@ -205,6 +221,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   };
   testOnly('RELAY_MX_PORT');
   testOnly('RELAY_MX_ALLOW');
+  testOnly('RELAY_MTA_STS_PORT');
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
   testOnly('RELAY_WEBHOOK_ALLOW', 'for development (webhook receivers on your own machine)');
   testOnly('RELAY_WEBHOOK_RETRY_SCALE');
@@ -219,6 +236,28 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     if (!isIP(item)) throw new ConfigError(variable, `"${item}" is not an IP address (the addresses an MX host may resolve to)`);
     return item.toLowerCase();
   }) ?? []));
+  const mtaStsRaw = text(env, 'RELAY_MTA_STS')?.toLowerCase();
+  if (mtaStsRaw !== undefined && mtaStsRaw !== 'on' && mtaStsRaw !== 'off') throw new ConfigError('RELAY_MTA_STS', `must be on or off, got "${text(env, 'RELAY_MTA_STS')}"`);
+  const shapingFile = text(env, 'RELAY_SHAPING_FILE');
+  let shaping: ShapingRule[] = [];
+  if (shapingFile !== undefined) {
+    let content: string;
+    try {
+      content = readFileSync(shapingFile, 'utf8');
+    } catch (error) {
+      throw new ConfigError('RELAY_SHAPING_FILE', `cannot read ${shapingFile} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    try {
+      shaping = parseShapingFile(content);
+    } catch (error) {
+      if (error instanceof ShapingFileError) throw new ConfigError('RELAY_SHAPING_FILE', `${shapingFile} ${error.message}`);
+      throw error;
+    }
+  }
+  const tlsRptFrom = text(env, 'RELAY_TLSRPT_FROM') ?? null;
+  if (tlsRptFrom !== null && !/^[^\s@<>"]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$/.test(tlsRptFrom)) {
+    throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFrom}"`);
+  }
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
@@ -278,6 +317,11 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     smtpUrl,
     mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
     mxAllow,
+    dnssecResolvers: list(env, 'RELAY_DNSSEC_RESOLVER', resolverAddress),
+    mtaSts: mtaStsRaw !== 'off',
+    mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
+    tlsRptFrom,
+    shaping,
     deliveryRetryScale,
     sendRate,
     composeThreads,

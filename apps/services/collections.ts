@@ -32,4 +32,12 @@ export const COLLECTIONS = {
   parkedEvents: 'parked_events',
   /** The scratch collections rebuilds made, so that `relay projections drop` drops only those (apps/services/scratch-collections.ts). */
   scratchCollections: 'scratch_collections',
+  /** TLS session outcomes counted per day, recipient domain, policy and result, for TLS reports (apps/services/tls-reports/). */
+  tlsSessionCounts: 'tls_session_counts',
+  /** One document per (day, domain) TLS report: claimed by the instance that sends it. */
+  tlsReports: 'tls_reports',
+  /** MTA-STS policies as fetched, by recipient domain (apps/services/mta-sts-policies.ts). */
+  mtaStsPolicies: 'mta_sts_policies',
+  /** What each sender instance's sites are doing (apps/services/delivery/sites.ts), for `relay sites`. */
+  sites: 'sites',
 } as const;

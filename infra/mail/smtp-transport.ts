@@ -22,6 +22,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
+import { quit, reset } from './pooled-sessions.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -109,9 +110,6 @@ export interface SmtpTransportOptions {
 
 /** A connection idle longer than this answers RSET before it carries a message (the server may have dropped it). */
 const CHECK_AFTER_IDLE_MS = 1000;
-/** How long a QUIT may wait for its reply before the socket is closed anyway. */
-const QUIT_GRACE_MS = 1000;
-
 interface PooledConnection {
   conn: SMTPConnection;
   state: 'busy' | 'idle' | 'gone';
@@ -319,25 +317,5 @@ export class SmtpTransport implements MailTransport {
     for (const pooled of idle) this.#discard(pooled);
     for (const wake of this.#waiters.splice(0)) wake();
     await Promise.all(idle.map((pooled) => pooled.ended));
-  }
-}
-
-function reset(pooled: PooledConnection): Promise<boolean> {
-  if (pooled.conn.destroyed) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    // A connection the server dropped while idle may never answer: its end settles this.
-    pooled.ended.then(() => resolve(false));
-    pooled.conn.reset((error) => resolve(!error));
-  });
-}
-
-function quit(pooled: PooledConnection): void {
-  if (pooled.conn.destroyed) return;
-  const timer = setTimeout(() => pooled.conn.close(), QUIT_GRACE_MS);
-  pooled.ended.then(() => clearTimeout(timer));
-  try {
-    pooled.conn.quit();
-  } catch {
-    pooled.conn.close();
   }
 }

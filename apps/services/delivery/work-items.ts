@@ -3,7 +3,7 @@
 // round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
 // syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
 import { claimDeadline, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
-import type { EmailState } from '../../../domain/email/state.ts';
+import { pendingRecipients, type EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
@@ -28,6 +28,8 @@ export interface WorkItem {
   origin: CommandOrigin;
   /** takeover and recover: when the open claim was appended. */
   claimedAt?: string;
+  /** attempt and takeover: the domain of the first recipient the step is for (its site schedules it); null when only BCC recipients are left. */
+  domain?: string | null;
 }
 
 export const workItems = (documents: DocumentStore) => documents.collection<WorkItem>(COLLECTIONS.deliveries);
@@ -63,14 +65,16 @@ export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number)
 export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, policy: DeliveryPolicy): WorkItem | null {
   const d = state.delivery;
   if (!state.emailId || state.admission?.status !== 'queued' || d.finished) return null;
+  const first = pendingRecipients(d).map((index) => state.visibleAddresses[index]).find((a) => a !== undefined);
+  const domain = first ? first.slice(first.lastIndexOf('@') + 1).toLowerCase() : null;
   const deadline = claimDeadline(state, policy);
   if (d.openClaim && deadline) {
-    return {
-      _id: state.emailId, step: deadline.kind === 'takeover' ? 'takeover' : 'recover', attempt: d.openClaim.attempt, dueAt: deadline.at,
-      streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt,
-    };
+    // A takeover sends, so its site schedules it as it does an attempt.
+    return deadline.kind === 'takeover'
+      ? { _id: state.emailId, step: 'takeover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt, domain }
+      : { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt };
   }
-  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin };
+  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin, domain };
 }
 
 /**
