@@ -214,4 +214,37 @@ smtp('connection lost after the end of data, before the reply: unknown, never de
   assert.is(outcome.providerMessageId, null);
 });
 
+smtp('the transaction\'s start: asked once the session is set up (STARTTLS, AUTH) and before MAIL FROM; declined, nothing is sent and the connection serves the next message', async (ctx) => {
+  const transport = await setup(ctx, { auth: { user: 'u', pass: 'p' } }, (port) => `smtp://u:p@127.0.0.1:${port}`);
+  const seen: Array<{ connections: number; mailFroms: number }> = [];
+  const declined = await transport.send(message(), {
+    beginTransaction: async () => {
+      seen.push({ connections: ctx.sink!.connections, mailFroms: ctx.sink!.mailFromCommands.length });
+      return false;
+    },
+  });
+  assert.equal(seen, [{ connections: 1, mailFroms: 0 }], 'asked once, connected, before MAIL FROM');
+  assert.equal(results(declined), [
+    ['ann@example.org', 'deferred', null, null, 'not_begun'], ['bob@example.org', 'deferred', null, null, 'not_begun'], ['cy@example.net', 'deferred', null, null, 'not_begun'],
+  ]);
+  assert.is(ctx.sink!.mailFromCommands.length, 0, 'no MAIL FROM');
+  const sent = await transport.send(message(), { beginTransaction: async () => true });
+  assert.ok(sent.recipients.every((r) => r.result === 'accepted'));
+  assert.is(ctx.sink!.messages.length, 1);
+  assert.is(ctx.sink!.connections, 1, 'the same connection');
+  const failing = await transport.send(message(), { beginTransaction: async () => { throw new Error('the store is gone'); } }).then(() => null, (error: Error) => error);
+  assert.is(failing?.message, 'the store is gone', 'a failing start ends the send with its error');
+  assert.is(ctx.sink!.mailFromCommands.length, 1, 'and nothing was sent');
+});
+
+smtp('a transaction whose recipients were all refused leaves the session mid-envelope: it is reset before the next message, which goes out on the same connection', async (ctx) => {
+  const transport = await setup(ctx, { onRcptTo: (address) => (address.address.startsWith('gone') ? smtpError(550, '5.1.1 User unknown') : undefined) }, (port) => `smtp://127.0.0.1:${port}?tls=none`);
+  const refused = await transport.send(message({ envelope: { mailFrom: 'b@bounce.example.test', recipients: ['gone@example.org'] } }));
+  assert.equal(results(refused), [['gone@example.org', 'rejected', 550, '5.1.1', 'rcpt_to']]);
+  const next = await transport.send(message({ envelope: { mailFrom: 'b@bounce.example.test', recipients: ['ann@example.org'] } }));
+  assert.equal(results(next), [['ann@example.org', 'accepted', 250, null, undefined]]);
+  assert.is(ctx.sink!.messages.length, 1);
+  assert.is(ctx.sink!.connections, 1, 'the same connection');
+});
+
 smtp.run();

@@ -114,6 +114,8 @@ interface PooledConnection {
   conn: SMTPConnection;
   state: 'busy' | 'idle' | 'gone';
   idleSince: number;
+  /** Its last transaction failed: RSET before the next, however soon. */
+  mustReset: boolean;
   idleTimer: NodeJS.Timeout | undefined;
   ended: Promise<void>;
 }
@@ -193,7 +195,9 @@ export class SmtpTransport implements MailTransport {
     const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
       pooled.conn.send(envelope as SMTPConnection.Envelope, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
     });
-    this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)));
+    // A refused transaction may leave the session mid-envelope (MAIL FROM accepted, every RCPT
+    // refused): the connection is reset before it carries the next one.
+    this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)), error !== null);
 
     const byKey = new Map(recipients.map((r) => [addressKey(r), r]));
     const original = (address: string) => byKey.get(addressKey(address)) ?? address;
@@ -224,7 +228,8 @@ export class SmtpTransport implements MailTransport {
       if (idle) {
         clearTimeout(idle.idleTimer);
         idle.state = 'busy';
-        if (Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS || (await reset(idle))) return idle;
+        const fresh = !idle.mustReset && Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS;
+        if (fresh || (await reset(idle))) return idle;
         this.#discard(idle);
         continue;
       }
@@ -242,7 +247,7 @@ export class SmtpTransport implements MailTransport {
     }
   }
 
-  #release(pooled: PooledConnection, reusable: boolean): void {
+  #release(pooled: PooledConnection, reusable: boolean, mustReset = false): void {
     if (pooled.state !== 'busy') return;
     if (!reusable || this.#closed || pooled.conn.destroyed) {
       this.#discard(pooled);
@@ -250,6 +255,7 @@ export class SmtpTransport implements MailTransport {
     }
     pooled.state = 'idle';
     pooled.idleSince = Date.now();
+    pooled.mustReset = mustReset;
     this.#idle.push(pooled);
     pooled.idleTimer = setTimeout(() => this.#discard(pooled), this.#options.idleTimeoutMs);
     this.#waiters.shift()?.();
@@ -283,7 +289,7 @@ export class SmtpTransport implements MailTransport {
       logger: false,
     });
     let ended!: () => void;
-    const pooled: PooledConnection = { conn, state: 'busy', idleSince: 0, idleTimer: undefined, ended: new Promise((resolve) => (ended = resolve)) };
+    const pooled: PooledConnection = { conn, state: 'busy', idleSince: 0, mustReset: false, idleTimer: undefined, ended: new Promise((resolve) => (ended = resolve)) };
     return new Promise((resolve, reject) => {
       let settled = false;
       const settle = (error: Error | null) => {
