@@ -44,6 +44,12 @@ test.before(async (ctx) => {
   ctx.tenant = await deliveryTenant(ctx.t);
 });
 
+// A failed test leaves no sender running and no smarthost holding messages for the next one.
+test.after.each(async (ctx) => {
+  for (const sender of ctx.senders.splice(0)) await sender.kill();
+  ctx.onData = () => {};
+});
+
 test.after(async (ctx) => {
   for (const sender of ctx.senders) await sender.kill();
   await ctx.t.close();
@@ -99,7 +105,8 @@ for (const moment of ['while the smarthost holds its 250', 'right after the smar
 
 test('SIGKILL of a sender holding claims that never reached the wire: the next sender takes each over and sends it once; only transactions begun are unknown', async (ctx) => {
   // The smarthost holds every end of data: the sender's 5 connections fill up, and the claims
-  // it made beyond them (it claims twice its connections) wait for one.
+  // it made beyond them (it claims twice its connections) wait for one. One recipient site
+  // each, so no site's own bound (5 at once) keeps a claim from being made.
   const held = deferred();
   let holding = 0;
   ctx.onData = () => {
@@ -107,7 +114,7 @@ test('SIGKILL of a sender holding claims that never reached the wire: the next s
     return held.promise.then(() => ({}));
   };
   const first = await startSender(ctx);
-  const recipients = Array.from({ length: 10 }, (_, i) => `queued${i}@example.org`);
+  const recipients = Array.from({ length: 10 }, (_, i) => `queued${i}@site${i}.example.org`);
   const ids: string[] = [];
   for (const [i, to] of recipients.entries()) ids.push(await sendOne(ctx, `behind a slow smarthost ${i}`, to));
   await waitUntil(async () => holding === 5 && (await Promise.all(ids.map((id) => eventTypes(ctx, id)))).every((types) => types.includes('DeliveryClaimed')),
@@ -153,7 +160,7 @@ test('SIGKILL of a sender holding claims that never reached the wire: the next s
   for (const line of logLines(next, 'delivery unknown')) {
     assert.is(line.level, 40, 'warn');
     assert.ok(onWire.includes(line.emailId));
-    assert.is(line.recipientDomain, 'example.org');
+    assert.match(String(line.recipientDomain), /^site\d\.example\.org$/);
     assert.not.ok(JSON.stringify(line).includes('queued'), 'no address in the line');
   }
   for (const s of ctx.senders.splice(0)) await s.kill();
