@@ -302,4 +302,23 @@ mx('a connection refused at every MX host: deferred at stage connection', async 
   assert.not.match(half.recipients[0].response, /127\.0\.0\.4/);
 });
 
+mx('the transaction\'s start is asked once the MX host\'s session is set up (STARTTLS done) and before MAIL FROM; declined, nothing is sent and the session serves the next message', async (ctx) => {
+  const transport = await setup(ctx);
+  const seen: Array<{ connections: number; mailFroms: number }> = [];
+  const declined = await transport.send(message(['ann@ok.test']), {
+    beginTransaction: async () => {
+      seen.push({ connections: ctx.sink!.connections, mailFroms: ctx.sink!.mailFromCommands.length });
+      return false;
+    },
+  });
+  assert.equal(seen, [{ connections: 1, mailFroms: 0 }]);
+  assert.equal(results(declined), [['ann@ok.test', 'deferred', null, null, 'not_begun']]);
+  assert.is(ctx.sink!.mailFromCommands.length, 0);
+  const sent = await transport.send(message(['ann@ok.test']), { beginTransaction: async () => true });
+  assert.equal(sent.recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink!.messages.length, 1);
+  assert.ok(ctx.sink!.messages[0].secure, 'over the TLS session set up before the start was asked');
+  assert.is(ctx.sink!.connections, 1, 'the same session');
+});
+
 mx.run();

@@ -131,4 +131,20 @@ outbox('a process that sent and never closed the transport ends on its own', asy
   assert.equal(JSON.parse(child.lines[0] ?? 'null'), { bytes: 21, envelopes: 1 }, child.stderr());
 });
 
+outbox('the transaction\'s start is asked before the file is written; declined, nothing is written and every recipient is not_begun', async (ctx) => {
+  let filesWhenAsked: string[] | null = null;
+  const declined = await ctx.transport.send(message('em_4'), {
+    beginTransaction: async () => {
+      filesWhenAsked = await readdir(ctx.dir).catch(() => []);
+      return false;
+    },
+  });
+  assert.equal(filesWhenAsked, [], 'asked before anything was written');
+  assert.equal(declined.recipients.map((r) => [r.address, r.result, r.stage]), [['ann@example.org', 'deferred', 'not_begun'], ['bob@example.net', 'deferred', 'not_begun']]);
+  assert.equal(await readdir(ctx.dir).catch(() => []), [], 'nothing written');
+  const sent = await ctx.transport.send(message('em_4'), { beginTransaction: async () => true });
+  assert.ok(sent.recipients.every((r) => r.result === 'accepted'));
+  assert.equal(await readFile(join(ctx.dir, 'em_4.eml')), message('em_4').raw);
+});
+
 outbox.run();
