@@ -237,6 +237,12 @@ outcomes('given an open claim, when its holder records the attempt, then Deliver
   assert.equal(decideDelivery(record(all('accepted')), claimedBy(), POLICY).map((e) => e.type), ['DeliveryAttempted']);
 });
 
+outcomes('given each transaction\'s queue id, then every recipient keeps its own', () => {
+  const results = all('accepted').map((r, i) => ({ ...r, providerMessageId: `Q${i}` }));
+  const data = outcomeOf(claimedBy(), record(results));
+  assert.equal(data.recipients.map((r) => [r.index, r.providerMessageId]), [[0, 'Q0'], [1, 'Q1'], [2, 'Q2']]);
+});
+
 outcomes('given no open claim, when an attempt is recorded, then nothing', () => {
   assert.equal(decideAttemptOutcome(record(all('accepted')), queued(), POLICY), []);
   assert.equal(decideAttemptOutcome(record(all('accepted')), attemptedWith(all('deferred')), POLICY), [], 'the claim already has its outcome');

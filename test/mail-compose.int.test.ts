@@ -143,6 +143,38 @@ compose('given any message, then lines end in CRLF and none is longer than 998 c
   for (const line of text.split('\r\n')) assert.ok(line.length <= 998, `line of ${line.length} chars`);
 });
 
+compose('given a signed message, when a second From (or any other over-signed field) is added, then mailauth says fail', async (ctx) => {
+  const { raw } = await composeMessage(input(ctx, { replyTo: null }));
+  const text = raw.toString('latin1');
+  const signature = /^DKIM-Signature:((?:.*\r\n[ \t].*)*.*)\r\n/.exec(text)?.[1].replace(/\s+/g, '') ?? '';
+  const listed = (/(?:^|;)h=([^;]+)/.exec(signature)?.[1] ?? '').toLowerCase().split(':');
+  assert.is(listed.filter((n) => n === 'from').length, 2, `h= names From twice: ${listed.join(':')}`);
+  assert.is(listed.filter((n) => n === 'reply-to').length, 1, 'an absent Reply-To is listed once');
+  const [untouched] = await verifyDkim(ctx, raw);
+  assert.is(untouched.status.result, 'pass', untouched.info);
+  // Right under the signature (what many clients would show) and at the end of the header.
+  const afterSignature = text.replace(/(\r\n)(?=[^ \t])/, '$1From: Bank <security@bank.test>\r\n');
+  const atEnd = text.replace('\r\n\r\n', '\r\nFrom: Bank <security@bank.test>\r\n\r\n');
+  const addedReplyTo = text.replace('\r\n\r\n', '\r\nReply-To: attacker@evil.test\r\n\r\n');
+  const addedSubject = text.replace('\r\n\r\n', '\r\nSubject: Urgent: verify your account\r\n\r\n');
+  for (const [what, tampered] of [['From after the signature', afterSignature], ['From at the end', atEnd], ['Reply-To', addedReplyTo], ['Subject', addedSubject]]) {
+    assert.is.not(tampered, text, what);
+    const [verdict] = await verifyDkim(ctx, Buffer.from(tampered, 'latin1'));
+    assert.is(verdict.status.result, 'fail', `${what}: ${verdict.info}`);
+  }
+  // A field outside the over-signed set may still be added, as relays do.
+  const [relayed] = await verifyDkim(ctx, Buffer.from(text.replace('\r\n\r\n', '\r\nX-Relayed-By: mx.test\r\n\r\n'), 'latin1'));
+  assert.is(relayed.status.result, 'pass', relayed.info);
+});
+
+compose('given bodies with trailing spaces, tabs and empty lines at the end, then the relaxed body hash still verifies', async (ctx) => {
+  for (const text of ['a  \t b \t\n\n\n', ' lead\n\ttab\n \n', 'x']) {
+    const { raw } = await composeMessage(input(ctx, { html: null, text }));
+    const [dkim] = await verifyDkim(ctx, raw);
+    assert.is(dkim.status.result, 'pass', `${JSON.stringify(text)}: ${dkim.info}`);
+  }
+});
+
 compose('given only a text body, no Cc and no Reply-To, then it is a single text/plain part without those headers', async (ctx) => {
   const { raw } = await composeMessage(input(ctx, { html: null, cc: [], replyTo: null }));
   const email = await PostalMime.parse(raw);

@@ -42,6 +42,8 @@ export interface RecipientResultReport {
   smtpCode: number | null;
   enhancedCode: string | null;
   response: string;
+  /** The queue id of the transaction that carried this recipient, when it was accepted. */
+  providerMessageId?: string | null;
 }
 
 export interface ClaimDelivery {
@@ -124,6 +126,7 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
     smtpCode: r.smtpCode,
     enhancedCode: r.enhancedCode,
     response: r.response,
+    ...(r.providerMessageId ? { providerMessageId: r.providerMessageId } : {}),
   }));
   const failureCode = results.some((r) => r.result === 'unknown')
     ? 'delivery_unknown'

@@ -101,6 +101,9 @@ export const RecipientAttemptSchema = Type.Object({
   smtpCode: Nullable(Type.Integer()),
   enhancedCode: Nullable(Type.String()),
   response: Type.String({ description: "The server's reply or the local error; never message content." }),
+  providerMessageId: Type.Optional(
+    Nullable(Type.String({ description: 'The queue id the accepting server gave this recipient\'s transaction; absent in events from before it was kept.' })),
+  ),
 });
 export type RecipientAttempt = Static<typeof RecipientAttemptSchema>;
 

@@ -134,8 +134,10 @@ export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
   switch (event.type) {
     case 'DeliveryAttempted': {
       const { recipients, failureCode, nextAttemptAt } = event.data;
-      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response }) => ({
-        index, address, status, source: 'attempt', reason: response, shownAs: { address, smtpCode, enhancedCode, response },
+      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response, providerMessageId }) => ({
+        index, address, status, source: 'attempt', reason: response,
+        // Each recipient's own transaction's queue id, when it was accepted (INTERFACE-DECISIONS: queue ids).
+        shownAs: { address, smtpCode, enhancedCode, response, ...(providerMessageId ? { providerMessageId } : {}) },
       })), failureCode, nextAttemptAt);
     }
     case 'DeliveryFailed': {

@@ -1,14 +1,15 @@
 // The message on the wire: nodemailer's MailComposer writes the MIME (RFC 2047 words for
-// non-ASCII headers, quoted-printable or base64 bodies, folded lines), nodemailer's DKIM
-// signer prepends a DKIM-Signature (rsa-sha256, relaxed/relaxed). The bytes returned are
-// exactly what every transport sends, so retries and the outbox see the same message.
+// non-ASCII headers, quoted-printable or base64 bodies, folded lines), dkim-sign.ts prepends a
+// DKIM-Signature (rsa-sha256, relaxed/relaxed, From and the other single fields over-signed).
+// The bytes returned are exactly what every transport sends, so retries and the outbox see
+// the same message.
 //
 // BCC recipients are not an input: they travel only in the SMTP envelope, never in a header.
 import { createPrivateKey, type KeyObject } from 'node:crypto';
-import DKIM from 'nodemailer/lib/dkim';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
+import { dkimSign } from './dkim-sign.ts';
 
 export interface DkimSigningKey {
   /** The d= domain: the sending domain, so the signature aligns with From for DMARC. */
@@ -42,15 +43,19 @@ export interface ComposedMessage {
   messageId: string;
 }
 
-// nodemailer's default list (RFC 4871 5.5) plus List-Unsubscribe-Post, which RFC 8058 3.1
-// requires to be signed for one-click unsubscribe to be honoured.
+// RFC 4871 5.5's list plus List-Unsubscribe-Post, which RFC 8058 3.1 requires to be signed for
+// one-click unsubscribe to be honoured.
 const SIGNED_HEADERS = [
   'From', 'Sender', 'Reply-To', 'Subject', 'Date', 'Message-ID', 'To', 'Cc', 'MIME-Version',
   'Content-Type', 'Content-Transfer-Encoding', 'Content-ID', 'Content-Description',
   'Resent-Date', 'Resent-From', 'Resent-Sender', 'Resent-To', 'Resent-Cc', 'Resent-Message-ID',
   'In-Reply-To', 'References', 'List-Id', 'List-Help', 'List-Unsubscribe', 'List-Unsubscribe-Post',
   'List-Subscribe', 'List-Post', 'List-Owner', 'List-Archive',
-].join(':');
+];
+// Over-signed (RFC 6376 8.15): the fields a message has at most once (RFC 5322 3.6) and that a
+// reader sees or a filter decides on. A copy added in transit, above the signed one, would
+// otherwise be shown while the signature still verifies.
+const OVERSIGNED_HEADERS = ['From', 'Sender', 'Reply-To', 'Subject', 'Date', 'Message-ID', 'To', 'Cc', 'MIME-Version', 'Content-Type', 'Content-Transfer-Encoding'];
 
 /**
  * Headers the composer writes itself. Admission refuses most of them; the rest (Message-ID,
@@ -81,12 +86,6 @@ function address(mailbox: string, field: string): { name: string; address: strin
   return { name: parsed.value.displayName ?? '', address: parsed.value.address };
 }
 
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-  return Buffer.concat(chunks);
-}
-
 export async function composeMessage(input: ComposeInput): Promise<ComposedMessage> {
   if (input.to.length + input.cc.length === 0) throw new Error('a message needs at least one To or Cc recipient');
   const messageId = input.messageId.replace(/^<(.*)>$/, '$1');
@@ -112,16 +111,18 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
   }
   const unsigned = await root.build();
 
-  const signer = new DKIM({
-    domainName: input.dkim.domainName,
-    keySelector: input.dkim.keySelector,
-    privateKey: signingKey(input.dkim),
-    headerFieldNames: SIGNED_HEADERS,
-  });
-  const raw = await collect(signer.sign(unsigned));
-  // nodemailer leaves the signature out, without an error, when the key cannot sign.
-  if (!raw.subarray(0, 16).equals(Buffer.from('DKIM-Signature: '))) {
-    throw new Error(`DKIM signing failed for d=${input.dkim.domainName} s=${input.dkim.keySelector}: the private key is unusable`);
+  const domainName = normalizeDomainName(input.dkim.domainName);
+  let raw: Buffer;
+  try {
+    raw = dkimSign(unsigned, {
+      domainName,
+      keySelector: input.dkim.keySelector,
+      privateKey: signingKey(input.dkim),
+      headerFieldNames: SIGNED_HEADERS,
+      oversigned: OVERSIGNED_HEADERS,
+    });
+  } catch (error) {
+    throw new Error(`DKIM signing failed for d=${input.dkim.domainName} s=${input.dkim.keySelector}: the private key is unusable`, { cause: error });
   }
   return { raw, messageId };
 }

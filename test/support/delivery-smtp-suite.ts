@@ -119,6 +119,13 @@ test('a message sent through the API arrives with its headers, BCC only in the e
   }
 
   assert.match(final.providerMessageId, /^QID\d{4}$/, 'the queue id the smarthost named');
+  // Every transaction's queue id is kept, with its recipient; the email's field is the first recipient's.
+  const sentEntry = final.events.find((e: any) => e.type === 'email.sent');
+  const queueIds = sentEntry.payload.recipients.map((r: any) => [r.address, r.providerMessageId]);
+  assert.equal(queueIds.map(([address]: string[]) => address), ['ann@example.org', 'cc@example.org']);
+  assert.ok(queueIds.every(([, queueId]: string[]) => /^QID\d{4}$/.test(queueId)), JSON.stringify(queueIds));
+  assert.is.not(queueIds[0][1], queueIds[1][1], 'one queue id per transaction');
+  assert.is(final.providerMessageId, queueIds[0][1]);
   assert.ok(final.sentAt);
   assert.equal(final.events.map((e: any) => e.type), ['email.queued', 'email.processing', 'email.sent']);
   assert.equal(final.recipients.map((r: any) => [r.address, r.status]), [['ann@example.org', 'sent'], ['cc@example.org', 'sent']]);

@@ -73,9 +73,10 @@ function targetsOf(message: AdmittedMessage, bcc: string[], pending: number[]): 
   return [...byAddress.values()];
 }
 
-function report(target: Target, outcome: RecipientOutcome | undefined): RecipientResultReport[] {
+function report(target: Target, outcome: RecipientOutcome | undefined, providerMessageId: string | null): RecipientResultReport[] {
+  const accepted = outcome?.result === 'accepted' || outcome?.result === 'delivered';
   const base = outcome
-    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000) }
+    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
   return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
 }
@@ -185,13 +186,14 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   }
   const mailFromDomain = `${domain.mailFromSubdomain}.${domain.name}`;
   const targets = targetsOf(message, content.bcc, pending);
-  let providerMessageId: string | null = null;
   const reports = (await mapLimited(targets, deps.parallelTransactions ?? 5, async (target) => {
     const mailFrom = verpAddress({ emailId: message.emailId, recipientIndex: target.index, mailFromDomain }, (data) => deps.secrets.mac(VERP_MAC_PURPOSE, data));
     const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId });
-    providerMessageId ??= outcome.providerMessageId;
-    return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0]);
+    return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0], outcome.providerMessageId);
   })).flat();
+  // Every transaction's queue id is kept with its recipient; the email's one field shows the
+  // first recipient's (apps/api/INTERFACE-DECISIONS.md).
+  const providerMessageId = reports.find((r) => r.providerMessageId)?.providerMessageId ?? null;
 
   const recorded = await emails.handle(item._id, {
     type: 'RecordAttempt',
