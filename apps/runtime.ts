@@ -23,6 +23,9 @@ import { UsageLedger } from './services/usage-ledger.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
+import { DnsCache } from '../infra/dns/dns-cache.ts';
+import { StubResolver } from '../infra/dns/stub-resolver.ts';
+import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
@@ -175,8 +178,12 @@ function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
       return new OutboxTransport(outboxDir);
     case 'smtp':
       return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
-    case 'mx':
-      return new MxTransport({ dnsServers: config.dnsServers, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow });
+    case 'mx': {
+      // One cache for every lookup of mail delivery: MX, addresses, MTA-STS records.
+      const dns = new DnsCache(new StubResolver({ servers: config.dnsServers }));
+      const mtaSts = config.mtaSts ? new MtaStsResolver({ dns, port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow }) : undefined;
+      return new MxTransport({ dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts });
+    }
   }
 }
 

@@ -36,6 +36,10 @@ export interface RelayConfig {
   mxPort: number | null;
   /** Tests only: MX addresses exempt from the public-address check, e.g. a loopback test server (RELAY_MX_ALLOW). */
   mxAllow: Set<string>;
+  /** MTA-STS (RFC 8461) for `mx` delivery (RELAY_MTA_STS, default on). */
+  mtaSts: boolean;
+  /** Tests only: the port MTA-STS policy hosts are asked on (RELAY_MTA_STS_PORT); null = 443. */
+  mtaStsPort: number | null;
   /** Tests only: factor on delivery retry delays and the claim grace (RELAY_DELIVERY_RETRY_SCALE). */
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
@@ -205,6 +209,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   };
   testOnly('RELAY_MX_PORT');
   testOnly('RELAY_MX_ALLOW');
+  testOnly('RELAY_MTA_STS_PORT');
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
   testOnly('RELAY_WEBHOOK_ALLOW', 'for development (webhook receivers on your own machine)');
   testOnly('RELAY_WEBHOOK_RETRY_SCALE');
@@ -219,6 +224,8 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     if (!isIP(item)) throw new ConfigError(variable, `"${item}" is not an IP address (the addresses an MX host may resolve to)`);
     return item.toLowerCase();
   }) ?? []));
+  const mtaStsRaw = text(env, 'RELAY_MTA_STS')?.toLowerCase();
+  if (mtaStsRaw !== undefined && mtaStsRaw !== 'on' && mtaStsRaw !== 'off') throw new ConfigError('RELAY_MTA_STS', `must be on or off, got "${text(env, 'RELAY_MTA_STS')}"`);
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
@@ -278,6 +285,8 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     smtpUrl,
     mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
     mxAllow,
+    mtaSts: mtaStsRaw !== 'off',
+    mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
     deliveryRetryScale,
     sendRate,
     composeThreads,

@@ -48,6 +48,8 @@ const ZONE: ZoneRecord[] = [
   // A host with a refused and an allowed address: only the allowed one is used.
   // (The refused one comes last: a failed attempt at it would be the error reported.)
   mxOf('half.test', 'mx.half.test'), loopback('mx.half.test'), { name: 'mx.half.test', type: 'A', data: '127.0.0.4' },
+  // Records with TTLs, as real zones have.
+  { ...mxOf('ttl.test', 'mx.ttl.test'), ttl: 3600 }, { ...loopback('mx.ttl.test'), ttl: 300 },
 ];
 
 const RAW = Buffer.from('DKIM-Signature: v=1; d=example.test\r\nFrom: a@example.test\r\nSubject: mx\r\n\r\nHello\r\n..two dots\r\n.\r\nbye\r\n');
@@ -196,6 +198,21 @@ mx('a pooled connection the server dropped is replaced, the message unharmed', a
   assert.is(ctx.sink!.connections, 2);
 });
 
+mx('DNS answers are cached by TTL: ten messages to one domain cost one MX, one A and one AAAA query', async (ctx) => {
+  const transport = await setup(ctx);
+  ctx.dns.negativeTtl = 60; // so that the empty AAAA answer carries an SOA and is cached too
+  try {
+    const before = ctx.dns.queries.length;
+    for (let n = 0; n < 10; n++) {
+      const outcome = await transport.send(message([`r${n}@ttl.test`], { emailId: `em_t${n}` }));
+      assert.is(outcome.recipients[0].result, 'delivered');
+    }
+    assert.equal(ctx.dns.queries.slice(before).map((q) => `${q.type} ${q.name}`).sort(), ['A mx.ttl.test', 'AAAA mx.ttl.test', 'MX ttl.test']);
+  } finally {
+    ctx.dns.negativeTtl = null;
+  }
+});
+
 mx('concurrent calls to one MX host open at most maxConnectionsPerHost connections', async (ctx) => {
   const transport = await setup(ctx, byDomain, { maxConnectionsPerHost: 2 });
   const outcomes = await Promise.all([1, 2, 3, 4, 5].map((n) => transport.send(message([`r${n}@ok.test`], { emailId: `em_c${n}` }))));
@@ -244,7 +261,7 @@ mx('an MX that resolves only to loopback or private addresses: rejected with 5.4
     ['bob@loop.test', 'rejected', null, '5.4.4', 'dns'],
     ['cy@implicitloop.test', 'rejected', null, '5.4.4', 'dns'],
   ]);
-  assert.match(outcome.recipients[0].response, /no MX host of private\.test has a public address: mx\.private\.test resolves only to addresses Relay does not deliver to: 127\.0\.0\.3 \(loopback\), ::ffff:127\.0\.0\.3 \(ipv4-mapped\)/);
+  assert.match(outcome.recipients[0].response, /no MX host of private\.test has a public address: mx\.private\.test resolves only to addresses Relay does not deliver to: 127\.0\.0\.3 \(loopback\), ::ffff:(127\.0\.0\.3|7f00:3) \(ipv4-mapped\)/);
   assert.match(outcome.recipients[1].response, /127\.0\.0\.2 \(loopback\)/);
   assert.is(outcome.providerMessageId, null);
   assert.is(ctx.sink!.connections, 0);

@@ -2,32 +2,40 @@
 // hosts (RFC 5321 5.1: implicit MX when there are none, RFC 7505 null MX), connects to them in
 // preference order and runs one transaction (MAIL FROM, RCPT TO per recipient, DATA).
 //
-// TLS is opportunistic: STARTTLS whenever offered. Certificates are not verified by default
-// (no MTA-STS/DANE here), because refusing an unverifiable certificate would only push the
-// message onto plain text. A failed handshake falls back to plain text on a new connection,
-// noted in each recipient's response.
+// TLS: STARTTLS whenever offered (mx-connections.ts). Without a policy it is opportunistic:
+// a certificate that cannot be verified is used anyway and a failed handshake falls back to
+// plain text, because refusing would only push the message onto plain text. A recipient
+// domain's MTA-STS policy (mta-sts.ts) in `enforce` mode changes that: only MX hosts matching
+// the policy, only over TLS with a certificate valid for the host; anything else is a
+// temporary failure naming MTA-STS. `testing` delivers as before and reports. Every session's
+// TLS outcome goes to the TLS report sink (RFC 8460).
 //
-// Connections are pooled per MX host (a receiver like Gmail serves many domains): an idle
-// connection stays open for idleTimeoutMs and is checked with RSET before its next transaction.
+// Connections are pooled per MX host (a receiver like Gmail serves many domains).
 //
 // Only public addresses are connected to (the webhook egress rule, infra/http/address-ranges.ts):
 // whoever controls a recipient domain's DNS controls where its MX points, and an MX on loopback
 // or a private network would reach a relay that trusts this host. The connection goes to the
 // address that was checked, never to a name looked up again.
+import { DnsCache } from '../dns/dns-cache.ts';
+import { StubResolver } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
 import { InFlight } from './in-flight.ts';
-import { Resolver } from 'node:dns/promises';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { domainToASCII } from 'node:url';
-import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
+import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import type { MailTransport, OutgoingMessage, RecipientOutcome, RecipientResult, TransportOutcome } from '../ports/mail-transport.ts';
-import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, isTlsFailure, replyOutcome } from './smtp-replies.ts';
+import { ConnectionPool, SessionRefused, type Lease, type SessionRequirement } from './mx-connections.ts';
+import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyLookup } from './mta-sts.ts';
+import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
+import type { TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
 
 export interface MxTransportOptions {
-  /** Resolvers, `IP` or `IP:port` (`[v6]:port`). Empty: the system's (/etc/resolv.conf). */
+  /** Resolvers, `IP` or `IP:port` (`[v6]:port`). Empty: the system's (/etc/resolv.conf). Unused when `dns` is given. */
   dnsServers: string[];
+  /** The DNS cache to look up through (shared with whatever else looks up mail DNS); default one of its own on dnsServers. */
+  dns?: DnsCache;
   /** EHLO name; should be the sending IP's PTR name. */
   heloName: string;
   /** RELAY_MX_PORT: the port every MX connection goes to. Default 25; tests point it elsewhere. */
@@ -52,12 +60,25 @@ export interface MxTransportOptions {
    * to anyway, such as a test's SMTP server on 127.0.0.1. Exact addresses, as DNS answers them.
    */
   allowAddresses?: ReadonlySet<string>;
+  /** MTA-STS policies of recipient domains; unset: none are looked up. */
+  mtaSts?: MtaStsResolver;
+  /** Where each TLS session's outcome is told (TLS reporting). */
+  tlsReports?: TlsSessionSink;
 }
+
+/** What TLS the recipient domain's policy asks of one MX host's sessions. */
+interface HostPolicy {
+  requirement: SessionRequirement;
+  applied: TlsPolicyApplied;
+  /** For responses: the policy's name, e.g. "MTA-STS (enforce) of example.com". */
+  label: string;
+}
+
+const NO_POLICY = (domain: string): TlsPolicyApplied => ({ type: 'no-policy-found', domain, strings: [], mxHosts: [] });
+const stsApplied = (policy: MtaStsPolicy): TlsPolicyApplied => ({ type: 'sts', domain: policy.domain, strings: policy.lines, mxHosts: policy.mx });
 
 /** Connection attempts per domain and call, over all its MX hosts and their addresses. */
 const MAX_ATTEMPTS_PER_DOMAIN = 5;
-/** How long a QUIT may wait for its reply before the socket is closed anyway. */
-const QUIT_GRACE_MS = 1000;
 
 /** What an MX host's addresses allow: some to connect to, or why there are none. */
 type HostAddresses =
@@ -72,22 +93,6 @@ type HostAddresses =
 type Route =
   | { kind: 'hosts'; hosts: string[]; implicit: boolean }
   | { kind: 'final'; result: RecipientResult; enhancedCode: string; response: string };
-
-interface Lease {
-  conn: SMTPConnection;
-  host: string;
-  /** Why this connection is in plain text although TLS was tried, for the responses. */
-  note: string | null;
-  state: 'busy' | 'idle' | 'gone';
-  idleTimer: NodeJS.Timeout | undefined;
-  ended: Promise<void>;
-}
-
-interface HostSlot {
-  idle: Lease[];
-  open: number;
-  waiters: Array<() => void>;
-}
 
 function shuffled<T>(items: T[]): T[] {
   const copy = [...items];
@@ -120,143 +125,13 @@ function wireAddress(address: string, asciiDomain: string): string {
   return `${address.slice(0, address.lastIndexOf('@'))}@${asciiDomain}`;
 }
 
-class ConnectionPool {
-  readonly #slots = new Map<string, HostSlot>();
-  readonly #connect: (host: string, address: string, useTls: boolean) => Promise<Lease>;
-  readonly #max: number;
-  readonly #idleMs: number;
-  #closed = false;
-
-  constructor(connect: (host: string, address: string, useTls: boolean) => Promise<Lease>, max: number, idleMs: number) {
-    this.#connect = connect;
-    this.#max = max;
-    this.#idleMs = idleMs;
-  }
-
-  #slot(host: string): HostSlot {
-    let slot = this.#slots.get(host);
-    if (!slot) this.#slots.set(host, (slot = { idle: [], open: 0, waiters: [] }));
-    return slot;
-  }
-
-  /** A live connection to `host`: an idle one that answers RSET, or a new one to one of `addresses`. */
-  async acquire(host: string, addresses: string[], budget: { attempts: number }): Promise<Lease> {
-    const slot = this.#slot(host);
-    for (;;) {
-      if (this.#closed) throw new Error('mx transport is closed');
-      const idle = slot.idle.pop();
-      if (idle) {
-        clearTimeout(idle.idleTimer);
-        idle.state = 'busy';
-        if (await reset(idle)) return idle;
-        this.discard(idle);
-        continue;
-      }
-      if (slot.open < this.#max) {
-        slot.open++;
-        try {
-          return await this.#open(host, addresses, budget);
-        } catch (error) {
-          slot.open--;
-          slot.waiters.shift()?.();
-          throw error;
-        }
-      }
-      await new Promise<void>((resolve) => slot.waiters.push(resolve));
-    }
-  }
-
-  async #open(host: string, addresses: string[], budget: { attempts: number }): Promise<Lease> {
-    let lastError: Error = new Error(`no address to connect to for ${host}`);
-    for (const address of addresses) {
-      if (budget.attempts <= 0) break;
-      budget.attempts--;
-      let lease: Lease;
-      try {
-        lease = await this.#connect(host, address, true);
-      } catch (caught) {
-        const error = asNodemailerError(caught);
-        const tlsFailed = (error as { duringTls?: boolean }).duringTls === true || isTlsFailure(error);
-        if (!tlsFailed) {
-          lastError = new Error(`${host} [${address}]: ${error.message}`);
-          continue;
-        }
-        try {
-          lease = await this.#connect(host, address, false);
-          lease.note = `sent without TLS: STARTTLS failed (${error.message})`;
-        } catch (plainCaught) {
-          lastError = new Error(`${host} [${address}]: ${asNodemailerError(plainCaught).message}`);
-          continue;
-        }
-      }
-      lease.ended.then(() => {
-        // The server may close an idle connection; a busy one is settled by its transaction.
-        if (lease.state === 'idle') this.discard(lease);
-      });
-      return lease;
-    }
-    throw lastError;
-  }
-
-  release(lease: Lease, reusable: boolean): void {
-    if (lease.state !== 'busy') return;
-    if (!reusable || this.#closed || lease.conn.destroyed) {
-      this.discard(lease);
-      return;
-    }
-    const slot = this.#slot(lease.host);
-    lease.state = 'idle';
-    slot.idle.push(lease);
-    lease.idleTimer = setTimeout(() => this.discard(lease), this.#idleMs);
-    slot.waiters.shift()?.();
-  }
-
-  discard(lease: Lease): void {
-    if (lease.state === 'gone') return;
-    const slot = this.#slot(lease.host);
-    const at = slot.idle.indexOf(lease);
-    if (at >= 0) slot.idle.splice(at, 1);
-    lease.state = 'gone';
-    clearTimeout(lease.idleTimer);
-    slot.open--;
-    quit(lease);
-    slot.waiters.shift()?.();
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    const leases = [...this.#slots.values()].flatMap((slot) => [...slot.idle]);
-    for (const lease of leases) this.discard(lease);
-    for (const slot of this.#slots.values()) for (const wake of slot.waiters.splice(0)) wake();
-    await Promise.all(leases.map((lease) => lease.ended));
-  }
-}
-
-function reset(lease: Lease): Promise<boolean> {
-  if (lease.conn.destroyed) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    // A connection the server dropped while idle may never answer: its end settles this.
-    lease.ended.then(() => resolve(false));
-    lease.conn.reset((error) => resolve(!error));
-  });
-}
-
-function quit(lease: Lease): void {
-  if (lease.conn.destroyed) return;
-  const timer = setTimeout(() => lease.conn.close(), QUIT_GRACE_MS);
-  lease.ended.then(() => clearTimeout(timer));
-  try {
-    lease.conn.quit();
-  } catch {
-    lease.conn.close();
-  }
-}
-
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #mtaSts: MtaStsResolver | null;
+  readonly #tlsReports: TlsSessionSink | null;
   readonly #allow: ReadonlySet<string>;
-  readonly #resolver: Resolver;
+  readonly #dns: DnsCache;
   readonly #pool: ConnectionPool;
   readonly #inFlight = new InFlight('mx');
 
@@ -272,15 +147,15 @@ export class MxTransport implements MailTransport {
       maxConnectionsPerHost: options.maxConnectionsPerHost ?? 3,
     };
     this.#allow = new Set([...(options.allowAddresses ?? [])].map((a) => a.toLowerCase()));
-    this.#resolver = new Resolver({ timeout: this.#options.dnsTimeoutMs, tries: 2 });
-    if (options.dnsServers.length > 0) {
-      try {
-        this.#resolver.setServers(options.dnsServers);
-      } catch (error) {
-        throw new Error(`mx transport: invalid DNS server list ${JSON.stringify(options.dnsServers)}: ${(error as Error).message}`, { cause: error });
-      }
+    try {
+      this.#dns = options.dns ?? new DnsCache(new StubResolver({ servers: options.dnsServers, timeoutMs: this.#options.dnsTimeoutMs }));
+    } catch (error) {
+      throw new Error(`mx transport: invalid DNS server list ${JSON.stringify(options.dnsServers)}: ${(error as Error).message}`, { cause: error });
     }
-    this.#pool = new ConnectionPool((host, address, useTls) => this.#connect(host, address, useTls), this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs);
+    this.#mtaSts = options.mtaSts ?? null;
+    this.#tlsReports = options.tlsReports ?? null;
+    const { port, heloName, tls, connectTimeoutMs, commandTimeoutMs } = this.#options;
+    this.#pool = new ConnectionPool({ port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs);
   }
 
   send(message: OutgoingMessage): Promise<TransportOutcome> {
@@ -305,28 +180,28 @@ export class MxTransport implements MailTransport {
       }),
     );
     const ordered = recipients.map((address) => outcomes.get(address)!);
-    return { providerMessageId: ordered.some((o) => o.result === 'delivered') ? message.messageId : null, recipients: ordered };
+    // The receiving MX's queue id when its 250 names one (Postfix, Exim, Microsoft…), else the Message-ID.
+    const delivered = ordered.find((o) => o.result === 'delivered');
+    return { providerMessageId: delivered ? (parseQueueId(delivered.response) ?? message.messageId) : null, recipients: ordered };
   }
 
   async #route(domain: string): Promise<Route> {
+    let found;
     try {
-      const records = await this.#resolver.resolveMx(domain);
-      const hosts = records.filter((r) => r.exchange !== '' && r.exchange !== '.');
-      if (hosts.length === 0) {
-        return { kind: 'final', result: 'rejected', enhancedCode: '5.1.10', response: `${domain} publishes a null MX (RFC 7505): it accepts no mail` };
-      }
-      const preferences = [...new Set(hosts.map((r) => r.priority))].sort((a, b) => a - b);
-      // Hosts of equal preference share the load (RFC 5321 5.1).
-      const ordered = preferences.flatMap((p) => shuffled(hosts.filter((r) => r.priority === p)).map((r) => r.exchange.toLowerCase().replace(/\.$/, '')));
-      return { kind: 'hosts', hosts: [...new Set(ordered)], implicit: false };
+      found = await this.#dns.mx(domain);
     } catch (error) {
-      const code = dnsCode(error);
-      if (code === 'ENODATA') return { kind: 'hosts', hosts: [domain], implicit: true };
-      if (code === 'ENOTFOUND' || code === 'EBADNAME') {
-        return { kind: 'final', result: 'rejected', enhancedCode: '5.1.2', response: `${domain} does not exist (${code})` };
-      }
-      return { kind: 'final', result: 'deferred', enhancedCode: '4.4.3', response: `MX lookup for ${domain} failed: ${code}` };
+      return { kind: 'final', result: 'deferred', enhancedCode: '4.4.3', response: `MX lookup for ${domain} failed: ${dnsCode(error)}` };
     }
+    if (found.kind === 'nodata') return { kind: 'hosts', hosts: [domain], implicit: true };
+    if (found.kind === 'nxdomain') return { kind: 'final', result: 'rejected', enhancedCode: '5.1.2', response: `${domain} does not exist (ENOTFOUND)` };
+    const hosts = found.records.filter((r) => r.exchange !== '' && r.exchange !== '.');
+    if (hosts.length === 0) {
+      return { kind: 'final', result: 'rejected', enhancedCode: '5.1.10', response: `${domain} publishes a null MX (RFC 7505): it accepts no mail` };
+    }
+    const preferences = [...new Set(hosts.map((r) => r.priority))].sort((a, b) => a - b);
+    // Hosts of equal preference share the load (RFC 5321 5.1).
+    const ordered = preferences.flatMap((p) => shuffled(hosts.filter((r) => r.priority === p)).map((r) => r.exchange.toLowerCase()));
+    return { kind: 'hosts', hosts: [...new Set(ordered)], implicit: false };
   }
 
   /** IPv4 first: a self-hosted sender's PTR and SPF are usually set up for IPv4 only. */
@@ -335,9 +210,9 @@ export class MxTransport implements MailTransport {
     let codes: string[] = [];
     if (net.isIP(host)) found = [host];
     else {
-      const [v4, v6] = await Promise.allSettled([this.#resolver.resolve4(host), this.#resolver.resolve6(host)]);
-      found = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
-      codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : []));
+      const [v4, v6] = await Promise.allSettled([this.#dns.addresses(host, 4), this.#dns.addresses(host, 6)]);
+      found = [v4, v6].flatMap((r) => (r.status === 'fulfilled' && r.value.kind === 'answer' ? r.value.records : []));
+      codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : r.value.kind === 'nxdomain' ? ['ENOTFOUND'] : r.value.kind === 'nodata' ? ['ENODATA'] : []));
     }
     const refused: string[] = [];
     const addresses = found.filter((address) => {
@@ -352,31 +227,94 @@ export class MxTransport implements MailTransport {
     return { kind: codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA') ? 'none' : 'unknown', response };
   }
 
+  /** The policy that governs sessions to MX host `host` of `domain`. */
+  #hostPolicy(domain: string, host: string, sts: MtaStsPolicy | null): HostPolicy {
+    if (sts && sts.mode !== 'none') {
+      const enforce = sts.mode === 'enforce';
+      const label = `MTA-STS (${sts.mode}) of ${domain}`;
+      return {
+        applied: stsApplied(sts),
+        label,
+        requirement: {
+          // Sessions that must be verified never share a pool slot with opportunistic ones.
+          key: `${host} ${enforce ? 'webpki' : 'opportunistic'}`,
+          required: enforce,
+          accept: (verdict) => (verdict.problem ? `${label}: ${verdict.detail}` : null),
+        },
+      };
+    }
+    return { applied: NO_POLICY(domain), label: '', requirement: { key: `${host} opportunistic`, required: false, accept: () => null } };
+  }
+
+  #report(domain: string, applied: TlsPolicyApplied, verdict: TlsVerdict | null, host: string | undefined, address: string | undefined, failure?: { type: TlsVerdict['problem']; detail: string }): void {
+    if (!this.#tlsReports) return;
+    // Without a policy only the lack of encryption is a problem worth reporting.
+    const judged = applied.type === 'no-policy-found' ? (verdict && !verdict.encrypted ? 'starttls-not-supported' : null) : verdict?.problem ?? null;
+    const problem = failure?.type ?? judged;
+    this.#tlsReports.record({
+      recipientDomain: domain,
+      policy: applied,
+      result: problem ?? 'success',
+      ...(host ? { mxHost: host } : {}),
+      ...(address ? { receivingIp: address } : {}),
+      ...(problem ? { detail: failure?.detail ?? verdict?.detail ?? '' } : {}),
+      at: new Date(),
+    });
+  }
+
+  async #stsPolicy(domain: string): Promise<PolicyLookup> {
+    if (!this.#mtaSts) return { policy: null };
+    const lookup = await this.#mtaSts.policyFor(domain);
+    if (lookup.failure) {
+      this.#report(domain, lookup.policy ? stsApplied(lookup.policy) : NO_POLICY(domain), null, undefined, undefined, { type: lookup.failure.resultType, detail: lookup.failure.detail });
+    }
+    return lookup;
+  }
+
   async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {
     const route = await this.#route(domain);
     if (route.kind === 'final') return addresses.map((a) => final(a, route.result, route.enhancedCode, route.response));
+    const { policy: sts } = await this.#stsPolicy(domain);
     const budget = { attempts: MAX_ATTEMPTS_PER_DOMAIN };
     const failures: string[] = [];
     // Whether every host so far was ruled out for good (no address, or none Relay may use).
     let onlyFinal = true;
     let anyRefused = false;
+    // Whether every failure so far was the policy's (for the stage of the response).
+    let onlyPolicy = true;
     for (const host of route.hosts) {
       if (budget.attempts <= 0) break;
+      if (sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
+        const detail = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
+        if (sts.mode === 'enforce') {
+          onlyFinal = false;
+          failures.push(`MTA-STS (enforce) of ${domain}: ${detail}`);
+          this.#report(domain, stsApplied(sts), null, host, undefined, { type: 'validation-failure', detail });
+          continue;
+        }
+        this.#report(domain, stsApplied(sts), null, host, undefined, { type: 'validation-failure', detail });
+      }
       const resolved = await this.#addresses(host);
       if (resolved.kind !== 'usable') {
         onlyFinal &&= resolved.kind !== 'unknown';
         anyRefused ||= resolved.kind === 'refused';
+        onlyPolicy = false;
         failures.push(resolved.response);
         continue;
       }
       onlyFinal = false;
+      const policy = this.#hostPolicy(domain, host, sts);
       let lease: Lease;
       try {
-        lease = await this.#pool.acquire(host, resolved.addresses, budget);
+        lease = await this.#pool.acquire(host, resolved.addresses, budget, policy.requirement);
       } catch (error) {
+        if (error instanceof SessionRefused) {
+          this.#report(domain, policy.applied, error.verdict, host, error.address);
+        } else onlyPolicy = false;
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
       }
+      if (lease.fresh) this.#report(domain, policy.applied, lease.tls, host, lease.address);
       return this.#transaction(lease, domain, addresses, message);
     }
     if (onlyFinal) {
@@ -386,7 +324,8 @@ export class MxTransport implements MailTransport {
       return addresses.map((a) => final(a, 'rejected', enhancedCode, `${why}: ${failures.join('; ')}`));
     }
     const response = failures.join('; ');
-    return addresses.map((address) => ({ address, result: 'deferred', smtpCode: null, enhancedCode: null, response, stage: 'connection' }));
+    const stage = onlyPolicy && failures.length > 0 ? 'tls' : 'connection';
+    return addresses.map((address) => ({ address, result: 'deferred', smtpCode: null, enhancedCode: null, response, stage }));
   }
 
   async #transaction(lease: Lease, domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {
@@ -425,52 +364,6 @@ export class MxTransport implements MailTransport {
           : addresses.map((a) => errorOutcome(a, failure, bodySent));
     }
     return outcomes.map(withNote);
-  }
-
-  #connect(host: string, address: string, useTls: boolean): Promise<Lease> {
-    const { tls } = this.#options;
-    const conn = new SMTPConnection({
-      host: address,
-      port: this.#options.port,
-      name: this.#options.heloName,
-      servername: net.isIP(host) ? undefined : host,
-      ignoreTLS: !useTls,
-      opportunisticTLS: true,
-      tls: { ...(tls.ca ? { ca: tls.ca } : {}), rejectUnauthorized: tls.rejectUnauthorized ?? false },
-      connectionTimeout: this.#options.connectTimeoutMs,
-      greetingTimeout: this.#options.connectTimeoutMs,
-      socketTimeout: this.#options.commandTimeoutMs,
-      logger: false,
-    });
-    let ended!: () => void;
-    const lease: Lease = { conn, host, note: null, state: 'busy', idleTimer: undefined, ended: new Promise((resolve) => (ended = resolve)) };
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
-      conn.on('error', (error) => {
-        // Handshake failures surface as socket errors; the upgrade in progress says what they were.
-        if (conn.upgrading) Object.assign(error, { duringTls: true });
-        if (!settled) {
-          settled = true;
-          reject(error);
-        }
-      });
-      conn.once('end', () => {
-        ended();
-        if (!settled) {
-          settled = true;
-          reject(new Error('connection closed during setup'));
-        }
-      });
-      conn.connect((error) => {
-        if (settled) return;
-        settled = true;
-        if (error) {
-          conn.close();
-          reject(error);
-        } else resolve(lease);
-      });
-    });
   }
 
   async close(): Promise<void> {

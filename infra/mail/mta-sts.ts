@@ -1,0 +1,248 @@
+// MTA-STS (RFC 8461): which TLS a recipient domain asks its senders to insist on. The TXT
+// record `_mta-sts.<domain>` names the current policy id; the policy itself comes from
+// https://mta-sts.<domain>/.well-known/mta-sts.txt and is cached by id until max_age ends.
+// mailauth reads the record and the policy file and matches MX names (its RFC 8461 code is
+// kept up by the author of nodemailer); the fetch is Relay's own, so that it goes only to a
+// public address (the MX egress rule), over a certificate checked against the system's CAs
+// (plus any given), within a size and time budget, and to a port tests can move.
+//
+// A policy that cannot be fetched (or whose record vanished) keeps the cached one until it
+// expires (RFC 8461 5.1); with nothing cached the domain is treated as having no policy, and the
+// failure is reported (TLS-RPT). A failed fetch is not retried for FETCH_RETRY_MS.
+import https from 'node:https';
+import net from 'node:net';
+import tls from 'node:tls';
+import { parsePolicy, resolvePolicy, validateMx } from 'mailauth/lib/mta-sts.js';
+import type { DnsCache } from '../dns/dns-cache.ts';
+import { DnsQueryError } from '../dns/stub-resolver.ts';
+import { classifyAddress } from '../http/address-ranges.ts';
+
+export type MtaStsMode = 'enforce' | 'testing' | 'none';
+
+export interface MtaStsPolicy {
+  domain: string;
+  id: string;
+  mode: MtaStsMode;
+  /** The policy's mx patterns, lowercased ("mail.example.com", "*.example.net"). */
+  mx: string[];
+  maxAge: number;
+  /** The policy file's lines, as TLS-RPT's policy-string wants them (RFC 8460 4.4). */
+  lines: string[];
+  /** Epoch ms: fetched at + max_age. */
+  expiresAt: number;
+}
+
+/** Why no policy (or only a cached one) could be had, in TLS-RPT's result types (RFC 8460 4.3.2.2). */
+export interface PolicyFailure {
+  resultType: 'sts-policy-fetch-error' | 'sts-policy-invalid' | 'sts-webpki-invalid';
+  detail: string;
+}
+
+export interface PolicyLookup {
+  policy: MtaStsPolicy | null;
+  /** Set when the live policy could not be fetched this time (the cached one, if any, applies). */
+  failure?: PolicyFailure;
+}
+
+export interface MtaStsOptions {
+  dns: DnsCache;
+  /** RELAY_MTA_STS_PORT (tests only): the port policy hosts are asked on. Default 443. */
+  port?: number;
+  /** Extra CAs trusted for policy hosts, on top of the system's (tests: the test CA). */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Addresses exempt from the public-address rule (RELAY_MX_ALLOW). */
+  allowAddresses?: ReadonlySet<string>;
+  /** The whole fetch, connection to last byte. Default 60 s (RFC 8461 3.3 suggests a minute at most). */
+  fetchTimeoutMs?: number;
+  /** Default 64 KiB (RFC 8461 3.3). */
+  maxPolicyBytes?: number;
+  /** Cached policies kept at most (the oldest go first). Default 10,000. */
+  maxPolicies?: number;
+  now?: () => number;
+}
+
+/** How long a domain whose policy could not be fetched (and nothing is cached) is not asked again. */
+const FETCH_RETRY_MS = 5 * 60_000;
+const MAX_AGE_LIMIT_S = 31_557_600;
+
+class FetchError extends Error {
+  readonly failure: PolicyFailure;
+  constructor(failure: PolicyFailure) {
+    super(failure.detail);
+    this.failure = failure;
+  }
+}
+
+/** Whether `host` matches one of the policy's mx patterns (RFC 8461 4.1). */
+export function mxMatchesPolicy(host: string, policy: MtaStsPolicy): boolean {
+  return validateMx(host, { mode: policy.mode, mx: policy.mx } as never).valid === true;
+}
+
+export class MtaStsResolver {
+  readonly #dns: DnsCache;
+  readonly #port: number;
+  readonly #ca: Array<string | Buffer>;
+  readonly #allow: ReadonlySet<string>;
+  readonly #fetchTimeoutMs: number;
+  readonly #maxBytes: number;
+  readonly #maxPolicies: number;
+  readonly #now: () => number;
+  readonly #cache = new Map<string, MtaStsPolicy>();
+  /** Domains whose fetch failed with nothing cached: not asked again until then. */
+  readonly #retryAfter = new Map<string, { at: number; id: string; failure: PolicyFailure }>();
+  readonly #running = new Map<string, Promise<PolicyLookup>>();
+
+  constructor(options: MtaStsOptions) {
+    this.#dns = options.dns;
+    this.#port = options.port ?? 443;
+    const extra = options.ca === undefined ? [] : Array.isArray(options.ca) ? options.ca : [options.ca];
+    this.#ca = [...tls.rootCertificates, ...extra];
+    this.#allow = options.allowAddresses ?? new Set();
+    this.#fetchTimeoutMs = options.fetchTimeoutMs ?? 60_000;
+    this.#maxBytes = options.maxPolicyBytes ?? 64 * 1024;
+    this.#maxPolicies = options.maxPolicies ?? 10_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** The policy that applies to mail for `domain` now (null: none), and any failure to fetch it. */
+  policyFor(domain: string): Promise<PolicyLookup> {
+    const key = domain.toLowerCase();
+    const running = this.#running.get(key);
+    if (running) return running;
+    const lookup = this.#lookup(key).finally(() => this.#running.delete(key));
+    this.#running.set(key, lookup);
+    return lookup;
+  }
+
+  async #lookup(domain: string): Promise<PolicyLookup> {
+    const now = this.#now();
+    let cached = this.#cache.get(domain) ?? null;
+    if (cached && cached.expiresAt <= now) {
+      this.#cache.delete(domain);
+      cached = null;
+    }
+    let id: string | false;
+    try {
+      id = await resolvePolicy(domain, { resolver: (name: string) => this.#txt(name) } as never);
+    } catch (error) {
+      // The record could not be read (DNS failure, several records): the cached policy stands.
+      return { policy: cached, failure: { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${(error as Error).message}` } };
+    }
+    if (!id) return { policy: cached };
+    if (cached && cached.id === id) return { policy: cached };
+    const retry = this.#retryAfter.get(domain);
+    if (retry && retry.id === id && retry.at > now) return { policy: cached, failure: retry.failure };
+    try {
+      const policy = await this.#fetch(domain, id);
+      this.#retryAfter.delete(domain);
+      this.#store(policy);
+      return { policy };
+    } catch (error) {
+      const failure = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
+      this.#retryAfter.set(domain, { at: now + FETCH_RETRY_MS, id, failure });
+      if (this.#retryAfter.size > this.#maxPolicies) this.#retryAfter.delete(this.#retryAfter.keys().next().value!);
+      return { policy: cached, failure };
+    }
+  }
+
+  /** mailauth's resolver contract: node:dns's resolve(name, 'TXT') answers and error codes. */
+  async #txt(name: string): Promise<string[][]> {
+    const found = await this.#dns.txt(name);
+    if (found.kind === 'answer') return found.records.map((record) => [record]);
+    throw Object.assign(new Error(`${name}: ${found.kind}`), { code: found.kind === 'nxdomain' ? 'ENOTFOUND' : 'ENODATA' });
+  }
+
+  #store(policy: MtaStsPolicy): void {
+    this.#cache.delete(policy.domain);
+    this.#cache.set(policy.domain, policy);
+    if (this.#cache.size > this.#maxPolicies) this.#cache.delete(this.#cache.keys().next().value!);
+  }
+
+  async #address(host: string): Promise<string> {
+    const found: string[] = [];
+    for (const family of [4, 6] as const) {
+      try {
+        const answer = await this.#dns.addresses(host, family);
+        if (answer.kind === 'answer') found.push(...answer.records);
+      } catch (error) {
+        if (!(error instanceof DnsQueryError)) throw error;
+      }
+    }
+    if (found.length === 0) throw new FetchError({ resultType: 'sts-policy-fetch-error', detail: `${host} has no address` });
+    const usable = found.find((address) => classifyAddress(address).global || this.#allow.has(address.toLowerCase()));
+    if (!usable) throw new FetchError({ resultType: 'sts-policy-fetch-error', detail: `${host} resolves only to addresses Relay does not connect to: ${found.join(', ')}` });
+    return usable;
+  }
+
+  async #fetch(domain: string, id: string): Promise<MtaStsPolicy> {
+    const host = `mta-sts.${domain}`;
+    const address = await this.#address(host);
+    const body = await this.#get(host, address);
+    let parsed: { mode?: string; mx?: string[]; maxAge?: number };
+    try {
+      parsed = parsePolicy(body) as typeof parsed;
+    } catch (error) {
+      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `https://${host}/.well-known/mta-sts.txt: ${(error as Error).message}` });
+    }
+    const maxAge = Math.min(parsed.maxAge ?? 0, MAX_AGE_LIMIT_S);
+    return {
+      domain,
+      id,
+      mode: parsed.mode as MtaStsMode,
+      mx: (parsed.mx ?? []).map((p) => p.toLowerCase()),
+      maxAge,
+      lines: body.toString('utf8').split(/\r?\n/).map((l) => l.trim()).filter(Boolean),
+      expiresAt: this.#now() + maxAge * 1000,
+    };
+  }
+
+  #get(host: string, address: string): Promise<Buffer> {
+    const url = `https://${host}/.well-known/mta-sts.txt`;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const fail = (failure: PolicyFailure) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        request.destroy();
+        reject(new FetchError(failure));
+      };
+      const request = https.request({
+        host: address,
+        family: net.isIP(address),
+        port: this.#port,
+        path: '/.well-known/mta-sts.txt',
+        method: 'GET',
+        servername: host,
+        headers: { host, 'user-agent': 'Relay MTA-STS' },
+        ca: this.#ca,
+        rejectUnauthorized: true,
+        checkServerIdentity: (_name, cert) => tls.checkServerIdentity(host, cert),
+        agent: false,
+      }, (response) => {
+        // Redirects are not followed (RFC 8461 3.3): only a 200 is a policy.
+        if (response.statusCode !== 200) return fail({ resultType: 'sts-policy-fetch-error', detail: `${url}: HTTP ${response.statusCode}` });
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > this.#maxBytes) return fail({ resultType: 'sts-policy-invalid', detail: `${url}: larger than ${this.#maxBytes} bytes` });
+          chunks.push(chunk);
+        });
+        response.on('end', () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          resolve(Buffer.concat(chunks));
+        });
+        response.on('error', (error) => fail({ resultType: 'sts-policy-fetch-error', detail: `${url}: ${error.message}` }));
+      });
+      const timer = setTimeout(() => fail({ resultType: 'sts-policy-fetch-error', detail: `${url}: no policy within ${this.#fetchTimeoutMs} ms` }), this.#fetchTimeoutMs);
+      request.on('error', (error: NodeJS.ErrnoException) => {
+        const webpki = /CERT|SSL|TLS|UNABLE_TO_|SELF_SIGNED|ALTNAME/.test(error.code ?? '') || /certificate/i.test(error.message);
+        fail({ resultType: webpki ? 'sts-webpki-invalid' : 'sts-policy-fetch-error', detail: `${url}: ${error.message}` });
+      });
+      request.end();
+    });
+  }
+}

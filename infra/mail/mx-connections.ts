@@ -1,0 +1,269 @@
+// SMTP connections to MX hosts, pooled: an idle connection stays open for idleMs and is checked
+// with RSET before its next transaction. A pool slot is one MX host under one TLS requirement
+// (`key`), so a connection opened for opportunistic TLS (maybe in plain text) is never reused
+// for a domain whose policy requires authenticated TLS.
+//
+// TLS is STARTTLS whenever offered, certificates checked but not required by default:
+// `accept` judges each new session (encrypted? trusted? naming the host? matching TLSA?) and a
+// session it refuses is closed before any envelope is sent. Without a requirement, a failed
+// handshake falls back to plain text on a new connection (refusing an unverifiable certificate
+// would only push the message onto plain text), noted in the responses.
+import net from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
+import { asNodemailerError, isTlsFailure } from './smtp-replies.ts';
+import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
+
+export interface Lease {
+  conn: SMTPConnection;
+  host: string;
+  /** The address connected to. */
+  address: string;
+  key: string;
+  /** Why this connection is in plain text although TLS was tried, for the responses. */
+  note: string | null;
+  /** How the session's TLS measured up, judged once when it was set up. */
+  tls: TlsVerdict;
+  /** A session opened by this acquire (not reused from the pool): it counts for TLS reports. */
+  fresh: boolean;
+  state: 'busy' | 'idle' | 'gone';
+  idleTimer: NodeJS.Timeout | undefined;
+  ended: Promise<void>;
+}
+
+export interface ConnectOptions {
+  port: number;
+  heloName: string;
+  tls: { ca?: string | Buffer | Array<string | Buffer>; rejectUnauthorized?: boolean };
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+}
+
+export interface SessionRequirement {
+  /** Pool key: the host and what its sessions must satisfy. */
+  key: string;
+  /** TLS is required: no plain-text fallback, and a session `accept` refuses is closed. */
+  required: boolean;
+  /** Null to accept the session, or why it is refused (policy failures only when required). */
+  accept: (verdict: TlsVerdict, host: string) => string | null;
+}
+
+/** A session refused by its requirement: what TLS reporting and the response need to know. */
+export class SessionRefused extends Error {
+  readonly verdict: TlsVerdict;
+  readonly address: string;
+  constructor(message: string, verdict: TlsVerdict, address: string) {
+    super(message);
+    this.name = 'SessionRefused';
+    this.verdict = verdict;
+    this.address = address;
+  }
+}
+
+interface HostSlot {
+  idle: Lease[];
+  open: number;
+  waiters: Array<() => void>;
+}
+
+/** How long a QUIT may wait for its reply before the socket is closed anyway. */
+const QUIT_GRACE_MS = 1000;
+
+function reset(lease: Lease): Promise<boolean> {
+  if (lease.conn.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    // A connection the server dropped while idle may never answer: its end settles this.
+    lease.ended.then(() => resolve(false));
+    lease.conn.reset((error) => resolve(!error));
+  });
+}
+
+function quit(lease: Lease): void {
+  if (lease.conn.destroyed) return;
+  const timer = setTimeout(() => lease.conn.close(), QUIT_GRACE_MS);
+  lease.ended.then(() => clearTimeout(timer));
+  try {
+    lease.conn.quit();
+  } catch {
+    lease.conn.close();
+  }
+}
+
+/** Opens one SMTP session to `address` (for MX host `host`) up to EHLO, after STARTTLS when `useTls`. */
+function connect(options: ConnectOptions, host: string, address: string, key: string, useTls: boolean): Promise<Lease> {
+  const conn = new SMTPConnection({
+    host: address,
+    port: options.port,
+    name: options.heloName,
+    servername: net.isIP(host) ? undefined : host,
+    ignoreTLS: !useTls,
+    opportunisticTLS: true,
+    tls: { ...(options.tls.ca ? { ca: options.tls.ca } : {}), rejectUnauthorized: options.tls.rejectUnauthorized ?? false },
+    connectionTimeout: options.connectTimeoutMs,
+    greetingTimeout: options.connectTimeoutMs,
+    socketTimeout: options.commandTimeoutMs,
+    logger: false,
+  });
+  let ended!: () => void;
+  const lease: Lease = {
+    conn, host, address, key, note: null, fresh: true, state: 'busy', idleTimer: undefined,
+    tls: { encrypted: false, problem: 'starttls-not-supported', detail: '', chain: [] },
+    ended: new Promise((resolve) => (ended = resolve)),
+  };
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
+    conn.on('error', (error) => {
+      // Handshake failures surface as socket errors; the upgrade in progress says what they were.
+      if (conn.upgrading) Object.assign(error, { duringTls: true });
+      if (!settled) {
+        settled = true;
+        reject(error);
+      }
+    });
+    conn.once('end', () => {
+      ended();
+      if (!settled) {
+        settled = true;
+        reject(new Error('connection closed during setup'));
+      }
+    });
+    conn.connect((error) => {
+      if (settled) return;
+      settled = true;
+      if (error) {
+        conn.close();
+        reject(error);
+      } else {
+        const socket = conn.secure ? ((conn as unknown as { _socket: TLSSocket })._socket) : null;
+        lease.tls = judgeTls(socket, host);
+        resolve(lease);
+      }
+    });
+  });
+}
+
+export class ConnectionPool {
+  readonly #slots = new Map<string, HostSlot>();
+  readonly #options: ConnectOptions;
+  readonly #max: number;
+  readonly #idleMs: number;
+  #closed = false;
+
+  constructor(options: ConnectOptions, maxPerHost: number, idleMs: number) {
+    this.#options = options;
+    this.#max = maxPerHost;
+    this.#idleMs = idleMs;
+  }
+
+  #slot(key: string): HostSlot {
+    let slot = this.#slots.get(key);
+    if (!slot) this.#slots.set(key, (slot = { idle: [], open: 0, waiters: [] }));
+    return slot;
+  }
+
+  /** A live connection to `host`: an idle one that answers RSET, or a new one to one of `addresses`. */
+  async acquire(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
+    const slot = this.#slot(requirement.key);
+    for (;;) {
+      if (this.#closed) throw new Error('mx transport is closed');
+      const idle = slot.idle.pop();
+      if (idle) {
+        clearTimeout(idle.idleTimer);
+        idle.state = 'busy';
+        idle.fresh = false;
+        if (await reset(idle)) return idle;
+        this.discard(idle);
+        continue;
+      }
+      if (slot.open < this.#max) {
+        slot.open++;
+        try {
+          return await this.#open(host, addresses, budget, requirement);
+        } catch (error) {
+          slot.open--;
+          slot.waiters.shift()?.();
+          throw error;
+        }
+      }
+      await new Promise<void>((resolve) => slot.waiters.push(resolve));
+    }
+  }
+
+  async #open(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
+    let lastError: Error = new Error(`no address to connect to for ${host}`);
+    for (const address of addresses) {
+      if (budget.attempts <= 0) break;
+      budget.attempts--;
+      let lease: Lease;
+      try {
+        lease = await connect(this.#options, host, address, requirement.key, true);
+      } catch (caught) {
+        const error = asNodemailerError(caught);
+        const tlsFailed = (error as { duringTls?: boolean }).duringTls === true || isTlsFailure(error);
+        if (!tlsFailed) {
+          lastError = new Error(`${host} [${address}]: ${error.message}`);
+          continue;
+        }
+        if (requirement.required) {
+          const verdict: TlsVerdict = { encrypted: false, problem: 'validation-failure', detail: `TLS handshake failed: ${error.message}`, chain: [] };
+          lastError = new SessionRefused(`${host} [${address}]: ${requirement.accept(verdict, host) ?? verdict.detail}`, verdict, address);
+          continue;
+        }
+        try {
+          lease = await connect(this.#options, host, address, requirement.key, false);
+          lease.note = `sent without TLS: STARTTLS failed (${error.message})`;
+        } catch (plainCaught) {
+          lastError = new Error(`${host} [${address}]: ${asNodemailerError(plainCaught).message}`);
+          continue;
+        }
+      }
+      const refusal = requirement.accept(lease.tls, host);
+      if (refusal !== null && requirement.required) {
+        // Nothing of the message was sent: the session is closed before MAIL FROM.
+        quit(lease);
+        lastError = new SessionRefused(`${host} [${address}]: ${refusal}`, lease.tls, address);
+        continue;
+      }
+      lease.ended.then(() => {
+        // The server may close an idle connection; a busy one is settled by its transaction.
+        if (lease.state === 'idle') this.discard(lease);
+      });
+      return lease;
+    }
+    throw lastError;
+  }
+
+  release(lease: Lease, reusable: boolean): void {
+    if (lease.state !== 'busy') return;
+    if (!reusable || this.#closed || lease.conn.destroyed) {
+      this.discard(lease);
+      return;
+    }
+    const slot = this.#slot(lease.key);
+    lease.state = 'idle';
+    slot.idle.push(lease);
+    lease.idleTimer = setTimeout(() => this.discard(lease), this.#idleMs);
+    slot.waiters.shift()?.();
+  }
+
+  discard(lease: Lease): void {
+    if (lease.state === 'gone') return;
+    const slot = this.#slot(lease.key);
+    const at = slot.idle.indexOf(lease);
+    if (at >= 0) slot.idle.splice(at, 1);
+    lease.state = 'gone';
+    clearTimeout(lease.idleTimer);
+    slot.open--;
+    quit(lease);
+    slot.waiters.shift()?.();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const leases = [...this.#slots.values()].flatMap((slot) => [...slot.idle]);
+    for (const lease of leases) this.discard(lease);
+    for (const slot of this.#slots.values()) for (const wake of slot.waiters.splice(0)) wake();
+    await Promise.all(leases.map((lease) => lease.ended));
+  }
+}

@@ -1,0 +1,225 @@
+// MTA-STS (RFC 8461) in the mx transport, through real interfaces: the policy record comes from
+// the test DNS server, the policy file from a real HTTPS server on loopback (certificate from
+// a test CA, the port moved as RELAY_MTA_STS_PORT moves it), and mail goes to a real SMTP
+// server whose certificate (from the same CA) names some MX hosts and not others. Every TLS
+// session's outcome is collected as the TLS report sink receives it.
+import net from 'node:net';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DnsCache } from '../infra/dns/dns-cache.ts';
+import { StubResolver } from '../infra/dns/stub-resolver.ts';
+import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
+import { MxTransport } from '../infra/mail/mx-transport.ts';
+import type { OutgoingMessage } from '../infra/ports/mail-transport.ts';
+import type { TlsSessionResult } from '../infra/mail/tls-sessions.ts';
+import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
+import { makeTestCa, type TestCa } from './support/https-receiver.ts';
+import { policyText, startPolicyServer, type PolicyServer } from './support/mta-sts-server.ts';
+import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+
+interface Context {
+  ca: TestCa;
+  policyCert: { key: string; cert: string };
+  dns: TestDnsServer;
+  sink: SmtpSink;
+  policies: PolicyServer;
+  sessions: TlsSessionResult[];
+  /** The MTA-STS cache's clock. */
+  now: number;
+  transport?: MxTransport;
+}
+
+const mx = (domain: string, exchange: string, preference: number): ZoneRecord => ({ name: domain, type: 'MX', data: { preference, exchange } });
+const loopback = (name: string): ZoneRecord => ({ name, type: 'A', data: '127.0.0.1' });
+const sts = (domain: string, id: string): ZoneRecord => ({ name: `_mta-sts.${domain}`, type: 'TXT', data: `v=STSv1; id=${id}` });
+
+// The SMTP server's certificate names good.*; wrongname.* hosts reach the same server but are
+// not named in it.
+const DOMAINS = ['enforce.test', 'testing.test', 'none.test', 'cached.test', 'rotate.test', 'allbad.test'];
+function zone(overrides: ZoneRecord[] = []): ZoneRecord[] {
+  const records: ZoneRecord[] = [];
+  for (const d of DOMAINS) {
+    records.push(mx(d, `mx.unlisted.test`, 5), mx(d, `wrongname.${d}`, 10), loopback(`wrongname.${d}`), loopback(`mta-sts.${d}`));
+    if (d !== 'allbad.test') records.push(mx(d, `good.${d}`, 20), loopback(`good.${d}`));
+  }
+  records.push(loopback('mx.unlisted.test'));
+  records.push(sts('enforce.test', 'e1'), sts('testing.test', 't1'), sts('none.test', 'n1'), sts('cached.test', 'c1'), sts('rotate.test', 'r1'), sts('allbad.test', 'a1'));
+  return [...records.filter((r) => !overrides.some((o) => o.name === r.name && o.type === r.type)), ...overrides];
+}
+
+const message = (to: string): OutgoingMessage => ({
+  emailId: 'em_sts', envelope: { mailFrom: 'b@bounce.example.test', recipients: [to] }, raw: Buffer.from('From: a@example.test\r\nSubject: sts\r\n\r\nhi\r\n'), messageId: 'sts@example.test',
+});
+
+const test = suite<Context>('MTA-STS');
+
+test.before(async (ctx) => {
+  ctx.ca = makeTestCa();
+  const mxCert = ctx.ca.issue(DOMAINS.filter((d) => d !== 'allbad.test').map((d) => `good.${d}`));
+  const policyCert = (ctx.policyCert = ctx.ca.issue(DOMAINS.map((d) => `mta-sts.${d}`)));
+  ctx.dns = await startDnsServer(zone());
+  ctx.sink = await startSmtpSink({ cert: { key: Buffer.from(mxCert.key), cert: Buffer.from(mxCert.cert) } });
+  ctx.policies = await startPolicyServer(policyCert);
+});
+
+test.before.each((ctx) => {
+  ctx.sessions = [];
+  ctx.now = Date.now();
+  ctx.dns.setZone(zone());
+  ctx.policies.policies.clear();
+  ctx.policies.fetches.clear();
+  ctx.policies.policies.set('enforce.test', policyText('enforce', ['good.enforce.test', '*.enforce.test']));
+  ctx.policies.policies.set('allbad.test', policyText('enforce', ['*.allbad.test']));
+  ctx.policies.policies.set('testing.test', policyText('testing', ['good.testing.test']));
+  ctx.policies.policies.set('none.test', policyText('none', []));
+  ctx.policies.policies.set('cached.test', policyText('enforce', ['good.cached.test'], 3600));
+  ctx.policies.policies.set('rotate.test', policyText('enforce', ['wrongname.rotate.test']));
+  ctx.sink.messages.length = 0;
+  ctx.sink.mailFromCommands.length = 0;
+});
+
+test.after.each(async (ctx) => {
+  await ctx.transport?.close();
+  ctx.transport = undefined;
+});
+
+test.after(async (ctx) => {
+  await ctx.policies.close();
+  await ctx.sink.close();
+  await ctx.dns.close();
+  ctx.ca.remove();
+});
+
+function transport(ctx: Context, policyPort = ctx.policies.port): MxTransport {
+  const dns = new DnsCache(new StubResolver({ servers: [ctx.dns.address], timeoutMs: 1000, tries: 1 }));
+  const allowAddresses = new Set(['127.0.0.1']);
+  ctx.transport = new MxTransport({
+    dnsServers: [], dns, heloName: 'relay.example.test', port: ctx.sink.port, tls: { ca: ctx.ca.ca }, connectTimeoutMs: 3000, commandTimeoutMs: 3000, allowAddresses,
+    mtaSts: new MtaStsResolver({ dns, port: policyPort, ca: ctx.ca.ca, allowAddresses, fetchTimeoutMs: 2000, now: () => ctx.now }),
+    tlsReports: { record: (session) => ctx.sessions.push(session) },
+  });
+  return ctx.transport;
+}
+
+const results = (ctx: Context) => ctx.sessions.map((s) => [s.policy.type, s.mxHost ?? null, s.result]);
+
+test('enforce: an MX host outside the policy and one whose certificate does not name it are passed over; the matching one gets the mail', async (ctx) => {
+  const outcome = await transport(ctx).send(message('ann@enforce.test'));
+  assert.equal(outcome.recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages.length, 1);
+  assert.is(ctx.sink.messages[0].servername, 'good.enforce.test');
+  assert.ok(ctx.sink.messages[0].secure);
+  assert.equal(results(ctx), [
+    ['sts', 'mx.unlisted.test', 'validation-failure'],
+    ['sts', 'wrongname.enforce.test', 'certificate-host-mismatch'],
+    ['sts', 'good.enforce.test', 'success'],
+  ]);
+  assert.equal(ctx.sessions[0].policy.mxHosts, ['good.enforce.test', '*.enforce.test']);
+  assert.ok(ctx.sessions[0].policy.strings.includes('mode: enforce'));
+});
+
+test('enforce with no MX host that qualifies: deferred with a reason naming MTA-STS, and no envelope sent anywhere', async (ctx) => {
+  const outcome = await transport(ctx).send(message('ann@allbad.test'));
+  const [recipient] = outcome.recipients;
+  assert.equal([recipient.result, recipient.stage], ['deferred', 'tls']);
+  assert.match(recipient.response, /MTA-STS \(enforce\) of allbad\.test: MX host mx\.unlisted\.test does not match the policy's mx patterns \(\*\.allbad\.test\)/);
+  assert.match(recipient.response, /wrongname\.allbad\.test \[127\.0\.0\.1\]: MTA-STS \(enforce\) of allbad\.test: certificate does not name wrongname\.allbad\.test/);
+  assert.equal(ctx.sink.mailFromCommands, [], 'the refused session was closed before MAIL FROM');
+  assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'wrongname.allbad.test', 'certificate-host-mismatch']]);
+});
+
+test('testing: delivered as without a policy (to the preferred MX, certificate or not), every problem reported', async (ctx) => {
+  const outcome = await transport(ctx).send(message('ann@testing.test'));
+  assert.equal(outcome.recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages[0].servername, 'mx.unlisted.test', 'the most preferred MX, although not in the policy');
+  assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'mx.unlisted.test', 'certificate-host-mismatch']]);
+});
+
+test('none: delivered as without a policy, nothing to report against', async (ctx) => {
+  const outcome = await transport(ctx).send(message('ann@none.test'));
+  assert.equal(outcome.recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages[0].servername, 'mx.unlisted.test');
+  assert.equal(results(ctx), [['no-policy-found', 'mx.unlisted.test', 'success']]);
+  assert.is(ctx.policies.fetches.get('none.test'), 1);
+});
+
+test('a policy host that cannot be reached: the cached policy stands until it expires, and the failure is reported', async (ctx) => {
+  const t = transport(ctx);
+  assert.equal((await t.send(message('a@cached.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'good.cached.test');
+  // A new policy id is published while the policy host is down.
+  const port = ctx.policies.port;
+  await ctx.policies.close();
+  try {
+    ctx.dns.setZone(zone([sts('cached.test', 'c2')]));
+    ctx.sessions = [];
+    assert.equal((await t.send(message('b@cached.test'))).recipients.map((r) => r.result), ['delivered']);
+    assert.is(ctx.sink.messages.at(-1)!.servername, 'good.cached.test', 'still enforced: the unlisted and misnamed hosts were passed over');
+    // (The session to good.cached.test is the pooled one of the first message: not counted again.)
+    assert.equal(results(ctx), [
+      ['sts', null, 'sts-policy-fetch-error'],
+      ['sts', 'mx.unlisted.test', 'validation-failure'],
+      ['sts', 'wrongname.cached.test', 'validation-failure'],
+    ]);
+    assert.match(ctx.sessions[0].detail ?? '', /https:\/\/mta-sts\.cached\.test\/\.well-known\/mta-sts\.txt: .*ECONNREFUSED/);
+    // Past max_age (an hour) the cached policy is gone: with none, the preferred MX gets the mail.
+    ctx.now += 3601_000;
+    ctx.sessions = [];
+    assert.equal((await t.send(message('c@cached.test'))).recipients.map((r) => r.result), ['delivered']);
+    assert.is(ctx.sink.messages.at(-1)!.servername, 'mx.unlisted.test');
+    assert.equal(results(ctx), [['no-policy-found', null, 'sts-policy-fetch-error'], ['no-policy-found', 'mx.unlisted.test', 'success']]);
+  } finally {
+    ctx.policies = await startPolicyServer(ctx.policyCert, port);
+  }
+});
+
+test('policy id: the same id is served from the cache; a new id fetches the new policy, which applies at once', async (ctx) => {
+  const t = transport(ctx);
+  // mx: wrongname.rotate.test, whose certificate does not name it; good.* is not listed.
+  const refused = await t.send(message('a@rotate.test'));
+  assert.equal(refused.recipients.map((r) => [r.result, r.stage]), [['deferred', 'tls']]);
+  assert.equal(results(ctx).map((r) => r[2]), ['validation-failure', 'certificate-host-mismatch', 'validation-failure']);
+  // The policy file changes without a new id: not fetched again, the old policy still decides.
+  ctx.policies.policies.set('rotate.test', policyText('enforce', ['good.rotate.test']));
+  assert.equal((await t.send(message('b@rotate.test'))).recipients.map((r) => r.result), ['deferred']);
+  assert.is(ctx.policies.fetches.get('rotate.test'), 1);
+  // A new id: fetched, and the new policy decides.
+  ctx.dns.setZone(zone([sts('rotate.test', 'r2')]));
+  ctx.sessions = [];
+  assert.equal((await t.send(message('c@rotate.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.policies.fetches.get('rotate.test'), 2);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'good.rotate.test');
+  assert.equal(results(ctx).at(-1), ['sts', 'good.rotate.test', 'success']);
+});
+
+test('the fetch is bounded: an untrusted certificate, a policy over the size limit, a host that never answers, a missing policy (404): none applies, each says why', async (ctx) => {
+  const dns = new DnsCache(new StubResolver({ servers: [ctx.dns.address], timeoutMs: 1000, tries: 1 }));
+  const allowAddresses = new Set(['127.0.0.1']);
+  const resolver = (options: { ca?: string; port?: number; maxPolicyBytes?: number; fetchTimeoutMs?: number }) =>
+    new MtaStsResolver({ dns, allowAddresses, port: ctx.policies.port, ca: ctx.ca.ca, fetchTimeoutMs: 2000, ...options });
+  const untrusted = await resolver({ ca: undefined }).policyFor('enforce.test');
+  assert.is(untrusted.policy, null);
+  assert.is(untrusted.failure?.resultType, 'sts-webpki-invalid', untrusted.failure?.detail);
+  const large = await resolver({ maxPolicyBytes: 40 }).policyFor('enforce.test');
+  assert.is(large.policy, null);
+  assert.equal(large.failure?.resultType, 'sts-policy-invalid');
+  assert.match(large.failure?.detail ?? '', /larger than 40 bytes/);
+  ctx.policies.policies.delete('enforce.test');
+  const missing = await resolver({}).policyFor('enforce.test');
+  assert.equal([missing.policy, missing.failure?.resultType], [null, 'sts-policy-fetch-error']);
+  assert.match(missing.failure?.detail ?? '', /HTTP 404/);
+  // A server that accepts the connection and then says nothing.
+  const silent = net.createServer(() => {});
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+  try {
+    const started = Date.now();
+    const hung = await resolver({ port: (silent.address() as net.AddressInfo).port, fetchTimeoutMs: 300 }).policyFor('enforce.test');
+    assert.equal([hung.policy, hung.failure?.resultType], [null, 'sts-policy-fetch-error']);
+    assert.match(hung.failure?.detail ?? '', /no policy within 300 ms/);
+    assert.ok(Date.now() - started < 2000, 'ended by the time limit, not by the socket');
+  } finally {
+    silent.close();
+  }
+});
+
+test.run();
