@@ -20,6 +20,7 @@ import { RateLimiter } from './services/rate-limits.ts';
 import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
+import { TlsSessionCounter } from './services/tls-reports/session-counts.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
@@ -124,6 +125,8 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
+  let mx: MxDelivery | null = null;
+  const openMx = () => (mx ??= openMxDelivery(config, stores.documents));
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
@@ -136,7 +139,8 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     dns: createDnsLookup(config.dnsServers),
     egress: webhookEgress,
     secrets,
-    transport: () => (transport ??= openTransport(config, outboxDir)),
+    transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir)),
+    mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
     warmCompose: () => composer.warm(),
@@ -150,6 +154,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
       await rateLimits.close();
       usage.close();
       await transport?.close();
+      await mx?.tlsSessions.close();
       await composer.close();
       await templates.close();
     },
@@ -178,13 +183,26 @@ function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
       return new OutboxTransport(outboxDir);
     case 'smtp':
       return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
-    case 'mx': {
-      // One cache for every lookup of mail delivery: MX, addresses, MTA-STS records.
-      const dns = new DnsCache(new StubResolver({ servers: config.dnsServers }));
-      const mtaSts = config.mtaSts ? new MtaStsResolver({ dns, port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow }) : undefined;
-      return new MxTransport({ dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts });
-    }
+    case 'mx':
+      throw new Error('the mx transport is opened by openMxDelivery');
   }
+}
+
+interface MxDelivery {
+  transport: MxTransport;
+  dns: DnsCache;
+  tlsSessions: TlsSessionCounter;
+}
+
+/** Relay as the MTA: one DNS cache for every lookup of mail delivery (MX, addresses, MTA-STS and TLS-RPT records), and the TLS session counts. */
+function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelivery {
+  const dns = new DnsCache(new StubResolver({ servers: config.dnsServers }));
+  const mtaSts = config.mtaSts ? new MtaStsResolver({ dns, port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow }) : undefined;
+  const tlsSessions = new TlsSessionCounter(documents);
+  const transport = new MxTransport({
+    dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions,
+  });
+  return { transport, dns, tlsSessions };
 }
 
 async function openEventStore(config: RelayConfig, options: StoreOptions): Promise<{ store: EventStore; kind: string }> {

@@ -40,6 +40,8 @@ export interface RelayConfig {
   mtaSts: boolean;
   /** Tests only: the port MTA-STS policy hosts are asked on (RELAY_MTA_STS_PORT); null = 443. */
   mtaStsPort: number | null;
+  /** Sender of TLS reports by mail (RELAY_TLSRPT_FROM): an address at a verified sending domain; null = mailto reports off. */
+  tlsRptFrom: string | null;
   /** Tests only: factor on delivery retry delays and the claim grace (RELAY_DELIVERY_RETRY_SCALE). */
   deliveryRetryScale: number;
   /** Messages per second, all sender instances together (RELAY_SEND_RATE); null = unlimited. */
@@ -226,6 +228,10 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   }) ?? []));
   const mtaStsRaw = text(env, 'RELAY_MTA_STS')?.toLowerCase();
   if (mtaStsRaw !== undefined && mtaStsRaw !== 'on' && mtaStsRaw !== 'off') throw new ConfigError('RELAY_MTA_STS', `must be on or off, got "${text(env, 'RELAY_MTA_STS')}"`);
+  const tlsRptFrom = text(env, 'RELAY_TLSRPT_FROM') ?? null;
+  if (tlsRptFrom !== null && !/^[^\s@<>"]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$/.test(tlsRptFrom)) {
+    throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFrom}"`);
+  }
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
@@ -287,6 +293,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     mxAllow,
     mtaSts: mtaStsRaw !== 'off',
     mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
+    tlsRptFrom,
     deliveryRetryScale,
     sendRate,
     composeThreads,

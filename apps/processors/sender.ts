@@ -12,6 +12,8 @@ import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { dueWorkItems, ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
+import { startTlsReporting } from '../services/tls-reports/daily-reports.ts';
+import { ensureTlsSessionCountIndexes } from '../services/tls-reports/session-counts.ts';
 import { defineProcessor } from './processor.ts';
 
 /** Emails one instance works on at once. */
@@ -29,6 +31,13 @@ export const sender = defineProcessor({
     await resealDkimKeys(deps.documents, deps.services.secrets);
     await deps.services.warmCompose();
     await deps.services.transport().warm?.();
+    const mx = deps.services.mxDelivery();
+    if (mx) await ensureTlsSessionCountIndexes(deps.documents);
+    // Yesterday's TLS reports (RFC 8460), from the sessions every sender instance counted.
+    const reporting = mx ? startTlsReporting({
+      documents: deps.documents, dns: mx.dns, transport: deps.services.transport(), secrets: deps.services.secrets, from: deps.config.tlsRptFrom,
+      https: { dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow }, now: deps.now, onError: deps.onError,
+    }) : null;
     const delivery = {
       events: deps.events,
       emails: deps.services.emails,
@@ -42,7 +51,7 @@ export const sender = defineProcessor({
     };
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
-    return startDispatcher<WorkItem>({
+    const dispatcher = startDispatcher<WorkItem>({
       due: (now, limit) => dueWorkItems(deps.documents, now, limit),
       id: (item) => item._id,
       // One step of an email at a time (a key may be any grouping: a destination site, say).
@@ -54,6 +63,8 @@ export const sender = defineProcessor({
         },
       ),
     }, { concurrency: CONCURRENCY, perKey: () => 1, pollMs: POLL_MS, now: deps.now, onError: deps.onError });
+    if (!reporting) return dispatcher;
+    return { ...dispatcher, stop: async () => { await reporting.stop(); await dispatcher.stop(); } };
   },
   async handle(event, dispatcher, deps) {
     const emailId = emailIdOfStream(event.streamId);

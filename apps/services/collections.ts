@@ -32,4 +32,8 @@ export const COLLECTIONS = {
   parkedEvents: 'parked_events',
   /** The scratch collections rebuilds made, so that `relay projections drop` drops only those (apps/services/scratch-collections.ts). */
   scratchCollections: 'scratch_collections',
+  /** TLS session outcomes counted per day, recipient domain, policy and result, for TLS reports (apps/services/tls-reports/). */
+  tlsSessionCounts: 'tls_session_counts',
+  /** One document per (day, domain) TLS report: claimed by the instance that sends it. */
+  tlsReports: 'tls_reports',
 } as const;

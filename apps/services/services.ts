@@ -6,6 +6,7 @@ import type { WebhookPolicy } from '../../domain/webhooks/delivery.ts';
 import type { Liveness } from '../../infra/liveness.ts';
 import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { HttpEgress } from '../../infra/ports/http-egress.ts';
+import type { DnsCache } from '../../infra/dns/dns-cache.ts';
 import type { Compose } from '../../infra/mail/compose-pool.ts';
 import type { MailTransport } from '../../infra/ports/mail-transport.ts';
 import type { TemplateThreads } from '../../infra/rendering/template-threads.ts';
@@ -13,6 +14,7 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { Emails } from './email-stream.ts';
 import type { RateLimiter } from './rate-limits.ts';
 import type { SendRateGate } from './send-rate.ts';
+import type { TlsSessionCounter } from './tls-reports/session-counts.ts';
 import type { UsageLedger } from './usage-ledger.ts';
 
 /** The times of delivery and of webhooks, as this process runs them (tests scale them: apps/runtime.ts). */
@@ -35,6 +37,8 @@ export interface Services {
   secrets: SecretBox;
   /** The transport RELAY_DELIVERY names, opened on first use (only senders use it). */
   transport(): MailTransport;
+  /** With RELAY_DELIVERY=mx: the MX transport's DNS cache and its TLS session counts (opens the transport); else null. */
+  mxDelivery(): { dns: DnsCache; tlsSessions: TlsSessionCounter } | null;
   /** RELAY_SEND_RATE across every sender instance. */
   sendRate: SendRateGate;
   /** infra/mail/compose.ts composeMessage, on RELAY_COMPOSE_THREADS worker threads (started on first use). */

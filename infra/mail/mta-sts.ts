@@ -81,7 +81,7 @@ export function mxMatchesPolicy(host: string, policy: MtaStsPolicy): boolean {
 export class MtaStsResolver {
   readonly #dns: DnsCache;
   readonly #port: number;
-  readonly #ca: Array<string | Buffer>;
+  readonly #ca: Array<string | Buffer> | undefined;
   readonly #allow: ReadonlySet<string>;
   readonly #fetchTimeoutMs: number;
   readonly #maxBytes: number;
@@ -95,8 +95,9 @@ export class MtaStsResolver {
   constructor(options: MtaStsOptions) {
     this.#dns = options.dns;
     this.#port = options.port ?? 443;
+    // Without extra CAs Node's default store is used (it includes NODE_EXTRA_CA_CERTS).
     const extra = options.ca === undefined ? [] : Array.isArray(options.ca) ? options.ca : [options.ca];
-    this.#ca = [...tls.rootCertificates, ...extra];
+    this.#ca = extra.length > 0 ? [...tls.getCACertificates('default'), ...extra] : undefined;
     this.#allow = options.allowAddresses ?? new Set();
     this.#fetchTimeoutMs = options.fetchTimeoutMs ?? 60_000;
     this.#maxBytes = options.maxPolicyBytes ?? 64 * 1024;
@@ -215,7 +216,7 @@ export class MtaStsResolver {
         method: 'GET',
         servername: host,
         headers: { host, 'user-agent': 'Relay MTA-STS' },
-        ca: this.#ca,
+        ...(this.#ca ? { ca: this.#ca } : {}),
         rejectUnauthorized: true,
         checkServerIdentity: (_name, cert) => tls.checkServerIdentity(host, cert),
         agent: false,

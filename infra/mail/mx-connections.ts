@@ -19,6 +19,8 @@ export interface Lease {
   host: string;
   /** The address connected to. */
   address: string;
+  /** This end's address of the connection. */
+  localAddress: string | null;
   key: string;
   /** Why this connection is in plain text although TLS was tried, for the responses. */
   note: string | null;
@@ -106,7 +108,7 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
   });
   let ended!: () => void;
   const lease: Lease = {
-    conn, host, address, key, note: null, fresh: true, state: 'busy', idleTimer: undefined,
+    conn, host, address, key, note: null, fresh: true, state: 'busy', idleTimer: undefined, localAddress: null,
     tls: { encrypted: false, problem: 'starttls-not-supported', detail: '', chain: [] },
     ended: new Promise((resolve) => (ended = resolve)),
   };
@@ -135,8 +137,9 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
         conn.close();
         reject(error);
       } else {
-        const socket = conn.secure ? ((conn as unknown as { _socket: TLSSocket })._socket) : null;
-        lease.tls = judgeTls(socket, host);
+        const socket = (conn as unknown as { _socket: TLSSocket | net.Socket })._socket;
+        lease.localAddress = socket.localAddress ?? null;
+        lease.tls = judgeTls(conn.secure ? (socket as TLSSocket) : null, host);
         resolve(lease);
       }
     });

@@ -246,7 +246,10 @@ export class MxTransport implements MailTransport {
     return { applied: NO_POLICY(domain), label: '', requirement: { key: `${host} opportunistic`, required: false, accept: () => null } };
   }
 
-  #report(domain: string, applied: TlsPolicyApplied, verdict: TlsVerdict | null, host: string | undefined, address: string | undefined, failure?: { type: TlsVerdict['problem']; detail: string }): void {
+  #report(
+    domain: string, applied: TlsPolicyApplied, verdict: TlsVerdict | null, host: string | undefined, address: string | undefined,
+    failure?: { type: TlsVerdict['problem']; detail: string }, sendingIp?: string | null,
+  ): void {
     if (!this.#tlsReports) return;
     // Without a policy only the lack of encryption is a problem worth reporting.
     const judged = applied.type === 'no-policy-found' ? (verdict && !verdict.encrypted ? 'starttls-not-supported' : null) : verdict?.problem ?? null;
@@ -257,6 +260,7 @@ export class MxTransport implements MailTransport {
       result: problem ?? 'success',
       ...(host ? { mxHost: host } : {}),
       ...(address ? { receivingIp: address } : {}),
+      ...(sendingIp ? { sendingIp } : {}),
       ...(problem ? { detail: failure?.detail ?? verdict?.detail ?? '' } : {}),
       at: new Date(),
     });
@@ -314,7 +318,7 @@ export class MxTransport implements MailTransport {
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
       }
-      if (lease.fresh) this.#report(domain, policy.applied, lease.tls, host, lease.address);
+      if (lease.fresh) this.#report(domain, policy.applied, lease.tls, host, lease.address, undefined, lease.localAddress);
       return this.#transaction(lease, domain, addresses, message);
     }
     if (onlyFinal) {

@@ -35,6 +35,8 @@ export interface TlsSessionResult {
   /** The MX host and address connected to, when there was a connection. */
   mxHost?: string;
   receivingIp?: string;
+  /** This end's address of the session, as the socket saw it. */
+  sendingIp?: string;
   /** A short reason for failures (the library's or server's words, never message content). */
   detail?: string;
   at: Date;

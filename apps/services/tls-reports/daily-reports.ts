@@ -1,0 +1,201 @@
+// Sends yesterday's TLS reports (RFC 8460): for every recipient domain Relay had sessions with
+// that day and that publishes `_smtp._tls` with a rua, one gzipped JSON report, by mail
+// (multipart/report; report-type="tlsrpt", DKIM-signed) and/or HTTPS POST.
+//
+// Who sends: RELAY_TLSRPT_FROM, an address at a sending domain verified in Relay (the
+// operator's own). The report is signed with that domain's DKIM key, as RFC 8460 5.3 asks,
+// and goes straight to the process's mail transport: it is Relay's operational mail, not a
+// customer's email, so it has no email stream, no timeline, no usage charge and no webhooks.
+// Without RELAY_TLSRPT_FROM, mailto destinations are skipped (HTTPS ones are still posted).
+//
+// Each (day, domain) report is claimed first (a unique document), so several sender instances
+// send it once; a report whose sending failed is tried again on the next hourly pass for two days.
+import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
+import MimeNode from 'nodemailer/lib/mime-node/index.js';
+import { buildTlsReport, parseTlsRptRecord, reportFileName, type ReportIdentity, type TlsReport } from '../../../domain/delivery/tls-report.ts';
+import { parseMailbox } from '../../../domain/mailbox.ts';
+import type { SendingDomain } from '../../../domain/management.ts';
+import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
+import { postWebhook } from '../../../infra/http/webhook-egress.ts';
+import { dkimSign } from '../../../infra/mail/dkim-sign.ts';
+import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
+import type { MailTransport } from '../../../infra/ports/mail-transport.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { COLLECTIONS } from '../collections.ts';
+import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
+import { tlsSessionCounts, type TlsSessionCountDoc } from './session-counts.ts';
+
+export interface TlsReportingDeps {
+  documents: DocumentStore;
+  /** For `_smtp._tls` lookups (the MX transport's cache). */
+  dns: DnsCache;
+  transport: MailTransport;
+  secrets: SecretBox;
+  /** RELAY_TLSRPT_FROM; null: no mailto reports. */
+  from: string | null;
+  /** For HTTPS destinations: the webhook egress rules. */
+  https: { dnsServers: string[]; allow: ReadonlySet<string>; ca?: string | Buffer | Array<string | Buffer> };
+  now: () => Date;
+  onError: (error: Error) => void;
+}
+
+export interface TlsReportDoc {
+  _id: string;
+  day: string;
+  domain: string;
+  reportId: string;
+  status: 'sending' | 'sent' | 'failed' | 'no_destination';
+  attempts: number;
+  /** What each destination answered. */
+  results: string[];
+  updatedAt: string;
+}
+
+export const tlsReports = (documents: DocumentStore) => documents.collection<TlsReportDoc>(COLLECTIONS.tlsReports);
+
+const STANDARD_LINES_PER_PAGE = 500;
+/** A claim older than this whose report is not sent was left by a dead instance. */
+const CLAIM_STALE_MS = 30 * 60_000;
+const MAX_ATTEMPTS = 48;
+
+async function linesOfDay(documents: DocumentStore, day: string): Promise<Map<string, TlsSessionCountDoc[]>> {
+  const byDomain = new Map<string, TlsSessionCountDoc[]>();
+  let after: Record<string, string> | undefined;
+  for (;;) {
+    const page = await tlsSessionCounts(documents).find({ where: { day }, orderBy: [['domain', 'asc'], ['_id', 'asc']], limit: STANDARD_LINES_PER_PAGE, ...(after ? { after } : {}) });
+    for (const line of page) byDomain.set(line.domain, [...(byDomain.get(line.domain) ?? []), line]);
+    if (page.length < STANDARD_LINES_PER_PAGE) return byDomain;
+    const last = page[page.length - 1];
+    after = { domain: last.domain, _id: last._id };
+  }
+}
+
+/** The verified sending domain RELAY_TLSRPT_FROM belongs to, whichever workspace holds it. */
+async function senderDomain(documents: DocumentStore, from: string): Promise<SendingDomain | null> {
+  const name = from.slice(from.lastIndexOf('@') + 1).toLowerCase();
+  const [domain] = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { name, status: 'verified' }, limit: 1 });
+  return domain ?? null;
+}
+
+/** The report message (RFC 8460 5.3): a human part and the gzipped JSON, DKIM-signed. */
+export async function reportMessage(
+  report: TlsReport, gz: Buffer, identity: ReportIdentity, domain: string, day: string, from: string, to: string[], signing: SendingDomain, secrets: SecretBox, now: Date,
+): Promise<Buffer> {
+  const reportId = report['report-id'];
+  const root = new MimeNode('multipart/report; report-type="tlsrpt"');
+  root.setHeader({
+    From: from,
+    To: to.join(', '),
+    Subject: `Report Domain: ${domain} Submitter: ${identity.submitter} Report-ID: <${reportId}>`,
+    Date: now.toUTCString().replace('GMT', '+0000'),
+    'Message-ID': `<${reportId}@${identity.submitter}>`,
+    'TLS-Report-Domain': domain,
+    'TLS-Report-Submitter': identity.submitter,
+  });
+  root.createChild('text/plain; charset=utf-8').setContent(
+    `This is an aggregate TLS report (RFC 8460) from ${identity.organizationName} for ${domain}, ${day} (UTC).\r\n`,
+  );
+  root.createChild('application/tlsrpt+gzip', { filename: reportFileName(identity, domain, day, reportId) })
+    .setHeader('Content-Disposition', `attachment; filename="${reportFileName(identity, domain, day, reportId)}"`)
+    .setContent(gz);
+  const unsigned = await root.build();
+  return dkimSign(unsigned, {
+    domainName: signing.name,
+    keySelector: signing.dkimSelector,
+    privateKey: dkimPrivateKeyOf(signing, secrets),
+    headerFieldNames: ['From', 'To', 'Subject', 'Date', 'Message-ID', 'MIME-Version', 'Content-Type', 'TLS-Report-Domain', 'TLS-Report-Submitter'],
+    oversigned: ['From', 'To', 'Subject', 'Date', 'Message-ID', 'TLS-Report-Domain', 'TLS-Report-Submitter'],
+  });
+}
+
+async function claim(documents: DocumentStore, day: string, domain: string, reportId: string, now: Date): Promise<Stored<TlsReportDoc> | null> {
+  const reports = tlsReports(documents);
+  const _id = `${day}|${domain}`;
+  const fresh: TlsReportDoc = { _id, day, domain, reportId, status: 'sending', attempts: 1, results: [], updatedAt: now.toISOString() };
+  try {
+    return await reports.insert(fresh);
+  } catch (error) {
+    if (!(error instanceof DuplicateKeyError)) throw error;
+  }
+  const current = await reports.get(_id);
+  if (!current) return null;
+  const retry = current.status === 'failed' && current.attempts < MAX_ATTEMPTS;
+  const abandoned = current.status === 'sending' && Date.parse(current.updatedAt) + CLAIM_STALE_MS < now.getTime();
+  if (!retry && !abandoned) return null;
+  const { _v, ...rest } = current;
+  return reports.replace({ ...rest, status: 'sending', attempts: current.attempts + 1, updatedAt: now.toISOString() }, _v);
+}
+
+/** Sends the reports of `day` that are due; returns what happened to each domain's. */
+export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promise<TlsReportDoc[]> {
+  const lines = await linesOfDay(deps.documents, day);
+  const signing = deps.from ? await senderDomain(deps.documents, deps.from) : null;
+  const submitter = deps.from ? deps.from.slice(deps.from.lastIndexOf('@') + 1).toLowerCase() : 'relay';
+  const identity: ReportIdentity = { organizationName: submitter, contactInfo: deps.from ?? `postmaster@${submitter}`, submitter };
+  const done: TlsReportDoc[] = [];
+  for (const [domain, domainLines] of lines) {
+    let destinations;
+    try {
+      const txt = await deps.dns.txt(`_smtp._tls.${domain}`);
+      destinations = txt.kind === 'answer' ? txt.records.map(parseTlsRptRecord).find((d) => d !== null) ?? null : null;
+    } catch (error) {
+      deps.onError(new Error(`TLS report for ${domain}: _smtp._tls lookup failed: ${(error as Error).message}`));
+      continue; // asked again on the next pass
+    }
+    const reportId = `${day}.${createHash('sha256').update(`${submitter} ${domain} ${day}`).digest('hex').slice(0, 16)}@${submitter}`;
+    const claimed = await claim(deps.documents, day, domain, reportId, deps.now());
+    if (!claimed) continue;
+    const results: string[] = [];
+    let delivered = false;
+    if (destinations) {
+      const report = buildTlsReport(day, domain, domainLines, identity, reportId);
+      const gz = gzipSync(Buffer.from(JSON.stringify(report)));
+      for (const url of destinations.https) {
+        const outcome = await postWebhook({ url, body: gz, headers: { 'Content-Type': 'application/tlsrpt+gzip', 'User-Agent': 'Relay-TLSRPT/1.0' }, ...deps.https });
+        results.push(`${url}: ${outcome.errorCode ?? `HTTP ${outcome.httpStatus}`}`);
+        delivered ||= outcome.errorCode === null;
+      }
+      if (destinations.mailto.length > 0) {
+        if (!deps.from || !signing) {
+          results.push(`mailto skipped: ${deps.from ? `${submitter} is not a verified sending domain` : 'RELAY_TLSRPT_FROM is not set'}`);
+        } else {
+          const mailbox = parseMailbox(deps.from);
+          const fromAddress = mailbox.ok ? mailbox.value.address : deps.from;
+          const raw = await reportMessage(report, gz, identity, domain, day, deps.from, destinations.mailto, signing, deps.secrets, deps.now());
+          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: destinations.mailto }, raw, messageId: `${reportId}@${submitter}` });
+          for (const r of outcome.recipients) {
+            results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
+            delivered ||= r.result === 'delivered' || r.result === 'accepted';
+          }
+        }
+      }
+    }
+    const status: TlsReportDoc['status'] = !destinations ? 'no_destination' : delivered ? 'sent' : 'failed';
+    const { _v, ...rest } = claimed;
+    const saved = await tlsReports(deps.documents).replace({ ...rest, status, results, updatedAt: deps.now().toISOString() }, _v);
+    if (saved) done.push(saved);
+  }
+  return done;
+}
+
+/** Runs sendTlsReports for yesterday (UTC) now and then every hour, until stopped. */
+export function startTlsReporting(deps: TlsReportingDeps, everyMs = 3_600_000): { stop(): Promise<void> } {
+  let running: Promise<unknown> = Promise.resolve();
+  const pass = () => {
+    const yesterday = new Date(deps.now().getTime() - 86_400_000).toISOString().slice(0, 10);
+    running = sendTlsReports(deps, yesterday).catch((error) => deps.onError(new Error(`TLS reports: ${(error as Error).message}`, { cause: error })));
+  };
+  const timer = setInterval(pass, everyMs);
+  timer.unref();
+  // The first pass waits a little: a process that starts is busy with other things.
+  const first = setTimeout(pass, Math.min(everyMs, 60_000));
+  first.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      clearTimeout(first);
+      await running;
+    },
+  };
+}
