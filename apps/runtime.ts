@@ -196,7 +196,9 @@ interface MxDelivery {
 
 /** Relay as the MTA: one DNS cache for every lookup of mail delivery (MX, addresses, MTA-STS and TLS-RPT records), and the TLS session counts. */
 function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelivery {
-  const dns = new DnsCache(new StubResolver({ servers: config.dnsServers }));
+  // With a validating resolver the operator trusts, everything goes through it and DANE applies.
+  const dnssec = config.dnssecResolvers !== null;
+  const dns = new DnsCache(new StubResolver({ servers: config.dnssecResolvers ?? config.dnsServers, dnssec }));
   const mtaSts = config.mtaSts ? new MtaStsResolver({ dns, port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow }) : undefined;
   const tlsSessions = new TlsSessionCounter(documents);
   const transport = new MxTransport({

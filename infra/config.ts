@@ -36,6 +36,12 @@ export interface RelayConfig {
   mxPort: number | null;
   /** Tests only: MX addresses exempt from the public-address check, e.g. a loopback test server (RELAY_MX_ALLOW). */
   mxAllow: Set<string>;
+  /**
+   * A validating resolver the operator trusts (RELAY_DNSSEC_RESOLVER): `mx` delivery asks it
+   * everything, with the DO bit, and uses DANE (RFC 7672) on answers it marks secure. Null:
+   * RELAY_DNS_SERVERS (or the system's) and no DANE.
+   */
+  dnssecResolvers: string[] | null;
   /** MTA-STS (RFC 8461) for `mx` delivery (RELAY_MTA_STS, default on). */
   mtaSts: boolean;
   /** Tests only: the port MTA-STS policy hosts are asked on (RELAY_MTA_STS_PORT); null = 443. */
@@ -291,6 +297,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     smtpUrl,
     mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
     mxAllow,
+    dnssecResolvers: list(env, 'RELAY_DNSSEC_RESOLVER', resolverAddress),
     mtaSts: mtaStsRaw !== 'off',
     mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
     tlsRptFrom,

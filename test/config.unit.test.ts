@@ -71,6 +71,8 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_MX_ALLOW', { RELAY_MX_ALLOW: 'localhost' }],
   ['RELAY_MTA_STS_PORT', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_MTA_STS_PORT: '8443' }],
   ['RELAY_MTA_STS', { RELAY_MTA_STS: 'maybe' }],
+  ['RELAY_DNSSEC_RESOLVER', { RELAY_DNSSEC_RESOLVER: 'resolver.example' }],
+  ['RELAY_TLSRPT_FROM', { RELAY_TLSRPT_FROM: 'not an address' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_DELIVERY_RETRY_SCALE: '0.01' }],
   ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '2' }],
   ['RELAY_WEBHOOK_ALLOW', { RELAY_ENV: 'production', RELAY_DELIVERY: 'mx', RELAY_WEBHOOK_ALLOW: 'hooks.test:8443' }],
@@ -108,6 +110,8 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
   assert.is(loadConfig({ RELAY_MX_PORT: '2525' }).mxPort, 2525);
   assert.equal([...loadConfig({ RELAY_MX_ALLOW: '127.0.0.1, ::1' }).mxAllow], ['127.0.0.1', '::1']);
   assert.equal([...loadConfig({}).mxAllow], []);
+  assert.equal([loadConfig({}).dnssecResolvers, loadConfig({ RELAY_DNSSEC_RESOLVER: '127.0.0.1:53' }).dnssecResolvers], [null, ['127.0.0.1:53']]);
+  assert.equal([loadConfig({}).tlsRptFrom, loadConfig({ RELAY_TLSRPT_FROM: 'tlsrpt@mail.example.com' }).tlsRptFrom], [null, 'tlsrpt@mail.example.com']);
   assert.equal([loadConfig({}).mtaSts, loadConfig({ RELAY_MTA_STS: 'off' }).mtaSts, loadConfig({ RELAY_MTA_STS_PORT: '8443' }).mtaStsPort], [true, false, 8443]);
   assert.is(loadConfig({}).sendRate, null);
 });

@@ -29,7 +29,9 @@ import { ConnectionPool, SessionRefused, type Lease, type SessionRequirement } f
 import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyLookup } from './mta-sts.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
-import type { TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
+import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
+import { daneMismatch, tlsaText, usableTlsa } from './dane.ts';
+import { createHash } from 'node:crypto';
 
 export interface MxTransportOptions {
   /** Resolvers, `IP` or `IP:port` (`[v6]:port`). Empty: the system's (/etc/resolv.conf). Unused when `dns` is given. */
@@ -70,8 +72,8 @@ export interface MxTransportOptions {
 interface HostPolicy {
   requirement: SessionRequirement;
   applied: TlsPolicyApplied;
-  /** For responses: the policy's name, e.g. "MTA-STS (enforce) of example.com". */
-  label: string;
+  /** How a session measures up to this policy, in TLS-RPT terms (null problem: success). */
+  judge: (verdict: TlsVerdict) => { problem: TlsFailureType | null; detail: string };
 }
 
 const NO_POLICY = (domain: string): TlsPolicyApplied => ({ type: 'no-policy-found', domain, strings: [], mxHosts: [] });
@@ -82,7 +84,8 @@ const MAX_ATTEMPTS_PER_DOMAIN = 5;
 
 /** What an MX host's addresses allow: some to connect to, or why there are none. */
 type HostAddresses =
-  | { kind: 'usable'; addresses: string[] }
+  /** `authenticated`: every answer the addresses came from carried the AD bit (DANE needs it). */
+  | { kind: 'usable'; addresses: string[]; authenticated: boolean }
   /** DNS says the host has no address (NXDOMAIN, no A/AAAA): final, like a missing host. */
   | { kind: 'none'; response: string }
   /** Every address is outside the public ranges: final too, whatever a retry would look up. */
@@ -91,7 +94,8 @@ type HostAddresses =
   | { kind: 'unknown'; response: string };
 
 type Route =
-  | { kind: 'hosts'; hosts: string[]; implicit: boolean }
+  /** `secure`: the MX answer (or, implicit, its absence) carried the AD bit. */
+  | { kind: 'hosts'; hosts: string[]; implicit: boolean; secure: boolean }
   | { kind: 'final'; result: RecipientResult; enhancedCode: string; response: string };
 
 function shuffled<T>(items: T[]): T[] {
@@ -192,7 +196,7 @@ export class MxTransport implements MailTransport {
     } catch (error) {
       return { kind: 'final', result: 'deferred', enhancedCode: '4.4.3', response: `MX lookup for ${domain} failed: ${dnsCode(error)}` };
     }
-    if (found.kind === 'nodata') return { kind: 'hosts', hosts: [domain], implicit: true };
+    if (found.kind === 'nodata') return { kind: 'hosts', hosts: [domain], implicit: true, secure: found.authenticated };
     if (found.kind === 'nxdomain') return { kind: 'final', result: 'rejected', enhancedCode: '5.1.2', response: `${domain} does not exist (ENOTFOUND)` };
     const hosts = found.records.filter((r) => r.exchange !== '' && r.exchange !== '.');
     if (hosts.length === 0) {
@@ -201,17 +205,19 @@ export class MxTransport implements MailTransport {
     const preferences = [...new Set(hosts.map((r) => r.priority))].sort((a, b) => a - b);
     // Hosts of equal preference share the load (RFC 5321 5.1).
     const ordered = preferences.flatMap((p) => shuffled(hosts.filter((r) => r.priority === p)).map((r) => r.exchange.toLowerCase()));
-    return { kind: 'hosts', hosts: [...new Set(ordered)], implicit: false };
+    return { kind: 'hosts', hosts: [...new Set(ordered)], implicit: false, secure: found.authenticated };
   }
 
   /** IPv4 first: a self-hosted sender's PTR and SPF are usually set up for IPv4 only. */
   async #addresses(host: string): Promise<HostAddresses> {
     let found: string[];
     let codes: string[] = [];
+    let authenticated = false;
     if (net.isIP(host)) found = [host];
     else {
       const [v4, v6] = await Promise.allSettled([this.#dns.addresses(host, 4), this.#dns.addresses(host, 6)]);
       found = [v4, v6].flatMap((r) => (r.status === 'fulfilled' && r.value.kind === 'answer' ? r.value.records : []));
+      authenticated = [v4, v6].every((r) => r.status === 'fulfilled' && r.value.authenticated);
       codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : r.value.kind === 'nxdomain' ? ['ENOTFOUND'] : r.value.kind === 'nodata' ? ['ENODATA'] : []));
     }
     const refused: string[] = [];
@@ -221,20 +227,21 @@ export class MxTransport implements MailTransport {
       refused.push(`${address} (${range})`);
       return false;
     });
-    if (addresses.length > 0) return { kind: 'usable', addresses };
+    if (addresses.length > 0) return { kind: 'usable', addresses, authenticated };
     if (refused.length > 0) return { kind: 'refused', response: `${host} resolves only to addresses Relay does not deliver to: ${refused.join(', ')}` };
     const response = `no address for ${host} (${codes.join(', ') || 'empty answer'})`;
     return { kind: codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA') ? 'none' : 'unknown', response };
   }
 
-  /** The policy that governs sessions to MX host `host` of `domain`. */
-  #hostPolicy(domain: string, host: string, sts: MtaStsPolicy | null): HostPolicy {
+  /** The MTA-STS policy (or none) for sessions to MX host `host` of `domain`. */
+  #stsHostPolicy(domain: string, host: string, sts: MtaStsPolicy | null): HostPolicy {
     if (sts && sts.mode !== 'none') {
       const enforce = sts.mode === 'enforce';
       const label = `MTA-STS (${sts.mode}) of ${domain}`;
+      const judge = (verdict: TlsVerdict) => ({ problem: verdict.problem, detail: verdict.detail });
       return {
         applied: stsApplied(sts),
-        label,
+        judge,
         requirement: {
           // Sessions that must be verified never share a pool slot with opportunistic ones.
           key: `${host} ${enforce ? 'webpki' : 'opportunistic'}`,
@@ -243,25 +250,57 @@ export class MxTransport implements MailTransport {
         },
       };
     }
-    return { applied: NO_POLICY(domain), label: '', requirement: { key: `${host} opportunistic`, required: false, accept: () => null } };
+    return {
+      applied: NO_POLICY(domain),
+      // Without a policy only the lack of encryption is worth reporting.
+      judge: (verdict) => ({ problem: verdict.encrypted ? null : 'starttls-not-supported', detail: verdict.detail }),
+      requirement: { key: `${host} opportunistic`, required: false, accept: () => null },
+    };
   }
 
-  #report(
-    domain: string, applied: TlsPolicyApplied, verdict: TlsVerdict | null, host: string | undefined, address: string | undefined,
-    failure?: { type: TlsVerdict['problem']; detail: string }, sendingIp?: string | null,
-  ): void {
-    if (!this.#tlsReports) return;
-    // Without a policy only the lack of encryption is a problem worth reporting.
-    const judged = applied.type === 'no-policy-found' ? (verdict && !verdict.encrypted ? 'starttls-not-supported' : null) : verdict?.problem ?? null;
-    const problem = failure?.type ?? judged;
-    this.#tlsReports.record({
+  /**
+   * DANE (RFC 7672) for MX host `host`, when Relay asks a validating resolver
+   * (RELAY_DNSSEC_RESOLVER): only when the MX answer and the host's addresses were secure
+   * (AD bit) and a secure TLSA RRset exists at _<port>._tcp.<host>. Null: DANE does not apply.
+   * 'unusable': the host's zone is signed but its TLSA lookup failed, so the host cannot be used.
+   */
+  async #danePolicy(domain: string, host: string, mxSecure: boolean, addressesSecure: boolean): Promise<HostPolicy | { unusable: string } | null> {
+    if (!this.#dns.dnssec || !mxSecure || !addressesSecure || net.isIP(host)) return null;
+    const name = `_${this.#options.port}._tcp.${host}`;
+    let found;
+    try {
+      found = await this.#dns.tlsa(name);
+    } catch (error) {
+      return { unusable: `DANE: TLSA lookup for ${name} failed (${dnsCode(error)}); the host is not used until it answers` };
+    }
+    if (found.kind !== 'answer' || !found.authenticated) return null;
+    const usable = usableTlsa(found.records);
+    const label = `DANE (TLSA ${name})`;
+    const applied: TlsPolicyApplied = { type: 'tlsa', domain, strings: found.records.map(tlsaText), mxHosts: [host] };
+    const judge = (verdict: TlsVerdict): { problem: TlsFailureType | null; detail: string } => {
+      if (!verdict.encrypted) return { problem: verdict.problem === 'starttls-not-supported' ? 'starttls-not-supported' : 'validation-failure', detail: verdict.detail };
+      // TLSA records none of which are usable still require TLS, without authentication (RFC 7672 2.2).
+      if (usable.length === 0) return { problem: null, detail: 'encrypted (no usable TLSA record)' };
+      const mismatch = daneMismatch(verdict.chain, usable, host);
+      return mismatch ? { problem: 'validation-failure', detail: mismatch } : { problem: null, detail: 'TLSA matched' };
+    };
+    const key = createHash('sha256').update(applied.strings.join('\n')).digest('hex').slice(0, 16);
+    return {
+      applied,
+      judge,
+      requirement: { key: `${host} dane:${key}`, required: true, accept: (verdict) => { const j = judge(verdict); return j.problem ? `${label}: ${j.detail}` : null; } },
+    };
+  }
+
+  #report(domain: string, applied: TlsPolicyApplied, outcome: { problem: TlsFailureType | null; detail: string }, host?: string, address?: string, sendingIp?: string | null): void {
+    this.#tlsReports?.record({
       recipientDomain: domain,
       policy: applied,
-      result: problem ?? 'success',
+      result: outcome.problem ?? 'success',
       ...(host ? { mxHost: host } : {}),
       ...(address ? { receivingIp: address } : {}),
       ...(sendingIp ? { sendingIp } : {}),
-      ...(problem ? { detail: failure?.detail ?? verdict?.detail ?? '' } : {}),
+      ...(outcome.problem ? { detail: outcome.detail } : {}),
       at: new Date(),
     });
   }
@@ -270,7 +309,7 @@ export class MxTransport implements MailTransport {
     if (!this.#mtaSts) return { policy: null };
     const lookup = await this.#mtaSts.policyFor(domain);
     if (lookup.failure) {
-      this.#report(domain, lookup.policy ? stsApplied(lookup.policy) : NO_POLICY(domain), null, undefined, undefined, { type: lookup.failure.resultType, detail: lookup.failure.detail });
+      this.#report(domain, lookup.policy ? stsApplied(lookup.policy) : NO_POLICY(domain), { problem: lookup.failure.resultType, detail: lookup.failure.detail });
     }
     return lookup;
   }
@@ -284,20 +323,10 @@ export class MxTransport implements MailTransport {
     // Whether every host so far was ruled out for good (no address, or none Relay may use).
     let onlyFinal = true;
     let anyRefused = false;
-    // Whether every failure so far was the policy's (for the stage of the response).
+    // Whether every failure so far was a TLS policy's (for the stage of the response).
     let onlyPolicy = true;
     for (const host of route.hosts) {
       if (budget.attempts <= 0) break;
-      if (sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
-        const detail = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
-        if (sts.mode === 'enforce') {
-          onlyFinal = false;
-          failures.push(`MTA-STS (enforce) of ${domain}: ${detail}`);
-          this.#report(domain, stsApplied(sts), null, host, undefined, { type: 'validation-failure', detail });
-          continue;
-        }
-        this.#report(domain, stsApplied(sts), null, host, undefined, { type: 'validation-failure', detail });
-      }
       const resolved = await this.#addresses(host);
       if (resolved.kind !== 'usable') {
         onlyFinal &&= resolved.kind !== 'unknown';
@@ -307,18 +336,32 @@ export class MxTransport implements MailTransport {
         continue;
       }
       onlyFinal = false;
-      const policy = this.#hostPolicy(domain, host, sts);
+      // DANE, where it applies, takes precedence over MTA-STS (RFC 8461 2).
+      const dane = await this.#danePolicy(domain, host, route.secure, resolved.authenticated);
+      if (dane && 'unusable' in dane) {
+        failures.push(`${host}: ${dane.unusable}`);
+        this.#report(domain, { type: 'tlsa', domain, strings: [], mxHosts: [host] }, { problem: 'dnssec-invalid', detail: dane.unusable }, host);
+        continue;
+      }
+      if (!dane && sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
+        const detail = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
+        this.#report(domain, stsApplied(sts), { problem: 'validation-failure', detail }, host);
+        if (sts.mode === 'enforce') {
+          failures.push(`MTA-STS (enforce) of ${domain}: ${detail}`);
+          continue;
+        }
+      }
+      const policy = dane ?? this.#stsHostPolicy(domain, host, sts);
       let lease: Lease;
       try {
         lease = await this.#pool.acquire(host, resolved.addresses, budget, policy.requirement);
       } catch (error) {
-        if (error instanceof SessionRefused) {
-          this.#report(domain, policy.applied, error.verdict, host, error.address);
-        } else onlyPolicy = false;
+        if (error instanceof SessionRefused) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
+        else onlyPolicy = false;
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
       }
-      if (lease.fresh) this.#report(domain, policy.applied, lease.tls, host, lease.address, undefined, lease.localAddress);
+      if (lease.fresh) this.#report(domain, policy.applied, policy.judge(lease.tls), host, lease.address, lease.localAddress);
       return this.#transaction(lease, domain, addresses, message);
     }
     if (onlyFinal) {
