@@ -34,6 +34,7 @@ test.before(async (ctx) => {
       if (domain === 'bad.test') return smtpError(550, '5.1.1 No such user here');
       if (domain === 'slow.test' && n === 1) return smtpError(451, '4.7.1 Greylisted, try again later');
     },
+    onData: (_raw, session) => (session.envelope.rcptTo.some((r) => r.address.endsWith('@spamfilter.test')) ? { error: smtpError(554, '5.7.1 Message rejected as spam') } : {}),
   });
   ctx.t = await startTestApp({
     RELAY_DELIVERY: 'mx',
@@ -49,6 +50,7 @@ test.before(async (ctx) => {
     mx('bad.test', 'mx.bad.test'), loopback('mx.bad.test'),
     mx('slow.test', 'mx.slow.test'), loopback('mx.slow.test'),
     mx('nullmx.test', '.', 0),
+    mx('spamfilter.test', 'mx.spamfilter.test'), loopback('mx.spamfilter.test'),
     // Other non-public addresses stay refused, as every one is in production (loopback ones
     // only, so that nothing would leave the machine even if they were not).
     mx('internal.test', 'mx.internal.test'), { name: 'mx.internal.test', type: 'A', data: '127.0.0.2' }, { name: 'mx.internal.test', type: 'AAAA', data: '::1' },
@@ -83,6 +85,16 @@ test('a domain whose MX answers 550: hard_bounced, with the reply in the timelin
   assert.is(bounce.payload.bounce_type, 'hard');
   assert.is(bounce.payload.recipients[0].smtpCode, 550);
   assert.is(bounce.payload.recipients[0].enhancedCode, '5.1.1');
+});
+
+test('a content refusal from the MX (554 5.7.1 at DATA) is a soft bounce: the address is not suppressed', async (ctx) => {
+  const id = await sendTo(ctx, 'ann@spamfilter.test');
+  const final = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'soft_bounced', 'is soft_bounced');
+  const bounce = final.events.find((e: any) => e.type === 'email.bounced');
+  assert.is(bounce.payload.bounce_type, 'soft');
+  assert.equal([bounce.payload.recipients[0].smtpCode, bounce.payload.recipients[0].enhancedCode], [554, '5.7.1']);
+  const again = await sendTo(ctx, 'ann@spamfilter.test');
+  assert.is((await waitForDetail(ctx.t, ctx.tenant.key, again, (d) => d.status === 'soft_bounced', 'is soft_bounced again')).status, 'soft_bounced', 'not suppressed');
 });
 
 test('a domain whose MX answers 451 then 250: delayed, then delivered on the retry', async (ctx) => {

@@ -23,9 +23,9 @@ const claim = (overrides: Partial<ClaimDelivery> = {}): ClaimDelivery => ({
   type: 'ClaimDelivery', attempt: 1, claimedBy: 'sender-a', transport: 'smtp', at: after(SECOND), ...overrides,
 });
 
-const result = (index: number, outcome: TransportResult): RecipientResultReport => ({
-  index, result: outcome, smtpCode: 250, enhancedCode: '2.0.0', response: `server said ${outcome}`,
-});
+const result = (index: number, outcome: TransportResult): RecipientResultReport => (outcome === 'rejected'
+  ? { index, result: outcome, smtpCode: 550, enhancedCode: '5.1.1', response: '550 5.1.1 No such user here', stage: 'rcpt_to' }
+  : { index, result: outcome, smtpCode: 250, enhancedCode: '2.0.0', response: `server said ${outcome}` });
 /** The same result for all three recipients. */
 const all = (outcome: TransportResult): RecipientResultReport[] => [TO_INDEX, CC_INDEX, BCC_INDEX].map((i) => result(i, outcome));
 
@@ -267,21 +267,56 @@ outcomes('given mx, when the recipient’s server takes it, then delivered', () 
   assert.is(data.failureCode, null);
 });
 
-outcomes('given a refusal, then rejected from a relay (smtp, outbox) but a hard bounce from the recipient’s own MX', () => {
-  for (const transport of ['smtp', 'outbox']) {
+outcomes('given an unknown-user reply at RCPT, then a hard bounce whichever the next hop: the recipient\'s MX, a smarthost or the outbox', () => {
+  for (const transport of ['mx', 'smtp', 'outbox']) {
     const data = outcomeOf(claimedBy({ transport }), record(all('rejected'), { transport }));
-    assert.equal(statuses(data), ['rejected', 'rejected', 'rejected'], transport);
-    assert.is(data.failureCode, 'provider_rejected', transport);
+    assert.equal(statuses(data), ['hard_bounced', 'hard_bounced', 'hard_bounced'], transport);
+    assert.is(data.failureCode, null, `${transport}: a bounce is the recipient's, not a failure of the provider`);
     assert.is(data.nextAttemptAt, null, transport);
   }
-  const mx = outcomeOf(claimedBy({ transport: 'mx' }), record(all('rejected'), { transport: 'mx' }));
-  assert.equal(statuses(mx), ['hard_bounced', 'hard_bounced', 'hard_bounced']);
-  assert.is(mx.failureCode, null, 'a bounce is the recipient’s, not a failure of the provider');
+  // The wording alone, without an enhanced code, says the same.
+  const worded = [TO_INDEX, CC_INDEX, BCC_INDEX].map((index) => ({ index, result: 'rejected' as const, smtpCode: 550, enhancedCode: null, response: '550 <ann@example.test>: Recipient address rejected: User unknown in local recipient table', stage: 'rcpt_to' }));
+  assert.equal(statuses(outcomeOf(claimedBy(), record(worded))), ['hard_bounced', 'hard_bounced', 'hard_bounced']);
+});
+
+outcomes('given a refusal of the message (spam, policy, size) or of Relay (before RCPT), then no hard bounce: rejected by a provider, soft_bounced by the recipient\'s MX', () => {
+  const refusals = [
+    { smtpCode: 554, enhancedCode: '5.7.1', response: '554 5.7.1 Message rejected as spam', stage: 'data' },
+    { smtpCode: 552, enhancedCode: '5.2.2', response: '552 5.2.2 Mailbox full', stage: 'rcpt_to' },
+    { smtpCode: 550, enhancedCode: '5.1.1', response: '550 5.1.1 Sender address rejected: User unknown', stage: 'mail_from' },
+    { smtpCode: 554, enhancedCode: null, response: '554 Transaction failed: user unknown', stage: 'data' },
+  ];
+  for (const refusal of refusals) {
+    const results = [TO_INDEX, CC_INDEX, BCC_INDEX].map((index) => ({ index, result: 'rejected' as const, ...refusal }));
+    const smtp = outcomeOf(claimedBy({ transport: 'smtp' }), record(results, { transport: 'smtp' }));
+    assert.equal(statuses(smtp), ['rejected', 'rejected', 'rejected'], refusal.response);
+    assert.is(smtp.failureCode, 'provider_rejected');
+    const mx = outcomeOf(claimedBy({ transport: 'mx' }), record(results, { transport: 'mx' }));
+    assert.equal(statuses(mx), ['soft_bounced', 'soft_bounced', 'soft_bounced'], refusal.response);
+    assert.is(mx.failureCode, null);
+  }
+  // After DATA only an X.1.x status condemns the address.
+  const afterData = [TO_INDEX, CC_INDEX, BCC_INDEX].map((index) => ({ index, result: 'rejected' as const, smtpCode: 550, enhancedCode: '5.1.1', response: '550 5.1.1 Mailbox does not exist', stage: 'data' }));
+  assert.equal(statuses(outcomeOf(claimedBy({ transport: 'smtp' }), record(afterData, { transport: 'smtp' }))), ['hard_bounced', 'hard_bounced', 'hard_bounced']);
+});
+
+outcomes('given the mx transport\'s own final verdicts (no such domain, null MX, no usable MX host), then hard bounces', () => {
+  const verdicts = [
+    { enhancedCode: '5.1.2', response: 'missing.test does not exist (ENOTFOUND)' },
+    { enhancedCode: '5.1.10', response: 'nullmx.test publishes a null MX (RFC 7505): it accepts no mail' },
+    { enhancedCode: '5.4.4', response: 'no MX host of internal.test has a public address: mx.internal.test resolves only to addresses Relay does not deliver to: 127.0.0.2 (loopback)' },
+  ];
+  for (const verdict of verdicts) {
+    const results = [TO_INDEX, CC_INDEX, BCC_INDEX].map((index) => ({ index, result: 'rejected' as const, smtpCode: null, stage: 'dns', ...verdict }));
+    assert.equal(statuses(outcomeOf(claimedBy({ transport: 'mx' }), record(results, { transport: 'mx' }))), ['hard_bounced', 'hard_bounced', 'hard_bounced'], verdict.response);
+  }
 });
 
 outcomes('given several kinds of failure in one attempt, then the failure code is delivery_unknown, else provider_unavailable, else provider_rejected', () => {
   const at = after(DELIVERY_RETRY_WINDOW_MS + HOUR);
-  const code = (...results: TransportResult[]) => outcomeOf(claimedBy(), record(results.map((r, i) => result(i, r)), { at })).failureCode;
+  // A refusal of the message by the provider (not of the address): rejected.
+  const refused = (index: number): RecipientResultReport => ({ index, result: 'rejected', smtpCode: 554, enhancedCode: '5.7.1', response: '554 5.7.1 Message rejected', stage: 'data' });
+  const code = (...results: TransportResult[]) => outcomeOf(claimedBy(), record(results.map((r, i) => (r === 'rejected' ? refused(i) : result(i, r))), { at })).failureCode;
   assert.is(code('unknown', 'deferred', 'rejected'), 'delivery_unknown');
   assert.is(code('rejected', 'deferred', 'accepted'), 'provider_unavailable', 'deferred past the window is failed');
   assert.is(code('rejected', 'accepted', 'accepted'), 'provider_rejected');

@@ -3,6 +3,7 @@
 // The sender processor (apps/processors/sender.ts) only carries these decisions out.
 import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, EmailEvent, RecipientAttempt } from './events.ts';
 import { pendingRecipients, type EmailState } from './state.ts';
+import { nextHopOf, refusalStatus } from './refusals.ts';
 import type { Status } from './status.ts';
 
 /** The times of delivery: chosen at composition (apps/runtime.ts), where tests scale them. */
@@ -42,6 +43,8 @@ export interface RecipientResultReport {
   smtpCode: number | null;
   enhancedCode: string | null;
   response: string;
+  /** The stage a refusal came at (connection, mail_from, rcpt_to, data, dns…), when the transport said. */
+  stage?: string;
   /** The queue id of the transaction that carried this recipient, when it was accepted. */
   providerMessageId?: string | null;
 }
@@ -85,14 +88,15 @@ export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: strin
 }
 
 /**
- * A refusal is the whole story for a relay (the message was `rejected` at submission); from a
- * recipient's own MX (transport `mx`) it is that recipient's hard bounce.
+ * A refusal's status follows one rule in every mode (domain/email/refusals.ts). A temporary
+ * failure that outlasts the retry window is the recipient's soft bounce when the next hop was
+ * its own server, and `failed` (provider_unavailable) when it was Relay's provider.
  */
-function statusOf(result: TransportResult, transport: string, retrying: boolean): Status {
-  switch (result) {
+function statusOf(report: RecipientResultReport, transport: string, retrying: boolean): Status {
+  switch (report.result) {
     case 'accepted': return 'sent';
     case 'delivered': return 'delivered';
-    case 'rejected': return transport === 'mx' ? 'hard_bounced' : 'rejected';
+    case 'rejected': return refusalStatus(report, nextHopOf(transport));
     case 'unknown': return 'failed';
     case 'deferred': return retrying ? 'delayed' : transport === 'mx' ? 'soft_bounced' : 'failed';
   }
@@ -122,7 +126,7 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
   const recipients: RecipientAttempt[] = results.map((r) => ({
     index: r.index,
     address: addressOf(state, r.index),
-    status: statusOf(r.result, command.transport, retryAt !== null),
+    status: statusOf(r, command.transport, retryAt !== null),
     smtpCode: r.smtpCode,
     enhancedCode: r.enhancedCode,
     response: r.response,

@@ -9,6 +9,7 @@ import PostalMime from 'postal-mime';
 import * as assert from 'uvu/assert';
 import { parseVerpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
+import { COLLECTIONS } from '../../apps/services/collections.ts';
 import { eventsTopic } from '../../apps/pipeline/topics.ts';
 import { embeddedFiles } from '../../apps/runtime.ts';
 import { runDeliveryStep } from '../../apps/services/delivery/attempt.ts';
@@ -49,6 +50,8 @@ test.before(async (ctx) => {
   let queued = 0;
   ctx.sink = await startSmtpSink({
     onData: () => ctx.answers.shift() ?? { reply: `2.0.0 Ok: queued as QID${String(++queued).padStart(4, '0')}` },
+    // A smarthost that verifies recipients (Postfix's reject_unverified_recipient, a provider's API).
+    onRcptTo: (address) => (address.address === 'gone@example.org' ? smtpError(550, '5.1.1 <gone@example.org>: Recipient address rejected: User unknown') : undefined),
   });
   ctx.t = await startTestApp({
     ...storesEnv(),
@@ -141,6 +144,19 @@ test('a 4xx answer is retried on the schedule: delayed, then sent after the retr
   assert.is(delayed.payload.recipients[0].smtpCode, 451);
   assert.ok(delayed.payload.nextAttemptAt, 'the delayed entry says when the next attempt is due');
   assert.is(messagesFor(ctx.sink, id).length, 1, 'delivered once');
+});
+
+test('an unknown-user reply from the smarthost at RCPT is a hard bounce, as from the recipient\'s MX: the address is suppressed', async (ctx) => {
+  const id = await send(ctx.t, ctx.tenant.key, { from: `hello@${ctx.tenant.domain}`, to: 'gone@example.org', subject: 'Nobody home', text: 'hi' });
+  const final = await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'hard_bounced', 'is hard_bounced');
+  const bounce = final.events.find((e: any) => e.type === 'email.bounced');
+  assert.is(bounce.payload.bounce_type, 'hard');
+  assert.equal([bounce.payload.recipients[0].smtpCode, bounce.payload.recipients[0].enhancedCode], [550, '5.1.1']);
+  assert.is(final.failureCode, null);
+  const suppressions = ctx.t.stores.documents.collection<{ _id: string; reason: string }>(COLLECTIONS.suppressions);
+  await waitUntil(async () => (await suppressions.get(`${ctx.tenant.workspaceId}:gone@example.org`))?.reason === 'hard_bounce', 'gone@example.org is suppressed');
+  const next = await ctx.t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${ctx.tenant.key}` }, payload: { from: `hello@${ctx.tenant.domain}`, to: 'gone@example.org', subject: 'Again', text: 'hi' } });
+  assert.is(next.json().status, 'suppressed');
 });
 
 test('a 5xx answer to DATA rejects the email; it is not retried', async (ctx) => {

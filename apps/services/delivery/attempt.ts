@@ -76,7 +76,9 @@ function targetsOf(message: AdmittedMessage, bcc: string[], pending: number[]): 
 function report(target: Target, outcome: RecipientOutcome | undefined, providerMessageId: string | null): RecipientResultReport[] {
   const accepted = outcome?.result === 'accepted' || outcome?.result === 'delivered';
   const base = outcome
-    ? { result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
+    ? {
+      result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000),
+      ...(outcome.stage ? { stage: outcome.stage } : {}), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
   return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
 }
