@@ -21,6 +21,7 @@ import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
 import { TlsSessionCounter } from './services/tls-reports/session-counts.ts';
+import { mtaStsPolicyStore } from './services/mta-sts-policies.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
@@ -199,7 +200,9 @@ function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelive
   // With a validating resolver the operator trusts, everything goes through it and DANE applies.
   const dnssec = config.dnssecResolvers !== null;
   const dns = new DnsCache(new StubResolver({ servers: config.dnssecResolvers ?? config.dnsServers, dnssec }));
-  const mtaSts = config.mtaSts ? new MtaStsResolver({ dns, port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow }) : undefined;
+  const mtaSts = config.mtaSts
+    ? new MtaStsResolver({ dns, store: mtaStsPolicyStore(documents), port: config.mtaStsPort ?? undefined, allowAddresses: config.mxAllow })
+    : undefined;
   const tlsSessions = new TlsSessionCounter(documents);
   const transport = new MxTransport({
     dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions,

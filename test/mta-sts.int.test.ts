@@ -3,13 +3,18 @@
 // a test CA, the port moved as RELAY_MTA_STS_PORT moves it), and mail goes to a real SMTP
 // server whose certificate (from the same CA) names some MX hosts and not others. Every TLS
 // session's outcome is collected as the TLS report sink receives it.
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
+import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { mtaStsPolicyStore } from '../apps/services/mta-sts-policies.ts';
 import type { OutgoingMessage } from '../infra/ports/mail-transport.ts';
 import type { TlsSessionResult } from '../infra/mail/tls-sessions.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
@@ -190,6 +195,35 @@ test('policy id: the same id is served from the cache; a new id fetches the new 
   assert.is(ctx.policies.fetches.get('rotate.test'), 2);
   assert.is(ctx.sink.messages.at(-1)!.servername, 'good.rotate.test');
   assert.equal(results(ctx).at(-1), ['sts', 'good.rotate.test', 'success']);
+});
+
+test('a policy kept in the document store applies after a restart, while the policy host cannot be reached', async (ctx) => {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-sts-'));
+  const documents = new SqliteDocumentStore(join(dir, 'documents.db'));
+  try {
+    const dns = new DnsCache(new StubResolver({ servers: [ctx.dns.address], timeoutMs: 1000, tries: 1 }));
+    const options = { dns, allowAddresses: new Set(['127.0.0.1']), ca: ctx.ca.ca, store: mtaStsPolicyStore(documents), now: () => ctx.now, onStoreError: (error: Error) => { throw error; } };
+    const first = await new MtaStsResolver({ ...options, port: ctx.policies.port }).policyFor('enforce.test');
+    assert.equal([first.policy?.mode, first.policy?.id], ['enforce', 'e1']);
+    // A new process: nothing in memory, and the policy host's port answers nothing.
+    const silent = net.createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const port = (silent.address() as net.AddressInfo).port;
+      const restarted = await new MtaStsResolver({ ...options, port }).policyFor('enforce.test');
+      assert.equal([restarted.policy?.mode, restarted.policy?.mx], ['enforce', ['good.enforce.test', '*.enforce.test']]);
+      assert.is(restarted.failure, undefined, 'the same id: nothing to fetch');
+      // A new id while the host is down: the stored policy still stands, the failure is said.
+      ctx.dns.setZone(zone([sts('enforce.test', 'e2')]));
+      const rotated = await new MtaStsResolver({ ...options, port }).policyFor('enforce.test');
+      assert.equal([rotated.policy?.id, rotated.failure?.resultType], ['e1', 'sts-policy-fetch-error']);
+    } finally {
+      silent.close();
+    }
+  } finally {
+    await documents.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('the fetch is bounded: an untrusted certificate, a policy over the size limit, a host that never answers, a missing policy (404): none applies, each says why', async (ctx) => {

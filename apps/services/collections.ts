@@ -36,4 +36,6 @@ export const COLLECTIONS = {
   tlsSessionCounts: 'tls_session_counts',
   /** One document per (day, domain) TLS report: claimed by the instance that sends it. */
   tlsReports: 'tls_reports',
+  /** MTA-STS policies as fetched, by recipient domain (apps/services/mta-sts-policies.ts). */
+  mtaStsPolicies: 'mta_sts_policies',
 } as const;

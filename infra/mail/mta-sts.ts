@@ -8,7 +8,9 @@
 //
 // A policy that cannot be fetched (or whose record vanished) keeps the cached one until it
 // expires (RFC 8461 5.1); with nothing cached the domain is treated as having no policy, and the
-// failure is reported (TLS-RPT). A failed fetch is not retried for FETCH_RETRY_MS.
+// failure is reported (TLS-RPT). A failed fetch is not retried for FETCH_RETRY_MS. Policies are
+// also kept in a store (the document store), so that a restart does not open a window in which
+// a blocked policy host would let mail go out under no policy.
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -44,8 +46,17 @@ export interface PolicyLookup {
   failure?: PolicyFailure;
 }
 
+/** Where fetched policies outlive the process (apps/services/mta-sts-policies.ts). */
+export interface MtaStsPolicyStore {
+  load(domain: string): Promise<MtaStsPolicy | null>;
+  save(policy: MtaStsPolicy): Promise<void>;
+}
+
 export interface MtaStsOptions {
   dns: DnsCache;
+  store?: MtaStsPolicyStore;
+  /** Told when the store fails (the policy in memory still applies). */
+  onStoreError?: (error: Error) => void;
   /** RELAY_MTA_STS_PORT (tests only): the port policy hosts are asked on. Default 443. */
   port?: number;
   /** Extra CAs trusted for policy hosts, on top of the system's (tests: the test CA). */
@@ -80,6 +91,8 @@ export function mxMatchesPolicy(host: string, policy: MtaStsPolicy): boolean {
 
 export class MtaStsResolver {
   readonly #dns: DnsCache;
+  readonly #store: MtaStsPolicyStore | null;
+  readonly #onStoreError: (error: Error) => void;
   readonly #port: number;
   readonly #ca: Array<string | Buffer> | undefined;
   readonly #allow: ReadonlySet<string>;
@@ -94,6 +107,8 @@ export class MtaStsResolver {
 
   constructor(options: MtaStsOptions) {
     this.#dns = options.dns;
+    this.#store = options.store ?? null;
+    this.#onStoreError = options.onStoreError ?? (() => {});
     this.#port = options.port ?? 443;
     // Without extra CAs Node's default store is used (it includes NODE_EXTRA_CA_CERTS).
     const extra = options.ca === undefined ? [] : Array.isArray(options.ca) ? options.ca : [options.ca];
@@ -117,7 +132,7 @@ export class MtaStsResolver {
 
   async #lookup(domain: string): Promise<PolicyLookup> {
     const now = this.#now();
-    let cached = this.#cache.get(domain) ?? null;
+    let cached = this.#cache.get(domain) ?? (await this.#stored(domain));
     if (cached && cached.expiresAt <= now) {
       this.#cache.delete(domain);
       cached = null;
@@ -136,7 +151,8 @@ export class MtaStsResolver {
     try {
       const policy = await this.#fetch(domain, id);
       this.#retryAfter.delete(domain);
-      this.#store(policy);
+      this.#remember(policy);
+      await this.#store?.save(policy).catch((error: Error) => this.#onStoreError(error));
       return { policy };
     } catch (error) {
       const failure = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
@@ -153,7 +169,20 @@ export class MtaStsResolver {
     throw Object.assign(new Error(`${name}: ${found.kind}`), { code: found.kind === 'nxdomain' ? 'ENOTFOUND' : 'ENODATA' });
   }
 
-  #store(policy: MtaStsPolicy): void {
+  /** A policy kept by an earlier process (or another instance), taken into memory. */
+  async #stored(domain: string): Promise<MtaStsPolicy | null> {
+    if (!this.#store) return null;
+    try {
+      const policy = await this.#store.load(domain);
+      if (policy) this.#remember(policy);
+      return policy;
+    } catch (error) {
+      this.#onStoreError(error as Error);
+      return null;
+    }
+  }
+
+  #remember(policy: MtaStsPolicy): void {
     this.#cache.delete(policy.domain);
     this.#cache.set(policy.domain, policy);
     if (this.#cache.size > this.#maxPolicies) this.#cache.delete(this.#cache.keys().next().value!);
