@@ -97,7 +97,7 @@ test('a day of sessions becomes an RFC 8460 report, valid against the schema, ma
   await mxDelivery.tlsSessions.flush();
   const day = new Date().toISOString().slice(0, 10);
   const deps = {
-    documents: t.stores.documents, dns: mxDelivery.dns, transport: t.ctx.services.transport(), secrets: t.ctx.services.secrets, from: t.config.tlsRptFrom,
+    documents: t.stores.documents, dns: mxDelivery.dns, transport: t.ctx.services.transport(), secrets: t.ctx.services.secrets, from: t.config.tlsRptFrom, egress: t.ctx.services.egress,
     https: { dnsServers: t.config.dnsServers, allow: t.config.webhookAllow }, now: () => new Date(), onError: (error: Error) => { throw error; },
   };
   const before = ctx.sink.messages.length;

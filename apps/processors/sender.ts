@@ -35,7 +35,7 @@ export const sender = defineProcessor({
     if (mx) await ensureTlsSessionCountIndexes(deps.documents);
     // Yesterday's TLS reports (RFC 8460), from the sessions every sender instance counted.
     const reporting = mx ? startTlsReporting({
-      documents: deps.documents, dns: mx.dns, transport: deps.services.transport(), secrets: deps.services.secrets, from: deps.config.tlsRptFrom,
+      documents: deps.documents, dns: mx.dns, transport: deps.services.transport(), secrets: deps.services.secrets, from: deps.config.tlsRptFrom, egress: deps.services.egress,
       https: { dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow }, now: deps.now, onError: deps.onError,
     }) : null;
     const delivery = {

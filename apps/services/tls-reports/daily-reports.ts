@@ -17,9 +17,9 @@ import { buildTlsReport, parseTlsRptRecord, reportFileName, type ReportIdentity,
 import { parseMailbox } from '../../../domain/mailbox.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
-import { postWebhook } from '../../../infra/http/webhook-egress.ts';
 import { dkimSign } from '../../../infra/mail/dkim-sign.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
+import type { HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { MailTransport } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
@@ -34,7 +34,8 @@ export interface TlsReportingDeps {
   secrets: SecretBox;
   /** RELAY_TLSRPT_FROM; null: no mailto reports. */
   from: string | null;
-  /** For HTTPS destinations: the webhook egress rules. */
+  /** For HTTPS destinations: the webhook egress (its address and URL rules) and its settings. */
+  egress: HttpEgress;
   https: { dnsServers: string[]; allow: ReadonlySet<string>; ca?: string | Buffer | Array<string | Buffer> };
   now: () => Date;
   onError: (error: Error) => void;
@@ -152,7 +153,7 @@ export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promi
       const report = buildTlsReport(day, domain, domainLines, identity, reportId);
       const gz = gzipSync(Buffer.from(JSON.stringify(report)));
       for (const url of destinations.https) {
-        const outcome = await postWebhook({ url, body: gz, headers: { 'Content-Type': 'application/tlsrpt+gzip', 'User-Agent': 'Relay-TLSRPT/1.0' }, ...deps.https });
+        const outcome = await deps.egress.post({ url, body: gz, headers: { 'Content-Type': 'application/tlsrpt+gzip', 'User-Agent': 'Relay-TLSRPT/1.0' }, ...deps.https });
         results.push(`${url}: ${outcome.errorCode ?? `HTTP ${outcome.httpStatus}`}`);
         delivered ||= outcome.errorCode === null;
       }
