@@ -24,6 +24,8 @@
 //                                   every processor's consumer group on the events topic, per partition:
 //                                   any process can be scraped for it, also while that processor is down
 //   relay_parked_events             parked events by processor (relay parked list)
+//   relay_site_rate_per_minute, relay_site_limit_per_minute, relay_site_paused_seconds, relay_site_throttles
+//                                   each sender instance's recipient sites as it last reported them (relay sites)
 //   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out)
 //   process_*, nodejs_*             the process: start time, CPU, resident memory, heap, event-loop delay
 import { createServer } from 'node:http';
@@ -42,6 +44,7 @@ import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forw
 import { COLLECTIONS } from './services/collections.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
+import { siteSnapshots } from './services/delivery/sites.ts';
 
 /** How long a scrape waits for a collector (a Kafka cluster or a store that does not answer). */
 export const COLLECT_TIMEOUT_MS = 3000;
@@ -334,6 +337,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     const committed = registry.gauge('relay_consumer_committed_offset', 'The consumer group\'s committed offset (the next record it will handle).', ['group', 'topic', 'partition']);
     const lag = registry.gauge('relay_consumer_lag', 'Records of the partition the consumer group has not handled yet.', ['group', 'topic', 'partition']);
     const parked = registry.gauge('relay_parked_events', 'Events parked by a processor or a rebuild (relay parked list).', ['processor']);
+    const siteRate = registry.gauge('relay_site_rate_per_minute', 'Messages per minute a sender instance allows a recipient site now (adaptive; relay sites).', ['site', 'instance']);
+    const siteLimit = registry.gauge('relay_site_limit_per_minute', 'The most a site\'s rate reaches (RELAY_SHAPING_FILE or the default).', ['site', 'instance']);
+    const sitePaused = registry.gauge('relay_site_paused_seconds', 'Seconds until the site\'s pause after throttling ends; 0 when not paused.', ['site', 'instance']);
+    const siteThrottles = registry.gauge('relay_site_throttles', 'Throttling replies from the site since the sender instance started.', ['site', 'instance']);
     const topic = eventsTopic(sources.namespace);
     const groups = PROCESSORS.map((p) => groupOf(sources.namespace, p.name));
     collector(registry, up, 'log_offsets', [endOffset, committed, lag], async () => {
@@ -360,6 +367,18 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
         return () => forwarderLag.labels().set(behind);
       });
     }
+    collector(registry, up, 'sites', [siteRate, siteLimit, sitePaused, siteThrottles], async () => {
+      const snapshots = await siteSnapshots(sources.documents).find({ orderBy: [['_id', 'asc']], limit: 10_000 });
+      return () => {
+        const now = Date.now();
+        for (const s of snapshots) {
+          siteRate.labels(s.site, s.instance).set(s.rate);
+          siteLimit.labels(s.site, s.instance).set(s.limits.messagesPerMinute);
+          sitePaused.labels(s.site, s.instance).set(s.pausedUntil ? Math.max(0, (Date.parse(s.pausedUntil) - now) / 1000) : 0);
+          siteThrottles.labels(s.site, s.instance).set(s.throttles);
+        }
+      };
+    });
     collector(registry, up, 'parked_events', [parked], async () => {
       const counts = await countParked(sources.documents, PARKING_NAMES);
       return () => {

@@ -22,6 +22,8 @@ import type { Policies, Services } from './services/services.ts';
 import { UsageLedger } from './services/usage-ledger.ts';
 import { TlsSessionCounter } from './services/tls-reports/session-counts.ts';
 import { mtaStsPolicyStore } from './services/mta-sts-policies.ts';
+import { SiteRegistry } from './services/delivery/sites.ts';
+import { DEFAULT_SITE_LIMITS, limitsFor } from '../domain/delivery/sites.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
@@ -127,6 +129,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
   let mx: MxDelivery | null = null;
+  let sites: SiteRegistry | null = null;
   const openMx = () => (mx ??= openMxDelivery(config, stores.documents));
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
@@ -142,6 +145,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     secrets,
     transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir)),
     mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
+    sites: () => (sites ??= new SiteRegistry({ dns: config.delivery === 'mx' ? openMx().dns : null, rules: config.shaping, scale: config.deliveryRetryScale })),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
     warmCompose: () => composer.warm(),
@@ -206,6 +210,9 @@ function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelive
   const tlsSessions = new TlsSessionCounter(documents);
   const transport = new MxTransport({
     dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions,
+    // A site's connections are its MX hosts'; the dispatcher bounds transactions per site.
+    maxConnectionsPerHost: Math.max(...[DEFAULT_SITE_LIMITS, ...config.shaping.map((r) => r.limits)].map((l) => l.connections ?? DEFAULT_SITE_LIMITS.connections)),
+    messagesPerConnection: (host) => limitsFor([host], config.shaping).messagesPerConnection,
   });
   return { transport, dns, tlsSessions };
 }

@@ -3,6 +3,8 @@
 import { isIP } from 'node:net';
 import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { parseShapingFile, ShapingFileError, type ShapingRule } from '../domain/delivery/sites.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
@@ -42,6 +44,8 @@ export interface RelayConfig {
    * RELAY_DNS_SERVERS (or the system's) and no DANE.
    */
   dnssecResolvers: string[] | null;
+  /** Per-site limits by MX host pattern (RELAY_SHAPING_FILE, read and checked at start); empty: the defaults. */
+  shaping: ShapingRule[];
   /** MTA-STS (RFC 8461) for `mx` delivery (RELAY_MTA_STS, default on). */
   mtaSts: boolean;
   /** Tests only: the port MTA-STS policy hosts are asked on (RELAY_MTA_STS_PORT); null = 443. */
@@ -234,6 +238,22 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   }) ?? []));
   const mtaStsRaw = text(env, 'RELAY_MTA_STS')?.toLowerCase();
   if (mtaStsRaw !== undefined && mtaStsRaw !== 'on' && mtaStsRaw !== 'off') throw new ConfigError('RELAY_MTA_STS', `must be on or off, got "${text(env, 'RELAY_MTA_STS')}"`);
+  const shapingFile = text(env, 'RELAY_SHAPING_FILE');
+  let shaping: ShapingRule[] = [];
+  if (shapingFile !== undefined) {
+    let content: string;
+    try {
+      content = readFileSync(shapingFile, 'utf8');
+    } catch (error) {
+      throw new ConfigError('RELAY_SHAPING_FILE', `cannot read ${shapingFile} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    try {
+      shaping = parseShapingFile(content);
+    } catch (error) {
+      if (error instanceof ShapingFileError) throw new ConfigError('RELAY_SHAPING_FILE', `${shapingFile} ${error.message}`);
+      throw error;
+    }
+  }
   const tlsRptFrom = text(env, 'RELAY_TLSRPT_FROM') ?? null;
   if (tlsRptFrom !== null && !/^[^\s@<>"]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$/.test(tlsRptFrom)) {
     throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFrom}"`);
@@ -301,6 +321,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     mtaSts: mtaStsRaw !== 'off',
     mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
     tlsRptFrom,
+    shaping,
     deliveryRetryScale,
     sendRate,
     composeThreads,

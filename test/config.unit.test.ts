@@ -1,7 +1,9 @@
 // Configuration: documented defaults, and a bad value names its variable.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { resolve } from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { ConfigError, loadConfig } from '../infra/config.ts';
 
 const test = suite('configuration');
@@ -141,6 +143,23 @@ test('/metrics: on PORT by default, on its own listener with RELAY_METRICS_PORT 
   assert.is(loadConfig({ RELAY_METRICS_PORT: 'off' }).metrics.enabled, false);
   assert.throws(() => loadConfig({ RELAY_METRICS_PORT: 'nine' }), (error: Error) => error instanceof ConfigError && error.variable === 'RELAY_METRICS_PORT');
 });
+test('RELAY_SHAPING_FILE is read and checked at start: a bad line stops the process naming the file and the line', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-shaping-'));
+  try {
+    const good = join(dir, 'good.conf');
+    writeFileSync(good, '# limits per MX host\n*.google.com connections=10 messages_per_minute=1200\n');
+    assert.equal(loadConfig({ RELAY_SHAPING_FILE: good }).shaping.map((r) => [r.pattern, r.limits]), [['*.google.com', { connections: 10, messagesPerMinute: 1200 }]]);
+    const bad = join(dir, 'bad.conf');
+    writeFileSync(bad, '*.google.com connections=10\n*.outlook.com per_minute=5\n');
+    assert.throws(() => loadConfig({ RELAY_SHAPING_FILE: bad }), (error: Error) =>
+      error instanceof ConfigError && error.variable === 'RELAY_SHAPING_FILE' && error.message === `RELAY_SHAPING_FILE: ${bad} line 2: "per_minute=5" is not a setting (connections=N, messages_per_connection=N, messages_per_minute=N)`);
+    assert.throws(() => loadConfig({ RELAY_SHAPING_FILE: join(dir, 'missing.conf') }), (error: Error) => error instanceof ConfigError && /cannot read .*missing\.conf \(ENOENT\)/.test(error.message));
+    assert.equal(loadConfig({}).shaping, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 for (const [variable, env] of cases) {
   test(`invalid ${variable} (${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')}) is refused naming it`, () => {
     try {

@@ -9,12 +9,66 @@ import { emailIdOfStream } from '../../domain/email/events.ts';
 import { originOfEvent } from '../../domain/events/metadata.ts';
 import { resealDkimKeys } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
-import { dueWorkItems, ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
+import { ensureWorkItemIndexes, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
+import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { startTlsReporting } from '../services/tls-reports/daily-reports.ts';
 import { ensureTlsSessionCountIndexes } from '../services/tls-reports/session-counts.ts';
+import { observedBySites, publishSites, type SiteRegistry } from '../services/delivery/sites.ts';
 import { defineProcessor } from './processor.ts';
+
+const SITE_KEY = 'site ';
+
+function siteKeyOfItem(sites: SiteRegistry, item: WorkItem): string {
+  return item.step === 'attempt' && item.domain ? `${SITE_KEY}${sites.keyOf(item.domain)}` : `email ${item._id}`;
+}
+
+/**
+ * Takes a slot of the item's site for this attempt. When the site is paused or at its rate, the
+ * item moves to the site's next free slot (its claim untouched) and false is returned.
+ */
+async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item: WorkItem): Promise<boolean> {
+  if (item.step !== 'attempt' || !item.domain) return true;
+  const slot = sites.take(await sites.resolve(item.domain));
+  if (slot.ok) return true;
+  const { _v, ...rest } = item as WorkItem & { _v: number };
+  if (_v !== undefined) await workItems(documents).replace({ ...rest, dueAt: new Date(slot.retryAt).toISOString() }, _v);
+  return false;
+}
+
+/** Pages of due items one look reads at most, passing over sites that have no room. */
+const DUE_PAGES = 10;
+
+/**
+ * Due items, earliest first, but at most as many per site as it has room for: items of a site
+ * that is full (slow, or sending at its limit) are passed over for other sites' within the next
+ * DUE_PAGES pages, so a backlog at one site never fills the window the dispatcher reads.
+ */
+async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Date, limit: number): Promise<WorkItem[]> {
+  const picked: WorkItem[] = [];
+  const perSite = new Map<string, number>();
+  let after: WorkItem | undefined;
+  for (let page = 0; page < DUE_PAGES && picked.length < limit; page++) {
+    const batch = await workItems(documents).find({
+      where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit, ...(after ? { after: { dueAt: after.dueAt, _id: after._id } } : {}),
+    });
+    for (const item of batch) {
+      const key = siteKeyOfItem(sites, item);
+      if (key.startsWith(SITE_KEY)) {
+        const site = key.slice(SITE_KEY.length);
+        const taken = perSite.get(site) ?? 0;
+        if (taken + sites.inFlight(site) >= sites.concurrency(site)) continue;
+        perSite.set(site, taken + 1);
+      }
+      picked.push(item);
+      if (picked.length >= limit) break;
+    }
+    if (batch.length < limit) break;
+    after = batch[batch.length - 1];
+  }
+  return picked;
+}
 
 /** Emails one instance works on at once. */
 const CONCURRENCY = 64;
@@ -38,13 +92,18 @@ export const sender = defineProcessor({
       documents: deps.documents, dns: mx.dns, transport: deps.services.transport(), secrets: deps.services.secrets, from: deps.config.tlsRptFrom, egress: deps.services.egress,
       https: { dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow }, now: deps.now, onError: deps.onError,
     }) : null;
+    // Per-site scheduling (apps/services/delivery/sites.ts): each site gets at most its share of
+    // this instance's concurrency, and a paused or rate-limited site's items move to its next slot
+    // instead of waiting at the head of the schedule, so no site holds up the others.
+    const sites = deps.services.sites();
+    const publishing = publishSites(deps.documents, sites, deps.onError);
     const delivery = {
       events: deps.events,
       emails: deps.services.emails,
       policy: deps.services.policies.delivery,
       documents: deps.documents,
       secrets: deps.services.secrets,
-      transport: deps.services.transport(),
+      transport: observedBySites(deps.services.transport(), sites),
       sendRate: deps.services.sendRate,
       compose: deps.services.compose,
       now: deps.now,
@@ -52,19 +111,28 @@ export const sender = defineProcessor({
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
     const dispatcher = startDispatcher<WorkItem>({
-      due: (now, limit) => dueWorkItems(deps.documents, now, limit),
+      due: (now, limit) => dueBySite(deps.documents, sites, now, limit),
       id: (item) => item._id,
-      // One step of an email at a time (a key may be any grouping: a destination site, say).
-      key: (item) => item._id,
-      run: (item) => runDeliveryStep(delivery, item).then(
+      // A first attempt or retry is scheduled by its recipient's site; a recovery by itself.
+      key: (item) => siteKeyOfItem(sites, item),
+      run: async (item) => {
+        if (!(await takeSiteSlot(deps.documents, sites, item))) return;
+        return runDeliveryStep(delivery, item).then(
         (result) => deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result }),
         (error: Error) => {
           throw new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${error.message}`, { cause: error });
         },
-      ),
-    }, { concurrency: CONCURRENCY, perKey: () => 1, pollMs: POLL_MS, now: deps.now, onError: deps.onError });
-    if (!reporting) return dispatcher;
-    return { ...dispatcher, stop: async () => { await reporting.stop(); await dispatcher.stop(); } };
+        );
+      },
+    }, { concurrency: CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError });
+    return {
+      ...dispatcher,
+      stop: async () => {
+        await reporting?.stop();
+        await dispatcher.stop();
+        await publishing.stop();
+      },
+    };
   },
   async handle(event, dispatcher, deps) {
     const emailId = emailIdOfStream(event.streamId);

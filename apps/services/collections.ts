@@ -38,4 +38,6 @@ export const COLLECTIONS = {
   tlsReports: 'tls_reports',
   /** MTA-STS policies as fetched, by recipient domain (apps/services/mta-sts-policies.ts). */
   mtaStsPolicies: 'mta_sts_policies',
+  /** What each sender instance's sites are doing (apps/services/delivery/sites.ts), for `relay sites`. */
+  sites: 'sites',
 } as const;

@@ -15,6 +15,7 @@ import type { Emails } from './email-stream.ts';
 import type { RateLimiter } from './rate-limits.ts';
 import type { SendRateGate } from './send-rate.ts';
 import type { TlsSessionCounter } from './tls-reports/session-counts.ts';
+import type { SiteRegistry } from './delivery/sites.ts';
 import type { UsageLedger } from './usage-ledger.ts';
 
 /** The times of delivery and of webhooks, as this process runs them (tests scale them: apps/runtime.ts). */
@@ -39,6 +40,8 @@ export interface Services {
   transport(): MailTransport;
   /** With RELAY_DELIVERY=mx: the MX transport's DNS cache and its TLS session counts (opens the transport); else null. */
   mxDelivery(): { dns: DnsCache; tlsSessions: TlsSessionCounter } | null;
+  /** Sites of recipient domains, their limits and adaptive state (opens the transport: with `mx`, sites come from MX sets). */
+  sites(): SiteRegistry;
   /** RELAY_SEND_RATE across every sender instance. */
   sendRate: SendRateGate;
   /** infra/mail/compose.ts composeMessage, on RELAY_COMPOSE_THREADS worker threads (started on first use). */

@@ -28,6 +28,8 @@ export interface Lease {
   tls: TlsVerdict;
   /** A session opened by this acquire (not reused from the pool): it counts for TLS reports. */
   fresh: boolean;
+  /** Transactions this connection has carried. */
+  uses: number;
   state: 'busy' | 'idle' | 'gone';
   idleTimer: NodeJS.Timeout | undefined;
   ended: Promise<void>;
@@ -108,7 +110,7 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
   });
   let ended!: () => void;
   const lease: Lease = {
-    conn, host, address, key, note: null, fresh: true, state: 'busy', idleTimer: undefined, localAddress: null,
+    conn, host, address, key, note: null, fresh: true, uses: 0, state: 'busy', idleTimer: undefined, localAddress: null,
     tls: { encrypted: false, problem: 'starttls-not-supported', detail: '', chain: [] },
     ended: new Promise((resolve) => (ended = resolve)),
   };
@@ -153,8 +155,11 @@ export class ConnectionPool {
   readonly #idleMs: number;
   #closed = false;
 
-  constructor(options: ConnectOptions, maxPerHost: number, idleMs: number) {
+  readonly #messagesPerConnection: (host: string) => number;
+
+  constructor(options: ConnectOptions, maxPerHost: number, idleMs: number, messagesPerConnection: (host: string) => number = () => Infinity) {
     this.#options = options;
+    this.#messagesPerConnection = messagesPerConnection;
     this.#max = maxPerHost;
     this.#idleMs = idleMs;
   }
@@ -239,7 +244,8 @@ export class ConnectionPool {
 
   release(lease: Lease, reusable: boolean): void {
     if (lease.state !== 'busy') return;
-    if (!reusable || this.#closed || lease.conn.destroyed) {
+    lease.uses++;
+    if (!reusable || this.#closed || lease.conn.destroyed || lease.uses >= this.#messagesPerConnection(lease.host)) {
       this.discard(lease);
       return;
     }

@@ -57,6 +57,8 @@ export interface MxTransportOptions {
   idleTimeoutMs?: number;
   /** Open connections per MX host. Default 3. */
   maxConnectionsPerHost?: number;
+  /** Transactions one connection carries before it is closed (the site's messages_per_connection). Default unlimited. */
+  messagesPerConnection?: (host: string) => number;
   /**
    * RELAY_MX_ALLOW (tests only): addresses outside the public ranges that MX connections may go
    * to anyway, such as a test's SMTP server on 127.0.0.1. Exact addresses, as DNS answers them.
@@ -131,7 +133,7 @@ function wireAddress(address: string, asciiDomain: string): string {
 
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection'>> & { tls: NonNullable<MxTransportOptions['tls']> };
   readonly #mtaSts: MtaStsResolver | null;
   readonly #tlsReports: TlsSessionSink | null;
   readonly #allow: ReadonlySet<string>;
@@ -159,7 +161,7 @@ export class MxTransport implements MailTransport {
     this.#mtaSts = options.mtaSts ?? null;
     this.#tlsReports = options.tlsReports ?? null;
     const { port, heloName, tls, connectTimeoutMs, commandTimeoutMs } = this.#options;
-    this.#pool = new ConnectionPool({ port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs);
+    this.#pool = new ConnectionPool({ port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs, options.messagesPerConnection);
   }
 
   send(message: OutgoingMessage): Promise<TransportOutcome> {

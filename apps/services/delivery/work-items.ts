@@ -3,7 +3,7 @@
 // round): the sender's consumer syncs it on every lifecycle event, and whoever finds it stale
 // syncs it again, so a crash anywhere loses no step and a restart forgets no retry.
 import { claimExpiresAt, type DeliveryPolicy } from '../../../domain/email/delivery.ts';
-import type { EmailState } from '../../../domain/email/state.ts';
+import { pendingRecipients, type EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
@@ -22,6 +22,8 @@ export interface WorkItem {
   streamRevision: number;
   /** Correlation and cause for the events the step appends. */
   origin: CommandOrigin;
+  /** The domain of the first recipient the step is for (its site schedules it); null when only BCC recipients are left. */
+  domain?: string | null;
 }
 
 export const workItems = (documents: DocumentStore) => documents.collection<WorkItem>(COLLECTIONS.deliveries);
@@ -41,7 +43,9 @@ export function desiredWorkItem(state: EmailState, revision: number, origin: Com
   if (d.openClaim) {
     return { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: claimExpiresAt(state, policy)!, streamRevision: revision, origin };
   }
-  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin };
+  const first = pendingRecipients(d).map((index) => state.visibleAddresses[index]).find((a) => a !== undefined);
+  const domain = first ? first.slice(first.lastIndexOf('@') + 1).toLowerCase() : null;
+  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin, domain };
 }
 
 /**

@@ -1,0 +1,54 @@
+// `relay sites`: what each sender instance's sites are doing (apps/services/delivery/sites.ts),
+// from the snapshots the senders write every few seconds: limits, the adaptive rate now, a
+// pause after throttling, the latest throttling reply.
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../../infra/config.ts';
+import { openStores } from '../runtime.ts';
+import { siteSnapshots, type SiteSnapshot } from '../services/delivery/sites.ts';
+import { asksForHelp } from './command.ts';
+
+const USAGE = [
+  'usage: relay sites [--json]',
+  'Recipient sites (domains grouped by MX host set) as each sender instance last reported them:',
+  'its limits (connections, messages per connection, per minute), the rate it allows now, until',
+  'when it is paused after throttling replies, counts, and the latest throttling reply.',
+].join('\n');
+
+export function sitesTable(snapshots: SiteSnapshot[]): string {
+  const rows = [['SITE', 'INSTANCE', 'CONN', 'PER CONN', 'LIMIT/MIN', 'RATE/MIN', 'PAUSED UNTIL', 'DELIVERED', 'DEFERRED', 'THROTTLES', 'LAST THROTTLING REPLY']];
+  for (const s of [...snapshots].sort((a, b) => a.site.localeCompare(b.site) || a.instance.localeCompare(b.instance))) {
+    rows.push([
+      s.site.length > 48 ? `${s.site.slice(0, 45)}...` : s.site, s.instance, String(s.limits.connections), String(s.limits.messagesPerConnection),
+      String(s.limits.messagesPerMinute), String(s.rate), s.pausedUntil ?? '-', String(s.delivered), String(s.deferred), String(s.throttles),
+      (s.recent[0] ?? '-').replace(/\s+/g, ' ').slice(0, 60),
+    ]);
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n');
+}
+
+export async function sites(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(USAGE);
+    return 0;
+  }
+  let json = false;
+  try {
+    json = parseArgs({ args, options: { json: { type: 'boolean' } }, strict: true }).values.json ?? false;
+  } catch (error) {
+    console.error(`relay: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const stores = await openStores(loadConfig());
+  try {
+    const snapshots = (await siteSnapshots(stores.documents).find({ orderBy: [['_id', 'asc']], limit: 10_000 })).map(({ _v, ...s }) => {
+      void _v;
+      return s;
+    });
+    if (json) for (const s of snapshots) console.log(JSON.stringify(s));
+    else console.log(snapshots.length === 0 ? 'no sites yet: a sender reports its sites every few seconds once it sends' : sitesTable(snapshots));
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}

@@ -1,0 +1,234 @@
+// The sender's sites (domain/delivery/sites.ts applied): which site a recipient domain belongs
+// to (its MX host set, looked up through the MX transport's DNS cache), each site's limits
+// (RELAY_SHAPING_FILE, else the defaults), and its adaptive state: the rate now, a pause after
+// throttling, a token bucket that spaces messages at that rate. Per sender process, as an
+// MTA's shaping is per node; a snapshot of every site is written to the `sites` collection
+// every few seconds for `relay sites` and kept in memory for /metrics.
+import { hostname } from 'node:os';
+import {
+  afterSuccess, afterThrottle, initialSiteState, limitsFor, siteKeyOf, throttleOf,
+  type Reply, type ShapingRule, type SiteLimits, type SiteState,
+} from '../../../domain/delivery/sites.ts';
+import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { MailTransport, OutgoingMessage, TransportOutcome } from '../../../infra/ports/mail-transport.ts';
+import { COLLECTIONS } from '../collections.ts';
+
+export interface SiteSnapshot {
+  _id: string;
+  site: string;
+  instance: string;
+  limits: SiteLimits;
+  rate: number;
+  pausedUntil: string | null;
+  throttles: number;
+  delivered: number;
+  deferred: number;
+  inFlight: number;
+  recent: string[];
+  updatedAt: string;
+}
+
+interface Site {
+  key: string;
+  limits: SiteLimits;
+  state: SiteState;
+  /** Epoch ms when the next message may start (the token bucket, one token at a time). */
+  nextSlotAt: number;
+  delivered: number;
+  deferred: number;
+  inFlight: number;
+}
+
+export interface SiteRegistryOptions {
+  /** The MX transport's cache; null (outbox, smarthost): every domain is its own site. */
+  dns: DnsCache | null;
+  rules: ShapingRule[];
+  now?: () => number;
+  /** Tests only: a factor on pauses and on the spacing of messages (RELAY_DELIVERY_RETRY_SCALE). */
+  scale?: number;
+  /** Sites kept at most (the least recently used go). Default 10,000. */
+  maxSites?: number;
+}
+
+const INSTANCE = `${hostname()}:${process.pid}`;
+const MAX_DOMAINS = 100_000;
+
+export class SiteRegistry {
+  readonly #dns: DnsCache | null;
+  readonly #rules: ShapingRule[];
+  readonly #now: () => number;
+  readonly #scale: number;
+  readonly #maxSites: number;
+  readonly #sites = new Map<string, Site>();
+  /** Recipient domain → site key, as last looked up. */
+  readonly #domains = new Map<string, string>();
+
+  constructor(options: SiteRegistryOptions) {
+    this.#dns = options.dns;
+    this.#rules = options.rules;
+    this.#now = options.now ?? Date.now;
+    this.#scale = options.scale ?? 1;
+    this.#maxSites = options.maxSites ?? 10_000;
+  }
+
+  /** The site a domain belongs to, as far as known now (before its first lookup: the domain itself). */
+  keyOf(domain: string): string {
+    return this.#domains.get(domain.toLowerCase()) ?? domain.toLowerCase();
+  }
+
+  /** The site a domain belongs to, looking its MX set up (through the cache) when needed. */
+  async resolve(domain: string): Promise<string> {
+    const name = domain.toLowerCase();
+    let hosts = [name];
+    if (this.#dns) {
+      try {
+        const found = await this.#dns.mx(name);
+        if (found.kind === 'answer' && found.records.some((r) => r.exchange)) hosts = found.records.map((r) => r.exchange).filter(Boolean);
+      } catch {
+        // The transport will say what failed; meanwhile the domain is its own site.
+      }
+    }
+    const key = siteKeyOf(hosts);
+    this.#domains.delete(name);
+    this.#domains.set(name, key);
+    if (this.#domains.size > MAX_DOMAINS) this.#domains.delete(this.#domains.keys().next().value!);
+    this.#site(key, hosts);
+    return key;
+  }
+
+  #site(key: string, hosts: string[] = key.split(',')): Site {
+    let site = this.#sites.get(key);
+    if (site) {
+      this.#sites.delete(key);
+    } else {
+      const limits = limitsFor(hosts, this.#rules);
+      site = { key, limits, state: initialSiteState(limits), nextSlotAt: 0, delivered: 0, deferred: 0, inFlight: 0 };
+      if (this.#sites.size >= this.#maxSites) this.#sites.delete(this.#sites.keys().next().value!);
+    }
+    this.#sites.set(key, site);
+    return site;
+  }
+
+  /** Transactions to the site at once: its share of the sender's concurrency. */
+  concurrency(key: string): number {
+    return this.#sites.get(key)?.limits.connections ?? 1;
+  }
+
+  /**
+   * Takes the site's next slot, or says when one will be free: a paused site none before its
+   * pause ends; otherwise one message per (60 s / rate).
+   */
+  take(key: string): { ok: true } | { ok: false; retryAt: number } {
+    const site = this.#site(key);
+    const now = this.#now();
+    if (site.state.pausedUntil > now) return { ok: false, retryAt: site.state.pausedUntil };
+    if (site.nextSlotAt > now) return { ok: false, retryAt: site.nextSlotAt };
+    site.nextSlotAt = Math.max(now, site.nextSlotAt) + (60_000 / site.state.rate) * this.#scale;
+    return { ok: true };
+  }
+
+  /** What one transaction to the site came to. */
+  record(key: string, outcome: Reply & { result: string }): void {
+    const site = this.#site(key);
+    const throttle = outcome.result === 'deferred' ? throttleOf(outcome) : { throttled: false, hintMs: null };
+    if (throttle.throttled) {
+      const now = this.#now();
+      const scaledHint = throttle.hintMs === null ? null : throttle.hintMs * this.#scale;
+      const next = afterThrottle({ ...site.state, backoffMs: site.state.backoffMs * this.#scale }, site.limits, outcome.response, scaledHint, now);
+      site.state = { ...next, backoffMs: next.backoffMs / this.#scale };
+      site.nextSlotAt = Math.max(site.nextSlotAt, site.state.pausedUntil);
+    } else if (outcome.result === 'delivered' || outcome.result === 'accepted') {
+      site.state = afterSuccess(site.state, site.limits);
+    }
+    if (outcome.result === 'deferred') site.deferred++;
+    if (outcome.result === 'delivered' || outcome.result === 'accepted') site.delivered++;
+  }
+
+  /** Transactions to the site under way now. */
+  inFlight(key: string): number {
+    return this.#sites.get(key)?.inFlight ?? 0;
+  }
+
+  started(key: string): void {
+    this.#site(key).inFlight++;
+  }
+
+  ended(key: string): void {
+    const site = this.#sites.get(key);
+    if (site) site.inFlight = Math.max(0, site.inFlight - 1);
+  }
+
+  snapshot(): SiteSnapshot[] {
+    const now = new Date(this.#now()).toISOString();
+    return [...this.#sites.values()].map((site) => ({
+      _id: `${INSTANCE} ${site.key}`,
+      site: site.key,
+      instance: INSTANCE,
+      limits: site.limits,
+      rate: site.state.rate,
+      pausedUntil: site.state.pausedUntil > this.#now() ? new Date(site.state.pausedUntil).toISOString() : null,
+      throttles: site.state.throttles,
+      delivered: site.delivered,
+      deferred: site.deferred,
+      inFlight: site.inFlight,
+      recent: site.state.recent,
+      updatedAt: now,
+    }));
+  }
+}
+
+/** The domain of an address, lowercased; null without one. */
+export function domainOf(address: string): string | null {
+  const at = address.lastIndexOf('@');
+  return at > 0 && at < address.length - 1 ? address.slice(at + 1).toLowerCase() : null;
+}
+
+/** A transport that tells the registry what each recipient's transaction came to, by site. */
+export function observedBySites(transport: MailTransport, sites: SiteRegistry): MailTransport {
+  return {
+    name: transport.name,
+    warm: transport.warm?.bind(transport),
+    close: () => transport.close(),
+    async send(message: OutgoingMessage): Promise<TransportOutcome> {
+      const keys = await Promise.all(message.envelope.recipients.map(async (r) => (domainOf(r) ? sites.resolve(domainOf(r)!) : null)));
+      for (const key of keys) if (key) sites.started(key);
+      try {
+        const outcome = await transport.send(message);
+        outcome.recipients.forEach((r) => {
+          const domain = domainOf(r.address);
+          if (domain) sites.record(sites.keyOf(domain), r);
+        });
+        return outcome;
+      } finally {
+        for (const key of keys) if (key) sites.ended(key);
+      }
+    },
+  };
+}
+
+export const siteSnapshots = (documents: DocumentStore) => documents.collection<SiteSnapshot>(COLLECTIONS.sites);
+
+/** Writes the registry's snapshot every `everyMs` (and once more on stop), for `relay sites`. */
+export function publishSites(documents: DocumentStore, sites: SiteRegistry, onError: (error: Error) => void, everyMs = 5000): { stop(): Promise<void> } {
+  let writing: Promise<void> = Promise.resolve();
+  const write = () => {
+    writing = writing.then(async () => {
+      const collection = siteSnapshots(documents);
+      for (const snapshot of sites.snapshot()) {
+        const current = await collection.get(snapshot._id);
+        if (!current) await collection.insert(snapshot).catch(() => {});
+        else await collection.replace(snapshot, current._v);
+      }
+    }).catch((error: Error) => onError(new Error(`sites: ${error.message}`, { cause: error })));
+  };
+  const timer = setInterval(write, everyMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      write();
+      await writing;
+    },
+  };
+}

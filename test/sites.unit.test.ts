@@ -1,0 +1,75 @@
+// domain/delivery/sites.ts: site keys, the shaping file, throttling replies and the adaptive rate.
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  afterSuccess, afterThrottle, DEFAULT_SITE_LIMITS, initialSiteState, limitsFor, parseShapingFile, ShapingFileError, siteKeyOf, throttleOf,
+} from '../domain/delivery/sites.ts';
+
+const test = suite('sites');
+
+test('domains served by the same MX hosts are one site, whatever the order', () => {
+  assert.is(siteKeyOf(['alt1.aspmx.l.google.com.', 'ASPMX.l.google.com']), siteKeyOf(['aspmx.l.google.com', 'alt1.aspmx.l.google.com']));
+});
+
+test('given a shaping file, then the first rule matching an MX host sets the limits, the rest are defaults', () => {
+  const rules = parseShapingFile('# providers\n*.google.com connections=10 messages_per_minute=1200\n\nmx.example.net messages_per_connection=20 # small\n*.net connections=2\n');
+  assert.equal(limitsFor(['aspmx.l.google.com'], rules), { ...DEFAULT_SITE_LIMITS, connections: 10, messagesPerMinute: 1200 });
+  assert.equal(limitsFor(['mx.example.net'], rules), { ...DEFAULT_SITE_LIMITS, messagesPerConnection: 20 });
+  assert.equal(limitsFor(['other.net'], rules), { ...DEFAULT_SITE_LIMITS, connections: 2 });
+  assert.equal(limitsFor(['google.com'], rules), DEFAULT_SITE_LIMITS, '*.google.com is hosts under it');
+});
+
+test('given a bad shaping file, then the error names the line and what is wrong', () => {
+  const cases: Array<[string, number, RegExp]> = [
+    ['*.ok.com connections=1\nbad_host! connections=2', 2, /"bad_host!" is not an MX host name/],
+    ['mx.example.com', 1, /sets nothing/],
+    ['\n\nmx.example.com connection=3', 3, /"connection=3" is not a setting/],
+    ['mx.example.com messages_per_minute=0', 1, /messages_per_minute must be a whole number from 1/],
+    ['mx.example.com connections=2.5', 1, /connections must be a whole number/],
+  ];
+  for (const [text, line, message] of cases) {
+    try {
+      parseShapingFile(text);
+      assert.unreachable(text);
+    } catch (error) {
+      assert.instance(error, ShapingFileError);
+      assert.is((error as ShapingFileError).line, line, text);
+      assert.match((error as Error).message, message);
+      assert.ok((error as Error).message.startsWith(`line ${line}: `));
+    }
+  }
+});
+
+test('throttling replies: 421, 451 4.7.x, "try again later" and rate words; a wait they name is read', () => {
+  const reply = (smtpCode: number | null, enhancedCode: string | null, response: string) => ({ smtpCode, enhancedCode, response });
+  assert.equal(throttleOf(reply(421, '4.7.28', '421 4.7.28 rate limited')), { throttled: true, hintMs: null });
+  assert.equal(throttleOf(reply(451, '4.7.1', '451 4.7.1 Please try again later')), { throttled: true, hintMs: null });
+  assert.equal(throttleOf(reply(450, null, '450 Too many messages, try again in 5 minutes')), { throttled: true, hintMs: 300_000 });
+  assert.equal(throttleOf(reply(452, '4.2.2', '452 4.2.2 Mailbox full')), { throttled: false, hintMs: null });
+  assert.equal(throttleOf(reply(451, '4.3.0', '451 4.3.0 Temporary local problem')), { throttled: false, hintMs: null });
+  assert.equal(throttleOf(reply(550, '5.7.1', '550 5.7.1 rate limited forever')), { throttled: false, hintMs: null }, 'permanent is not throttling');
+  assert.equal(throttleOf(reply(421, null, '421 Service unavailable, retry in 30 seconds')), { throttled: true, hintMs: 30_000 });
+});
+
+test('throttling halves the rate and pauses with a backoff that grows; successes shorten it and raise the rate back to the limit', () => {
+  const limits = { ...DEFAULT_SITE_LIMITS, messagesPerMinute: 100 };
+  let state = initialSiteState(limits);
+  state = afterThrottle(state, limits, '421 slow down', null, 1000);
+  assert.equal([state.rate, state.pausedUntil, state.backoffMs], [50, 6000, 10_000]);
+  // Another throttling reply while paused (a transaction already under way) counts once.
+  state = afterThrottle(state, limits, '421 slow down', null, 2000);
+  assert.equal([state.rate, state.pausedUntil, state.throttles], [50, 6000, 2]);
+  state = afterThrottle(state, limits, '421 4.7.28 wait', 60_000, 7000);
+  assert.equal([state.rate, state.pausedUntil, state.backoffMs], [25, 67_000, 120_000], 'a longer named wait wins');
+  for (let i = 0; i < 100; i++) state = afterThrottle(state, limits, 'x', null, 10_000_000 * (i + 1));
+  assert.is(state.rate, 1, 'never below a hundredth of the limit');
+  assert.is(state.backoffMs, 30 * 60_000, 'at most 30 minutes');
+  state = afterSuccess(state, limits);
+  assert.is(state.backoffMs, 15 * 60_000);
+  let steps = 0;
+  while (state.rate < limits.messagesPerMinute && steps++ < 1000) state = afterSuccess(state, limits);
+  assert.is(state.rate, 100, 'back to the limit, never above');
+  assert.equal(state.recent.length, 5, 'the latest replies kept');
+});
+
+test.run();
