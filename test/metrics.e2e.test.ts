@@ -94,7 +94,7 @@ test('requests, admissions, appended events, lag of every group and parked event
   for (const p of PROCESSORS) assert.is(samplesOf(later, 'relay_parked_events', { processor: p.name })[0]?.value, 0, `${p.name}: nothing parked`);
   assert.ok(sumOf(later, 'relay_log_end_offset', { topic: 'relay.events' }) > 0);
   const collectors = samplesOf(later, 'relay_metrics_collector_up');
-  assert.ok(['log_offsets', 'forwarder_lag', 'parked_events'].every((name) => collectors.some((s) => s.labels.collector === name)), 'the log, forwarder and parked-events collectors report');
+  assert.ok(['log_offsets', 'forwarder_lag', 'sites', 'parked_events'].every((name) => collectors.some((s) => s.labels.collector === name)), 'the log, forwarder, sites and parked-events collectors report');
   assert.ok(collectors.every((s) => s.value === 1), `every collector read its values: ${JSON.stringify(collectors)}`);
   assert.ok(sumOf(later, 'relay_http_requests_total', { method: 'GET', route: '/metrics', status: '200' }) >= 1, 'scrapes are counted too');
 
