@@ -93,8 +93,9 @@ test('requests, admissions, appended events, lag of every group and parked event
   const later = await scrape(url);
   for (const p of PROCESSORS) assert.is(samplesOf(later, 'relay_parked_events', { processor: p.name })[0]?.value, 0, `${p.name}: nothing parked`);
   assert.ok(sumOf(later, 'relay_log_end_offset', { topic: 'relay.events' }) > 0);
-  const collectorsUp = Object.fromEntries(samplesOf(later, 'relay_metrics_collector_up').map((s) => [s.labels.collector, s.value]));
-  assert.equal(collectorsUp, { log_offsets: 1, forwarder_lag: 1, open_claims: 1, sites: 1, parked_events: 1 }, 'every collector read its values');
+  const collectors = samplesOf(later, 'relay_metrics_collector_up');
+  assert.ok(['log_offsets', 'forwarder_lag', 'sites', 'open_claims', 'parked_events'].every((name) => collectors.some((s) => s.labels.collector === name)), 'the log, forwarder, sites, open-claims and parked-events collectors report');
+  assert.ok(collectors.every((s) => s.value === 1), `every collector read its values: ${JSON.stringify(collectors)}`);
   assert.ok(sumOf(later, 'relay_http_requests_total', { method: 'GET', route: '/metrics', status: '200' }) >= 1, 'scrapes are counted too');
 
   // Both accepted emails went to the outbox: counted per recipient, with their latency, and no claim is left open.

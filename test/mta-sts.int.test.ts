@@ -102,6 +102,7 @@ function transport(ctx: Context, policyPort = ctx.policies.port): MxTransport {
     dnsServers: [], dns, heloName: 'relay.example.test', port: ctx.sink.port, tls: { ca: ctx.ca.ca }, connectTimeoutMs: 3000, commandTimeoutMs: 3000, allowAddresses,
     mtaSts: new MtaStsResolver({ dns, port: policyPort, ca: ctx.ca.ca, allowAddresses, fetchTimeoutMs: 2000, now: () => ctx.now }),
     tlsReports: { record: (session) => ctx.sessions.push(session) },
+    now: () => ctx.now,
   });
   return ctx.transport;
 }
@@ -131,6 +132,31 @@ test('enforce with no MX host that qualifies: deferred with a reason naming MTA-
   assert.match(recipient.response, /wrongname\.allbad\.test \[127\.0\.0\.1\]: MTA-STS \(enforce\) of allbad\.test: certificate does not name wrongname\.allbad\.test/);
   assert.equal(ctx.sink.mailFromCommands, [], 'the refused session was closed before MAIL FROM');
   assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'wrongname.allbad.test', 'certificate-host-mismatch']]);
+});
+
+test('enforce: an address whose certificate failed the check is passed over without a connection for five minutes, then tried again', async (ctx) => {
+  const sts = transport(ctx);
+  const connectionsBefore = ctx.sink.connections;
+  const first = (await sts.send(message('ann@allbad.test'))).recipients[0];
+  assert.is(first.result, 'deferred');
+  assert.is(ctx.sink.connections - connectionsBefore, 1, 'one session to wrongname.allbad.test, refused');
+  assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'wrongname.allbad.test', 'certificate-host-mismatch']]);
+
+  ctx.sessions = [];
+  ctx.now += 4 * 60_000;
+  const second = (await sts.send(message('bob@allbad.test'))).recipients[0];
+  assert.equal([second.result, second.stage], ['deferred', 'tls']);
+  assert.match(second.response, /wrongname\.allbad\.test \[127\.0\.0\.1\]: MTA-STS \(enforce\) of allbad\.test: certificate does not name wrongname\.allbad\.test \(a session at [0-9T:-]+Z; not tried again before [0-9T:-]+Z\)/);
+  assert.is(ctx.sink.connections - connectionsBefore, 1, 'no new connection while the refusal stands');
+  assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure']], 'a remembered refusal is no new session for TLS reports');
+
+  ctx.sessions = [];
+  ctx.now += 60_000 + 1000;
+  const third = (await sts.send(message('cy@allbad.test'))).recipients[0];
+  assert.is(third.result, 'deferred');
+  assert.is(ctx.sink.connections - connectionsBefore, 2, 'tried again once the five minutes are over');
+  assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'wrongname.allbad.test', 'certificate-host-mismatch']]);
+  assert.equal(ctx.sink.mailFromCommands, [], 'no envelope sent in any of the three');
 });
 
 test('testing: delivered as without a policy (to the preferred MX, certificate or not), every problem reported', async (ctx) => {

@@ -8,6 +8,12 @@
 // session it refuses is closed before any envelope is sent. Without a requirement, a failed
 // handshake falls back to plain text on a new connection (refusing an unverifiable certificate
 // would only push the message onto plain text), noted in the responses.
+//
+// A session refused under a requirement (a certificate that does not name the host, an
+// untrusted chain, a failed handshake, a TLSA mismatch) is remembered for `refusalMemoryMs` per
+// (requirement key, address): until then that address is passed over without a connection, so
+// a host that fails the check costs one handshake per period, not one per message. A remembered
+// refusal is not a new session, so it is not counted again for TLS reports.
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
@@ -57,20 +63,25 @@ export interface SessionRequirement {
 export class SessionRefused extends Error {
   readonly verdict: TlsVerdict;
   readonly address: string;
-  constructor(message: string, verdict: TlsVerdict, address: string) {
+  /** The refusal of an earlier session, remembered: no connection was made this time. */
+  readonly remembered: boolean;
+  constructor(message: string, verdict: TlsVerdict, address: string, remembered = false) {
     super(message);
     this.name = 'SessionRefused';
     this.verdict = verdict;
     this.address = address;
+    this.remembered = remembered;
   }
 }
+
+/** How long a refused session's verdict is remembered for its (requirement, address), by default. */
+export const REFUSAL_MEMORY_MS = 5 * 60_000;
 
 interface HostSlot {
   idle: Lease[];
   open: number;
   waiters: Array<() => void>;
 }
-
 
 /** Opens one SMTP session to `address` (for MX host `host`) up to EHLO, after STARTTLS when `useTls`. */
 function connect(options: ConnectOptions, host: string, address: string, key: string, useTls: boolean): Promise<Lease> {
@@ -135,10 +146,19 @@ export class ConnectionPool {
   #closed = false;
 
   readonly #messagesPerConnection: (host: string) => number;
+  /** Refused sessions' verdicts by `<requirement key> <address>`, until when they stand. */
+  readonly #refused = new Map<string, { verdict: TlsVerdict; at: number; until: number }>();
+  readonly #refusalMemoryMs: number;
+  readonly #now: () => number;
 
-  constructor(options: ConnectOptions, maxPerHost: number, idleMs: number, messagesPerConnection: (host: string) => number = () => Infinity) {
+  constructor(
+    options: ConnectOptions, maxPerHost: number, idleMs: number, messagesPerConnection: (host: string) => number = () => Infinity,
+    refusals: { memoryMs?: number; now?: () => number } = {},
+  ) {
     this.#options = options;
     this.#messagesPerConnection = messagesPerConnection;
+    this.#refusalMemoryMs = refusals.memoryMs ?? REFUSAL_MEMORY_MS;
+    this.#now = refusals.now ?? Date.now;
     this.#max = maxPerHost;
     this.#idleMs = idleMs;
   }
@@ -179,8 +199,17 @@ export class ConnectionPool {
 
   async #open(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
     let lastError: Error = new Error(`no address to connect to for ${host}`);
+    const refuse = (address: string, verdict: TlsVerdict, detail: string) => {
+      this.#remember(requirement.key, address, verdict);
+      return new SessionRefused(`${host} [${address}]: ${detail}`, verdict, address);
+    };
     for (const address of addresses) {
       if (budget.attempts <= 0) break;
+      const remembered = this.#rememberedRefusal(requirement, host, address);
+      if (remembered) {
+        lastError = remembered;
+        continue;
+      }
       budget.attempts--;
       let lease: Lease;
       try {
@@ -194,7 +223,7 @@ export class ConnectionPool {
         }
         if (requirement.required) {
           const verdict: TlsVerdict = { encrypted: false, problem: 'validation-failure', detail: `TLS handshake failed: ${error.message}`, chain: [] };
-          lastError = new SessionRefused(`${host} [${address}]: ${requirement.accept(verdict, host) ?? verdict.detail}`, verdict, address);
+          lastError = refuse(address, verdict, requirement.accept(verdict, host) ?? verdict.detail);
           continue;
         }
         try {
@@ -209,7 +238,7 @@ export class ConnectionPool {
       if (refusal !== null && requirement.required) {
         // Nothing of the message was sent: the session is closed before MAIL FROM.
         quit(lease);
-        lastError = new SessionRefused(`${host} [${address}]: ${refusal}`, lease.tls, address);
+        lastError = refuse(address, lease.tls, refusal);
         continue;
       }
       lease.ended.then(() => {
@@ -219,6 +248,28 @@ export class ConnectionPool {
       return lease;
     }
     throw lastError;
+  }
+
+  #remember(key: string, address: string, verdict: TlsVerdict): void {
+    const now = this.#now();
+    // Expired entries go as new ones come, so the map holds at most a period's refusals.
+    for (const [k, entry] of this.#refused) if (entry.until <= now) this.#refused.delete(k);
+    this.#refused.set(`${key} ${address}`, { verdict, at: now, until: now + this.#refusalMemoryMs });
+  }
+
+  /** The refusal standing for this address under this requirement, judged again for the caller's policy. */
+  #rememberedRefusal(requirement: SessionRequirement, host: string, address: string): SessionRefused | null {
+    if (!requirement.required) return null;
+    const entry = this.#refused.get(`${requirement.key} ${address}`);
+    if (!entry) return null;
+    if (entry.until <= this.#now()) {
+      this.#refused.delete(`${requirement.key} ${address}`);
+      return null;
+    }
+    const refusal = requirement.accept(entry.verdict, host);
+    if (refusal === null) return null;
+    const time = (ms: number) => new Date(ms).toISOString().slice(0, 19) + 'Z';
+    return new SessionRefused(`${host} [${address}]: ${refusal} (a session at ${time(entry.at)}; not tried again before ${time(entry.until)})`, entry.verdict, address, true);
   }
 
   release(lease: Lease, reusable: boolean): void {

@@ -68,6 +68,10 @@ export interface MxTransportOptions {
   mtaSts?: MtaStsResolver;
   /** Where each TLS session's outcome is told (TLS reporting). */
   tlsReports?: TlsSessionSink;
+  /** How long a session refused by a required TLS policy keeps its address passed over (mx-connections.ts). Default 5 min. */
+  refusalMemoryMs?: number;
+  /** The clock of that memory (tests). */
+  now?: () => number;
 }
 
 /** What TLS the recipient domain's policy asks of one MX host's sessions. */
@@ -133,7 +137,7 @@ function wireAddress(address: string, asciiDomain: string): string {
 
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection' | 'refusalMemoryMs' | 'now'>> & { tls: NonNullable<MxTransportOptions['tls']> };
   readonly #mtaSts: MtaStsResolver | null;
   readonly #tlsReports: TlsSessionSink | null;
   readonly #allow: ReadonlySet<string>;
@@ -161,7 +165,10 @@ export class MxTransport implements MailTransport {
     this.#mtaSts = options.mtaSts ?? null;
     this.#tlsReports = options.tlsReports ?? null;
     const { port, heloName, tls, connectTimeoutMs, commandTimeoutMs } = this.#options;
-    this.#pool = new ConnectionPool({ port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs, options.messagesPerConnection);
+    this.#pool = new ConnectionPool(
+      { port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs, options.messagesPerConnection,
+      { memoryMs: options.refusalMemoryMs, now: options.now },
+    );
   }
 
   send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
@@ -358,7 +365,10 @@ export class MxTransport implements MailTransport {
       try {
         lease = await this.#pool.acquire(host, resolved.addresses, budget, policy.requirement);
       } catch (error) {
-        if (error instanceof SessionRefused) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
+        // A remembered refusal opened no session: it was reported when it happened.
+        if (error instanceof SessionRefused) {
+          if (!error.remembered) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
+        }
         else onlyPolicy = false;
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
