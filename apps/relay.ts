@@ -285,20 +285,26 @@ async function bound<T>(what: string, host: string, port: number, variable: stri
   }
 }
 
-/** Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. */
-export function stopOnSignals(relay: RunningRelay): void {
+/**
+ * Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. Given the start itself, a
+ * signal that comes while the parts are still starting (/readyz may already answer: a part is
+ * listed once it reports) stops them once started, instead of killing the process mid-start.
+ */
+export function stopOnSignals(starting: RunningRelay | Promise<RunningRelay>): void {
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) process.exit(130);
     signalled = true;
-    relay.logger.info({ signal }, 'shutting down');
-    relay.stop().then(
-      () => process.exit(0),
-      (error) => {
-        relay.logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    Promise.resolve(starting).then((relay) => {
+      relay.logger.info({ signal }, 'shutting down');
+      return relay.stop().then(
+        () => process.exit(0),
+        (error) => {
+          relay.logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    }, () => process.exit(1));
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
