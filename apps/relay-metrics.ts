@@ -124,7 +124,8 @@ export type FeedbackEffect = 'recorded' | 'repeated' | 'duplicate';
 
 /** What one retention pass removed, by kind (bodies: message bodies' content keys; outbox_copies: emails whose outbox files went). */
 export type RetentionKind =
-  | 'bodies' | 'outbox_copies' | 'webhook_deliveries' | 'work_items' | 'sessions' | 'invitations' | 'rate_limit_slots' | 'rate_limit_windows' | 'send_rate_slots' | 'sign_in_failures';
+  | 'bodies' | 'outbox_copies' | 'webhook_deliveries' | 'work_items' | 'sessions' | 'invitations' | 'rate_limit_slots' | 'rate_limit_windows' | 'send_rate_slots' | 'sign_in_failures'
+  | 'tls_session_counts' | 'tls_reports' | 'site_snapshots' | 'mta_sts_policies';
 
 export interface RetentionMetrics {
   /** A pass that completed every step: counts it and sets the time of the last success. */
@@ -262,7 +263,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const retentionRuns = registry.counter('relay_retention_runs_total', 'Retention passes, by result (ok: every step completed; failed).', ['result']);
   const retentionLast = registry.gauge('relay_retention_last_success_timestamp_seconds', 'Unix time of the last retention pass that completed every step, in seconds.');
   const retentionRemoved = registry.counter('relay_retention_removed_total',
-    'What retention removed, by kind (bodies, outbox_copies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots, sign_in_failures).', ['kind']);
+    'What retention removed, by kind (bodies, outbox_copies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots, sign_in_failures, tls_session_counts, tls_reports, site_snapshots, mta_sts_policies).', ['kind']);
   const partUp = registry.gauge('relay_part_up', '1 while the part (forwarder, a processor, retention, inbound, ...) runs; 0 while it recovers from a failure or has stopped.', ['part']);
   const partProgress = registry.gauge('relay_part_last_progress_seconds', 'Unix time of the part\'s last progress (a record handled, a step done, a pass ended), in seconds.', ['part']);
   const partWaiting = registry.gauge('relay_part_work_waiting', '1 while the part has work waiting (lag, due items), 0 when it is idle.', ['part']);

@@ -79,7 +79,8 @@ export interface RelayOptions extends StoreOptions {
 const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
   webhookDeliveries: 'webhook_deliveries', workItems: 'work_items', sessions: 'sessions', invitations: 'invitations',
   rateLimitSlots: 'rate_limit_slots', rateLimitWindows: 'rate_limit_windows', sendRateSlots: 'send_rate_slots',
-  signInFailures: 'sign_in_failures',
+  signInFailures: 'sign_in_failures', tlsSessionCounts: 'tls_session_counts', tlsReports: 'tls_reports', siteSnapshots: 'site_snapshots',
+  mtaStsPolicies: 'mta_sts_policies',
 };
 
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
@@ -187,8 +188,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         liveness.add(part, forwarder.liveness);
         running.set(part, forwarder);
       } else if (part === 'retention') {
+        // Listed once its first pass is over (startRetention waits for it), as a processor is once
+        // started: /readyz must not answer 200 while startRelay is still running, or a SIGTERM sent
+        // on that answer comes before stopOnSignals and kills the process mid-delivery.
         const tracker = new Liveness();
-        liveness.add(part, tracker);
         const retention = await inPart(part, () => startRetention({
           documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir,
           onShredded: (count) => {
@@ -213,6 +216,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
             reportError(part)(error);
           },
         }));
+        liveness.add(part, tracker);
         running.set(part, { stop: () => retention.stop().finally(() => tracker.stopped()) });
       } else {
         const definition = processorNamed(part)!;
@@ -283,20 +287,26 @@ async function bound<T>(what: string, host: string, port: number, variable: stri
   }
 }
 
-/** Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. */
-export function stopOnSignals(relay: RunningRelay): void {
+/**
+ * Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. Given the start itself, a
+ * signal that comes while the parts are still starting (/readyz may already answer: a part is
+ * listed once it reports) stops them once started, instead of killing the process mid-start.
+ */
+export function stopOnSignals(starting: RunningRelay | Promise<RunningRelay>): void {
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) process.exit(130);
     signalled = true;
-    relay.logger.info({ signal }, 'shutting down');
-    relay.stop().then(
-      () => process.exit(0),
-      (error) => {
-        relay.logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    Promise.resolve(starting).then((relay) => {
+      relay.logger.info({ signal }, 'shutting down');
+      return relay.stop().then(
+        () => process.exit(0),
+        (error) => {
+          relay.logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    }, () => process.exit(1));
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

@@ -27,6 +27,17 @@ export const OPERATIONAL_RETENTION = {
   rateLimitWindowMs: DAY_MS,
   /** RELAY_SEND_RATE's per-second slots an hour after their second (senders sweep them sooner while they run). */
   sendRateSlotMs: HOUR_MS,
+  /**
+   * TLS session counts a week after their UTC day ended: a day's TLS report is built from them
+   * the next day and, when sending fails, tried again for two days (apps/services/tls-reports/).
+   */
+  tlsSessionCountMs: 7 * DAY_MS,
+  /** A day's TLS report record (sent, failed, no destination) 30 days after its day ended. */
+  tlsReportMs: 30 * DAY_MS,
+  /** A sender instance's site snapshot (`relay sites`) a day after it was last written: running senders rewrite theirs every few seconds. */
+  siteSnapshotMs: DAY_MS,
+  /** An MTA-STS policy once its max_age has run out: the next delivery to the domain fetches it again. */
+  expiredMtaStsPolicyMs: 0,
 } as const;
 
 /** The instant before which data of this kind is past its period at `now`. */

@@ -60,7 +60,7 @@ export interface RelayConfig {
   templateTimeLimitMs: number;
   /** Worker threads that compose and DKIM-sign outgoing messages (RELAY_COMPOSE_THREADS); 0 = on the event loop. */
   composeThreads: number;
-  /** RELAY_PIPELINE_THREAD: whether `relay start` runs the forwarder, processors and retention on a thread of their own. */
+  /** RELAY_PIPELINE_THREAD (default on): whether `relay start` runs the forwarder, processors and retention on a thread of their own. */
   pipelineThread: boolean;
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
@@ -326,7 +326,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     sendRate,
     composeThreads,
     templateTimeLimitMs,
-    pipelineThread: pipelineThreadRaw === 'on',
+    pipelineThread: pipelineThreadRaw !== 'off',
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound,

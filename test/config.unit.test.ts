@@ -131,10 +131,10 @@ test('the feedback server: 20 connections per client address unless RELAY_INBOUN
   assert.is(loadConfig({}).inbound.maxConnectionsPerClient, 20);
   assert.is(loadConfig({ RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '200' }).inbound.maxConnectionsPerClient, 200);
 });
-test('relay start runs the pipeline on a thread of its own with RELAY_PIPELINE_THREAD=on, on its one event loop by default', () => {
-  assert.is(loadConfig({}).pipelineThread, false);
+test('relay start runs the pipeline on a thread of its own by default, on its one event loop with RELAY_PIPELINE_THREAD=off', () => {
+  assert.is(loadConfig({}).pipelineThread, true);
   assert.is(loadConfig({ RELAY_PIPELINE_THREAD: 'ON' }).pipelineThread, true);
-  assert.is(loadConfig({ RELAY_PIPELINE_THREAD: 'off' }).pipelineThread, false);
+  assert.is(loadConfig({ RELAY_PIPELINE_THREAD: 'OFF' }).pipelineThread, false);
 });
 test('/metrics: on PORT by default, on its own listener with RELAY_METRICS_PORT (host RELAY_METRICS_HOST, else HOST), or off', () => {
   assert.equal(loadConfig({}).metrics, { enabled: true, host: '127.0.0.1', port: null });

@@ -1,6 +1,7 @@
 // EMAILS_PROJECTION.apply (apps/services/stream-projection.ts) on the embedded stores: gaps filled
 // from the event store, redelivered events changing nothing, any arrival order giving the
-// document that stream order gives.
+// document that stream order gives, and a processor that is behind folding the stream's later
+// events into one write.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -97,6 +98,24 @@ test('given events 1..3, when projected in the order 3, 1, 2, then the same docu
   assert.equal(withoutVersion(outOfOrder), withoutVersion(inOrder));
   assert.is(inOrder!._v, 3);
   assert.is(outOfOrder!._v, 1, 'the later, older events wrote nothing');
+});
+
+test('given three events stored a while ago, when the first is projected (the processor is behind), then one write holds all three and the later records write nothing', async () => {
+  const { emailId, stored } = await threeEventStream();
+  const waited = (event: StoredEvent): StoredEvent => ({ ...event, recordedAt: new Date(Date.now() - 1000).toISOString() });
+  await project(waited(stored[0]));
+  const doc = await documentOf(emailId);
+  assert.equal(withoutVersion(doc), stored.map(upcastEmailEvent).reduce(applyToEmailView, null as EmailView | null));
+  assert.is(doc!._v, 1, 'one insert for the three events');
+  await project(waited(stored[1]));
+  await project(stored[2]);
+  assert.is((await documentOf(emailId))!._v, 1, 'their own records found them applied');
+});
+
+test('given three events, when the first is projected as soon as it was stored, then the document holds it alone (no look-ahead while the processor keeps up)', async () => {
+  const { emailId, stored } = await threeEventStream();
+  await project({ ...stored[0], recordedAt: new Date().toISOString() });
+  assert.is((await documentOf(emailId))!.streamRevision, 0);
 });
 
 test('given a stream whose first event is not an admission, when it is projected, then no document is written', async () => {

@@ -1,7 +1,9 @@
 // `relay retention` prunes operational data past its documented period (domain/retention.ts),
 // each kind made by the code that makes it in service (sessions by sign-in, invitations by
 // inviting, rate-limit slots by admissions' reservations, send-rate slots by the send-rate
-// gate, webhook deliveries by fan-out and attempts, work items from email streams), then swept
+// gate, webhook deliveries by fan-out and attempts, work items from email streams, TLS session
+// counts by the MX transport's sink, TLS report records by the daily reports, site snapshots by
+// the sender's publisher, MTA-STS policies by the policy store), then swept
 // by the retention part at a moment just before and just after the period ends: what is past
 // it is gone, read back through the same code; what is not stays.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,6 +25,13 @@ import { deliveriesOf, deliveryViewsOf, fanOut, recordAttempt, takeAttempt } fro
 import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { OPERATIONAL_RETENTION } from '../domain/retention.ts';
+import { SiteRegistry, publishSites } from '../apps/services/delivery/sites.ts';
+import { mtaStsPolicyStore } from '../apps/services/mta-sts-policies.ts';
+import { sendTlsReports } from '../apps/services/tls-reports/daily-reports.ts';
+import { TlsSessionCounter } from '../apps/services/tls-reports/session-counts.ts';
+import { DnsCache } from '../infra/dns/dns-cache.ts';
+import { StubResolver } from '../infra/dns/stub-resolver.ts';
+import { startDnsServer } from './support/dns-server.ts';
 import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../domain/webhooks/events.ts';
 import { loadConfig } from '../infra/config.ts';
@@ -179,6 +188,44 @@ test('delivery work items: one left behind by a finished delivery is removed a d
   assert.is(await workItems(documents).get('em_finished'), null);
   const kept = await workItems(documents).get('em_waiting');
   assert.equal([kept?.step, kept?.attempt, kept?.dueAt], ['attempt', 1, waiting.dueAt], 'the step still due is kept as it was');
+});
+
+test('mx delivery: TLS session counts a week after their day, TLS report records 30 days after theirs, a stopped sender\'s site snapshots a day after its last write, MTA-STS policies once expired', async (ctx) => {
+  const { documents } = ctx.stores;
+  // Sessions of 2026-11-01 (T0's day), counted as the MX transport tells them.
+  const counter = new TlsSessionCounter(documents);
+  counter.record({ recipientDomain: 'example.org', policy: { type: 'no-policy-found', domain: 'example.org', strings: [], mxHosts: [] }, result: 'success', mxHost: 'mx.example.org', at: T0 });
+  await counter.close();
+  // That day's report, sent the next day: example.org publishes no _smtp._tls record.
+  const dns = await startDnsServer([]);
+  try {
+    const done = await sendTlsReports({
+      documents, dns: new DnsCache(new StubResolver({ servers: [dns.address], timeoutMs: 1000, tries: 1 })), transport: null as never, secrets: null as never, from: null,
+      egress: null as never, https: { dnsServers: [], allow: new Set() }, now: () => at(DAY), onError: (error) => { throw error; },
+    }, '2026-11-01');
+    assert.equal(done.map((r) => r.status), ['no_destination']);
+  } finally {
+    await dns.close();
+  }
+  // A sender's site snapshot, last written at T0.
+  const sites = new SiteRegistry({ dns: null, rules: [], now: () => T0.getTime() });
+  sites.started(await sites.resolve('example.org'));
+  await publishSites(documents, sites, (error) => { throw error; }, 3_600_000).stop();
+  // A policy fetched at T0 with max_age one day.
+  await mtaStsPolicyStore(documents).save({ domain: 'example.org', id: 'p1', mode: 'enforce', mx: ['mx.example.org'], maxAge: 86_400, lines: ['version: STSv1'], expiresAt: T0.getTime() + DAY });
+  const kinds = (report: PruneReport) => [report.tlsSessionCounts, report.tlsReports, report.siteSnapshots, report.mtaStsPolicies];
+  for (const collection of [COLLECTIONS.tlsSessionCounts, COLLECTIONS.tlsReports, COLLECTIONS.sites, COLLECTIONS.mtaStsPolicies]) assert.is(await count(ctx, collection), 1, collection);
+
+  // T0's day ends at 2026-11-02T00:00Z.
+  const dayEnd = Date.parse('2026-11-02T00:00:00.000Z');
+  assert.equal(kinds(await sweepAt(ctx, at(DAY - 1))), [0, 0, 0, 0], 'a policy within max_age, a snapshot a day old at most, counts and report of a recent day stay');
+  assert.equal(kinds(await sweepAt(ctx, at(DAY))), [0, 0, 0, 1], 'the policy goes once its max_age ran out');
+  assert.equal(kinds(await sweepAt(ctx, at(DAY + 1))), [0, 0, 1, 0], 'the snapshot not rewritten for over a day goes');
+  assert.equal(kinds(await sweepAt(ctx, new Date(dayEnd + OPERATIONAL_RETENTION.tlsSessionCountMs - 1))), [0, 0, 0, 0], 'counts of a day that ended less than a week ago stay');
+  assert.equal(kinds(await sweepAt(ctx, new Date(dayEnd + OPERATIONAL_RETENTION.tlsSessionCountMs))), [1, 0, 0, 0]);
+  assert.equal(kinds(await sweepAt(ctx, new Date(dayEnd + OPERATIONAL_RETENTION.tlsReportMs - 1))), [0, 0, 0, 0]);
+  assert.equal(kinds(await sweepAt(ctx, new Date(dayEnd + OPERATIONAL_RETENTION.tlsReportMs))), [0, 1, 0, 0]);
+  for (const collection of [COLLECTIONS.tlsSessionCounts, COLLECTIONS.tlsReports, COLLECTIONS.sites, COLLECTIONS.mtaStsPolicies]) assert.is(await count(ctx, collection), 0, collection);
 });
 
 test.run();

@@ -92,4 +92,21 @@ test('with its ports free, the same data directory delivers the waiting email', 
   assert.ok((await streamTypes(ctx)).includes('DeliveryAttempted'));
 });
 
+test('ready means started: a SIGTERM sent as soon as /readyz answers 200 stops it gracefully (exit 0), every time', async () => {
+  // /readyz used to answer 200 while retention's first pass still ran inside startRelay, before
+  // the signal handlers were installed: a supervisor's SIGTERM then killed the process outright.
+  for (let i = 0; i < 3; i++) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'relay-binding-ready-'));
+    try {
+      const port = await freePort();
+      const relay = spawnRelay(['start'], { RELAY_DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port) });
+      await waitForReady(`http://127.0.0.1:${port}`, relay, 60_000);
+      const exited = await relay.stop();
+      assert.equal(exited, { code: 0, signal: null }, `start ${i + 1}:\n${relay.output()}`);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+});
+
 test.run();

@@ -8,8 +8,9 @@ async function runParts(parts: Part[]): Promise<number> {
   const config = loadConfig();
   // Loaded once the configuration is known good (see start-command.ts).
   const { startRelay, stopOnSignals } = await import('../relay.ts');
-  const relay = await startRelay(config, parts);
-  stopOnSignals(relay);
+  const starting = startRelay(config, parts);
+  stopOnSignals(starting);
+  await starting;
   await new Promise(() => {}); // runs until a signal stops it
   return 0;
 }

@@ -20,8 +20,8 @@ export async function start(args: string[]): Promise<number> {
   // for the whole service's code to load.
   const { ALL_PARTS, startRelay, stopOnSignals } = await import('../relay.ts');
   let relay: RunningRelay | null = null;
-  relay = await startRelay(config, ALL_PARTS, {
-    // RELAY_PIPELINE_THREAD=on: the API on this thread, the pipeline on one of its own.
+  const starting = startRelay(config, ALL_PARTS, {
+    // The API on this thread, the pipeline on one of its own (RELAY_PIPELINE_THREAD=off: all on this one).
     pipelineThread: config.pipelineThread,
     // Admitting mail that nothing would deliver helps nobody: exit, for a supervisor to restart.
     onPipelineExit: (error) => {
@@ -29,7 +29,8 @@ export async function start(args: string[]): Promise<number> {
       void (relay?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
     },
   });
-  stopOnSignals(relay);
+  stopOnSignals(starting);
+  relay = await starting;
   await new Promise(() => {}); // runs until a signal stops it
   return 0;
 }

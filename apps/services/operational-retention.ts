@@ -1,7 +1,8 @@
 // Operational data past its period (domain/retention.ts), removed by `relay retention`: what
 // the running service needs for a while and would otherwise keep for ever (webhook deliveries
 // with their attempt logs, delivery work items left behind, expired sessions, lapsed
-// invitations, rate-limit slots and windows, sign-in failures no longer counted). Each kind is one deleteWhere on its own period,
+// invitations, rate-limit slots and windows, sign-in failures no longer counted, TLS session
+// counts and reports, stopped senders' site snapshots, expired MTA-STS policies). Each kind is one deleteWhere on its own period,
 // safe in several processes at once; nothing here touches an event or a read model.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
@@ -26,6 +27,10 @@ export interface PruneReport {
   sendRateSlots: number;
   /** Sign-in failures past their forget period (apps/services/management/sign-in-throttle.ts). */
   signInFailures: number;
+  tlsSessionCounts: number;
+  tlsReports: number;
+  siteSnapshots: number;
+  mtaStsPolicies: number;
 }
 
 export interface PruneDeps {
@@ -58,8 +63,16 @@ export async function pruneOperationalData(deps: PruneDeps, now: Date): Promise<
       second: { lt: Math.floor(ms(OPERATIONAL_RETENTION.sendRateSlotMs) / 1000) },
     }),
     signInFailures: await pruneSignInThrottles(documents, now),
+    // A day's lines go once the day ended a whole period ago: their day is before the cutoff's.
+    tlsSessionCounts: await documents.collection(COLLECTIONS.tlsSessionCounts).deleteWhere({ day: { lt: utcDay(before(OPERATIONAL_RETENTION.tlsSessionCountMs)) } }),
+    tlsReports: await documents.collection(COLLECTIONS.tlsReports).deleteWhere({ day: { lt: utcDay(before(OPERATIONAL_RETENTION.tlsReportMs)) } }),
+    siteSnapshots: await documents.collection(COLLECTIONS.sites).deleteWhere({ updatedAt: { lt: iso(OPERATIONAL_RETENTION.siteSnapshotMs) } }),
+    mtaStsPolicies: await documents.collection(COLLECTIONS.mtaStsPolicies).deleteWhere({ expiresAt: { lte: ms(OPERATIONAL_RETENTION.expiredMtaStsPolicyMs) } }),
   };
 }
+
+/** YYYY-MM-DD of an instant, in UTC (the days TLS reports are counted by). */
+const utcDay = (at: Date): string => at.toISOString().slice(0, 10);
 
 /**
  * A work item long past due is either waiting for a sender that is down, or was left behind by

@@ -8,6 +8,9 @@
 // redelivered event changes nothing; a gap (an event whose predecessors are missing: a
 // rebuild's swap, an event parked and retried) is filled from the event store, the source of
 // truth; the write is an insert for the stream's first event and a compare-and-set after.
+// A processor that is behind (the event waited in the log) also folds the stream's later events
+// the event store already holds into the same write, so that catching up writes each document
+// once rather than once per event; their own records then find them applied and write nothing.
 import { EMAIL_STREAM_PREFIX, emailIdOfStream, type RecordedEmailEvent } from '../../domain/email/events.ts';
 import { EMAIL_SCHEMA_VERSIONS, upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { DuplicateKeyError, type DocumentStore, type IndexSpec } from '../../infra/ports/document-store.ts';
@@ -62,6 +65,11 @@ export interface StreamProjection<D extends StreamDocument = StreamDocument, P e
   apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection?: string): Promise<void>;
 }
 
+/** An event recorded at least this long ago means the processor is behind: it looks ahead. */
+const LOOK_AHEAD_AFTER_MS = 200;
+/** Later events folded into one write at most. */
+const LOOK_AHEAD_MAX = 50;
+
 export function defineStreamProjection<D extends StreamDocument, P extends string>(spec: StreamProjectionSpec<D, P>): StreamProjection<D, P> {
   const documentIdOf = (event: StoredEvent): string => emailIdOfStream(event.streamId);
 
@@ -76,6 +84,24 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
     return next;
   }
 
+  /** fold, then (when the event has waited) the stream's later events already stored; one that cannot be folded ends the look-ahead. */
+  async function foldAhead(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null> {
+    const next = await fold(events, current, event);
+    if (next === null || !(Date.now() - Date.parse(event.recordedAt) >= LOOK_AHEAD_AFTER_MS)) return next;
+    let folded = next;
+    for (const later of await events.readStream(event.streamId, { fromRevision: event.revision + 1, maxCount: LOOK_AHEAD_MAX })) {
+      try {
+        const after = spec.evolve(folded, upcastEmailEvent(later));
+        if (after === null) break;
+        folded = after;
+      } catch {
+        // Its own record applies it, or parks it, as it would have without the look-ahead.
+        break;
+      }
+    }
+    return folded;
+  }
+
   async function apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection: string = spec.collection): Promise<void> {
     const docs = documents.collection<D>(collection);
     const id = documentIdOf(event);
@@ -84,7 +110,7 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
     let first = event.revision === 0;
     for (;;) {
       const current = first ? null : await docs.get(id);
-      const next = await fold(events, current, event);
+      const next = await foldAhead(events, current, event);
       if (next === null || next === current) return;
       if (current === null) {
         try {

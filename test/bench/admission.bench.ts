@@ -4,7 +4,12 @@
 // Each server runs in its own child process; this process only generates load.
 //
 //   node test/bench/admission.bench.ts          (or: npm run bench)
-//   BENCH_CONNECTIONS=1,32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40
+//   BENCH_CONNECTIONS=1,32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40 BENCH_RUNS=5
+//
+// Both servers run for the whole bench; each of BENCH_RUNS rounds loads the bare route, then
+// POST /v1/emails, at each connection count, so that the two are measured alternately, close in
+// time, and each round's share of the bare route compares like with like; the median share is
+// the figure.
 //
 // One connection shows the time one admission takes; 32 show throughput under saturation
 // (where latency is mostly queueing: connections ÷ throughput). Each run also prints the
@@ -27,6 +32,7 @@ const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Num
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 40);
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
 interface Ready { url: string; keys: string[]; domains: string[] }
 
@@ -110,34 +116,48 @@ async function load(name: string, ready: Ready, server: ChildProcess, connection
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-'));
-  const results: Result[] = [];
+  const servers: Array<{ child: ChildProcess; ready: Ready }> = [];
+  /** [round][connections index] → bare and relay results. */
+  const rounds: Array<Array<{ bare: Result; relay: Result }>> = [];
   try {
-    for (const [kind, name] of [['bare', 'bare fastify route (202)'], ['relay', 'POST /v1/emails (embedded)']] as const) {
-      const { child, ready } = await startServer(kind, dataDir);
-      try {
-        for (const connections of CONNECTIONS) results.push(await load(`${name}, ${connections} conn`, ready, child, connections));
-      } finally {
-        child.kill('SIGTERM');
-        await new Promise((r) => child.once('exit', r));
+    servers.push(await startServer('bare', dataDir), await startServer('relay', dataDir));
+    const [bare, relay] = servers;
+    for (let round = 1; round <= RUNS; round++) {
+      const row: Array<{ bare: Result; relay: Result }> = [];
+      for (const connections of CONNECTIONS) {
+        row.push({
+          bare: await load(`bare fastify route (202), ${connections} conn`, bare.ready, bare.child, connections),
+          relay: await load(`POST /v1/emails (embedded), ${connections} conn`, relay.ready, relay.child, connections),
+        });
       }
+      rounds.push(row);
     }
   } finally {
+    for (const { child } of servers) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
     rmSync(dataDir, { recursive: true, force: true });
   }
   const cpu = cpus();
-  console.log(`admission: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}, ${SECONDS} s per run after ${WARMUP_SECONDS} s warm-up`);
-  console.log(`${'target'.padEnd(40)} ${'req/s'.padStart(9)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'CPU ms/req'.padStart(11)}  statuses`);
-  for (const r of results) {
-    const cpu = Number.isFinite(r.cpuMsPerRequest) ? r.cpuMsPerRequest.toFixed(3) : 'n/a';
-    console.log(`${r.name.padEnd(40)} ${(r.requests / r.seconds).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${cpu.padStart(11)}  ${JSON.stringify(r.statuses)}`);
-  }
-  console.log('(CPU ms/req: the server process, every thread, over the measured window; each run\'s machine figures:)');
-  for (const r of results) console.log(`  ${r.name}: ${r.machine}`);
+  console.log(`admission: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}, ${SECONDS} s per run after ${WARMUP_SECONDS} s warm-up, ${RUNS} rounds`);
+  console.log(`${'round target'.padEnd(46)} ${'req/s'.padStart(9)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'CPU ms/req'.padStart(11)}  statuses; machine`);
   const rate = (r: Result) => r.requests / r.seconds;
-  const bare = results.slice(0, CONNECTIONS.length);
-  const relay = results.slice(CONNECTIONS.length);
-  CONNECTIONS.forEach((c, i) => console.log(`${c} conn: POST /v1/emails reaches ${((rate(relay[i]) / rate(bare[i])) * 100).toFixed(1)}% of the bare route's throughput`));
-  if (relay.some((r) => Object.keys(r.statuses).some((s) => s !== '202'))) console.log('note: some admissions were not 202 (see statuses)');
+  rounds.forEach((row, round) => {
+    for (const pair of row) {
+      for (const r of [pair.bare, pair.relay]) {
+        const cpuMs = Number.isFinite(r.cpuMsPerRequest) ? r.cpuMsPerRequest.toFixed(3) : 'n/a';
+        console.log(`${`${round + 1}  ${r.name}`.padEnd(46)} ${rate(r).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${cpuMs.padStart(11)}  ${JSON.stringify(r.statuses)}; ${r.machine.replace(/^machine: /, '')}`);
+      }
+    }
+  });
+  console.log('(CPU ms/req: the server process, every thread, over the measured window)');
+  CONNECTIONS.forEach((c, i) => {
+    const shares = rounds.map((row) => rate(row[i].relay) / rate(row[i].bare)).sort((a, b) => a - b);
+    const median = percentile(shares, 50);
+    console.log(`${c} conn: POST /v1/emails reaches ${(median * 100).toFixed(1)}% of the bare route's throughput (median of ${shares.length} rounds; each: ${rounds.map((row) => `${((rate(row[i].relay) / rate(row[i].bare)) * 100).toFixed(1)}%`).join(', ')})`);
+  });
+  if (rounds.some((row) => row.some(({ relay }) => Object.keys(relay.statuses).some((s) => s !== '202')))) console.log('note: some admissions were not 202 (see statuses)');
 }
 
 // Last: everything above is initialized by now.

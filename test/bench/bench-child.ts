@@ -184,6 +184,42 @@ export function processWrites(pid: number): { wchar: number; storage: number } |
   }
 }
 
+/**
+ * CPU seconds so far of every process of the engines on this machine (Kafka's JVM, FerretDB,
+ * PostgreSQL's server processes), by pid, from /proc. Engines are shared: whatever else uses
+ * them in the same window is counted too.
+ */
+export function engineCpuByPid(): Map<number, { engine: string; seconds: number }> {
+  const found = new Map<number, { engine: string; seconds: number }>();
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return found;
+  }
+  for (const pid of pids) {
+    try {
+      const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      const engine = comm === 'java' ? (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('kafka') ? 'kafka' : null)
+        : comm.startsWith('ferretdb') ? 'ferretdb' : comm === 'postgres' ? 'postgres' : null;
+      if (engine) found.set(Number(pid), { engine, seconds: cpuSecondsOf(readFileSync(`/proc/${pid}/stat`, 'utf8')) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** Per engine, the CPU seconds between two readings (a process that ended in between is not counted). */
+export function engineCpuBetween(before: Map<number, { engine: string; seconds: number }>, after: Map<number, { engine: string; seconds: number }>): Record<string, number> {
+  const byEngine: Record<string, number> = {};
+  for (const [pid, { engine, seconds }] of after) {
+    const earlier = before.get(pid);
+    byEngine[engine] = (byEngine[engine] ?? 0) + seconds - (earlier?.engine === engine ? earlier.seconds : 0);
+  }
+  return byEngine;
+}
+
 function taskCpuSeconds(statFile: string): number {
   try {
     return cpuSecondsOf(readFileSync(statFile, 'utf8'));

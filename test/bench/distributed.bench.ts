@@ -6,6 +6,9 @@
 //               same machine clock): p50/p99 over every email admitted in the window
 //   list        GET /v1/emails?limit=10 (a project-wide key), one request at a time: p50/p99
 // and then `relay projections rebuild emails --into <scratch>`: events per second (its --json).
+// CPU per email admitted in the window, from the window's start until its emails are projected:
+// each Relay process's own (/proc), apart from the engines' (Kafka's JVM, FerretDB, PostgreSQL;
+// shared engines, so their figure includes whatever else used them meanwhile).
 //
 //   npm run bench -- distributed
 //   BENCH_EMAILS=100000 BENCH_SECONDS=30 BENCH_CONNECTIONS=32 BENCH_SEED_CONNECTIONS=64
@@ -30,7 +33,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { percentile } from './bench-child.ts';
+import { engineCpuBetween, engineCpuByPid, percentile, processCpuSeconds } from './bench-child.ts';
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 100_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
@@ -281,6 +284,8 @@ async function main(): Promise<void> {
     });
     await sleep(WARMUP_SECONDS * 1000);
     const projectedBefore = projectedCount;
+    const relayCpuBefore = parts.map((part) => processCpuSeconds(part.child.pid!));
+    const enginesBefore = engineCpuByPid();
     measuring = true;
     const windowStarted = performance.now();
     await sleep(SECONDS * 1000);
@@ -295,6 +300,8 @@ async function main(): Promise<void> {
     while (pendingLag() > 0 && Date.now() < lagDeadline) await sleep(250);
     const lags = [...admittedAt].flatMap(([id, at]) => (projected.has(id) ? [(projected.get(id)! - at) / 1000] : [])).sort((a, b) => a - b);
     const notProjected = pendingLag();
+    const relayCpu = parts.map((part, i) => [part.name, ((processCpuSeconds(part.child.pid!) ?? NaN) - (relayCpuBefore[i] ?? NaN)) * 1000 / accepted] as const);
+    const engineCpu = Object.entries(engineCpuBetween(enginesBefore, engineCpuByPid())).map(([engine, seconds]) => [engine, (seconds * 1000) / accepted] as const);
 
     // Rebuild into a scratch collection, as an analyst would, then drop it.
     const scratch = `bench_rebuild_${runId}`;
@@ -324,6 +331,9 @@ async function main(): Promise<void> {
     console.log(`${'metric'.padEnd(36)} ${'measured'.padEnd(22)} ${'target'.padEnd(14)} verdict`);
     for (const [name, measured, target, met] of rows) console.log(`${name.padEnd(36)} ${measured.padEnd(22)} ${target.padEnd(14)} ${met === null ? 'not measured' : met ? 'meets' : 'misses'}`);
     console.log(`admission answers ${JSON.stringify(statuses)}; lag over ${lags.length} emails${notProjected ? `, ${notProjected} not projected within ${LAG_TIMEOUT_SECONDS} s` : ''}; list over ${listTimes.length} requests ${JSON.stringify(listStatuses)}`);
+    const sum = (rows: ReadonlyArray<readonly [string, number]>) => rows.reduce((total, [, ms]) => total + ms, 0);
+    console.log(`CPU per admitted email (window start → its emails projected): Relay ${sum(relayCpu).toFixed(2)} ms (${relayCpu.map(([name, ms]) => `${name} ${ms.toFixed(2)}`).join(', ')}), ` +
+      `engines ${sum(engineCpu).toFixed(2)} ms (${engineCpu.map(([name, ms]) => `${name} ${ms.toFixed(2)}`).join(', ')}; shared engines: other users of them count too)`);
     console.log(`rebuild: ${rebuild.events} events → ${rebuild.documents} documents in ${rebuild.seconds} s (${rebuildWall.toFixed(1)} s with the process start)`);
   } finally {
     for (const part of parts.reverse()) await stopPart(part);
