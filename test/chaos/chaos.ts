@@ -170,6 +170,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const drainDeadline = drainStarted + options.drainTimeoutMs;
     let waitingFor = 'the parts to be ready';
     let completed = false;
+    let [lastReported, reportedAt] = ['', 0];
     try {
       await cluster.allReady(options.drainTimeoutMs);
       for (;;) {
@@ -179,6 +180,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
           break;
         }
         if (Date.now() > drainDeadline) break;
+        if (waitingFor !== lastReported || Date.now() - reportedAt > 15_000) {
+          log(`  drain, ${seconds(Date.now() - drainStarted)} s: waiting for ${waitingFor}`);
+          [lastReported, reportedAt] = [waitingFor, Date.now()];
+        }
         await pause(500);
       }
     } catch (error) {
