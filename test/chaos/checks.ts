@@ -33,7 +33,7 @@ export interface Facts {
   seed: number;
   emailsAsked: number;
   sent: SentEmail[];
-  /** Email id → its status and failure code as GET /v1/emails lists them. */
+  /** Email id → its status and failure code in the read model GET /v1/emails serves. */
   listed: Map<string, { status: Status; failureCode: string | null }>;
   sink: { received: Map<string, number>; recipients: Set<string>; cut: CutTransaction[]; begun: number };
   kills: KillRecord[];
