@@ -145,7 +145,10 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     secrets,
     transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir)),
     mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
-    sites: () => (sites ??= new SiteRegistry({ dns: config.delivery === 'mx' ? openMx().dns : null, rules: config.shaping, scale: config.deliveryRetryScale })),
+    // Sites are Relay's own MTA's: through a smarthost (or into the outbox) the provider shapes.
+    sites: () => (sites ??= config.delivery === 'mx'
+      ? new SiteRegistry({ dns: openMx().dns, rules: config.shaping, scale: config.deliveryRetryScale })
+      : new SiteRegistry({ dns: null, rules: [], shaping: false })),
     sendRate: config.sendRate === null ? unlimitedSendRate : sharedSendRate(stores.documents, config.sendRate),
     compose: composer.compose,
     warmCompose: () => composer.warm(),

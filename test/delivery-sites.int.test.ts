@@ -3,6 +3,9 @@
 // answers `421 4.7.28 rate limited` to every second transaction; site B accepts at once.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sitesTable } from '../apps/cli/sites-command.ts';
 import { publishSites, siteSnapshots } from '../apps/services/delivery/sites.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
@@ -129,3 +132,31 @@ test('site A throttles every second transaction: B is all delivered at once, A b
 });
 
 test.run();
+
+// Through the outbox (as through a smarthost) the next hop is Relay's provider, which shapes
+// traffic to each receiver itself: no sites, so a shaping file that would allow one message a
+// minute to example.org holds nothing up.
+const outbox = suite<{ t: TestApp; dir: string }>('no sites outside mx delivery');
+
+outbox.before(async (ctx) => {
+  ctx.dir = mkdtempSync(join(tmpdir(), 'relay-sites-outbox-'));
+  const shaping = join(ctx.dir, 'shaping.conf');
+  writeFileSync(shaping, '*.org messages_per_minute=1 connections=1\n');
+  ctx.t = await startTestApp({ RELAY_SHAPING_FILE: shaping }, { processors: true });
+});
+
+outbox.after(async (ctx) => {
+  await ctx.t.close();
+  rmSync(ctx.dir, { recursive: true, force: true });
+});
+
+outbox('outbox: five emails to one domain are all sent, with no site limits, backoff or site to show', async (ctx) => {
+  const tenant = await deliveryTenant(ctx.t);
+  const ids: string[] = [];
+  for (let n = 0; n < 5; n++) ids.push(await send(ctx.t, tenant.key, { from: `hello@${tenant.domain}`, to: `r${n}@example.org`, subject: 'outbox', text: 'hi' }));
+  await waitUntil(async () => (await Promise.all(ids.map(async (id) => (await detail(ctx.t, tenant.key, id)).status))).every((s) => s === 'sent'),
+    'all five sent to the outbox (one a minute would have held four back)', 30_000);
+  assert.equal(ctx.t.ctx.services.sites().snapshot(), [], 'no site to show in relay sites or /metrics');
+});
+
+outbox.run();

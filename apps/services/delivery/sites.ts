@@ -41,8 +41,14 @@ interface Site {
 }
 
 export interface SiteRegistryOptions {
-  /** The MX transport's cache; null (outbox, smarthost): every domain is its own site. */
+  /** The MX transport's cache; null: every domain is its own site. */
   dns: DnsCache | null;
+  /**
+   * Default true. False (outbox, smarthost): no site limits, spacing or backoff, and no sites
+   * to show. The next hop there is Relay's provider, which shapes traffic to each receiver
+   * itself; a recipient domain's share of the sender is then only the sender's concurrency.
+   */
+  shaping?: boolean;
   rules: ShapingRule[];
   now?: () => number;
   /** Tests only: a factor on pauses and on the spacing of messages (RELAY_DELIVERY_RETRY_SCALE). */
@@ -60,6 +66,7 @@ export class SiteRegistry {
   readonly #now: () => number;
   readonly #scale: number;
   readonly #maxSites: number;
+  readonly #shaping: boolean;
   readonly #sites = new Map<string, Site>();
   /** Recipient domain → site key, as last looked up. */
   readonly #domains = new Map<string, string>();
@@ -70,6 +77,7 @@ export class SiteRegistry {
     this.#now = options.now ?? Date.now;
     this.#scale = options.scale ?? 1;
     this.#maxSites = options.maxSites ?? 10_000;
+    this.#shaping = options.shaping ?? true;
   }
 
   /** The site a domain belongs to, as far as known now (before its first lookup: the domain itself). */
@@ -80,6 +88,7 @@ export class SiteRegistry {
   /** The site a domain belongs to, looking its MX set up (through the cache) when needed. */
   async resolve(domain: string): Promise<string> {
     const name = domain.toLowerCase();
+    if (!this.#shaping) return name;
     let hosts = [name];
     if (this.#dns) {
       try {
@@ -112,6 +121,7 @@ export class SiteRegistry {
 
   /** Transactions to the site at once: its share of the sender's concurrency. */
   concurrency(key: string): number {
+    if (!this.#shaping) return Number.MAX_SAFE_INTEGER;
     return this.#sites.get(key)?.limits.connections ?? 1;
   }
 
@@ -120,6 +130,7 @@ export class SiteRegistry {
    * pause ends; otherwise one message per (60 s / rate).
    */
   take(key: string): { ok: true } | { ok: false; retryAt: number } {
+    if (!this.#shaping) return { ok: true };
     const site = this.#site(key);
     const now = this.#now();
     if (site.state.pausedUntil > now) return { ok: false, retryAt: site.state.pausedUntil };
@@ -130,6 +141,7 @@ export class SiteRegistry {
 
   /** What one transaction to the site came to. */
   record(key: string, outcome: Reply & { result: string }): void {
+    if (!this.#shaping) return;
     const site = this.#site(key);
     const throttle = outcome.result === 'deferred' ? throttleOf(outcome) : { throttled: false, hintMs: null };
     if (throttle.throttled) {
@@ -151,6 +163,7 @@ export class SiteRegistry {
   }
 
   started(key: string): void {
+    if (!this.#shaping) return;
     this.#site(key).inFlight++;
   }
 
