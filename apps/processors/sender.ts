@@ -23,17 +23,16 @@ import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 const SITE_KEY = 'site ';
 
-/** Sites shape only Relay's own MX delivery (`sites` null otherwise): a smarthost shapes its own traffic. */
-function siteKeyOfItem(sites: SiteRegistry | null, item: WorkItem): string {
-  return sites && item.step !== 'recover' && item.domain ? `${SITE_KEY}${sites.keyOf(item.domain)}` : `email ${item._id}`;
+function siteKeyOfItem(sites: SiteRegistry, item: WorkItem): string {
+  return item.step !== 'recover' && item.domain ? `${SITE_KEY}${sites.keyOf(item.domain)}` : `email ${item._id}`;
 }
 
 /**
  * Takes a slot of the item's site for this attempt (or takeover). When the site is paused or at its rate, the
  * item moves to the site's next free slot (its claim untouched) and false is returned.
  */
-async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry | null, item: WorkItem): Promise<boolean> {
-  if (!sites || item.step === 'recover' || !item.domain) return true;
+async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item: WorkItem): Promise<boolean> {
+  if (item.step === 'recover' || !item.domain) return true;
   const slot = sites.take(await sites.resolve(item.domain));
   if (slot.ok) return true;
   const { _v, ...rest } = item as WorkItem & { _v: number };
@@ -49,7 +48,7 @@ const DUE_PAGES = 10;
  * that is full (slow, or sending at its limit) are passed over for other sites' within the next
  * DUE_PAGES pages, so a backlog at one site never fills the window the dispatcher reads.
  */
-async function dueBySite(documents: DocumentStore, sites: SiteRegistry | null, now: Date, limit: number): Promise<WorkItem[]> {
+async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Date, limit: number): Promise<WorkItem[]> {
   const picked: WorkItem[] = [];
   const perSite = new Map<string, number>();
   let after: WorkItem | undefined;
@@ -62,7 +61,7 @@ async function dueBySite(documents: DocumentStore, sites: SiteRegistry | null, n
       if (key.startsWith(SITE_KEY)) {
         const site = key.slice(SITE_KEY.length);
         const taken = perSite.get(site) ?? 0;
-        if (taken + sites!.inFlight(site) >= sites!.concurrency(site)) continue;
+        if (taken + sites.inFlight(site) >= sites.concurrency(site)) continue;
         perSite.set(site, taken + 1);
       }
       picked.push(item);
@@ -105,12 +104,10 @@ export const sender = defineProcessor({
     }) : null;
     // Per-site scheduling (apps/services/delivery/sites.ts): each site gets at most its share of
     // this instance's concurrency, and a paused or rate-limited site's items move to its next slot
-    // instead of waiting at the head of the schedule, so no site holds up the others. Only with
-    // `mx`: through a smarthost (or to the outbox) the next hop is one server that shapes its own
-    // traffic, and recipient domains paced here would cap a one-domain workload at a site's rate.
-    const sites = mx ? deps.services.sites() : null;
-    const publishing = sites ? publishSites(deps.documents, sites, deps.onError) : null;
-    const transport = sites ? observedBySites(deps.services.transport(), sites) : deps.services.transport();
+    // instead of waiting at the head of the schedule, so no site holds up the others.
+    const sites = deps.services.sites();
+    const publishing = publishSites(deps.documents, sites, deps.onError);
+    const transport = observedBySites(deps.services.transport(), sites);
     await logOpenClaims(deps);
     const delivery = {
       observe: deliveryOutcomeReport({
@@ -146,13 +143,13 @@ export const sender = defineProcessor({
         },
         );
       },
-    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (sites && key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError });
+    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError });
     return {
       ...dispatcher,
       stop: async () => {
         await reporting?.stop();
         await dispatcher.stop();
-        await publishing?.stop();
+        await publishing.stop();
       },
     };
   },
