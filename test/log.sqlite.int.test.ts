@@ -85,7 +85,13 @@ test('members in two processes share a group: partitions split, records handled 
   try {
     await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
     const here: LogRecord[] = [];
-    const consumer = await log.consume({ group, topic, handle: async (r) => void here.push(r) });
+    let owned: number[] = [];
+    const consumer = await log.consume({
+      group, topic, handle: async (r) => void here.push(r),
+      onMembership: (m) => void (m.change === 'assigned' && (owned = m.partitions)),
+    });
+    // Published only once the split is made: before it, the member that joined first owns both.
+    await waitUntil(() => owned.length === 1, 'this process owns one of the two partitions');
     const [k0, k1] = keysByPartition(2);
     const values = Array.from({ length: 20 }, (_, i) => `v${i}`);
     await log.publish(topic, values.map((value, i) => ({ key: i % 2 ? k1 : k0, value })));
