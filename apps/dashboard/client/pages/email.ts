@@ -59,7 +59,7 @@ function draw(ctx: PageContext, email: EmailDetail): Child[] {
       ? facts(Object.entries(email.tags).map(([k, v]): [string, Child] => [k, v]))
       : h('p', { class: 'empty' }, 'No tags.')),
     section('Metadata', Object.keys(email.metadata).length
-      ? h('pre', { tabindex: 0, 'aria-label': 'Metadata as JSON' }, JSON.stringify(email.metadata, null, 2))
+      ? h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Metadata as JSON' }, JSON.stringify(email.metadata, null, 2))
       : h('p', { class: 'empty' }, 'No metadata.')),
     section('Webhook deliveries',
       h('p', { class: 'hint' }, 'Each event sent to each endpoint, newest first, with every attempt. Failed deliveries are retried on a schedule, not by hand.'),

@@ -38,7 +38,7 @@ function rawSource(projectId: string, emailId: string): HTMLElement {
     if (!details.open || body.childElementCount > 0) return;
     try {
       const raw = await (await request('GET', `/v1/projects/${projectId}/outbox/${emailId}`)).text();
-      fill(body, h('pre', { tabindex: 0, 'aria-label': 'Raw source' }, raw));
+      fill(body, h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Raw source' }, raw));
     } catch (error) {
       fill(body, error instanceof ApiError && error.status === 404
         ? notice('info', 'Not in the outbox: Relay keeps the bytes of a message only with the outbox transport (RELAY_DELIVERY=outbox, the development default); with smtp or mx they go on the wire.')
@@ -75,7 +75,7 @@ export async function render(ctx: PageContext): Promise<void> {
     back,
     facts([['Kept until', when(message.retainedUntil)]]),
     section('HTML part', message.html === null ? h('p', { class: 'empty' }, 'This message has no HTML part.') : htmlPart(path)),
-    section('Text part', message.text === null ? h('p', { class: 'empty' }, 'This message has no text part.') : h('pre', { tabindex: 0, 'aria-label': 'Text part' }, message.text)),
+    section('Text part', message.text === null ? h('p', { class: 'empty' }, 'This message has no text part.') : h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Text part' }, message.text)),
     section('Headers',
       h('p', { class: 'hint' }, 'As the sender gave them. Relay adds its own when it composes the message (Message-ID, DKIM-Signature, …): see the raw source.'),
       table('Headers', ['Name', 'Value'], headerRows)),

@@ -23,7 +23,7 @@ function contentOf(element: HTMLFormElement): Content {
 
 function version(caption: string, content: Content): HTMLElement {
   return h('div', null, h('h3', null, caption), ...CONTENT_FIELDS.map((name) =>
-    h('div', null, h('p', { class: 'hint' }, name), h('pre', { tabindex: 0, 'aria-label': `${caption}: ${name}` }, content[name] ?? '(empty)'))));
+    h('div', null, h('p', { class: 'hint' }, name), h('pre', { tabindex: 0, role: 'region', 'aria-label': `${caption}: ${name}` }, content[name] ?? '(empty)'))));
 }
 
 export async function render(ctx: PageContext): Promise<void> {
@@ -55,7 +55,7 @@ export async function render(ctx: PageContext): Promise<void> {
   // --- live preview -------------------------------------------------------------------
   const previewSubject = h('p', { class: 'preview-subject' });
   const previewFrame = h('iframe', { sandbox: '', title: 'Preview of the HTML part', class: 'message-frame' });
-  const previewText = h('pre', { tabindex: 0, 'aria-label': 'Preview of the text part' });
+  const previewText = h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Preview of the text part' });
   const previewState = h('div', { 'aria-live': 'polite' });
   let timer: number | undefined;
   let asked = 0;
