@@ -217,6 +217,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       kills,
       bouncesFed,
       expectedWebhooks: await expectedWebhooks(stores, sent, endpoints),
+      begunAtSenderKills: await begunAtSenderKills(stores, sent, sink, kills.filter((k) => k.part === 'sender').map((k) => started + k.atMs)),
       webhookRequests,
       readModels,
       parked: await stores.documents.collection(COLLECTIONS.parkedEvents).count(),
@@ -318,6 +319,28 @@ async function expectedWebhooks(stores: Stores, sent: SentEmail[], endpoints: Ar
     }
   }
   return expected;
+}
+
+/**
+ * Of the emails the sink never got, those whose transaction Relay had begun (its durable
+ * DeliveryTransactionStarted, written just before MAIL FROM) before a sender kill and whose
+ * next delivery event came only after that kill: the transactions the kills cut, counted from
+ * the event store, including those cut between the mark and MAIL FROM, which the sink cannot see.
+ */
+async function begunAtSenderKills(stores: Stores, sent: SentEmail[], sink: Facts['sink'], killTimes: number[]): Promise<string[]> {
+  const begun: string[] = [];
+  for (const email of sent.filter((e) => !sink.recipients.has(e.rcpt))) {
+    const events = await stores.events.readStream(`email-${email.id}`);
+    const cut = events.some((event, i) => {
+      if (event.type !== 'DeliveryTransactionStarted') return false;
+      const startedAt = Date.parse(event.recordedAt);
+      const next = events.slice(i + 1).find((e) => e.type.startsWith('Delivery'));
+      const nextAt = next ? Date.parse(next.recordedAt) : Infinity;
+      return killTimes.some((k) => startedAt <= k && k <= nextAt);
+    });
+    if (cut) begun.push(email.id);
+  }
+  return begun;
 }
 
 /** `relay projections rebuild` of every read model into a fresh database, compared with the live one document by document (`_v` aside). */
