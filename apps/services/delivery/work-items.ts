@@ -7,6 +7,7 @@ import { pendingRecipients, type EmailState } from '../../../domain/email/state.
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
+import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { COLLECTIONS } from '../collections.ts';
 import type { Loaded } from '../command-handler.ts';
 import { loadEmail } from '../email-stream.ts';
@@ -87,6 +88,10 @@ export async function syncWorkItem(
   const { state, revision } = loaded ?? (await loadEmail(events, emailId));
   const desired = desiredWorkItem(state, revision, origin, policy);
   const items = workItems(documents);
+  // The schedule follows the stream, in another store: the events it follows must be durable
+  // before it changes, or a crash in between (a group commit not yet made) keeps the new
+  // schedule and loses the events (a recovery's item gone, its DeliveryFailed never written).
+  await durableSoFar();
   if (!desired) {
     // Nothing is due once a delivery finished (or never started), and it never starts again:
     // whatever item there is can go, without reading it first.
