@@ -140,6 +140,12 @@ export function livenessContract(outage: Outage, skipReason?: string): void {
       for (let i = 0; i < 3; i++) await send(`after ${i}`);
       await allSent();
 
+      // A dispatcher that failed late in the outage comes back on its own back-off (capped at
+      // 10 s), which may be after the sends above went through.
+      await waitUntil(async () => {
+        const answer = await readyz(url);
+        return answer?.code === 200 && Object.values(answer.body.parts).every((report) => report.state === 'running');
+      }, 'every part to run again', WAIT_MS);
       const after = (await readyz(url))!;
       assert.is(after.code, 200);
       for (const [part, report] of Object.entries(after.body.parts)) assert.is(report.state, 'running', `${part} runs again`);
