@@ -1,13 +1,13 @@
 // The smtp (smarthost) transport against real smtp-server instances on 127.0.0.1, through
 // real nodemailer: bytes, envelope and DSN parameters as sent, TLS rules, and how every kind of
 // answer maps to per-recipient outcomes.
-import net from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
 import type { OutgoingMessage, TransportOutcome } from '../infra/ports/mail-transport.ts';
 import { makeTestCert, smtpError, startSmtpSink } from './support/smtp-sink.ts';
 import type { SmtpSink, SmtpSinkOptions, TestCert } from './support/smtp-sink.ts';
+import { freePort } from './support/free-port.ts';
 
 interface Context {
   cert: TestCert;
@@ -45,14 +45,6 @@ async function setup(ctx: Context, sinkOptions: SmtpSinkOptions, url: (port: num
 }
 
 const results = (outcome: TransportOutcome) => outcome.recipients.map((r) => [r.address, r.result, r.smtpCode, r.enhancedCode, r.stage]);
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const smtp = suite<Context>('smtp transport');
 

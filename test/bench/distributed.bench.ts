@@ -34,6 +34,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { engineCpuBetween, engineCpuByPid, percentile, processCpuSeconds } from './bench-child.ts';
+import { freePort } from '../support/free-port.ts';
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 100_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
@@ -89,18 +90,6 @@ interface Part {
 function relayEnv(base: Record<string, string>, extra: Record<string, string> = {}): Record<string, string> {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !k.startsWith('RELAY_') && k !== 'PORT' && k !== 'HOST')) as Record<string, string>;
   return { ...inherited, ...base, ...extra };
-}
-
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function startPart(name: string, args: string[], env: Record<string, string>, onLine?: (line: string) => void): Promise<Part> {

@@ -23,7 +23,6 @@
 // Targets (issue 22): under the flood /healthz p99 < 50 ms and POST /v1/emails p99 < 100 ms.
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -31,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { SmtpSession } from '../support/smtp-session.ts';
 import { askStats, machineCpu, machineText, percentile, rssKiB, stopChild, threadCpuSeconds } from './bench-child.ts';
+import { freePort } from '../support/free-port.ts';
 
 const BASELINE_SECONDS = Number(process.env.BENCH_BASELINE_SECONDS ?? 15);
 const FLOOD_SECONDS = Number(process.env.BENCH_FLOOD_SECONDS ?? 60);
@@ -51,14 +51,6 @@ const mib = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`;
 
 // ---------------------------------------------------------------------------------------
 // Relay (child process): every part of `relay start`, embedded stores, outbox delivery.
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function serveRelay(dataDir: string): Promise<void> {
   process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));

@@ -1,9 +1,11 @@
 // Runs the real `relay` command in child processes, the way ops run it: for end-to-end
 // tests across process boundaries.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { waitUntil } from './eventually.ts';
+import { freePort } from './free-port.ts';
+
+export { freePort };
 
 const CLI = fileURLToPath(new URL('../../apps/cli/main.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -63,17 +65,6 @@ export async function runRelay(args: string[], env: Record<string, string>): Pro
   child.stderr.on('data', (d) => (stderr += d));
   const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
   return { code, stdout, stderr };
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function waitForReady(baseUrl: string, process: RelayProcess, timeoutMs = 30_000): Promise<void> {
