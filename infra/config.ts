@@ -77,6 +77,8 @@ export interface RelayConfig {
   webhookRetryScale: number;
   /** /metrics: on PORT (port null), on a listener of its own (RELAY_METRICS_PORT, RELAY_METRICS_HOST), or off. */
   metrics: { enabled: boolean; host: string; port: number | null };
+  /** Reverse proxies whose X-Forwarded-For names the client (RELAY_TRUST_PROXY): addresses or CIDR ranges; empty trusts none. */
+  trustProxy: string[];
 }
 
 export type DeliveryTransport = 'outbox' | 'smtp' | 'mx';
@@ -131,6 +133,16 @@ function list(env: Env, name: string, check: (variable: string, item: string) =>
   const raw = text(env, name);
   if (raw === undefined) return null;
   return raw.split(',').map((s) => s.trim()).filter(Boolean).map((item) => check(name, item));
+}
+
+/** A proxy is trusted by address or CIDR range: a name would be resolved by nobody. */
+function proxyAddress(variable: string, item: string): string {
+  const [address, prefix, ...rest] = item.split('/');
+  const family = isIP(address);
+  const bits = family === 4 ? 32 : 128;
+  const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+  if (family === 0 || !prefixOk || rest.length > 0) throw new ConfigError(variable, `"${item}" is not an IP address or CIDR range (e.g. 10.0.0.0/8)`);
+  return item.toLowerCase();
 }
 
 /** Resolvers are addressed by IP (node:dns cannot resolve a resolver's own name): "ip", "ip:port", "[ipv6]:port". */
@@ -333,5 +345,6 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     webhookAllow,
     webhookRetryScale,
     metrics: { enabled: !metricsOff, host: text(env, 'RELAY_METRICS_HOST') ?? listenHost, port: metricsPort },
+    trustProxy: list(env, 'RELAY_TRUST_PROXY', proxyAddress) ?? [],
   };
 }

@@ -79,8 +79,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     // Request ids become the correlation id of the events a request appends: unique across
     // processes and restarts, unlike fastify's per-process counter.
     genReqId: () => randomUUID(),
-    // Behind a proxy the operator sets this through the proxy's own headers; off by default.
-    trustProxy: false,
+    // The client's address (sign-in throttling, request logs) is the peer's unless the peer is a
+    // proxy the operator listed: then the nearest address X-Forwarded-For names that is not one.
+    trustProxy: ctx.config.trustProxy.length > 0 ? ctx.config.trustProxy : false,
     // Requests arriving while the server drains get our own 503 (below), in the envelope.
     return503OnClosing: false,
     // The router's own refusals (an undecodable %-escape, a path parameter over its length
