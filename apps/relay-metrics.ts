@@ -18,7 +18,8 @@
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
-//                                   FORWARDER_LAG_CAP): any process shows it, also while the forwarder is down
+//                                   FORWARDER_LAG_CAP): any process shows it, also while the forwarder is down;
+//                                   0 where the log serves the events topic from the event store (Log.followsEventStore)
 //   relay_log_end_offset, relay_consumer_committed_offset, relay_consumer_lag
 //                                   every processor's consumer group on the events topic, per partition:
 //                                   any process can be scraped for it, also while that processor is down
@@ -351,8 +352,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       const forwarderLag = registry.gauge('relay_forwarder_lag', `Events in the event store after the forwarder's saved checkpoint (head minus its checkpoint), counted up to ${FORWARDER_LAG_CAP}.`);
       const checkpoints = sources.documents.collection<ForwarderCheckpoint>(COLLECTIONS.checkpoints);
       collector(registry, up, 'forwarder_lag', [forwarderLag], async () => {
-        const checkpoint = await checkpoints.get(forwarderCheckpointId(sources.namespace));
-        const behind = await events.countAfter(checkpoint?.position ?? null, FORWARDER_LAG_CAP);
+        // A log that serves the topic from the event store holds every event once it is durable.
+        const behind = sources.log.followsEventStore?.(topic)
+          ? 0
+          : await events.countAfter((await checkpoints.get(forwarderCheckpointId(sources.namespace)))?.position ?? null, FORWARDER_LAG_CAP);
         return () => forwarderLag.labels().set(behind);
       });
     }

@@ -16,6 +16,7 @@ import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
 import { DELIVERY_POLICY, scaleDeliveryPolicy } from '../domain/email/delivery.ts';
 import { WEBHOOK_POLICY, scaleWebhookPolicy } from '../domain/webhooks/delivery.ts';
 import { emailsOf } from './services/email-stream.ts';
+import { eventsTopic } from './pipeline/topics.ts';
 import { RateLimiter } from './services/rate-limits.ts';
 import { sharedSendRate, unlimitedSendRate } from './services/send-rate.ts';
 import type { Policies, Services } from './services/services.ts';
@@ -49,20 +50,23 @@ export function usesDataDir(config: RelayConfig): boolean {
 }
 
 /**
- * Where the embedded adapters keep their data. The event store and the document store share
- * relay.db: an admission writes to both, and on one file their writes of a turn share one
- * commit and one WAL sync (two syncs at once took 0.7–0.9 ms, one 0.3 ms). Each write is still
- * all or nothing on its own (infra/sqlite/group-commit.ts) and no code relies on two writes
- * landing together, as none can on EventStoreDB and MongoDB. The log, written by the forwarder
- * and the consumers rather than on the admission path, keeps its own file and lock. A data
- * directory made before keeps its events.db and documents.db.
+ * Where the embedded adapters keep their data. The event store, the document store and the log
+ * share relay.db: an admission writes to the first two, and on one file their writes of a turn
+ * share one commit and one WAL sync (two syncs at once took 0.7–0.9 ms, one 0.3 ms); in the
+ * event store's file the log serves the events topic from the event store's rows, so each
+ * event is written once and no forwarder copies it (infra/sqlite/event-partitions.ts). Each
+ * write is still all or nothing on its own (infra/sqlite/group-commit.ts) and no code relies on
+ * two writes landing together, as none can on EventStoreDB, Kafka and MongoDB. A data directory
+ * made before keeps its events.db and documents.db, and its log.db, whose events topic the
+ * forwarder goes on copying into (its groups' offsets are offsets of that copy).
  */
 export function embeddedFiles(dataDir: string): { events: string; documents: string; log: string } {
   const split = existsSync(join(dataDir, 'events.db')) || existsSync(join(dataDir, 'documents.db'));
+  const events = join(dataDir, split ? 'events.db' : 'relay.db');
   return {
-    events: join(dataDir, split ? 'events.db' : 'relay.db'),
+    events,
     documents: join(dataDir, split ? 'documents.db' : 'relay.db'),
-    log: join(dataDir, 'log.db'),
+    log: existsSync(join(dataDir, 'log.db')) ? join(dataDir, 'log.db') : events,
   };
 }
 
@@ -244,5 +248,8 @@ async function openLog(config: RelayConfig, options: StoreOptions): Promise<{ st
     return { store: await KafkaLog.connect(config.kafkaBrokers), kind: 'kafka' };
   }
   const { SqliteLog } = await import('../infra/sqlite/log.ts');
-  return { store: new SqliteLog(embeddedFiles(config.dataDir).log, options), kind: 'sqlite' };
+  const files = embeddedFiles(config.dataDir);
+  // In the embedded event store's own file, the events topic is a view of its rows.
+  const eventsTopicHere = !config.eventStoreUrl && files.log === files.events ? eventsTopic(config.logNamespace) : undefined;
+  return { store: new SqliteLog(files.log, { ...options, eventsTopic: eventsTopicHere }), kind: 'sqlite' };
 }

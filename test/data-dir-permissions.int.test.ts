@@ -69,8 +69,8 @@ test('a new data directory is 0700 and every file Relay writes in it 0600 (datab
   const dataDir = join(root, 'fresh', 'data');
   const afterClose = await runRelay(dataDir, () => assert.equal(tooOpen(dataDir), [], 'while running'));
   assert.equal(afterClose, [], 'after closing');
-  // The event store and the document store share one file (apps/runtime.ts, embeddedFiles).
-  assert.equal(readdirSync(dataDir).filter((f) => f.endsWith('.db')).sort(), ['log.db', 'relay.db']);
+  // The event store, the document store and the log share one file (apps/runtime.ts, embeddedFiles).
+  assert.equal(readdirSync(dataDir).filter((f) => f.endsWith('.db')).sort(), ['relay.db']);
 });
 
 test('files an older version left readable by others are made 0600 at start, and the outbox directory 0700', async () => {

@@ -63,7 +63,7 @@ test('no 202 leaves the server while a commit behind it is held; it comes once e
   try {
     const { response, settled } = send(url, 'held-then-released');
     const seen: string[] = [];
-    // Each commit the admission waits for is held (one per file may be held at once: relay.db and log.db); while
+    // Each commit the admission waits for is held (one per file may be held at once); while
     // any is, the client has no answer. They are released one at a time, oldest first.
     while (!settled.done) {
       const next = seen.length + 1;

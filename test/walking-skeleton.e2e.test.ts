@@ -9,6 +9,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { groupOf, eventsTopic } from '../apps/pipeline/topics.ts';
 import { openStores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
+import { PROCESSORS } from '../apps/processors/registry.ts';
 import { loadConfig } from '../infra/config.ts';
 import { waitUntil } from './support/eventually.ts';
 import { freePort, runRelay, spawnRelay, waitForReady, type RelayProcess } from './support/relay-process.ts';
@@ -173,15 +174,18 @@ test('SIGTERM: requests in flight finish, the consumer positions are committed, 
   // Committed positions, read from the stores the stopped process left behind.
   const positions = await committedPositions(dataDir);
   assert.ok(positions.events > 0, 'the event store has events');
-  // (a) The forwarder saved the position of the event store's last event: it forwarded
-  // everything and a restart re-sends nothing; each event was published exactly once.
-  assert.is(positions.forwarderCheckpoint, positions.lastEventPosition, 'forwarder checkpoint = position of the last event');
-  assert.is(positions.partitions.reduce((n, p) => n + p.end, 0), positions.events, 'every event is in the log once');
-  // (b) The projector's group committed every record of every partition of the events topic:
-  // a restarted projector is handed nothing again.
-  assert.ok(positions.partitions.length > 0);
-  for (const p of positions.partitions) {
-    assert.is(p.committed, p.end, `partition ${p.partition}: committed offset = end offset (${JSON.stringify(positions.partitions)})`);
+  // (a) The log serves the events topic from the event store's own rows: each event is a
+  // record of the topic once, and written once (no copy in the log's records, no forwarder
+  // position saved).
+  assert.ok(positions.followsEventStore, 'the events topic is the event store\'s rows');
+  assert.is(positions.ends.reduce((n, end) => n + end, 0), positions.events, 'every event is in the log once');
+  assert.is(positions.copiedRecords, 0, 'no event was written a second time');
+  assert.is(positions.forwarderCheckpoint, null, 'the forwarder had nothing to forward');
+  // (b) Every consumer group committed every record of every partition of the events topic:
+  // each got every event, and a restarted processor is handed nothing again.
+  assert.is(positions.committed.length, PROCESSORS.length * positions.ends.length);
+  for (const o of positions.committed) {
+    assert.is(o.committed, positions.ends[o.partition], `${o.group} partition ${o.partition}: committed offset = end offset (${JSON.stringify(positions)})`);
   }
 
   // And every admitted email (including those answered during shutdown) is in the read model.
@@ -200,14 +204,14 @@ test('SIGTERM: requests in flight finish, the consumer positions are committed, 
 
 interface CommittedPositions {
   events: number;
-  lastEventPosition: string | null;
+  followsEventStore: boolean;
   forwarderCheckpoint: string | null;
-  /**
-   * The events topic's partitions: end offset (the next offset to be written) and the
-   * projector group's committed offset (the next offset it will be handed; 0 when it has
-   * committed nothing there, where it would start).
-   */
-  partitions: Array<{ partition: number; end: number; committed: number }>;
+  /** The events topic's partitions' end offsets (the next offset to be written). */
+  ends: number[];
+  /** Each processor's group's committed offset per partition (0 where it committed none: where it would start). */
+  committed: Array<{ group: string; partition: number; committed: number }>;
+  /** Rows of the log's own records (the copy a forwarder would write). */
+  copiedRecords: number;
 }
 
 /** What a process that stopped left in the data dir's embedded stores (the process must be gone). */
@@ -215,35 +219,29 @@ async function committedPositions(dir: string): Promise<CommittedPositions> {
   const config = loadConfig({ RELAY_DATA_DIR: dir, RELAY_LOG_LEVEL: 'silent' });
   const topic = eventsTopic(config.logNamespace);
   const stores = await openStores(config);
-  let events: Awaited<ReturnType<typeof stores.events.readAll>>;
-  let checkpoint: { position: string | null } | null;
   try {
     assert.equal(stores.kinds, { events: 'sqlite', documents: 'sqlite', log: 'sqlite' });
-    events = await stores.events.readAll();
-    checkpoint = await stores.documents.collection<{ _id: string; position: string | null }>(COLLECTIONS.checkpoints).get(`forwarder:${topic}`);
-  } finally {
-    await stores.close();
-  }
-  // The Log port has no reader for committed offsets: read the embedded adapter's own tables
-  // (infra/sqlite/log.ts: log_records, log_committed_offsets).
-  const db = new DatabaseSync(join(dir, 'log.db'), { readOnly: true });
-  try {
-    const { partitions } = db.prepare('SELECT partitions FROM log_topics WHERE topic = ?').get(topic) as { partitions: number };
-    const end = db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?');
-    const committed = db.prepare('SELECT next_offset FROM log_committed_offsets WHERE group_id = ? AND topic = ? AND partition = ?');
-    const group = groupOf(config.logNamespace, 'projector');
+    const events = await stores.events.readAll();
+    const checkpoint = await stores.documents.collection<{ _id: string; position: string | null }>(COLLECTIONS.checkpoints).get(`forwarder:${topic}`);
+    const offsets = await stores.log.groupOffsets(topic, PROCESSORS.map((p) => groupOf(config.logNamespace, p.name)));
+    // The log's own records: infra/sqlite/log.ts, in the event store's file (apps/runtime.ts, embeddedFiles).
+    const db = new DatabaseSync(join(dir, 'relay.db'), { readOnly: true });
+    let copiedRecords: number;
+    try {
+      copiedRecords = (db.prepare('SELECT count(*) AS n FROM log_records WHERE topic = ?').get(topic) as { n: number }).n;
+    } finally {
+      db.close();
+    }
     return {
       events: events.length,
-      lastEventPosition: events.at(-1)?.position ?? null,
+      followsEventStore: stores.log.followsEventStore?.(topic) ?? false,
       forwarderCheckpoint: checkpoint?.position ?? null,
-      partitions: Array.from({ length: partitions }, (_, partition) => ({
-        partition,
-        end: (end.get(topic, partition) as { next: number }).next,
-        committed: (committed.get(group, topic, partition) as { next_offset: number } | undefined)?.next_offset ?? 0,
-      })),
+      ends: offsets.filter((o) => o.group === offsets[0].group).map((o) => Number(o.end)),
+      committed: offsets.map((o) => ({ group: o.group, partition: o.partition, committed: Number(o.committed ?? 0) })),
+      copiedRecords,
     };
   } finally {
-    db.close();
+    await stores.close();
   }
 }
 

@@ -5,7 +5,8 @@ import { loadConfig } from '../../infra/config.ts';
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
 import { RETRY_GROUP_HEADER } from '../processors/processor.ts';
 import { processorNamed } from '../processors/registry.ts';
-import { EVENTS_TOPIC_PARTITIONS, encodeEvent } from '../pipeline/topics.ts';
+import { EVENTS_TOPIC_PARTITIONS } from '../pipeline/topics.ts';
+import { eventRecord } from '../../infra/events-topic.ts';
 import { openStores, type Stores } from '../runtime.ts';
 import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,
@@ -152,7 +153,8 @@ async function retry(stores: Stores, parked: ParkedEvent, waitSeconds: number, j
     return 0;
   }
   await stores.log.ensureTopic(parked.topic, EVENTS_TOPIC_PARTITIONS);
-  await stores.log.publish(parked.topic, [{ key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, [RETRY_GROUP_HEADER]: parked.group } }]);
+  const record = eventRecord(event);
+  await stores.log.publish(parked.topic, [{ ...record, headers: { ...record.headers, [RETRY_GROUP_HEADER]: parked.group } }]);
   if (waitSeconds === 0) {
     report('sent', `${parked._id} sent again to ${parked.group}`);
     return 0;

@@ -11,13 +11,19 @@
 // checkpoint save makes it `recovering` until the next success; each batch the log acknowledged
 // is progress; work waits while an event follows the acknowledged position. Only stop() or a
 // subscription ended for good (a refused configuration) stops it.
+//
+// Where the log serves the events topic from the event store's own rows (Log.followsEventStore:
+// the embedded log in the event store's file) there is nothing to forward: the forwarder runs
+// idle, running and never waiting, so that `relay forwarder`, `relay start` and /readyz are the
+// same in every mode; it reads nothing and saves no checkpoint.
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import type { Log, OutgoingRecord } from '../../infra/ports/log.ts';
 import { Liveness } from '../../infra/liveness.ts';
 import { retryUntilDone } from '../../infra/retry.ts';
 import { COLLECTIONS } from '../services/collections.ts';
-import { EVENTS_TOPIC_PARTITIONS, encodeEvent, eventsTopic } from './topics.ts';
+import { eventRecord } from '../../infra/events-topic.ts';
+import { EVENTS_TOPIC_PARTITIONS, eventsTopic } from './topics.ts';
 
 /** Where the forwarder of a namespace stands: the position of the last event the log acknowledged, as saved. */
 export interface ForwarderCheckpoint {
@@ -50,7 +56,7 @@ const STOP_GRACE_MS = 5_000;
 
 export interface Forwarder {
   stop(): Promise<void>;
-  /** Position of the last event the log acknowledged. */
+  /** Position of the last event the log acknowledged (null also while it runs idle). */
   position(): string | null;
   liveness: Liveness;
 }
@@ -67,6 +73,9 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     options.onError?.(error as Error);
   };
   await log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
+  if (log.followsEventStore?.(topic)) {
+    return { position: () => null, liveness, stop: async () => liveness.stopped() };
+  }
 
   let stored = await checkpoints.get(id);
   if (!stored) {
@@ -147,7 +156,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     },
     async (event: StoredEvent) => {
       pending.push({
-        record: { key: event.streamId, value: encodeEvent(event), headers: { 'event-type': event.type, 'event-id': event.id } },
+        record: eventRecord(event),
         position: event.position,
       });
       kick();

@@ -87,6 +87,13 @@ export interface Log {
    * partition of the topic (a group's lag on a partition is end − max(committed ?? start, start)).
    */
   groupOffsets(topic: string, groups: readonly string[]): Promise<GroupPartitionOffsets[]>;
+  /**
+   * True when the topic's records are the event store's own events, in the partitions their
+   * keys give and in commit order, without anyone publishing them (the embedded log in the
+   * event store's file: infra/sqlite/event-partitions.ts): the forwarder has nothing to do.
+   * Absent or false: the forwarder publishes them (Kafka, or an embedded log in another file).
+   */
+  followsEventStore?(topic: string): boolean;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }

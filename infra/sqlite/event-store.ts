@@ -1,6 +1,7 @@
 // The embedded event store: EventStoreDB's append/read/subscribe semantics on one sqlite table.
 // The global order ($all) is the table's AUTOINCREMENT key: sqlite has a single writer, so
 // keys are handed out in commit order and a reader that sees key N has seen every key below N.
+// Each event also gets its place on the log's events topic (./event-partitions.ts).
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 import { WrongExpectedRevisionError } from '../ports/event-store.ts';
 import type {
@@ -15,9 +16,10 @@ import type {
   Subscription,
 } from '../ports/event-store.ts';
 import { Backoff, retryUntilDone, sleep } from '../retry.ts';
-import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
+import { notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
+import { eventsAppended, migrateEventPartitions, PARTITION_COLUMNS, PartitionCounter } from './event-partitions.ts';
 
 export interface SqliteEventStoreOptions extends ConnectOptions {
   /** How often live subscriptions look for events appended by other processes. Default 150 ms. */
@@ -51,6 +53,7 @@ CREATE TABLE IF NOT EXISTS es_events (
   data        TEXT    NOT NULL,
   metadata    TEXT    NOT NULL,
   recorded_at TEXT    NOT NULL,
+  ${PARTITION_COLUMNS},
   UNIQUE (stream_id, revision)
 );
 CREATE INDEX IF NOT EXISTS es_events_stream_event_id ON es_events (stream_id, event_id);
@@ -127,6 +130,7 @@ export class SqliteEventStore implements EventStore {
   readonly #streamRange: StatementSync;
   readonly #lastPosition: StatementSync;
   readonly #countAfter: StatementSync;
+  readonly #partitions: PartitionCounter;
 
   /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
@@ -139,6 +143,8 @@ export class SqliteEventStore implements EventStore {
     this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
     try {
       writer.exec(SCHEMA);
+      migrateEventPartitions(writer);
+      this.#partitions = new PartitionCounter(writer);
       this.#lastOfStream = writer.prepare(
         'SELECT revision, position FROM es_events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1',
       );
@@ -150,8 +156,8 @@ export class SqliteEventStore implements EventStore {
       const range = `SELECT ${COLUMNS} FROM es_events WHERE stream_id = ? AND revision >= ? AND revision < ? ORDER BY revision`;
       this.#writtenRange = writer.prepare(range);
       this.#insert = writer.prepare(
-        `INSERT INTO es_events (event_id, stream_id, revision, type, data, metadata, recorded_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO es_events (event_id, stream_id, revision, type, data, metadata, recorded_at, log_partition, log_offset)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       );
       this.#streamRange = this.#reader.prepare(range);
       this.#lastPosition = this.#reader.prepare('SELECT max(position) AS position FROM es_events');
@@ -160,7 +166,7 @@ export class SqliteEventStore implements EventStore {
       void this.#connections.release();
       throw error;
     }
-    this.#signal = changeSignal(writer, 'es_events');
+    this.#signal = eventsAppended(writer);
   }
 
   async append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
@@ -225,9 +231,11 @@ export class SqliteEventStore implements EventStore {
     const recordedAt = new Date().toISOString();
     let revision = last ? last.revision : -1;
     let position = 0;
+    const place = this.#partitions.take(streamId, events.length);
+    let offset = place.first;
     for (const event of events) {
       revision++;
-      const { lastInsertRowid } = this.#insert.run(event.id, streamId, revision, event.type, event.data, event.metadata, recordedAt);
+      const { lastInsertRowid } = this.#insert.run(event.id, streamId, revision, event.type, event.data, event.metadata, recordedAt, place.partition, offset++);
       position = Number(lastInsertRowid);
     }
     return { result: { nextExpectedRevision: revision, position: String(position) }, wrote: true };

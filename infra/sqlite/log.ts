@@ -9,6 +9,12 @@
 // and its offset was committed. A member that dies without stop() keeps its partitions until
 // its lease runs out. Commits check ownership in the same transaction, so a member that
 // stalled past its lease cannot commit over the member that took its partition.
+//
+// In the event store's own file, the events topic can be a view (option eventsTopic): its
+// records are es_events' rows, in the partitions and at the offsets each append gave them
+// (./event-partitions.ts), so nothing copies them here; records published to it (a parked
+// event sent again) are kept here at offsets of the same counter and read in between.
+// Retention never deletes the events: only records kept here are pruned.
 import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
@@ -19,6 +25,7 @@ import { connect, type ConnectOptions, type SqliteConnections } from './connecti
 import type { GroupCommit } from './group-commit.ts';
 import { partitionForKey } from './partitioner.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
+import { EVENT_RECORD_ROWS, eventRowRecord, eventsAppended, PartitionCounter, prepareViewReads, type EventRecordRow } from './event-partitions.ts';
 
 export interface SqliteLogOptions extends ConnectOptions {
   /** How often idle consumers look for records and members of other processes. Default 150 ms. */
@@ -37,6 +44,12 @@ export interface SqliteLogOptions extends ConnectOptions {
    * Kafka consumer reset to earliest. 0 keeps everything.
    */
   retentionMs?: number;
+  /**
+   * The topic whose records are the event store's events (this file must hold the event
+   * store): made so when it does not exist yet. A topic that exists as the log's own keeps its
+   * records, and the forwarder keeps copying into it.
+   */
+  eventsTopic?: string;
 }
 
 /** How often a log with retention looks for records past it. */
@@ -80,6 +93,10 @@ CREATE TABLE IF NOT EXISTS log_group_members (
   expires_at INTEGER NOT NULL,
   PRIMARY KEY (group_id, topic, member_id)
 ) WITHOUT ROWID;
+-- Topics whose records are es_events' rows (view topics): their partition count is es_partition_ends'.
+CREATE TABLE IF NOT EXISTS log_views (
+  topic TEXT PRIMARY KEY
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_partition_owners (
   group_id  TEXT    NOT NULL,
   topic     TEXT    NOT NULL,
@@ -90,11 +107,18 @@ CREATE TABLE IF NOT EXISTS log_partition_owners (
 `;
 
 interface RecordRow {
-  partition: number;
   record_offset: number;
   key: string;
   value: string;
   headers: string;
+}
+
+/** A row of a view topic: one of the log's own records, or an event (value null). */
+type ViewRow = RecordRow | (EventRecordRow & { value: null });
+
+function recordOf(topic: string, partition: number, row: RecordRow | ViewRow): LogRecord {
+  if (row.value === null) return eventRowRecord(topic, partition, row as EventRecordRow);
+  return { topic, partition, offset: String(row.record_offset), key: row.key, value: row.value, headers: JSON.parse(row.headers) };
 }
 
 /** Files written before log_partition_ends existed get their ends from the records. */
@@ -109,7 +133,7 @@ function prepareReads(db: DatabaseSync, batchSize: number) {
     // The batch size is written into the SQL: a bound LIMIT makes SQLite prepare the
     // statement again on every call.
     fetch: db.prepare(
-      `SELECT partition, record_offset, key, value, headers FROM log_records
+      `SELECT record_offset, key, value, headers FROM log_records
        WHERE topic = ? AND partition = ? AND record_offset >= ? ORDER BY record_offset LIMIT ${Math.max(1, Math.floor(batchSize))}`,
     ),
     ends: db.prepare('SELECT partition, next_offset FROM log_partition_ends WHERE topic = ?'),
@@ -119,18 +143,42 @@ function prepareReads(db: DatabaseSync, batchSize: number) {
 
 type Reads = ReturnType<typeof prepareReads>;
 
+/** Reads of view topics: the events and the records kept here merged by offset, the ends the appends keep. */
+function prepareViews(db: DatabaseSync, batchSize: number) {
+  return {
+    ...prepareViewReads(db),
+    fetch: db.prepare(
+      `${EVENT_RECORD_ROWS}
+       UNION ALL
+       SELECT record_offset, key, value, headers, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM log_records
+       WHERE topic = ?3 AND partition = ?1 AND record_offset >= ?2
+       ORDER BY record_offset LIMIT ${Math.max(1, Math.floor(batchSize))}`,
+    ),
+  };
+}
+
+type Views = ReturnType<typeof prepareViews>;
+
+/** What the log knows of one of its topics. */
+interface TopicInfo {
+  partitions: number;
+  view: boolean;
+}
+
 function prepareStatements(db: DatabaseSync) {
   return {
     setEnd: db.prepare(
       `INSERT INTO log_partition_ends (topic, partition, next_offset) VALUES (?, ?, ?)
        ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset`,
     ),
-    topicPartitions: db.prepare('SELECT partitions FROM log_topics WHERE topic = ?'),
+    topicPartitions: db.prepare('SELECT partitions, EXISTS (SELECT 1 FROM log_views v WHERE v.topic = t.topic) AS view FROM log_topics t WHERE topic = ?'),
     createTopic: db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     endOffset: db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?'),
+    // A view topic's next offsets are the event store's counter's: its last record need not stay.
     prune: db.prepare(
-      `DELETE FROM log_records WHERE appended_at < ? AND record_offset <
-         (SELECT max(m.record_offset) FROM log_records m WHERE m.topic = log_records.topic AND m.partition = log_records.partition)`,
+      `DELETE FROM log_records WHERE appended_at < ? AND (record_offset <
+         (SELECT max(m.record_offset) FROM log_records m WHERE m.topic = log_records.topic AND m.partition = log_records.partition)
+         OR topic IN (SELECT topic FROM log_views))`,
     ),
     insertRecord: db.prepare(
       'INSERT INTO log_records (topic, partition, record_offset, key, value, headers, appended_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -186,7 +234,9 @@ export class SqliteLog implements Log {
   readonly #statements: Statements;
   readonly #reads: Reads;
   readonly #settings: Settings;
-  readonly #partitionCounts = new Map<string, number>();
+  readonly #topics = new Map<string, TopicInfo>();
+  /** Set once the file has a view topic (an events topic served from es_events). */
+  #views: { reads: Views; counter: PartitionCounter } | null = null;
   readonly #consumers = new Set<GroupConsumer>();
   readonly #pruneTimer: NodeJS.Timeout | null;
   #offsetReads: ReturnType<typeof prepareOffsetReads> | undefined;
@@ -206,6 +256,7 @@ export class SqliteLog implements Log {
     try {
       this.#db.exec(SCHEMA);
       this.#db.exec(BACKFILL_ENDS);
+      if (options.eventsTopic !== undefined) this.#makeView(options.eventsTopic);
       this.#statements = prepareStatements(this.#db);
       this.#reads = prepareReads(this.#connections.reader, this.#settings.batchSize);
     } catch (error) {
@@ -221,9 +272,39 @@ export class SqliteLog implements Log {
     this.#pruneTimer?.unref();
   }
 
+  /** Makes `topic` a view of es_events unless it exists already (as the log's own, or as a view). */
+  #makeView(topic: string): void {
+    nonEmptyString('eventsTopic', topic);
+    const partitions = this.#db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'es_partition_ends'").get() as { n: number };
+    if (partitions.n === 0) throw new Error(`the events topic ${topic} can be served from the event store only in the event store's file; open the event store on it first`);
+    const own = !this.#db.isTransaction;
+    if (own) this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      const count = (this.#db.prepare('SELECT count(*) AS n FROM es_partition_ends').get() as { n: number }).n;
+      if (this.#db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING').run(topic, count).changes > 0) {
+        this.#db.prepare('INSERT INTO log_views (topic) VALUES (?)').run(topic);
+      }
+      if (own) this.#db.exec('COMMIT');
+    } catch (error) {
+      if (own && this.#db.isTransaction) this.#db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  /** True when the topic's records are the event store's events (a view topic): nothing needs to publish them. */
+  followsEventStore(topic: string): boolean {
+    this.#assertOpen();
+    try {
+      return this.#topicOf(topic).view;
+    } catch {
+      return false;
+    }
+  }
+
   /**
    * Deletes records appended before `cutoff`, except each partition's last one: it keeps the
    * partition's next offset, so offsets never go back and committed positions stay valid.
+   * Only the log's own records: a view topic's events stay, as the event store keeps them.
    * Returns how many records were deleted.
    */
   pruneBefore(cutoff: Date): number {
@@ -243,12 +324,21 @@ export class SqliteLog implements Log {
     this.#assertOpen();
     checkOutgoingRecords(records);
     if (records.length === 0) return;
-    const partitions = this.#partitionsOf(topic);
+    const { partitions, view } = this.#topicOf(topic);
     const s = this.#statements;
     const appendedAt = new Date().toISOString();
     let bytes = 0;
     for (const record of records) bytes += record.value.length;
+    const counter = view ? this.#viewsOf().counter : null;
     await this.#connections.commits.run(() => {
+      if (counter) {
+        // Offsets of the counter the event store's appends take theirs from.
+        for (const record of records) {
+          const { partition, first } = counter.take(record.key, 1);
+          s.insertRecord.run(topic, partition, first, record.key, record.value, JSON.stringify(record.headers ?? {}), appendedAt);
+        }
+        return;
+      }
       const next = new Map<number, number>();
       for (const record of records) {
         const partition = partitionForKey(record.key, partitions);
@@ -266,19 +356,27 @@ export class SqliteLog implements Log {
     nonEmptyString('group', options.group);
     nonEmptyString('topic', options.topic);
     if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
-    const partitions = this.#partitionsOf(options.topic);
-    const consumer = new GroupConsumer(this.#db, this.#connections.commits, this.#statements, this.#reads, this.#settings, options, partitions, () => this.#consumers.delete(consumer));
+    const { partitions, view } = this.#topicOf(options.topic);
+    const source: Source = view ? viewSource(this.#db, options.topic, this.#viewsOf().reads) : ownSource(this.#db, options.topic, this.#reads, this.#statements);
+    const consumer = new GroupConsumer(this.#db, this.#connections.commits, this.#statements, this.#reads, this.#settings, options, partitions, source, () => this.#consumers.delete(consumer));
     this.#consumers.add(consumer);
     return consumer;
   }
 
   async groupOffsets(topic: string, groups: readonly string[]): Promise<GroupPartitionOffsets[]> {
     this.#assertOpen();
-    const partitions = this.#partitionsOf(topic);
+    const { partitions, view } = this.#topicOf(topic);
     const q = (this.#offsetReads ??= prepareOffsetReads(this.#connections.reader));
     const offsetOf = (row: unknown) => (row as { record_offset: number } | undefined)?.record_offset;
-    // Retention keeps each partition's last record, so only a partition never written to is empty.
+    const views = view ? this.#viewsOf().reads : null;
     const bounds = Array.from({ length: partitions }, (_, partition) => {
+      if (views) {
+        // Events are never pruned; the log's own records of the topic may be.
+        const end = (views.end.get(partition) as { next_offset: number } | undefined)?.next_offset ?? 0;
+        const firsts = [(views.first.get(partition) as { first: number | null }).first, offsetOf(q.first.get(topic, partition))].filter((o) => o !== null && o !== undefined);
+        return { start: firsts.length === 0 ? end : Math.min(...firsts), end };
+      }
+      // Retention keeps each partition's last record, so only a partition never written to is empty.
       const last = offsetOf(q.last.get(topic, partition));
       return last === undefined ? { start: 0, end: 0 } : { start: offsetOf(q.first.get(topic, partition))!, end: last + 1 };
     });
@@ -310,17 +408,21 @@ export class SqliteLog implements Log {
     await this.#connections.release();
   }
 
-  #partitionsOf(topic: string): number {
+  #topicOf(topic: string): TopicInfo {
     nonEmptyString('topic', topic);
-    let count = this.#partitionCounts.get(topic);
-    if (count === undefined) {
-      const row = this.#statements.topicPartitions.get(topic) as { partitions: number } | undefined;
+    let info = this.#topics.get(topic);
+    if (info === undefined) {
+      const row = this.#statements.topicPartitions.get(topic) as { partitions: number; view: number } | undefined;
       // Unlike a broker with auto-creation, a typo'd topic is an error rather than a new topic.
       if (!row) throw new Error(`topic "${topic}" does not exist; create it with ensureTopic()`);
-      count = row.partitions;
-      this.#partitionCounts.set(topic, count);
+      info = { partitions: row.partitions, view: row.view === 1 };
+      this.#topics.set(topic, info);
     }
-    return count;
+    return info;
+  }
+
+  #viewsOf(): { reads: Views; counter: PartitionCounter } {
+    return (this.#views ??= { reads: prepareViews(this.#connections.reader, this.#settings.batchSize), counter: new PartitionCounter(this.#db) });
   }
 
   #assertOpen(): void {
@@ -345,6 +447,40 @@ function groupSignal(db: DatabaseSync, group: string, topic: string): ChangeSign
   return changeSignal(db, `log-group\u0000${group}\u0000${topic}`);
 }
 
+/** Where a consumer finds a topic's records: the log's own, or a view's over es_events. */
+interface Source {
+  /** Each partition's next offset, for the partitions that have one. */
+  ends(): Map<number, number>;
+  /** The next offset of one partition. */
+  end(partition: number): number;
+  /** Records of the partition from `from` on, in offset order, a batch at most. */
+  fetch(partition: number, from: number): LogRecord[];
+  /** What wakes a consumer when records arrive. */
+  signals: ChangeSignal[];
+  /** Events must be durable before a group acts on them, as the event store's own reads wait (./event-store.ts). */
+  waitsForDurable: boolean;
+}
+
+function ownSource(db: DatabaseSync, topic: string, reads: Reads, s: Statements): Source {
+  return {
+    ends: () => new Map((reads.ends.all(topic) as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset])),
+    end: (partition) => (s.endOffset.get(topic, partition) as { next: number }).next,
+    fetch: (partition, from) => (reads.fetch.all(topic, partition, from) as unknown as RecordRow[]).map((row) => recordOf(topic, partition, row)),
+    signals: [topicSignal(db, topic)],
+    waitsForDurable: false,
+  };
+}
+
+function viewSource(db: DatabaseSync, topic: string, views: Views): Source {
+  return {
+    ends: () => new Map((views.ends.all() as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset])),
+    end: (partition) => (views.end.get(partition) as { next_offset: number } | undefined)?.next_offset ?? 0,
+    fetch: (partition, from) => (views.fetch.all(partition, from, topic) as unknown as ViewRow[]).map((row) => recordOf(topic, partition, row)),
+    signals: [topicSignal(db, topic), eventsAppended(db)],
+    waitsForDurable: true,
+  };
+}
+
 interface PartitionCursor {
   /** Offset of the next record to hand to the handler. */
   next: number;
@@ -364,7 +500,7 @@ class GroupConsumer implements LogConsumer {
   readonly #group: string;
   readonly #topic: string;
   readonly #partitions: number;
-  readonly #records: ChangeSignal;
+  readonly #source: Source;
   readonly #members: ChangeSignal;
   readonly #owned = new Map<number, PartitionCursor>();
   readonly #abort = new AbortController();
@@ -379,7 +515,7 @@ class GroupConsumer implements LogConsumer {
   /** The owned partitions last told to onMembership. */
   #toldOwned: string | null = null;
 
-  constructor(db: DatabaseSync, commits: GroupCommit, statements: Statements, reads: Reads, settings: Settings, options: ConsumeOptions, partitions: number, onStopped: () => void) {
+  constructor(db: DatabaseSync, commits: GroupCommit, statements: Statements, reads: Reads, settings: Settings, options: ConsumeOptions, partitions: number, source: Source, onStopped: () => void) {
     this.#db = db;
     this.#commits = commits;
     this.#s = statements;
@@ -390,7 +526,7 @@ class GroupConsumer implements LogConsumer {
     this.#topic = options.topic;
     this.#partitions = partitions;
     this.#onStopped = onStopped;
-    this.#records = topicSignal(db, options.topic);
+    this.#source = source;
     this.#members = groupSignal(db, options.group, options.topic);
     // A timer rather than the fetch loop renews the lease, so a slow handler does not cost
     // the partitions; only a dead or blocked process stops it.
@@ -442,19 +578,18 @@ class GroupConsumer implements LogConsumer {
   async #run(): Promise<void> {
     const backoff = new Backoff({ initialDelayMs: this.#settings.pollIntervalMs, maxDelayMs: this.#settings.maxRetryDelayMs });
     while (!this.#stopping) {
-      const seen = [
-        { signal: this.#records, version: this.#records.version },
-        { signal: this.#members, version: this.#members.version },
-      ];
+      const membersVersion = this.#members.version;
+      const seen = [this.#members, ...this.#source.signals].map((signal) => ({ signal, version: signal.version }));
       let wait: number;
       try {
-        if (this.#membershipChanged(Date.now(), seen[1].version)) await this.#rebalance(seen[1].version);
+        if (this.#membershipChanged(Date.now(), membersVersion)) await this.#rebalance(membersVersion);
         const work = this.#work(Date.now());
         if (work.length > 0) {
+          if (this.#source.waitsForDurable) await this.#commits.durable();
           // Partitions are handled at the same time, each in order: a handler that waits for a
           // durable write holds up only its own partition (as kafkajs does with
           // partitionsConsumedConcurrently).
-          const outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.rows, seen[1].version)));
+          const outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.records, membersVersion)));
           const failed = outcomes.find((o) => o.status === 'rejected');
           if (failed) throw (failed as PromiseRejectedResult).reason;
           this.#recovered(backoff);
@@ -571,22 +706,22 @@ class GroupConsumer implements LogConsumer {
     } else if (this.#options.fromBeginning === false) {
       // Committing the end right away pins "latest" to the moment the group first took the
       // partition, so records published before a restart are not skipped.
-      cursor.next = (this.#s.endOffset.get(this.#topic, partition) as { next: number }).next;
+      cursor.next = this.#source.end(partition);
       this.#s.commit.run(this.#group, this.#topic, partition, cursor.next);
     }
     return cursor;
   }
 
   /** The records past our cursor of every owned partition that has some and is not backing off. */
-  #work(now: number): Array<{ partition: number; cursor: PartitionCursor; rows: RecordRow[] }> {
+  #work(now: number): Array<{ partition: number; cursor: PartitionCursor; records: LogRecord[] }> {
     if (this.#owned.size === 0) return [];
     // One query says which partitions hold records past our cursors; only those are fetched.
-    const ends = new Map((this.#reads.ends.all(this.#topic) as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset]));
-    const work: Array<{ partition: number; cursor: PartitionCursor; rows: RecordRow[] }> = [];
+    const ends = this.#source.ends();
+    const work: Array<{ partition: number; cursor: PartitionCursor; records: LogRecord[] }> = [];
     for (const [partition, cursor] of this.#owned) {
       if (cursor.retryAt > now || (ends.get(partition) ?? 0) <= cursor.next) continue;
-      const rows = this.#reads.fetch.all(this.#topic, partition, cursor.next) as unknown as RecordRow[];
-      if (rows.length > 0) work.push({ partition, cursor, rows });
+      const records = this.#source.fetch(partition, cursor.next);
+      if (records.length > 0) work.push({ partition, cursor, records });
     }
     return work;
   }
@@ -606,7 +741,7 @@ class GroupConsumer implements LogConsumer {
    * records (skipped ones included) costs one offset write per commit round, not one each,
    * and a crash redelivers at most the records handled since the last round.
    */
-  async #process(partition: number, cursor: PartitionCursor, rows: RecordRow[], membersVersion: number): Promise<void> {
+  async #process(partition: number, cursor: PartitionCursor, records: LogRecord[], membersVersion: number): Promise<void> {
     let handled = cursor.next;
     let committed = cursor.next;
     let inFlight: Promise<void> | null = null;
@@ -624,18 +759,10 @@ class GroupConsumer implements LogConsumer {
         },
       );
     };
-    for (const row of rows) {
+    for (const record of records) {
       // A member joined or left: rebalance before the next record so a partition that now
       // belongs to someone else is handed over without waiting for the batch to end.
       if (this.#stopping || lost || failure !== null || this.#members.version !== membersVersion) break;
-      const record: LogRecord = {
-        topic: this.#topic,
-        partition,
-        offset: String(row.record_offset),
-        key: row.key,
-        value: row.value,
-        headers: JSON.parse(row.headers),
-      };
       try {
         await this.#options.handle(record);
       } catch (error) {
@@ -649,7 +776,7 @@ class GroupConsumer implements LogConsumer {
         break;
       }
       cursor.delay = this.#settings.retryDelayMs;
-      handled = row.record_offset + 1;
+      handled = Number(record.offset) + 1;
       inFlight ??= commitHandled().finally(() => (inFlight = null));
     }
     while (inFlight) await inFlight;
