@@ -1,6 +1,7 @@
 // The Kafka log on a real broker (RELAY_KAFKA_BROKERS, e.g. from infra/engines/engines.sh up):
 // the shared contract, plus what depends on the broker's group coordination (members in two
-// clients, a SIGKILLed member, hand-over while a handler runs, handlers slower than the session).
+// clients, a SIGKILLed member, hand-over while a handler runs, handlers slower than the session,
+// a member kafkajs gives up on).
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -12,6 +13,7 @@ import { keysByPartition } from './support/log-keys.ts';
 import { logContract } from './contracts/log.contract.ts';
 import { deferred, settle, waitUntil } from './support/eventually.ts';
 import { startFixture } from './support/fixture-process.ts';
+import { FIND_COORDINATOR, requestGate } from './support/kafka-request-gate.ts';
 
 const brokers = process.env.RELAY_KAFKA_BROKERS?.split(',').map((b) => b.trim()).filter(Boolean) ?? [];
 const WAIT_MS = 40_000;
@@ -22,6 +24,17 @@ function unique(prefix: string): string {
 
 
 const processWarnings: Error[] = [];
+
+/** What this process writes to stderr from now on (still written), until restore(). */
+function captureStderr(): { lines: string[]; restore: () => void } {
+  const lines: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = function (this: typeof process.stderr, chunk: unknown, ...rest: unknown[]) {
+    lines.push(String(chunk));
+    return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  } as typeof process.stderr.write;
+  return { lines, restore: () => void (process.stderr.write = write) };
+}
 
 function firstSeen(values: string[]): string[] {
   return [...new Set(values)];
@@ -270,6 +283,141 @@ function kafkaSuite(): void {
     await closing;
     assert.equal(handled, ['slow']);
     assert.is(await log.ping(), false);
+  });
+
+  test('a consumer kafkajs gives up on (no coordinator found while it rejoins) restarts with a back-off and handles what is published afterwards', async () => {
+    const gate = requestGate(FIND_COORDINATOR);
+    const stderr = captureStderr();
+    const [logA, logB, publisher] = await Promise.all([open({ socketFactory: gate.socketFactory, sessionTimeoutMs: 6000 }), open(), open()]);
+    try {
+      const topic = unique('kafka-restart');
+      const group = unique('g');
+      await publisher.ensureTopic(topic, 2);
+      const keys = keysByPartition(2);
+      const handledByA: string[] = [];
+      const states: Array<{ state: string; error?: string }> = [];
+      const a = await logA.consume({
+        group,
+        topic,
+        handle: async (r) => void handledByA.push(r.value),
+        onState: (state, error) => void states.push({ state, error: error?.message }),
+      });
+      await publisher.publish(topic, keys.map((key, i) => ({ key, value: `before-${i}` })));
+      await waitUntil(() => handledByA.length === 2, 'a handles the first records', WAIT_MS);
+      const restarts = () => stderr.lines.filter((l) => l.startsWith(`[kafka-log] WARN consumer of group ${group} `));
+
+      // A second member makes the group rebalance: rejoining, a asks for its coordinator again,
+      // the connection closes mid-request, and kafkajs gives up on a for good (restart: false).
+      gate.mode = 'cut';
+      const b = await logB.consume({ group, topic, handle: async () => {} });
+      await waitUntil(() => states.length > 0, 'a says it is recovering', WAIT_MS);
+      assert.is(states[0].state, 'recovering');
+      assert.match(states[0].error ?? '', /Failed to find group coordinator/);
+      // Each restart fails the same way while the coordinator cannot be found, and schedules the next.
+      await waitUntil(() => gate.cut >= 3, 'a was restarted twice, in vain', WAIT_MS);
+      // A restart that cannot even connect schedules the next one too.
+      gate.mode = 'refuse';
+      await waitUntil(() => restarts().some((l) => l.includes('could not be restarted')), 'a restart fails to connect', WAIT_MS);
+      await b.stop();
+      gate.mode = 'pass';
+      await waitUntil(() => states.at(-1)?.state === 'running', 'a runs again', WAIT_MS);
+      await publisher.publish(topic, keys.map((key, i) => ({ key, value: `after-${i}` })));
+      await waitUntil(() => handledByA.includes('after-0') && handledByA.includes('after-1'), 'a handles the records published after it came back', WAIT_MS);
+      assert.equal(states.map((s) => s.state), ['recovering', 'running']);
+      assert.equal(handledByA.filter((v) => v.startsWith('after-')).sort(), ['after-0', 'after-1'], 'each once');
+      const delays = restarts().map((l) => Number(/restarting it in (\d+) ms/.exec(l)?.[1]));
+      assert.equal(delays.slice(0, 3), [100, 200, 400], 'from the retry delay, doubling');
+      assert.match(restarts()[0], /crashed on an error kafkajs does not retry \(.*Failed to find group coordinator\)/);
+
+      // Running again reset the back-off: the next time kafkajs gives up, a restarts after the retry delay.
+      const before = restarts().length;
+      gate.mode = 'cut';
+      const joining = logB.consume({ group, topic, handle: async () => {} });
+      await waitUntil(() => restarts().length > before, 'kafkajs gives up on a again', WAIT_MS);
+      assert.match(restarts()[before], /restarting it in 100 ms/);
+      gate.mode = 'pass';
+      await (await joining).stop();
+      await a.stop();
+    } finally {
+      stderr.restore();
+      await Promise.all([logA.close(), logB.close(), publisher.close()]);
+    }
+  });
+
+  test('stop() while such a restart is pending: the consumer stays stopped and opens no connection again', async () => {
+    const gate = requestGate(FIND_COORDINATOR);
+    const [logA, logB] = await Promise.all([open({ socketFactory: gate.socketFactory, retryDelayMs: 1000 }), open()]);
+    try {
+      const topic = unique('kafka-restart-pending');
+      const group = unique('g');
+      await logB.ensureTopic(topic, 1);
+      // The consumer's connections: those a's client opens after its producer's and admin's.
+      const consumerSockets = gate.opened;
+      const handledByA: string[] = [];
+      const states: string[] = [];
+      gate.mode = 'cut';
+      // Its first join finds no coordinator: kafkajs gives up, and a restart is due in 1 s.
+      const a = await logA.consume({ group, topic, handle: async (r) => void handledByA.push(r.value), onState: (state) => void states.push(state) });
+      const restartDue = Date.now() + 1000;
+      assert.equal(states, ['recovering']);
+      assert.is(gate.cut, 1);
+      await a.stop();
+      gate.mode = 'pass';
+      const openedByA = gate.opened;
+      await waitUntil(() => gate.openSince(consumerSockets) === 0, 'a’s connections are closed', WAIT_MS);
+
+      // Another member handles what is published once the cancelled restart would have run.
+      const handledByB: string[] = [];
+      const b = await logB.consume({ group, topic, handle: async (r) => void handledByB.push(r.value) });
+      await waitUntil(() => Date.now() > restartDue + 500, 'the restart would have run by now', WAIT_MS);
+      await logB.publish(topic, [{ key: 'k', value: 'after' }]);
+      await waitUntil(() => handledByB.includes('after'), 'the other member handles the record', WAIT_MS);
+      await b.stop();
+      assert.equal(handledByA, []);
+      assert.is(gate.opened, openedByA, 'a opened no connection after stop()');
+      assert.equal(states, ['recovering']);
+    } finally {
+      await Promise.all([logA.close(), logB.close()]);
+    }
+  });
+
+  test('stop() while such a restart is joining the group: it ends stopped and disconnected, not running', async () => {
+    const gate = requestGate(FIND_COORDINATOR);
+    const [logA, logB] = await Promise.all([open({ socketFactory: gate.socketFactory }), open()]);
+    try {
+      const topic = unique('kafka-restart-inflight');
+      const group = unique('g');
+      await logB.ensureTopic(topic, 1);
+      const consumerSockets = gate.opened;
+      const handledByA: string[] = [];
+      const membershipOfA: string[] = [];
+      gate.mode = 'cut';
+      const a = await logA.consume({
+        group,
+        topic,
+        handle: async (r) => void handledByA.push(r.value),
+        onMembership: ({ change }) => void membershipOfA.push(change),
+      });
+      // The restart's request for its coordinator is held: the restart is under way.
+      gate.mode = 'hold';
+      await waitUntil(() => gate.held === 1, 'the restart asks for its coordinator', WAIT_MS);
+      const stopping = a.stop();
+      gate.release();
+      await stopping;
+      assert.equal(membershipOfA, ['joined', 'left'], 'the restart joined the group, and stop() made it leave');
+      await waitUntil(() => gate.openSince(consumerSockets) === 0, 'a’s connections are closed', WAIT_MS);
+      const openedByA = gate.opened;
+
+      const handledByB: string[] = [];
+      const b = await logB.consume({ group, topic, handle: async (r) => void handledByB.push(r.value) });
+      await logB.publish(topic, [{ key: 'k', value: 'after' }]);
+      await waitUntil(() => handledByB.includes('after'), 'the other member handles the record', WAIT_MS);
+      await b.stop();
+      assert.equal(handledByA, []);
+      assert.is(gate.opened, openedByA, 'a opened no connection after stop()');
+    } finally {
+      await Promise.all([logA.close(), logB.close()]);
+    }
   });
 
   test('kafkajs arms no negative timeouts: no TimeoutNegativeWarning from any client of this file (infra/kafka/request-queue-fix.ts)', async () => {

@@ -9,8 +9,10 @@
 // - kafkajs heartbeats only between records; a timer keeps heartbeating while a handler runs,
 //   so a slow handler does not cost the member its partitions (the Java client's background
 //   heartbeat thread does the same).
+// - A consumer kafkajs gives up on (a crash it deems non-retriable) is started again after a
+//   back-off, so no error ends a consumer group member for good.
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Admin, Consumer, EachBatchPayload, IHeaders, KafkaMessage, LogEntry, Producer } from 'kafkajs';
+import type { Admin, Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, ISocketFactory, KafkaMessage, LogEntry, Producer } from 'kafkajs';
 import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 // Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
@@ -50,6 +52,8 @@ export interface KafkaLogOptions {
    * 1 MB default would stop the forwarder at the first large email.
    */
   maxMessageBytes?: number;
+  /** How the clients open their broker connections (kafkajs's socketFactory, e.g. through a proxy). Default: plain TCP. */
+  socketFactory?: ISocketFactory;
 }
 
 interface Settings {
@@ -102,6 +106,10 @@ function logToStderr(): (entry: LogEntry) => void {
     const held = seen && seen.held > 0 ? ` (${seen.held} more like this since it was last written)` : '';
     process.stderr.write(`[kafkajs] ${line}${held}\n`);
   };
+}
+
+function describe(error: Error): string {
+  return `${error.name}: ${error.message}`;
 }
 
 function errorOf(value: unknown): Error {
@@ -177,6 +185,7 @@ export class KafkaLog implements Log {
       connectionTimeout: 3000,
       logLevel: LOG_LEVELS[options.logLevel ?? 'warn'],
       logCreator: logToStderr,
+      ...(options.socketFactory ? { socketFactory: options.socketFactory } : {}),
     });
     const producer = kafka.producer({
       // Explicit, so kafkajs does not warn about its v2 partitioner change: murmur2 like the
@@ -303,11 +312,15 @@ export class KafkaLog implements Log {
   }
 }
 
+/** The longest wait before a consumer kafkajs gave up on is started again. */
+const MAX_RESTART_DELAY_MS = 30_000;
+
 class GroupConsumer implements LogConsumer {
   readonly #consumer: Consumer;
   readonly #settings: Settings;
   readonly #options: ConsumeOptions;
   readonly #onStopped: () => void;
+  readonly #runConfig: ConsumerRunConfig;
   /** Current retry delay of partitions whose last record failed. */
   readonly #backoff = new Map<number, number>();
   readonly #resumeTimers = new Set<NodeJS.Timeout>();
@@ -315,11 +328,25 @@ class GroupConsumer implements LogConsumer {
   #stopped: Promise<void> | undefined;
   #memberId: string | null = null;
   #state: ConsumerState = 'running';
+  /** Wait before the next restart of a consumer kafkajs gave up on; back to retryDelayMs once a fetch succeeds. */
+  #restartDelay: number;
+  #restartTimer: NodeJS.Timeout | undefined;
+  /** A restart under way (it never rejects); stop() waits for it rather than racing it. */
+  #restarting: Promise<void> | undefined;
 
   constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, onStopped: () => void) {
     this.#settings = settings;
     this.#options = options;
     this.#onStopped = onStopped;
+    this.#restartDelay = settings.retryDelayMs;
+    this.#runConfig = {
+      autoCommit: false,
+      // Nothing is resolved behind the handler's back: the fetch position of a partition only
+      // moves past a record once it was handled and committed.
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
+      eachBatch: (payload) => this.#eachBatch(payload),
+    };
     this.#consumer = kafka.consumer({
       groupId: options.group,
       sessionTimeout: settings.sessionTimeoutMs,
@@ -330,14 +357,17 @@ class GroupConsumer implements LogConsumer {
     });
     this.#consumer.on(this.#consumer.events.CRASH, ({ payload }) => {
       if (this.#stopping) return;
-      // kafkajs already logged the error; say plainly when it gives up for good.
-      if (!payload.restart) {
-        process.stderr.write(`[kafka-log] consumer of group ${options.group} on ${options.topic} stopped after: ${payload.error.message}\n`);
-      }
-      this.#setState(payload.restart ? 'recovering' : 'stopped', payload.error);
+      this.#setState('recovering', payload.error);
+      // kafkajs restarts the consumer itself after a crash it deems retriable. After any other
+      // (e.g. "Failed to find group coordinator" when a broker restarts mid-request) it has
+      // disconnected and never starts it again; the subscription is kept, so run() restarts it.
+      if (!payload.restart) this.#restartLater(`crashed on an error kafkajs does not retry (${describe(payload.error)})`);
     });
     // A fetch that came back means the consumer works again after a crash it restarted from.
-    this.#consumer.on(this.#consumer.events.FETCH, () => this.#setState('running'));
+    this.#consumer.on(this.#consumer.events.FETCH, () => {
+      this.#restartDelay = this.#settings.retryDelayMs;
+      this.#setState('running');
+    });
     // Every (re)join of the group ends with an assignment: the first one is the join.
     this.#consumer.on(this.#consumer.events.GROUP_JOIN, ({ payload }) => {
       const partitions = [...(payload.memberAssignment[options.topic] ?? [])].sort((a, b) => a - b);
@@ -348,7 +378,7 @@ class GroupConsumer implements LogConsumer {
   }
 
   #setState(state: ConsumerState, error?: Error): void {
-    if (state === this.#state || this.#state === 'stopped') return;
+    if (state === this.#state) return;
     this.#state = state;
     try {
       this.#options.onState?.(state, error);
@@ -369,22 +399,47 @@ class GroupConsumer implements LogConsumer {
   async start(): Promise<void> {
     await this.#consumer.connect();
     await this.#consumer.subscribe({ topics: [this.#options.topic], fromBeginning: this.#options.fromBeginning ?? true });
-    await this.#consumer.run({
-      autoCommit: false,
-      // Nothing is resolved behind the handler's back: the fetch position of a partition only
-      // moves past a record once it was handled and committed.
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: this.#settings.partitionsConsumedConcurrently,
-      eachBatch: (payload) => this.#eachBatch(payload),
-    });
+    await this.#consumer.run(this.#runConfig);
+  }
+
+  /** what: what happened to the consumer, for the log line. */
+  #restartLater(what: string): void {
+    const delay = this.#restartDelay;
+    this.#restartDelay = Math.min(delay * 2, MAX_RESTART_DELAY_MS);
+    const { group, topic } = this.#options;
+    process.stderr.write(`[kafka-log] WARN consumer of group ${group} on ${topic} ${what}; restarting it in ${delay} ms\n`);
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined;
+      const restarting = this.#restart().finally(() => {
+        if (this.#restarting === restarting) this.#restarting = undefined;
+      });
+      this.#restarting = restarting;
+    }, delay);
+  }
+
+  async #restart(): Promise<void> {
+    if (this.#stopping) return;
+    try {
+      await this.#consumer.connect();
+      if (this.#stopping) return;
+      // Resolves once the member joined, or once kafkajs crashed again (CRASH then says whether
+      // it restarts by itself or this consumer does).
+      await this.#consumer.run(this.#runConfig);
+    } catch (error) {
+      if (!this.#stopping) this.#restartLater(`could not be restarted (${describe(errorOf(error))})`);
+    }
   }
 
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
       this.#stopping = true;
+      clearTimeout(this.#restartTimer);
       for (const timer of this.#resumeTimers) clearTimeout(timer);
       this.#resumeTimers.clear();
       try {
+        // A restart under way ends first: stopping kafkajs while it joins would leave it running.
+        await this.#restarting;
         // Waits for the running eachBatch (whose handler commits on its own), then leaves the
         // group, so the partitions are reassigned at once instead of after the session timeout.
         await this.#consumer.stop();

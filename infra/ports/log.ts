@@ -40,7 +40,8 @@ export interface ConsumeOptions {
    * Told when the consumer cannot fetch or commit (the broker or the database went away, a
    * read failed): `recovering`, while it retries with a back-off from its committed offsets;
    * `running` once it can again; `stopped` when it ended for good on an error it does not retry
-   * (not on stop()).
+   * (not on stop()). Neither adapter ends a consumer on its own: the Kafka adapter restarts, after
+   * a back-off, a consumer kafkajs gave up on, and says `recovering` meanwhile.
    */
   onState?: (state: ConsumerState, error?: Error) => void;
 }
