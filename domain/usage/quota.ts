@@ -6,6 +6,7 @@
 // force when it was made, into RecipientsCharged or a quota_exceeded error. Pure.
 import { Type, type Static } from '@sinclair/typebox';
 import { RelayError, validationError } from '../errors.ts';
+import { GrowOnlySet } from '../grow-only-set.ts';
 
 /** Accepted recipients per UTC month: the workspace's, and each of its development keys'. */
 export interface MonthlyAllowances {
@@ -86,10 +87,10 @@ export interface UsageState {
   /** Recipients charged per API key this month. */
   byKey: Record<string, number>;
   /** `${emailId}:${fingerprint}` of every charge. */
-  charged: ReadonlySet<string>;
+  charged: GrowOnlySet;
 }
 
-export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: new Set() });
+export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: GrowOnlySet.empty });
 
 const chargeId = (emailId: string, fingerprint: string) => `${emailId}:${fingerprint}`;
 
@@ -122,20 +123,19 @@ export function decideCharge(command: ChargeRecipients, state: UsageState): Usag
   return [{ type: 'RecipientsCharged', data: { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } }];
 }
 
-function applyInPlace(state: { workspaceRecipients: number; byKey: Record<string, number>; charged: Set<string> }, event: UsageEvent): void {
-  if (event.type !== 'RecipientsCharged') return; // a later version's event: nothing this one counts
-  const { emailId, fingerprint, apiKeyId, recipients } = event.data;
-  state.workspaceRecipients += recipients;
-  state.byKey[apiKeyId] = (state.byKey[apiKeyId] ?? 0) + recipients;
-  state.charged.add(chargeId(emailId, fingerprint));
-}
-
-/** Folds events onto a copy of `state` (one copy for the whole list: a month holds thousands). */
+/** Folds events onto `state` (which stays as it was). */
 export function foldUsage(events: UsageEvent[], state: UsageState): UsageState {
-  if (events.length === 0) return state;
-  const next = { month: state.month, workspaceRecipients: state.workspaceRecipients, byKey: { ...state.byKey }, charged: new Set(state.charged) };
-  for (const event of events) applyInPlace(next, event);
-  return next;
+  // A later version's events count nothing here.
+  const charges = events.filter((event) => event.type === 'RecipientsCharged');
+  if (charges.length === 0) return state;
+  const byKey = { ...state.byKey };
+  let workspaceRecipients = state.workspaceRecipients;
+  for (const { data } of charges) {
+    workspaceRecipients += data.recipients;
+    byKey[data.apiKeyId] = (byKey[data.apiKeyId] ?? 0) + data.recipients;
+  }
+  const charged = state.charged.with(charges.map(({ data }) => chargeId(data.emailId, data.fingerprint)));
+  return { month: state.month, workspaceRecipients, byKey, charged };
 }
 
 export type ChargeOutcome = { ok: true; events: UsageEvent[] } | { ok: false; error: RelayError };
