@@ -71,8 +71,8 @@ export interface RelayOptions extends StoreOptions {
    * (test/bench/sql-stats.ts counts SQL statements by part that way).
    */
   runPart?: <T>(part: Part, start: () => Promise<T>) => Promise<T>;
-  /** @internal The pipeline thread's own process: no HTTP server, appends counted by the main thread. */
-  inThread?: { onAppended(type: string): void };
+  /** @internal The pipeline thread's own process: no HTTP server, no process metrics. */
+  inThread?: boolean;
 }
 
 /** Metric labels of what a retention pass prunes. */
@@ -107,7 +107,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   // One registry per process: `relay start` shows every part on one page.
   // On the pipeline thread, the process's own metrics are the main thread's to report.
   const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, events: stores.events, namespace: config.logNamespace }, { process: !options.inThread });
-  const events = countingAppends(stores.events, options.inThread ? { eventsAppended: (type) => ({ inc: () => options.inThread!.onAppended(type) }) } : metrics);
+  // The pipeline thread's appends too, in its own registry: /metrics adds in its snapshot.
+  const events = countingAppends(stores.events, metrics);
   // The email streams append through the counting store: /metrics counts their events.
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
@@ -173,7 +174,6 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     }
     if (threaded.length > 0) {
       pipeline = await startPipelineThread({ config, parts: threaded, processorPolicy: options.processorPolicy }, {
-        onAppended: (type, count) => metrics.eventsAppended(type).inc(count),
         onExit: options.onPipelineExit ?? ((error) => logger.error({ err: error }, 'pipeline thread ended')),
       });
       const thread = pipeline;

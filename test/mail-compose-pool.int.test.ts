@@ -117,25 +117,69 @@ test('given a private key that cannot sign, the caller gets composeMessage\'s er
   assert.is(threads.liveThreads, 1, 'an error is not a crash');
 });
 
-test('given a thread that dies mid-message, only that message fails; the messages queued behind it go out on a new thread', async (ctx) => {
+// The jobs queued in one task go to a free thread as one batch (one message each way), up to
+// its share of them.
+test('given a burst on one thread, every caller gets its own message, and a bad input fails only itself', async (ctx) => {
+  const threads = pool(ctx, 1);
+  const unusableKey = { domainName: DOMAIN, keySelector: ctx.key.selector, privateKey: '-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n' };
+  const inputs = Array.from({ length: 40 }, (_, i) => input(ctx, {
+    subject: `Burst ${i}`, messageId: newMessageId(`em_${i}`, DOMAIN), ...(i === 7 ? { dkim: unusableKey } : i === 23 ? { to: ['not a mailbox'] } : {}),
+  }));
+  const outcomes = await Promise.allSettled(inputs.map((sent) => threads.compose(sent)));
+  for (const [i, outcome] of outcomes.entries()) {
+    const local = await composeMessage(inputs[i]).then((message) => ({ message }), (error: Error) => ({ error }));
+    if ('error' in local) {
+      assert.is(outcome.status, 'rejected', `message ${i} fails as it fails here`);
+      assert.is(((outcome as PromiseRejectedResult).reason as Error).message, local.error.message);
+      continue;
+    }
+    assert.is(outcome.status, 'fulfilled', `message ${i}: ${(outcome as PromiseRejectedResult).reason}`);
+    const { raw, messageId } = (outcome as PromiseFulfilledResult<{ raw: Buffer; messageId: string }>).value;
+    assert.is(messageId, `em_${i}@${DOMAIN}`);
+    assert.ok(raw.equals(local.message.raw), `message ${i} is its own`);
+  }
+  assert.equal(outcomes.flatMap((o, i) => (o.status === 'rejected' ? [i] : [])), [7, 23]);
+  assert.is(threads.liveThreads, 1, 'an error is not a crash');
+});
+
+test('given a thread that dies mid-batch, that batch\'s messages fail; the lone one before it and those after go out on a new thread', async (ctx) => {
   const threads = pool(ctx, 1, CRASHING_WORKER);
-  const [before, crashed, ...after] = await Promise.allSettled([
-    threads.compose(input(ctx, { subject: 'before' })),
-    threads.compose(input(ctx, { subject: 'crash the thread' })),
-    threads.compose(input(ctx, { subject: 'after 1' })),
-    threads.compose(input(ctx, { subject: 'after 2' })),
-  ]);
-  assert.is(before.status, 'fulfilled');
-  assert.is(crashed.status, 'rejected');
-  const reason = (crashed as PromiseRejectedResult).reason as Error;
-  assert.instance(reason, ComposeThreadLostError, "a lost thread is retried by the sender, not a fault of the message");
-  assert.match(reason.message, /compose thread stopped while composing this message: compose thread crashed on purpose/);
+  // "alone" goes once its task is over; the next three, queued in a later one, go as one batch,
+  // which kills the thread.
+  const alone = threads.compose(input(ctx, { subject: 'alone' }));
+  await new Promise((resolve) => setImmediate(resolve));
+  const batch = await Promise.allSettled(['beside 1', 'crash the thread', 'beside 2'].map((subject) => threads.compose(input(ctx, { subject }))));
+  assert.ok((await alone).raw.equals((await composeMessage(input(ctx, { subject: 'alone' }))).raw));
+  for (const outcome of batch) {
+    assert.is(outcome.status, 'rejected');
+    const reason = (outcome as PromiseRejectedResult).reason as Error;
+    assert.instance(reason, ComposeThreadLostError, 'a lost thread is retried by the sender, not a fault of the message');
+    assert.match(reason.message, /compose thread stopped while composing this message: compose thread crashed on purpose/);
+  }
+  const after = await Promise.allSettled(['after 1', 'after 2', 'after 3'].map((subject) => threads.compose(input(ctx, { subject }))));
   for (const [i, outcome] of after.entries()) {
     assert.is(outcome.status, 'fulfilled', `after ${i + 1}`);
     const { raw } = (outcome as PromiseFulfilledResult<{ raw: Buffer }>).value;
     assert.ok(raw.equals((await composeMessage(input(ctx, { subject: `after ${i + 1}` }))).raw));
   }
   assert.is(threads.liveThreads, 1, 'the dead thread was replaced, not added to');
+});
+
+test('given a burst on two threads and a batch that kills one, only that batch fails', async (ctx) => {
+  const threads = pool(ctx, 2, CRASHING_WORKER);
+  // Queued in one task: the first thread takes its half (0-4, with the crash), the second half
+  // of the rest (5-7), and the last two go one by one as threads come free.
+  const subjects = Array.from({ length: 10 }, (_, i) => (i === 3 ? 'crash the thread' : `job ${i}`));
+  const outcomes = await Promise.allSettled(subjects.map((subject) => threads.compose(input(ctx, { subject }))));
+  assert.equal(outcomes.map((o) => o.status), subjects.map((_, i) => (i <= 4 ? 'rejected' : 'fulfilled')));
+  for (const [i, outcome] of outcomes.entries()) {
+    if (outcome.status === 'rejected') assert.instance(outcome.reason, ComposeThreadLostError);
+    else assert.ok(outcome.value.raw.equals((await composeMessage(input(ctx, { subject: subjects[i] }))).raw), `job ${i} is its own`);
+  }
+  // The pool goes on, on two threads again.
+  const later = await Promise.all(['later 1', 'later 2', 'later 3', 'later 4'].map((subject) => threads.compose(input(ctx, { subject }))));
+  for (const [i, { raw }] of later.entries()) assert.ok(raw.equals((await composeMessage(input(ctx, { subject: `later ${i + 1}` }))).raw));
+  assert.is(threads.liveThreads, 2);
 });
 
 test('given two threads and one dying, the other thread\'s message is unaffected', async (ctx) => {

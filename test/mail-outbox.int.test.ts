@@ -123,6 +123,44 @@ outbox('a thread that dies fails only the sends it held; the next send starts a 
   }
 });
 
+// The writes queued in one turn go to the thread as one message: a burst of sends, some of
+// them several transactions of one email, each written once and in its email's order.
+outbox('a burst of sends lands every file once, each email\'s transactions in the order sent', async (ctx) => {
+  const single = Array.from({ length: 60 }, (_, i) => message(`em_burst_${i}`, { raw: Buffer.from(`Subject: burst ${i}\r\n\r\n${'x'.repeat(i * 50)}\r\n`) }));
+  const multi = Array.from({ length: 5 }, (_, i) => message(`em_multi_${i}`, { envelope: { mailFrom: `b+${i}-0@bounce.example.test`, recipients: [`r${i}-0@example.org`] } }));
+  const transactions = multi.flatMap((m, i) => [0, 1, 2].map((t) => ({ ...m, envelope: { mailFrom: `b+${i}-${t}@bounce.example.test`, recipients: [`r${i}-${t}@example.org`] } })));
+  const outcomes = await Promise.all([...single, ...transactions].map((sent) => ctx.transport.send(sent)));
+  assert.ok(outcomes.every((o) => o.recipients.every((r) => r.result === 'accepted')));
+  const names = (await readdir(ctx.dir)).sort();
+  const expected = [...single, ...multi].flatMap((m) => [`${m.emailId}.eml`, `${m.emailId}.envelope.json`]).sort();
+  assert.equal(names, expected, 'every email\'s two files, once, and no temporary file');
+  for (const sent of single) {
+    const read = await readOutbox(ctx.dir, sent.emailId);
+    assert.equal(read?.raw, sent.raw, sent.emailId);
+    assert.equal(read?.envelopes, [sent.envelope]);
+  }
+  for (const [i, sent] of multi.entries()) {
+    assert.equal((await readOutbox(ctx.dir, sent.emailId))?.envelopes, [0, 1, 2].map((t) => ({ mailFrom: `b+${i}-${t}@bounce.example.test`, recipients: [`r${i}-${t}@example.org`] })));
+  }
+});
+
+outbox('a thread that dies mid-batch fails the sends of that batch; the sends of the next turn go to a new thread', async (ctx) => {
+  const transport = new OutboxTransport(ctx.dir, { workerUrl: new URL('./fixtures/crashing-outbox-worker.ts', import.meta.url) });
+  try {
+    // Queued in one turn: one message, which the thread dies holding.
+    const batch = await Promise.allSettled(['em_a', 'em_crash', 'em_b'].map((id) => transport.send(message(id))));
+    for (const outcome of batch) {
+      assert.is(outcome.status, 'rejected');
+      assert.match(((outcome as PromiseRejectedResult).reason as Error).message, /outbox thread stopped/);
+    }
+    await Promise.all(['em_a', 'em_b', 'em_c'].map((id) => transport.send(message(id))));
+    assert.equal((await listOutbox(ctx.dir)).map((e) => e.emailId).sort(), ['em_a', 'em_b', 'em_c']);
+    assert.equal((await readOutbox(ctx.dir, 'em_a'))?.envelopes, [message('em_a').envelope], 'written once, after the crash');
+  } finally {
+    await transport.close();
+  }
+});
+
 outbox('a process that sent and never closed the transport ends on its own', async (ctx) => {
   const child = startFixture(new URL('./fixtures/outbox-then-idle.ts', import.meta.url), [ctx.dir]);
   const ended = await endedOnItsOwn(child);

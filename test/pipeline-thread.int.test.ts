@@ -72,7 +72,7 @@ test('a thread that fails to start fails the start with its reason', async () =>
   process.env.RELAY_TEST_THREAD_FATE = 'fail-start';
   const config = loadConfig({ RELAY_DATA_DIR: tmpdir() });
   try {
-    await startPipelineThread({ config, parts: ['sender'] }, { onAppended: () => {}, onExit: () => assert.unreachable('not started') }, FATE);
+    await startPipelineThread({ config, parts: ['sender'] }, { onExit: () => assert.unreachable('not started') }, FATE);
     assert.unreachable('started');
   } catch (error) {
     assert.is((error as Error).message, 'the log could not be opened');
@@ -83,7 +83,7 @@ test('a thread that dies is reported, and its parts are no longer ready', async 
   process.env.RELAY_TEST_THREAD_FATE = 'die-after-ready';
   const config = loadConfig({ RELAY_DATA_DIR: tmpdir() });
   let ended: Error | null = null;
-  const thread = await startPipelineThread({ config, parts: ['forwarder', 'sender'] }, { onAppended: () => {}, onExit: (error) => void (ended = error) }, FATE);
+  const thread = await startPipelineThread({ config, parts: ['forwarder', 'sender'] }, { onExit: (error) => void (ended = error) }, FATE);
   await waitUntil(() => ended !== null, 'the thread\'s end to be reported', 10_000);
   assert.is(ended!.message, 'a processor crashed the thread');
   const parts = await thread.partsStatus();

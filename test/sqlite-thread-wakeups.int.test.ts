@@ -80,7 +80,7 @@ test('a signal woken on another thread wakes only the same signal here, not ever
   const topic = changeSignal(db, 'log-records\u0000events');
   const group = changeSignal(db, 'log-group\u0000sender\u0000events');
   const before = { topic: topic.version, group: group.version };
-  const worker = new Worker(NOTIFIER, { workerData: { file, channel: 'log-records\u0000events' } });
+  const worker = new Worker(NOTIFIER, { workerData: { file, channels: ['log-records\u0000events'] } });
   await new Promise((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
@@ -88,6 +88,24 @@ test('a signal woken on another thread wakes only the same signal here, not ever
   await waitUntil(() => topic.version !== before.topic, 'the topic signal to be woken', 5_000);
   await settle(100);
   assert.is(group.version, before.group, 'the group signal was woken too');
+  db.close();
+});
+
+// The signals of a file that moved in one turn travel as one message that names them.
+test('signals woken together on another thread wake each of them here, and no other', async () => {
+  const file = join(dir, 'signals-together.db');
+  const db = new DatabaseSync(file);
+  const names = ['es_events', 'log-group\u0000sender\u0000events', 'log-group\u0000emails\u0000events', 'log-group\u0000webhooks\u0000events'];
+  const [events, sender, emails, webhooks] = names.map((name) => changeSignal(db, name));
+  const before = [events, sender, emails, webhooks].map((signal) => signal.version);
+  const worker = new Worker(NOTIFIER, { workerData: { file, channels: names.slice(0, 3) } });
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await waitUntil(() => events.version !== before[0] && sender.version !== before[1] && emails.version !== before[2], 'the three signals to be woken', 5_000);
+  await settle(100);
+  assert.is(webhooks.version, before[3], 'a signal that did not move was woken');
   db.close();
 });
 

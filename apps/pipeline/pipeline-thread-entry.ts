@@ -8,26 +8,10 @@ const port = parentPort!;
 const { config, parts, processorPolicy } = workerData as PipelineThreadData;
 const send = (message: FromPipeline) => port.postMessage(message);
 
-// Appended events, sent once per turn of the loop rather than one message each.
-let counts: Record<string, number> = {};
-let sending: NodeJS.Immediate | null = null;
-function sendCounts(): void {
-  sending = null;
-  const batch = counts;
-  counts = {};
-  send({ kind: 'appended', counts: batch });
-}
-
 try {
-  const relay = await startRelay(config, parts, {
-    processorPolicy,
-    inThread: {
-      onAppended(type) {
-        counts[type] = (counts[type] ?? 0) + 1;
-        sending ??= setImmediate(sendCounts);
-      },
-    },
-  });
+  // Nothing is reported per turn: what /metrics shows of this thread (its appended events
+  // among it) goes in the snapshot the main thread asks for at each scrape.
+  const relay = await startRelay(config, parts, { processorPolicy, inThread: true });
   port.on('message', (message: ToPipeline) => {
     if (message.kind === 'parts-status') {
       relay.liveness.statuses().then((parts) => send({ kind: 'parts-status', id: message.id, parts }));
@@ -35,10 +19,6 @@ try {
       send({ kind: 'metrics', id: message.id, snapshot: relay.metrics.registry.snapshot() });
     } else if (message.kind === 'stop') {
       relay.stop().finally(() => {
-        if (sending) {
-          clearImmediate(sending);
-          sendCounts();
-        }
         send({ kind: 'stopped' });
         port.close();
       });

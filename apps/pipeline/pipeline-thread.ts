@@ -1,8 +1,8 @@
 // The pipeline thread of `relay start` (RELAY_PIPELINE_THREAD=on): the forwarder, the processors and retention run on a
 // worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
 // of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
-// two threads talk only to report: the parts' liveness for /readyz, appended events and the
-// thread's metrics for /metrics, and stop. Work reaches the pipeline through the stores alone, and the embedded
+// two threads talk only to report: the parts' liveness for /readyz, the thread's metrics for
+// /metrics (its appended events among them), and stop. Work reaches the pipeline through the stores alone, and the embedded
 // stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
 //
 // The thread is a part itself (`pipeline-thread`, infra/liveness.ts): each answer it gives is
@@ -28,7 +28,6 @@ export interface PipelineThread {
 }
 
 export interface PipelineHooks {
-  onAppended(type: string, count: number): void;
   /** The thread ended without being asked to (it failed, or its parts could not run). */
   onExit(error: Error): void;
 }
@@ -37,7 +36,6 @@ export interface PipelineHooks {
 export type FromPipeline =
   | { kind: 'ready' }
   | { kind: 'failed'; message: string; stack?: string }
-  | { kind: 'appended'; counts: Record<string, number> }
   | { kind: 'parts-status'; id: number; parts: Record<string, PartStatus> }
   | { kind: 'metrics'; id: number; snapshot: RegistrySnapshot }
   | { kind: 'stopped' };
@@ -87,8 +85,6 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
       starting = null;
     } else if (message.kind === 'failed') {
       failStart(Object.assign(new Error(message.message), { stack: message.stack }));
-    } else if (message.kind === 'appended') {
-      for (const [type, count] of Object.entries(message.counts)) hooks.onAppended(type, count);
     } else if (message.kind === 'parts-status' || message.kind === 'metrics') {
       asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.parts);
       asked.delete(message.id);

@@ -3,18 +3,27 @@
 // that is time no request is answered in. Here they run on their own threads, and the caller
 // gets what composeMessage would have given it: the same bytes, or the same error.
 //
-// One message per thread at a time; the rest wait here, in order. A thread that dies fails
-// only the message it held, and the next message that needs a thread starts a new one.
+// A free thread is given the jobs waiting, in order, as one batch in one message, and answers
+// them in one message: on a VM, waking another thread costs more per message than the few KB
+// in it, so a burst pays for a few messages rather than two per email. Jobs are handed out
+// once the task that queued them is over (process.nextTick, after its promise callbacks), so
+// the sends a commit let go at once travel together, and a lone job loses no time (nothing
+// waits for a batch to fill); with several threads a free one takes its share of the queue,
+// so the others are not left idle. A thread that dies fails the batch it held (nothing says
+// which job killed it), and the next batch that needs a thread starts a new one.
 // Threads start on first use and are unref'd while idle, so an idle pool keeps no process
 // alive and a process that never sends never starts one.
 //
 // Liveness (infra/liveness.ts): each answer of a thread is progress; a thread lost makes the
-// pool `recovering` until the next answer; work waits while a message is queued or composing,
+// pool `recovering` until the next answer; work waits while a job is queued or composing,
 // so a thread that never answers shows as stuck.
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
 import { composeMessage, type ComposedMessage, type ComposeInput } from './compose.ts';
-import type { ComposeReply, ComposeRequest } from './compose-worker.ts';
+import type { ComposeReply, ComposeRequest, ComposeResult } from './compose-worker.ts';
+
+/** The most jobs one message carries: a thread that is handed more keeps its callers waiting for all of them. */
+const MAX_BATCH = 16;
 
 export interface ComposePoolOptions {
   /** Worker threads; 0 composes on the calling thread. */
@@ -34,7 +43,8 @@ interface Job {
 
 interface Thread {
   worker: Worker;
-  job: Job | null;
+  /** The batch it holds, by job id; empty while it is free. */
+  jobs: Map<number, Job>;
   /** Settles once the thread has loaded its modules (or died trying). */
   ready: Promise<void>;
 }
@@ -55,12 +65,13 @@ export class ComposePool {
   readonly #running = new Set<Thread>();
   #nextId = 1;
   #closed = false;
+  #dispatching = false;
 
   constructor(options: ComposePoolOptions) {
     if (!Number.isInteger(options.threads) || options.threads < 0) throw new Error(`compose threads must be a whole number ≥ 0, got ${options.threads}`);
     this.threads = options.threads;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
-    this.liveness.probeWaiting(async () => this.#queue.length > 0 || [...this.#running].some((t) => t.job !== null));
+    this.liveness.probeWaiting(async () => this.#queue.length > 0 || [...this.#running].some((t) => t.jobs.size > 0));
   }
 
   /** composeMessage's contract, on a pool thread. */
@@ -69,7 +80,12 @@ export class ComposePool {
     if (this.threads === 0) return composeMessage(input);
     return new Promise<ComposedMessage>((resolve, reject) => {
       this.#queue.push({ id: this.#nextId++, input, resolve, reject });
-      this.#dispatch();
+      if (this.#dispatching) return;
+      this.#dispatching = true;
+      process.nextTick(() => {
+        this.#dispatching = false;
+        this.#dispatch();
+      });
     });
   };
 
@@ -98,8 +114,8 @@ export class ComposePool {
     const threads = [...this.#running];
     this.#running.clear();
     for (const thread of threads) {
-      thread.job?.reject(closed);
-      thread.job = null;
+      for (const job of thread.jobs.values()) job.reject(closed);
+      thread.jobs.clear();
     }
     await Promise.all(threads.map((t) => t.worker.terminate()));
   }
@@ -107,30 +123,38 @@ export class ComposePool {
   #dispatch(): void {
     while (this.#queue.length > 0 && !this.#closed) {
       let thread: Thread | undefined;
-      for (const t of this.#running) if (t.job === null) { thread = t; break; }
+      for (const t of this.#running) if (t.jobs.size === 0) { thread = t; break; }
       if (!thread) {
         if (this.#running.size >= this.threads) return;
         thread = this.#start();
       }
-      this.#run(thread, this.#queue.shift()!);
+      this.#run(thread, this.#queue.splice(0, Math.min(MAX_BATCH, Math.ceil(this.#queue.length / this.threads))));
     }
   }
 
-  #run(thread: Thread, job: Job): void {
-    thread.job = job;
+  #run(thread: Thread, batch: Job[]): void {
+    for (const job of batch) thread.jobs.set(job.id, job);
     thread.worker.ref();
     try {
-      thread.worker.postMessage({ id: job.id, input: job.input } satisfies ComposeRequest);
-    } catch (error) {
-      // An input that cannot be cloned (it would not be a ComposeInput): only this job fails.
-      this.#settle(thread);
-      job.reject(error);
+      thread.worker.postMessage({ jobs: batch.map(({ id, input }) => ({ id, input })) } satisfies ComposeRequest);
+    } catch {
+      // An input that cannot be cloned (it would not be a ComposeInput) fails the whole
+      // message: each job goes on its own, and only those that cannot be sent fail.
+      for (const job of batch) {
+        try {
+          thread.worker.postMessage({ jobs: [{ id: job.id, input: job.input }] } satisfies ComposeRequest);
+        } catch (error) {
+          thread.jobs.delete(job.id);
+          job.reject(error);
+        }
+      }
+      if (thread.jobs.size === 0) thread.worker.unref();
     }
   }
 
-  /** Frees the thread for the next job; unref'd while it has none. */
-  #settle(thread: Thread): void {
-    thread.job = null;
+  /** A thread that holds no job is unref'd and given the next batch. */
+  #freed(thread: Thread): void {
+    if (thread.jobs.size > 0) return;
     thread.worker.unref();
     this.#dispatch();
   }
@@ -139,28 +163,34 @@ export class ComposePool {
     // Named for `top -H` and the benches' per-thread CPU (/proc/<pid>/task/*/comm).
     const worker = new Worker(this.#workerUrl, { name: 'relay-compose' });
     let loaded!: () => void;
-    const thread: Thread = { worker, job: null, ready: new Promise<void>((resolve) => (loaded = resolve)) };
+    const thread: Thread = { worker, jobs: new Map(), ready: new Promise<void>((resolve) => (loaded = resolve)) };
     this.#running.add(thread);
     worker.once('exit', () => loaded());
     worker.on('message', (reply: ComposeReply | { ready: true }) => {
       if ('ready' in reply) {
         // Held open while it loads (warm() may be all the process waits for), then let go.
-        if (thread.job === null) worker.unref();
+        if (thread.jobs.size === 0) worker.unref();
         loaded();
         return;
       }
-      const job = thread.job;
-      if (!job || reply.id !== job.id) return;
+      if (!this.#running.has(thread)) return;
       this.liveness.progress('thread');
-      this.#settle(thread);
-      if ('error' in reply) job.reject(reply.error);
-      else job.resolve({ raw: Buffer.from(reply.raw.buffer, reply.raw.byteOffset, reply.raw.byteLength), messageId: reply.messageId });
+      const answered: Array<[Job, ComposeResult]> = [];
+      for (const result of reply.results) {
+        const job = thread.jobs.get(result.id);
+        if (job && thread.jobs.delete(result.id)) answered.push([job, result]);
+      }
+      this.#freed(thread);
+      for (const [job, result] of answered) {
+        if ('error' in result) job.reject(result.error);
+        else job.resolve({ raw: Buffer.from(result.raw.buffer, result.raw.byteOffset, result.raw.byteLength), messageId: result.messageId });
+      }
     });
     worker.on('messageerror', (error) => {
-      const job = thread.job;
-      if (!job) return;
-      this.#settle(thread);
-      job.reject(error);
+      const jobs = [...thread.jobs.values()];
+      thread.jobs.clear();
+      this.#freed(thread);
+      for (const job of jobs) job.reject(error);
     });
     // 'error' (an uncaught exception, out of memory) comes before 'exit'; either ends the thread.
     worker.on('error', (error) => this.#lost(thread, error));
@@ -170,11 +200,11 @@ export class ComposePool {
 
   #lost(thread: Thread, cause: Error): void {
     if (!this.#running.delete(thread)) return;
-    const job = thread.job;
-    thread.job = null;
+    const jobs = [...thread.jobs.values()];
+    thread.jobs.clear();
     void thread.worker.terminate();
     if (!this.#closed) this.liveness.failed(new Error(`a compose thread stopped: ${cause.message}`, { cause }), 'thread');
-    job?.reject(new ComposeThreadLostError(`the compose thread stopped while composing this message: ${cause.message}`, { cause }));
+    for (const job of jobs) job.reject(new ComposeThreadLostError(`the compose thread stopped while composing this message: ${cause.message}`, { cause }));
     this.#dispatch();
   }
 }

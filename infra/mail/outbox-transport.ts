@@ -13,8 +13,10 @@
 //
 // The files are written on a thread of their own (./outbox-worker.ts, ./outbox-files.ts): a
 // send is a dozen file operations, which cost the shared event loop about 0.3 ms per message
-// (the thread-pool round trips), as much as a third of an admission. The thread starts on the
-// first send, is unref'd while idle, and one that dies fails only the sends it held.
+// (the thread-pool round trips), as much as a third of an admission. The writes queued in one
+// turn of the loop go to it as one message, answered in one: waking another thread costs more
+// per message than the bytes do. The thread starts on the first send, is unref'd while idle,
+// and one that dies fails only the sends it held (the batches posted to it).
 // Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
 // `recovering` until the next answer; work waits while a write is outstanding.
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';
@@ -23,7 +25,7 @@ import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { isMissing, readEnvelopes, type OutboxEnvelope } from './outbox-files.ts';
-import type { OutboxWriteReply, OutboxWriteRequest } from './outbox-worker.ts';
+import type { OutboxWrite, OutboxWriteReply, OutboxWriteRequest, OutboxWriteResult } from './outbox-worker.ts';
 
 export type { OutboxEnvelope } from './outbox-files.ts';
 
@@ -48,7 +50,11 @@ export class OutboxTransport implements MailTransport {
   readonly liveness = new Liveness();
   /** Per email id: envelope updates are read-modify-write, so one at a time within this process. */
   readonly #pending = new Map<string, Promise<unknown>>();
+  /** Posted to the thread, by id, until it answers. */
   readonly #writes = new Map<number, Write>();
+  /** Queued in this turn of the loop, posted together at its end. */
+  #queued: Array<{ request: OutboxWrite; write: Write }> = [];
+  #posting: NodeJS.Immediate | null = null;
   #worker: Worker | null = null;
   /** Settles once the current thread has loaded its modules (or died trying). */
   #ready: Promise<void> = Promise.resolve();
@@ -60,7 +66,7 @@ export class OutboxTransport implements MailTransport {
   constructor(dir: string, options: { workerUrl?: URL } = {}) {
     this.dir = dir;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
-    this.liveness.probeWaiting(async () => this.#writes.size > 0);
+    this.liveness.probeWaiting(async () => this.#writes.size > 0 || this.#queued.length > 0);
   }
 
   async send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
@@ -90,14 +96,27 @@ export class OutboxTransport implements MailTransport {
 
   #write(message: OutgoingMessage): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('the outbox transport is closed'));
-    const worker = this.#worker ?? this.#start();
-    const id = this.#nextId++;
     const transaction: OutboxEnvelope = { mailFrom: message.envelope.mailFrom, recipients: [...message.envelope.recipients] };
+    const request: OutboxWrite = { id: this.#nextId++, emailId: message.emailId, raw: message.raw, transaction };
     return new Promise<void>((resolve, reject) => {
-      this.#writes.set(id, { resolve, reject });
-      worker.ref();
-      worker.postMessage({ id, dir: this.dir, emailId: message.emailId, raw: message.raw, transaction } satisfies OutboxWriteRequest);
+      this.#queued.push({ request, write: { resolve, reject } });
+      this.#posting ??= setImmediate(() => this.#post());
     });
+  }
+
+  /** The turn's writes, in one message (an email has one write at a time: `#pending`). */
+  #post(): void {
+    this.#posting = null;
+    const queued = this.#queued;
+    this.#queued = [];
+    if (this.#closed) {
+      for (const { write } of queued) write.reject(new Error('the outbox transport is closed'));
+      return;
+    }
+    const worker = this.#worker ?? this.#start();
+    for (const { request, write } of queued) this.#writes.set(request.id, write);
+    worker.ref();
+    worker.postMessage({ dir: this.dir, writes: queued.map(({ request }) => request) } satisfies OutboxWriteRequest);
   }
 
   /** Starts the thread now and resolves once it has loaded (or died trying). */
@@ -120,13 +139,18 @@ export class OutboxTransport implements MailTransport {
         loaded();
         return;
       }
-      const write = this.#writes.get(reply.id);
-      if (!write) return;
+      if (this.#worker !== worker) return;
       this.liveness.progress('thread');
-      this.#writes.delete(reply.id);
+      const answered: Array<[Write, OutboxWriteResult]> = [];
+      for (const result of reply.results) {
+        const write = this.#writes.get(result.id);
+        if (write && this.#writes.delete(result.id)) answered.push([write, result]);
+      }
       if (this.#writes.size === 0) worker.unref();
-      if ('error' in reply) write.reject(Object.assign(new Error(reply.error.message), reply.error.code ? { code: reply.error.code } : {}));
-      else write.resolve();
+      for (const [write, result] of answered) {
+        if ('error' in result) write.reject(Object.assign(new Error(result.error.message), result.error.code ? { code: result.error.code } : {}));
+        else write.resolve();
+      }
     });
     // 'error' (an uncaught exception, out of memory) comes before 'exit'; either ends the thread.
     worker.on('error', (error) => this.#lost(worker, error));

@@ -2,7 +2,10 @@
 // readers of the same database file in this process react at once instead of at their next
 // poll. Once wakeOtherThreads() was called, the threads of this process that called it wake
 // each other too (`relay start` with RELAY_PIPELINE_THREAD=on runs the pipeline on a thread of
-// its own). Other processes sharing the file are only seen by polling.
+// its own), through one BroadcastChannel per file per thread: at the end of a turn in which
+// signals of a file moved, one message names them all (each message wakes the receiving
+// thread, which on a VM costs more than anything in it). Other processes sharing the file are
+// only seen by polling.
 import { BroadcastChannel } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
@@ -10,8 +13,7 @@ import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durabil
 export class ChangeSignal {
   #version = 0;
   readonly #waiters = new Set<() => void>();
-  #otherThreads: BroadcastChannel | null = null;
-  #posting: NodeJS.Immediate | null = null;
+  #otherThreads: { channel: FileChannel; name: string } | null = null;
 
   /** Take it before reading; pass it to wait() so a change made in between is not missed. */
   get version(): number {
@@ -19,28 +21,17 @@ export class ChangeSignal {
   }
 
   notify(): void {
-    this.#wake();
-    // One message per turn of the loop, posted after every notify of the turn: a reader woken
-    // by it then finds all of the turn's commits.
-    if (this.#otherThreads && !this.#posting) {
-      this.#posting = setImmediate(() => {
-        this.#posting = null;
-        this.#otherThreads?.postMessage(0);
-      });
-    }
+    this.wake();
+    if (this.#otherThreads) this.#otherThreads.channel.moved(this.#otherThreads.name);
   }
 
-  /** @internal Shares this signal with the other threads' signals of the same name. */
-  shareAs(name: string): void {
-    if (this.#otherThreads) return;
-    const channel = new BroadcastChannel(name);
-    channel.onmessage = () => this.#wake();
-    // Wake-ups never keep a thread alive on their own.
-    (channel as unknown as { unref(): void }).unref();
-    this.#otherThreads = channel;
+  /** @internal Shares this signal with the other threads' signals of the same name and file. */
+  shareAs(channel: FileChannel, name: string): void {
+    this.#otherThreads ??= { channel, name };
   }
 
-  #wake(): void {
+  /** @internal Wakes this thread's readers only. */
+  wake(): void {
     this.#version++;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
@@ -76,10 +67,44 @@ export function waitForChange(seen: SeenSignal[], ms: number, abort?: AbortSigna
   });
 }
 
+/**
+ * A file's signals, shared with the other threads: the names of those that moved in this turn
+ * of the loop go out in one message at its end, after every notify of the turn, so that a
+ * reader woken by it finds all of the turn's commits.
+ */
+class FileChannel {
+  readonly #channel: BroadcastChannel;
+  readonly #moved = new Set<string>();
+  #posting: NodeJS.Immediate | null = null;
+
+  constructor(file: string, signals: Map<string, ChangeSignal>) {
+    // Node cuts a BroadcastChannel's name at its first NUL: the file's name is encoded, and the
+    // signals' names (log-group\u0000<group>\u0000<topic>) travel in the messages.
+    this.#channel = new BroadcastChannel(`relay-sqlite:${encodeURIComponent(file)}`);
+    this.#channel.onmessage = (event) => {
+      for (const name of (event as { data: string[] }).data) signals.get(name)?.wake();
+    };
+    // Wake-ups never keep a thread alive on their own.
+    (this.#channel as unknown as { unref(): void }).unref();
+  }
+
+  moved(name: string): void {
+    this.#moved.add(name);
+    this.#posting ??= setImmediate(() => {
+      this.#posting = null;
+      const names = [...this.#moved];
+      this.#moved.clear();
+      this.#channel.postMessage(names);
+    });
+  }
+}
+
 // Keyed by the database file so two connections to one file in this process wake each other.
 const byFile = new Map<string, Map<string, ChangeSignal>>();
 // In-memory databases have no file; each connection is its own database.
 const byConnection = new WeakMap<DatabaseSync, Map<string, ChangeSignal>>();
+// Once wakeOtherThreads() was called: each file's channel to the other threads.
+const channels = new Map<string, FileChannel>();
 
 let otherThreads = false;
 
@@ -89,26 +114,28 @@ let otherThreads = false;
  */
 export function wakeOtherThreads(): void {
   otherThreads = true;
-  for (const [file, channels] of byFile) for (const [channel, signal] of channels) signal.shareAs(sharedName(file, channel));
+  for (const [file, signals] of byFile) for (const [name, signal] of signals) signal.shareAs(channelOf(file, signals), name);
 }
 
-// Node cuts a BroadcastChannel's name at its first NUL, and the channels' names hold some
-// (log-group\u0000<group>\u0000<topic>): encoded, every signal keeps a channel of its own.
-const sharedName = (file: string, channel: string) => `relay-sqlite:${encodeURIComponent(file)}:${encodeURIComponent(channel)}`;
+function channelOf(file: string, signals: Map<string, ChangeSignal>): FileChannel {
+  let channel = channels.get(file);
+  if (!channel) channels.set(file, (channel = new FileChannel(file, signals)));
+  return channel;
+}
 
 export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
   const file = db.location();
-  let channels = file ? byFile.get(file) : byConnection.get(db);
-  if (!channels) {
-    channels = new Map();
-    if (file) byFile.set(file, channels);
-    else byConnection.set(db, channels);
+  let signals = file ? byFile.get(file) : byConnection.get(db);
+  if (!signals) {
+    signals = new Map();
+    if (file) byFile.set(file, signals);
+    else byConnection.set(db, signals);
   }
-  let signal = channels.get(channel);
+  let signal = signals.get(channel);
   if (!signal) {
     signal = new ChangeSignal();
-    channels.set(channel, signal);
-    if (otherThreads && file) signal.shareAs(sharedName(file, channel));
+    signals.set(channel, signal);
+    if (otherThreads && file) signal.shareAs(channelOf(file, signals), channel);
   }
   return signal;
 }
