@@ -39,7 +39,8 @@ export class Liveness {
   readonly #listeners = new Set<LivenessListener>();
   #state: PartState = 'running';
   #since: string;
-  #lastProgressAt: string;
+  /** Formatted only when asked: progress is told for every record, the status seldom read. */
+  #lastProgressAt: Date;
   #error: string | null = null;
   /** The places whose last call failed, with the failure. */
   readonly #failing = new Map<string, string>();
@@ -50,7 +51,8 @@ export class Liveness {
 
   constructor(now: () => Date = () => new Date()) {
     this.#now = now;
-    this.#since = this.#lastProgressAt = now().toISOString();
+    this.#lastProgressAt = now();
+    this.#since = this.#lastProgressAt.toISOString();
   }
 
   get state(): PartState {
@@ -65,7 +67,7 @@ export class Liveness {
 
   /** Work was done (an event forwarded, a record handled, an item finished): also a success of `place`. */
   progress(place = 'main'): void {
-    this.#lastProgressAt = this.#now().toISOString();
+    this.#lastProgressAt = this.#now();
     this.succeeded(place);
   }
 
@@ -116,7 +118,7 @@ export class Liveness {
   /** The status now, without reads. */
   snapshot(): PartStatus {
     return {
-      state: this.#state, since: this.#since, lastProgressAt: this.#lastProgressAt,
+      state: this.#state, since: this.#since, lastProgressAt: this.#lastProgressAt.toISOString(),
       workWaiting: this.#waiting, waitingSince: this.#waitingSince, error: this.#error, stuck: this.#stuck(),
     };
   }
