@@ -142,6 +142,18 @@ test('given a burst on one thread, every caller gets its own message, and a bad 
   assert.is(threads.liveThreads, 1, 'an error is not a crash');
 });
 
+test('given a burst with an input that cannot be sent to a thread, only that caller fails, and its batch goes on without it', async (ctx) => {
+  const threads = pool(ctx, 1);
+  // A function cannot cross to another thread (this would not be a ComposeInput).
+  const unsendable = { ...input(ctx, { subject: 'unsendable' }), headers: { 'X-Odd': (() => 'x') as unknown as string } };
+  const outcomes = await Promise.allSettled([input(ctx, { subject: 'one' }), unsendable, input(ctx, { subject: 'two' })].map((sent) => threads.compose(sent)));
+  assert.equal(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.match(((outcomes[1] as PromiseRejectedResult).reason as Error).name, /DataCloneError/);
+  for (const [i, subject] of [[0, 'one'], [2, 'two']] as const) {
+    assert.ok((outcomes[i] as PromiseFulfilledResult<{ raw: Buffer }>).value.raw.equals((await composeMessage(input(ctx, { subject }))).raw), subject);
+  }
+});
+
 test('given a thread that dies mid-batch, that batch\'s messages fail; the lone one before it and those after go out on a new thread', async (ctx) => {
   const threads = pool(ctx, 1, CRASHING_WORKER);
   // "alone" goes once its task is over; the next three, queued in a later one, go as one batch,
