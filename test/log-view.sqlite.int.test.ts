@@ -132,6 +132,29 @@ test('a record published to the topic (a parked event sent again) takes the next
   }
 });
 
+test('a group that names its types is handed only those (a record sent again included), whole, and commits past the others', async () => {
+  const opened = openBoth();
+  const { events, log } = opened;
+  try {
+    const streams = Array.from({ length: 6 }, () => `email-${randomUUID()}`);
+    await appendInterleaved(events, streams, 4);
+    const [first] = await events.readStream(streams[0]);
+    await log.publish(TOPIC, [{ ...eventRecord(first), headers: { 'event-type': 'Type0', 'relay-retry-group': 'typed' } }]);
+    const records: LogRecord[] = [];
+    const consumer = await log.consume({ group: 'typed', topic: TOPIC, types: ['Type1', 'Type0'], handle: async (record) => void records.push(record) });
+    await waitUntil(async () => (await log.groupOffsets(TOPIC, ['typed'])).every((o) => (o.committed ?? o.start) === o.end), 'the group committed every partition to its end');
+    await consumer.stop();
+    assert.equal(records.map((r) => r.headers['event-type']).sort(), [...Array(7).fill('Type0'), ...Array(6).fill('Type1')]);
+    // Handed over whole: the value is the event as the event store reads it.
+    for (const record of records.filter((r) => r.headers['relay-retry-group'] === undefined)) {
+      const [event] = await events.readStream(record.key, { fromRevision: Number(record.headers['event-type'].slice(4)), maxCount: 1 });
+      assert.equal(JSON.parse(record.value), JSON.parse(eventRecord(event).value));
+    }
+  } finally {
+    await opened.close();
+  }
+});
+
 test('a failing handler gets the same event again, nothing behind it meanwhile; a member that joins takes partitions over from the committed offsets', async () => {
   const opened = openBoth();
   const { events, log, file } = opened;

@@ -16,7 +16,8 @@
 // A record held longer than `stuckAfterMs` (an outage, or a handler that never settles) makes
 // the processor `stuck`: /readyz answers 503 for its process (apps/relay.ts).
 //
-// Liveness (infra/liveness.ts): every record handled (applied, skipped or parked) is progress;
+// Liveness (infra/liveness.ts): every record handled (applied, skipped or parked) is progress
+// (records of other types the log passes over never reach the handler: its lag tells of them);
 // a consumer that cannot fetch or commit (its log went away) or a handler failing while a store
 // does not answer makes it `recovering` until the next success; work waits while it holds a
 // record or a partition it owns has records past the group's committed offset. A processor
@@ -293,6 +294,9 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     consumer = await deps.log.consume({
       group,
       topic,
+      // The embedded log passes over the other types without reading them; for a log that hands
+      // them over anyway, the header check below skips them.
+      types: definition.eventTypes,
       fromBeginning: true,
       // Every record handled (applied, skipped or parked) is progress.
       handle: progressing(async (record) => {

@@ -30,6 +30,13 @@ export interface ConsumeOptions {
    * handler waiting on one partition does not hold up the others).
    */
   handle: (record: LogRecord) => Promise<void>;
+  /**
+   * The event types the handler wants, by each record's `event-type` header. A log may leave
+   * out records whose header names another type (not reading them further, still moving the
+   * group's offset past them); a record without the header is always handed over. Absent:
+   * every record.
+   */
+  types?: readonly string[];
   /** Where a group with no committed offset starts. Default 'earliest'. */
   fromBeginning?: boolean;
   /** Told about handler failures (the record will be retried). */

@@ -97,9 +97,19 @@ export class PartitionCounter {
   }
 }
 
-/** The topic's records of one partition as es_events holds them, in the shape of the log's own rows (null value: an event). */
-export const EVENT_RECORD_ROWS = `SELECT log_offset AS record_offset, stream_id AS key, NULL AS value, NULL AS headers,
-  position, event_id, revision, type, data, metadata, recorded_at FROM es_events WHERE log_partition = ?1 AND log_offset >= ?2`;
+/**
+ * The topic's records of one partition as es_events holds them, in the shape of the log's own
+ * rows (null value: an event). Given `types`, the other types' rows come without their data
+ * and metadata: a group that skips them does not read them.
+ */
+export function eventRecordRows(types?: readonly string[]): string {
+  const wanted = types === undefined ? null : `type IN (${types.map(sqlText).join(', ') || 'NULL'})`;
+  const body = wanted === null ? 'data, metadata' : `CASE WHEN ${wanted} THEN data END AS data, CASE WHEN ${wanted} THEN metadata END AS metadata`;
+  return `SELECT log_offset AS record_offset, stream_id AS key, NULL AS value, NULL AS headers,
+  position, event_id, revision, type, ${body}, recorded_at FROM es_events WHERE log_partition = ?1 AND log_offset >= ?2`;
+}
+
+const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;
 
 /** The statements a log reads a view topic's partitions with (on a reader of the event store's file). */
 export function prepareViewReads(db: DatabaseSync) {

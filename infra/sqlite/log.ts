@@ -25,7 +25,7 @@ import { connect, type ConnectOptions, type SqliteConnections } from './connecti
 import type { GroupCommit } from './group-commit.ts';
 import { partitionForKey } from './partitioner.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
-import { EVENT_RECORD_ROWS, eventRowRecord, eventsAppended, PartitionCounter, prepareViewReads, type EventRecordRow } from './event-partitions.ts';
+import { eventRecordRows, eventRowRecord, eventsAppended, PartitionCounter, prepareViewReads, type EventRecordRow } from './event-partitions.ts';
 
 export interface SqliteLogOptions extends ConnectOptions {
   /** How often idle consumers look for records and members of other processes. Default 150 ms. */
@@ -145,15 +145,25 @@ type Reads = ReturnType<typeof prepareReads>;
 
 /** Reads of view topics: the events and the records kept here merged by offset, the ends the appends keep. */
 function prepareViews(db: DatabaseSync, batchSize: number) {
+  const fetches = new Map<string, StatementSync>();
   return {
     ...prepareViewReads(db),
-    fetch: db.prepare(
-      `${EVENT_RECORD_ROWS}
-       UNION ALL
-       SELECT record_offset, key, value, headers, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM log_records
-       WHERE topic = ?3 AND partition = ?1 AND record_offset >= ?2
-       ORDER BY record_offset LIMIT ${Math.max(1, Math.floor(batchSize))}`,
-    ),
+    /** The fetch of a group that wants `types` (all when absent): one statement per set of types, made once. */
+    fetchOf(types: readonly string[] | undefined): StatementSync {
+      const key = types === undefined ? '*' : JSON.stringify([...types].sort());
+      let fetch = fetches.get(key);
+      if (!fetch) {
+        fetch = db.prepare(
+          `${eventRecordRows(types)}
+           UNION ALL
+           SELECT record_offset, key, value, headers, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM log_records
+           WHERE topic = ?3 AND partition = ?1 AND record_offset >= ?2
+           ORDER BY record_offset LIMIT ${Math.max(1, Math.floor(batchSize))}`,
+        );
+        fetches.set(key, fetch);
+      }
+      return fetch;
+    },
   };
 }
 
@@ -357,7 +367,7 @@ export class SqliteLog implements Log {
     nonEmptyString('topic', options.topic);
     if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
     const { partitions, view } = this.#topicOf(options.topic);
-    const source: Source = view ? viewSource(this.#db, options.topic, this.#viewsOf().reads) : ownSource(this.#db, options.topic, this.#reads, this.#statements);
+    const source: Source = view ? viewSource(this.#db, options.topic, this.#viewsOf().reads, options.types) : ownSource(this.#db, options.topic, this.#reads, this.#statements);
     const consumer = new GroupConsumer(this.#db, this.#connections.commits, this.#statements, this.#reads, this.#settings, options, partitions, source, () => this.#consumers.delete(consumer));
     this.#consumers.add(consumer);
     return consumer;
@@ -471,11 +481,12 @@ function ownSource(db: DatabaseSync, topic: string, reads: Reads, s: Statements)
   };
 }
 
-function viewSource(db: DatabaseSync, topic: string, views: Views): Source {
+function viewSource(db: DatabaseSync, topic: string, views: Views, types: readonly string[] | undefined): Source {
+  const fetch = views.fetchOf(types);
   return {
     ends: () => new Map((views.ends.all() as Array<{ partition: number; next_offset: number }>).map((r) => [r.partition, r.next_offset])),
     end: (partition) => (views.end.get(partition) as { next_offset: number } | undefined)?.next_offset ?? 0,
-    fetch: (partition, from) => (views.fetch.all(partition, from, topic) as unknown as ViewRow[]).map((row) => recordOf(topic, partition, row)),
+    fetch: (partition, from) => (fetch.all(partition, from, topic) as unknown as ViewRow[]).map((row) => recordOf(topic, partition, row)),
     signals: [topicSignal(db, topic), eventsAppended(db)],
     waitsForDurable: true,
   };
@@ -503,6 +514,8 @@ class GroupConsumer implements LogConsumer {
   readonly #source: Source;
   readonly #members: ChangeSignal;
   readonly #owned = new Map<number, PartitionCursor>();
+  /** The types the handler wants (null: every record); the others are passed over unhandled. */
+  readonly #wanted: ReadonlySet<string> | null;
   readonly #abort = new AbortController();
   readonly #heartbeat: NodeJS.Timeout;
   readonly #running: Promise<void>;
@@ -527,6 +540,7 @@ class GroupConsumer implements LogConsumer {
     this.#partitions = partitions;
     this.#onStopped = onStopped;
     this.#source = source;
+    this.#wanted = options.types === undefined ? null : new Set(options.types);
     this.#members = groupSignal(db, options.group, options.topic);
     // A timer rather than the fetch loop renews the lease, so a slow handler does not cost
     // the partitions; only a dead or blocked process stops it.
@@ -763,6 +777,11 @@ class GroupConsumer implements LogConsumer {
       // A member joined or left: rebalance before the next record so a partition that now
       // belongs to someone else is handed over without waiting for the batch to end.
       if (this.#stopping || lost || failure !== null || this.#members.version !== membersVersion) break;
+      if (this.#passesOver(record)) {
+        handled = Number(record.offset) + 1;
+        inFlight ??= commitHandled().finally(() => (inFlight = null));
+        continue;
+      }
       try {
         await this.#options.handle(record);
       } catch (error) {
@@ -788,6 +807,13 @@ class GroupConsumer implements LogConsumer {
       return;
     }
     cursor.next = committed;
+  }
+
+  /** A record of a type the handler does not want (ConsumeOptions.types); one without a type is always handed over. */
+  #passesOver(record: LogRecord): boolean {
+    if (this.#wanted === null) return false;
+    const type = record.headers['event-type'];
+    return type !== undefined && !this.#wanted.has(type);
   }
 
   /** False when the partition is no longer ours (our lease ran out and another member took it). */

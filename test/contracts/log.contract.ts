@@ -255,6 +255,24 @@ export function logContract(adapterName: string, open: OpenLog, options: { noRea
     assert.equal(resumed, ['i-3', 'i-4', 'i-5', 'i-6', 'i-7', 'i-8', 'i-9']);
   });
 
+  test('a group that names its types gets every record of them and every record without a type; its offsets move past the rest', async ({ log }) => {
+    const topic = await newTopic(log, 2);
+    const group = unique('typed');
+    const typed = (i: number, type: string | null): OutgoingRecord => ({
+      key: `k-${i % 3}`, value: `t-${i}`, ...(type === null ? {} : { headers: { 'event-type': type } }),
+    });
+    const sent = Array.from({ length: 30 }, (_, i) => typed(i, i % 5 === 4 ? null : ['Wanted', 'Other', 'Also'][i % 3]));
+    await log.publish(topic, sent);
+    const got: LogRecord[] = [];
+    track(await log.consume({ group, topic, types: ['Wanted', 'Also'], handle: async (r) => void got.push(r) }));
+    const due = sent.filter((r) => r.headers?.['event-type'] !== 'Other').map((r) => r.value);
+    await waitUntil(() => due.every((v) => got.some((r) => r.value === v)), 'every record of a wanted type or without one arrives', WAIT_MS);
+    await waitUntil(async () => {
+      const offsets = await log.groupOffsets(topic, [group]);
+      return offsets.every((o) => (o.committed ?? o.start) === o.end);
+    }, 'the group has committed every partition to its end', WAIT_MS);
+  });
+
   test('consumers of one group split the partitions, each record handled once, and take over when one stops', async ({ log }) => {
     const topic = await newTopic(log, 4);
     const group = unique('g');
