@@ -105,6 +105,31 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
     assert.equal(await store.readStream(stream, { fromRevision: 5 }), []);
   });
 
+  test('a reader changing the events it was given changes nothing another read returns', async ({ store }) => {
+    const stream = unique('shared');
+    await store.append(stream, [newEvent('Shaped', { list: [1, 2], nested: { deep: { n: 1 } } }, { tag: 'm' })], { expectedRevision: 'no_stream' });
+    const expected = await store.readStream(stream);
+    const copy = JSON.parse(JSON.stringify(expected));
+    const [given] = await store.readStream(stream);
+    // A store may hand out frozen events (the change then throws) or copies of its own.
+    const attempts: Array<() => void> = [
+      () => void (given.type = 'Changed'),
+      () => void (given.data.added = true),
+      () => void ((given.data.list as number[]).push(3)),
+      () => void ((given.data.nested as { deep: { n: number } }).deep.n = 2),
+      () => void (given.metadata.tag = 'changed'),
+    ];
+    for (const change of attempts) {
+      try {
+        change();
+      } catch (error) {
+        assert.instance(error, TypeError);
+      }
+    }
+    assert.equal(JSON.parse(JSON.stringify(await store.readStream(stream))), copy);
+    assert.equal(JSON.parse(JSON.stringify(await store.readStream(stream, { fromRevision: 0, maxCount: 1 }))), copy);
+  });
+
   test("expectedRevision 'no_stream' refuses an existing stream", async ({ store }) => {
     const stream = unique('no-stream');
     await store.append(stream, [newEvent('A'), newEvent('B')], { expectedRevision: 'no_stream' });
