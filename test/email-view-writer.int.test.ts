@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert';
 import { emailStreamId } from '../domain/email/events.ts';
 import { upcastEmailEvent } from '../domain/email/upcast.ts';
 import type { Stored } from '../infra/ports/document-store.ts';
-import type { StoredEvent } from '../infra/ports/event-store.ts';
+import type { EventStore, StoredEvent } from '../infra/ports/event-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { applyToEmailView, type EmailView } from '../projections/email-view.ts';
@@ -110,6 +110,27 @@ test('given three events stored a while ago, when the first is projected (the pr
   await project(waited(stored[1]));
   await project(stored[2]);
   assert.is((await documentOf(emailId))!._v, 1, 'their own records found them applied');
+});
+
+test('given a document at revision 0 and a processor behind, when the third event is projected, then the gap before it and the events after it come in one read', async () => {
+  const { emailId, stored } = await threeEventStream();
+  await project(stored[0]);
+  const later = toNewEvent(attempted([outcome(TO_INDEX, 'delivered')], { providerMessageId: 'prov-1' }));
+  await ctx.events.append(emailStreamId(emailId), [later], { expectedRevision: 2 });
+  const reads: Array<{ fromRevision?: number; maxCount?: number }> = [];
+  const counting = {
+    readStream: (streamId: string, options: { fromRevision?: number; maxCount?: number } = {}) => {
+      reads.push(options);
+      return ctx.events.readStream(streamId, options);
+    },
+  } as unknown as EventStore;
+  await EMAILS_PROJECTION.apply(ctx.documents, counting, { ...stored[2], recordedAt: new Date(Date.now() - 1000).toISOString() });
+  const all = await ctx.events.readStream(emailStreamId(emailId));
+  const doc = await documentOf(emailId);
+  assert.equal(withoutVersion(doc), all.map(upcastEmailEvent).reduce(applyToEmailView, null as EmailView | null));
+  assert.is(doc!.streamRevision, 3);
+  assert.is(doc!._v, 2, 'one insert and one replace holding revisions 1-3');
+  assert.is(reads.length, 1, `one read: ${JSON.stringify(reads)}`);
 });
 
 test('given three events, when the first is projected as soon as it was stored, then the document holds it alone (no look-ahead while the processor keeps up)', async () => {

@@ -79,17 +79,30 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
     const pending = event.revision === applied + 1
       ? [event]
       : await events.readStream(event.streamId, { fromRevision: applied + 1, maxCount: event.revision - applied });
+    return evolveAll(current, pending);
+  }
+
+  function evolveAll(current: D | null, pending: StoredEvent[]): D | null {
     let next: D | null = current;
     for (const e of pending) next = spec.evolve(next, upcastEmailEvent(e));
     return next;
   }
 
-  /** fold, then (when the event has waited) the stream's later events already stored; one that cannot be folded ends the look-ahead. */
+  /**
+   * fold, then (when the event has waited) the stream's later events already stored, read
+   * together with the gap in one read; a later event that cannot be folded ends the look-ahead.
+   */
   async function foldAhead(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null> {
-    const next = await fold(events, current, event);
-    if (next === null || !(Date.now() - Date.parse(event.recordedAt) >= LOOK_AHEAD_AFTER_MS)) return next;
+    const applied = current?.streamRevision ?? -1;
+    if (event.revision <= applied || !(Date.now() - Date.parse(event.recordedAt) >= LOOK_AHEAD_AFTER_MS)) return fold(events, current, event);
+    // The gap before the event (when there is one), the event, and the later events: one read.
+    const readFrom = event.revision === applied + 1 ? event.revision + 1 : applied + 1;
+    const read = await events.readStream(event.streamId, { fromRevision: readFrom, maxCount: event.revision + 1 + LOOK_AHEAD_MAX - readFrom });
+    const split = event.revision + 1 - readFrom;
+    const next = evolveAll(current, split === 0 ? [event] : read.slice(0, split));
+    if (next === null) return next;
     let folded = next;
-    for (const later of await events.readStream(event.streamId, { fromRevision: event.revision + 1, maxCount: LOOK_AHEAD_MAX })) {
+    for (const later of read.slice(split)) {
       try {
         const after = spec.evolve(folded, upcastEmailEvent(later));
         if (after === null) break;
