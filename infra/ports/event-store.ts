@@ -73,11 +73,7 @@ export interface SubscribeAllOptions {
 
 export interface EventStore {
   append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
-  /**
-   * Events of one stream in revision order; an empty array when the stream does not exist.
-   * The events may be shared with other readers (the embedded store keeps them, frozen): treat
-   * them as read-only; a change never reaches what another read returns.
-   */
+  /** Events of one stream in revision order; an empty array when the stream does not exist. */
   readStream(streamId: string, options?: { fromRevision?: number; maxCount?: number }): Promise<StoredEvent[]>;
   /** Events of every stream in global order, after a position. */
   readAll(options?: ReadAllOptions): Promise<StoredEvent[]>;

@@ -20,8 +20,6 @@ import { notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import { eventsAppended, migrateEventPartitions, PARTITION_COLUMNS, PartitionCounter } from './event-partitions.ts';
-import { onLostWrites } from '../ports/durability.ts';
-import { deepFreeze, EVENT_OVERHEAD_BYTES, StreamCache, type CachedEvent, type StreamCacheLimits, type StreamWindow } from './stream-cache.ts';
 
 export interface SqliteEventStoreOptions extends ConnectOptions {
   /** How often live subscriptions look for events appended by other processes. Default 150 ms. */
@@ -32,18 +30,7 @@ export interface SqliteEventStoreOptions extends ConnectOptions {
   retryDelayMs?: number;
   /** Default 5000 ms. */
   maxRetryDelayMs?: number;
-  /** Bounds of the decoded streams kept for readStream (./stream-cache.ts). Default STREAM_CACHE_LIMITS. */
-  streamCache?: StreamCacheLimits;
 }
-
-/**
- * What one store instance keeps of the streams it read: about 3,900 email streams of four
- * events (an estimate of 16 MiB took 18 MiB of heap), which covers what the parts of one
- * thread read of one email while the pipeline works through a backlog (the sender, then the
- * read models' look-ahead, webhooks). Each thread's store has its own. Not a setting: no
- * operator choice changes what a thread needs, and the bound holds whatever streams hold.
- */
-export const STREAM_CACHE_LIMITS: StreamCacheLimits = { maxStreams: 10_000, maxBytes: 16 * 2 ** 20, maxStreamBytes: 2 ** 20 };
 
 interface EventRow {
   position: number;
@@ -74,11 +61,6 @@ CREATE INDEX IF NOT EXISTS es_events_stream_event_id ON es_events (stream_id, ev
 
 const COLUMNS = 'position, event_id, stream_id, revision, type, data, metadata, recorded_at';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** A row as the cache keeps it: decoded once, frozen (stream-cache.ts, deepFreeze, says why). */
-function toCachedEvent(row: EventRow): CachedEvent {
-  return { event: deepFreeze(toStoredEvent(row)), bytes: row.data.length + row.metadata.length + EVENT_OVERHEAD_BYTES };
-}
 
 function toStoredEvent(row: EventRow): StoredEvent {
   return {
@@ -149,8 +131,6 @@ export class SqliteEventStore implements EventStore {
   readonly #lastPosition: StatementSync;
   readonly #countAfter: StatementSync;
   readonly #partitions: PartitionCounter;
-  readonly #streams: StreamCache;
-  readonly #forgetOnLostWrites: () => void;
 
   /** A path opens (and close() closes) connections of its own; a given connection stays the caller's. */
   constructor(database: DatabaseSync | string, options: SqliteEventStoreOptions = {}) {
@@ -187,15 +167,6 @@ export class SqliteEventStore implements EventStore {
       throw error;
     }
     this.#signal = eventsAppended(writer);
-    this.#streams = new StreamCache(options.streamCache ?? STREAM_CACHE_LIMITS);
-    // The cache holds committed events only (see #readRange), but a write the process was told
-    // of may still be lost in a failed sync: then nothing read since is trusted.
-    this.#forgetOnLostWrites = onLostWrites(() => this.#streams.clear());
-  }
-
-  /** Streams and estimated bytes the readStream cache holds (for tests of its bounds). */
-  get cachedStreams(): { streams: number; bytes: number } {
-    return { streams: this.#streams.streams, bytes: this.#streams.bytes };
   }
 
   async append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
@@ -276,47 +247,11 @@ export class SqliteEventStore implements EventStore {
     if (!Number.isSafeInteger(fromRevision) || fromRevision < 0) throw new TypeError(`fromRevision must be a revision >= 0, got ${String(fromRevision)}`);
     checkMaxCount(options.maxCount);
     const upTo = options.maxCount === undefined ? Number.MAX_SAFE_INTEGER : fromRevision + options.maxCount;
-    const events = upTo > fromRevision ? this.#readRange(streamId, fromRevision, upTo) : [];
+    const rows = this.#streamRange.all(streamId, fromRevision, upTo) as unknown as EventRow[];
     // A decision on these events (a replay's answer, a claim) must not rest on an append whose
     // sync is still running.
     await this.#connections.commits.durable();
-    return events;
-  }
-
-  /**
-   * Revisions [from, upTo) of the stream: what the cache holds of them, and from the database
-   * only what it does not. Revisions are dense and events immutable, so a range the cache
-   * covers is complete without asking; a range past its end always asks (the tail query), and
-   * sees what any connection, thread or process has committed since.
-   */
-  #readRange(streamId: string, from: number, upTo: number): StoredEvent[] {
-    const query = (start: number, end: number): CachedEvent[] =>
-      (this.#streamRange.all(streamId, start, end) as unknown as EventRow[]).map(toCachedEvent);
-    const sizeOf = (events: CachedEvent[]): number => events.reduce((sum, e) => sum + e.bytes, 0);
-    const eventsOf = (window: StreamWindow): StoredEvent[] =>
-      window.events.slice(from - window.first, Math.min(window.events.length, upTo - window.first)).map((e) => e.event);
-    // A reader that is also the writer (a borrowed or in-memory database) sees the open batch,
-    // which may still roll back: nothing read then is kept.
-    if (this.#reader.isTransaction) return query(from, upTo).map((e) => e.event);
-    const cached = this.#streams.get(streamId);
-    if (!cached || from > cached.first + cached.events.length || upTo < cached.first) {
-      const events = query(from, upTo);
-      const window = { first: from, events, bytes: sizeOf(events) };
-      if (events.length > 0) this.#streams.set(streamId, window);
-      return eventsOf(window);
-    }
-    // Every revision below the window's end exists, so a head read returns all it asks for.
-    const head = from < cached.first ? query(from, cached.first) : [];
-    const end = cached.first + cached.events.length;
-    const tail = upTo > end ? query(end, upTo) : [];
-    if (head.length === 0 && tail.length === 0) return eventsOf(cached);
-    const window = {
-      first: cached.first - head.length,
-      events: head.length > 0 ? [...head, ...cached.events, ...tail] : cached.events.concat(tail),
-      bytes: cached.bytes + sizeOf(head) + sizeOf(tail),
-    };
-    this.#streams.set(streamId, window);
-    return eventsOf(window);
+    return rows.map(toStoredEvent);
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
@@ -444,8 +379,6 @@ export class SqliteEventStore implements EventStore {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((s) => s.stop()));
-    this.#forgetOnLostWrites();
-    this.#streams.clear();
     await this.#connections.release();
   }
 
