@@ -3,7 +3,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authenticateApiKey, requirePermission } from '../apps/api/auth/bearer.ts';
+import { KEY_CACHE_MS } from '../apps/services/management/api-keys.ts';
 import { createUser } from '../apps/services/management/users.ts';
+import type { ApiKey } from '../domain/management.ts';
 import { setWorkspaceActivation } from '../apps/services/management/workspaces.ts';
 import { sha256Hex } from '../apps/services/management/ids.ts';
 import { RelayError } from '../domain/errors.ts';
@@ -250,6 +252,33 @@ api('production keys need an activated workspace: production_not_enabled until t
   const devPrincipal = await authenticateApiKey(t.ctx, `Bearer ${devKey.secret}`);
   assert.is(devPrincipal.workspaceActivated, false);
   assert.is(devPrincipal.environment, 'development');
+});
+
+api('a revoked key is refused at once by the process that revoked it, and within KEY_CACHE_MS when revoked elsewhere', async ({ t, owner }) => {
+  const { projectId } = await workspaceWithProject(t, owner);
+  const newKey = async () => (await call(t, 'POST', `/v1/projects/${projectId}/api-keys`, { as: owner, body: { name: 'reader', permissions: ['email:read'] } })).json();
+  const list = async (secret: string) => t.app.inject({ method: 'GET', url: '/v1/emails', headers: { authorization: `Bearer ${secret}` } });
+
+  // Revoked through this process's API: the very next request is refused.
+  const here = await newKey();
+  for (let i = 0; i < 3; i++) assert.is((await list(here.secret)).statusCode, 200, 'a live key, read again or remembered');
+  assert.is((await call(t, 'DELETE', `/v1/api-keys/${here.id}`, { as: owner })).statusCode, 200);
+  const refused = await list(here.secret);
+  assert.is(refused.statusCode, 401);
+  assert.is(refused.json().error.code, 'invalid_api_key');
+
+  // Revoked by another process (its write reaches this one only through the store): refused
+  // once the bound has passed since the key was last read.
+  const elsewhere = await newKey();
+  assert.is((await list(elsewhere.secret)).statusCode, 200);
+  const keys = t.stores.documents.collection<ApiKey>('api_keys');
+  const stored = (await keys.get(elsewhere.id))!;
+  const { _v, ...doc } = stored;
+  assert.ok(await keys.replace({ ...doc, revokedAt: new Date().toISOString() }, _v));
+  await new Promise((resolve) => setTimeout(resolve, KEY_CACHE_MS + 20));
+  const late = await list(elsewhere.secret);
+  assert.is(late.statusCode, 401);
+  assert.is(late.json().error.code, 'invalid_api_key');
 });
 
 // ---------------------------------------------------------------------------------------

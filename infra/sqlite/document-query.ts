@@ -19,7 +19,22 @@ interface FieldSql {
   path?: string;
 }
 
+/** Field names are few (the code's own); the bound only keeps a caller's mistake from growing it. */
+const FIELD_SQL_LIMIT = 1_000;
+const fieldSqlCache = new Map<string, FieldSql>();
+
+/** Built once per field name: every find compiles its where clause, mostly from these. */
 export function fieldSql(field: string): FieldSql {
+  let sql = fieldSqlCache.get(field);
+  if (sql === undefined) {
+    sql = compileField(field);
+    if (fieldSqlCache.size >= FIELD_SQL_LIMIT) fieldSqlCache.clear();
+    fieldSqlCache.set(field, sql);
+  }
+  return sql;
+}
+
+function compileField(field: string): FieldSql {
   if (field === '_id') return { value: 'id', type: `'text'` };
   if (field === '_v') return { value: 'v', type: `'integer'` };
   const path = jsonPathLiteral(field);

@@ -22,6 +22,7 @@ import { fieldSql, findTail, quoteIdent, whereSql, type Fragment } from './docum
 const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
 const STATEMENT_CACHE_LIMIT = 256;
+const COLLECTION_CACHE_LIMIT = 1_000;
 
 interface Row {
   id: string;
@@ -186,29 +187,39 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   readonly #name: string;
   readonly #table: string;
   readonly #quoted: string;
+  /** The fixed statements' text, made once: the statement cache hashes it on every call. */
+  readonly #sql: { get: string; insert: string; replace: string; delete: string; deleteVersion: string; select: string };
 
   constructor(engine: Engine, name: string) {
     this.#engine = engine;
     this.#name = name;
     this.#table = tableName(name);
-    this.#quoted = quoteIdent(this.#table);
+    const quoted = this.#quoted = quoteIdent(this.#table);
+    this.#sql = {
+      get: `SELECT id, v, doc FROM ${quoted} WHERE id = ?`,
+      insert: `INSERT INTO ${quoted} (id, v, doc) VALUES (?, 1, ?)`,
+      replace: `UPDATE ${quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`,
+      delete: `DELETE FROM ${quoted} WHERE id = ?`,
+      deleteVersion: `DELETE FROM ${quoted} WHERE id = ? AND v = ?`,
+      select: `SELECT id, v, doc FROM ${quoted}`,
+    };
   }
 
   async get(id: string): Promise<Stored<T> | null> {
-    const row = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v, doc FROM ${this.#quoted} WHERE id = ?`).get(id) as Row | undefined, undefined);
+    const row = this.#engine.read(() => this.#engine.readStatement(this.#sql.get).get(id) as Row | undefined, undefined);
     return row ? fromRow<T>(row) : null;
   }
 
   async insert(doc: T): Promise<Stored<T>> {
     const { id, json } = toRow(doc);
-    await this.#uniqueWrite(() => this.#engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`).run(id, json), json.length);
+    await this.#uniqueWrite(() => this.#engine.statement(this.#sql.insert).run(id, json), json.length);
     return fromRow<T>({ id, v: 1, doc: json });
   }
 
   async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
     const { id, json } = toRow(doc);
     const row = await this.#uniqueWrite(() => this.#engine
-      .statement(`UPDATE ${this.#quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`)
+      .statement(this.#sql.replace)
       .get(json, id, expectedVersion) as { v: number } | undefined, json.length, (found) => found === undefined);
     return row ? fromRow<T>({ id, v: row.v, doc: json }) : null;
   }
@@ -216,8 +227,8 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
     const engine = this.#engine;
     const result = await engine.commit(() => engine.read(() => expectedVersion === undefined
-      ? engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ?`).run(id)
-      : engine.statement(`DELETE FROM ${this.#quoted} WHERE id = ? AND v = ?`).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }), 0, (done) => Number(done.changes) === 0);
+      ? engine.statement(this.#sql.delete).run(id)
+      : engine.statement(this.#sql.deleteVersion).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }), 0, (done) => Number(done.changes) === 0);
     return Number(result.changes) > 0;
   }
 
@@ -226,7 +237,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const tail = findTail(options);
     if (options.fields !== undefined) return this.#findFields(projectedFields(options.fields), tail);
-    const rows = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v, doc FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Row[], []);
+    const rows = this.#engine.read(() => this.#engine.readStatement(this.#sql.select + tail.sql).all(...tail.params) as unknown as Row[], []);
     return rows.map((row) => fromRow<T>(row));
   }
 
@@ -300,7 +311,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const bytes = rows.reduce((sum, row) => sum + row.json.length, 0);
     const engine = this.#engine;
     return engine.commit(() => engine.write(this.#table, () => {
-      const insert = engine.statement(`INSERT INTO ${this.#quoted} (id, v, doc) VALUES (?, 1, ?)`);
+      const insert = engine.statement(this.#sql.insert);
       const duplicates: string[] = [];
       for (const row of rows) {
         try {
@@ -330,8 +341,18 @@ export class SqliteDocumentStore implements DocumentStore {
     this.#engine = new Engine(connect(source, options));
   }
 
+  /** Collections hold no state of their own, so one per name serves every caller. */
+  readonly #collections = new Map<string, SqliteCollection<{ _id: string }>>();
+
   collection<T extends { _id: string }>(name: string): Collection<T> {
-    return new SqliteCollection<T>(this.#engine, name);
+    let collection = this.#collections.get(name);
+    if (!collection) {
+      collection = new SqliteCollection(this.#engine, name);
+      // Scratch collections (rebuilds) add names; a bound keeps a long life from growing it.
+      if (this.#collections.size >= COLLECTION_CACHE_LIMIT) this.#collections.clear();
+      this.#collections.set(name, collection);
+    }
+    return collection as unknown as Collection<T>;
   }
 
   async drop(name: string): Promise<void> {

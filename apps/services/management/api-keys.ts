@@ -74,15 +74,53 @@ export async function listApiKeys(documents: DocumentStore, projectId: string): 
   return apiKeysOf(documents).find({ where: { projectId }, orderBy: [['projectId', 'asc'], ['createdAt', 'asc'], ['_id', 'asc']] });
 }
 
+/**
+ * How long a live key found by its secret is trusted without reading it again: the bound on
+ * how soon a revocation made by another process is seen (one made in this process is seen at
+ * once). A key's other fields never change, so only a revocation can be late.
+ */
+export const KEY_CACHE_MS = 250;
+/** Keys remembered per store at most: the cache is emptied when full (only live keys enter). */
+const KEY_CACHE_LIMIT = 10_000;
+
+interface CachedKey { key: ApiKey; until: number; generation: number }
+const keyCaches = new WeakMap<DocumentStore, Map<string, CachedKey>>();
+/** Moved by every revocation in this process, whatever store it went through. */
+let revocations = 0;
+
+/**
+ * The live (unrevoked) key with this secret, or null. Every request with a key authenticates,
+ * and the find by the secret's hash is the costliest read of an admission, so a key found
+ * live is reused for KEY_CACHE_MS (a monotonic clock: tests that move `now` move no deadline).
+ */
 export async function findApiKeyBySecret(documents: DocumentStore, secret: string): Promise<ApiKey | null> {
-  const [key] = await apiKeysOf(documents).find({ where: { secretHash: secretHashOf(secret) }, limit: 1 });
-  return key ?? null;
+  const hash = secretHashOf(secret);
+  let cache = keyCaches.get(documents);
+  if (!cache) keyCaches.set(documents, cache = new Map());
+  const cached = cache.get(hash);
+  const started = performance.now();
+  if (cached && cached.until > started && cached.generation === revocations) return cached.key;
+  const generation = revocations;
+  const [key] = await apiKeysOf(documents).find({ where: { secretHash: hash }, limit: 1 });
+  if (!key || key.revokedAt !== null) {
+    cache.delete(hash);
+    return null;
+  }
+  if (cache.size >= KEY_CACHE_LIMIT) cache.clear();
+  // From when the read began: a revocation committed during it is still seen in time.
+  cache.set(hash, { key, until: started + KEY_CACHE_MS, generation });
+  return key;
 }
 
 /** Idempotent: revoking a revoked key keeps its first revocation time. */
 export async function revokeApiKey(documents: DocumentStore, keyId: string, now: Date): Promise<ApiKey> {
   if (!(await apiKeysOf(documents).get(keyId))) throw notFound(`API key ${keyId} not found`);
-  return updateDocument(apiKeysOf(documents), keyId, 'API key', (current) =>
-    current.revokedAt ? null : { ...current, revokedAt: now.toISOString() },
-  );
+  try {
+    return await updateDocument(apiKeysOf(documents), keyId, 'API key', (current) =>
+      current.revokedAt ? null : { ...current, revokedAt: now.toISOString() },
+    );
+  } finally {
+    // Once written (or failed), no key found before it is trusted again in this process.
+    revocations++;
+  }
 }
