@@ -6,7 +6,8 @@ import type { RunningRelay } from '../../apps/relay.ts';
 import { createApiKey } from '../../apps/services/management/api-keys.ts';
 import { connectDomain, createDomain, markDomainVerified } from '../../apps/services/management/domains.ts';
 import { createProject } from '../../apps/services/management/projects.ts';
-import { createWorkspace, setWorkspaceActivation } from '../../apps/services/management/workspaces.ts';
+import { createWorkspace, setWorkspaceActivation, setWorkspaceAllowances } from '../../apps/services/management/workspaces.ts';
+import { MAX_ALLOWANCE } from '../../domain/usage/quota.ts';
 import type { Permission } from '../../domain/management.ts';
 
 export interface BenchTenants {
@@ -28,6 +29,9 @@ export async function benchTenants(
     const owner = { _id: `usr_bench_${w}`, email: `bench${w}@bench.test`, passwordHash: 'x', createdAt: now.toISOString() };
     const { workspace } = await createWorkspace(documents, owner, `Bench ${w}`, now);
     await setWorkspaceActivation(documents, workspace._id, true, now);
+    // As an operator grants a high-volume tenant (`relay workspace quota`): the default 5,000
+    // recipients a month would end a long run with 429s instead of measuring it.
+    await setWorkspaceAllowances(documents, workspace._id, { workspaceRecipients: MAX_ALLOWANCE });
     const project = await createProject(documents, { workspaceId: workspace._id, name: 'bench', environment: 'production' }, now);
     const domain = await createDomain(documents, { workspaceId: workspace._id, name: options.domainOf(w) }, now, relay.services.secrets);
     await markDomainVerified(documents, domain._id, 'benchmark fixture', now);
