@@ -8,6 +8,9 @@
 //   relay_http_requests_total, relay_http_request_duration_seconds   by method, route pattern, status
 //   relay_admissions_total          by result (accepted, suppressed, replayed, rejected) and code
 //   relay_admission_duration_seconds  POST /v1/emails from arrival to answer, by result
+//   relay_admission_flow_waits_total, relay_admission_flow_wait_seconds_total, relay_admission_backlog_records,
+//   relay_admission_flow_waiting
+//                                   sends held while the pipeline was behind (apps/services/admission-flow.ts)
 //   relay_events_appended_total     events this process appended to the event store, by type
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
@@ -109,6 +112,16 @@ export interface AdmissionCounters {
   rejected(code: string): CounterChild;
 }
 
+/** Admission flow control (apps/services/admission-flow.ts). */
+export interface AdmissionFlowMetrics {
+  /** A send that waited for the pipeline: caught_up (it went ahead once the backlog was under the bound), timed_out (after the longest wait). */
+  waited(outcome: 'caught_up' | 'timed_out', seconds: number): void;
+  /** The watched groups' backlog as last read, in records. */
+  readonly backlog: GaugeChild;
+  /** Sends waiting now (set at each scrape by the process that holds them). */
+  readonly waiting: GaugeChild;
+}
+
 /** POST /v1/emails from arrival to answer, by the admission's result. */
 export interface AdmissionDurations {
   accepted: HistogramChild;
@@ -173,6 +186,7 @@ export interface RelayMetrics {
   route(pattern: string): RouteMetrics;
   admissions: AdmissionCounters;
   admissionDurations: AdmissionDurations;
+  admissionFlow: AdmissionFlowMetrics;
   /** The counter of appended events of this type. */
   eventsAppended(type: string): CounterChild;
   /** kind: the finding's outcome (hard_bounced, soft_bounced, delayed, delivered, complained, undetermined). */
@@ -258,6 +272,11 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const duration = registry.histogram('relay_http_request_duration_seconds', 'Time from a request\'s arrival to its response, by method, route pattern and status.', ['method', 'route', 'status']);
   const admissions = registry.counter('relay_admissions_total', 'POST /v1/emails outcomes: accepted (queued), suppressed, replayed (idempotent retry), rejected (by error code).', ['result', 'code']);
   const admissionSeconds = registry.histogram('relay_admission_duration_seconds', 'POST /v1/emails from arrival to answer, by result (accepted, suppressed, replayed, rejected), in seconds.', ['result']);
+  const flowWaits = registry.counter('relay_admission_flow_waits_total',
+    'Sends that waited for the pipeline to catch up before admission, by outcome (caught_up: the backlog fell under RELAY_ADMISSION_BACKLOG; timed_out: it did not within RELAY_ADMISSION_MAX_WAIT_MS, and the send went ahead).', ['outcome']);
+  const flowWaitSeconds = registry.counter('relay_admission_flow_wait_seconds_total', 'Time sends spent waiting for the pipeline to catch up, in seconds.');
+  const flowWaiting = registry.gauge('relay_admission_flow_waiting', 'Sends waiting now for the pipeline to catch up.');
+  const flowBacklog = registry.gauge('relay_admission_backlog_records', 'Records of the events topic the slowest watched consumer group had not handled, as admission flow control last read it.');
   const appended = registry.counter('relay_events_appended_total', 'Events this process appended to the event store, by type.', ['type']);
   const feedback = registry.counter('relay_feedback_reports_total',
     'Findings of bounce and complaint reports received by the inbound server, by kind (hard_bounced, soft_bounced, delayed, delivered, complained, undetermined) and effect (recorded, repeated, duplicate).', ['kind', 'effect']);
@@ -299,6 +318,18 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       accepted: admissionSeconds.labels('accepted'), suppressed: admissionSeconds.labels('suppressed'),
       replayed: admissionSeconds.labels('replayed'), rejected: admissionSeconds.labels('rejected'),
     },
+    admissionFlow: (() => {
+      const outcomes = { caught_up: flowWaits.labels('caught_up'), timed_out: flowWaits.labels('timed_out') };
+      const seconds = flowWaitSeconds.labels();
+      return {
+        waited(outcome: 'caught_up' | 'timed_out', waited: number) {
+          outcomes[outcome].inc();
+          seconds.inc(waited);
+        },
+        backlog: flowBacklog.labels(),
+        waiting: flowWaiting.labels(),
+      };
+    })(),
     eventsAppended: byValue(appended),
     feedbackReports: byPair(feedback),
     retention: {

@@ -3,7 +3,7 @@
 // `relay forwarder`, `relay processor <name>`), over the same code.
 import type { FastifyInstance } from 'fastify';
 import { createLogger, type Logger } from '../infra/logging.ts';
-import { ListenError, type RelayConfig } from '../infra/config.ts';
+import { ConfigError, ListenError, type RelayConfig } from '../infra/config.ts';
 import { buildApi } from './api/server.ts';
 import { startInbound } from './inbound/inbound-server.ts';
 import { startForwarder } from './pipeline/forwarder.ts';
@@ -15,7 +15,9 @@ import { answerWithin, PartsLiveness, PING_TIMEOUT_MS } from './liveness.ts';
 import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
 import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
+import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
+import { AdmissionFlow, slowestGroupBacklog } from './services/admission-flow.ts';
 import { emailsOf } from './services/email-stream.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
@@ -83,6 +85,43 @@ const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
   mtaStsPolicies: 'mta_sts_policies',
 };
 
+/** The groups whose lag API clients feel: an email listed (projector) and sent (sender). */
+const FLOW_GROUPS_BY_DEFAULT: readonly ProcessorName[] = ['projector', 'sender'];
+
+/**
+ * Admission flow control over the groups RELAY_ADMISSION_BACKLOG_GROUPS names, by default those
+ * of FLOW_GROUPS_BY_DEFAULT this process runs (a process that runs neither cannot tell a group
+ * deployed elsewhere from one not deployed at all, so it holds no send unless told which).
+ */
+function admissionFlowOf(config: RelayConfig, parts: readonly Part[], stores: Stores, metrics: RelayMetrics, logger: Logger): AdmissionFlow | undefined {
+  const { maxBacklog, maxWaitMs, groups: named } = config.admissionFlow;
+  for (const name of named ?? []) {
+    if (!processorNamed(name)) throw new ConfigError('RELAY_ADMISSION_BACKLOG_GROUPS', `"${name}" is not a processor (${PROCESSORS.map((p) => p.name).join(', ')})`);
+  }
+  const watched = named ?? FLOW_GROUPS_BY_DEFAULT.filter((name) => parts.includes(name));
+  if (maxBacklog === 0 || watched.length === 0) return undefined;
+  const topic = eventsTopic(config.logNamespace);
+  const groups = watched.map((name) => groupOf(config.logNamespace, name));
+  let failing = false;
+  const flow = new AdmissionFlow({
+    maxBacklog, maxWaitMs,
+    backlog: async () => {
+      const records = await slowestGroupBacklog(stores.log, topic, groups);
+      if (failing) logger.info({ part: 'api' }, 'admission flow control: the backlog can be read again');
+      failing = false;
+      return records;
+    },
+    onBacklog: (records) => metrics.admissionFlow.backlog.set(records),
+    onWaited: (outcome, waitedMs) => metrics.admissionFlow.waited(outcome, waitedMs / 1000),
+    onReadError: (error) => {
+      if (!failing) logger.warn({ part: 'api', err: error }, 'admission flow control: the backlog cannot be read; sends go ahead without waiting');
+      failing = true;
+    },
+  });
+  metrics.registry.collect(() => metrics.admissionFlow.waiting.set(flow.waiting));
+  return flow;
+}
+
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
 export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
 
@@ -130,6 +169,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     // stops the start here (one line naming the variable), with nothing delivered. Every process
     // answers /healthz and /readyz; only the api part serves the /v1 routes.
     if (!options.inThread) {
+      const admissionFlow = parts.includes('api') ? admissionFlowOf(config, parts, stores, metrics, logger) : undefined;
       api = await inPart('api', () => buildApi({
         config,
         events,
@@ -137,6 +177,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         services,
         now,
         metrics,
+        admissionFlow,
         // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
         // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
         readiness: async () => {

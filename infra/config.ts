@@ -62,6 +62,13 @@ export interface RelayConfig {
   composeThreads: number;
   /** RELAY_PIPELINE_THREAD (default on): whether `relay start` runs the forwarder, processors and retention on a thread of their own. */
   pipelineThread: boolean;
+  /**
+   * Admission flow control (apps/services/admission-flow.ts): while the slowest watched consumer
+   * group is more than `maxBacklog` records behind (RELAY_ADMISSION_BACKLOG, 0 = off), a send waits
+   * for it, at most `maxWaitMs` (RELAY_ADMISSION_MAX_WAIT_MS). `groups` (RELAY_ADMISSION_BACKLOG_GROUPS,
+   * processor names): null = the projector and the sender where this process runs them.
+   */
+  admissionFlow: { maxBacklog: number; maxWaitMs: number; groups: string[] | null };
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
@@ -292,6 +299,20 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (pipelineThreadRaw !== undefined && pipelineThreadRaw !== 'on' && pipelineThreadRaw !== 'off') {
     throw new ConfigError('RELAY_PIPELINE_THREAD', `must be on or off, got "${text(env, 'RELAY_PIPELINE_THREAD')}"`);
   }
+  const backlogRaw = text(env, 'RELAY_ADMISSION_BACKLOG');
+  const maxBacklog = backlogRaw === undefined ? 1000 : Number(backlogRaw);
+  if (backlogRaw !== undefined && !(/^\d+$/.test(backlogRaw) && maxBacklog <= 10_000_000)) {
+    throw new ConfigError('RELAY_ADMISSION_BACKLOG', `must be a whole number of records from 0 (off) to 10000000, got "${backlogRaw}"`);
+  }
+  const maxWaitRaw = text(env, 'RELAY_ADMISSION_MAX_WAIT_MS');
+  const maxWaitMs = maxWaitRaw === undefined ? 1000 : Number(maxWaitRaw);
+  if (maxWaitRaw !== undefined && !(/^\d+$/.test(maxWaitRaw) && maxWaitMs >= 1 && maxWaitMs <= 30_000)) {
+    throw new ConfigError('RELAY_ADMISSION_MAX_WAIT_MS', `must be a whole number of milliseconds from 1 to 30000, got "${maxWaitRaw}"`);
+  }
+  const flowGroups = list(env, 'RELAY_ADMISSION_BACKLOG_GROUPS', (variable, item) => {
+    if (!/^[a-z][a-z0-9-]{0,63}$/.test(item)) throw new ConfigError(variable, `"${item}" is not a processor name`);
+    return item;
+  });
   const tlsCertFile = text(env, 'RELAY_INBOUND_TLS_CERT') ?? null;
   const tlsKeyFile = text(env, 'RELAY_INBOUND_TLS_KEY') ?? null;
   if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
@@ -339,6 +360,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     composeThreads,
     templateTimeLimitMs,
     pipelineThread: pipelineThreadRaw !== 'off',
+    admissionFlow: { maxBacklog, maxWaitMs, groups: flowGroups },
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound,

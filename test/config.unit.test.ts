@@ -90,6 +90,11 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_TEMPLATE_TIME_LIMIT_MS', { RELAY_TEMPLATE_TIME_LIMIT_MS: '60001' }],
   ['RELAY_TEMPLATE_TIME_LIMIT_MS', { RELAY_TEMPLATE_TIME_LIMIT_MS: '1.5' }],
   ['RELAY_PIPELINE_THREAD', { RELAY_PIPELINE_THREAD: 'yes' }],
+  ['RELAY_ADMISSION_BACKLOG', { RELAY_ADMISSION_BACKLOG: '-1' }],
+  ['RELAY_ADMISSION_BACKLOG', { RELAY_ADMISSION_BACKLOG: 'lots' }],
+  ['RELAY_ADMISSION_MAX_WAIT_MS', { RELAY_ADMISSION_MAX_WAIT_MS: '0' }],
+  ['RELAY_ADMISSION_MAX_WAIT_MS', { RELAY_ADMISSION_MAX_WAIT_MS: '30001' }],
+  ['RELAY_ADMISSION_BACKLOG_GROUPS', { RELAY_ADMISSION_BACKLOG_GROUPS: 'projector,Sender!' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '0' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '201' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: 'many' }],
@@ -120,6 +125,12 @@ test('delivery defaults: the outbox in development; smtp when a smarthost is giv
 test('templates: each compilation or rendering may take 2 s by default; RELAY_TEMPLATE_TIME_LIMIT_MS sets it', () => {
   assert.is(loadConfig({}).templateTimeLimitMs, 2000);
   assert.is(loadConfig({ RELAY_TEMPLATE_TIME_LIMIT_MS: '10' }).templateTimeLimitMs, 10);
+});
+
+test('admission flow control: sends wait while the watched groups are over 1,000 records behind, at most 1 s; 0 turns it off', () => {
+  assert.equal(loadConfig({}).admissionFlow, { maxBacklog: 1000, maxWaitMs: 1000, groups: null });
+  assert.equal(loadConfig({ RELAY_ADMISSION_BACKLOG: '0', RELAY_ADMISSION_MAX_WAIT_MS: '250', RELAY_ADMISSION_BACKLOG_GROUPS: 'projector, sender' }).admissionFlow,
+    { maxBacklog: 0, maxWaitMs: 250, groups: ['projector', 'sender'] });
 });
 
 test('message composition: one worker thread by default; RELAY_COMPOSE_THREADS=0 composes on the event loop', () => {

@@ -4,6 +4,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { PartReport } from '../liveness.ts';
 import type { RelayMetrics } from '../relay-metrics.ts';
+import type { AdmissionFlow } from '../services/admission-flow.ts';
 import type { Services } from '../services/services.ts';
 
 export interface ApiContext {
@@ -20,6 +21,8 @@ export interface ApiContext {
   readiness: () => Promise<Readiness>;
   /** The process's metrics (apps/relay-metrics.ts): one registry per process, made where the process is composed. */
   metrics: RelayMetrics;
+  /** Holds sends while the pipeline is too far behind (apps/services/admission-flow.ts); absent: sends never wait. */
+  admissionFlow?: AdmissionFlow;
 }
 
 export interface Readiness {

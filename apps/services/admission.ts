@@ -10,6 +10,8 @@
 //   2. rate limit: a slot is taken before any rule is looked at, so that a burst cannot get
 //      past the limit while its first requests are still being checked; replays take one too
 //      (spec: replays count), and every later rejection gives it back (rejections do not);
+//      then a send body that is valid waits while the pipeline is too far behind (flow control,
+//      ./admission-flow.ts);
 //   3. sender domain, 4. development recipients: the request's own validity for this key;
 //   5. suppressions: a valid request to a blocked recipient is stored as suppressed, which is
 //      an answer, not a rejection, so it keeps its rate slot and is never charged;
@@ -42,6 +44,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { deferDurability } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
+import type { AdmissionFlow } from './admission-flow.ts';
 import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
 import { contentKeyFor, sealWith } from './content-vault.ts';
@@ -60,6 +63,8 @@ export interface AdmissionDeps {
   /** Relay's secret (services.secrets): keys the idempotency fingerprint. */
   secrets: Pick<SecretBox, 'mac' | 'macVerify'>;
   now: () => Date;
+  /** Holds a valid send while the pipeline is too far behind (./admission-flow.ts). */
+  flow?: Pick<AdmissionFlow, 'pass'>;
 }
 
 /** Who is sending: the API key's identity, and its workspace's monthly allowances. */
@@ -230,6 +235,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
   try {
     const prepared = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
     const { send } = prepared;
+    await deps.flow?.pass();
 
     // Facts for 3, 4 and 5.
     const development = sender.environment === 'development';

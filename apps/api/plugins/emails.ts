@@ -145,6 +145,7 @@ const admissionDepsOf = (ctx: ApiContext): AdmissionDeps => ({
   usage: ctx.services.usage,
   secrets: ctx.services.secrets,
   now: ctx.now,
+  flow: ctx.admissionFlow,
 });
 
 /**
