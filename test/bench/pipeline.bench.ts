@@ -812,7 +812,8 @@ async function main(): Promise<void> {
       }
       console.log(settled === null
         ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
-        : `   its ${f(phase1.length)} emails listed and delivered to the outbox, every consumer group caught up, ${f(settled / 1000, 1)} s after the load`);
+        : `   its ${f(phase1.length)} emails listed and delivered to the outbox, every consumer group caught up, ${f(settled / 1000, 1)} s after the load; ` +
+          `end to end ${f(phase1.length / (WARMUP_SECONDS + closed.seconds + settled / 1000))} emails/s (admitted from the warm-up's start, until the last was settled)`);
       let cpuPerEmail = NaN;
       if (settled !== null && cpuBefore !== null && cpuAfter !== null) {
         cpuPerEmail = ((cpuAfter - cpuBefore) * 1000) / phase1.length;
