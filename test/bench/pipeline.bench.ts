@@ -27,7 +27,8 @@
 //    due while the cap is reached is not sent and counts as "behind schedule". Meanwhile each
 //    project's `GET /v1/emails?limit=BENCH_POLL_LIMIT` (newest first) is polled every
 //    BENCH_POLL_MS; when the oldest email of a page is new to the poller the next page is read
-//    too (a burst longer than a page). Projection lag of an email = the time the first
+//    too (a burst longer than a page), and so is the window of the project's oldest unlisted
+//    email's admission (`after` + `before`), once it is two poll intervals old. Projection lag of an email = the time the first
 //    response listing it arrived − the time its 202 arrived (same process, same clock; an
 //    upper bound, by up to one poll interval plus the list request's own latency).
 //    Server RSS (/proc/<pid>/status VmRSS) is sampled every second.
@@ -271,16 +272,31 @@ interface Admitted {
 
 class Tracker {
   readonly admitted = new Map<string, Admitted>();
+  /** Each project's admitted emails in the order their 202s arrived, and how many of the first are listed. */
+  readonly #byProject = new Map<number, { emails: Admitted[]; head: number }>();
   /** Listed before its 202 arrived (the response was still on its way): id → when. */
   readonly early = new Map<string, number>();
 
   admit(id: string, project: number, phase: 1 | 2, acceptedAt: number, sentWall: number, acceptedWall: number): void {
     const seen = this.early.get(id);
     this.early.delete(id);
-    this.admitted.set(id, {
+    const admitted: Admitted = {
       id, project, phase, acceptedAt, sentWall, acceptedWall,
       listedAt: seen === undefined ? null : Math.max(seen, acceptedAt), listedBy: seen === undefined ? null : 'poll',
-    });
+    };
+    this.admitted.set(id, admitted);
+    let queue = this.#byProject.get(project);
+    if (queue === undefined) this.#byProject.set(project, (queue = { emails: [], head: 0 }));
+    queue.emails.push(admitted);
+  }
+
+  /** The project's oldest admitted email not listed yet, once it is older than `ms`. */
+  oldestUnlisted(project: number, ms: number): Admitted | null {
+    const queue = this.#byProject.get(project);
+    if (queue === undefined) return null;
+    while (queue.head < queue.emails.length && queue.emails[queue.head].listedAt !== null) queue.head++;
+    const oldest = queue.emails[queue.head];
+    return oldest !== undefined && performance.now() - oldest.acceptedAt >= ms ? oldest : null;
   }
 
   /** Records that a list showed `id` at `at`; true when nothing had shown it before. */
@@ -390,7 +406,7 @@ class Poller {
 
   start(): void {
     // Staggered, so that the lists are not all read at the same instant.
-    this.#loops = this.#keys.map((key, p) => this.#loop(key, (p * POLL_MS) / this.#keys.length));
+    this.#loops = this.#keys.map((key, p) => this.#loop(key, p, (p * POLL_MS) / this.#keys.length));
   }
 
   async stop(): Promise<void> {
@@ -399,11 +415,12 @@ class Poller {
     await this.#pool.close();
   }
 
-  async #loop(key: string, offsetMs: number): Promise<void> {
+  async #loop(key: string, project: number, offsetMs: number): Promise<void> {
     await sleep(offsetMs);
     while (this.#running) {
       const started = performance.now();
       await this.#poll(key);
+      await this.#catchUp(key, project);
       const wait = POLL_MS - (performance.now() - started);
       if (wait > 0) await sleep(wait);
     }
@@ -430,6 +447,32 @@ class Poller {
       if (!oldestIsNew || answer.next_cursor === null) return;
       cursor = answer.next_cursor;
     }
+  }
+
+  /**
+   * An email listed later than the emails admitted after it (the projector's partitions run
+   * side by side) can be below the newest pages by the time it is listed: the project's oldest
+   * unlisted email is looked for too, in the few milliseconds around its admission (one page
+   * of up to 100 covers every email admitted then), so its lag is seen when it happens and not
+   * at the drain's paging.
+   */
+  async #catchUp(key: string, project: number): Promise<void> {
+    const oldest = this.#tracker.oldestUnlisted(project, 2 * POLL_MS);
+    if (oldest === null) return;
+    const window = { limit: '100', after: new Date(oldest.sentWall - 1).toISOString(), before: new Date(oldest.acceptedWall + 1).toISOString() };
+    const started = performance.now();
+    let answer: ListPage;
+    try {
+      answer = await listPage(this.#pool, key, window);
+    } catch (error) {
+      this.errors++;
+      this.lastError = (error as Error).message;
+      return;
+    }
+    const at = performance.now();
+    this.pages++;
+    this.latencies.push(at - started);
+    for (const email of answer.emails) this.#tracker.listed(email.id, at, 'poll');
   }
 }
 
