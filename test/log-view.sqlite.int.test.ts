@@ -155,6 +155,46 @@ test('a group that names its types is handed only those (a record sent again inc
   }
 });
 
+test('records passed over are committed lazily: an idle group reaches lag 0, and a stopped one has committed them', async () => {
+  const opened = openBoth();
+  const { events, log } = opened;
+  try {
+    const streams = Array.from({ length: 12 }, () => `email-${randomUUID()}`);
+    // Each stream: Type0 (wanted), then Type1 and Type2 (passed over): every partition ends with records passed over.
+    await appendInterleaved(events, streams, 3);
+    const lagZero = async () => (await log.groupOffsets(TOPIC, ['lazy'])).every((o) => (o.committed ?? o.start) === o.end);
+    const handled: LogRecord[] = [];
+    let passed = 0;
+    const options = { group: 'lazy', topic: TOPIC, types: ['Type0'], handle: async (record: LogRecord) => void handled.push(record), onPassedOver: (n: number) => void (passed += n) };
+    const consumer = await log.consume(options);
+    await waitUntil(() => handled.length === 12 && passed === 24, 'the group handled the wanted events and passed over the others');
+    await waitUntil(lagZero, 'the idle group committed past the records it passed over');
+
+    // More records of types it does not want only: nothing to handle, still lag 0 once idle.
+    await Promise.all(streams.map((stream) => events.append(stream, [newEvent('Type9')], { expectedRevision: 2 })));
+    await waitUntil(() => passed === 36, 'the group passed over the new records');
+    await waitUntil(lagZero, 'the idle group committed past them too');
+
+    // Stopped right after passing over: stop() writes what it passed over.
+    await Promise.all(streams.map((stream) => events.append(stream, [newEvent('Type9')], { expectedRevision: 3 })));
+    await waitUntil(() => passed === 48, 'the group passed over the newest records');
+    await consumer.stop();
+    assert.ok(await lagZero(), 'stop() committed the records passed over');
+    assert.is(handled.length, 12);
+
+    // Taken up again from there: nothing handled or passed over twice.
+    let passedAgain = 0;
+    const again = await log.consume({ ...options, onPassedOver: (n: number) => void (passedAgain += n) });
+    await Promise.all(streams.map((stream) => events.append(stream, [newEvent('Type0')], { expectedRevision: 4 })));
+    await waitUntil(() => handled.length === 24, 'the group handles the new wanted events');
+    await again.stop();
+    assert.is(passedAgain, 0);
+    assert.equal(new Set(handled.map((r) => `${r.partition}/${r.offset}`)).size, 24, 'each handled once');
+  } finally {
+    await opened.close();
+  }
+});
+
 test('a failing handler gets the same event again, nothing behind it meanwhile; a member that joins takes partitions over from the committed offsets', async () => {
   const opened = openBoth();
   const { events, log, file } = opened;

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { DatabaseSync } from 'node:sqlite';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { LogRecord } from '../infra/ports/log.ts';
@@ -34,6 +35,7 @@ interface Printed {
   partition?: number;
   offset?: string;
   value?: string;
+  count?: number;
 }
 
 function printed(child: FixtureProcess): Printed[] {
@@ -59,6 +61,8 @@ test('a consumer SIGKILLed mid-handler loses its partition when its lease runs o
       { key: 'k', value: 'third' },
     ]);
     await child.waitForLine((l) => l.includes('"handling"') && l.includes('hang-second'), 'the child is inside the handler');
+    // Offsets are written while a round runs (every 100 ms), not once per record.
+    await waitUntil(async () => (await log.groupOffsets(topic, [group]))[0].committed === '1', 'the child committed the record it handled');
     child.child.kill('SIGKILL');
     assert.equal((await child.exited).signal, 'SIGKILL');
     assert.equal(printed(child).filter((p) => p.event === 'handled').map((p) => p.value), ['first']);
@@ -73,6 +77,89 @@ test('a consumer SIGKILLed mid-handler loses its partition when its lease runs o
     await child.exited;
     await log.close();
   }
+});
+
+test('a typed consumer SIGKILLed mid-round: the next owner passes over again only what was passed over since the last commit, and skips no wanted record', async () => {
+  const file = join(dir, 'killed-typed.db');
+  const log = new SqliteLog(file, { sessionTimeoutMs: LEASE_MS });
+  const topic = `killed-typed-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await log.ensureTopic(topic, 2);
+  const [ka, kb] = keysByPartition(2); // partitions 0 (A) and 1 (B)
+  const wanted = (key: string, value: string) => ({ key, value, headers: { 'event-type': 'Wanted' } });
+  const other = (key: string, value: string) => ({ key, value, headers: { 'event-type': 'Other' } });
+  const child = startFixture(consumerFixture, ['sqlite', file, topic, group, String(LEASE_MS), 'Wanted']);
+  const committedA = async () => (await log.groupOffsets(topic, [group])).find((o) => o.partition === 0)!.committed;
+  try {
+    await child.waitForLine((l) => l.includes('"ready"'), 'the child consumer joined');
+    await log.publish(topic, [wanted(ka, 'a-first')]);
+    await waitUntil(async () => (await committedA()) === '1', 'the child committed the record it handled');
+    // One round: partition A holds only records passed over, partition B a handler that never returns.
+    await log.publish(topic, [...Array.from({ length: 30 }, (_, i) => other(ka, `a-other-${i}`)), wanted(kb, 'hang-b')]);
+    await child.waitForLine((l) => l.includes('"handling"') && l.includes('hang-b'), 'the child is inside the handler');
+    const passedInChild = () => printed(child).filter((p) => p.event === 'passed').reduce((n, p) => n + p.count!, 0);
+    await waitUntil(() => passedInChild() === 30, 'the child passed over the records of the type it does not want');
+    child.child.kill('SIGKILL');
+    assert.equal((await child.exited).signal, 'SIGKILL');
+    // Usually still 1 (passed-over records are committed lazily), or 31 had their bound passed first.
+    const committedAtCrash = Number(await committedA());
+    assert.ok(committedAtCrash === 1 || committedAtCrash === 31, `committed ${committedAtCrash}`);
+
+    await log.publish(topic, [wanted(ka, 'a-after')]);
+    const seen: LogRecord[] = [];
+    let passed = 0;
+    const consumer = await log.consume({
+      group, topic, types: ['Wanted'], handle: async (r) => void seen.push(r), onPassedOver: (n) => void (passed += n),
+    });
+    await waitUntil(() => seen.length >= 2, 'the dead member’s partitions are taken over after its lease');
+    await waitUntil(async () => (await committedA()) === '32', 'the new owner committed past everything on A');
+    await consumer.stop();
+    assert.equal(seen.map((r) => r.value).sort(), ['a-after', 'hang-b'], 'the record in the killed handler comes again, no wanted record is skipped or repeated');
+    assert.is(passed, 31 - committedAtCrash, 'passed over again: exactly the records after the last commit');
+  } finally {
+    child.child.kill('SIGKILL');
+    await child.exited;
+    await log.close();
+  }
+});
+
+test('a member whose lease ran out mid-round cannot commit over the member that took its partition', async () => {
+  const file = join(dir, 'stalled.db');
+  const stalled = new SqliteLog(file, { sessionTimeoutMs: 60_000 });
+  const taker = new SqliteLog(file, { sessionTimeoutMs: 60_000 });
+  const topic = `stalled-${randomUUID()}`;
+  const group = `g-${randomUUID()}`;
+  await stalled.ensureTopic(topic, 1);
+  const committed = async () => (await taker.groupOffsets(topic, [group]))[0].committed;
+  const release = deferred();
+  const first: string[] = [];
+  const assignments: number[][] = [];
+  const one = await stalled.consume({
+    group, topic,
+    handle: async (r) => {
+      first.push(r.value);
+      if (r.value === 'x') await release.promise;
+    },
+    onMembership: (m) => void (m.change === 'assigned' && assignments.push(m.partitions)),
+  });
+  await stalled.publish(topic, [{ key: 'k', value: 'x' }, { key: 'k', value: 'y' }]);
+  await waitUntil(() => first.includes('x'), 'the first member is inside its handler');
+  // Its lease runs out while it waits (as if its process had been stopped for longer than the lease).
+  const db = new DatabaseSync(file);
+  db.prepare('UPDATE log_group_members SET expires_at = 0 WHERE group_id = ?').run(group);
+  db.close();
+  const second: string[] = [];
+  const two = await taker.consume({ group, topic, handle: async (r) => void second.push(r.value) });
+  await waitUntil(async () => second.includes('y') && (await committed()) === '2', 'the other member took the partition over and committed');
+  await taker.publish(topic, [{ key: 'k', value: 'z' }]);
+  await waitUntil(async () => (await committed()) === '3', 'the other member committed the next record');
+  release.resolve();
+  await waitUntil(() => assignments.some((partitions) => partitions.length === 0), 'the first member learned, at its commit, that the partition is no longer its');
+  assert.is(await committed(), '3', 'its offset (after y) was not written over the other member\'s');
+  await Promise.all([one.stop(), two.stop()]);
+  assert.is(await committed(), '3');
+  assert.not.ok(first.includes('z'), 'the first member handled nothing past the round whose commit was refused');
+  await Promise.all([stalled.close(), taker.close()]);
 });
 
 test('members in two processes share a group: partitions split, records handled once', async () => {

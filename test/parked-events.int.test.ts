@@ -1,6 +1,6 @@
 // The processor runner's side of "no event can stop a consumer group", embedded: a store outage
 // parks nothing and shows as stuck; a handler that never returns shows as stuck; an undecodable
-// record is parked; `relay start`'s /readyz; `relay parked` and `relay projections rebuild` as
+// record is parked; records the log passes over are progress; `relay start`'s /readyz; `relay parked` and `relay projections rebuild` as
 // operators run them. (Each processor's poison event: test/poison-events.*.int.test.ts.)
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -20,6 +20,7 @@ import { parkedEventId, parkedEventsOf } from '../apps/services/parked-events.ts
 import { startTestApp, type TestApp } from './support/app.ts';
 import { accepted, toNewEvent } from './support/email-events.ts';
 import { deferred, waitUntil } from './support/eventually.ts';
+import { processorsCaughtUp } from './support/markers.ts';
 import { broken, emailIdOnPartition, partitionOf } from './support/poison-suite.ts';
 import { runRelay } from './support/relay-process.ts';
 
@@ -119,6 +120,22 @@ test('a handler that never returns makes the processor stuck (with a reason) unt
   await waitUntil(async () => (await t.stores.documents.collection(COLLECTIONS.emails).get(emailId)) !== null, 'projected once it returns');
   // The document is written inside the handler; the record is let go once the handler returns.
   await waitUntil(() => running.status().stuck === null, 'not stuck once the handler returned');
+});
+
+test('records the log passes over (types the processor does not want) are its progress, and its lag reaches 0 once idle', async (ctx) => {
+  const { t } = ctx;
+  let handled = 0;
+  const running = await startProcessor({ ...emailProjector, eventTypes: ['NotAppendedHere'], handle: async () => void handled++ } as ProcessorDefinition, {
+    config: t.config, events: t.stores.events, documents: t.stores.documents, log: t.stores.log, services: t.ctx.services, now: () => t.clock.now(),
+    onError: () => {},
+  });
+  ctx.stops.push(() => running.stop());
+  const liveness = running.parts.get(emailProjector.name)!;
+  const before = liveness.snapshot().lastProgressAt;
+  await append(t, emailIdOnPartition(3));
+  await waitUntil(() => liveness.snapshot().lastProgressAt !== before, 'the record passed over counts as progress');
+  await processorsCaughtUp(t, [emailProjector.name]);
+  assert.is(handled, 0);
 });
 
 test('an undecodable record is parked at once and the records behind it are handled', async (ctx) => {

@@ -16,8 +16,9 @@
 // A record held longer than `stuckAfterMs` (an outage, or a handler that never settles) makes
 // the processor `stuck`: /readyz answers 503 for its process (apps/relay.ts).
 //
-// Liveness (infra/liveness.ts): every record handled (applied, skipped or parked) is progress
-// (records of other types the log passes over never reach the handler: its lag tells of them);
+// Liveness (infra/liveness.ts): every record handled (applied, skipped or parked) is progress,
+// and so is every record of other types the log passes over without handing it over (it may
+// commit their offsets up to a second later, so the lag alone would say work waits);
 // a consumer that cannot fetch or commit (its log went away) or a handler failing while a store
 // does not answer makes it `recovering` until the next success; work waits while it holds a
 // record or a partition it owns has records past the group's committed offset. A processor
@@ -297,6 +298,8 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
       // The embedded log passes over the other types without reading them; for a log that hands
       // them over anyway, the header check below skips them.
       types: definition.eventTypes,
+      // Progress, not a handler's success: a failing handler elsewhere stays failing.
+      onPassedOver: () => liveness.progress('passed over'),
       fromBeginning: true,
       // Every record handled (applied, skipped or parked) is progress.
       handle: progressing(async (record) => {

@@ -34,9 +34,15 @@ export interface ConsumeOptions {
    * The event types the handler wants, by each record's `event-type` header. A log may leave
    * out records whose header names another type (not reading them further, still moving the
    * group's offset past them); a record without the header is always handed over. Absent:
-   * every record.
+   * every record. The offsets of records left out may be committed later than those of
+   * handled ones (after a crash the log leaves them out again).
    */
   types?: readonly string[];
+  /**
+   * Told how many records a log left out (`types`) as it moves past them: they are progress
+   * the handler never sees. A log that hands every record over never calls it.
+   */
+  onPassedOver?: (records: number) => void;
   /** Where a group with no committed offset starts. Default 'earliest'. */
   fromBeginning?: boolean;
   /** Told about handler failures (the record will be retried). */

@@ -8,7 +8,9 @@
 // deleting its ownership row between two records, i.e. after its in-flight handler finished
 // and its offset was committed. A member that dies without stop() keeps its partitions until
 // its lease runs out. Commits check ownership in the same transaction, so a member that
-// stalled past its lease cannot commit over the member that took its partition.
+// stalled past its lease cannot commit over the member that took its partition. A consumer
+// writes the offsets of every partition a round moved in one write, and those of records it
+// only passed over (ConsumeOptions.types) lazily (PASSED_OVER_COMMIT_MS).
 //
 // In the event store's own file, the events topic can be a view (option eventsTopic): its
 // records are es_events' rows, in the partitions and at the offsets each append gave them
@@ -198,6 +200,13 @@ function prepareStatements(db: DatabaseSync) {
       `INSERT INTO log_committed_offsets (group_id, topic, partition, next_offset) VALUES (?, ?, ?, ?)
        ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset`,
     ),
+    // A member's offset, written only while it owns the partition (no change: another member took it).
+    commitIfOwner: db.prepare(
+      `INSERT INTO log_committed_offsets (group_id, topic, partition, next_offset)
+       SELECT ?1, ?2, ?3, ?4 WHERE EXISTS
+         (SELECT 1 FROM log_partition_owners WHERE group_id = ?1 AND topic = ?2 AND partition = ?3 AND member_id = ?5)
+       ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset`,
+    ),
     joinMember: db.prepare(
       `INSERT INTO log_group_members (group_id, topic, member_id, expires_at) VALUES (?, ?, ?, ?)
        ON CONFLICT (group_id, topic, member_id) DO UPDATE SET expires_at = excluded.expires_at`,
@@ -210,7 +219,6 @@ function prepareStatements(db: DatabaseSync) {
     liveMembers: db.prepare('SELECT member_id FROM log_group_members WHERE group_id = ? AND topic = ? ORDER BY member_id'),
     leaveMember: db.prepare('DELETE FROM log_group_members WHERE group_id = ? AND topic = ? AND member_id = ?'),
     owners: db.prepare('SELECT partition, member_id FROM log_partition_owners WHERE group_id = ? AND topic = ?'),
-    owner: db.prepare('SELECT member_id FROM log_partition_owners WHERE group_id = ? AND topic = ? AND partition = ?'),
     claim: db.prepare(
       `INSERT INTO log_partition_owners (group_id, topic, partition, member_id) VALUES (?, ?, ?, ?)
        ON CONFLICT (group_id, topic, partition) DO UPDATE SET member_id = excluded.member_id`,
@@ -493,12 +501,37 @@ function viewSource(db: DatabaseSync, topic: string, views: Views, types: readon
 }
 
 interface PartitionCursor {
-  /** Offset of the next record to hand to the handler. */
+  /** Offset of the next record to hand to the handler or pass over. */
   next: number;
+  /** The group's committed offset as this member last wrote or read it. */
+  committed: number;
+  /** Offset past the last record handed to the handler: a commit is due while it is past `committed`. */
+  handledTo: number;
+  /** Records passed over since the last commit, and when the first of them was (null: none). */
+  passed: number;
+  passedSince: number | null;
   /** A failed record is not retried before this time (ms since epoch). */
   retryAt: number;
   delay: number;
 }
+
+/**
+ * Records passed over (a type the handler does not want) are committed lazily: redelivering them
+ * after a crash hands nothing to the handler, so their offsets ride along with the next handled
+ * record's commit, or are written once the consumer has been idle for a poll interval, on
+ * leaving or handing the partition over, or at the latest after PASSED_OVER_COMMIT_MS or
+ * PASSED_OVER_COMMIT_RECORDS. One second keeps the group's lag (relay_consumer_lag, /readyz's
+ * "work waiting", which also counts the records passed over as progress) at most a second stale
+ * under steady traffic; 5,000 records (50 fetches) bound what a crash makes the next owner read
+ * again when the group races through a backlog it mostly passes over.
+ */
+const PASSED_OVER_COMMIT_MS = 1000;
+const PASSED_OVER_COMMIT_RECORDS = 5000;
+/**
+ * While a round of handlers runs, the offsets of the records handled so far are written this
+ * often, so that one partition whose handler waits does not hold back the others' commits.
+ */
+const ROUND_COMMIT_MS = 100;
 
 class GroupConsumer implements LogConsumer {
   readonly #id = randomUUID();
@@ -527,6 +560,12 @@ class GroupConsumer implements LogConsumer {
   #rebalancedAt: number | null = null;
   /** The owned partitions last told to onMembership. */
   #toldOwned: string | null = null;
+  /** The offset write in flight: one at a time, covering every partition whose offset moved. */
+  #writing: Promise<void> | null = null;
+  /** When a round last found records (ms since epoch). */
+  #lastWorkAt = 0;
+  /** When #membershipChanged last read the member rows (ms since epoch). */
+  #membersReadAt = 0;
 
   constructor(db: DatabaseSync, commits: GroupCommit, statements: Statements, reads: Reads, settings: Settings, options: ConsumeOptions, partitions: number, source: Source, onStopped: () => void) {
     this.#db = db;
@@ -599,21 +638,18 @@ class GroupConsumer implements LogConsumer {
         if (this.#membershipChanged(Date.now(), membersVersion)) await this.#rebalance(membersVersion);
         const work = this.#work(Date.now());
         if (work.length > 0) {
+          this.#lastWorkAt = Date.now();
           if (this.#source.waitsForDurable) await this.#commits.durable();
-          // Partitions are handled at the same time, each in order: a handler that waits for a
-          // durable write holds up only its own partition (as kafkajs does with
-          // partitionsConsumedConcurrently).
-          const outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.records, membersVersion)));
-          const failed = outcomes.find((o) => o.status === 'rejected');
-          if (failed) throw (failed as PromiseRejectedResult).reason;
+          await this.#round(work, membersVersion);
           this.#recovered(backoff);
           continue;
         }
+        await this.#commitDue(Date.now(), true);
         this.#recovered(backoff);
         wait = this.#idleWait(Date.now());
       } catch (error) {
-        // The database refused (locked past the busy timeout, disk full...): nothing was
-        // committed, so the next round picks up where this one stopped, after a back-off.
+        // The database refused (locked past the busy timeout, disk full...): what was not
+        // committed is written at the next round or idle turn, after a back-off.
         // Warn once per outage.
         if (!this.#failing) {
           process.emitWarning(errorOf(error).message, { code: 'RELAY_SQLITE_LOG' });
@@ -625,6 +661,90 @@ class GroupConsumer implements LogConsumer {
         continue;
       }
       await waitForChange(seen, wait, this.#abort.signal);
+    }
+  }
+
+  /**
+   * Partitions are handled at the same time, each in order: a handler that waits for a durable
+   * write holds up only its own partition (as kafkajs does with partitionsConsumedConcurrently).
+   * Their offsets go in one write per round (and one per ROUND_COMMIT_MS while it lasts), not
+   * one per partition.
+   */
+  async #round(work: Array<{ partition: number; cursor: PartitionCursor; records: LogRecord[] }>, membersVersion: number): Promise<void> {
+    const timer = setInterval(() => {
+      // A failed write is written again at the end of the round, which reports it.
+      if (!this.#writing) this.#commitPositions((c) => c.handledTo > c.committed || this.#passedOverDue(c, Date.now(), false)).catch(() => {});
+    }, ROUND_COMMIT_MS);
+    let outcomes: Array<PromiseSettledResult<void>>;
+    try {
+      outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.records, membersVersion)));
+    } finally {
+      clearInterval(timer);
+    }
+    await this.#commitDue(Date.now(), false);
+    const failed = outcomes.find((o) => o.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /**
+   * Writes the offsets due: every moved one as soon as one partition has handled records past
+   * its commit; records only passed over once they are due (PASSED_OVER_COMMIT_MS). `idle`:
+   * the consumer found no records this turn.
+   */
+  async #commitDue(now: number, idle: boolean): Promise<void> {
+    let due = false;
+    for (const c of this.#owned.values()) {
+      if (c.next <= c.committed) continue;
+      if (c.handledTo > c.committed || this.#passedOverDue(c, now, idle)) due = true;
+    }
+    if (due) await this.#commitPositions(() => true);
+  }
+
+  #passedOverDue(c: PartitionCursor, now: number, idle: boolean): boolean {
+    if (c.passedSince === null) return false;
+    if (c.passed >= PASSED_OVER_COMMIT_RECORDS || now - c.passedSince >= PASSED_OVER_COMMIT_MS) return true;
+    return idle && now - this.#lastWorkAt >= this.#settings.pollIntervalMs;
+  }
+
+  /**
+   * One write of the positions of the owned partitions `which` picks, each only while this
+   * member still owns it; a partition taken over meanwhile (our lease ran out) is dropped.
+   */
+  async #commitPositions(which: (c: PartitionCursor) => boolean): Promise<void> {
+    while (this.#writing) await this.#writing;
+    const written = new Map<number, { cursor: PartitionCursor; offset: number }>();
+    for (const [partition, cursor] of this.#owned) {
+      if (cursor.next > cursor.committed && which(cursor)) written.set(partition, { cursor, offset: cursor.next });
+    }
+    if (written.size === 0) return;
+    const write = this.#commits.run(() => {
+      const owned = new Set<number>();
+      for (const [partition, { offset }] of written) {
+        if (this.#s.commitIfOwner.run(this.#group, this.#topic, partition, offset, this.#id).changes > 0) owned.add(partition);
+      }
+      return owned;
+    });
+    this.#writing = write.then(() => {}, () => {});
+    try {
+      const owned = await write;
+      let lost = false;
+      for (const [partition, { cursor, offset }] of written) {
+        // Handed over in a rebalance meanwhile: its offset was written then.
+        if (this.#owned.get(partition) !== cursor) continue;
+        if (!owned.has(partition)) {
+          this.#owned.delete(partition);
+          lost = true;
+          continue;
+        }
+        cursor.committed = Math.max(cursor.committed, offset);
+        if (cursor.next === offset) {
+          cursor.passed = 0;
+          cursor.passedSince = null;
+        }
+      }
+      if (lost) this.#tellOwned();
+    } finally {
+      this.#writing = null;
     }
   }
 
@@ -646,10 +766,14 @@ class GroupConsumer implements LogConsumer {
   /**
    * Whether the group may look different from the last rebalance: a member of this process
    * joined or left (the signal), one of another process did (the member rows differ), a lease
-   * ran out, or ours is missing. Reading the rows is cheap; the rebalance is a write.
+   * ran out, or ours is missing. The rebalance is a write; the rows are read at most once a
+   * poll interval (a busy consumer runs rounds far more often), so a member of another process
+   * is seen as an idle one would see it.
    */
   #membershipChanged(now: number, membersVersion: number): boolean {
     if (this.#rebalancedAt !== membersVersion) return true;
+    if (now - this.#membersReadAt < this.#settings.pollIntervalMs) return false;
+    this.#membersReadAt = now;
     const rows = this.#reads.liveMembers.all(this.#group, this.#topic) as Array<{ member_id: string; expires_at: number }>;
     if (rows.some((r) => r.expires_at < now)) return true;
     return rows.map((r) => r.member_id).join(',') !== this.#lastMembers;
@@ -683,6 +807,9 @@ class GroupConsumer implements LogConsumer {
         const owner = owners.get(partition);
         if (owner === this.#id) {
           if (desired !== this.#id) {
+            // Records passed over and not yet committed: the next owner need not read them again.
+            const cursor = this.#owned.get(partition);
+            if (cursor && cursor.next > cursor.committed) s.commit.run(g, t, partition, cursor.next);
             s.release.run(g, t, partition, this.#id);
             this.#owned.delete(partition);
             released = true;
@@ -713,7 +840,7 @@ class GroupConsumer implements LogConsumer {
 
   /** Runs inside the rebalance transaction. */
   #startCursor(partition: number): PartitionCursor {
-    const cursor = { next: 0, retryAt: 0, delay: this.#settings.retryDelayMs };
+    const cursor: PartitionCursor = { next: 0, committed: 0, handledTo: 0, passed: 0, passedSince: null, retryAt: 0, delay: this.#settings.retryDelayMs };
     const committed = this.#s.committed.get(this.#group, this.#topic, partition) as { next_offset: number } | undefined;
     if (committed) {
       cursor.next = committed.next_offset;
@@ -723,6 +850,7 @@ class GroupConsumer implements LogConsumer {
       cursor.next = this.#source.end(partition);
       this.#s.commit.run(this.#group, this.#topic, partition, cursor.next);
     }
+    cursor.committed = cursor.handledTo = cursor.next;
     return cursor;
   }
 
@@ -744,69 +872,65 @@ class GroupConsumer implements LogConsumer {
     let wait = this.#settings.pollIntervalMs;
     for (const cursor of this.#owned.values()) {
       if (cursor.retryAt > now) wait = Math.min(wait, cursor.retryAt - now);
+      // Records passed over are written a poll interval after the last round that found records, or at their bound.
+      if (cursor.passedSince !== null && cursor.next > cursor.committed) {
+        wait = Math.min(wait, Math.max(1, Math.min(this.#lastWorkAt + this.#settings.pollIntervalMs, cursor.passedSince + PASSED_OVER_COMMIT_MS) - now));
+      }
     }
     return wait;
   }
 
   /**
-   * Hands the fetched records to the handler in order. Offsets are committed as records are
-   * handled, but never more than one commit per partition at a time: while one is waiting for
-   * its group commit, later records only move the offset to commit next. So a burst of quick
-   * records (skipped ones included) costs one offset write per commit round, not one each,
-   * and a crash redelivers at most the records handled since the last round.
+   * Hands the fetched records to the handler in order, moving the partition's position past
+   * each one handled or passed over; the round writes the offsets. Stops early when the
+   * partition is no longer ours, the group changed, or the consumer stops.
    */
   async #process(partition: number, cursor: PartitionCursor, records: LogRecord[], membersVersion: number): Promise<void> {
-    let handled = cursor.next;
-    let committed = cursor.next;
-    let inFlight: Promise<void> | null = null;
-    let lost = false;
-    let failure: unknown = null;
-    const commitHandled = (): Promise<void> => {
-      const offset = handled;
-      return this.#commit(partition, offset).then(
-        (owned) => {
-          if (owned) committed = offset;
-          else lost = true;
-        },
-        (error) => {
-          failure ??= error;
-        },
-      );
+    // Told before each handler runs, so that a slow handler does not hold back the news.
+    let passed = 0;
+    const tellPassed = () => {
+      if (passed > 0) this.#tellPassedOver(passed);
+      passed = 0;
     };
-    for (const record of records) {
-      // A member joined or left: rebalance before the next record so a partition that now
-      // belongs to someone else is handed over without waiting for the batch to end.
-      if (this.#stopping || lost || failure !== null || this.#members.version !== membersVersion) break;
-      if (this.#passesOver(record)) {
-        handled = Number(record.offset) + 1;
-        inFlight ??= commitHandled().finally(() => (inFlight = null));
-        continue;
-      }
-      try {
-        await this.#options.handle(record);
-      } catch (error) {
-        try {
-          this.#options.onHandlerError?.(errorOf(error), record);
-        } catch {
-          // A failing error callback must not stop delivery.
+    try {
+      for (const record of records) {
+        // A member joined or left: rebalance before the next record so a partition that now
+        // belongs to someone else is handed over without waiting for the batch to end.
+        if (this.#stopping || this.#owned.get(partition) !== cursor || this.#members.version !== membersVersion) break;
+        if (this.#passesOver(record)) {
+          cursor.next = Number(record.offset) + 1;
+          cursor.passed++;
+          cursor.passedSince ??= Date.now();
+          passed++;
+          continue;
         }
-        cursor.retryAt = Date.now() + cursor.delay;
-        cursor.delay = Math.min(cursor.delay * 2, this.#settings.maxRetryDelayMs);
-        break;
+        tellPassed();
+        try {
+          await this.#options.handle(record);
+        } catch (error) {
+          try {
+            this.#options.onHandlerError?.(errorOf(error), record);
+          } catch {
+            // A failing error callback must not stop delivery.
+          }
+          cursor.retryAt = Date.now() + cursor.delay;
+          cursor.delay = Math.min(cursor.delay * 2, this.#settings.maxRetryDelayMs);
+          break;
+        }
+        cursor.delay = this.#settings.retryDelayMs;
+        cursor.next = cursor.handledTo = Number(record.offset) + 1;
       }
-      cursor.delay = this.#settings.retryDelayMs;
-      handled = Number(record.offset) + 1;
-      inFlight ??= commitHandled().finally(() => (inFlight = null));
+    } finally {
+      tellPassed();
     }
-    while (inFlight) await inFlight;
-    if (!lost && failure === null && handled > committed) await commitHandled();
-    if (failure !== null) throw failure;
-    if (lost) {
-      this.#owned.delete(partition);
-      this.#tellOwned();
-      return;
+  }
+
+  #tellPassedOver(count: number): void {
+    try {
+      this.#options.onPassedOver?.(count);
+    } catch {
+      // A failing callback must not stop the consumer.
     }
-    cursor.next = committed;
   }
 
   /** A record of a type the handler does not want (ConsumeOptions.types); one without a type is always handed over. */
@@ -816,18 +940,14 @@ class GroupConsumer implements LogConsumer {
     return type !== undefined && !this.#wanted.has(type);
   }
 
-  /** False when the partition is no longer ours (our lease ran out and another member took it). */
-  #commit(partition: number, nextOffset: number): Promise<boolean> {
-    return this.#commits.run(() => {
-      const owner = this.#s.owner.get(this.#group, this.#topic, partition) as { member_id: string } | undefined;
-      if (owner?.member_id !== this.#id) return false;
-      this.#s.commit.run(this.#group, this.#topic, partition, nextOffset);
-      return true;
-    });
-  }
-
   async #leave(): Promise<void> {
     clearInterval(this.#heartbeat);
+    try {
+      // Records passed over since the last commit: the next owner need not read them again.
+      await this.#commitPositions(() => true);
+    } catch {
+      // The next owner passes over them again.
+    }
     try {
       await this.#commits.run(() => {
         this.#s.releaseAll.run(this.#group, this.#topic, this.#id);
