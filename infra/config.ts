@@ -300,7 +300,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     throw new ConfigError('RELAY_PIPELINE_THREAD', `must be on or off, got "${text(env, 'RELAY_PIPELINE_THREAD')}"`);
   }
   const backlogRaw = text(env, 'RELAY_ADMISSION_BACKLOG');
-  const maxBacklog = backlogRaw === undefined ? 1000 : Number(backlogRaw);
+  const maxBacklog = backlogRaw === undefined ? 500 : Number(backlogRaw);
   if (backlogRaw !== undefined && !(/^\d+$/.test(backlogRaw) && maxBacklog <= 10_000_000)) {
     throw new ConfigError('RELAY_ADMISSION_BACKLOG', `must be a whole number of records from 0 (off) to 10000000, got "${backlogRaw}"`);
   }

@@ -127,8 +127,8 @@ test('templates: each compilation or rendering may take 2 s by default; RELAY_TE
   assert.is(loadConfig({ RELAY_TEMPLATE_TIME_LIMIT_MS: '10' }).templateTimeLimitMs, 10);
 });
 
-test('admission flow control: sends wait while the watched groups are over 1,000 records behind, at most 1 s; 0 turns it off', () => {
-  assert.equal(loadConfig({}).admissionFlow, { maxBacklog: 1000, maxWaitMs: 1000, groups: null });
+test('admission flow control: sends wait while the watched groups are over 500 records behind, at most 1 s; 0 turns it off', () => {
+  assert.equal(loadConfig({}).admissionFlow, { maxBacklog: 500, maxWaitMs: 1000, groups: null });
   assert.equal(loadConfig({ RELAY_ADMISSION_BACKLOG: '0', RELAY_ADMISSION_MAX_WAIT_MS: '250', RELAY_ADMISSION_BACKLOG_GROUPS: 'projector, sender' }).admissionFlow,
     { maxBacklog: 0, maxWaitMs: 250, groups: ['projector', 'sender'] });
 });

@@ -7,6 +7,8 @@
 //   BENCH_RATE (default: 80 % of phase 1's admissions/s) BENCH_OPEN_SECONDS=60 BENCH_OPEN_CONNECTIONS=64   phase 2 (open loop)
 //   BENCH_MAX_IN_FLIGHT=2000 BENCH_TICK_MS=10 BENCH_POLL_MS=25 BENCH_POLL_LIMIT=20
 //   BENCH_WORKSPACES=10 BENCH_SETTLE_SECONDS=180 BENCH_DRAIN_SECONDS=300 BENCH_DRAIN_POLL_SECONDS=10
+//   RELAY_ADMISSION_BACKLOG, RELAY_ADMISSION_MAX_WAIT_MS  passed to the Relay process (docs/configuration.md);
+//                          RELAY_ADMISSION_BACKLOG=0 lets the closed loop admit as fast as admission alone can
 //   BENCH_PIPELINE_THREAD=0  every part on one event loop (`relay start` with RELAY_PIPELINE_THREAD=off);
 //                          by default, as `relay start`, the forwarder, processors and retention on a
 //                          thread of their own (the SQL counter sees the main thread only: run with 0
@@ -28,7 +30,7 @@
 //    project's `GET /v1/emails?limit=BENCH_POLL_LIMIT` (newest first) is polled every
 //    BENCH_POLL_MS; when the oldest email of a page is new to the poller the next page is read
 //    too (a burst longer than a page), and so is the window of the project's oldest unlisted
-//    email's admission (`after` + `before`), once it is two poll intervals old. Projection lag of an email = the time the first
+//    email's admission (`after` + `before`), once it is 500 ms old. Projection lag of an email = the time the first
 //    response listing it arrived − the time its 202 arrived (same process, same clock; an
 //    upper bound, by up to one poll interval plus the list request's own latency).
 //    Server RSS (/proc/<pid>/status VmRSS) is sampled every second.
@@ -88,6 +90,8 @@ const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 25);
 const POLL_LIMIT = Number(process.env.BENCH_POLL_LIMIT ?? 20);
 /** Pages one poll may read when every page ends in an email new to the poller. */
 const POLL_MAX_PAGES = 5;
+/** An email unlisted this long may be below the newest pages (20 newer emails of its project at 35/s): the poller looks for it. */
+const CATCH_UP_AFTER_MS = 500;
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 10);
 /**
  * Recipients are spread over this many domains, each a site of its own to the sender (which
@@ -150,6 +154,8 @@ async function serveRelay(dataDir: string): Promise<void> {
     // Any free port for the feedback SMTP server.
     RELAY_INBOUND_SMTP_PORT: '0',
     ...(thread ? { RELAY_PIPELINE_THREAD: thread === '0' ? 'off' : 'on' } : {}),
+    // Flow control as the operator sets it (RELAY_ADMISSION_BACKLOG=0: the closed loop runs as fast as admission alone).
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('RELAY_ADMISSION_'))),
   });
   // As `relay start` (apps/cli/start-command.ts).
   const relay = await startRelay(config, ALL_PARTS.filter((part) => !WITHOUT.includes(part)), { pipelineThread: config.pipelineThread, runPart: sql.runPart });
@@ -453,13 +459,14 @@ class Poller {
    * An email listed later than the emails admitted after it (the projector's partitions run
    * side by side) can be below the newest pages by the time it is listed: the project's oldest
    * unlisted email is looked for too, in the few milliseconds around its admission (one page
-   * of up to 100 covers every email admitted then), so its lag is seen when it happens and not
-   * at the drain's paging.
+   * of up to 50 covers every email admitted then), so its lag is seen when it happens and not
+   * at the drain's paging. Only past CATCH_UP_AFTER_MS: until then the newest page shows it,
+   * and these reads would be load on the process measured.
    */
   async #catchUp(key: string, project: number): Promise<void> {
-    const oldest = this.#tracker.oldestUnlisted(project, 2 * POLL_MS);
+    const oldest = this.#tracker.oldestUnlisted(project, CATCH_UP_AFTER_MS);
     if (oldest === null) return;
-    const window = { limit: '100', after: new Date(oldest.sentWall - 1).toISOString(), before: new Date(oldest.acceptedWall + 1).toISOString() };
+    const window = { limit: '50', after: new Date(oldest.sentWall - 1).toISOString(), before: new Date(oldest.acceptedWall + 1).toISOString() };
     const started = performance.now();
     let answer: ListPage;
     try {
