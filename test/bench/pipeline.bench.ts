@@ -436,18 +436,9 @@ class Poller {
     this.polls++;
     let cursor: string | null = null;
     for (let page = 0; page < POLL_MAX_PAGES; page++) {
-      const started = performance.now();
-      let answer: ListPage;
-      try {
-        answer = await listPage(this.#pool, key, { limit: String(POLL_LIMIT), ...(cursor === null ? {} : { cursor }) });
-      } catch (error) {
-        this.errors++;
-        this.lastError = (error as Error).message;
-        return;
-      }
-      const at = performance.now();
-      this.pages++;
-      this.latencies.push(at - started);
+      const read = await this.#page(key, { limit: String(POLL_LIMIT), ...(cursor === null ? {} : { cursor }) });
+      if (read === null) return;
+      const { answer, at } = read;
       let oldestIsNew = false;
       for (const email of answer.emails) oldestIsNew = this.#tracker.listed(email.id, at, 'poll');
       if (!oldestIsNew || answer.next_cursor === null) return;
@@ -466,20 +457,25 @@ class Poller {
   async #catchUp(key: string, project: number): Promise<void> {
     const oldest = this.#tracker.oldestUnlisted(project, CATCH_UP_AFTER_MS);
     if (oldest === null) return;
-    const window = { limit: '50', after: new Date(oldest.sentWall - 1).toISOString(), before: new Date(oldest.acceptedWall + 1).toISOString() };
+    const read = await this.#page(key, { limit: '50', after: new Date(oldest.sentWall - 1).toISOString(), before: new Date(oldest.acceptedWall + 1).toISOString() });
+    if (read === null) return;
+    for (const email of read.answer.emails) this.#tracker.listed(email.id, read.at, 'poll');
+  }
+
+  /** One list page, timed and counted; null when the request failed (counted as an error). */
+  async #page(key: string, query: Record<string, string>): Promise<{ answer: ListPage; at: number } | null> {
     const started = performance.now();
-    let answer: ListPage;
     try {
-      answer = await listPage(this.#pool, key, window);
+      const answer = await listPage(this.#pool, key, query);
+      const at = performance.now();
+      this.pages++;
+      this.latencies.push(at - started);
+      return { answer, at };
     } catch (error) {
       this.errors++;
       this.lastError = (error as Error).message;
-      return;
+      return null;
     }
-    const at = performance.now();
-    this.pages++;
-    this.latencies.push(at - started);
-    for (const email of answer.emails) this.#tracker.listed(email.id, at, 'poll');
   }
 }
 
