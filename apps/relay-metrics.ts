@@ -42,7 +42,7 @@ import {
 } from '../infra/metrics/registry.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
-import type { Log } from '../infra/ports/log.ts';
+import { partitionLag, type Log } from '../infra/ports/log.ts';
 import { PROCESSORS } from './processors/registry.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forwarder.ts';
@@ -369,12 +369,9 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       return () => {
         for (const o of offsets) {
           const partition = String(o.partition);
-          const end = Number(o.end);
-          const start = Number(o.start);
-          endOffset.labels(topic, partition).set(end);
+          endOffset.labels(topic, partition).set(Number(o.end));
           if (o.committed !== null) committed.labels(o.group, topic, partition).set(Number(o.committed));
-          // A group behind the oldest kept record continues there (as a Kafka consumer reset to earliest).
-          lag.labels(o.group, topic, partition).set(Math.max(0, end - Math.max(start, o.committed === null ? start : Number(o.committed))));
+          lag.labels(o.group, topic, partition).set(partitionLag(o));
         }
       };
     });

@@ -40,9 +40,13 @@ async function fillBacklog(ctx: Ctx, relay: RunningRelay, records: number): Prom
   const topic = eventsTopic(logNamespace);
   const group = groupOf(logNamespace, 'projector');
   const ids: string[] = [];
+  const deadline = Date.now() + 30_000;
   for (;;) {
     // Kafka may not know a new topic's partition leaders for a moment: read again.
-    const backlog = await slowestGroupBacklog(relay.stores.log, topic, [group]).catch(() => null);
+    const backlog = await slowestGroupBacklog(relay.stores.log, topic, [group]).catch((error: unknown) => {
+      if (Date.now() > deadline) throw error;
+      return null;
+    });
     if (backlog === null) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       continue;

@@ -13,7 +13,7 @@
 // loses an email, and a stopped processor (which its own alerts report) costs each send at
 // most `maxWaitMs`. A backlog that cannot be read lets sends through: the log's readiness
 // check reports that failure, and admission must not depend on it.
-import type { Log } from '../../infra/ports/log.ts';
+import { partitionLag, type Log } from '../../infra/ports/log.ts';
 
 export interface AdmissionFlowPolicy {
   /** Records the slowest watched group may be behind while sends go ahead at once; 0 = off. */
@@ -29,14 +29,10 @@ export const mayAdmit = (policy: AdmissionFlowPolicy, backlog: number, waitedMs:
 /** What one send's pass through the gate came to. */
 export type FlowOutcome = 'admitted' | 'caught_up' | 'timed_out';
 
-/** Records the slowest of `groups` has not handled on `topic` (a group's lag: end − max(committed ?? start, start)). */
+/** Records the slowest of `groups` has not handled on `topic` (its lag summed over the partitions). */
 export async function slowestGroupBacklog(log: Log, topic: string, groups: readonly string[]): Promise<number> {
   const behind = new Map<string, number>(groups.map((group) => [group, 0]));
-  for (const o of await log.groupOffsets(topic, groups)) {
-    const start = Number(o.start);
-    const lag = Math.max(0, Number(o.end) - Math.max(start, o.committed === null ? start : Number(o.committed)));
-    behind.set(o.group, (behind.get(o.group) ?? 0) + lag);
-  }
+  for (const o of await log.groupOffsets(topic, groups)) behind.set(o.group, (behind.get(o.group) ?? 0) + partitionLag(o));
   return Math.max(0, ...behind.values());
 }
 

@@ -84,6 +84,15 @@ export interface GroupPartitionOffsets {
   committed: string | null;
 }
 
+/**
+ * Records of the partition the group has not handled yet: end − max(committed ?? start, start).
+ * A group behind the oldest kept record continues there (as a Kafka consumer reset to earliest).
+ */
+export function partitionLag(o: GroupPartitionOffsets): number {
+  const start = Number(o.start);
+  return Math.max(0, Number(o.end) - Math.max(start, o.committed === null ? start : Number(o.committed)));
+}
+
 export interface LogConsumer {
   /** Stops fetching, lets the in-flight handler finish, commits, and leaves the group. */
   stop(): Promise<void>;

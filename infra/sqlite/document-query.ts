@@ -48,7 +48,12 @@ function jsonPathLiteral(field: string): string {
     if (segment === '' || /["\\\u0000-\u001f]/.test(segment)) throw new Error(`invalid field path: ${JSON.stringify(field)}`);
   }
   const path = '$' + segments.map((s) => `."${s}"`).join('');
-  return `'${path.replaceAll("'", "''")}'`;
+  return quoteText(path);
+}
+
+/** A string literal of SQL. */
+export function quoteText(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
 }
 
 export function quoteIdent(name: string): string {

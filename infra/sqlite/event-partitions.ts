@@ -12,6 +12,7 @@ import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { EVENTS_TOPIC_PARTITIONS, encodeEventText, eventRecordHeaders } from '../events-topic.ts';
 import type { LogRecord } from '../ports/log.ts';
 import { changeSignal, type ChangeSignal } from './change-signal.ts';
+import { quoteText } from './document-query.ts';
 import { partitionForKey } from './partitioner.ts';
 
 /** The columns es_events gets for its place on the topic (in its CREATE TABLE, or added to an older file). */
@@ -103,13 +104,12 @@ export class PartitionCounter {
  * and metadata: a group that skips them does not read them.
  */
 export function eventRecordRows(types?: readonly string[]): string {
-  const wanted = types === undefined ? null : `type IN (${types.map(sqlText).join(', ') || 'NULL'})`;
+  const wanted = types === undefined ? null : `type IN (${types.map(quoteText).join(', ') || 'NULL'})`;
   const body = wanted === null ? 'data, metadata' : `CASE WHEN ${wanted} THEN data END AS data, CASE WHEN ${wanted} THEN metadata END AS metadata`;
   return `SELECT log_offset AS record_offset, stream_id AS key, NULL AS value, NULL AS headers,
   position, event_id, revision, type, ${body}, recorded_at FROM es_events WHERE log_partition = ?1 AND log_offset >= ?2`;
 }
 
-const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;
 
 /** The statements a log reads a view topic's partitions with (on a reader of the event store's file). */
 export function prepareViewReads(db: DatabaseSync) {
