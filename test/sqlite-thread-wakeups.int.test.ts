@@ -5,11 +5,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { BroadcastChannel, Worker } from 'node:worker_threads';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DatabaseSync } from 'node:sqlite';
-import { changeSignal, wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
+import { changeSignal, waitForChange, wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { SqliteLog } from '../infra/sqlite/log.ts';
 import { settle, waitUntil } from './support/eventually.ts';
@@ -107,6 +107,38 @@ test('signals woken together on another thread wake each of them here, and no ot
   await settle(100);
   assert.is(webhooks.version, before[3], 'a signal that did not move was woken');
   db.close();
+});
+
+// A message wakes the thread it reaches: one goes out only for the signals another thread
+// waits on. Changes of the others show in their versions, through memory the threads share.
+test('another thread is sent only the signals it waits on; the others\' changes show in their versions', async () => {
+  const file = join(dir, 'signals-waited.db');
+  const db = new DatabaseSync(file);
+  const [waited, unwaited] = ['log-group\u0000sender\u0000events', 'log-group\u0000emails\u0000events'].map((name) => changeSignal(db, name));
+  const sent: string[][] = [];
+  const observer = new BroadcastChannel(`relay-sqlite:${encodeURIComponent(file)}`);
+  (observer as unknown as { unref(): void }).unref();
+  observer.onmessage = (event) => void sent.push((event as { data: string[] }).data);
+  try {
+    const before = unwaited.version;
+    const woken = waitForChange([{ signal: waited, version: waited.version }], MINUTE);
+    const worker = new Worker(NOTIFIER, { workerData: { file, channels: ['log-group\u0000emails\u0000events', 'log-group\u0000sender\u0000events'] } });
+    await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await woken;
+    await waitUntil(() => sent.length > 0, 'the message to be observed', 5_000);
+    assert.equal(sent, [['log-group\u0000sender\u0000events']]);
+    assert.is.not(unwaited.version, before, 'the change of the signal nobody waited on is not seen');
+    // Taken before that change, its version makes a wait end at once, with no message.
+    const started = Date.now();
+    await waitForChange([{ signal: unwaited, version: before }], MINUTE);
+    assert.ok(Date.now() - started < 1000);
+  } finally {
+    observer.close();
+    db.close();
+  }
 });
 
 test.run();

@@ -3,31 +3,114 @@
 // poll. Once wakeOtherThreads() was called, the threads of this process that called it wake
 // each other too (`relay start` with RELAY_PIPELINE_THREAD=on runs the pipeline on a thread of
 // its own), through one BroadcastChannel per file per thread: at the end of a turn in which
-// signals of a file moved, one message names them all (each message wakes the receiving
-// thread, which on a VM costs more than anything in it). Other processes sharing the file are
-// only seen by polling.
-import { BroadcastChannel } from 'node:worker_threads';
+// signals of a file moved, one message names them all. A message wakes the receiving thread,
+// which on a VM costs more than anything in it, so it names only the signals another thread
+// waits on; the others' changes are seen through shared memory (WakeTable). Other processes
+// sharing the file are only seen by polling.
+import { BroadcastChannel, getEnvironmentData, isMainThread, setEnvironmentData } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
+
+/**
+ * Memory the threads of a process share, one cell group per slot (a hash of the file and the
+ * signal's name): how often the signal moved on any thread, and per thread whether it waits on
+ * it. A writer bumps the count, then posts only if another thread waits; a reader marks itself
+ * waiting, then looks at the count again before it sleeps. Both in that order (sequentially
+ * consistent atomics), a change is never missed: either the writer sees the waiter or the
+ * reader sees the change. Two names in one slot only cost a needless wake-up.
+ */
+class WakeTable {
+  static readonly #SLOTS = 1024;
+  /** Threads with a column of their own; any further thread shares the last, which every writer treats as waiting elsewhere. */
+  static readonly #THREADS = 8;
+  static readonly #STRIDE = WakeTable.#THREADS + 2;
+  static readonly #KEY = 'relay:sqlite-wake-table';
+
+  readonly #cells: Int32Array;
+  readonly #me: number;
+
+  private constructor(cells: Int32Array) {
+    this.#cells = cells;
+    const index = Atomics.add(cells, 0, 1);
+    this.#me = Math.min(index, WakeTable.#THREADS);
+  }
+
+  /**
+   * The process's table: made by the main thread and inherited by the threads it starts after
+   * that (environment data). A thread that finds none has no table: it tells others of every
+   * change and learns of theirs only by message, as before tables existed.
+   */
+  static ofThisThread(): WakeTable | null {
+    let shared = getEnvironmentData(WakeTable.#KEY) as SharedArrayBuffer | undefined;
+    if (!shared) {
+      if (!isMainThread) return null;
+      shared = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (1 + WakeTable.#SLOTS * WakeTable.#STRIDE));
+      setEnvironmentData(WakeTable.#KEY, shared);
+    }
+    return new WakeTable(new Int32Array(shared));
+  }
+
+  slotOf(file: string, name: string): number {
+    let hash = 2166136261;
+    const key = `${file}\u0000${name}`;
+    for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 16777619);
+    return 1 + ((hash >>> 0) % WakeTable.#SLOTS) * WakeTable.#STRIDE;
+  }
+
+  moves(slot: number): number {
+    return Atomics.load(this.#cells, slot);
+  }
+
+  moved(slot: number): void {
+    Atomics.add(this.#cells, slot, 1);
+  }
+
+  waiting(slot: number, waits: boolean): void {
+    Atomics.add(this.#cells, slot + 1 + this.#me, waits ? 1 : -1);
+  }
+
+  /** Whether a thread other than this one waits on the slot's signal. */
+  othersWait(slot: number): boolean {
+    for (let column = 0; column <= WakeTable.#THREADS; column++) {
+      if (column === this.#me && column < WakeTable.#THREADS) continue;
+      if (Atomics.load(this.#cells, slot + 1 + column) > 0) return true;
+    }
+    return false;
+  }
+}
 
 export class ChangeSignal {
   #version = 0;
   readonly #waiters = new Set<() => void>();
-  #otherThreads: { channel: FileChannel; name: string } | null = null;
+  #otherThreads: { channel: FileChannel; name: string; table: WakeTable | null; slot: number } | null = null;
+  /** Whether this thread is marked in the table as waiting on this signal. */
+  #marked = false;
 
   /** Take it before reading; pass it to wait() so a change made in between is not missed. */
   get version(): number {
-    return this.#version;
+    const shared = this.#otherThreads;
+    return shared?.table ? this.#version + shared.table.moves(shared.slot) : this.#version;
   }
 
   notify(): void {
     this.wake();
-    if (this.#otherThreads) this.#otherThreads.channel.moved(this.#otherThreads.name);
+    const shared = this.#otherThreads;
+    if (!shared) return;
+    shared.table?.moved(shared.slot);
+    shared.channel.moved(shared.name);
   }
 
   /** @internal Shares this signal with the other threads' signals of the same name and file. */
-  shareAs(channel: FileChannel, name: string): void {
-    this.#otherThreads ??= { channel, name };
+  shareAs(channel: FileChannel, name: string, table: WakeTable | null): void {
+    if (this.#otherThreads) return;
+    this.#otherThreads = { channel, name, table, slot: table ? table.slotOf(channel.file, name) : 0 };
+    this.#mark();
+  }
+
+  /** @internal Whether another thread waits on this signal (always, without a table). */
+  get othersWait(): boolean {
+    const shared = this.#otherThreads;
+    return !shared?.table || shared.table.othersWait(shared.slot);
   }
 
   /** @internal Wakes this thread's readers only. */
@@ -35,13 +118,27 @@ export class ChangeSignal {
     this.#version++;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
+    this.#mark();
     for (const wake of waiters) wake();
   }
 
   /** @internal */
   addWaiter(wake: () => void): () => void {
     this.#waiters.add(wake);
-    return () => this.#waiters.delete(wake);
+    this.#mark();
+    return () => {
+      this.#waiters.delete(wake);
+      this.#mark();
+    };
+  }
+
+  /** Keeps the table's mark of this thread in step with whether it has waiters. */
+  #mark(): void {
+    const table = this.#otherThreads?.table;
+    const waits = this.#waiters.size > 0;
+    if (!table || waits === this.#marked) return;
+    this.#marked = waits;
+    table.waiting(this.#otherThreads!.slot, waits);
   }
 }
 
@@ -64,6 +161,8 @@ export function waitForChange(seen: SeenSignal[], ms: number, abort?: AbortSigna
     const timer = setTimeout(done, Math.max(0, ms));
     for (const s of seen) removers.push(s.signal.addWaiter(done));
     abort?.addEventListener('abort', done, { once: true });
+    // Now marked as waiting: a change another thread made before that sent no message.
+    if (seen.some((s) => s.signal.version !== s.version)) done();
   });
 }
 
@@ -73,11 +172,15 @@ export function waitForChange(seen: SeenSignal[], ms: number, abort?: AbortSigna
  * reader woken by it finds all of the turn's commits.
  */
 class FileChannel {
+  readonly file: string;
   readonly #channel: BroadcastChannel;
+  readonly #signals: Map<string, ChangeSignal>;
   readonly #moved = new Set<string>();
   #posting: NodeJS.Immediate | null = null;
 
   constructor(file: string, signals: Map<string, ChangeSignal>) {
+    this.file = file;
+    this.#signals = signals;
     // Node cuts a BroadcastChannel's name at its first NUL: the file's name is encoded, and the
     // signals' names (log-group\u0000<group>\u0000<topic>) travel in the messages.
     this.#channel = new BroadcastChannel(`relay-sqlite:${encodeURIComponent(file)}`);
@@ -92,9 +195,9 @@ class FileChannel {
     this.#moved.add(name);
     this.#posting ??= setImmediate(() => {
       this.#posting = null;
-      const names = [...this.#moved];
+      const names = [...this.#moved].filter((name) => this.#signals.get(name)?.othersWait !== false);
       this.#moved.clear();
-      this.#channel.postMessage(names);
+      if (names.length > 0) this.#channel.postMessage(names);
     });
   }
 }
@@ -107,14 +210,17 @@ const byConnection = new WeakMap<DatabaseSync, Map<string, ChangeSignal>>();
 const channels = new Map<string, FileChannel>();
 
 let otherThreads = false;
+let table: WakeTable | null = null;
 
 /**
  * From now on, the file-backed signals of this thread also wake (and are woken by) the same
- * signals of every other thread of the process that called it. Call it before opening stores.
+ * signals of every other thread of the process that called it. Call it before opening stores,
+ * and on the main thread before starting the threads (they inherit its WakeTable).
  */
 export function wakeOtherThreads(): void {
+  if (!otherThreads) table = WakeTable.ofThisThread();
   otherThreads = true;
-  for (const [file, signals] of byFile) for (const [name, signal] of signals) signal.shareAs(channelOf(file, signals), name);
+  for (const [file, signals] of byFile) for (const [name, signal] of signals) signal.shareAs(channelOf(file, signals), name, table);
 }
 
 function channelOf(file: string, signals: Map<string, ChangeSignal>): FileChannel {
@@ -135,7 +241,7 @@ export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
   if (!signal) {
     signal = new ChangeSignal();
     signals.set(channel, signal);
-    if (otherThreads && file) signal.shareAs(channelOf(file, signals), channel);
+    if (otherThreads && file) signal.shareAs(channelOf(file, signals), channel, table);
   }
   return signal;
 }

@@ -183,6 +183,7 @@ export class GroupCommit implements DurabilityBarrier {
     }
     if (!this.#open) {
       let begun: boolean;
+      const seenRelease = this.#released?.version;
       try {
         begun = this.#tryBegin();
       } catch (error) {
@@ -191,7 +192,7 @@ export class GroupCommit implements DurabilityBarrier {
       }
       if (!begun) {
         this.#queued.push(entry);
-        this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, this.#lockRetryMs.first);
+        this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, this.#lockRetryMs.first, seenRelease);
         return;
       }
       this.#open = true;
@@ -282,7 +283,8 @@ export class GroupCommit implements DurabilityBarrier {
     }
   }
 
-  #waitForLock(deadline: number, delayMs: number): void {
+  /** `seenRelease`: the release signal's version taken before the BEGIN that found the lock taken. */
+  #waitForLock(deadline: number, delayMs: number, seenRelease: number | undefined): void {
     if (this.#lockWait) return;
     // Retried on a timer, or as soon as another thread of this process says it let the lock go
     // (without that, a thread waited up to 20 ms for a lock the other thread held for one turn).
@@ -297,13 +299,14 @@ export class GroupCommit implements DurabilityBarrier {
       this.#lockWait = null;
       let begun = false;
       let failure: unknown = null;
+      const seen = released?.version;
       try {
         begun = this.#tryBegin();
       } catch (error) {
         failure = error;
       }
       if (!begun && failure === null && Date.now() < deadline) {
-        this.#waitForLock(deadline, Math.min(delayMs * 2, this.#lockRetryMs.max));
+        this.#waitForLock(deadline, Math.min(delayMs * 2, this.#lockRetryMs.max), seen);
         return;
       }
       if (!begun) {
@@ -322,7 +325,9 @@ export class GroupCommit implements DurabilityBarrier {
       });
       this.#runQueued();
     };
-    this.#lockWait = setTimeout(retry, delayMs);
+    // Let go between that BEGIN and the listening (the holder tells only threads that listen):
+    // retried at once.
+    this.#lockWait = setTimeout(retry, released && released.version !== seenRelease ? 0 : delayMs);
   }
 
   #finish(batch: Settled[], holdError?: unknown): void {
