@@ -141,4 +141,23 @@ test('another thread is sent only the signals it waits on; the others\' changes 
   }
 });
 
+// Readers compare a signal's version to tell what moved (a consumer rebalances when its group's
+// members signal moves): no other signal's change may move it, however many signals there are.
+test('with thousands of signals in a file, a change on another thread moves only its own signal\'s version', async () => {
+  const file = join(dir, 'signals-many.db');
+  const db = new DatabaseSync(file);
+  const names = Array.from({ length: 3000 }, (_, i) => `log-group\u0000group-${i}\u0000events`);
+  const signals = names.map((name) => changeSignal(db, name));
+  const before = signals.map((signal) => signal.version);
+  const worker = new Worker(NOTIFIER, { workerData: { file, channels: [names[1234]] } });
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await waitUntil(() => signals[1234].version !== before[1234], 'the notified signal to move', 5_000);
+  const moved = names.filter((_, i) => signals[i].version !== before[i]);
+  assert.equal(moved, [names[1234]]);
+  db.close();
+});
+
 test.run();

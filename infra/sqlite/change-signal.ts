@@ -7,29 +7,36 @@
 // which on a VM costs more than anything in it, so it names only the signals another thread
 // waits on; the others' changes are seen through shared memory (WakeTable). Other processes
 // sharing the file are only seen by polling.
+import { createHash } from 'node:crypto';
 import { BroadcastChannel, getEnvironmentData, isMainThread, setEnvironmentData } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
 
 /**
- * Memory the threads of a process share, one cell group per slot (a hash of the file and the
- * signal's name): how often the signal moved on any thread, and per thread whether it waits on
- * it. A writer bumps the count, then posts only if another thread waits; a reader marks itself
- * waiting, then looks at the count again before it sleeps. Both in that order (sequentially
- * consistent atomics), a change is never missed: either the writer sees the waiter or the
- * reader sees the change. Two names in one slot only cost a needless wake-up.
+ * Memory the threads of a process share, one slot per signal (file and name): how often the
+ * signal moved on any thread, and per thread whether it waits on it. A writer bumps the count,
+ * then posts only if another thread waits; a reader marks itself waiting, then looks at the
+ * count again before it sleeps. Both in that order (sequentially consistent atomics), a change
+ * is never missed: either the writer sees the waiter or the reader sees the change.
+ *
+ * A slot belongs to one signal only (its key: 64 bits of a SHA-256 of file and name, claimed by
+ * compare-and-swap): readers compare versions to tell which signal moved (a consumer rebalances
+ * when the group's members signal moves), so a slot shared by two signals would make one look
+ * as busy as the other.
  */
 class WakeTable {
-  static readonly #SLOTS = 1024;
+  static readonly #SLOTS = 4096;
   /** Threads with a column of their own; any further thread shares the last, which every writer treats as waiting elsewhere. */
   static readonly #THREADS = 8;
   static readonly #STRIDE = WakeTable.#THREADS + 2;
   static readonly #KEY = 'relay:sqlite-wake-table';
 
+  readonly #keys: BigInt64Array;
   readonly #cells: Int32Array;
   readonly #me: number;
 
-  private constructor(cells: Int32Array) {
+  private constructor(keys: BigInt64Array, cells: Int32Array) {
+    this.#keys = keys;
     this.#cells = cells;
     const index = Atomics.add(cells, 0, 1);
     this.#me = Math.min(index, WakeTable.#THREADS);
@@ -41,20 +48,29 @@ class WakeTable {
    * change and learns of theirs only by message, as before tables existed.
    */
   static ofThisThread(): WakeTable | null {
-    let shared = getEnvironmentData(WakeTable.#KEY) as SharedArrayBuffer | undefined;
+    let shared = getEnvironmentData(WakeTable.#KEY) as { keys: SharedArrayBuffer; cells: SharedArrayBuffer } | undefined;
     if (!shared) {
       if (!isMainThread) return null;
-      shared = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (1 + WakeTable.#SLOTS * WakeTable.#STRIDE));
+      shared = {
+        keys: new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT * WakeTable.#SLOTS),
+        cells: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (1 + WakeTable.#SLOTS * WakeTable.#STRIDE)),
+      };
       setEnvironmentData(WakeTable.#KEY, shared);
     }
-    return new WakeTable(new Int32Array(shared));
+    return new WakeTable(new BigInt64Array(shared.keys), new Int32Array(shared.cells));
   }
 
-  slotOf(file: string, name: string): number {
-    let hash = 2166136261;
-    const key = `${file}\u0000${name}`;
-    for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 16777619);
-    return 1 + ((hash >>> 0) % WakeTable.#SLOTS) * WakeTable.#STRIDE;
+  /** The signal's slot, claimed on first use by whichever thread gets there first; null when the table is full. */
+  slotOf(file: string, name: string): number | null {
+    const digest = createHash('sha256').update(file).update('\u0000').update(name).digest();
+    const key = digest.readBigInt64LE(0) || 1n;
+    const first = digest.readUInt32LE(8) % WakeTable.#SLOTS;
+    for (let probe = 0; probe < WakeTable.#SLOTS; probe++) {
+      const index = (first + probe) % WakeTable.#SLOTS;
+      const held = Atomics.compareExchange(this.#keys, index, 0n, key);
+      if (held === 0n || held === key) return 1 + index * WakeTable.#STRIDE;
+    }
+    return null;
   }
 
   moves(slot: number): number {
@@ -103,7 +119,8 @@ export class ChangeSignal {
   /** @internal Shares this signal with the other threads' signals of the same name and file. */
   shareAs(channel: FileChannel, name: string, table: WakeTable | null): void {
     if (this.#otherThreads) return;
-    this.#otherThreads = { channel, name, table, slot: table ? table.slotOf(channel.file, name) : 0 };
+    const slot = table?.slotOf(channel.file, name) ?? null;
+    this.#otherThreads = slot === null ? { channel, name, table: null, slot: 0 } : { channel, name, table, slot };
     this.#mark();
   }
 
