@@ -171,18 +171,48 @@ files.run();
 
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
 
-/** How to run as a non-root user here, or why it cannot be done. */
-function nonRootUser(): { prefix: string[]; reason?: string } {
-  if (process.getuid?.() !== 0) return { prefix: [] }; // already not root
+/** The installed packages (the image's `RUN npm ci`) and the node that runs them. */
+interface Install { nodeModules: string; node: string }
+
+const CHECKOUT_INSTALL: Install = { nodeModules: join(ROOT, 'node_modules'), node: process.execPath };
+
+/** How to run as a non-root user here, with an install that user can read, or why it cannot be done. */
+function nonRootUser(): { prefix: string[]; install: Install; reason?: string } {
+  if (process.getuid?.() !== 0) return { prefix: [], install: CHECKOUT_INSTALL }; // already not root
   const probe = spawnSync('setpriv', ['--version']);
-  if (probe.error) return { prefix: [], reason: 'running as root without setpriv (util-linux) to become another user' };
-  // The image has its node_modules; here the checkout's must be readable by that user.
-  const fastify = createRequire(join(ROOT, 'package.json')).resolve('fastify');
-  const read = spawnSync('setpriv', [...NOBODY, process.execPath, '-e', `require('node:fs').accessSync(${JSON.stringify(fastify)}, require('node:fs').constants.R_OK)`], { encoding: 'utf8' });
-  if (read.status !== 0) {
-    return { prefix: [], reason: `user 65534 cannot run ${process.execPath} or read ${relative(ROOT, fastify)} (${(read.stderr || String(read.error)).split('\n').find((l) => /Error|EACCES/.test(l)) ?? 'exit ' + read.status}); the checkout must be world-readable` };
+  if (probe.error) return { prefix: [], install: CHECKOUT_INSTALL, reason: 'running as root without setpriv (util-linux) to become another user' };
+  let failure = canRead(CHECKOUT_INSTALL);
+  if (failure === null) return { prefix: ['setpriv', ...NOBODY], install: CHECKOUT_INSTALL };
+  // A checkout under a directory others cannot enter (mktemp -d makes it 0700): the same files,
+  // hard-linked into a directory they can.
+  const mirror = mirroredInstall();
+  if (mirror !== null) {
+    failure = canRead(mirror);
+    if (failure === null) return { prefix: ['setpriv', ...NOBODY], install: mirror };
   }
-  return { prefix: ['setpriv', ...NOBODY] };
+  return { prefix: [], install: CHECKOUT_INSTALL, reason: `${failure}; the checkout must be world-readable` };
+}
+
+/** Null when user 65534 can run the install's node and read its packages; else why not. */
+function canRead(install: Install): string | null {
+  const fastify = join(install.nodeModules, relative(CHECKOUT_INSTALL.nodeModules, createRequire(join(ROOT, 'package.json')).resolve('fastify')));
+  const read = spawnSync('setpriv', [...NOBODY, install.node, '-e', `require('node:fs').accessSync(${JSON.stringify(fastify)}, require('node:fs').constants.R_OK)`], { encoding: 'utf8' });
+  if (read.status === 0) return null;
+  return `user 65534 cannot run ${install.node} or read ${fastify} (${(read.stderr || String(read.error)).split('\n').find((l) => /Error|EACCES/.test(l)) ?? 'exit ' + read.status})`;
+}
+
+/** The checkout's node_modules hard-linked into a fresh 0755 directory (removed at exit); null where links cannot be made. */
+function mirroredInstall(): Install | null {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-install-'));
+  chmodSync(dir, 0o755);
+  const linked = spawnSync('cp', ['-al', CHECKOUT_INSTALL.nodeModules, join(dir, 'node_modules')]);
+  if (linked.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    return null;
+  }
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const node = relative(CHECKOUT_INSTALL.nodeModules, process.execPath);
+  return { nodeModules: join(dir, 'node_modules'), node: node.startsWith('..') ? process.execPath : join(dir, 'node_modules', node) };
 }
 
 const runner = nonRootUser();
@@ -204,7 +234,7 @@ function buildImage(): Image {
       cpSync(join(ROOT, source), target, { recursive: true, filter: (path) => path === join(ROOT, source) || !dockerIgnores(dockerignore, relative(ROOT, path).split('\\').join('/')) });
     }
   }
-  symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules')); // RUN npm ci
+  symlinkSync(runner.install.nodeModules, join(app, 'node_modules')); // RUN npm ci
   const home = join(root, 'home');
   mkdirSync(home);
   // Read-only for everyone but the owner; when the child runs as ourselves, for us too.
@@ -250,7 +280,7 @@ interface Run { code: number | null; stdout: string; stderr: string }
 function runApi(image: Image, env: Record<string, string | undefined>, whileRunning?: (child: { output(): string; running(): boolean }) => Promise<void>): Promise<Run> {
   const [, api] = relayServices.find(([name]) => name === 'api')!;
   const command = strings(api.command, 'api.command');
-  const program = command[0] === 'node' ? process.execPath : command[0];
+  const program = command[0] === 'node' ? runner.install.node : command[0];
   const childEnv = Object.fromEntries(Object.entries({ PATH: process.env.PATH, HOME: image.home, ...environmentOf(api), ...env }).filter(([, v]) => v !== undefined)) as Record<string, string>;
   const [file, ...args] = [...runner.prefix, program, ...command.slice(1)];
   const child = spawn(file, args, { cwd: image.root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
