@@ -66,4 +66,44 @@ test('the write is not charged to the scope whose context started it', async () 
   assert.ok(callerSettled.done);
 });
 
+test('a settle that starts while another waits for the same writes waits for them too', async () => {
+  const store = heldStore();
+  const scope = new DurabilityScope();
+  scope.wrote(store);
+  const first = flags(scope.settle());
+  // Nothing is left to ask a barrier for: the first settle took it.
+  const second = flags(scope.settle());
+  await turn();
+  assert.not.ok(first.done || second.done, 'the second settle does not answer before the writes are durable');
+  store.release();
+  await turn();
+  assert.ok(first.done && second.done);
+});
+
+test('once a barrier failed, every later settle of the scope fails', async () => {
+  const scope = new DurabilityScope();
+  const failing: DurabilityBarrier = { barrier: () => Promise.reject(new Error('sync failed')) };
+  scope.wrote(failing);
+  const first = await scope.settle().then(() => 'ok', (error: Error) => error.message);
+  const later = await scope.settle().then(() => 'ok', (error: Error) => error.message);
+  assert.is(first, 'sync failed');
+  assert.is(later, 'sync failed', 'writes lost to the first settle stay lost');
+});
+
+test('a timer started inside a command writes outside its scope once the command has answered', async () => {
+  const seen: Array<DurabilityScope | undefined> = [];
+  let fire!: () => void;
+  const fired = new Promise<void>((resolve) => (fire = resolve));
+  await deferDurability(async (scope) => {
+    seen.push(currentDurabilityScope());
+    assert.is(seen[0], scope);
+    setTimeout(() => {
+      seen.push(currentDurabilityScope());
+      fire();
+    }, 1);
+  });
+  await fired;
+  assert.is(seen[1], undefined, 'a write then waits for its own durability');
+});
+
 test.run();

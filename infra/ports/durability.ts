@@ -25,6 +25,16 @@ export interface DurabilityBarrier {
 
 export class DurabilityScope {
   readonly #pending = new Set<DurabilityBarrier>();
+  /** Barriers asked for by a settle that has not ended: a concurrent settle waits for them too. */
+  readonly #asked = new Set<Promise<void>>();
+  /** A barrier that failed: every later settle fails with it, since the writes it covered are lost. */
+  #lost: { error: unknown } | null = null;
+  #closed = false;
+
+  /** False once its command has settled: later writes in its async context are not given early. */
+  get open(): boolean {
+    return !this.#closed;
+  }
 
   /** Records that a write through `store` took effect in this scope but may not be durable yet. */
   wrote(store: DurabilityBarrier): void {
@@ -36,20 +46,46 @@ export class DurabilityScope {
     for (const store of other.#pending) this.#pending.add(store);
   }
 
+  /**
+   * Resolves once every write recorded before the call is durable, including those whose
+   * barrier a concurrent settle asked for; rejects when one of them never will be.
+   */
   async settle(): Promise<void> {
-    while (this.#pending.size > 0) {
-      const stores = [...this.#pending];
-      this.#pending.clear();
-      await Promise.all(stores.map((store) => store.barrier()));
+    for (;;) {
+      if (this.#lost) throw this.#lost.error;
+      if (this.#pending.size > 0) {
+        const stores = [...this.#pending];
+        this.#pending.clear();
+        const asked: Promise<void> = Promise.all(stores.map((store) => store.barrier())).then(
+          () => void this.#asked.delete(asked),
+          (error: unknown) => {
+            this.#lost ??= { error };
+            this.#asked.delete(asked);
+          },
+        );
+        this.#asked.add(asked);
+      }
+      if (this.#asked.size === 0) return;
+      await Promise.all(this.#asked);
     }
+  }
+
+  /** Ends the scope (deferDurability does, once its command has settled). */
+  close(): void {
+    this.#closed = true;
   }
 }
 
 const scopes = new AsyncLocalStorage<DurabilityScope>();
 
-/** The scope the current async context runs in, if any (for store adapters). */
+/**
+ * The scope the current async context runs in, if any (for store adapters). A timer or loop
+ * started inside a command keeps the command's context after it answered: its writes must not
+ * be given early to a scope nobody settles any more, so a closed scope counts as none.
+ */
 export function currentDurabilityScope(): DurabilityScope | undefined {
-  return scopes.getStore();
+  const scope = scopes.getStore();
+  return scope?.open ? scope : undefined;
 }
 
 /**
@@ -63,17 +99,22 @@ export async function durableSoFar(): Promise<void> {
 /**
  * Runs `command` with deferred durability and settles like it once all of its writes are
  * durable. When that wait fails, the scope fails with the store's error whatever the command
- * answered: an answer, a refusal included, may rest on writes that are now lost.
+ * answered: an answer, a refusal included, may rest on writes that are now lost. The command
+ * is handed its scope, for a step that needs part of its writes durable early (scope.settle()).
  */
-export async function deferDurability<T>(command: () => Promise<T>): Promise<T> {
+export async function deferDurability<T>(command: (scope: DurabilityScope) => Promise<T>): Promise<T> {
   const scope = new DurabilityScope();
   let outcome: { ok: true; value: T } | { ok: false; error: unknown };
   try {
-    outcome = { ok: true, value: await scopes.run(scope, command) };
+    outcome = { ok: true, value: await scopes.run(scope, () => command(scope)) };
   } catch (error) {
     outcome = { ok: false, error };
   }
-  await scope.settle();
+  try {
+    await scope.settle();
+  } finally {
+    scope.close();
+  }
   if (!outcome.ok) throw outcome.error;
   return outcome.value;
 }

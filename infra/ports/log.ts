@@ -28,6 +28,12 @@ export interface ConsumeOptions {
    * behind it in the partition is delivered meanwhile. Delivery is at-least-once: handlers
    * must be idempotent. Records of different partitions may be handled at the same time (a
    * handler waiting on one partition does not hold up the others).
+   *
+   * A log may run the handlers of one fetch in one deferred-durability scope (./durability.ts,
+   * as the embedded log does): their writes then settle as soon as they take effect, and the
+   * offsets are committed only once those writes are durable. A handler whose next step must
+   * not happen before its writes are durable (one store's write before another's) awaits
+   * durableSoFar() first.
    */
   handle: (record: LogRecord) => Promise<void>;
   /**

@@ -21,6 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
 import { Backoff, sleep } from '../retry.ts';
+import { deferDurability, type DurabilityScope } from '../ports/durability.ts';
 import { changeSignal, notifyOnceCommitted, waitForChange } from './change-signal.ts';
 import type { ChangeSignal } from './change-signal.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
@@ -669,15 +670,34 @@ class GroupConsumer implements LogConsumer {
    * write holds up only its own partition (as kafkajs does with partitionsConsumedConcurrently).
    * Their offsets go in one write per round (and one per ROUND_COMMIT_MS while it lasts), not
    * one per partition.
+   *
+   * The round's handlers run in one deferred-durability scope (../ports/durability.ts): a
+   * handler's writes settle as soon as they take effect, so the records of a partition do not
+   * wait for a commit and sync each, and an offset is written only once every write made before
+   * it is durable. A round whose writes were lost (their batch failed to commit or sync) hands
+   * its records over again.
    */
   async #round(work: Array<{ partition: number; cursor: PartitionCursor; records: LogRecord[] }>, membersVersion: number): Promise<void> {
+    const before = work.map(({ partition, cursor }) => ({ partition, cursor, next: cursor.next, handledTo: cursor.handledTo }));
+    let scope: DurabilityScope | undefined;
+    // Started outside the scope, so that the offsets it writes are not given early themselves.
     const timer = setInterval(() => {
       // A failed write is written again at the end of the round, which reports it.
-      if (!this.#writing) this.#commitPositions((c) => c.handledTo > c.committed || this.#passedOverDue(c, Date.now(), false)).catch(() => {});
+      if (scope && !this.#writing) this.#commitPositions((c) => c.handledTo > c.committed || this.#passedOverDue(c, Date.now(), false), scope).catch(() => {});
     }, ROUND_COMMIT_MS);
     let outcomes: Array<PromiseSettledResult<void>>;
     try {
-      outcomes = await Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.records, membersVersion)));
+      outcomes = await deferDurability((round) => {
+        scope = round;
+        return Promise.allSettled(work.map((w) => this.#process(w.partition, w.cursor, w.records, membersVersion)));
+      });
+    } catch (error) {
+      for (const b of before) {
+        if (this.#owned.get(b.partition) !== b.cursor) continue;
+        b.cursor.next = Math.max(b.next, b.cursor.committed);
+        b.cursor.handledTo = Math.min(b.cursor.handledTo, b.cursor.next);
+      }
+      throw error;
     } finally {
       clearInterval(timer);
     }
@@ -710,20 +730,21 @@ class GroupConsumer implements LogConsumer {
    * One write of the positions of the owned partitions `which` picks, each only while this
    * member still owns it; a partition taken over meanwhile (our lease ran out) is dropped.
    */
-  async #commitPositions(which: (c: PartitionCursor) => boolean): Promise<void> {
+  async #commitPositions(which: (c: PartitionCursor) => boolean, unsettled?: DurabilityScope): Promise<void> {
     while (this.#writing) await this.#writing;
     const written = new Map<number, { cursor: PartitionCursor; offset: number }>();
     for (const [partition, cursor] of this.#owned) {
       if (cursor.next > cursor.committed && which(cursor)) written.set(partition, { cursor, offset: cursor.next });
     }
     if (written.size === 0) return;
-    const write = this.#commits.run(() => {
+    // Mid-round: the handlers' writes up to these offsets become durable first.
+    const write = (unsettled ? unsettled.settle() : Promise.resolve()).then(() => this.#commits.run(() => {
       const owned = new Set<number>();
       for (const [partition, { offset }] of written) {
         if (this.#s.commitIfOwner.run(this.#group, this.#topic, partition, offset, this.#id).changes > 0) owned.add(partition);
       }
       return owned;
-    });
+    }));
     this.#writing = write.then(() => {}, () => {});
     try {
       const owned = await write;

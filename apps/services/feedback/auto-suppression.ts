@@ -4,6 +4,7 @@ import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../..
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
+import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
 import { recordSuppressionChange, suppressionsOf } from '../management/suppressions.ts';
 import { originOfEvent } from '../../../domain/events/metadata.ts';
@@ -49,7 +50,9 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
       if (!(error instanceof DuplicateKeyError)) throw error;
       continue;
     }
-    // The entry first, then its event (apps/services/management/suppressions.ts says why).
+    // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
+    // consumer's deferred-durability round the entry is durable only once this returns.
+    await durableSoFar();
     await recordSuppressionChange(deps.events, {
       type: 'RecipientSuppressed',
       data: {
