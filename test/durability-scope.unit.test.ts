@@ -1,7 +1,7 @@
 // The deferred-durability scope with a barrier the test controls: who waits for what.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { currentDurabilityScope, deferDurability, DurabilityScope, writeOnBehalfOf, type DurabilityBarrier } from '../infra/ports/durability.ts';
+import { afterDurable, currentDurabilityScope, deferDurability, DurabilityScope, writeOnBehalfOf, type DurabilityBarrier } from '../infra/ports/durability.ts';
 
 const test = suite('durability scope');
 
@@ -104,6 +104,26 @@ test('a timer started inside a command writes outside its scope once the command
   });
   await fired;
   assert.is(seen[1], undefined, 'a write then waits for its own durability');
+});
+
+test('afterDurable wakes a reader once the scope\'s writes so far are durable, without holding the writer', async () => {
+  const store = heldStore();
+  let woken = false;
+  let wrote = false;
+  const command = flags(deferDurability(async () => {
+    await store.write();
+    afterDurable(() => (woken = true));
+    wrote = true;
+  }));
+  await turn();
+  assert.ok(wrote, 'the command went on at once');
+  assert.not.ok(woken || command.done, 'neither the wake-up nor the answer before the write is durable');
+  store.release();
+  await turn();
+  assert.ok(woken && command.done);
+  let outside = false;
+  afterDurable(() => (outside = true));
+  assert.ok(outside, 'outside a scope, at once');
 });
 
 test.run();

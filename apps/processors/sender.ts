@@ -15,6 +15,7 @@ import { ensureWorkItemIndexes, openClaimItems, syncWorkItem, workItems, type Wo
 import { loadEmail } from '../services/email-stream.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
+import { afterDurable } from '../../infra/ports/durability.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { startTlsReporting } from '../services/tls-reports/daily-reports.ts';
 import { ensureTlsSessionCountIndexes } from '../services/tls-reports/session-counts.ts';
@@ -162,7 +163,8 @@ export const sender = defineProcessor({
     const current = await workItems(deps.documents).get(emailId);
     if (current ? current.streamRevision >= event.revision : event.type !== 'EmailAccepted') return;
     const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.services.policies.delivery);
-    if (item && item.dueAt <= deps.now().toISOString()) dispatcher.kick();
+    // The dispatcher reads another connection: it finds the item once its round made it durable.
+    if (item && item.dueAt <= deps.now().toISOString()) afterDurable(() => dispatcher.kick());
   },
 });
 

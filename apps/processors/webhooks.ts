@@ -8,6 +8,7 @@ import { emailIdOfStream } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { webhookEventsOf } from '../../domain/webhooks/events.ts';
 import type { Stored } from '../../infra/ports/document-store.ts';
+import { afterDurable } from '../../infra/ports/durability.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
 import { webhookResultOf } from '../services/webhooks/attempt-result.ts';
@@ -51,6 +52,6 @@ export const webhooks = defineProcessor({
     const events = webhookEventsOf(event, state, state.occurredAt ?? stored.recordedAt);
     if (events.length === 0) return;
     const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, limit: 100 });
-    if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) dispatcher.kick();
+    if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) afterDurable(() => dispatcher.kick());
   },
 });

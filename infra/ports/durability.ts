@@ -97,6 +97,17 @@ export async function durableSoFar(): Promise<void> {
 }
 
 /**
+ * Calls `then` once every write made so far in the current scope is durable (or lost), without
+ * holding the caller; outside a scope, at once. For a wake-up whose reader is on another
+ * connection and must find the write there (a dispatcher kicked for the item just written).
+ */
+export function afterDurable(then: () => void): void {
+  const scope = currentDurabilityScope();
+  if (!scope) then();
+  else scope.settle().then(then, then);
+}
+
+/**
  * Runs `command` with deferred durability and settles like it once all of its writes are
  * durable. When that wait fails, the scope fails with the store's error whatever the command
  * answered: an answer, a refusal included, may rest on writes that are now lost. The command
