@@ -19,6 +19,7 @@ import { rebuildProjection } from '../../apps/services/rebuild.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { accepted, attempted, outcome, toNewEvent } from './email-events.ts';
 import { waitUntil } from './eventually.ts';
+import { processorsCaughtUp } from './markers.ts';
 import { skippableSuite } from './skippable-suite.ts';
 
 export const partitionOf = (streamId: string): number => partitionForKey(streamId, EVENTS_TOPIC_PARTITIONS);
@@ -141,6 +142,9 @@ export function poisonSuite(mode: string, storesEnv: () => Record<string, string
       }
 
       await waitUntil(() => goodEvents.every((id) => handled.has(id)), `${definition.name} handled the events behind the poison one`, timeoutMs);
+      // What a round wrote is read once the group's offset is past it: a log commits offsets
+      // only after the round's writes are durable, and the handlers may return before.
+      await processorsCaughtUp(t, [definition.name], timeoutMs);
       if (plan.applied) for (const id of goodIds) assert.ok(await plan.applied(t, id), `${definition.name} applied ${id}`);
       assert.not.ok(handled.has(bad.id), 'the poison event was never applied');
 
