@@ -678,7 +678,7 @@ class GroupConsumer implements LogConsumer {
    * its records over again.
    */
   async #round(work: Array<{ partition: number; cursor: PartitionCursor; records: LogRecord[] }>, membersVersion: number): Promise<void> {
-    const before = work.map(({ partition, cursor }) => ({ partition, cursor, next: cursor.next, handledTo: cursor.handledTo }));
+    const before = work.map(({ partition, cursor }) => ({ partition, cursor, next: cursor.next }));
     let scope: DurabilityScope | undefined;
     // Started outside the scope, so that the offsets it writes are not given early themselves.
     const timer = setInterval(() => {
