@@ -1,6 +1,7 @@
 // The message on the wire: nodemailer's MailComposer writes the MIME (RFC 2047 words for
-// non-ASCII headers, quoted-printable or base64 bodies, folded lines), dkim-sign.ts prepends a
-// DKIM-Signature (rsa-sha256, relaxed/relaxed, From and the other single fields over-signed).
+// non-ASCII headers, quoted-printable or base64 bodies, folded lines), mime-bytes.ts joins its
+// parts in one pass, dkim-sign.ts prepends a DKIM-Signature (rsa-sha256, relaxed/relaxed, From
+// and the other single fields over-signed).
 // The bytes returned are exactly what every transport sends, so retries and the outbox see
 // the same message.
 //
@@ -10,6 +11,7 @@ import MailComposer from 'nodemailer/lib/mail-composer';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
 import { dkimSign } from './dkim-sign.ts';
+import { messageBytes } from './mime-bytes.ts';
 
 export interface DkimSigningKey {
   /** The d= domain: the sending domain, so the signature aligns with From for DMARC. */
@@ -109,7 +111,7 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
   for (const [name, value] of Object.entries(input.headers)) {
     if (!isComposerOwned(name)) root.addHeader(name, value);
   }
-  const unsigned = await root.build();
+  const unsigned = messageBytes(root) ?? await root.build();
 
   const domainName = normalizeDomainName(input.dkim.domainName);
   let raw: Buffer;

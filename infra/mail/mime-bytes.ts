@@ -1,0 +1,77 @@
+// The bytes of a message MailComposer compiled, joined in one synchronous pass. nodemailer
+// builds them through a chain of streams per MIME part (a pass-through, an encoder, a line-end
+// transform, a pipeline aborting its controller when done, a setImmediate between steps): for
+// a two-part message that was 0.19 ms of CPU against 0.065 here, a fifth of composing and
+// signing. The tree, its headers, the transfer-encoding chosen per part and the encoders stay
+// nodemailer's; only the joining is done here, as its MimeNode.stream does it, and
+// test/mime-bytes.unit.test.ts holds the result to nodemailer's own build byte for byte.
+import * as base64 from 'nodemailer/lib/base64';
+import type MimeNode from 'nodemailer/lib/mime-node';
+import * as qp from 'nodemailer/lib/qp';
+
+/** What of a MimeNode the joining reads: public members its typings leave out. */
+interface Part {
+  content?: unknown;
+  multipart?: unknown;
+  boundary?: string;
+  childNodes: MimeNode[];
+  buildHeaders(): string;
+  getTransferEncoding(): string | false;
+}
+
+const LINE_LENGTH = 76;
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * The message as `root.build()` gives it with `newline: 'win'`, or null for a tree this does
+ * not join (a part whose content is a stream, file or URL), which the caller builds as before.
+ */
+export function messageBytes(root: MimeNode): Buffer | null {
+  const chunks: Buffer[] = [];
+  if (!joinPart(root, chunks)) return null;
+  return withCrlf(endingInNewline(Buffer.concat(chunks)));
+}
+
+function joinPart(node: MimeNode, chunks: Buffer[]): boolean {
+  const part = node as unknown as Part;
+  const { content } = part;
+  if (content !== undefined && content !== null && typeof content !== 'string' && !Buffer.isBuffer(content)) return false;
+  chunks.push(Buffer.from(`${part.buildHeaders()}\r\n\r\n`, 'utf8'));
+  if (content) {
+    const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+    const encoding = part.getTransferEncoding();
+    if (encoding === 'base64') chunks.push(Buffer.from(base64.wrap(base64.encode(bytes), LINE_LENGTH), 'latin1'));
+    else if (encoding === 'quoted-printable') chunks.push(Buffer.from(qp.wrap(qp.encode(bytes), LINE_LENGTH), 'latin1'));
+    else chunks.push(bytes);
+  }
+  if (part.multipart) {
+    for (const [i, child] of part.childNodes.entries()) {
+      chunks.push(Buffer.from(`${i > 0 ? '\r\n' : ''}--${part.boundary}\r\n`, 'latin1'));
+      if (!joinPart(child, chunks)) return false;
+    }
+    chunks.push(Buffer.from(`\r\n--${part.boundary}--\r\n`, 'latin1'));
+  }
+  return true;
+}
+
+/** A message ends with a line break (nodemailer's LastNewline). */
+function endingInNewline(raw: Buffer): Buffer {
+  const last = raw[raw.length - 1];
+  if (last === LF) return raw;
+  return Buffer.concat([raw, Buffer.from(last === CR ? '\n' : '\r\n', 'latin1')]);
+}
+
+/** Every LF not already after a CR gets one (nodemailer's LeWindows). */
+function withCrlf(raw: Buffer): Buffer {
+  let bare = 0;
+  for (let i = 0; i < raw.length; i++) if (raw[i] === LF && raw[i - 1] !== CR) bare++;
+  if (bare === 0) return raw;
+  const out = Buffer.allocUnsafe(raw.length + bare);
+  let to = 0;
+  for (let i = 0; i < raw.length; i++) {
+    if (raw[i] === LF && raw[i - 1] !== CR) out[to++] = CR;
+    out[to++] = raw[i];
+  }
+  return out;
+}
