@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { pooledRandomBytes } from '../apps/services/random-pool.ts';
+import { pooledRandomBytes } from '../infra/secrets/random-pool.ts';
 
 const test = suite('pooled random bytes');
 

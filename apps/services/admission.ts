@@ -49,7 +49,7 @@ import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
 import { contentKeyFor, sealWith } from './content-vault.ts';
 import type { Emails } from './email-stream.ts';
-import { pooledRandomBytes } from './random-pool.ts';
+import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
 import type { UsageLedger } from './usage-ledger.ts';

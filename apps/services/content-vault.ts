@@ -6,7 +6,7 @@ import { createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
 import type { EmailContent, SealedContent } from '../../domain/email/events.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
-import { pooledRandomBytes } from './random-pool.ts';
+import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 
 export const BODY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 

@@ -10,6 +10,7 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
+import { pooledRandomBytes } from '../secrets/random-pool.ts';
 import { dkimSign } from './dkim-sign.ts';
 import { messageBytes } from './mime-bytes.ts';
 
@@ -102,6 +103,8 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     messageId: `<${messageId}>`,
     date: input.date,
     newline: 'win',
+    // Given, or each part of the message draws its own from the CSPRNG.
+    baseBoundary: pooledRandomBytes(8).toString('hex'),
     // Bodies are strings already in hand; nothing may make the composer read a file or URL.
     disableFileAccess: true,
     disableUrlAccess: true,

@@ -1,11 +1,11 @@
 // Writing one message into the outbox directory (infra/mail/outbox-transport.ts has the layout).
 // Runs on the outbox thread (./outbox-worker.ts); the caller makes sure that one email's writes
 // never overlap (envelope updates are read-modify-write).
-import { randomBytes } from 'node:crypto';
 import { closeSync, fdatasync, linkSync, openSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { pooledRandomBytes } from '../secrets/random-pool.ts';
 
 export interface OutboxEnvelope {
   mailFrom: string;
@@ -33,7 +33,7 @@ async function writeTemps(dir: string, files: Array<{ name: string; data: Buffer
   const fds: number[] = [];
   try {
     for (const { name, data } of files) {
-      const temp = join(dir, `.${name}.${randomBytes(6).toString('hex')}.tmp`);
+      const temp = join(dir, `.${name}.${pooledRandomBytes(6).toString('hex')}.tmp`);
       fds.push(openSync(temp, 'wx', 0o600));
       temps.push(temp);
       for (let done = 0; done < data.length;) done += writeSync(fds[fds.length - 1], data, done);
