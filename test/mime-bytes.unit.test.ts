@@ -57,4 +57,9 @@ test('given a part whose content is a stream, when joined, then it is left to no
   assert.is(messageBytes(compiled({ text: Readable.from(['streamed']) })), null);
 });
 
+test('given LF line ends asked for, or a raw message, when joined, then it is left to nodemailer (null)', () => {
+  assert.is(messageBytes(compiled({ text: 'hello', newline: 'unix' })), null);
+  assert.is(messageBytes(compiled({ raw: 'Subject: raw\r\n\r\nbody\r\n' })), null);
+});
+
 test.run();

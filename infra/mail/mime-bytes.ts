@@ -9,14 +9,20 @@ import * as base64 from 'nodemailer/lib/base64';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import * as qp from 'nodemailer/lib/qp';
 
-/** What of a MimeNode the joining reads: public members its typings leave out. */
+/** What of a MimeNode the joining reads: members its typings leave out. */
 interface Part {
   content?: unknown;
+  contentType?: string;
   multipart?: unknown;
   boundary?: string;
+  newline?: string;
   childNodes: MimeNode[];
   buildHeaders(): string;
   getTransferEncoding(): string | false;
+  /** nodemailer's own: set by setRaw, transform and processFunc, none of which compose uses. */
+  _raw?: unknown;
+  _transforms?: unknown[];
+  _processFuncs?: unknown[];
 }
 
 const LINE_LENGTH = 76;
@@ -24,10 +30,14 @@ const LF = 0x0a;
 const CR = 0x0d;
 
 /**
- * The message as `root.build()` gives it with `newline: 'win'`, or null for a tree this does
- * not join (a part whose content is a stream, file or URL), which the caller builds as before.
+ * The message as `root.build()` gives it, or null for a tree this does not join (CRLF line
+ * ends not asked for; a raw part, a transform, or a part whose content is a stream, file or URL;
+ * quoted-printable outside text, which nodemailer encodes as binary), which the caller builds
+ * as before.
  */
 export function messageBytes(root: MimeNode): Buffer | null {
+  const top = root as unknown as Part;
+  if (top.newline !== 'win' || top._transforms?.length || top._processFuncs?.length) return null;
   const chunks: Buffer[] = [];
   if (!joinPart(root, chunks)) return null;
   return withCrlf(endingInNewline(Buffer.concat(chunks)));
@@ -36,11 +46,12 @@ export function messageBytes(root: MimeNode): Buffer | null {
 function joinPart(node: MimeNode, chunks: Buffer[]): boolean {
   const part = node as unknown as Part;
   const { content } = part;
-  if (content !== undefined && content !== null && typeof content !== 'string' && !Buffer.isBuffer(content)) return false;
+  if (part._raw || (content !== undefined && content !== null && typeof content !== 'string' && !Buffer.isBuffer(content))) return false;
+  const encoding = part.getTransferEncoding();
+  if (encoding === 'quoted-printable' && !/^text\//i.test(part.contentType ?? '')) return false;
   chunks.push(Buffer.from(`${part.buildHeaders()}\r\n\r\n`, 'utf8'));
   if (content) {
     const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
-    const encoding = part.getTransferEncoding();
     if (encoding === 'base64') chunks.push(Buffer.from(base64.wrap(base64.encode(bytes), LINE_LENGTH), 'latin1'));
     else if (encoding === 'quoted-printable') chunks.push(Buffer.from(qp.wrap(qp.encode(bytes), LINE_LENGTH), 'latin1'));
     else chunks.push(bytes);
