@@ -51,6 +51,8 @@ test('suppressions: add, find by the beginning of an address, export as CSV, rem
   await page.getByRole('button', { name: 'Search' }).click();
   await page.waitForURL((url) => url.searchParams.get('prefix') === 'bob');
   await page.getByRole('link', { name: 'Show all' }).waitFor();
+  // The search form is drawn before the list's request answers: the list is there once its table is.
+  await page.locator('.table-wrap[aria-label="Suppressed addresses"]').waitFor();
   assert.is(await rows.count(), 2);
   assert.not.match(await page.locator('.table-wrap').innerText(), /carol/);
 
