@@ -14,6 +14,8 @@
 //                          thread of their own (the SQL counter sees the main thread only: run with 0
 //                          for the statements of every part)
 //   BENCH_WITHOUT=deliverability  leave parts out of the Relay process; BENCH_PHASES=1  the closed loop only
+//   BENCH_RUNS=3           closed loops, each on a fresh Relay process and data dir: the CPU per email
+//                          compared with the target is their median; phases 2 and 3 follow the last
 //   BENCH_SIDECAR=deliverability  run that processor as a process of its own (its CPU per email, same run)
 //   BENCH_SQL_STATS=0      leave the SQL statement counter off (test/bench/sql-stats.ts; on by default)
 //   BENCH_CPU_PROF=<dir>   runs the Relay child under `node --cpu-prof` (summary printed at the end;
@@ -105,6 +107,11 @@ const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 180);
 const WITHOUT = (process.env.BENCH_WITHOUT ?? '').split(',').map((p) => p.trim()).filter(Boolean);
 /** BENCH_PHASES=1: the closed loop only. */
 const PHASES = Number(process.env.BENCH_PHASES ?? 3);
+/**
+ * Closed loops, each on a Relay process and data directory of its own (as many `npm start`s):
+ * the CPU per email compared with the target is their median. Phases 2 and 3 follow the last.
+ */
+const RUNS = Math.max(1, Math.floor(Number(process.env.BENCH_RUNS ?? 3)));
 /**
  * BENCH_SIDECAR=deliverability: that processor runs as a process of its own on the same data
  * directory (`relay processor deliverability`; leave it out of the Relay process with
@@ -818,129 +825,168 @@ function rssFigures(rss: Array<[number, number]>): RssFigures | null {
 const loopText = (r: RelayStats) =>
   `relay process: ${f(r.cores, 2)} cores, event loop ${f(r.utilization * 100)}% busy, delay p50 ${f(r.loopDelayP50, 1)} ms, p99 ${f(r.loopDelayP99, 1)} ms, max ${f(r.loopDelayMax, 1)} ms`;
 
+interface ClosedRun {
+  closed: ClosedResult;
+  cpuPerEmail: number;
+  mainStatements: number;
+}
+
+/** Phase 1 on a fresh Relay process: what an email costs end to end. */
+async function closedRun(run: number, ready: Ready, child: ChildProcess, control: Pool, readKeys: string[], tracker: Tracker, dataDir: string): Promise<ClosedRun> {
+  // 1. Closed loop. The Relay process's CPU time from here until phase 1 has settled, over
+  // its emails, is what an email costs end to end (admission, forwarding, projection,
+  // delivery to the outbox, webhooks fan-out), plus the settle check's list reads.
+  const sidecar = SIDECAR ? await startSidecar(dataDir, SIDECAR) : null;
+  if (SQL_STATS) child.send({ cmd: 'sql-reset' });
+  const windowBefore = windowReading(ready.pid, dataDir);
+  const cpuBefore = processCpuSeconds(ready.pid);
+  const sidecarBefore = sidecar ? processCpuSeconds(sidecar.pid!) : null;
+  const closed = await closedLoop(ready, child, tracker);
+  console.log(`\n1. closed loop${RUNS > 1 ? ` (run ${run} of ${RUNS})` : ''}, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
+  console.log(`   ${f(closed.admitted / closed.seconds)} admissions/s (${f(closed.requests / closed.seconds)} requests/s), latency p50 ${f(closed.p50, 2)} ms, p99 ${f(closed.p99, 2)} ms, statuses ${JSON.stringify(closed.statuses)}`);
+  console.log(`   ${loopText(closed.relay)}`);
+  console.log(`   ${closed.machine}`);
+  const phase1 = tracker.ofPhase(1);
+  const settled = await settle(control, readKeys, tracker, phase1, SETTLE_SECONDS * 1000, dataDir);
+  const cpuAfter = processCpuSeconds(ready.pid);
+  const windowAfter = windowReading(ready.pid, dataDir);
+  const sql = SQL_STATS ? await askStats<SqlStats>(child, 'sql-stats') : null;
+  const sidecarAfter = sidecar ? processCpuSeconds(sidecar.pid!) : null;
+  if (sidecar) {
+    if (settled !== null && sidecarBefore !== null && sidecarAfter !== null) {
+      console.log(`   CPU per email of the ${SIDECAR} processor in its own process, same window: ${f(((sidecarAfter - sidecarBefore) * 1000) / phase1.length, 3)} ms`);
+    }
+    await stopChild(sidecar);
+  }
+  console.log(settled === null
+    ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
+    : `   its ${f(phase1.length)} emails listed and delivered to the outbox, every consumer group caught up, ${f(settled / 1000, 1)} s after the load; ` +
+      `end to end ${f(phase1.length / (WARMUP_SECONDS + closed.seconds + settled / 1000))} emails/s (admitted from the warm-up's start, until the last was settled)`);
+  let cpuPerEmail = NaN;
+  if (settled !== null && cpuBefore !== null && cpuAfter !== null) {
+    cpuPerEmail = ((cpuAfter - cpuBefore) * 1000) / phase1.length;
+    console.log(`   CPU per email, end to end (the Relay process, every thread, from the closed loop's start until settled): ${f(cpuPerEmail, 2)} ms; ` +
+      `over that window ${machineText(windowBefore.machine, windowAfter.machine).replace(/^machine: /, 'the machine had ')}`);
+  }
+  const mainStatements = printWindow(windowBefore, windowAfter, sql, phase1.length);
+  return { closed, cpuPerEmail, mainStatements };
+}
+
 async function main(): Promise<void> {
   if (CPU_PROF) mkdirSync(CPU_PROF, { recursive: true });
-  const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-pipeline-'));
-  const tracker = new Tracker();
+  const cpu = cpus();
+  console.log(`pipeline: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}; every part in one process (embedded stores, outbox delivery); ` +
+    `${WORKSPACES} workspaces × ${KEYS_PER_WORKSPACE} production keys; ${RUNS} closed loop${RUNS > 1 ? 's' : ''}, each on a fresh Relay process`);
+  const runs: ClosedRun[] = [];
   let profile: string | null = null;
-  try {
-    const { child, ready } = await startChild(dataDir);
-    const control = new Pool(ready.url, { connections: WORKSPACES, pipelining: 1 });
-    const readKeys = readKeysOf(ready);
-    const cpu = cpus();
-    console.log(`pipeline: node ${process.version}, ${cpu.length} × ${cpu[0]?.model.trim()}; every part in one process (embedded stores, outbox delivery); ` +
-      `${readKeys.length} workspaces × ${KEYS_PER_WORKSPACE} production keys`);
+  for (let run = 1; run <= RUNS; run++) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-pipeline-'));
+    const tracker = new Tracker();
     try {
-      // 1. Closed loop. The Relay process's CPU time from here until phase 1 has settled, over
-      // its emails, is what an email costs end to end (admission, forwarding, projection,
-      // delivery to the outbox, webhooks fan-out), plus the settle check's list reads.
-      const sidecar = SIDECAR ? await startSidecar(dataDir, SIDECAR) : null;
-      if (SQL_STATS) child.send({ cmd: 'sql-reset' });
-      const windowBefore = windowReading(ready.pid, dataDir);
-      const cpuBefore = processCpuSeconds(ready.pid);
-      const sidecarBefore = sidecar ? processCpuSeconds(sidecar.pid!) : null;
-      const closed = await closedLoop(ready, child, tracker);
-      console.log(`\n1. closed loop, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up`);
-      console.log(`   ${f(closed.admitted / closed.seconds)} admissions/s (${f(closed.requests / closed.seconds)} requests/s), latency p50 ${f(closed.p50, 2)} ms, p99 ${f(closed.p99, 2)} ms, statuses ${JSON.stringify(closed.statuses)}`);
-      console.log(`   ${loopText(closed.relay)}`);
-      console.log(`   ${closed.machine}`);
-      const phase1 = tracker.ofPhase(1);
-      const settled = await settle(control, readKeys, tracker, phase1, SETTLE_SECONDS * 1000, dataDir);
-      const cpuAfter = processCpuSeconds(ready.pid);
-      const windowAfter = windowReading(ready.pid, dataDir);
-      const sql = SQL_STATS ? await askStats<SqlStats>(child, 'sql-stats') : null;
-      const sidecarAfter = sidecar ? processCpuSeconds(sidecar.pid!) : null;
-      if (sidecar) {
-        if (settled !== null && sidecarBefore !== null && sidecarAfter !== null) {
-          console.log(`   CPU per email of the ${SIDECAR} processor in its own process, same window: ${f(((sidecarAfter - sidecarBefore) * 1000) / phase1.length, 3)} ms`);
-        }
-        await stopChild(sidecar);
+      const { child, ready } = await startChild(dataDir);
+      const control = new Pool(ready.url, { connections: WORKSPACES, pipelining: 1 });
+      try {
+        const readKeys = readKeysOf(ready);
+        runs.push(await closedRun(run, ready, child, control, readKeys, tracker, dataDir));
+        if (run === RUNS && PHASES >= 2) await openAndDrain(ready, child, control, readKeys, tracker, dataDir, runs);
+      } finally {
+        await control.close();
+        await stopChild(child);
+        if (run === RUNS) profile = profileOf(ready.pid);
       }
-      console.log(settled === null
-        ? `   not settled after ${SETTLE_SECONDS} s: ${phase1.filter((a) => a.listedAt === null).length} of ${phase1.length} emails unlisted; ${backlogText(await pipelineBacklog(control))}`
-        : `   its ${f(phase1.length)} emails listed and delivered to the outbox, every consumer group caught up, ${f(settled / 1000, 1)} s after the load; ` +
-          `end to end ${f(phase1.length / (WARMUP_SECONDS + closed.seconds + settled / 1000))} emails/s (admitted from the warm-up's start, until the last was settled)`);
-      let cpuPerEmail = NaN;
-      if (settled !== null && cpuBefore !== null && cpuAfter !== null) {
-        cpuPerEmail = ((cpuAfter - cpuBefore) * 1000) / phase1.length;
-        console.log(`   CPU per email, end to end (the Relay process, every thread, from the closed loop's start until settled): ${f(cpuPerEmail, 2)} ms; ` +
-          `over that window ${machineText(windowBefore.machine, windowAfter.machine).replace(/^machine: /, 'the machine had ')}`);
-      }
-      const mainStatements = printWindow(windowBefore, windowAfter, sql, phase1.length);
-
-      if (PHASES < 2) {
-        console.log(`\nsummary: CPU per email ${f(cpuPerEmail, 2)} ms (target ≤ ${TARGET_CPU_MS} ms), ${f(mainStatements, 1)} SQL statements per email on the main thread (target ≤ ${TARGET_MAIN_STATEMENTS}), ` +
-          `closed loop ${f(closed.admitted / closed.seconds)} admissions/s`);
-        return;
-      }
-      const rate = RATE_SET ?? Math.max(1, Math.round((0.8 * closed.admitted) / closed.seconds));
-      // 2. + 3. Open loop, then drain.
-      const open = await openLoop(ready, child, tracker, control, rate);
-      const sortedSeconds = [...open.perSecond].sort((a, b) => a - b);
-      console.log(`\n2. open loop: ${f(rate)} emails/s offered${RATE_SET === null ? ' (80 % of phase 1)' : ''} for ${OPEN_SECONDS} s (${OPEN_CONNECTIONS} connections, at most ${f(MAX_IN_FLIGHT)} in flight)`);
-      console.log(`   offered ${f(open.offered)}, sent ${f(open.sent)}, behind schedule (not sent) ${f(open.behind)}, max in flight ${f(open.maxInFlight)}; statuses ${JSON.stringify(open.statuses)}`);
-      console.log(`   admitted ${f(open.admitted)}: ${f(open.sustained)}/s sustained (first send → last 202); per second min ${f(sortedSeconds[0])}, median ${f(percentile(sortedSeconds, 50))}, max ${f(sortedSeconds[sortedSeconds.length - 1])}`);
-      console.log(`   202s per second: ${open.perSecond.join(' ')}`);
-      console.log(`   admission latency p50 ${f(open.p50, 2)} ms, p99 ${f(open.p99, 2)} ms (load generator sends late by p99 ${f(open.slipP99, 1)} ms, max ${f(open.slipMax, 1)} ms)`);
-      console.log(`   projection lag (202 → first listed): p50 ${f(open.lag.p50)} ms, p99 ${f(open.lag.p99)} ms, max ${f(open.lag.max)} ms; ` +
-        `${f(open.lag.notByPolling)} not seen by polling (found by paging), ${f(open.lag.never)} never listed, ${f(open.lag.early)} listed before their 202 arrived`);
-      console.log(`   polling: ${f(open.poll.pages)} list pages (${f(open.poll.perSecond)}/s, limit ${POLL_LIMIT}, every ${POLL_MS} ms per project), latency p50 ${f(open.poll.p50, 1)} ms, p99 ${f(open.poll.p99, 1)} ms` +
-        (open.poll.errors > 0 ? `, ${open.poll.errors} errors (last: ${open.poll.lastError})` : ''));
-      console.log(`   ${loopText(open.relay)}; load generator (this process) ${f(open.loadCores, 2)} cores`);
-      console.log(`   ${open.machine}`);
-      console.log(`   at the end of the offered load: ${backlogText(open.backlogAtEnd)}`);
-      const rss = rssFigures(open.rss);
-      console.log(rss === null
-        ? '   server RSS: not available (no /proc/<pid>/status)'
-        : `   server RSS after the first third (${rss.samples} samples): min ${f(rss.min, 1)} MiB, max ${f(rss.max, 1)} MiB, mean ${f(rss.mean, 1)} MiB, ` +
-          `largest deviation from the mean ${f(rss.deviation * 100, 1)}%; whole phase: ${open.rss.map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
-      console.log(`\n3. drain: ${open.drainMs === null ? `not drained after ${DRAIN_SECONDS} s` : `every admitted email listed ${f(open.drainMs)} ms after the offered load ended`}`);
-      const lost = await checkNothingLost(control, readKeys, tracker);
-      const drained = open.drainMs !== null;
-      const droppedFromList = lost.lost.filter((a) => a.listedAt !== null);
-      console.log(`   ${drained ? 'lost' : 'not listed yet (not conclusive: the pipeline had not drained)'}: ${lost.lost.length} of ${f(tracker.admitted.size)} ` +
-        `admitted (both phases) missing from their project's full list (paged through ${f(lost.listed)} emails in ${f(lost.ms)} ms; ` +
-        `${lost.duplicates} listed twice, ${lost.unknown} not admitted by this run)`);
-      if (lost.lost.length > 0) {
-        console.log(`   missing, first ${Math.min(10, lost.lost.length)}: ${lost.lost.slice(0, 10).map((a) => `${a.id} (phase ${a.phase}, listed before: ${a.listedBy ?? 'no'})`).join(', ')}`);
-      }
-      if (droppedFromList.length > 0) console.log(`   ${droppedFromList.length} of the missing had been listed before: a list that drops an email it showed`);
-      console.log(`   statuses in the lists: ${JSON.stringify(lost.statuses)}`);
-      console.log(`   outbox: ${f(outboxCount(dataDir, tracker))} of ${f(tracker.admitted.size)} admitted emails delivered by now; ${backlogText(await pipelineBacklog(control))}`);
-      const sent = sentLatencies(dataDir, tracker.ofPhase(2));
-      console.log(`   accepted → sent (phase 2, 202 → outbox file written): p50 ${f(sent.p50)} ms, p99 ${f(sent.p99)} ms, max ${f(sent.max)} ms; ${f(sent.unsent)} not in the outbox`);
-
-      // Summary.
-      const median = percentile(sortedSeconds, 50);
-      const rateMet = open.sustained >= rate * 0.99 && median >= rate * 0.99 && open.behind === 0;
-      const lagMet = open.lag.p99 < TARGET_LAG_P99_MS;
-      const lostResult = lost.lost.length === 0 && drained ? 'met' : drained || droppedFromList.length > 0 ? 'MISSED' : 'not determined (not drained)';
-      const rssMet = rss !== null && rss.deviation <= TARGET_RSS_BAND;
-      const row = (target: string, measured: string, result: boolean | string) =>
-        console.log(`${target.padEnd(36)} ${measured.padEnd(58)} ${typeof result === 'string' ? result : result ? 'met' : 'MISSED'}`);
-      console.log(`\nsummary (${OPEN_SECONDS} s open loop at ${f(rate)}/s offered; figures from a shared machine are indicative)`);
-      console.log(`${'target'.padEnd(36)} ${'measured'.padEnd(58)} result`);
-      row(`CPU per email ≤ ${TARGET_CPU_MS} ms`, `${f(cpuPerEmail, 2)} ms (phase 1, until settled)`, cpuPerEmail <= TARGET_CPU_MS);
-      row(`≤ ${TARGET_MAIN_STATEMENTS} SQL statements per email, main`, `${f(mainStatements, 1)}`, mainStatements <= TARGET_MAIN_STATEMENTS);
-      row(`${f(rate)} admissions/s sustained (offered)`, `${f(open.sustained)}/s (per second median ${f(median)}, min ${f(sortedSeconds[0])}), ${f(open.behind)} behind`, rateMet);
-      row(`projection lag p99 < ${TARGET_LAG_P99_MS} ms`, `p99 ${f(open.lag.p99)} ms (p50 ${f(open.lag.p50)}, max ${f(open.lag.max)})`, lagMet);
-      row(`accepted → sent p99 < ${TARGET_SENT_P99_MS} ms`, `p99 ${f(sent.p99)} ms (p50 ${f(sent.p50)}), ${f(sent.unsent)} unsent`, sent.p99 < TARGET_SENT_P99_MS);
-      row('0 emails lost', drained ? `${lost.lost.length} lost of ${f(tracker.admitted.size)}` : `${lost.lost.length} of ${f(tracker.admitted.size)} unlisted after ${DRAIN_SECONDS} s`, lostResult);
-      row(`server RSS flat within ±${TARGET_RSS_BAND * 100} %`, rss === null ? 'n/a' : `${f(rss.min)}–${f(rss.max)} MiB, mean ${f(rss.mean)}, ±${f(rss.deviation * 100, 1)}%`, rssMet);
-      console.log('(sustained counts as met from 99% of the target on: an open loop offering exactly the target rate cannot exceed it)');
     } finally {
-      await control.close();
-      await stopChild(child);
-      profile = profileOf(ready.pid);
+      rmSync(dataDir, { recursive: true, force: true });
     }
-  } finally {
-    rmSync(dataDir, { recursive: true, force: true });
+  }
+  if (PHASES < 2) {
+    const { cpuPerEmail, mainStatements } = medianRun(runs);
+    const last = runs[runs.length - 1].closed;
+    console.log(`\nsummary: CPU per email ${cpuText(runs)} (target ≤ ${TARGET_CPU_MS} ms: ${cpuPerEmail <= TARGET_CPU_MS ? 'met' : 'MISSED'}), ` +
+      `${f(mainStatements, 1)} SQL statements per email on the main thread (target ≤ ${TARGET_MAIN_STATEMENTS}), ` +
+      `closed loop ${f(last.admitted / last.seconds)} admissions/s (last run)`);
   }
   if (CPU_PROF) {
     const { printProfileSummary } = await import('./cpu-profile.ts');
-    if (profile) printProfileSummary('relay (every part)', profile);
+    if (profile) printProfileSummary('relay (every part, last run)', profile);
     else console.log(`\nno profile of the relay process found in ${CPU_PROF}`);
   }
+}
+
+/** The runs' medians (of an even count, the mean of the middle two); NaN when a run has none (not settled, counter off). */
+function medianRun(runs: ClosedRun[]): { cpuPerEmail: number; mainStatements: number } {
+  const median = (values: number[]) => {
+    if (values.some(Number.isNaN)) return NaN;
+    const sorted = [...values].sort((a, b) => a - b);
+    const middle = sorted.length / 2;
+    return Number.isInteger(middle) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[Math.floor(middle)];
+  };
+  return { cpuPerEmail: median(runs.map((r) => r.cpuPerEmail)), mainStatements: median(runs.map((r) => r.mainStatements)) };
+}
+
+function cpuText(runs: ClosedRun[]): string {
+  const median = `${f(medianRun(runs).cpuPerEmail, 2)} ms`;
+  return runs.length === 1 ? median : `${median}, the median of ${runs.map((r) => f(r.cpuPerEmail, 2)).join(', ')}`;
+}
+
+/** Phases 2 and 3 on the last closed loop's Relay process, and the summary of all three. */
+async function openAndDrain(ready: Ready, child: ChildProcess, control: Pool, readKeys: string[], tracker: Tracker, dataDir: string, runs: ClosedRun[]): Promise<void> {
+  const { closed } = runs[runs.length - 1];
+  const { cpuPerEmail, mainStatements } = medianRun(runs);
+  const rate = RATE_SET ?? Math.max(1, Math.round((0.8 * closed.admitted) / closed.seconds));
+  // 2. + 3. Open loop, then drain.
+  const open = await openLoop(ready, child, tracker, control, rate);
+  const sortedSeconds = [...open.perSecond].sort((a, b) => a - b);
+  console.log(`\n2. open loop: ${f(rate)} emails/s offered${RATE_SET === null ? ' (80 % of phase 1)' : ''} for ${OPEN_SECONDS} s (${OPEN_CONNECTIONS} connections, at most ${f(MAX_IN_FLIGHT)} in flight)`);
+  console.log(`   offered ${f(open.offered)}, sent ${f(open.sent)}, behind schedule (not sent) ${f(open.behind)}, max in flight ${f(open.maxInFlight)}; statuses ${JSON.stringify(open.statuses)}`);
+  console.log(`   admitted ${f(open.admitted)}: ${f(open.sustained)}/s sustained (first send → last 202); per second min ${f(sortedSeconds[0])}, median ${f(percentile(sortedSeconds, 50))}, max ${f(sortedSeconds[sortedSeconds.length - 1])}`);
+  console.log(`   202s per second: ${open.perSecond.join(' ')}`);
+  console.log(`   admission latency p50 ${f(open.p50, 2)} ms, p99 ${f(open.p99, 2)} ms (load generator sends late by p99 ${f(open.slipP99, 1)} ms, max ${f(open.slipMax, 1)} ms)`);
+  console.log(`   projection lag (202 → first listed): p50 ${f(open.lag.p50)} ms, p99 ${f(open.lag.p99)} ms, max ${f(open.lag.max)} ms; ` +
+    `${f(open.lag.notByPolling)} not seen by polling (found by paging), ${f(open.lag.never)} never listed, ${f(open.lag.early)} listed before their 202 arrived`);
+  console.log(`   polling: ${f(open.poll.pages)} list pages (${f(open.poll.perSecond)}/s, limit ${POLL_LIMIT}, every ${POLL_MS} ms per project), latency p50 ${f(open.poll.p50, 1)} ms, p99 ${f(open.poll.p99, 1)} ms` +
+    (open.poll.errors > 0 ? `, ${open.poll.errors} errors (last: ${open.poll.lastError})` : ''));
+  console.log(`   ${loopText(open.relay)}; load generator (this process) ${f(open.loadCores, 2)} cores`);
+  console.log(`   ${open.machine}`);
+  console.log(`   at the end of the offered load: ${backlogText(open.backlogAtEnd)}`);
+  const rss = rssFigures(open.rss);
+  console.log(rss === null
+    ? '   server RSS: not available (no /proc/<pid>/status)'
+    : `   server RSS after the first third (${rss.samples} samples): min ${f(rss.min, 1)} MiB, max ${f(rss.max, 1)} MiB, mean ${f(rss.mean, 1)} MiB, ` +
+      `largest deviation from the mean ${f(rss.deviation * 100, 1)}%; whole phase: ${open.rss.map(([, kib]) => f(kib / 1024)).join(' ')} MiB`);
+  console.log(`\n3. drain: ${open.drainMs === null ? `not drained after ${DRAIN_SECONDS} s` : `every admitted email listed ${f(open.drainMs)} ms after the offered load ended`}`);
+  const lost = await checkNothingLost(control, readKeys, tracker);
+  const drained = open.drainMs !== null;
+  const droppedFromList = lost.lost.filter((a) => a.listedAt !== null);
+  console.log(`   ${drained ? 'lost' : 'not listed yet (not conclusive: the pipeline had not drained)'}: ${lost.lost.length} of ${f(tracker.admitted.size)} ` +
+    `admitted (both phases) missing from their project's full list (paged through ${f(lost.listed)} emails in ${f(lost.ms)} ms; ` +
+    `${lost.duplicates} listed twice, ${lost.unknown} not admitted by this run)`);
+  if (lost.lost.length > 0) {
+    console.log(`   missing, first ${Math.min(10, lost.lost.length)}: ${lost.lost.slice(0, 10).map((a) => `${a.id} (phase ${a.phase}, listed before: ${a.listedBy ?? 'no'})`).join(', ')}`);
+  }
+  if (droppedFromList.length > 0) console.log(`   ${droppedFromList.length} of the missing had been listed before: a list that drops an email it showed`);
+  console.log(`   statuses in the lists: ${JSON.stringify(lost.statuses)}`);
+  console.log(`   outbox: ${f(outboxCount(dataDir, tracker))} of ${f(tracker.admitted.size)} admitted emails delivered by now; ${backlogText(await pipelineBacklog(control))}`);
+  const sent = sentLatencies(dataDir, tracker.ofPhase(2));
+  console.log(`   accepted → sent (phase 2, 202 → outbox file written): p50 ${f(sent.p50)} ms, p99 ${f(sent.p99)} ms, max ${f(sent.max)} ms; ${f(sent.unsent)} not in the outbox`);
+
+  // Summary.
+  const median = percentile(sortedSeconds, 50);
+  const rateMet = open.sustained >= rate * 0.99 && median >= rate * 0.99 && open.behind === 0;
+  const lagMet = open.lag.p99 < TARGET_LAG_P99_MS;
+  const lostResult = lost.lost.length === 0 && drained ? 'met' : drained || droppedFromList.length > 0 ? 'MISSED' : 'not determined (not drained)';
+  const rssMet = rss !== null && rss.deviation <= TARGET_RSS_BAND;
+  const row = (target: string, measured: string, result: boolean | string) =>
+    console.log(`${target.padEnd(36)} ${measured.padEnd(58)} ${typeof result === 'string' ? result : result ? 'met' : 'MISSED'}`);
+  console.log(`\nsummary (${OPEN_SECONDS} s open loop at ${f(rate)}/s offered; figures from a shared machine are indicative)`);
+  console.log(`${'target'.padEnd(36)} ${'measured'.padEnd(58)} result`);
+  row(`CPU per email ≤ ${TARGET_CPU_MS} ms`, `${cpuText(runs)} (phase 1)`, cpuPerEmail <= TARGET_CPU_MS);
+  row(`≤ ${TARGET_MAIN_STATEMENTS} SQL statements per email, main`, `${f(mainStatements, 1)}`, mainStatements <= TARGET_MAIN_STATEMENTS);
+  row(`${f(rate)} admissions/s sustained (offered)`, `${f(open.sustained)}/s (per second median ${f(median)}, min ${f(sortedSeconds[0])}), ${f(open.behind)} behind`, rateMet);
+  row(`projection lag p99 < ${TARGET_LAG_P99_MS} ms`, `p99 ${f(open.lag.p99)} ms (p50 ${f(open.lag.p50)}, max ${f(open.lag.max)})`, lagMet);
+  row(`accepted → sent p99 < ${TARGET_SENT_P99_MS} ms`, `p99 ${f(sent.p99)} ms (p50 ${f(sent.p50)}), ${f(sent.unsent)} unsent`, sent.p99 < TARGET_SENT_P99_MS);
+  row('0 emails lost', drained ? `${lost.lost.length} lost of ${f(tracker.admitted.size)}` : `${lost.lost.length} of ${f(tracker.admitted.size)} unlisted after ${DRAIN_SECONDS} s`, lostResult);
+  row(`server RSS flat within ±${TARGET_RSS_BAND * 100} %`, rss === null ? 'n/a' : `${f(rss.min)}–${f(rss.max)} MiB, mean ${f(rss.mean)}, ±${f(rss.deviation * 100, 1)}%`, rssMet);
+  console.log('(sustained counts as met from 99% of the target on: an open loop offering exactly the target rate cannot exceed it)');
 }
 
 // Last: everything above is initialized by now.
