@@ -899,7 +899,7 @@ async function main(): Promise<void> {
     }
   }
   if (PHASES < 2) {
-    const { cpuPerEmail, mainStatements } = medianRun(runs);
+    const { cpuPerEmail, mainStatements } = medians(runs);
     const last = runs[runs.length - 1].closed;
     console.log(`\nsummary: CPU per email ${cpuText(runs)} (target ≤ ${TARGET_CPU_MS} ms: ${cpuPerEmail <= TARGET_CPU_MS ? 'met' : 'MISSED'}), ` +
       `${f(mainStatements, 1)} SQL statements per email on the main thread (target ≤ ${TARGET_MAIN_STATEMENTS}), ` +
@@ -913,7 +913,7 @@ async function main(): Promise<void> {
 }
 
 /** The runs' medians (of an even count, the mean of the middle two); NaN when a run has none (not settled, counter off). */
-function medianRun(runs: ClosedRun[]): { cpuPerEmail: number; mainStatements: number } {
+function medians(runs: ClosedRun[]): { cpuPerEmail: number; mainStatements: number } {
   const median = (values: number[]) => {
     if (values.some(Number.isNaN)) return NaN;
     const sorted = [...values].sort((a, b) => a - b);
@@ -924,14 +924,14 @@ function medianRun(runs: ClosedRun[]): { cpuPerEmail: number; mainStatements: nu
 }
 
 function cpuText(runs: ClosedRun[]): string {
-  const median = `${f(medianRun(runs).cpuPerEmail, 2)} ms`;
+  const median = `${f(medians(runs).cpuPerEmail, 2)} ms`;
   return runs.length === 1 ? median : `${median}, the median of ${runs.map((r) => f(r.cpuPerEmail, 2)).join(', ')}`;
 }
 
 /** Phases 2 and 3 on the last closed loop's Relay process, and the summary of all three. */
 async function openAndDrain(ready: Ready, child: ChildProcess, control: Pool, readKeys: string[], tracker: Tracker, dataDir: string, runs: ClosedRun[]): Promise<void> {
   const { closed } = runs[runs.length - 1];
-  const { cpuPerEmail, mainStatements } = medianRun(runs);
+  const { cpuPerEmail, mainStatements } = medians(runs);
   const rate = RATE_SET ?? Math.max(1, Math.round((0.8 * closed.admitted) / closed.seconds));
   // 2. + 3. Open loop, then drain.
   const open = await openLoop(ready, child, tracker, control, rate);
