@@ -912,14 +912,9 @@ async function main(): Promise<void> {
   }
 }
 
-/** The runs' medians (of an even count, the mean of the middle two); NaN when a run has none (not settled, counter off). */
+/** The runs' medians (of an even count, the higher middle one); NaN when a run has none (not settled, counter off). */
 function medians(runs: ClosedRun[]): { cpuPerEmail: number; mainStatements: number } {
-  const median = (values: number[]) => {
-    if (values.some(Number.isNaN)) return NaN;
-    const sorted = [...values].sort((a, b) => a - b);
-    const middle = sorted.length / 2;
-    return Number.isInteger(middle) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[Math.floor(middle)];
-  };
+  const median = (values: number[]) => (values.some(Number.isNaN) ? NaN : percentile([...values].sort((a, b) => a - b), 50));
   return { cpuPerEmail: median(runs.map((r) => r.cpuPerEmail)), mainStatements: median(runs.map((r) => r.mainStatements)) };
 }
 
