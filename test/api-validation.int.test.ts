@@ -4,7 +4,8 @@ import * as assert from 'uvu/assert';
 import Fastify from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { installTypeBoxValidation } from '../apps/api/validation.ts';
-import { registerErrorHandling } from '../apps/api/error-registry.ts';
+import { errorAnswerOf, registerErrorHandling, type ErrorAnswer } from '../apps/api/error-registry.ts';
+import { RelayError } from '../domain/errors.ts';
 
 const test = suite('request validation');
 
@@ -16,6 +17,14 @@ app.get('/d', { schema: { querystring: Type.Object({ at: Type.String({ format: '
 app.post('/b', { schema: { body: Type.Object({ subject: Type.String() }, { additionalProperties: false }) } }, async (request) => request.body);
 app.get('/boom', async () => {
   throw new Error('secret internals');
+});
+app.get('/limited', async () => {
+  throw new RelayError('rate_limit_exceeded', 'too many requests for this key', { retryAfterSeconds: 3 });
+});
+/** Every error a route ended with, as the error handler was given it. */
+const handled: unknown[] = [];
+app.addHook('onError', async (_request, _reply, error) => {
+  handled.push(error);
 });
 
 test.after(() => app.close());
@@ -73,6 +82,30 @@ test('an unexpected error is a 500 internal_error without internals; unknown rou
   const missing = await app.inject({ url: '/nowhere' });
   assert.is(missing.statusCode, 404);
   assert.is(missing.json().error.code, 'not_found');
+});
+
+test('the answer a client gets is errorAnswerOf the error (what the admission metrics count)', async () => {
+  const requests = [
+    { url: '/q?limit=0' },
+    { method: 'POST' as const, url: '/b', headers: { 'content-type': 'application/json' }, payload: '{"subject":' },
+    { method: 'POST' as const, url: '/b', headers: { 'content-type': 'text/plain' }, payload: 'hello' },
+    { url: '/limited' },
+    { url: '/boom' },
+  ];
+  const seen: Array<{ answered: ErrorAnswer; counted: ErrorAnswer }> = [];
+  for (const request of requests) {
+    handled.length = 0;
+    const response = await app.inject(request);
+    assert.is(handled.length, 1, request.url);
+    const retryAfter = response.headers['retry-after'];
+    seen.push({
+      answered: { status: response.statusCode, code: response.json().error.code, message: response.json().error.message, ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}) },
+      counted: errorAnswerOf(handled[0]),
+    });
+  }
+  for (const { answered, counted } of seen) assert.equal(counted, answered);
+  assert.equal(seen.map((s) => `${s.answered.status} ${s.answered.code}`), ['400 validation_error', '400 validation_error', '400 validation_error', '429 rate_limit_exceeded', '500 internal_error']);
+  assert.is(seen[3].answered.retryAfterSeconds, 3);
 });
 
 test.run();

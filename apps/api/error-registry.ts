@@ -97,34 +97,45 @@ function describeValidation(error: FastifyError): string {
   return `${subject} ${first.message ?? 'is invalid'}`;
 }
 
-/** The code the error handler below answers an error with (the same branches, in the same order). */
-export function errorCodeOf(error: unknown): ErrorCode {
-  if (error instanceof RelayError) return error.code;
+/** What the API answers an error with: the status, the envelope's code and message. */
+export interface ErrorAnswer {
+  status: number;
+  code: ErrorCode;
+  message: string;
+  /** Seconds for a Retry-After header (a rate limit or a quota). */
+  retryAfterSeconds?: number;
+}
+
+/**
+ * The answer to an error a route threw or fastify raised. The error handler sends it, and the
+ * admission metrics count its code, so what is counted is what the client was told.
+ */
+export function errorAnswerOf(error: unknown): ErrorAnswer {
+  if (error instanceof RelayError) {
+    const { retryAfterSeconds } = error.details;
+    return {
+      status: httpStatusOf[error.code], code: error.code, message: error.message,
+      ...(typeof retryAfterSeconds === 'number' ? { retryAfterSeconds } : {}),
+    };
+  }
   const fe = error as FastifyError;
-  if (fe.validation) return 'validation_error';
-  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'message_too_large';
-  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return 'validation_error';
-  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) return 'validation_error';
-  return 'internal_error';
+  if (fe.validation) return { status: 400, code: 'validation_error', message: describeValidation(fe) };
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return { status: 413, code: 'message_too_large', message: 'the request body exceeds 10 MiB' };
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return { status: 400, code: 'validation_error', message: 'body: the request body must be JSON (Content-Type: application/json)' };
+  }
+  // fastify's own client errors (malformed JSON, empty body with a JSON content type, ...).
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) return { status: 400, code: 'validation_error', message: fe.message };
+  return { status: 500, code: 'internal_error', message: 'internal server error' };
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {
-    if (error instanceof RelayError) {
-      const status = httpStatusOf[error.code];
-      if (typeof error.details.retryAfterSeconds === 'number') reply.header('retry-after', String(error.details.retryAfterSeconds));
-      return reply.status(status).send(envelope(error.code, error.message));
-    }
-    const fe = error as FastifyError;
-    if (fe.validation) return reply.status(400).send(envelope('validation_error', describeValidation(fe)));
-    if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.status(413).send(envelope('message_too_large', 'the request body exceeds 10 MiB'));
-    if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.status(400).send(envelope('validation_error', 'body: the request body must be JSON (Content-Type: application/json)'));
-    if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-      // fastify's own client errors (malformed JSON, empty body with a JSON content type, ...)
-      return reply.status(400).send(envelope('validation_error', fe.message));
-    }
-    request.log.error({ err: error }, 'unhandled error');
-    return reply.status(500).send(envelope('internal_error', 'internal server error'));
+    const answer = errorAnswerOf(error);
+    // Relay's own errors were thrown on purpose; anything else answering 500 is a defect to log.
+    if (answer.code === 'internal_error' && !(error instanceof RelayError)) request.log.error({ err: error }, 'unhandled error');
+    if (answer.retryAfterSeconds !== undefined) reply.header('retry-after', String(answer.retryAfterSeconds));
+    return reply.status(answer.status).send(envelope(answer.code, answer.message));
   });
   app.setNotFoundHandler((request, reply) =>
     reply.status(404).send(envelope('not_found', `no route for ${request.method} ${request.url.split('?')[0]}`)),

@@ -12,7 +12,7 @@ import { getEmail, listEmails, type ListedEmail, type ReadScope } from '../../se
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
-import { errorCodeOf } from '../error-registry.ts';
+import { errorAnswerOf } from '../error-registry.ts';
 import { exactJsonParser } from '../json-body.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
@@ -178,7 +178,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   app.post('/v1/emails', {
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
     onError: (_request, reply, error, done) => {
-      admissions.rejected(errorCodeOf(error)).inc();
+      admissions.rejected(errorAnswerOf(error).code).inc();
       admissionDurations.rejected.observe(reply.elapsedTime / 1000);
       done();
     },
