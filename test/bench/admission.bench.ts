@@ -5,6 +5,8 @@
 //
 //   node test/bench/admission.bench.ts          (or: npm run bench)
 //   BENCH_CONNECTIONS=1,32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40 BENCH_RUNS=5
+//   BENCH_SQL_STATS=1   also count the SQL statements per admission (test/bench/sql-stats.ts; off by
+//                       default: counting costs CPU the share would then include)
 //
 // Both servers run for the whole bench; each of BENCH_RUNS rounds loads the bare route, then
 // POST /v1/emails, at each connection count, so that the two are measured alternately, close in
@@ -26,13 +28,15 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { closedLoop, machineCpu, machineText, percentile, processCpuSeconds, sendEmailRequest, type MachineCpu } from './bench-child.ts';
+import { askStats, closedLoop, machineCpu, machineText, percentile, processCpuSeconds, sendEmailRequest, type MachineCpu } from './bench-child.ts';
+import type { SqlStats } from './sql-stats.ts';
 
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 40);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const SQL_STATS = process.env.BENCH_SQL_STATS === '1';
 
 interface Ready { url: string; keys: string[]; domains: string[] }
 
@@ -56,8 +60,14 @@ async function serveRelay(dataDir: string): Promise<Ready> {
   const { loadConfig } = await import('../../infra/config.ts');
   const { startRelay } = await import('../../apps/relay.ts');
   const { benchTenants } = await import('./bench-tenants.ts');
+  const sql = await import('./sql-stats.ts');
+  if (SQL_STATS) sql.countSql();
   const relay = await startRelay(loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent', PORT: '0' }), ['api']);
   const { keys, domains } = await benchTenants(relay, { workspaces: WORKSPACES, keysPerWorkspace: 2, domainOf: (w) => `w${w}.bench.test` });
+  process.on('message', (m: { cmd?: string }) => {
+    if (m.cmd === 'sql-reset') sql.resetSqlStats();
+    else if (m.cmd === 'sql-stats') process.send!({ stats: sql.sqlStats() });
+  });
   process.on('SIGTERM', () => void relay.stop().then(() => process.exit(0)));
   return { url: relay.url!, keys, domains };
 }
@@ -79,6 +89,8 @@ interface Result {
   /** The server process's CPU time per answered request over the measured window (ms, every thread); NaN where not measurable. */
   cpuMsPerRequest: number;
   machine: string;
+  /** The server's SQL over the measured window (BENCH_SQL_STATS=1, POST /v1/emails only). */
+  sql: SqlStats | null;
 }
 
 
@@ -93,9 +105,12 @@ async function load(name: string, ready: Ready, server: ChildProcess, connection
   let cpuUsed = NaN;
   let machineAtStart: MachineCpu | null = null;
   let machine = '';
+  const counted = SQL_STATS && name.startsWith('POST');
+  let sql: SqlStats | null = null;
   const run = await closedLoop({
     connections, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
     onMeasure: () => {
+      if (counted) server.send({ cmd: 'sql-reset' });
       cpuAtStart = processCpuSeconds(server.pid!);
       machineAtStart = machineCpu();
     },
@@ -103,6 +118,7 @@ async function load(name: string, ready: Ready, server: ChildProcess, connection
       const cpu = processCpuSeconds(server.pid!);
       if (cpu !== null && cpuAtStart !== null) cpuUsed = cpu - cpuAtStart;
       machine = machineText(machineAtStart, machineCpu());
+      if (counted) sql = await askStats<SqlStats>(server, 'sql-stats');
     },
     request: sendEmailRequest(pool, ready.keys, bodies),
   });
@@ -110,7 +126,7 @@ async function load(name: string, ready: Ready, server: ChildProcess, connection
   const { latencies, seconds, statuses } = run;
   return {
     name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses,
-    cpuMsPerRequest: (cpuUsed * 1000) / latencies.length, machine,
+    cpuMsPerRequest: (cpuUsed * 1000) / latencies.length, machine, sql,
   };
 }
 
@@ -158,6 +174,18 @@ async function main(): Promise<void> {
     console.log(`${c} conn: POST /v1/emails reaches ${(median * 100).toFixed(1)}% of the bare route's throughput (median of ${shares.length} rounds; each: ${rounds.map((row) => `${((rate(row[i].relay) / rate(row[i].bare)) * 100).toFixed(1)}%`).join(', ')})`);
   });
   if (rounds.some((row) => row.some(({ relay }) => Object.keys(relay.statuses).some((s) => s !== '202')))) console.log('note: some admissions were not 202 (see statuses)');
+  if (SQL_STATS) printSql(rounds.at(-1)!.map(({ relay }) => relay));
+}
+
+/** Statements per admission (the last round), the costliest first. */
+function printSql(results: Result[]): void {
+  for (const r of results) {
+    if (!r.sql) continue;
+    const tally = Object.values(r.sql.parts).reduce((a, p) => ({ statements: a.statements + p.statements, ms: a.ms + p.ms, transactions: a.transactions + p.transactions, writes: a.writes + p.writes }), { statements: 0, ms: 0, transactions: 0, writes: 0 });
+    const per = (n: number) => n / r.requests;
+    console.log(`${r.name}, last round: per admission ${per(tally.statements).toFixed(1)} SQL statements, ${per(tally.ms).toFixed(3)} ms in them, ${per(tally.transactions).toFixed(3)} write transactions, ${per(tally.writes).toFixed(2)} group-commit writes; the costliest (count, ms):`);
+    for (const s of r.sql.statements.slice(0, 12)) console.log(`  ${per(s.count).toFixed(2).padStart(6)} ${per(s.ms).toFixed(3).padStart(7)} ms  ${s.sql}`);
+  }
 }
 
 // Last: everything above is initialized by now.
