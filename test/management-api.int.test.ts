@@ -3,9 +3,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authenticateApiKey, requirePermission } from '../apps/api/auth/bearer.ts';
-import { KEY_CACHE_MS } from '../apps/services/management/api-keys.ts';
+import { REUSE_MS } from '../apps/services/management/reused-reads.ts';
 import { createUser } from '../apps/services/management/users.ts';
-import type { ApiKey } from '../domain/management.ts';
+import type { ApiKey, SendingDomain } from '../domain/management.ts';
 import { setWorkspaceActivation } from '../apps/services/management/workspaces.ts';
 import { sha256Hex } from '../apps/services/management/ids.ts';
 import { RelayError } from '../domain/errors.ts';
@@ -254,7 +254,7 @@ api('production keys need an activated workspace: production_not_enabled until t
   assert.is(devPrincipal.environment, 'development');
 });
 
-api('a revoked key is refused at once by the process that revoked it, and within KEY_CACHE_MS when revoked elsewhere', async ({ t, owner }) => {
+api('a revoked key is refused at once by the process that revoked it, and within REUSE_MS when revoked elsewhere', async ({ t, owner }) => {
   const { projectId } = await workspaceWithProject(t, owner);
   const newKey = async () => (await call(t, 'POST', `/v1/projects/${projectId}/api-keys`, { as: owner, body: { name: 'reader', permissions: ['email:read'] } })).json();
   const list = async (secret: string) => t.app.inject({ method: 'GET', url: '/v1/emails', headers: { authorization: `Bearer ${secret}` } });
@@ -275,10 +275,43 @@ api('a revoked key is refused at once by the process that revoked it, and within
   const stored = (await keys.get(elsewhere.id))!;
   const { _v, ...doc } = stored;
   assert.ok(await keys.replace({ ...doc, revokedAt: new Date().toISOString() }, _v));
-  await new Promise((resolve) => setTimeout(resolve, KEY_CACHE_MS + 20));
+  await new Promise((resolve) => setTimeout(resolve, REUSE_MS + 20));
   const late = await list(elsewhere.secret);
   assert.is(late.statusCode, 401);
   assert.is(late.json().error.code, 'invalid_api_key');
+});
+
+api('a send sees its domain disconnected through this process at once, and changed by another process within REUSE_MS', async ({ t, owner, dns }) => {
+  const { workspaceId, projectId } = await workspaceWithProject(t, owner);
+  const domain = (await call(t, 'POST', `/v1/workspaces/${workspaceId}/domains`, { as: owner, body: { name: 'reused.test' } })).json() as DomainView;
+  dns.setZone(zoneFor(domain));
+  assert.is((await call(t, 'POST', `/v1/domains/${domain.id}/verify`, { as: owner })).json().status, 'verified');
+  const connect = () => call(t, 'POST', `/v1/domains/${domain.id}/projects/${projectId}`, { as: owner });
+  assert.is((await connect()).statusCode, 200);
+  const { secret } = (await call(t, 'POST', `/v1/projects/${projectId}/api-keys`, { as: owner, body: { name: 'sender', permissions: ['email:send'] } })).json();
+  const send = async () => {
+    const response = await t.app.inject({
+      method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${secret}` },
+      payload: { from: 'hello@reused.test', to: 'you@reused.test', subject: 'reuse', text: 'hi' },
+    });
+    return response.statusCode === 202 ? 'accepted' : response.json().error.code;
+  };
+  assert.is(await send(), 'accepted');
+  assert.is(await send(), 'accepted', 'the domain read again or reused');
+
+  // Through this process's API: the very next send sees it.
+  assert.is((await call(t, 'DELETE', `/v1/domains/${domain.id}/projects/${projectId}`, { as: owner })).statusCode, 200);
+  assert.is(await send(), 'sender_not_allowed');
+  assert.is((await connect()).statusCode, 200);
+  assert.is(await send(), 'accepted');
+
+  // Written by another process (it reaches this one only through the store): seen once the
+  // bound has passed since the domain was last read.
+  const domains = t.stores.documents.collection<SendingDomain>('domains');
+  const { _v, ...stored } = (await domains.get(domain.id))!;
+  assert.ok(await domains.replace({ ...stored, status: 'failed' }, _v));
+  await new Promise((resolve) => setTimeout(resolve, REUSE_MS + 20));
+  assert.is(await send(), 'domain_not_verified');
 });
 
 // ---------------------------------------------------------------------------------------

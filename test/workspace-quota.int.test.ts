@@ -1,14 +1,16 @@
 // `relay workspace quota`, run as the real CLI on the data directory of a running API: the
-// monthly recipient allowance an operator sets is the one POST /v1/emails applies from the
-// next request on (the 5,001st recipient of a month, refused at the default, is admitted once
-// the allowance is raised), a development key's cap likewise, "default" returns to the spec's,
-// and members see the allowance in force in the month's usage.
+// monthly recipient allowance an operator sets is the one POST /v1/emails applies once
+// REUSE_MS has passed (the API reuses a workspace it read for that long: the CLI is another
+// process; the 5,001st recipient of a month, refused at the default, is admitted once the
+// allowance is raised), a development key's cap likewise, "default" returns to the spec's, and
+// members see the allowance in force in the month's usage.
 import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createApiKey } from '../apps/services/management/api-keys.ts';
 import { connectDomain, createDomain, markDomainVerified } from '../apps/services/management/domains.ts';
 import { createProject } from '../apps/services/management/projects.ts';
+import { REUSE_MS } from '../apps/services/management/reused-reads.ts';
 import { workspacesOf } from '../apps/services/management/workspaces.ts';
 import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
@@ -32,7 +34,12 @@ test.after(async (ctx) => {
   await ctx.t.close();
 });
 
-const quota = (ctx: Context, ...args: string[]) => runRelay(['workspace', 'quota', ...args], { RELAY_DATA_DIR: ctx.t.config.dataDir });
+/** The CLI's run, returned once the API can no longer be reusing a workspace it read before the change. */
+async function quota(ctx: Context, ...args: string[]): Promise<Awaited<ReturnType<typeof runRelay>>> {
+  const run = await runRelay(['workspace', 'quota', ...args], { RELAY_DATA_DIR: ctx.t.config.dataDir });
+  await new Promise((resolve) => setTimeout(resolve, REUSE_MS + 20));
+  return run;
+}
 
 async function post(ctx: Context, key: string, to: string[], from = `hello@${ctx.tenant.domain}`): Promise<{ status: number; body: any }> {
   const response = await ctx.t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${key}` }, payload: { from, to, subject: 'quota', text: 'hi' } });

@@ -53,6 +53,7 @@ import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
 import type { UsageLedger } from './usage-ledger.ts';
+import { reusedReads } from './management/reused-reads.ts';
 
 export interface AdmissionDeps {
   /** The email streams (services.emails). */
@@ -151,12 +152,16 @@ export function emailIdFor(projectId: string, idempotencyKey: string | null, now
 /**
  * What the workspace's records say about these domain names for the project (the unique
  * (workspaceId, name) index answers it). Exact names only: a parent's verification covers no
- * subdomain.
+ * subdomain. Reused like the key (management/reused-reads.ts): a domain verified, connected or
+ * disconnected by another process counts within REUSE_MS.
  */
 async function domainFacts(documents: DocumentStore, workspaceId: string, projectId: string, names: string[]): Promise<Map<string, DomainFacts>> {
   const unique = [...new Set(names)];
   // Only the fields read here: a domain's record also holds its DKIM key and DNS records.
-  const found = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: unique } }, fields: ['name', 'status', 'projectIds'] });
+  const found = await reusedReads<Array<Pick<SendingDomain, 'name' | 'status' | 'projectIds'>>>(documents, 'domain-facts').get(
+    `${workspaceId}\n${unique.join('\n')}`,
+    () => documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { workspaceId, name: { in: unique } }, fields: ['name', 'status', 'projectIds'] }),
+  );
   const byName = new Map(found.map((d) => [d.name, d]));
   return new Map(unique.map((name) => {
     const domain = byName.get(name);

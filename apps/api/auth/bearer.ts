@@ -2,9 +2,10 @@
 // Every failure to identify a live key is the same 401, so callers cannot probe which keys
 // exist or were revoked.
 import { RelayError } from '../../../domain/errors.ts';
-import { keyPrefixOf, type Environment, type Permission } from '../../../domain/management.ts';
+import { keyPrefixOf, type Environment, type Permission, type Workspace } from '../../../domain/management.ts';
 import { allowancesOf, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { findApiKeyBySecret } from '../../services/management/api-keys.ts';
+import { reusedReads } from '../../services/management/reused-reads.ts';
 import { workspacesOf } from '../../services/management/workspaces.ts';
 import type { ApiContext } from '../context.ts';
 
@@ -31,7 +32,8 @@ export async function authenticateApiKey(ctx: Pick<ApiContext, 'documents'>, aut
   if (!KEY_SHAPE.test(secret)) throw invalid('invalid API key');
   const key = await findApiKeyBySecret(ctx.documents, secret);
   if (!key || key.revokedAt !== null) throw invalid('invalid API key');
-  const workspace = await workspacesOf(ctx.documents).get(key.workspaceId);
+  // Reused like the key (activation and allowances change rarely; see reused-reads.ts).
+  const workspace = await reusedReads<Workspace | null>(ctx.documents, 'workspaces').get(key.workspaceId, () => workspacesOf(ctx.documents).get(key.workspaceId));
   if (!workspace) throw invalid('invalid API key');
   if (key.environment === 'production' && !workspace.activated) {
     throw new RelayError('production_not_enabled', 'production keys work once the workspace is activated by an administrator');

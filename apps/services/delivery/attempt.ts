@@ -32,6 +32,7 @@ import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
 import type { Handled, Loaded } from '../command-handler.ts';
 import type { Emails } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
+import { reusedReads } from '../management/reused-reads.ts';
 import type { SendRateGate } from '../send-rate.ts';
 import { syncWorkItem, type WorkItem } from './work-items.ts';
 
@@ -198,7 +199,13 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('content_expired', 'the message body was destroyed (retention) before it could be sent'));
     return 'sent';
   }
-  const domain = await findDomainByName(deps.documents, message.workspaceId, message.fromDomain);
+  // Reused for a moment (management/reused-reads.ts): every email of a burst signs with the same
+  // domain. Its absence is never reused: it fails the email for good.
+  const domain = await reusedReads<SendingDomain | null>(deps.documents, 'sending-domains').get(
+    `${message.workspaceId}\n${message.fromDomain}`,
+    () => findDomainByName(deps.documents, message.workspaceId, message.fromDomain),
+    (found) => found !== null,
+  );
   if (!domain) {
     await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('sender_domain_unavailable', `the sending domain ${message.fromDomain} no longer exists, so there is no key to sign with`));
     return 'sent';

@@ -8,6 +8,7 @@ import { COLLECTIONS } from '../collections.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, newSecret, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
+import { managementChanged, reusedReads } from './reused-reads.ts';
 
 export const apiKeysOf = (documents: DocumentStore) => documents.collection<ApiKey>(COLLECTIONS.apiKeys);
 
@@ -75,41 +76,18 @@ export async function listApiKeys(documents: DocumentStore, projectId: string): 
 }
 
 /**
- * How long a live key found by its secret is trusted without reading it again: the bound on
- * how soon a revocation made by another process is seen (one made in this process is seen at
- * once). A key's other fields never change, so only a revocation can be late.
- */
-export const KEY_CACHE_MS = 250;
-/** Keys remembered per store at most: the cache is emptied when full (only live keys enter). */
-const KEY_CACHE_LIMIT = 10_000;
-
-interface CachedKey { key: ApiKey; until: number; generation: number }
-const keyCaches = new WeakMap<DocumentStore, Map<string, CachedKey>>();
-/** Moved by every revocation in this process, whatever store it went through. */
-let revocations = 0;
-
-/**
  * The live (unrevoked) key with this secret, or null. Every request with a key authenticates,
- * and the find by the secret's hash is the costliest read of an admission, so a key found
- * live is reused for KEY_CACHE_MS (a monotonic clock: tests that move `now` move no deadline).
+ * and the find by the secret's hash is the costliest read of an admission, so a key found live
+ * is reused (./reused-reads.ts): a revocation made by another process is seen within REUSE_MS.
  */
 export async function findApiKeyBySecret(documents: DocumentStore, secret: string): Promise<ApiKey | null> {
   const hash = secretHashOf(secret);
-  let cache = keyCaches.get(documents);
-  if (!cache) keyCaches.set(documents, cache = new Map());
-  const cached = cache.get(hash);
-  const started = performance.now();
-  if (cached && cached.until > started && cached.generation === revocations) return cached.key;
-  const generation = revocations;
-  const [key] = await apiKeysOf(documents).find({ where: { secretHash: hash }, limit: 1 });
-  if (!key || key.revokedAt !== null) {
-    cache.delete(hash);
-    return null;
-  }
-  if (cache.size >= KEY_CACHE_LIMIT) cache.clear();
-  // From when the read began: a revocation committed during it is still seen in time.
-  cache.set(hash, { key, until: started + KEY_CACHE_MS, generation });
-  return key;
+  const key = await reusedReads<ApiKey | undefined>(documents, 'api-keys-by-secret').get(
+    hash,
+    async () => (await apiKeysOf(documents).find({ where: { secretHash: hash }, limit: 1 }))[0],
+    (found) => found !== undefined && found.revokedAt === null,
+  );
+  return key && key.revokedAt === null ? key : null;
 }
 
 /** Idempotent: revoking a revoked key keeps its first revocation time. */
@@ -121,6 +99,6 @@ export async function revokeApiKey(documents: DocumentStore, keyId: string, now:
     );
   } finally {
     // Once written (or failed), no key found before it is trusted again in this process.
-    revocations++;
+    managementChanged();
   }
 }

@@ -17,6 +17,7 @@ import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from './documents.ts';
 import { newId } from './ids.ts';
 import { projectsOf } from './projects.ts';
+import { managementChanged } from './reused-reads.ts';
 
 export const domainsOf = (documents: DocumentStore) => documents.collection<SendingDomain>(COLLECTIONS.domains);
 
@@ -118,6 +119,9 @@ export async function createDomain(
   } catch (error) {
     if (error instanceof DuplicateKeyError) throw taken();
     throw error;
+  } finally {
+    // A send that found no such domain must find this one.
+    managementChanged();
   }
 }
 
