@@ -8,7 +8,7 @@ import { COLLECTIONS } from '../collections.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, newSecret, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
-import { managementChanged, reusedReads } from './reused-reads.ts';
+import { reusedReads } from './reused-reads.ts';
 
 export const apiKeysOf = (documents: DocumentStore) => documents.collection<ApiKey>(COLLECTIONS.apiKeys);
 
@@ -93,12 +93,9 @@ export async function findApiKeyBySecret(documents: DocumentStore, secret: strin
 /** Idempotent: revoking a revoked key keeps its first revocation time. */
 export async function revokeApiKey(documents: DocumentStore, keyId: string, now: Date): Promise<ApiKey> {
   if (!(await apiKeysOf(documents).get(keyId))) throw notFound(`API key ${keyId} not found`);
-  try {
-    return await updateDocument(apiKeysOf(documents), keyId, 'API key', (current) =>
-      current.revokedAt ? null : { ...current, revokedAt: now.toISOString() },
-    );
-  } finally {
-    // Once written (or failed), no key found before it is trusted again in this process.
-    managementChanged();
-  }
+  // Once written (or failed), no key found before it is trusted again in this process: every
+  // write of updateDocument ends the reuse of earlier reads.
+  return updateDocument(apiKeysOf(documents), keyId, 'API key', (current) =>
+    current.revokedAt ? null : { ...current, revokedAt: now.toISOString() },
+  );
 }
