@@ -29,7 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { askStats, closedLoop, machineCpu, machineText, percentile, processCpuSeconds, sendEmailRequest, type MachineCpu } from './bench-child.ts';
-import type { SqlStats } from './sql-stats.ts';
+import { sqlTotal, type SqlStats } from './sql-stats.ts';
 
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,32').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -181,7 +181,7 @@ async function main(): Promise<void> {
 function printSql(results: Result[]): void {
   for (const r of results) {
     if (!r.sql) continue;
-    const tally = Object.values(r.sql.parts).reduce((a, p) => ({ statements: a.statements + p.statements, ms: a.ms + p.ms, transactions: a.transactions + p.transactions, writes: a.writes + p.writes }), { statements: 0, ms: 0, transactions: 0, writes: 0 });
+    const tally = sqlTotal(r.sql);
     const per = (n: number) => n / r.requests;
     console.log(`${r.name}, last round: per admission ${per(tally.statements).toFixed(1)} SQL statements, ${per(tally.ms).toFixed(3)} ms in them, ${per(tally.transactions).toFixed(3)} write transactions, ${per(tally.writes).toFixed(2)} group-commit writes; the costliest (count, ms):`);
     for (const s of r.sql.statements.slice(0, 12)) console.log(`  ${per(s.count).toFixed(2).padStart(6)} ${per(s.ms).toFixed(3).padStart(7)} ms  ${s.sql}`);

@@ -76,7 +76,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { askStats, closedLoop as runClosedLoop, machineCpu, machineText, percentile, processCpuSeconds, processWrites, rssKiB, stopChild, threadCpuByName, type MachineCpu } from './bench-child.ts';
-import type { SqlStats } from './sql-stats.ts';
+import { sqlTotal, type SqlStats } from './sql-stats.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -790,8 +790,7 @@ function printWindow(before: WindowReading, after: WindowReading, sql: SqlStats 
   }
   if (!sql) return NaN;
   const parts = Object.entries(sql.parts).sort((a, b) => b[1].ms - a[1].ms);
-  const total = parts.reduce((sum, [, p]) => sum + p.statements, 0);
-  const totalMs = parts.reduce((sum, [, p]) => sum + p.ms, 0);
+  const { statements: total, ms: totalMs } = sqlTotal(sql);
   const per = (n: number, digits = 1) => f(n / emails, digits);
   console.log(`   SQL on the main thread per email: ${per(total)} statements, ${per(totalMs, 2)} ms in them; by part (statements, ms, write transactions opened, group-commit writes):`);
   for (const [part, p] of parts) console.log(`     ${part.padEnd(16)} ${per(p.statements).padStart(6)}  ${per(p.ms, 3).padStart(6)} ms  ${per(p.transactions, 2).padStart(5)}  ${per(p.writes, 2).padStart(5)}`);

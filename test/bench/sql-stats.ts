@@ -74,3 +74,15 @@ export function sqlStats(): SqlStats {
     statements: [...statements.values()].sort((a, b) => b.ms - a.ms),
   };
 }
+
+/** Every part's tally added up. */
+export function sqlTotal(stats: SqlStats): PartTally {
+  const total: PartTally = { statements: 0, ms: 0, transactions: 0, writes: 0 };
+  for (const p of Object.values(stats.parts)) {
+    total.statements += p.statements;
+    total.ms += p.ms;
+    total.transactions += p.transactions;
+    total.writes += p.writes;
+  }
+  return total;
+}
