@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RATE_SLOTS, RATE_WINDOWS, RateLimiter, ensureRateLimitIndexes, type RateLimiterOptions, type RateReservation, type RateSubject } from '../apps/services/rate-limits.ts';
+import { RATE_SLOTS, RATE_WINDOWS, RateLimiter, blockSize, ensureRateLimitIndexes, type RateLimiterOptions, type RateReservation, type RateSubject } from '../apps/services/rate-limits.ts';
 import { RelayError } from '../domain/errors.ts';
 import { MongoDocumentStore } from '../infra/mongodb/document-store.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
@@ -77,10 +77,21 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     const keys = [live('ws_shared'), live('ws_shared'), live('ws_shared')];
     const results = await Promise.all(Array.from({ length: 330 }, (_, i) => attempt(limiters[i % 2], keys[i % 3], at(i % 1000))));
     assert.is(granted(results).length, 200);
-    const slots = await docsA.collection<{ _id: string; scope: string }>(RATE_SLOTS).count({ scope: 'ws:ws_shared' });
-    assert.is(slots, 200);
+    const blocks = await docsA.collection<{ _id: string; scope: string; count: number }>(RATE_SLOTS).find({ where: { scope: 'ws:ws_shared' } });
+    assert.is(blocks.reduce((sum, block) => sum + block.count, 0), 200, 'every number of the window taken once');
+    assert.is(blocks.length, 200 / blockSize(200));
     // The next second is a new window.
     assert.ok(!((await attempt(limiters[0], keys[0], at(1000))) instanceof RelayError));
+  });
+
+  test('a burst in one process leaves the rest of a production key\'s second to another: at most a block short of the limit', async () => {
+    const a = limiter(docsA);
+    const b = limiter(docsB);
+    const subject = live();
+    const first = granted(await Promise.all(Array.from({ length: 60 }, (_, i) => attempt(a, subject, at(3_000_000 + i)))));
+    const then = granted(await Promise.all(Array.from({ length: 60 }, (_, i) => attempt(b, subject, at(3_000_100 + i)))));
+    assert.is(first.length, 60);
+    assert.ok(then.length >= 40 - (blockSize(100) - 1) && then.length <= 40, `the other process got ${then.length} of the 40 left`);
   });
 
   test('a slot given back in one process is taken by a request in another', async () => {
@@ -150,7 +161,7 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     assert.is(await slots.count({ scope: `key:${second.keyId}` }), 1, 'no sweep after close');
   });
 
-  test('a request in a window with room only inserts: one slot per policy, nothing read or counted', async () => {
+  test('a request in a window with room at most inserts: a block per policy, the block\'s other numbers from memory, nothing read or counted', async () => {
     const calls: string[] = [];
     const watched = new Proxy(docsA, {
       get(target, property, receiver) {
@@ -165,8 +176,14 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     });
     const a = limiter(watched);
     const subject = live();
-    for (let i = 0; i < 5; i++) await a.reserve(subject, at(2_000_000 + i));
-    assert.equal(calls, Array.from({ length: 5 }, () => [`${RATE_SLOTS}.insert`, `${RATE_SLOTS}.insert`]).flat());
+    const requests = 2 * blockSize(100) + 1;
+    const remaining: number[] = [];
+    for (let i = 0; i < requests; i++) remaining.push((await a.reserve(subject, at(2_000_000 + i))).standings[0].remaining);
+    // A key block at the 1st, 5th and 9th request; one workspace block (8 numbers) then another at the 9th.
+    const keyBlocks = Math.ceil(requests / blockSize(100));
+    const workspaceBlocks = Math.ceil(requests / blockSize(200));
+    assert.equal(calls, Array.from({ length: keyBlocks + workspaceBlocks }, () => `${RATE_SLOTS}.insert`));
+    assert.equal(remaining, Array.from({ length: requests }, (_, i) => 99 - i), 'the key\'s remaining requests fall by one per request');
     await a.close();
   });
 
