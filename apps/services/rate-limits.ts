@@ -1,30 +1,21 @@
 // Request-rate limits shared by every API process through the document store.
 //
-// A window of a policy holds `limit` numbered slots, in blocks of `blockSize(limit)`
-// consecutive numbers; a process takes a block by inserting the block's document, whose _id
-// (scope, window, first number) is unique. Inserts against a unique _id are atomic in every
-// adapter (sqlite, MongoDB, and FerretDB, whose read-modify-write updates are not: see
-// infra/engines/README.md), so however many processes race, a window never holds more than
-// `limit` requests. The process then hands the block's numbers to its requests from memory:
-// a production key's 100 per second cost 25 inserts, not 100. The price is that numbers a
-// process holds and does not use are not there for another process: with P API processes a
-// window can refuse up to (P - 1) × (block size - 1) requests early, under 4 % of the limit
-// per other process; one process uses every number. Limits under 50 keep blocks of one.
+// A window of a policy holds `limit` numbered slots; a request takes one by inserting the
+// slot's document, whose _id (scope, window, slot number) is unique. Inserts against a unique
+// _id are atomic in every adapter (sqlite, MongoDB, and FerretDB, whose read-modify-write
+// updates are not: see infra/engines/README.md), so however many processes race, a window
+// never holds more than `limit` requests. A request that is then rejected deletes its slot:
+// rejected requests do not count, replays and suppressed sends keep theirs.
 //
-// A request that is then rejected gives its number back: rejected requests do not count,
-// replays and suppressed sends keep theirs. The number returns to the process's free numbers;
-// a block none of whose numbers are in use any more is deleted, so that every process can
-// take it again.
-//
-// Nothing is counted on the way: a request costs at most one insert per policy and no read.
-// Each process walks a window's blocks from its own random starting point (processes sharing
-// a window rarely try the same one; a taken one costs a failed insert and the walk goes on)
+// Nothing is counted on the way: a request costs one insert per policy and no read. Each
+// process walks a window's slot numbers from its own random starting point (processes sharing
+// a window rarely try the same number; a taken one costs a failed insert and the walk goes on)
 // and remembers what it tried, so a full window is refused from memory. Only then does it look
-// at the window's blocks, for blocks given back by other processes, at most every so often
+// at the window's slots, for numbers given back by other processes, at most every so often
 // (doubling while it finds none). On FerretDB every read scans the collection; on MongoDB and
 // sqlite the look is an _id range.
 //
-// Expired blocks are deleted by a timer (every SWEEP_EVERY_MS, started by the first request,
+// Expired slots are deleted by a timer (every SWEEP_EVERY_MS, started by the first request,
 // unref'd, stopped by close()), in one deleteWhere, never on a request's path. Its clock is
 // the requests' clock, the latest request's time (a process without requests makes no new
 // garbage), so a clock that tests hold still never sweeps a window they are filling.
@@ -45,14 +36,12 @@ import { COLLECTIONS } from './collections.ts';
 export const RATE_SLOTS = COLLECTIONS.rateLimitSlots;
 export const RATE_WINDOWS = COLLECTIONS.rateLimitWindows;
 
-/** A block of a window's slots: the numbers slot, slot + 1, …, slot + count - 1. */
 interface SlotDoc {
   _id: string;
   scope: string;
   window: string;
   slot: number;
-  count: number;
-  /** Epoch ms after which the block is garbage. */
+  /** Epoch ms after which the slot is garbage. */
   expiresAt: number;
 }
 
@@ -86,21 +75,12 @@ interface Claimed {
 }
 
 interface Hint {
-  /** Where this process's walk over the window's blocks starts (a block's index). */
+  /** Where this process's walk over the slot numbers starts. */
   start: number;
-  /** Blocks walked so far: start, start + 1, … (modulo the number of blocks). */
+  /** Slot numbers walked so far: start, start + 1, … (modulo the limit). */
   tried: number;
-  /** Blocks known to be free: given back in this process, or found free by a look. */
+  /** Slots known to be free: given back in this process, or found free by a look. */
   free: number[];
-  /** Numbers of the blocks this process holds that no request uses now. */
-  spare: number[];
-  /** Requests using each held block (by its index). */
-  inUse: Map<number, number>;
-  /**
-   * A block being taken: requests without a spare number wait for it rather than take blocks
-   * of their own, so that a burst does not leave this process holding numbers it will not use.
-   */
-  taking: Promise<unknown> | null;
   endMs: number;
   /** When (request clock) this process may look for slots given back by others again. */
   lookAfterMs: number;
@@ -118,9 +98,6 @@ const SLOT_GRACE_MS = 10_000;
 /** First wait between two looks at a full window's slots; it doubles while they find nothing. */
 const FIRST_LOOK_GAP_MS = 100;
 
-/** Slots per block: a 25th of the limit, so that a process holds at most 4 % it does not use. */
-export const blockSize = (limit: number): number => Math.max(1, Math.floor(limit / 25));
-
 export async function ensureRateLimitIndexes(documents: DocumentStore): Promise<void> {
   // A window's slots are found by the _id prefix they share (the primary key), so the only
   // secondary index is the sweeper's: every index costs each request's insert.
@@ -129,11 +106,9 @@ export async function ensureRateLimitIndexes(documents: DocumentStore): Promise<
 }
 
 const scopeOf = (policy: RatePolicy, subject: RateSubject) => (policy.name === 'workspace' ? `ws:${subject.workspaceId}` : `key:${subject.keyId}`);
-/** A block's id: the window and the block's first number. */
 const slotId = (scope: string, window: RateWindow, slot: number) => `${scope}|${window.key}|${slot}`;
 /** Every slot id of a window: "<scope>|<window>|" up to, not including, "<scope>|<window>}" ("}" follows "|"). */
 const slotsOf = (scope: string, window: RateWindow) => ({ _id: { gte: `${scope}|${window.key}|`, lt: `${scope}|${window.key}}` } });
-const blocksOf = (limit: number) => Math.ceil(limit / blockSize(limit));
 const windowId = (scope: string, seq: number) => `${scope}|${String(seq).padStart(12, '0')}`;
 
 export class RateLimiter {
@@ -267,7 +242,7 @@ export class RateLimiter {
     const key = `${scope}|${window.key}`;
     let hint = this.#hints.get(key);
     if (!hint) {
-      hint = { start: Math.floor(Math.random() * blocksOf(limit)), tried: 0, free: [], spare: [], inUse: new Map(), taking: null, endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS };
+      hint = { start: Math.floor(Math.random() * limit), tried: 0, free: [], endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS };
       this.#hints.set(key, hint);
     }
     return hint;
@@ -275,77 +250,40 @@ export class RateLimiter {
 
   async #claim(scope: string, window: RateWindow, limit: number, nowMs: number): Promise<number | null> {
     const hint = this.#hint(scope, window, limit);
-    const size = blockSize(limit);
-    const blocks = blocksOf(limit);
     let looked = false;
     for (;;) {
-      const spare = hint.spare.shift();
-      if (spare !== undefined) {
-        const block = Math.floor(spare / size);
-        hint.inUse.set(block, (hint.inUse.get(block) ?? 0) + 1);
-        return spare;
-      }
-      if (hint.taking) {
-        await hint.taking;
-        continue;
-      }
-      let block = hint.free.shift();
-      if (block === undefined && hint.tried < blocks) block = (hint.start + hint.tried++) % blocks;
-      if (block === undefined) {
-        // Every block was tried: only blocks given back by other processes are left.
+      let slot = hint.free.shift();
+      if (slot === undefined && hint.tried < limit) slot = (hint.start + hint.tried++) % limit;
+      if (slot === undefined) {
+        // Every number was tried: only slots given back by other processes are left.
         if (looked || nowMs < hint.lookAfterMs) return null;
         looked = true;
         hint.lookAfterMs = nowMs + hint.lookGapMs;
-        const taken = new Set((await this.#slots.find({ where: slotsOf(scope, window), limit: blocks })).map((s) => Math.floor(s.slot / size)));
-        hint.free = Array.from({ length: blocks }, (_, i) => i).filter((i) => !taken.has(i) && !hint.free.includes(i)).concat(hint.free);
+        const taken = new Set((await this.#slots.find({ where: slotsOf(scope, window), limit })).map((s) => s.slot));
+        hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i) && !hint.free.includes(i)).concat(hint.free);
         hint.lookGapMs = hint.free.length > 0 ? FIRST_LOOK_GAP_MS : hint.lookGapMs * 2;
         continue;
       }
-      const first = block * size;
-      const count = Math.min(size, limit - first);
-      const taking = this.#slots.insert({ _id: slotId(scope, window, first), scope, window: window.key, slot: first, count, expiresAt: window.endMs + SLOT_GRACE_MS });
-      // A block of one is the request's own: nothing to wait for.
-      if (count > 1) hint.taking = taking.catch(() => null).finally(() => (hint.taking = null));
       try {
-        await taking;
+        await this.#slots.insert({ _id: slotId(scope, window, slot), scope, window: window.key, slot, expiresAt: window.endMs + SLOT_GRACE_MS });
+        return slot;
       } catch (error) {
         if (!(error instanceof DuplicateKeyError)) throw error;
-        continue;
       }
-      for (let n = first + 1; n < first + count; n++) hint.spare.push(n);
-      hint.inUse.set(block, (hint.inUse.get(block) ?? 0) + 1);
-      return first;
     }
   }
 
-  /** Requests the window still allows as far as this process knows: blocks not tried yet, free ones, and spare numbers. */
+  /** Requests the window still allows as far as this process knows: numbers not tried yet, and free ones. */
   #remaining(scope: string, window: RateWindow, limit: number): number {
     const hint = this.#hints.get(`${scope}|${window.key}`);
-    if (!hint) return limit - 1;
-    const size = blockSize(limit);
-    const untried = Math.max(0, limit - hint.tried * size);
-    return Math.max(0, untried + hint.free.length * size + hint.spare.length);
+    return hint ? Math.max(0, limit - hint.tried + hint.free.length) : limit - 1;
   }
 
   async #giveBack(claimed: Claimed[]): Promise<void> {
     for (const claim of claimed.reverse()) {
+      await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
       const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
-      const size = blockSize(claim.policy.limit);
-      const block = Math.floor(claim.slot / size);
-      const first = block * size;
-      const users = (hint?.inUse.get(block) ?? 1) - 1;
-      if (hint && users > 0) {
-        hint.inUse.set(block, users);
-        hint.spare.unshift(claim.slot);
-        continue;
-      }
-      // Nothing of the block is in use: it goes back to every process.
-      if (hint) {
-        hint.inUse.delete(block);
-        hint.spare = hint.spare.filter((n) => Math.floor(n / size) !== block);
-      }
-      await this.#slots.delete(slotId(claim.scope, claim.window, first));
-      if (hint && !hint.free.includes(block)) hint.free.push(block);
+      if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
       if (claim.opened && (await this.#slots.find({ where: slotsOf(claim.scope, claim.window), limit: 1 })).length === 0) {
         // The window was opened by a request that was then rejected: it never started. (A
         // request racing into it right now keeps its slot in a window nobody sees any more;
