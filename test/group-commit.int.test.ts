@@ -282,6 +282,25 @@ test('in a scope, a refused write still waits for its batch, and a lost batch fa
     assert.ok(inserted, 'the write was given to the command at once');
     assert.is(lost, 'failed: disk on fire');
     assert.is(await items.get('lost'), null);
+
+    // The batch fails while the command is still at work on later steps (an admission goes on
+    // for several turns after its first writes): the scope asks only afterwards, and still fails.
+    let failedCommits = 0;
+    holds.set(async ({ stage }) => {
+      if (stage === 'commit') {
+        failedCommits++;
+        throw new Error('disk on fire');
+      }
+    });
+    const lostEarlier = await deferDurability(async () => {
+      await items.insert({ _id: 'lost-earlier' });
+      await waitUntil(() => failedCommits === 1, 'its batch failed');
+      holds.set(null);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return 'accepted';
+    }).then((value) => value, (error: Error) => `failed: ${error.message}`);
+    assert.is(lostEarlier, 'failed: disk on fire');
+    assert.is(await items.get('lost-earlier'), null);
   } finally {
     holds.set(null);
     await documents.close();

@@ -46,6 +46,8 @@ interface Settled {
   ok: boolean;
   /** Given to a deferred-durability scope before its batch was durable. */
   early?: true;
+  /** The batch's own handle (#begun), not a write. */
+  handle?: true;
   value: unknown;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -90,6 +92,8 @@ export class GroupCommit implements DurabilityBarrier {
   /** The writes the running sync covers (settled when it ends). */
   #inSync: Settled[] | null = null;
   #batch: Settled[] = [];
+  /** Settles once the open batch is durable, or lost: what a deferred-durability scope waits for. */
+  #batchDurable: DurabilityBarrier | null = null;
   #bytes = 0;
   #open = false;
   #inWork = false;
@@ -143,7 +147,9 @@ export class GroupCommit implements DurabilityBarrier {
 
   /**
    * Resolves once every write that ran on this connection so far is durable (committing the
-   * open batch on its usual schedule); rejects when one of them never will be.
+   * open batch on its usual schedule); rejects when one of the writes still on their way never
+   * will be. A batch that failed already is not seen here (its writers were told): a
+   * deferred-durability scope waits on its batches' own handles instead (#begun).
    */
   async barrier(): Promise<void> {
     while (this.#committing) await this.#committing;
@@ -195,22 +201,23 @@ export class GroupCommit implements DurabilityBarrier {
         this.#waitForLock(Date.now() + BUSY_TIMEOUT_MS, this.#lockRetryMs.first, seenRelease);
         return;
       }
-      this.#open = true;
-      this.#scheduled = setImmediate(() => {
-        this.#scheduled = null;
-        this.#commit();
-      });
+      this.#begun();
     }
     let settled: Settled;
+    // A scope that has settled meanwhile (its command answered without waiting for this write)
+    // waits for nothing more: the write then settles once durable, as outside any scope.
+    const scope = entry.scope?.open ? entry.scope : undefined;
     this.#inWork = true;
     try {
       this.#savepoint.run();
       try {
         const value = entry.work();
         this.#release.run();
-        if (entry.scope && !entry.refused?.(value)) {
-          // The scope waits for this batch (barrier) before its command answers.
-          entry.scope.wrote(this);
+        if (scope && !entry.refused?.(value)) {
+          // The scope waits for this batch before its command answers: this batch, not the
+          // connection, whose barrier would miss a batch that failed before the scope asked
+          // (the command went on for a few turns after this write).
+          scope.wrote(this.#batchDurable!);
           entry.resolve(value);
           settled = { ok: true, early: true, value, resolve: noop, reject: noop };
         } else {
@@ -231,7 +238,21 @@ export class GroupCommit implements DurabilityBarrier {
     this.#inWork = false;
     this.#batch.push(settled);
     this.#bytes += entry.bytes;
-    if (this.#batch.length >= this.#maxWrites || this.#bytes >= this.#maxBytes) this.#commit();
+    if (this.#batch.length - 1 >= this.#maxWrites || this.#bytes >= this.#maxBytes) this.#commit();
+  }
+
+  /** A transaction has begun: the batch starts with a handle that settles with it, and commits when the turn ends. */
+  #begun(): void {
+    this.#open = true;
+    let settle!: Pick<Settled, 'resolve' | 'reject'>;
+    const durable = new Promise<void>((resolve, reject) => (settle = { resolve: () => resolve(), reject }));
+    durable.catch(() => {}); // a failure nobody waits for: each write of the batch hears of it
+    this.#batchDurable = { barrier: () => durable };
+    this.#batch.push({ ok: true, value: undefined, handle: true, ...settle });
+    this.#scheduled = setImmediate(() => {
+      this.#scheduled = null;
+      this.#commit();
+    });
   }
 
   #commit(): void {
@@ -245,7 +266,7 @@ export class GroupCommit implements DurabilityBarrier {
     this.#bytes = 0;
     const hold = this.#hold;
     if (hold) {
-      this.#committing = hold({ file: this.#db.location(), writes: batch.length, stage: 'commit' }).then(
+      this.#committing = hold({ file: this.#db.location(), writes: writesIn(batch), stage: 'commit' }).then(
         () => this.#finish(batch),
         (error) => this.#finish(batch, error),
       ).finally(() => {
@@ -318,11 +339,7 @@ export class GroupCommit implements DurabilityBarrier {
         for (const entry of queued) entry.reject(error);
         return;
       }
-      this.#open = true;
-      this.#scheduled = setImmediate(() => {
-        this.#scheduled = null;
-        this.#commit();
-      });
+      this.#begun();
       this.#runQueued();
     };
     // Let go between that BEGIN and the listening (the holder tells only threads that listen):
@@ -366,7 +383,7 @@ export class GroupCommit implements DurabilityBarrier {
     const batch = this.#unsynced;
     this.#unsynced = [];
     const hold = this.#hold;
-    const held = hold ? hold({ file: this.#db.location(), writes: batch.length, stage: 'sync' }) : null;
+    const held = hold ? hold({ file: this.#db.location(), writes: writesIn(batch), stage: 'sync' }) : null;
     this.#inSync = batch;
     this.#syncing = new Promise<void>((resolve) => {
       const done = (error: unknown) => {
@@ -410,6 +427,7 @@ export class GroupCommit implements DurabilityBarrier {
 
 const SQLITE_BUSY = 5;
 const noop = () => {};
+const writesIn = (batch: Settled[]) => batch.filter((entry) => !entry.handle).length;
 
 function settle(batch: Settled[], failure?: unknown): void {
   for (const entry of batch) {
