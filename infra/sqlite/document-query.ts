@@ -1,7 +1,8 @@
 // Compiles the document store's Where / orderBy / keyset cursor into SQLite SQL over a
-// table of (id TEXT, v INTEGER, doc TEXT JSON). Values are always bound parameters; only
-// field paths become SQL text, and they are validated and quoted. The SQL text of a field
-// is deterministic so that expression indexes (built from the same text) match queries.
+// table of (id TEXT, v INTEGER, doc TEXT JSON) plus, for the fields its indexes name, a column
+// holding json_extract(doc, path) (FieldColumns). Values are always bound parameters; only
+// field paths become SQL text, and they are validated and quoted. A field with a column is
+// read from it, so that the column's indexes serve the query.
 import type { SQLInputValue } from 'node:sqlite';
 import type { Condition, Direction, FindOptions, Scalar, Where } from '../ports/document-store.ts';
 
@@ -17,6 +18,16 @@ interface FieldSql {
   type: string;
   /** JSON path literal, absent for the id/v columns. */
   path?: string;
+}
+
+/** Field → the quoted name of the column that holds its json_extract value, for one table. */
+export type FieldColumns = ReadonlyMap<string, string>;
+
+/** A field as one table holds it: from its column where it has one. */
+function fieldOf(field: string, columns: FieldColumns | undefined): FieldSql {
+  const sql = fieldSql(field);
+  const column = columns?.get(field);
+  return column === undefined ? sql : { ...sql, value: column };
 }
 
 /** Field names are few (the code's own); the bound only keeps a caller's mistake from growing it. */
@@ -125,8 +136,8 @@ function contains(f: FieldSql, value: Scalar): Fragment {
   };
 }
 
-function condition(field: string, cond: Condition): Fragment[] {
-  const f = fieldSql(field);
+function condition(field: string, cond: Condition, columns: FieldColumns | undefined): Fragment[] {
+  const f = fieldOf(field, columns);
   const parts: Fragment[] = [];
   for (const [op, value] of Object.entries(cond) as Array<[keyof Condition, unknown]>) {
     if (value === undefined) continue;
@@ -154,10 +165,10 @@ function or(parts: Fragment[]): Fragment {
   return { sql: `(${parts.map((p) => p.sql).join(' OR ')})`, params: parts.flatMap((p) => p.params) };
 }
 
-export function whereParts(where: Where | undefined): Fragment[] {
+export function whereParts(where: Where | undefined, columns?: FieldColumns): Fragment[] {
   if (!where) return [];
   return Object.entries(where).flatMap(([field, value]) =>
-    isScalar(value) ? [equals(fieldSql(field), value)] : condition(field, value));
+    isScalar(value) ? [equals(fieldOf(field, columns), value)] : condition(field, value, columns));
 }
 
 /**
@@ -166,10 +177,10 @@ export function whereParts(where: Where | undefined): Fragment[] {
  * direction. Comparisons are raw SQLite ones so they agree with ORDER BY, where NULL
  * (missing) sorts first ascending and last descending, as in MongoDB.
  */
-export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>): Fragment {
+export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>, columns?: FieldColumns): Fragment {
   const fields = orderBy.map(([field, direction]) => {
     const value = after[field];
-    return { f: fieldSql(field), direction, value: value === undefined ? null : value };
+    return { f: fieldOf(field, columns), direction, value: value === undefined ? null : value };
   });
   const terms: Fragment[] = fields.map((current, i) => {
     const parts: Fragment[] = fields.slice(0, i).map(({ f, value }) =>
@@ -191,22 +202,22 @@ export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<s
   return expansion;
 }
 
-export function orderBySql(orderBy: Array<[string, Direction]>): string {
-  return orderBy.map(([field, direction]) => `${fieldSql(field).value} ${direction === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
+export function orderBySql(orderBy: Array<[string, Direction]>, columns?: FieldColumns): string {
+  return orderBy.map(([field, direction]) => `${fieldOf(field, columns).value} ${direction === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
 }
 
 /** WHERE/ORDER BY/LIMIT tail of a SELECT over the collection's table. */
-export function findTail(options: FindOptions): Fragment {
-  const parts = whereParts(options.where);
+export function findTail(options: FindOptions, columns?: FieldColumns): Fragment {
+  const parts = whereParts(options.where, columns);
   let orderBy = options.orderBy;
   if (options.after) {
     if (!orderBy || orderBy.length === 0) orderBy = [['_id', 'asc']];
-    parts.push(keysetAfter(orderBy, options.after));
+    parts.push(keysetAfter(orderBy, options.after, columns));
   }
   const where = and(parts);
   let sql = parts.length > 0 ? ` WHERE ${where.sql}` : '';
   const params = [...where.params];
-  if (orderBy && orderBy.length > 0) sql += ` ORDER BY ${orderBySql(orderBy)}`;
+  if (orderBy && orderBy.length > 0) sql += ` ORDER BY ${orderBySql(orderBy, columns)}`;
   if (options.limit !== undefined) {
     if (!Number.isInteger(options.limit) || options.limit < 0) throw new Error(`invalid limit ${options.limit}`);
     // Written into the SQL (it is a checked integer): a bound LIMIT makes the bundled SQLite
@@ -216,8 +227,8 @@ export function findTail(options: FindOptions): Fragment {
   return { sql, params };
 }
 
-export function whereSql(where: Where | undefined): Fragment {
-  const parts = whereParts(where);
+export function whereSql(where: Where | undefined, columns?: FieldColumns): Fragment {
+  const parts = whereParts(where, columns);
   if (parts.length === 0) return { sql: '', params: [] };
   const joined = and(parts);
   return { sql: ` WHERE ${joined.sql}`, params: joined.params };

@@ -1,7 +1,9 @@
 // The embedded adapter of the document store port: one SQLite table per collection,
-// (id TEXT PRIMARY KEY, v INTEGER, doc TEXT JSON), secondary indexes as expression
-// indexes on json_extract. Unique indexes do not constrain documents where any indexed
-// field is missing or null (SQLite treats NULLs as distinct), i.e. sparse semantics.
+// (id TEXT PRIMARY KEY, v INTEGER, doc TEXT JSON), and for each field a secondary index names
+// a column holding json_extract(doc, path), which the indexes are built on (./field-columns.ts:
+// an update leaves the indexes of the fields it does not change alone). Unique indexes do not
+// constrain documents where any indexed field is missing or null (SQLite treats NULLs as
+// distinct), i.e. sparse semantics.
 // Tables are created on first write; reads of a collection that does not exist see it
 // empty. Several adapters may share one database file or connection.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
@@ -17,7 +19,8 @@ import {
 } from '../ports/document-store.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import { truncateWal } from './database.ts';
-import { fieldSql, findTail, quoteIdent, whereSql, type Fragment } from './document-query.ts';
+import { fieldSql, findTail, quoteIdent, whereSql, type FieldColumns, type Fragment } from './document-query.ts';
+import { FIELD_COLUMN_PREFIX, fieldColumnsOf, forgetFieldColumns } from './field-columns.ts';
 
 const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
@@ -99,6 +102,21 @@ class Engine {
     return this.#prepared(this.#statements, this.db, sql);
   }
 
+  /** The indexed fields' columns of `table` for a write: call inside commit(). */
+  writeColumns(table: string): FieldColumns {
+    return fieldColumnsOf(this.db, table, this.connections.commits.batch);
+  }
+
+  /** This connection changed the schema: what it knew of the field columns may be wrong. */
+  schemaChanged(): void {
+    forgetFieldColumns(this.db);
+  }
+
+  /** The same as the reader sees them (committed ones only). */
+  readColumns(table: string): FieldColumns {
+    return fieldColumnsOf(this.connections.reader, table);
+  }
+
   readStatement(sql: string): StatementSync {
     return this.#prepared(this.#readStatements, this.connections.reader, sql);
   }
@@ -128,6 +146,7 @@ class Engine {
   ensureTable(table: string): void {
     if (this.#existing.has(table)) return;
     this.statement(`CREATE TABLE IF NOT EXISTS ${quoteIdent(table)} (id TEXT PRIMARY KEY NOT NULL, v INTEGER NOT NULL, doc TEXT NOT NULL)`).run();
+    this.schemaChanged();
     this.#existing.add(table);
   }
 
@@ -182,6 +201,39 @@ class Engine {
   }
 }
 
+interface ColumnWrites {
+  insert: string;
+  /** The indexed fields, in the order of the columns `compare` tells about (s0, s1, …). */
+  fields: string[];
+  /** Finds the document at the expected version and tells, per column, whether the new document leaves it as it is; null without columns. */
+  compare: string | null;
+  /** The update setting the columns of these fields (a subset of `fields`, in their order). */
+  update(changed: string[]): string;
+}
+
+function columnWrites(table: string, columns: FieldColumns, plainInsert: string): ColumnWrites {
+  const fields = [...columns.keys()];
+  if (fields.length === 0) return { insert: plainInsert, fields, compare: null, update: () => { throw new Error('no field columns'); } };
+  const extract = (field: string, doc = '?1') => `json_extract(${doc}, ${fieldSql(field).path})`;
+  const updates = new Map<string, string>();
+  return {
+    // The arguments of the plain statements, in their order: the insert's (id, document), the
+    // updates' (document, id, version).
+    insert: `INSERT INTO ${table} (id, v, doc, ${fields.map((f) => columns.get(f)).join(', ')}) VALUES (?1, 1, ?2, ${fields.map((f) => extract(f, '?2')).join(', ')})`,
+    fields,
+    compare: `SELECT ${fields.map((f, i) => `${columns.get(f)} IS ${extract(f)} AS s${i}`).join(', ')} FROM ${table} WHERE id = ?2 AND v = ?3`,
+    update(changed) {
+      const key = changed.join('\u0000');
+      let sql = updates.get(key);
+      if (sql === undefined) {
+        sql = `UPDATE ${table} SET v = v + 1, doc = ?1${changed.map((f) => `, ${columns.get(f)} = ${extract(f)}`).join('')} WHERE id = ?2 AND v = ?3 RETURNING v`;
+        updates.set(key, sql);
+      }
+      return sql;
+    },
+  };
+}
+
 class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   readonly #engine: Engine;
   readonly #name: string;
@@ -189,6 +241,8 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   readonly #quoted: string;
   /** The fixed statements' text, made once: the statement cache hashes it on every call. */
   readonly #sql: { get: string; insert: string; replace: string; delete: string; deleteVersion: string; select: string };
+  /** The writes' text for a set of field columns (made once per set, as #sql). */
+  readonly #columnSql = new WeakMap<FieldColumns, ColumnWrites>();
 
   constructor(engine: Engine, name: string) {
     this.#engine = engine;
@@ -212,16 +266,33 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
 
   async insert(doc: T): Promise<Stored<T>> {
     const { id, json } = toRow(doc);
-    await this.#uniqueWrite(() => this.#engine.statement(this.#sql.insert).run(id, json), json.length);
+    await this.#uniqueWrite(() => this.#engine.statement(this.#writes().insert).run(id, json), json.length);
     return fromRow<T>({ id, v: 1, doc: json });
   }
 
   async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
     const { id, json } = toRow(doc);
-    const row = await this.#uniqueWrite(() => this.#engine
-      .statement(this.#sql.replace)
-      .get(json, id, expectedVersion) as { v: number } | undefined, json.length, (found) => found === undefined);
+    const row = await this.#uniqueWrite(() => {
+      const writes = this.#writes();
+      if (writes.compare === null) return this.#engine.statement(this.#sql.replace).get(json, id, expectedVersion) as { v: number } | undefined;
+      // Which indexed fields the new version changes, told by SQLite's own json_extract: the
+      // update sets those columns only, so the other fields' indexes are not touched.
+      const same = this.#engine.statement(writes.compare).get(json, id, expectedVersion) as Record<string, number> | undefined;
+      if (same === undefined) return undefined;
+      return this.#engine.statement(writes.update(writes.fields.filter((_, i) => same[`s${i}`] !== 1))).get(json, id, expectedVersion) as { v: number } | undefined;
+    }, json.length, (found) => found === undefined);
     return row ? fromRow<T>({ id, v: row.v, doc: json }) : null;
+  }
+
+  /** The write statements for the table's field columns as the writer sees them now: inside a write only. */
+  #writes(): ColumnWrites {
+    const columns = this.#engine.writeColumns(this.#table);
+    let writes = this.#columnSql.get(columns);
+    if (!writes) {
+      writes = columnWrites(this.#quoted, columns, this.#sql.insert);
+      this.#columnSql.set(columns, writes);
+    }
+    return writes;
   }
 
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
@@ -235,7 +306,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   find<K extends keyof T & string>(options: FindOptions & { fields: readonly K[] }): Promise<Array<Stored<Pick<T, K>>>>;
   find(options?: FindOptions): Promise<Array<Stored<T>>>;
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
-    const tail = findTail(options);
+    const tail = findTail(options, this.#engine.readColumns(this.#table));
     if (options.fields !== undefined) return this.#findFields(projectedFields(options.fields), tail);
     const rows = this.#engine.read(() => this.#engine.readStatement(this.#sql.select + tail.sql).all(...tail.params) as unknown as Row[], []);
     return rows.map((row) => fromRow<T>(row));
@@ -263,7 +334,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   }
 
   async count(where?: Where): Promise<number> {
-    const filter = whereSql(where);
+    const filter = whereSql(where, this.#engine.readColumns(this.#table));
     const row = this.#engine.read(() => this.#engine.readStatement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number }, { n: 0 });
     return Number(row.n);
   }
@@ -273,10 +344,22 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     await engine.commit(() => {
       engine.forget(this.#table);
       engine.ensureTable(this.#table);
+      const present = engine.writeColumns(this.#table);
+      for (const field of new Set(indexes.flatMap((spec) => spec.fields.map(([f]) => f)))) {
+        const { path } = fieldSql(field);
+        if (path === undefined || present.has(field)) continue;
+        // Filled here for the documents already there (once, the first time an index names
+        // the field); every write fills it from then on.
+        const column = quoteIdent(FIELD_COLUMN_PREFIX + field);
+        engine.db.exec(`ALTER TABLE ${this.#quoted} ADD COLUMN ${column}`);
+        engine.db.exec(`UPDATE ${this.#quoted} SET ${column} = json_extract(doc, ${path})`);
+        engine.schemaChanged();
+      }
+      const fieldColumns = engine.writeColumns(this.#table);
       for (const spec of indexes) {
         if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
         const name = indexName(this.#table, spec.name);
-        const columns = spec.fields.map(([field, direction]) => `${fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
+        const columns = spec.fields.map(([field, direction]) => `${fieldColumns.get(field) ?? fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
         const sql = `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${this.#quoted} (${columns})`;
         const existing = engine.db.prepare(`SELECT sql, tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name) as { sql: string; tbl_name: string } | undefined;
         if (existing?.sql === sql) continue;
@@ -311,7 +394,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const bytes = rows.reduce((sum, row) => sum + row.json.length, 0);
     const engine = this.#engine;
     return engine.commit(() => engine.write(this.#table, () => {
-      const insert = engine.statement(this.#sql.insert);
+      const insert = engine.statement(this.#writes().insert);
       const duplicates: string[] = [];
       for (const row of rows) {
         try {
@@ -327,8 +410,10 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
 
   async deleteWhere(where: Where): Promise<number> {
     const engine = this.#engine;
-    const filter = whereSql(where);
-    const result = await engine.commit(() => engine.read(() => engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params), { changes: 0, lastInsertRowid: 0 }));
+    const result = await engine.commit(() => engine.read(() => {
+      const filter = whereSql(where, engine.writeColumns(this.#table));
+      return engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params);
+    }, { changes: 0, lastInsertRowid: 0 }));
     return Number(result.changes);
   }
 }
@@ -357,7 +442,10 @@ export class SqliteDocumentStore implements DocumentStore {
 
   async drop(name: string): Promise<void> {
     const table = tableName(name);
-    await this.#engine.commit(() => this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run());
+    await this.#engine.commit(() => {
+      this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run();
+      this.#engine.schemaChanged();
+    });
     this.#engine.forget(table);
   }
 
@@ -371,6 +459,7 @@ export class SqliteDocumentStore implements DocumentStore {
       if (!found) throw new Error(`cannot rename collection ${from}: it does not exist`);
       engine.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(target)}`);
       engine.db.exec(`ALTER TABLE ${quoteIdent(source)} RENAME TO ${quoteIdent(target)}`);
+      engine.schemaChanged();
       // Index names carry the table name (SQLite has one index namespace per database), so
       // rebuild them under the new name; ALTER TABLE already rewrote their ON clause.
       const indexes = engine.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`).all(target) as Array<{ name: string; sql: string }>;

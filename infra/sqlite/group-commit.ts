@@ -94,6 +94,7 @@ export class GroupCommit implements DurabilityBarrier {
   #batch: Settled[] = [];
   /** Settles once the open batch is durable, or lost: what a deferred-durability scope waits for. */
   #batchDurable: DurabilityBarrier | null = null;
+  #batchNumber = 0;
   #bytes = 0;
   #open = false;
   #inWork = false;
@@ -177,6 +178,11 @@ export class GroupCommit implements DurabilityBarrier {
     this.#hold = hold;
   }
 
+  /** The number of the open batch (of the last one, between batches): it changes with every BEGIN. */
+  get batch(): number {
+    return this.#batchNumber;
+  }
+
   /** True while a batch is open (for assertions in tests of the adapters). */
   get open(): boolean {
     return this.#open;
@@ -244,6 +250,7 @@ export class GroupCommit implements DurabilityBarrier {
   /** A transaction has begun: the batch starts with a handle that settles with it, and commits when the turn ends. */
   #begun(): void {
     this.#open = true;
+    this.#batchNumber++;
     let settle!: Pick<Settled, 'resolve' | 'reject'>;
     const durable = new Promise<void>((resolve, reject) => (settle = { resolve: () => resolve(), reject }));
     durable.catch(() => {}); // a failure nobody waits for: each write of the batch hears of it

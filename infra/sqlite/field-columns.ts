@@ -1,0 +1,84 @@
+// The columns of a document table's indexed fields (./document-store.ts): a field that an index
+// names is kept in a column of its own, json_extract(doc, path), written by every insert and
+// by the updates that change it. An index on columns lets an update that leaves the indexed
+// fields alone leave the index alone too; an index on expressions of `doc` is rewritten by
+// every update of the document (an email view update cost 3.5 times as much with six of them).
+//
+// Every writer must fill every column, so what a connection knows of a table's columns is
+// checked against the schema's version: by a write once per batch of its group commit (the
+// batch holds the write lock, so no other connection can change the schema until it ends;
+// this connection's own schema changes say so, forgetFieldColumns), and by a read at each use.
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { quoteIdent, type FieldColumns } from './document-query.ts';
+
+/** A column named `field:<path>` holds json_extract(doc, <path>). */
+export const FIELD_COLUMN_PREFIX = 'field:';
+
+const TABLES_LIMIT = 1_000;
+
+class ConnectionColumns {
+  readonly #version: StatementSync;
+  readonly #tableInfo: StatementSync;
+  #seenVersion = -1;
+  /** The write batch whose start was checked: a write of the same batch needs no check. */
+  #checkedBatch = -1;
+  readonly #tables = new Map<string, FieldColumns>();
+
+  constructor(db: DatabaseSync) {
+    this.#version = db.prepare('PRAGMA schema_version');
+    this.#tableInfo = db.prepare('SELECT name FROM pragma_table_info(?)');
+  }
+
+  of(table: string, batch: number | undefined): FieldColumns {
+    if (batch === undefined || batch !== this.#checkedBatch) {
+      const version = Number((this.#version.get() as { schema_version: number }).schema_version);
+      if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT) {
+        this.#tables.clear();
+        this.#seenVersion = version;
+      }
+      this.#checkedBatch = batch ?? -1;
+    }
+    let columns = this.#tables.get(table);
+    if (!columns) {
+      const found = new Map<string, string>();
+      for (const { name } of this.#tableInfo.all(table) as Array<{ name: string }>) {
+        if (name.startsWith(FIELD_COLUMN_PREFIX)) found.set(name.slice(FIELD_COLUMN_PREFIX.length), quoteIdent(name));
+      }
+      columns = found;
+      this.#tables.set(table, columns);
+    }
+    return columns;
+  }
+
+  forget(): void {
+    this.#tables.clear();
+    this.#seenVersion = -1;
+    this.#checkedBatch = -1;
+  }
+}
+
+const byConnection = new WeakMap<DatabaseSync, ConnectionColumns>();
+
+function connectionColumns(db: DatabaseSync): ConnectionColumns {
+  let columns = byConnection.get(db);
+  if (!columns) {
+    columns = new ConnectionColumns(db);
+    byConnection.set(db, columns);
+  }
+  return columns;
+}
+
+/**
+ * The indexed fields' columns of `table` as `db` sees them now (its own uncommitted changes
+ * included). `batch`: the number of the write batch the caller writes in (GroupCommit.batch),
+ * for a write. A returned map stays the same object until the schema changes, so callers may
+ * key what they derive from it (statement text) on it.
+ */
+export function fieldColumnsOf(db: DatabaseSync, table: string, batch?: number): FieldColumns {
+  return connectionColumns(db).of(table, batch);
+}
+
+/** After a schema change made on `db` (a table created, dropped, renamed; a column added). */
+export function forgetFieldColumns(db: DatabaseSync): void {
+  byConnection.get(db)?.forget();
+}
