@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Stored } from '../infra/ports/document-store.ts';
+import { DuplicateKeyError, type Stored } from '../infra/ports/document-store.ts';
 import { openDatabase } from '../infra/sqlite/database.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { documentStoreContract } from './contracts/document-store.contract.ts';
@@ -241,6 +241,51 @@ columns('a column another connection adds is filled by this connection\'s next w
   } finally {
     await before.close();
     await adding.close();
+  }
+});
+
+columns('a read whose columns have gone (the table dropped and made again elsewhere) looks at the schema again', async () => {
+  const path = join(dir, 'columns-made-again.db');
+  const reading = new SqliteDocumentStore(openDatabase(path));
+  const other = new SqliteDocumentStore(openDatabase(path));
+  try {
+    const mine = reading.collection<Item>('again');
+    await mine.ensureIndexes([{ name: 'by_s', fields: [['s', 'asc']] }]);
+    await mine.insert({ _id: 'old', s: 'a' });
+    assert.equal(ids(await mine.find({ where: { s: 'a' } })), ['old']);
+    assert.is(await mine.count({ s: 'a' }), 1);
+    // Within READ_RECHECK_MS this connection's reads still go by the column it saw.
+    await other.drop('again');
+    await other.collection<Item>('again').insert({ _id: 'new', s: 'a', n: 1 });
+    assert.equal(ids(await mine.find({ where: { s: 'a' } })), ['new']);
+    assert.equal(await mine.find({ where: { s: 'a' }, fields: ['n'] }), [{ _id: 'new', n: 1, _v: 1 }]);
+    assert.is(await mine.count({ s: 'a' }), 1);
+    // A column added elsewhere and not seen yet: the read takes the value from the document.
+    await other.collection<Item>('again').ensureIndexes([{ name: 'by_n', fields: [['n', 'asc']] }]);
+    await other.collection<Item>('again').insert({ _id: 'newer', s: 'b', n: 2 });
+    assert.equal(ids(await mine.find({ where: { n: { gte: 1 } }, orderBy: [['n', 'desc']] })), ['newer', 'new']);
+  } finally {
+    await reading.close();
+    await other.close();
+  }
+});
+
+columns('a unique index refused on duplicates takes its column back: the writes after it in the batch go on', async () => {
+  const store = new SqliteDocumentStore(join(dir, 'columns-refused-index.db'));
+  try {
+    const items = store.collection<Item>('refused');
+    await items.insert({ _id: 'a', s: 'same' });
+    await items.insert({ _id: 'b', s: 'same' });
+    // One turn: both join one batch, the index first.
+    const [indexed, inserted] = await Promise.allSettled([
+      items.ensureIndexes([{ name: 'by_s', fields: [['s', 'asc']], unique: true }]),
+      items.insert({ _id: 'c', s: 'other' }),
+    ]);
+    assert.instance((indexed as PromiseRejectedResult).reason, DuplicateKeyError);
+    assert.is(inserted.status, 'fulfilled', String((inserted as PromiseRejectedResult).reason));
+    assert.equal(ids(await items.find({ where: { s: 'other' } })), ['c']);
+  } finally {
+    await store.close();
   }
 });
 

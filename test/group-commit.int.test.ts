@@ -87,6 +87,81 @@ test('a write that fails half-way leaves nothing of itself and nothing of its ne
   }
 });
 
+test('a one-statement write (no savepoint) that is refused leaves its neighbours in the batch alone', async () => {
+  const db = new DatabaseSync(file());
+  db.exec('PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY)');
+  const commits = new GroupCommit(db, { hold: holds.hold });
+  const insert = db.prepare('INSERT INTO t (id) VALUES (?)');
+  let outcomes: PromiseSettledResult<unknown>[] = [];
+  const batches = await batchesOf(async () => {
+    outcomes = await Promise.allSettled([
+      commits.run(() => insert.run('a')),
+      commits.runStatement(() => insert.run('a')),
+      commits.runStatement(() => insert.run('b')),
+    ]);
+  });
+  assert.equal(batches, [3]);
+  assert.equal(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.equal((db.prepare('SELECT id FROM t ORDER BY id').all() as Array<{ id: string }>).map((r) => r.id), ['a', 'b']);
+  db.close();
+});
+
+test('a one-statement write whose error ends the transaction (a full disk) fails its batch; the next write gets a batch of its own', async () => {
+  const db = new DatabaseSync(file());
+  db.exec('PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT)');
+  const { page_count: pages } = db.prepare('PRAGMA page_count').get() as { page_count: number };
+  db.exec(`PRAGMA max_page_count = ${pages + 4}`);
+  const commits = new GroupCommit(db, { hold: holds.hold });
+  const insert = db.prepare('INSERT INTO t (id, body) VALUES (?, ?)');
+  const outcomes = await Promise.allSettled([
+    commits.run(() => insert.run('before', 'x')),
+    commits.runStatement(() => insert.run('too big', 'y'.repeat(200_000))),
+    commits.runStatement(() => insert.run('after', 'z')),
+  ]);
+  assert.equal(outcomes.map((o) => o.status), ['rejected', 'rejected', 'fulfilled']);
+  assert.match(String((outcomes[1] as PromiseRejectedResult).reason), 'full');
+  // 'after' ran in a transaction of its own, not in autocommit after the lost one.
+  assert.equal((db.prepare('SELECT id FROM t').all() as Array<{ id: string }>).map((r) => r.id), ['after']);
+  db.close();
+});
+
+test('a failed WAL sync stops the file\'s writes and durable reads for good, and the stores stop answering ping', async () => {
+  const path = file();
+  const events = new SqliteEventStore(path, withHold);
+  const documents = new SqliteDocumentStore(path, withHold);
+  try {
+    await events.append('before', [event()], { expectedRevision: 'no_stream' });
+    holds.set(async ({ stage }) => {
+      if (stage === 'sync') throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    });
+    const failed = await events.append('lost', [event()], { expectedRevision: 'no_stream' }).then(() => null, (error: Error) => error);
+    holds.set(null);
+    assert.match(String(failed?.message), 'could not be synced (EIO');
+    // The rows are committed (SQLite has them), but nothing may act on them: a durable read fails.
+    await events.readAll().then(() => assert.unreachable('readAll answered after the failed sync'), (error: Error) => assert.match(error.message, 'could not be synced'));
+    await events.readStream('before').then(() => assert.unreachable('readStream answered'), (error: Error) => assert.match(error.message, 'could not be synced'));
+    const later = await Promise.allSettled([
+      events.append('later', [event()], { expectedRevision: 'no_stream' }),
+      documents.collection<{ _id: string }>('later').insert({ _id: 'x' }),
+    ]);
+    assert.equal(later.map((o) => o.status), ['rejected', 'rejected']);
+    assert.is(await events.ping(), false);
+    assert.is(await documents.ping(), false);
+  } finally {
+    holds.set(null);
+    await documents.close().catch(() => {});
+    await events.close().catch(() => {});
+  }
+  // A restart recovers the file as the disk holds it, and takes writes again.
+  const reopened = new SqliteEventStore(path);
+  try {
+    assert.ok(await reopened.ping());
+    await reopened.append('after-restart', [event()], { expectedRevision: 'no_stream' });
+  } finally {
+    await reopened.close();
+  }
+});
+
 test('while a commit is held, readers do not see the write and its writer has no answer', async () => {
   const path = file();
   const store = new SqliteDocumentStore(path, withHold);

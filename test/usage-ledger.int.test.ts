@@ -10,7 +10,9 @@ import { randomUUID } from 'node:crypto';
 import { UsageLedger, type RecipientCharge } from '../apps/services/usage-ledger.ts';
 import { RelayError } from '../domain/errors.ts';
 import { DEFAULT_ALLOWANCES, usageStreamId } from '../domain/usage/quota.ts';
+import { openDatabase } from '../infra/sqlite/database.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
+import { commitsFor } from '../infra/sqlite/group-commit.ts';
 import { commitHoldSwitch } from './support/commit-hold.ts';
 import { waitUntil } from './support/eventually.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
@@ -134,6 +136,34 @@ test('a charge given to a durability scope whose batch then fails to commit is f
   } finally {
     holds.set(null);
     ledger.close();
+  }
+});
+
+test('a charge whose batch fails inside the write that filled it (its size bound) is not remembered: the retry is charged', async () => {
+  const db = openDatabase(join(dir, 'size-bound.db'));
+  // A deferred foreign key makes COMMIT itself fail, at once, as a full disk would.
+  db.exec('PRAGMA foreign_keys = ON');
+  db.exec('CREATE TABLE parent (id INTEGER PRIMARY KEY); CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED); CREATE TABLE filler (v INTEGER)');
+  const store = new SqliteEventStore(db);
+  const ledger = new UsageLedger(store);
+  const commits = commitsFor(db);
+  try {
+    await deferDurability(() => ledger.charge(charge('ws_bound', 1, { emailId: 'em_warm' })));
+    const others: Promise<unknown>[] = [commits.run(() => db.exec('INSERT INTO child (pid) VALUES (42)'))];
+    const filler = db.prepare('INSERT INTO filler (v) VALUES (1)');
+    for (let i = 0; i < 510; i++) others.push(commits.run(() => filler.run()));
+    // The charge is the batch's 512th write: the batch commits, and fails, inside it.
+    const first = await deferDurability(() => ledger.charge(charge('ws_bound', 1, { emailId: 'em_lost' }))).then(() => 'ok', (e: Error) => e.message);
+    await Promise.allSettled(others);
+    assert.match(first, /FOREIGN KEY/);
+    await deferDurability(() => ledger.charge(charge('ws_bound', 1, { emailId: 'em_lost' })));
+    const charged = (await store.readStream(usageStreamId('ws_bound', '2026-11')))
+      .filter((e) => e.type === 'RecipientsCharged' && (e.data as { emailId: string }).emailId === 'em_lost');
+    assert.is(charged.length, 1, 'the retry was answered as charged already');
+  } finally {
+    ledger.close();
+    await store.close();
+    db.close();
   }
 });
 

@@ -13,7 +13,7 @@ import { usageDecider } from '../../domain/usage/decider.ts';
 import {
   decideCharges, monthOf, usageStreamId, type ChargeOutcome, type ChargeRecipients, type MonthlyAllowances, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
-import { currentDurabilityScope, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
+import { currentDurabilityScope, lostWritesReported, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
 
@@ -129,6 +129,7 @@ export class UsageLedger {
       },
     };
     const originOf = new Map(batch.map((p) => [p.command.emailId, p.origin]));
+    const lossesBefore = lostWritesReported();
     // The append carries every charge of the batch: each caller's durability scope waits for
     // it (the drain runs in the context of whichever caller started it, long gone by now).
     const handled = await writeOnBehalfOf(batch.map((p) => p.scope), async () => handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
@@ -137,9 +138,11 @@ export class UsageLedger {
       attempts: MAX_ATTEMPTS,
     }));
     // At equal revisions the append's own state wins: a cached fold may hold a charge whose
-    // commit failed (handleCommand then folded the stream again).
+    // commit failed (handleCommand then folded the stream again). A loss reported meanwhile may
+    // be this append's: its state is not learned, and the stream is read again when needed.
     const cached = this.#folded.get(stream);
-    if (!cached || cached.revision <= handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
+    if (lostWritesReported() !== lossesBefore) this.#folded.delete(stream);
+    else if (!cached || cached.revision <= handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
     outcomes.forEach((outcome, i) => (outcome.ok ? batch[i].resolve() : batch[i].reject(outcome.error)));
   }
 

@@ -151,6 +151,7 @@ export async function writeOnBehalfOf<T>(callers: ReadonlyArray<DurabilityScope 
 }
 
 const lostWritesListeners = new Set<(error: unknown) => void>();
+let lostWritesReports = 0;
 
 /**
  * Subscribes a cache built from what writes returned (the usage ledger's folded streams) to
@@ -162,8 +163,18 @@ export function onLostWrites(listener: (error: unknown) => void): () => void {
   return () => lostWritesListeners.delete(listener);
 }
 
+/**
+ * How many times early writes were reported lost so far. A cache that learns from a write's
+ * result compares it before and after the write: the report can come before the result does
+ * (a batch that commits, and fails, inside the write that filled it).
+ */
+export function lostWritesReported(): number {
+  return lostWritesReports;
+}
+
 /** For store adapters: writes given early inside a scope were lost. */
 export function reportLostWrites(error: unknown): void {
+  lostWritesReports++;
   for (const listener of lostWritesListeners) {
     try {
       listener(error);

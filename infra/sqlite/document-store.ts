@@ -54,6 +54,10 @@ function isNoSuchTable(err: unknown): boolean {
   return err instanceof Error && sqliteErrcode(err) === 1 && err.message.startsWith('no such table');
 }
 
+function isNoSuchFieldColumn(err: unknown): boolean {
+  return err instanceof Error && sqliteErrcode(err) === 1 && /^no such column: "?field:/.test(err.message);
+}
+
 function isUniqueViolation(err: unknown): err is Error {
   const code = sqliteErrcode(err);
   return code === SQLITE_CONSTRAINT_UNIQUE || code === SQLITE_CONSTRAINT_PRIMARYKEY;
@@ -80,6 +84,8 @@ class Engine {
   readonly #statements = new Map<string, StatementSync>();
   readonly #readStatements = new Map<string, StatementSync>();
   readonly #existing = new Set<string>();
+  /** Counts schemaChanged(): a failed write that changed the schema is rolled back with it. */
+  #schemaChanges = 0;
   #closed = false;
 
   constructor(connections: SqliteConnections) {
@@ -109,12 +115,24 @@ class Engine {
 
   /** This connection changed the schema: what it knew of the field columns may be wrong. */
   schemaChanged(): void {
+    this.#schemaChanges++;
     forgetFieldColumns(this.db);
   }
 
-  /** The same as the reader sees them (committed ones only). */
-  readColumns(table: string): FieldColumns {
-    return fieldColumnsOf(this.connections.reader, table);
+  /**
+   * A read that names `table`'s field columns as the reader saw them lately (committed ones
+   * only); `absent` when the table does not exist. A column that has gone since (the table
+   * was dropped and made again elsewhere) makes it look at the schema again, once.
+   */
+  readColumns<R>(table: string, fn: (columns: FieldColumns) => R, absent: R): R {
+    const run = () => this.read(() => fn(fieldColumnsOf(this.connections.reader, table)), absent);
+    try {
+      return run();
+    } catch (err) {
+      if (!isNoSuchFieldColumn(err)) throw err;
+      forgetFieldColumns(this.connections.reader);
+      return run();
+    }
   }
 
   readStatement(sql: string): StatementSync {
@@ -140,7 +158,23 @@ class Engine {
    */
   commit<R>(fn: () => R, bytes = 0, refused?: (result: R) => boolean): Promise<R> {
     if (this.#closed) return Promise.reject(new Error('document store is closed'));
-    return this.connections.commits.run(fn, bytes, refused);
+    return this.connections.commits.run(() => {
+      const changes = this.#schemaChanges;
+      try {
+        return fn();
+      } catch (err) {
+        // Its savepoint is rolled back, the columns it added too: the batch's next writes
+        // must not go by what it saw.
+        if (this.#schemaChanges !== changes) this.schemaChanged();
+        throw err;
+      }
+    }, bytes, refused);
+  }
+
+  /** commit() for `fn` that changes the database with one statement (and maybe its table's creation, which may stay). */
+  commitStatement<R>(fn: () => R, bytes = 0, refused?: (result: R) => boolean): Promise<R> {
+    if (this.#closed) return Promise.reject(new Error('document store is closed'));
+    return this.connections.commits.runStatement(fn, bytes, refused);
   }
 
   ensureTable(table: string): void {
@@ -297,7 +331,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
 
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
     const engine = this.#engine;
-    const result = await engine.commit(() => engine.read(() => expectedVersion === undefined
+    const result = await engine.commitStatement(() => engine.read(() => expectedVersion === undefined
       ? engine.statement(this.#sql.delete).run(id)
       : engine.statement(this.#sql.deleteVersion).run(id, expectedVersion), { changes: 0, lastInsertRowid: 0 }), 0, (done) => Number(done.changes) === 0);
     return Number(result.changes) > 0;
@@ -306,9 +340,15 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   find<K extends keyof T & string>(options: FindOptions & { fields: readonly K[] }): Promise<Array<Stored<Pick<T, K>>>>;
   find(options?: FindOptions): Promise<Array<Stored<T>>>;
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
-    const tail = findTail(options, this.#engine.readColumns(this.#table));
-    if (options.fields !== undefined) return this.#findFields(projectedFields(options.fields), tail);
-    const rows = this.#engine.read(() => this.#engine.readStatement(this.#sql.select + tail.sql).all(...tail.params) as unknown as Row[], []);
+    const engine = this.#engine;
+    if (options.fields !== undefined) {
+      const fields = projectedFields(options.fields);
+      return engine.readColumns(this.#table, (columns) => this.#findFields(fields, findTail(options, columns)), []);
+    }
+    const rows = engine.readColumns(this.#table, (columns) => {
+      const tail = findTail(options, columns);
+      return engine.readStatement(this.#sql.select + tail.sql).all(...tail.params) as unknown as Row[];
+    }, []);
     return rows.map((row) => fromRow<T>(row));
   }
 
@@ -320,7 +360,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
    */
   #findFields(fields: string[], tail: Fragment): Array<Stored<T>> {
     const columns = fields.map((field, i) => `, doc -> ${fieldSql(field).path} AS f${i}`).join('');
-    const rows = this.#engine.read(() => this.#engine.readStatement(`SELECT id, v${columns} FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Array<Record<string, string | number | null>>, []);
+    const rows = this.#engine.readStatement(`SELECT id, v${columns} FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Array<Record<string, string | number | null>>;
     return rows.map((row) => {
       const entries: Array<[string, unknown]> = [['_id', row.id]];
       fields.forEach((field, i) => {
@@ -334,8 +374,10 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   }
 
   async count(where?: Where): Promise<number> {
-    const filter = whereSql(where, this.#engine.readColumns(this.#table));
-    const row = this.#engine.read(() => this.#engine.readStatement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number }, { n: 0 });
+    const row = this.#engine.readColumns(this.#table, (columns) => {
+      const filter = whereSql(where, columns);
+      return this.#engine.readStatement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number };
+    }, { n: 0 });
     return Number(row.n);
   }
 
@@ -376,8 +418,9 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     });
   }
 
+  /** `fn` changes the table with one statement. */
   #uniqueWrite<R>(fn: () => R, bytes: number, refused?: (result: R) => boolean): Promise<R> {
-    return this.#engine.commit(() => {
+    return this.#engine.commitStatement(() => {
       try {
         return this.#engine.write(this.#table, fn);
       } catch (err) {
@@ -410,7 +453,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
 
   async deleteWhere(where: Where): Promise<number> {
     const engine = this.#engine;
-    const result = await engine.commit(() => engine.read(() => {
+    const result = await engine.commitStatement(() => engine.read(() => {
       const filter = whereSql(where, engine.writeColumns(this.#table));
       return engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params);
     }, { changes: 0, lastInsertRowid: 0 }));
@@ -476,6 +519,7 @@ export class SqliteDocumentStore implements DocumentStore {
   }
 
   async ping(): Promise<boolean> {
+    if (this.#engine.connections.commits.failure) return false;
     try {
       return (this.#engine.readStatement('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
     } catch {

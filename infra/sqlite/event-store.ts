@@ -363,9 +363,9 @@ export class SqliteEventStore implements EventStore {
     return subscription;
   }
 
-  /** True when the events table can be read (not only when the file opens). */
+  /** True when the events table can be read (not only when the file opens), and the file takes writes. */
   async ping(): Promise<boolean> {
-    if (this.#closed) return false;
+    if (this.#closed || this.#connections.commits.failure) return false;
     try {
       this.#reader.prepare('SELECT 1 FROM es_events LIMIT 1').get();
       return true;

@@ -4,10 +4,14 @@
 // fields alone leave the index alone too; an index on expressions of `doc` is rewritten by
 // every update of the document (an email view update cost 3.5 times as much with six of them).
 //
-// Every writer must fill every column, so what a connection knows of a table's columns is
-// checked against the schema's version: by a write once per batch of its group commit (the
-// batch holds the write lock, so no other connection can change the schema until it ends;
-// this connection's own schema changes say so, forgetFieldColumns), and by a read at each use.
+// Every writer must fill every column, so what a writing connection knows of a table's columns
+// is checked against the schema's version once per batch of its group commit (the batch holds
+// the write lock, so no other connection can change the schema until it ends; this
+// connection's own schema changes say so, forgetFieldColumns). A read may go by an older look,
+// taken at most READ_RECHECK_MS ago: a column it does not know of is read as the json_extract
+// it holds, the same value, only without the index; one it knows of that is gone (the table
+// dropped and made again elsewhere) fails with "no such column" and the read looks again
+// (./document-store.ts). A look costs a statement, and most reads would pay it for nothing.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { quoteIdent, type FieldColumns } from './document-query.ts';
 
@@ -15,6 +19,8 @@ import { quoteIdent, type FieldColumns } from './document-query.ts';
 export const FIELD_COLUMN_PREFIX = 'field:';
 
 const TABLES_LIMIT = 1_000;
+/** How long a read goes by what its connection last saw of the schema. */
+export const READ_RECHECK_MS = 1_000;
 
 class ConnectionColumns {
   readonly #version: StatementSync;
@@ -22,6 +28,8 @@ class ConnectionColumns {
   #seenVersion = -1;
   /** The write batch whose start was checked: a write of the same batch needs no check. */
   #checkedBatch = -1;
+  /** When (performance.now()) a read checks the schema's version again. */
+  #readCheckAfter = 0;
   readonly #tables = new Map<string, FieldColumns>();
 
   constructor(db: DatabaseSync) {
@@ -30,13 +38,14 @@ class ConnectionColumns {
   }
 
   of(table: string, batch: number | undefined): FieldColumns {
-    if (batch === undefined || batch !== this.#checkedBatch) {
+    if (batch === undefined ? performance.now() >= this.#readCheckAfter : batch !== this.#checkedBatch) {
       const version = Number((this.#version.get() as { schema_version: number }).schema_version);
       if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT) {
         this.#tables.clear();
         this.#seenVersion = version;
       }
       this.#checkedBatch = batch ?? -1;
+      this.#readCheckAfter = performance.now() + READ_RECHECK_MS;
     }
     let columns = this.#tables.get(table);
     if (!columns) {
@@ -54,6 +63,7 @@ class ConnectionColumns {
     this.#tables.clear();
     this.#seenVersion = -1;
     this.#checkedBatch = -1;
+    this.#readCheckAfter = 0;
   }
 }
 
@@ -70,15 +80,15 @@ function connectionColumns(db: DatabaseSync): ConnectionColumns {
 
 /**
  * The indexed fields' columns of `table` as `db` sees them now (its own uncommitted changes
- * included). `batch`: the number of the write batch the caller writes in (GroupCommit.batch),
- * for a write. A returned map stays the same object until the schema changes, so callers may
+ * included); for a read (no `batch`), as it saw them within READ_RECHECK_MS. `batch`: the
+ * number of the write batch the caller writes in (GroupCommit.batch), for a write. A returned map stays the same object until the schema changes, so callers may
  * key what they derive from it (statement text) on it.
  */
 export function fieldColumnsOf(db: DatabaseSync, table: string, batch?: number): FieldColumns {
   return connectionColumns(db).of(table, batch);
 }
 
-/** After a schema change made on `db` (a table created, dropped, renamed; a column added). */
+/** After a schema change made on `db` (a table created, dropped, renamed; a column added), or a read that found a column gone. */
 export function forgetFieldColumns(db: DatabaseSync): void {
   byConnection.get(db)?.forget();
 }

@@ -3,9 +3,10 @@
 //
 // The first write opens BEGIN IMMEDIATE; writes that arrive before the batch closes join it,
 // each in its own savepoint, so one write's failure (a revision conflict, a taken unique key)
-// rolls back that write only and never its neighbours. The batch commits on the next turn of
-// the event loop (setImmediate runs after the I/O callbacks that queued the writes), or at
-// once when it reaches its size or byte budget. No caller learns its result, success or
+// rolls back that write only and never its neighbours (a write of one statement needs none,
+// runStatement: SQLite undoes a failed statement itself and the transaction goes on). The
+// batch commits on the next turn of the event loop (setImmediate runs after the I/O callbacks
+// that queued the writes), or at once when it reaches its size or byte budget. No caller learns its result, success or
 // failure, before the batch is durable, so an answer that depends on a write is never given
 // for a write that a power loss could undo. (A refusal is held back too: it was decided on
 // neighbours' writes that were not durable yet.)
@@ -15,7 +16,8 @@
 // loop goes on meanwhile (a blocking fsync per commit kept the loop waiting on the disk for
 // 40 % of its time under load). One sync runs at a time per file; batches committed while it
 // runs share the next one. Readers of this process that must not act on a commit before it is
-// durable wait for durable() (the event store's stream reads and subscriptions do).
+// durable wait for durable() (the event store's stream reads and subscriptions do), whichever
+// thread committed it. A sync that fails stops the file's writes for good (#failed).
 //
 // Work must be synchronous (node:sqlite is), and nothing else may write on the connection
 // while a batch is open: every writer of a connection goes through its GroupCommit
@@ -29,6 +31,7 @@ import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
 import { changeSignal, type ChangeSignal } from './change-signal.ts';
+import { CommitCounters } from './commit-counters.ts';
 import { BUSY_TIMEOUT_MS } from './database.ts';
 
 export interface GroupCommitLimits {
@@ -60,6 +63,8 @@ interface Queued {
   scope: DurabilityScope | undefined;
   /** Tells a result that is a refusal: like an error, it is given only once durable. */
   refused: ((value: unknown) => boolean) | undefined;
+  /** The work changes the database with one statement at most (runStatement): no savepoint. */
+  oneStatement: boolean;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -95,6 +100,8 @@ export class GroupCommit implements DurabilityBarrier {
   /** Settles once the open batch is durable, or lost: what a deferred-durability scope waits for. */
   #batchDurable: DurabilityBarrier | null = null;
   #batchNumber = 0;
+  /** Set for good when a sync of the WAL failed (#sync): no more writes, and no durable reads. */
+  #failure: Error | null = null;
   #bytes = 0;
   #open = false;
   #inWork = false;
@@ -103,6 +110,10 @@ export class GroupCommit implements DurabilityBarrier {
   #queued: Queued[] = [];
   #scheduled: NodeJS.Immediate | null = null;
   #hold: CommitHold | null;
+  /** The file's commits and syncs as every thread of the process counts them; null in memory. */
+  readonly #counters: CommitCounters | null;
+  /** A sync run for readers (durable()) of rows another thread committed. */
+  #readersSync: Promise<void> | null = null;
 
   constructor(db: DatabaseSync, limits: GroupCommitLimits = {}) {
     this.#db = db;
@@ -114,6 +125,7 @@ export class GroupCommit implements DurabilityBarrier {
     this.#release = db.prepare('RELEASE group_write');
     this.#rollbackTo = db.prepare('ROLLBACK TO group_write');
     this.#released = db.location() ? changeSignal(db, 'write-lock-released') : null;
+    this.#counters = db.location() ? CommitCounters.of(db.location()!) : null;
   }
 
   /**
@@ -126,10 +138,22 @@ export class GroupCommit implements DurabilityBarrier {
    * must find them committed, or it would spin on the same refusal.
    */
   run<T>(work: () => T, bytes = 0, refused?: (value: T) => boolean): Promise<T> {
+    return this.#enqueue(work, bytes, refused, false);
+  }
+
+  /**
+   * run() for work that changes the database with one statement at most (reads before it are
+   * fine): a failed statement changed nothing, so the write needs no savepoint of its own.
+   */
+  runStatement<T>(work: () => T, bytes = 0, refused?: (value: T) => boolean): Promise<T> {
+    return this.#enqueue(work, bytes, refused, true);
+  }
+
+  #enqueue<T>(work: () => T, bytes: number, refused: ((value: T) => boolean) | undefined, oneStatement: boolean): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = {
+      const entry: Queued = {
         work, bytes, scope: currentDurabilityScope(), refused: refused as ((value: unknown) => boolean) | undefined,
-        resolve: resolve as (value: unknown) => void, reject,
+        oneStatement, resolve: resolve as (value: unknown) => void, reject,
       };
       if (this.#committing || this.#lockWait) this.#queued.push(entry);
       else this.#runNow(entry);
@@ -153,18 +177,40 @@ export class GroupCommit implements DurabilityBarrier {
    * deferred-durability scope waits on its batches' own handles instead (#begun).
    */
   async barrier(): Promise<void> {
+    if (this.#failure) throw this.#failure;
     while (this.#committing) await this.#committing;
     const waiting = this.#open ? this.#batch : this.#unsynced.length > 0 ? this.#unsynced : this.#inSync;
     if (!waiting) return;
     return new Promise<void>((resolve, reject) => waiting.push({ ok: true, value: undefined, resolve: () => resolve(), reject }));
   }
 
-  /** Resolves once everything this connection committed so far is durable. */
-  durable(): Promise<void> {
+  /**
+   * Resolves once everything committed to the file so far is durable: by this connection, and
+   * by the other threads of this process (./commit-counters.ts), whose syncs it waits for or
+   * runs itself. Rejects once a sync has failed, since from then on nothing read from the file
+   * is known to be on disk. Call it after a read, before acting on what it found.
+   */
+  async durable(): Promise<void> {
     if (this.#unsynced.length > 0) {
-      return new Promise<void>((resolve) => this.#unsynced.push({ ok: true, value: undefined, resolve: () => resolve(), reject: () => resolve() }));
+      await new Promise<void>((resolve, reject) => this.#unsynced.push({ ok: true, value: undefined, resolve: () => resolve(), reject }));
+    } else if (this.#syncing) {
+      await this.#syncing;
     }
-    return this.#syncing ?? Promise.resolve();
+    if (this.#failure) throw this.#failure;
+    const counters = this.#counters;
+    if (!counters) return;
+    const seen = counters.begun;
+    while (!counters.isSynced(seen)) {
+      // A commit of another thread is still under way: its rows were not in the read, but it
+      // is counted; a sync covers it only once it is done.
+      if (counters.finished < seen) await new Promise((resolve) => setTimeout(resolve, 1));
+      else await this.#syncForReaders(counters);
+    }
+  }
+
+  /** The failed sync that stopped this connection's writes (readiness reports it), or null. */
+  get failure(): Error | null {
+    return this.#failure;
   }
 
   /** Closes the WAL file handle; call after flush(), before closing the connection. */
@@ -189,6 +235,10 @@ export class GroupCommit implements DurabilityBarrier {
   }
 
   #runNow(entry: Queued): void {
+    if (this.#failure) {
+      entry.reject(this.#failure);
+      return;
+    }
     if (this.#inWork) {
       entry.reject(new Error('a group-commit write cannot start another one'));
       return;
@@ -215,10 +265,10 @@ export class GroupCommit implements DurabilityBarrier {
     const scope = entry.scope?.open ? entry.scope : undefined;
     this.#inWork = true;
     try {
-      this.#savepoint.run();
+      if (!entry.oneStatement) this.#savepoint.run();
       try {
         const value = entry.work();
-        this.#release.run();
+        if (!entry.oneStatement) this.#release.run();
         if (scope && !entry.refused?.(value)) {
           // The scope waits for this batch before its command answers: this batch, not the
           // connection, whose barrier would miss a batch that failed before the scope asked
@@ -230,12 +280,18 @@ export class GroupCommit implements DurabilityBarrier {
           settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
         }
       } catch (error) {
-        this.#rollbackTo.run();
-        this.#release.run();
+        if (!entry.oneStatement) {
+          this.#rollbackTo.run();
+          this.#release.run();
+        } else if (!this.#db.isTransaction) {
+          // The statement's error ended the transaction (SQLite does so on a full disk, an I/O
+          // error, out of memory): the batch's writes are gone.
+          throw error;
+        }
         settled = { ok: false, value: error, resolve: entry.resolve, reject: entry.reject };
       }
     } catch (error) {
-      // The savepoint itself failed (I/O error): the batch can no longer be trusted.
+      // The savepoint failed, or the transaction is gone (I/O error): the batch can no longer be trusted.
       this.#inWork = false;
       entry.reject(error);
       this.#abort(error);
@@ -355,12 +411,15 @@ export class GroupCommit implements DurabilityBarrier {
   }
 
   #finish(batch: Settled[], holdError?: unknown): void {
-    let failure = holdError;
+    let failure: unknown = holdError ?? this.#failure ?? undefined;
     if (failure === undefined) {
+      this.#counters?.begin();
       try {
         this.#db.exec('COMMIT');
       } catch (error) {
         failure = error;
+      } finally {
+        this.#counters?.finish();
       }
     }
     if (failure !== undefined && this.#db.isTransaction) {
@@ -389,6 +448,7 @@ export class GroupCommit implements DurabilityBarrier {
   #sync(fd: number): void {
     const batch = this.#unsynced;
     this.#unsynced = [];
+    const covers = this.#counters?.finished;
     const hold = this.#hold;
     const held = hold ? hold({ file: this.#db.location(), writes: writesIn(batch), stage: 'sync' }) : null;
     this.#inSync = batch;
@@ -396,15 +456,63 @@ export class GroupCommit implements DurabilityBarrier {
       const done = (error: unknown) => {
         this.#syncing = null;
         this.#inSync = null;
-        // A failed sync may have lost the batch's pages: none of its writes is promised.
-        settle(batch, error ?? undefined);
-        if (error && batch.some((entry) => entry.early)) reportLostWrites(error);
+        if (error) {
+          this.#failed(error, batch);
+          resolve();
+          return;
+        }
+        if (covers !== undefined) this.#counters!.synced(covers);
+        settle(batch);
         resolve();
         if (this.#unsynced.length > 0) this.#sync(fd);
       };
       if (held) held.then(() => fdatasync(fd, done), done);
       else fdatasync(fd, done);
     });
+  }
+
+  /**
+   * A failed fdatasync may have lost any page written since the last good one, and a later
+   * sync that succeeds does not say otherwise (the kernel reports a failed write-back once,
+   * then forgets it); a WAL with a lost frame loses every frame after it when SQLite recovers
+   * it. So none of this batch's writes, nor of those committed behind it, is promised, and the
+   * connection takes no more writes and vouches for no more reads: the rows stay readable, and
+   * nothing may act on them. A restart recovers the file as the disk holds it.
+   */
+  #failed(error: unknown, batch: Settled[]): void {
+    const reason = error instanceof Error ? error.message : String(error);
+    this.#failure ??= Object.assign(new Error(`the write-ahead log of ${this.#db.location()} could not be synced (${reason}): this process takes no more writes on it; restart it`, { cause: error }), { code: 'ERR_RELAY_WAL_SYNC' });
+    const lost = [...batch, ...this.#unsynced];
+    this.#unsynced = [];
+    settle(lost, this.#failure);
+    if (lost.some((entry) => entry.early)) reportLostWrites(this.#failure);
+  }
+
+  /** One sync of the WAL at a time for readers: fdatasync covers the file, whoever wrote it. */
+  #syncForReaders(counters: CommitCounters): Promise<void> {
+    this.#readersSync ??= new Promise<void>((resolve, reject) => {
+      const fd = this.#wal();
+      const covers = counters.finished;
+      if (fd === null) {
+        // No WAL: each COMMIT synced its own writes.
+        counters.synced(covers);
+        resolve();
+        return;
+      }
+      const done = (error: unknown) => {
+        if (error) {
+          this.#failed(error, []);
+          reject(this.#failure);
+        } else {
+          counters.synced(covers);
+          resolve();
+        }
+      };
+      const held = this.#hold?.({ file: this.#db.location(), writes: 0, stage: 'sync' });
+      if (held) held.then(() => fdatasync(fd, done), done);
+      else fdatasync(fd, done);
+    }).finally(() => (this.#readersSync = null));
+    return this.#readersSync;
   }
 
   #wal(): number | null {

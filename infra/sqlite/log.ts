@@ -409,7 +409,7 @@ export class SqliteLog implements Log {
   }
 
   async ping(): Promise<boolean> {
-    if (this.#closed) return false;
+    if (this.#closed || this.#connections.commits.failure) return false;
     try {
       this.#db.prepare('SELECT 1').get();
       return true;

@@ -6,10 +6,11 @@
 // a process that never enables it pays nothing.
 //
 // A write transaction is a BEGIN (its COMMIT runs a turn later, counted with the part that
-// opened the batch); a write is one group-commit write (its SAVEPOINT). Statements other
+// opened the batch); a write is one group-commit write (a call of its run or runStatement). Statements other
 // threads run (the pipeline thread's, with BENCH_PIPELINE_THREAD=1) are not counted.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { DatabaseSync, StatementSync } from 'node:sqlite';
+import { GroupCommit } from '../../infra/sqlite/group-commit.ts';
 
 export interface PartTally { statements: number; ms: number; transactions: number; writes: number }
 export interface StatementTally { sql: string; count: number; ms: number }
@@ -25,14 +26,18 @@ export const runPart = <T>(part: string, start: () => Promise<T>): Promise<T> =>
 
 const label = (sql: string) => sql.replace(/\s+/g, ' ').trim().slice(0, 110);
 
-function tally(sql: string, ms: number): void {
+function partTally(): PartTally {
   const part = current.getStore() ?? 'other';
   let p = parts.get(part);
   if (!p) parts.set(part, (p = { statements: 0, ms: 0, transactions: 0, writes: 0 }));
+  return p;
+}
+
+function tally(sql: string, ms: number): void {
+  const p = partTally();
   p.statements++;
   p.ms += ms;
   if (sql.startsWith('BEGIN')) p.transactions++;
-  else if (sql.startsWith('SAVEPOINT')) p.writes++;
   let s = statements.get(sql);
   if (!s) statements.set(sql, (s = { sql: label(sql), count: 0, ms: 0 }));
   s.count++;
@@ -61,6 +66,16 @@ export function countSql(): void {
   const source = (self: unknown) => (self as StatementSync).sourceSQL;
   for (const method of ['run', 'get', 'all', 'iterate']) wrap(StatementSync.prototype, method, source);
   wrap(DatabaseSync.prototype, 'exec', (_self, args) => String(args[0]));
+  for (const method of ['run', 'runStatement'] as const) {
+    const original = GroupCommit.prototype[method];
+    Object.defineProperty(GroupCommit.prototype, method, {
+      configurable: true, writable: true,
+      value: function counted(this: GroupCommit, ...args: Parameters<GroupCommit['run']>) {
+        partTally().writes++;
+        return original.apply(this, args);
+      },
+    });
+  }
 }
 
 export function resetSqlStats(): void {
