@@ -19,8 +19,7 @@
 // million numbers). Without bounds, bodies where no number could be inexact (no exponent, no
 // run of 16 digits) cost one regular-expression test. No recursion: nesting costs nothing.
 //
-// Wiring (in the scope whose bodies it parses: emailRoutes in plugins/emails.ts):
-//   app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
+// Wiring: apps/api/body-parser.ts, every route's bodies, with the route's bounds.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { RelayError } from '../../domain/errors.ts';
 

@@ -1,9 +1,10 @@
 // Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
-// everywhere, JSON bodies up to the spec's 10 MiB.
+// everywhere, JSON bodies up to the spec's 10 MiB (UTF-8, bounded before parsing: body-parser.ts).
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
+import { jsonBodyParser } from './body-parser.ts';
 import { clientErrorHandler, installConnectionLimits, limitsOf, serverOptionsOf, type ConnectionLimits } from './connection-limits.ts';
 import { envelope, registerErrorHandling } from './error-registry.ts';
 import { apiKeyRoutes } from './plugins/api-keys.ts';
@@ -91,6 +92,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
       return (reply as unknown as FastifyReply).status(400).send(envelope('validation_error', message));
     },
   });
+  // Before any route or scope: each copies the parsers it finds when it is made.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
   installTypeBoxValidation(app);
   registerErrorHandling(app);
   // Before any route: each route gets its counters as it is declared.

@@ -6,13 +6,25 @@ import { FormatRegistry, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { RelayError } from '../../domain/errors.ts';
 
-const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-/** RFC 3339 date-time whose calendar date exists (Date.parse would roll 02-30 over to March). */
+// RFC 3339 §5.6: "T" and "Z" may be lower case; years run from 0000. Checked field by field:
+// Date.parse leaves lower case to an implementation-defined fallback and rolls 02-30 over to
+// March, and Date.UTC reads years 0-99 as 1900-1999.
+const RFC3339_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
+
+const isLeapYear = (year: number) => year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+const daysIn = (year: number, month: number) => (month === 2 ? (isLeapYear(year) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31);
+
+/**
+ * An RFC 3339 date-time whose calendar date exists. A leap second (":60") is refused: Relay's
+ * clock has none, so no instant it records falls in one (INTERFACE-DECISIONS, Reading).
+ */
 export function isDateTime(value: string): boolean {
-  if (!ISO_DATE_TIME.test(value) || Number.isNaN(Date.parse(value))) return false;
-  const [year, month, day] = value.slice(0, 10).split('-').map(Number);
-  const calendar = new Date(Date.UTC(year, month - 1, day));
-  return calendar.getUTCFullYear() === year && calendar.getUTCMonth() === month - 1 && calendar.getUTCDate() === day && Number(value.slice(11, 13)) < 24;
+  const match = RFC3339_DATE_TIME.exec(value);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number);
+  const [offsetHour, offsetMinute] = [Number(match[7] ?? 0), Number(match[8] ?? 0)];
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month)
+    && hour < 24 && minute < 60 && second < 60 && offsetHour < 24 && offsetMinute < 60;
 }
 if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', isDateTime);
 

@@ -2,7 +2,7 @@
 // sees its project, an email:send key only the emails it created.
 import type { Status } from '../../domain/email/status.ts';
 import { RelayError } from '../../domain/errors.ts';
-import type { DocumentStore, IndexSpec, Where } from '../../infra/ports/document-store.ts';
+import type { Condition, DocumentStore, IndexSpec, Where } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
@@ -54,13 +54,39 @@ export async function getEmail(documents: DocumentStore, events: EventStore, sco
 }
 
 /**
- * The first instant in createdAt's whole milliseconds at or after `dateTime`. A bound between
- * two milliseconds (".0005") selects what the next millisecond does, for `after` (>=) as for
- * `before` (<); Date.parse would cut it down to the previous one and shift both by one email.
+ * The first instant in createdAt's whole milliseconds at or after `dateTime` (an RFC 3339
+ * date-time, as the API checked it). A bound between two milliseconds (".0005") selects what
+ * the next millisecond does, for `after` (>=) as for `before` (<); Date.parse would cut it
+ * down to the previous one and shift both by one email. Upper-cased first: Date.parse reads
+ * only "T" and "Z" by the standard (RFC 3339 allows "t" and "z").
  */
-function storedInstantAtOrAfter(dateTime: string): string {
+function storedInstantAtOrAfter(dateTime: string): number {
   const beyondMilliseconds = /\.\d{3}(\d*)/.exec(dateTime)?.[1] ?? '';
-  return new Date(Date.parse(dateTime) + (/[1-9]/.test(beyondMilliseconds) ? 1 : 0)).toISOString();
+  return Date.parse(dateTime.toUpperCase()) + (/[1-9]/.test(beyondMilliseconds) ? 1 : 0);
+}
+
+// createdAt is stored as toISOString writes it, compared as a string: four-digit years only.
+// Beyond them toISOString writes "+010000-…" or "-000001-…", which do not sort as instants
+// ("+010000-…" before "2026-…"), so bounds outside are moved to the edges, where they select
+// the same emails.
+const FIRST_STORABLE = Date.parse('0000-01-01T00:00:00.000Z');
+const LAST_STORABLE = Date.parse('9999-12-31T23:59:59.999Z');
+const stored = (instant: number) => new Date(instant).toISOString();
+
+/** `after` (inclusive) and `before` (exclusive) as a condition on createdAt, or null without either. */
+function createdAtRange(after: string | undefined, before: string | undefined): Condition | null {
+  const range: Condition = {};
+  if (after !== undefined) {
+    const from = storedInstantAtOrAfter(after);
+    if (from > LAST_STORABLE) range.gt = stored(LAST_STORABLE);
+    else range.gte = stored(Math.max(from, FIRST_STORABLE));
+  }
+  if (before !== undefined) {
+    const to = storedInstantAtOrAfter(before);
+    if (to > LAST_STORABLE) range.lte = stored(LAST_STORABLE);
+    else range.lt = stored(Math.max(to, FIRST_STORABLE));
+  }
+  return Object.keys(range).length > 0 ? range : null;
 }
 
 /**
@@ -80,11 +106,8 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
   if (query.domain !== undefined) where.fromDomain = query.domain.trim().toLowerCase().replace(/\.$/, '');
   if (query.status !== undefined) where.status = query.status;
   if (query.recipient !== undefined) where.toAddresses = { contains: query.recipient.trim().toLowerCase() };
-  // Dates are compared as UTC ISO strings, the form in which createdAt is stored.
-  const range: { gte?: string; lt?: string } = {};
-  if (query.after !== undefined) range.gte = storedInstantAtOrAfter(query.after);
-  if (query.before !== undefined) range.lt = storedInstantAtOrAfter(query.before);
-  if (range.gte !== undefined || range.lt !== undefined) where.createdAt = range;
+  const range = createdAtRange(query.after, query.before);
+  if (range) where.createdAt = range;
 
   let after: Record<string, string> | undefined;
   if (query.cursor !== undefined) {

@@ -13,7 +13,6 @@ import { checkTemplateSend, renderTemplateSend } from '../../services/templates/
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
 import { errorAnswerOf } from '../error-registry.ts';
-import { exactJsonParser } from '../json-body.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
 import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
@@ -169,9 +168,6 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     principals.set(request, await authenticateApiKey(ctx, request.headers.authorization));
   });
   const principalOf = (request: FastifyRequest) => principals.get(request)!;
-  // Send bodies are parsed with their bounds checked while parsing, and numbers kept exact or
-  // refused (apps/api/json-body.ts): refusing 400,000 keys must not cost building them first.
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, exactJsonParser(app, SEND_BODY_BOUNDS));
 
   // Every answer to a send is one admission result; refusals (a bad key included) by their code.
   const { admissions, admissionDurations } = ctx.metrics;
@@ -183,6 +179,8 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       done();
     },
     config: {
+      // Checked while parsing (apps/api/body-parser.ts): refusing 400,000 keys must not cost building them first.
+      jsonBounds: SEND_BODY_BOUNDS,
       openapi: {
         summary: 'Send an email (SendEmail) or a template (TemplateSend: a body with `template`). Needs email:send.',
         body: Type.Union([SendEmailBody, TemplateSendBody]),

@@ -9,7 +9,7 @@ import { createSession, endSession } from '../../services/management/sessions.ts
 import { beginSignIn } from '../../services/management/sign-in-throttle.ts';
 import { authenticateUser, userView } from '../../services/management/users.ts';
 import { listWorkspacesOf } from '../../services/management/workspaces.ts';
-import { authenticateSession, checkOrigin, sessionCookieName } from '../auth/session.ts';
+import { authenticateSession, checkOrigin, requireSession, sessionCookieName } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
 
@@ -62,7 +62,8 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     };
   });
 
-  app.delete('/v1/session', async (request, reply) => {
+  // Checked before the body is read, as on every other route that needs a session.
+  app.delete('/v1/session', { onRequest: requireSession(ctx) }, async (request, reply) => {
     const { session } = await authenticateSession(ctx, request);
     await endSession(ctx.documents, session._id);
     reply.clearCookie(cookieName, cookieOptions);

@@ -14,11 +14,14 @@ const MAX_RANGE_DAYS: Record<Granularity, number> = { hour: 31, day: 400 };
 
 type StatsRequest = FastifyRequest<{ Params: Static<typeof StatsParams>; Querystring: Static<typeof StatsQuery> }>;
 
+/** A date-time the schema checked; Date reads "t" and "z" (RFC 3339 allows them) only by an implementation's fallback. */
+const instantOf = (dateTime: string) => new Date(dateTime.toUpperCase());
+
 /** The caller's project (any member) and the range the query asks for, checked. */
 async function statsQueryOf(ctx: ApiContext, request: StatsRequest): Promise<Query> {
   const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-  const to = request.query.to === undefined ? ctx.now() : new Date(request.query.to);
-  const from = request.query.from === undefined ? new Date(to.getTime() - DAY_MS) : new Date(request.query.from);
+  const to = request.query.to === undefined ? ctx.now() : instantOf(request.query.to);
+  const from = request.query.from === undefined ? new Date(to.getTime() - DAY_MS) : instantOf(request.query.from);
   if (!(from < to)) throw validationError('query.from must be before query.to');
   const granularity = request.query.granularity ?? (to.getTime() - from.getTime() <= 3 * DAY_MS ? 'hour' : 'day');
   if (to.getTime() - from.getTime() > MAX_RANGE_DAYS[granularity] * DAY_MS) {
