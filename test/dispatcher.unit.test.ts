@@ -1,8 +1,11 @@
 // The dispatcher of due work (apps/pipeline/dispatcher.ts) with an in-memory schedule: bounds
 // overall and per key (a function read at every start), one run per item, looks again when
-// kicked or when an item ends, sleeps until the next due time, reports its states, and stops
-// only once its items in flight have ended. "Nothing more started" is checked after the
-// dispatcher has looked again (status().lastLookAt moved), never after a fixed wait alone.
+// kicked or when an item ends, sleeps until the next due time (not on one already past), tells
+// the source which keys are full, runs an item whose run failed again only after a back-off,
+// reports its states, and stops only once its items in flight have ended. The schedule answers
+// without I/O, as node:sqlite does: a loop that never sleeps would starve every timer. "Nothing
+// more started" is checked after the dispatcher has looked again (status().lastLookAt moved),
+// never after a fixed wait alone.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startDispatcher, type Dispatcher, type DueSource } from '../apps/pipeline/dispatcher.ts';
@@ -21,17 +24,29 @@ class Schedule implements DueSource<Item> {
   maxRunning = 0;
   failDue: Error | null = null;
   withNextDue = false;
+  /** Whether reads leave out the keys the dispatcher says are full (as the webhooks' do). */
+  leavesOutFull = false;
+  /** Calls of nextDueAt: one per look. */
+  looks = 0;
+  /** The keys the dispatcher said were full, at each read. */
+  fullSeen: string[][] = [];
 
   add(id: string, key = 'k', dueAt = 0): void {
     this.items.set(id, { id, key, dueAt });
   }
-  async due(now: Date, limit: number): Promise<Item[]> {
+  async due(now: Date, limit: number, full?: ReadonlySet<string>): Promise<Item[]> {
+    this.fullSeen.push([...(full ?? [])]);
     if (this.failDue) throw this.failDue;
-    return [...this.items.values()].filter((i) => i.dueAt <= now.getTime()).sort((a, b) => a.dueAt - b.dueAt).slice(0, limit);
+    return [...this.items.values()]
+      .filter((i) => i.dueAt <= now.getTime() && !(this.leavesOutFull && full?.has(i.key)))
+      .sort((a, b) => a.dueAt - b.dueAt)
+      .slice(0, limit);
   }
   get nextDueAt(): DueSource<Item>['nextDueAt'] {
     if (!this.withNextDue) return undefined;
+    // The earliest of all, even one already due: the dispatcher must not take that for news.
     return async () => {
+      this.looks++;
       const next = Math.min(...[...this.items.values()].map((i) => i.dueAt));
       return Number.isFinite(next) ? new Date(next).toISOString() : null;
     };
@@ -190,6 +205,90 @@ test('given a run that throws, then the error is reported and the dispatcher goe
   const { dispatcher, errors } = start(schedule);
   await waitUntil(() => errors.some((e) => e.message === 'bad item') && schedule.started.includes('good'), 'the error reported, the other item started');
   assert.is(dispatcher.status().state, 'running', 'an item failing is not the loop failing');
+  schedule.finish('good');
+  await dispatcher.stop();
+});
+
+test('given a key whose backlog is larger than the window, then its items are left out once it is full and another key\'s item behind them starts', async () => {
+  const schedule = new Schedule();
+  schedule.leavesOutFull = true;
+  // The window is 2 × concurrency = 8 items: the backlog alone would fill every read.
+  for (let i = 0; i < 30; i++) schedule.add(`slow${i}`, 'slow', i);
+  schedule.add('fast', 'fast', 100);
+  const { dispatcher } = start(schedule, { concurrency: 4, perKey: () => 2, pollMs: 60_000 });
+  await waitUntil(() => schedule.started.includes('fast'), 'the other key\'s item started', 3_000);
+  assert.equal(schedule.started.filter((id) => id.startsWith('slow')), ['slow0', 'slow1'], 'the full key keeps to its bound');
+  assert.ok(schedule.fullSeen.some((keys) => keys.includes('slow')), 'the source was told the key is full');
+  for (const id of [...schedule.running.keys()]) schedule.finish(id);
+  await dispatcher.stop();
+});
+
+test('given every due item held back (its key at its bound, or no slot free), then the dispatcher looks again only when a run ends or at the poll, not every few milliseconds', async () => {
+  for (const [name, options] of [['key at its bound', { concurrency: 4, perKey: () => 1 }], ['no slot free', { concurrency: 1, perKey: () => 10 }]] as const) {
+    const schedule = new Schedule();
+    schedule.withNextDue = true;
+    schedule.add('first', 'a', 0);
+    schedule.add('second', 'a', 1);
+    const { dispatcher } = start(schedule, { ...options, pollMs: 200 });
+    await waitUntil(() => schedule.started.length === 1, `${name}: the first item started`);
+    await lookedAgain(dispatcher);
+    const before = schedule.looks;
+    const since = Date.now();
+    await waitUntil(() => Date.now() - since >= 600 && schedule.looks > before, `${name}: 600 ms passed and the dispatcher looked again`);
+    // A look per poll (the loop is alive), where a loop that takes a due time already past for
+    // news looks every 5 ms (over 100 in 600 ms).
+    const elapsed = Date.now() - since;
+    assert.ok(schedule.looks - before <= Math.ceil(elapsed / 200) + 2, `${name}: ${schedule.looks - before} looks in ${elapsed} ms`);
+    assert.equal(schedule.started, ['first'], `${name}: the second is still held back`);
+    schedule.finish('first');
+    await waitUntil(() => schedule.started.length === 2, `${name}: the end of the first run starts the second`);
+    schedule.finish('second');
+    await dispatcher.stop();
+  }
+});
+
+/** A run that fails `failures` times (then succeeds and ends the item), as a store that answers without I/O would. */
+function failingRuns(schedule: Schedule, id: string, failures: number): number[] {
+  const runs: number[] = [];
+  const run = schedule.run;
+  schedule.run = async (item) => {
+    if (item.id !== id) return run(item);
+    runs.push(Date.now());
+    if (runs.length <= failures) throw new Error(`run ${runs.length} of ${id} failed`);
+    schedule.items.delete(id);
+  };
+  return runs;
+}
+
+test('given a run that keeps failing, then the item runs again only after a back-off that doubles, each failure is reported once, and timers still fire', async () => {
+  const schedule = new Schedule();
+  schedule.add('bad');
+  // Failures that end only so that, without a back-off, the test ends (after a frozen thread).
+  const runs = failingRuns(schedule, 'bad', 5_000);
+  let runsWhenTimerFired: number | null = null;
+  setTimeout(() => (runsWhenTimerFired = runs.length), 10);
+  const { dispatcher, errors } = start(schedule, { pollMs: 40 });
+  await waitUntil(() => runs.length >= 4, 'the item ran four times');
+  assert.ok(runsWhenTimerFired !== null && runsWhenTimerFired <= 1, `a 10 ms timer fired after ${runsWhenTimerFired} runs`);
+  const gaps = runs.slice(1, 4).map((at, i) => at - runs[i]);
+  // 40, 80, 160 ms (a timer may fire a millisecond early by the wall clock).
+  gaps.forEach((gap, i) => assert.ok(gap >= 40 * 2 ** i - 2, `gap ${i + 1}: ${gap} ms, back-offs ${gaps.join(', ')} ms`));
+  await dispatcher.stop();
+  assert.is(errors.length, runs.length, 'one report per failed run');
+  assert.ok(errors.every((e) => /^run \d+ of bad failed$/.test(e.message)));
+});
+
+test('given an item backing off after a failed run, then other items start at once and a kick does not run it again early', async () => {
+  const schedule = new Schedule();
+  schedule.add('bad', 'shared');
+  const runs = failingRuns(schedule, 'bad', 1_000);
+  const { dispatcher, errors } = start(schedule, { pollMs: 60_000 });
+  await waitUntil(() => errors.length >= 1, 'the first run failed');
+  schedule.add('good', 'shared');
+  dispatcher.kick();
+  await waitUntil(() => schedule.started.includes('good'), 'another item of the same key started at once', 2_000);
+  await lookedAgain(dispatcher);
+  assert.is(runs.length, 1, 'the failed item waits for its back-off, kicks or not');
   schedule.finish('good');
   await dispatcher.stop();
 });

@@ -7,26 +7,53 @@
 // item with a lease (another instance cannot take it until the lease ends), does the work and
 // reschedules it (its next due time, or done), so a crash anywhere leaves the item due again.
 //
+// Fairness: each look tells the source which keys are at their bound, so that it can leave
+// their items out of what it reads; otherwise a key with a backlog larger than the window fills
+// every read and the items of other keys behind it are never read (a slow webhook endpoint
+// would hold up every other). A look in which a key reached its bound with more of its items
+// read looks again at once, without them. Otherwise the loop sleeps until an item falls due
+// after what the look read: what was due by then and could start, did, and what changes that
+// (a run ending, new work) kicks the loop. Sleeping until a due time already past would make
+// the loop read the same held-back items every few milliseconds.
+//
+// A run that throws before it rescheduled its item leaves the item due at once: the item is not
+// started again before a back-off of its own (doubling from pollMs up to MAX_BACKOFF_MS), and its
+// end does not kick the loop. Otherwise each failure would start the next look at once, and with
+// a store that answers without I/O (node:sqlite) that is a loop of microtasks that never lets a
+// timer fire: the thread, and the API on it, would freeze.
+//
 // The loop's states are explicit (status()): `running` while its looks succeed, `recovering`
 // after a look failed (until one succeeds; looks again after a back-off that doubles from
 // pollMs up to MAX_BACKOFF_MS), `stopping`, `stopped`; with the time of the last look and of
 // the last item finished. Its liveness (infra/liveness.ts) says the same in the shape every
 // part has: an item finished without a throw is progress, and work waits while due items
-// (not running already) could not start: every slot or their key's bound taken.
+// (not running already) could not start: every slot or their key's bound taken, or backing off
+// after a failed run.
 
 import { Liveness } from '../../infra/liveness.ts';
 import { Backoff } from '../../infra/retry.ts';
 
 export interface DueSource<T> {
-  /** Items due at `now`, earliest first, at most `limit`. */
-  due(now: Date, limit: number): Promise<T[]>;
-  /** When the earliest item falls due (null: none is scheduled); without it the dispatcher looks every `pollMs`. */
-  nextDueAt?(): Promise<string | null>;
+  /**
+   * Items due at `now`, earliest first, at most `limit`. The items of the keys in `full` cannot
+   * start now (their bound is taken): a source that leaves them out keeps a key's backlog from
+   * filling the window, and should.
+   */
+  due(now: Date, limit: number, full: ReadonlySet<string>): Promise<T[]>;
+  /**
+   * When the earliest item due after `after` (the time the look read at) falls due (null: none
+   * is scheduled); without it the dispatcher looks every `pollMs`. A time at or before `after`
+   * is taken as no news: the look has read what was due then.
+   */
+  nextDueAt?(after: Date): Promise<string | null>;
   /** An item's identity: one run per item at a time. */
   id(item: T): string;
   /** The key whose own bound applies to the item. */
   key(item: T): string;
-  /** Claims the item with a lease, runs it and reschedules it. A throw is reported; the item stays due after its lease. */
+  /**
+   * Claims the item with a lease, runs it and reschedules it. A throw is reported; the item stays
+   * due after its lease, and this dispatcher starts it again only after a back-off.
+   */
   run(item: T): Promise<void>;
 }
 
@@ -68,8 +95,41 @@ export interface Dispatcher {
 
 /** The shortest sleep between looks, so a schedule that says "due now" forever cannot spin. */
 const MIN_SLEEP_MS = 5;
-/** The longest wait before looking again after failed looks. */
+/** The longest wait before looking again after failed looks, or before running again an item whose run failed. */
 const MAX_BACKOFF_MS = 10_000;
+/** Items whose back-off after a failed run is remembered, at most (the oldest is forgotten first). */
+const MAX_FAILED_ITEMS = 1_000;
+
+/** The back-off of each item whose last run failed, by item id, in real time. */
+class FailedRuns {
+  readonly #entries = new Map<string, { delayMs: number; retryAt: number }>();
+  readonly #initialMs: number;
+  readonly #maxMs: number;
+
+  constructor(initialMs: number, maxMs: number) {
+    this.#initialMs = initialMs;
+    this.#maxMs = maxMs;
+  }
+
+  failed(id: string): void {
+    const previous = this.#entries.get(id);
+    const delayMs = previous ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
+    // Deleted first so that the map's order stays the order of the last failures.
+    this.#entries.delete(id);
+    this.#entries.set(id, { delayMs, retryAt: Date.now() + delayMs });
+    if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
+  }
+
+  succeeded(id: string): void {
+    this.#entries.delete(id);
+  }
+
+  /** How long until the item may run again (0: now). */
+  waitMs(id: string): number {
+    const entry = this.#entries.get(id);
+    return entry ? Math.max(0, entry.retryAt - Date.now()) : 0;
+  }
+}
 
 export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOptions): Dispatcher {
   let state: DispatcherState = 'running';
@@ -79,6 +139,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   // Real time, whatever clock the items are scheduled by: liveness is judged against the wall clock.
   const liveness = options.liveness ?? new Liveness();
   const backoff = new Backoff({ initialDelayMs: options.pollMs, maxDelayMs: Math.max(options.pollMs, MAX_BACKOFF_MS) });
+  const failedRuns = new FailedRuns(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
   let kicked = false;
   let wake: (() => void) | null = null;
   const inFlight = new Map<string, Promise<void>>();
@@ -97,39 +158,71 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     const id = source.id(item);
     const key = source.key(item);
     perKey.set(key, (perKey.get(key) ?? 0) + 1);
+    let succeeded = false;
     const work = source.run(item)
-      .then(() => liveness.progress('run'), (error: Error) => options.onError(error))
+      .then(() => {
+        succeeded = true;
+        failedRuns.succeeded(id);
+        liveness.progress('run');
+      }, (error: Error) => {
+        failedRuns.failed(id);
+        options.onError(error);
+      })
       .finally(() => {
         const left = perKey.get(key)! - 1;
         if (left === 0) perKey.delete(key);
         else perKey.set(key, left);
         inFlight.delete(id);
         lastProgressAt = options.now().toISOString();
-        kick();
+        // A failed run's slot is taken at the next look, after the loop's sleep.
+        if (succeeded) kick();
       });
     inFlight.set(id, work);
   }
 
+  /** The keys at their bound now: none of their items can start. */
+  function fullKeys(): Set<string> {
+    const full = new Set<string>();
+    for (const [key, running] of perKey) if (running >= options.perKey(key)) full.add(key);
+    return full;
+  }
+
   /** Starts what is due and there is room for; resolves to how long to sleep. */
   async function look(): Promise<number> {
+    const lookedAt = options.now();
+    // The soonest end of a back-off that kept a due item from starting.
+    let retryInMs = Infinity;
     if (inFlight.size < options.concurrency) {
-      if (ready.length === 0) ready = await source.due(options.now(), 2 * options.concurrency);
+      const fullAtRead = fullKeys();
+      if (ready.length === 0) ready = await source.due(lookedAt, 2 * options.concurrency, fullAtRead);
       let heldBack = false;
+      // A key that reached its bound in this look while its items filled the read: the next read
+      // leaves them out and may find other keys' items behind them.
+      let filled = false;
       while (ready.length > 0 && !stopping() && inFlight.size < options.concurrency) {
         const item = ready.shift()!;
-        // Running already, or its key at its bound: left for a later look, so other keys are not starved.
-        if (inFlight.has(source.id(item))) continue;
-        if ((perKey.get(source.key(item)) ?? 0) >= options.perKey(source.key(item))) {
+        const id = source.id(item);
+        // Running already, its key at its bound, or its last run failed not long ago: left for a
+        // later look, so other keys are not starved.
+        if (inFlight.has(id)) continue;
+        const waitMs = failedRuns.waitMs(id);
+        const key = source.key(item);
+        if (waitMs > 0 || (perKey.get(key) ?? 0) >= options.perKey(key)) {
           heldBack = true;
+          if (waitMs > 0) retryInMs = Math.min(retryInMs, waitMs);
+          else if (!fullAtRead.has(key)) filled = true;
           continue;
         }
         start(item);
       }
       liveness.setWaiting(heldBack || ready.some((item) => !inFlight.has(source.id(item))));
+      if (filled && inFlight.size < options.concurrency) return 0;
     }
-    if (!source.nextDueAt) return options.pollMs;
-    const next = await source.nextDueAt();
-    return next === null ? options.pollMs : Math.min(options.pollMs, Date.parse(next) - options.now().getTime());
+    const sleep = Math.min(options.pollMs, retryInMs);
+    const next = source.nextDueAt ? await source.nextDueAt(lookedAt) : null;
+    // Due by the time this look read: what of it could start, did (see the top of the file).
+    if (next === null || Date.parse(next) <= lookedAt.getTime()) return sleep;
+    return Math.min(sleep, Date.parse(next) - options.now().getTime());
   }
 
   const loop = (async () => {

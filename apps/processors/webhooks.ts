@@ -12,7 +12,7 @@ import { afterDurable } from '../../infra/ports/durability.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
 import { webhookResultOf } from '../services/webhooks/attempt-result.ts';
-import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAt, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
+import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAfter, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
 import { endpointsOf, ensureEndpointIndexes } from '../services/webhooks/endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { defineProcessor } from './processor.ts';
@@ -36,8 +36,9 @@ export const webhooks = defineProcessor({
       onResult: (httpStatus: number | null, errorCode: string | null) => deps.metrics?.webhookAttempts(webhookResultOf(httpStatus, errorCode)).inc(),
     };
     return startDispatcher<Stored<WebhookDelivery>>({
-      due: (now, limit) => dueDeliveries(deps.documents, now, limit),
-      nextDueAt: () => nextDueAt(deps.documents),
+      // Endpoints at their bound are left out of the read, so their backlog cannot hide another's deliveries.
+      due: (now, limit, full) => dueDeliveries(deps.documents, now, limit, full),
+      nextDueAt: (after) => nextDueAfter(deps.documents, after),
       id: (delivery) => delivery._id,
       key: (delivery) => delivery.endpointId,
       run: (delivery) => attemptWebhookDelivery(attempt, delivery).catch((error: Error) => {

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
 import type { WebhookAttemptLog, WebhookDeliveryView } from '../../../projections/email-view.ts';
-import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
+import { DuplicateKeyError, type DocumentStore, type Stored, type Where } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import type { WebhookEndpoint } from './endpoints.ts';
 
@@ -66,13 +66,45 @@ export async function fanOut(documents: DocumentStore, events: WebhookEvent[], e
   return created;
 }
 
-export async function dueDeliveries(documents: DocumentStore, now: Date, limit: number): Promise<Array<Stored<WebhookDelivery>>> {
-  return deliveriesOf(documents).find({ where: { nextAttemptAt: { lte: now.toISOString() } }, orderBy: [['nextAttemptAt', 'asc'], ['_id', 'asc']], limit });
+/** The schedule's order: by due time, ties by id. */
+const DUE_ORDER: Array<[string, 'asc']> = [['nextAttemptAt', 'asc'], ['_id', 'asc']];
+
+/**
+ * The endpoint ids other than `skipped`, as ranges between them (the store has no "not in").
+ * With `status` (a delivery has a due time only while pending), each is a range of the
+ * `pending` index: the skipped endpoints' deliveries are not even scanned, however many are due.
+ */
+function endpointsBetween(skipped: ReadonlySet<string>): Where[] {
+  const bounds = [...skipped].sort();
+  const ranges: Where[] = [{ status: 'pending', endpointId: { lt: bounds[0] } }];
+  for (let i = 0; i < bounds.length; i++) {
+    ranges.push({ status: 'pending', endpointId: i + 1 < bounds.length ? { gt: bounds[i], lt: bounds[i + 1] } : { gt: bounds[i] } });
+  }
+  return ranges;
 }
 
-/** When the earliest pending delivery is due (null when none is). */
-export async function nextDueAt(documents: DocumentStore): Promise<string | null> {
-  const [first] = await deliveriesOf(documents).find({ where: { nextAttemptAt: { ne: null } }, orderBy: [['nextAttemptAt', 'asc'], ['_id', 'asc']], limit: 1 });
+const byDue = (a: WebhookDelivery, b: WebhookDelivery): number =>
+  a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a._id < b._id ? -1 : a._id > b._id ? 1 : 0;
+
+/**
+ * Deliveries due at `now`, earliest first, at most `limit`, but none of the endpoints in
+ * `skipped` (those with no room for another request): a slow endpoint's backlog, however long,
+ * never fills the window in front of another endpoint's deliveries.
+ */
+export async function dueDeliveries(documents: DocumentStore, now: Date, limit: number, skipped: ReadonlySet<string>): Promise<Array<Stored<WebhookDelivery>>> {
+  const due = { nextAttemptAt: { lte: now.toISOString() } };
+  if (skipped.size === 0) return deliveriesOf(documents).find({ where: due, orderBy: DUE_ORDER, limit });
+  const parts = await Promise.all(endpointsBetween(skipped).map((endpoints) =>
+    deliveriesOf(documents).find({ where: { ...endpoints, ...due }, orderBy: DUE_ORDER, limit })));
+  return parts.flat().sort(byDue).slice(0, limit);
+}
+
+/**
+ * When the earliest delivery due after `after` is due (null when none is): those due by then
+ * are dueDeliveries' to read.
+ */
+export async function nextDueAfter(documents: DocumentStore, after: Date): Promise<string | null> {
+  const [first] = await deliveriesOf(documents).find({ where: { nextAttemptAt: { gt: after.toISOString() } }, orderBy: DUE_ORDER, limit: 1 });
   return first?.nextAttemptAt ?? null;
 }
 
@@ -158,6 +190,8 @@ export async function endpointDeliveries(
 export async function ensureDeliveryIndexes(documents: DocumentStore): Promise<void> {
   await deliveriesOf(documents).ensureIndexes([
     { name: 'due', fields: [['nextAttemptAt', 'asc'], ['_id', 'asc']] },
+    // Due deliveries of ranges of endpoints (dueDeliveries, while some endpoint is at its bound).
+    { name: 'pending', fields: [['status', 'asc'], ['endpointId', 'asc'], ['nextAttemptAt', 'asc'], ['_id', 'asc']] },
     { name: 'email', fields: [['emailId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
     { name: 'endpoint', fields: [['endpointId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
   ]);
