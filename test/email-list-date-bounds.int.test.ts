@@ -101,4 +101,19 @@ test('stats take lower-case date-times as the same instants', async ({ t, w }) =
   assert.equal([lower.json().from, lower.json().to], [upper.json().from, upper.json().to]);
 });
 
+test('stats refuse a range that reaches out of the four-digit years in UTC (an offset can carry it there)', async ({ t, w }) => {
+  const stats = (from: string, to: string) => t.app.inject({
+    method: 'GET', url: `/v1/projects/${w.projectId}/stats?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`, headers: { cookie: w.owner.cookie },
+  });
+  const late = await stats('9999-12-31T00:00:00Z', '9999-12-31T23:59:59-01:00');
+  assert.is(late.statusCode, 400, late.body);
+  assert.equal(late.json().error, { code: 'validation_error', message: 'query.to: must fall within 0000-01-01T00:00:00Z and 9999-12-31T00:00:00Z' });
+  const early = await stats('0000-01-01T00:00:00+01:00', '0000-01-02T00:00:00Z');
+  assert.is(early.statusCode, 400, early.body);
+  assert.match(early.json().error.message, 'query.from');
+  const edge = await stats('9999-12-30T00:00:00Z', '9999-12-31T00:00:00Z');
+  assert.is(edge.statusCode, 200, edge.body);
+  assert.equal([edge.json().from, edge.json().to], ['9999-12-30T00:00:00.000Z', '9999-12-31T00:00:00.000Z']);
+});
+
 test.run();

@@ -14,14 +14,26 @@ const MAX_RANGE_DAYS: Record<Granularity, number> = { hour: 31, day: 400 };
 
 type StatsRequest = FastifyRequest<{ Params: Static<typeof StatsParams>; Querystring: Static<typeof StatsQuery> }>;
 
+// An offset can carry an RFC 3339 date-time out of the four-digit years in UTC, where the answer
+// could not write it back as RFC 3339 (toISOString gives "+010000-…") and nothing was recorded.
+// The range is widened to whole days at most, so its end must leave the last day whole.
+const FIRST_INSTANT = Date.parse('0000-01-01T00:00:00.000Z');
+const LAST_INSTANT = Date.parse('9999-12-31T00:00:00.000Z');
+
 /** A date-time the schema checked; Date reads "t" and "z" (RFC 3339 allows them) only by an implementation's fallback. */
-const instantOf = (dateTime: string) => new Date(dateTime.toUpperCase());
+function instantOf(dateTime: string, name: 'from' | 'to'): Date {
+  const instant = new Date(dateTime.toUpperCase());
+  if (instant.getTime() < FIRST_INSTANT || instant.getTime() > LAST_INSTANT) {
+    throw validationError(`query.${name}: must fall within 0000-01-01T00:00:00Z and 9999-12-31T00:00:00Z`);
+  }
+  return instant;
+}
 
 /** The caller's project (any member) and the range the query asks for, checked. */
 async function statsQueryOf(ctx: ApiContext, request: StatsRequest): Promise<Query> {
   const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-  const to = request.query.to === undefined ? ctx.now() : instantOf(request.query.to);
-  const from = request.query.from === undefined ? new Date(to.getTime() - DAY_MS) : instantOf(request.query.from);
+  const to = request.query.to === undefined ? ctx.now() : instantOf(request.query.to, 'to');
+  const from = request.query.from === undefined ? new Date(to.getTime() - DAY_MS) : instantOf(request.query.from, 'from');
   if (!(from < to)) throw validationError('query.from must be before query.to');
   const granularity = request.query.granularity ?? (to.getTime() - from.getTime() <= 3 * DAY_MS ? 'hour' : 'day');
   if (to.getTime() - from.getTime() > MAX_RANGE_DAYS[granularity] * DAY_MS) {
