@@ -65,6 +65,8 @@ export interface InboundOptions {
 export interface InboundServer {
   port: number;
   liveness: Liveness;
+  /** Sessions the server keeps state for: none once every connection has closed. */
+  sessionsHeld(): number;
   stop(): Promise<void>;
 }
 
@@ -170,7 +172,8 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
         const { emailId, recipientIndex } = found.target;
         if (!list.some((t) => t.emailId === emailId && t.recipientIndex === recipientIndex)) list.push(found.target);
-        targets.set(session.id, list);
+        // A client gone during the lookup has had its session's entries removed (onClose).
+        if (connections.has(session.id)) targets.set(session.id, list);
         callback();
       }, (error: Error) => {
         liveness.failed(error, 'store');
@@ -261,6 +264,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   return {
     port,
     liveness,
+    sessionsHeld: () => new Set([...targets.keys(), ...connections.keys(), ...counted.keys()]).size,
     stop: async () => {
       stopping = true;
       await new Promise<void>((resolve) => server.close(() => resolve()));

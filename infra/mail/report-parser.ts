@@ -30,6 +30,14 @@ import {
 export interface ParsedReportRecipient {
   /** Lower-cased bare address: Final-Recipient, else Original-Recipient; for texts, the address the text names. */
   address: string;
+  /** A DSN's Original-Recipient when it differs (the address sent to, before forwarding made it `address`). */
+  originalAddress?: string;
+  /**
+   * A complaint's recipient taken from the returned copy's To header, the feedback loop having
+   * redacted Original-Rcpt-To: every recipient of the email shares that header, so it does not
+   * say which one complained.
+   */
+  guessed?: true;
   outcome: ReportOutcome;
   status: string | null;
   action: string | null;
@@ -260,7 +268,7 @@ function addDsnRecipients(report: ParsedReport, dsn: DsnFields, noticeLines: str
     const notice = noticeAbout(noticeLines, original && original !== address ? [address, original] : [address]);
     const verdict = classifyDsnRecipient({ action, status, diagnosticCode, notice });
     const reason = bounceReason({ status, diagnosticCode: diagnosticCode ?? (notice ? diagnosticLine(notice, address) : null), action });
-    report.recipients.push({ address, outcome: verdict.outcome, status, action, diagnosticCode, reason });
+    report.recipients.push({ address, ...(original && original !== address ? { originalAddress: original } : {}), outcome: verdict.outcome, status, action, diagnosticCode, reason });
   }
 }
 
@@ -287,7 +295,7 @@ function readComplaint(report: ParsedReport, text: string, originalHeaders: Fiel
   const agent = report.complaint.userAgent;
   for (const address of recipients) {
     report.recipients.push({
-      address, outcome, status: null, action: null, diagnosticCode: null,
+      address, ...(rcptTo.length > 0 ? {} : { guessed: true as const }), outcome, status: null, action: null, diagnosticCode: null,
       reason: `${feedbackType} report${agent ? ` (${agent.slice(0, 100)})` : ''}`,
     });
   }

@@ -61,10 +61,13 @@ interface Finding {
 /** What the report says about this target, if anything. */
 function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
   const named = parsed.recipients.filter((r) => r.address !== '');
-  if (named.length > 0) {
+  // A forwarded recipient's DSN names the address it reached, and the one sent to as Original-Recipient.
+  const matching = named.filter((r) => target.address !== null && (r.address === target.address || r.originalAddress === target.address));
+  // A recipient guessed from the returned copy's To header does not say who complained: when
+  // it is not this one, the return path does (below).
+  if (matching.length > 0 || named.some((r) => !r.guessed)) {
     // A BCC recipient whose address is gone (retention) cannot be matched: nothing is recorded.
-    return named.filter((r) => target.address !== null && r.address === target.address)
-      .map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
+    return matching.map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
   }
   // Feedback loops often redact the recipient; the return path still says who it was. A
   // feedback report without RFC 5965's required fields (User-Agent among them) is damaged,
