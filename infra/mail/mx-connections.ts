@@ -18,7 +18,7 @@ import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { asNodemailerError, isTlsFailure } from './smtp-replies.ts';
-import { quit, reset } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, reset } from './pooled-sessions.ts';
 import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
 
 export interface Lease {
@@ -37,7 +37,8 @@ export interface Lease {
   fresh: boolean;
   /** Transactions this connection has carried. */
   uses: number;
-  state: 'busy' | 'idle' | 'gone';
+  /** releasing: back from a transaction, kept once its pending replies are taken up (afterPendingReplies). */
+  state: 'busy' | 'releasing' | 'idle' | 'gone';
   idleTimer: NodeJS.Timeout | undefined;
   ended: Promise<void>;
 }
@@ -80,6 +81,8 @@ export const REFUSAL_MEMORY_MS = 5 * 60_000;
 interface HostSlot {
   idle: Lease[];
   open: number;
+  /** Leases back from a transaction, not idle yet (release): an acquire waits for them. */
+  releasing: number;
   waiters: Array<() => void>;
 }
 
@@ -165,7 +168,7 @@ export class ConnectionPool {
 
   #slot(key: string): HostSlot {
     let slot = this.#slots.get(key);
-    if (!slot) this.#slots.set(key, (slot = { idle: [], open: 0, waiters: [] }));
+    if (!slot) this.#slots.set(key, (slot = { idle: [], open: 0, releasing: 0, waiters: [] }));
     return slot;
   }
 
@@ -183,7 +186,8 @@ export class ConnectionPool {
         this.discard(idle);
         continue;
       }
-      if (slot.open < this.#max) {
+      // One on its way back from a transaction is waited for rather than another opened.
+      if (slot.releasing === 0 && slot.open < this.#max) {
         slot.open++;
         try {
           return await this.#open(host, addresses, budget, requirement);
@@ -275,15 +279,25 @@ export class ConnectionPool {
   release(lease: Lease, reusable: boolean): void {
     if (lease.state !== 'busy') return;
     lease.uses++;
-    if (!reusable || this.#closed || lease.conn.destroyed || lease.uses >= this.#messagesPerConnection(lease.host)) {
+    if (!reusable || lease.uses >= this.#messagesPerConnection(lease.host)) {
       this.discard(lease);
       return;
     }
+    lease.state = 'releasing';
     const slot = this.#slot(lease.key);
-    lease.state = 'idle';
-    slot.idle.push(lease);
-    lease.idleTimer = setTimeout(() => this.discard(lease), this.#idleMs);
-    slot.waiters.shift()?.();
+    slot.releasing++;
+    afterPendingReplies(() => {
+      slot.releasing--;
+      if (lease.state !== 'releasing') return;
+      if (this.#closed || lease.conn.destroyed) {
+        this.discard(lease);
+        return;
+      }
+      lease.state = 'idle';
+      slot.idle.push(lease);
+      lease.idleTimer = setTimeout(() => this.discard(lease), this.#idleMs);
+      slot.waiters.shift()?.();
+    });
   }
 
   discard(lease: Lease): void {

@@ -31,6 +31,7 @@ import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, p
 import type { NodemailerError } from './smtp-replies.ts';
 import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
 import { daneMismatch, tlsaText, usableTlsa } from './dane.ts';
+import { replyDeadline } from './pooled-sessions.ts';
 import { createHash } from 'node:crypto';
 
 export interface MxTransportOptions {
@@ -406,13 +407,20 @@ export class MxTransport implements MailTransport {
     const original = (address: string) => wire.get(address) ?? address;
     const body = new PassThrough();
     let bodySent = false;
+    let stopDeadline = () => {};
+    let expire = (_error: NodemailerError) => {};
     // The connection reads the body only after DATA was accepted; its end means every byte,
     // and with it the end-of-data dot, went to the connection.
-    body.once('end', () => (bodySent = true));
+    body.once('end', () => {
+      bodySent = true;
+      stopDeadline = replyDeadline(lease.conn, this.#options.commandTimeoutMs, (timeout) => expire(timeout));
+    });
     body.end(message.raw);
     const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
+      expire = (timeout) => resolve({ error: timeout });
       lease.conn.send({ from: message.envelope.mailFrom, to: rcpts, size: message.raw.length }, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
     });
+    stopDeadline();
     this.#pool.release(lease, !lease.conn.destroyed && (!error || !isConnectionLevel(error)));
 
     const withNote = (outcome: RecipientOutcome): RecipientOutcome => (lease.note ? { ...outcome, response: `${outcome.response} (${lease.note})` } : outcome);

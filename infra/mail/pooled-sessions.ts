@@ -21,6 +21,33 @@ export function reset(session: PooledSession): Promise<boolean> {
   });
 }
 
+/**
+ * Calls `then` once nodemailer has taken up the replies already read after a transaction's last
+ * one: it takes each on a turn of its own, and one no command waits for (a broken server that
+ * answers the dot twice) closes the connection. A pool that kept the connection at once would
+ * give that reply to the next transaction's first command, and every reply after it to the
+ * wrong one: a message the server took would then be answered 354, not 250.
+ */
+export function afterPendingReplies(then: () => void): void {
+  setImmediate(then);
+}
+
+/**
+ * Gives the reply to the end of data `ms` at most, however it trickles in: nodemailer's socket
+ * timeout measures silence, which a server sending its reply a byte at a time never lets run
+ * out, holding the connection and its slot for hours. Past the deadline the transaction ends
+ * with a timeout (`expire`: the message's fate is unknown) and the connection is closed.
+ * Returns the stop, for when the reply is in.
+ */
+export function replyDeadline(conn: SMTPConnection, ms: number, expire: (error: Error & { code: string }) => void): () => void {
+  const timer = setTimeout(() => {
+    expire(Object.assign(new Error(`no complete reply to the end of data within ${ms} ms`), { code: 'ETIMEDOUT' }));
+    // close() forgets the send in flight: its callback is not called, hence `expire`.
+    conn.close();
+  }, ms);
+  return () => clearTimeout(timer);
+}
+
 /** QUIT, and the socket closed after QUIT_GRACE_MS if the server does not close it first. */
 export function quit(session: PooledSession): void {
   if (session.conn.destroyed) return;

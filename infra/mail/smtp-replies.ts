@@ -120,6 +120,11 @@ export function errorOutcome(address: string, error: NodemailerError, bodySent: 
   if (bodySent && !error.responseCode) {
     return { address, result: 'unknown', smtpCode: null, enhancedCode: null, response: `connection lost after the message was sent, before the reply: ${error.message}` };
   }
+  if (bodySent && error.responseCode !== undefined && error.responseCode < 400) {
+    // Not an answer to the dot (a 354 there means the replies are out of step with the
+    // commands): the server may have taken the message, and a retry could send it twice.
+    return { ...replyOutcome(address, 'unknown', error.response ?? String(error.responseCode)), response: `a reply out of step after the message was sent: ${error.response ?? error.responseCode}` };
+  }
   if (stage === 'tls') {
     // Not the recipient's fault, whatever the code: a refused STARTTLS is retried like a 4xx.
     const reply = error.response ? parseSmtpReply(error.response) : null;

@@ -22,7 +22,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
-import { quit, reset } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, replyDeadline, reset } from './pooled-sessions.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -112,7 +112,8 @@ export interface SmtpTransportOptions {
 const CHECK_AFTER_IDLE_MS = 1000;
 interface PooledConnection {
   conn: SMTPConnection;
-  state: 'busy' | 'idle' | 'gone';
+  /** releasing: back from a transaction, kept once its pending replies are taken up (afterPendingReplies). */
+  state: 'busy' | 'releasing' | 'idle' | 'gone';
   idleSince: number;
   /** Its last transaction failed: RSET before the next, however soon. */
   mustReset: boolean;
@@ -137,6 +138,8 @@ export class SmtpTransport implements MailTransport {
   readonly #idle: PooledConnection[] = [];
   readonly #waiters: Array<() => void> = [];
   #open = 0;
+  /** Connections back from a transaction, not idle yet (#release): an acquire waits for them. */
+  #releasing = 0;
   #closed = false;
 
   constructor(options: SmtpTransportOptions) {
@@ -185,7 +188,12 @@ export class SmtpTransport implements MailTransport {
     // The connection reads the body only after DATA was accepted; its end means every byte,
     // and with it the end-of-data dot, went to the connection. That is the line between
     // `deferred` and `unknown` for a lost connection.
-    body.once('end', () => (bodySent = true));
+    let stopDeadline = () => {};
+    let expire = (_error: NodemailerError) => {};
+    body.once('end', () => {
+      bodySent = true;
+      stopDeadline = replyDeadline(pooled.conn, this.#options.commandTimeoutMs, (timeout) => expire(timeout));
+    });
     body.end(message.raw);
     const envelope = {
       from: message.envelope.mailFrom,
@@ -193,8 +201,10 @@ export class SmtpTransport implements MailTransport {
       dsn: { notify: ['SUCCESS', 'FAILURE', 'DELAY'], ret: 'HDRS', envid: message.emailId },
     };
     const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
+      expire = (timeout) => resolve({ error: timeout });
       pooled.conn.send(envelope as SMTPConnection.Envelope, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
     });
+    stopDeadline();
     // A refused transaction may leave the session mid-envelope (MAIL FROM accepted, every RCPT
     // refused): the connection is reset before it carries the next one.
     this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)), error !== null);
@@ -233,7 +243,8 @@ export class SmtpTransport implements MailTransport {
         this.#discard(idle);
         continue;
       }
-      if (this.#open < this.#options.maxConnections) {
+      // One on its way back from a transaction is waited for rather than another opened.
+      if (this.#releasing === 0 && this.#open < this.#options.maxConnections) {
         this.#open++;
         try {
           return await this.#connect();
@@ -249,16 +260,26 @@ export class SmtpTransport implements MailTransport {
 
   #release(pooled: PooledConnection, reusable: boolean, mustReset = false): void {
     if (pooled.state !== 'busy') return;
-    if (!reusable || this.#closed || pooled.conn.destroyed) {
+    if (!reusable) {
       this.#discard(pooled);
       return;
     }
-    pooled.state = 'idle';
-    pooled.idleSince = Date.now();
-    pooled.mustReset = mustReset;
-    this.#idle.push(pooled);
-    pooled.idleTimer = setTimeout(() => this.#discard(pooled), this.#options.idleTimeoutMs);
-    this.#waiters.shift()?.();
+    pooled.state = 'releasing';
+    this.#releasing++;
+    afterPendingReplies(() => {
+      this.#releasing--;
+      if (pooled.state !== 'releasing') return;
+      if (this.#closed || pooled.conn.destroyed) {
+        this.#discard(pooled);
+        return;
+      }
+      pooled.state = 'idle';
+      pooled.idleSince = Date.now();
+      pooled.mustReset = mustReset;
+      this.#idle.push(pooled);
+      pooled.idleTimer = setTimeout(() => this.#discard(pooled), this.#options.idleTimeoutMs);
+      this.#waiters.shift()?.();
+    });
   }
 
   #discard(pooled: PooledConnection): void {
