@@ -21,17 +21,16 @@ import { StubResolver } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
 import { InFlight } from './in-flight.ts';
 import net from 'node:net';
-import { PassThrough } from 'node:stream';
 import { domainToASCII } from 'node:url';
 import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type RecipientResult, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { ConnectionPool, SessionRefused, type Lease, type SessionRequirement } from './mx-connections.ts';
 import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyLookup } from './mta-sts.ts';
-import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
+import { envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
 import { daneMismatch, tlsaText, usableTlsa } from './dane.ts';
-import { replyDeadline } from './pooled-sessions.ts';
+import { transact } from './pooled-sessions.ts';
 import { createHash } from 'node:crypto';
 
 export interface MxTransportOptions {
@@ -405,22 +404,7 @@ export class MxTransport implements MailTransport {
     const wire = new Map(addresses.map((a) => [wireAddress(a, domain), a]));
     const rcpts = [...wire.keys()];
     const original = (address: string) => wire.get(address) ?? address;
-    const body = new PassThrough();
-    let bodySent = false;
-    let stopDeadline = () => {};
-    let expire = (_error: NodemailerError) => {};
-    // The connection reads the body only after DATA was accepted; its end means every byte,
-    // and with it the end-of-data dot, went to the connection.
-    body.once('end', () => {
-      bodySent = true;
-      stopDeadline = replyDeadline(lease.conn, this.#options.commandTimeoutMs, (timeout) => expire(timeout));
-    });
-    body.end(message.raw);
-    const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
-      expire = (timeout) => resolve({ error: timeout });
-      lease.conn.send({ from: message.envelope.mailFrom, to: rcpts, size: message.raw.length }, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
-    });
-    stopDeadline();
+    const { error, info, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, this.#options.commandTimeoutMs);
     this.#pool.release(lease, !lease.conn.destroyed && (!error || !isConnectionLevel(error)));
 
     const withNote = (outcome: RecipientOutcome): RecipientOutcome => (lease.note ? { ...outcome, response: `${outcome.response} (${lease.note})` } : outcome);

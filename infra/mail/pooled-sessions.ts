@@ -1,6 +1,9 @@
 // What every pool of SMTP sessions does with a connection it keeps (infra/mail/smtp-transport.ts,
-// infra/mail/mx-connections.ts): check an idle one with RSET before reuse, and close one politely.
+// infra/mail/mx-connections.ts): send a message on it, keep it only once its pending replies are
+// taken up, check an idle one with RSET before reuse, and close one politely.
+import { PassThrough } from 'node:stream';
 import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
+import { asNodemailerError, type NodemailerError } from './smtp-replies.ts';
 
 /** A pooled connection: `ended` settles when its socket closed, whoever closed it. */
 export interface PooledSession {
@@ -32,20 +35,42 @@ export function afterPendingReplies(then: () => void): void {
   setImmediate(then);
 }
 
+/** What one transaction on a connection came to; `bodySent`: every byte and the dot went out. */
+export interface Transacted {
+  error: NodemailerError | null;
+  info?: SMTPConnection.SentMessageInfo;
+  bodySent: boolean;
+}
+
 /**
- * Gives the reply to the end of data `ms` at most, however it trickles in: nodemailer's socket
- * timeout measures silence, which a server sending its reply a byte at a time never lets run
- * out, holding the connection and its slot for hours. Past the deadline the transaction ends
- * with a timeout (`expire`: the message's fate is unknown) and the connection is closed.
- * Returns the stop, for when the reply is in.
+ * Sends one message on the connection. The connection reads the body only after DATA was
+ * accepted, so the body's end means every byte and the end-of-data dot went out: the line
+ * between `deferred` and `unknown` for a lost connection. The reply to the dot then has
+ * `replyMs` at most, however it trickles in: nodemailer's socket timeout measures silence,
+ * which a server sending its reply a byte at a time never lets run out, holding the connection
+ * and its slot for hours. Past the deadline the transaction ends with a timeout (the message's
+ * fate unknown) and the connection is closed.
  */
-export function replyDeadline(conn: SMTPConnection, ms: number, expire: (error: Error & { code: string }) => void): () => void {
-  const timer = setTimeout(() => {
-    expire(Object.assign(new Error(`no complete reply to the end of data within ${ms} ms`), { code: 'ETIMEDOUT' }));
-    // close() forgets the send in flight: its callback is not called, hence `expire`.
-    conn.close();
-  }, ms);
-  return () => clearTimeout(timer);
+export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope, raw: Buffer, replyMs: number): Promise<Transacted> {
+  return new Promise((resolve) => {
+    const body = new PassThrough();
+    let bodySent = false;
+    let deadline: NodeJS.Timeout | undefined;
+    const done = (error: NodemailerError | null, info?: SMTPConnection.SentMessageInfo) => {
+      clearTimeout(deadline);
+      resolve({ error, info, bodySent });
+    };
+    body.once('end', () => {
+      bodySent = true;
+      deadline = setTimeout(() => {
+        done(Object.assign(new Error(`no complete reply to the end of data within ${replyMs} ms`), { code: 'ETIMEDOUT' }));
+        // close() forgets the send in flight: its callback is never called.
+        conn.close();
+      }, replyMs);
+    });
+    body.end(raw);
+    conn.send(envelope, body, (err, info) => done(err ? asNodemailerError(err) : null, info));
+  });
 }
 
 /** QUIT, and the socket closed after QUIT_GRACE_MS if the server does not close it first. */

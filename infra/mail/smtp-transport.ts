@@ -16,13 +16,12 @@
 // User and password are percent-decoded. Default ports: 587 (smtp), 465 (smtps).
 import { InFlight } from './in-flight.ts';
 import net from 'node:net';
-import { PassThrough } from 'node:stream';
 import { domainToASCII } from 'node:url';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
-import { afterPendingReplies, quit, replyDeadline, reset } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, reset, transact } from './pooled-sessions.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -183,28 +182,12 @@ export class SmtpTransport implements MailTransport {
   }
 
   async #transaction(pooled: PooledConnection, message: OutgoingMessage, recipients: string[]): Promise<TransportOutcome> {
-    const body = new PassThrough();
-    let bodySent = false;
-    // The connection reads the body only after DATA was accepted; its end means every byte,
-    // and with it the end-of-data dot, went to the connection. That is the line between
-    // `deferred` and `unknown` for a lost connection.
-    let stopDeadline = () => {};
-    let expire = (_error: NodemailerError) => {};
-    body.once('end', () => {
-      bodySent = true;
-      stopDeadline = replyDeadline(pooled.conn, this.#options.commandTimeoutMs, (timeout) => expire(timeout));
-    });
-    body.end(message.raw);
     const envelope = {
       from: message.envelope.mailFrom,
       to: recipients,
       dsn: { notify: ['SUCCESS', 'FAILURE', 'DELAY'], ret: 'HDRS', envid: message.emailId },
     };
-    const { error, info } = await new Promise<{ error: NodemailerError | null; info?: SMTPConnection.SentMessageInfo }>((resolve) => {
-      expire = (timeout) => resolve({ error: timeout });
-      pooled.conn.send(envelope as SMTPConnection.Envelope, body, (err, result) => resolve({ error: err ? asNodemailerError(err) : null, info: result }));
-    });
-    stopDeadline();
+    const { error, info, bodySent } = await transact(pooled.conn, envelope as SMTPConnection.Envelope, message.raw, this.#options.commandTimeoutMs);
     // A refused transaction may leave the session mid-envelope (MAIL FROM accepted, every RCPT
     // refused): the connection is reset before it carries the next one.
     this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)), error !== null);

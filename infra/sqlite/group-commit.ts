@@ -449,8 +449,6 @@ export class GroupCommit implements DurabilityBarrier {
     const batch = this.#unsynced;
     this.#unsynced = [];
     const covers = this.#counters?.finished;
-    const hold = this.#hold;
-    const held = hold ? hold({ file: this.#db.location(), writes: writesIn(batch), stage: 'sync' }) : null;
     this.#inSync = batch;
     this.#syncing = new Promise<void>((resolve) => {
       const done = (error: unknown) => {
@@ -466,9 +464,15 @@ export class GroupCommit implements DurabilityBarrier {
         resolve();
         if (this.#unsynced.length > 0) this.#sync(fd);
       };
-      if (held) held.then(() => fdatasync(fd, done), done);
-      else fdatasync(fd, done);
+      this.#fdatasync(fd, writesIn(batch), done);
     });
+  }
+
+  /** fdatasync of the WAL, after the test hold if one is installed. */
+  #fdatasync(fd: number, writes: number, done: (error: unknown) => void): void {
+    const held = this.#hold?.({ file: this.#db.location(), writes, stage: 'sync' });
+    if (held) held.then(() => fdatasync(fd, done), done);
+    else fdatasync(fd, done);
   }
 
   /**
@@ -508,9 +512,7 @@ export class GroupCommit implements DurabilityBarrier {
           resolve();
         }
       };
-      const held = this.#hold?.({ file: this.#db.location(), writes: 0, stage: 'sync' });
-      if (held) held.then(() => fdatasync(fd, done), done);
-      else fdatasync(fd, done);
+      this.#fdatasync(fd, 0, done);
     }).finally(() => (this.#readersSync = null));
     return this.#readersSync;
   }
