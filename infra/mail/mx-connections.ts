@@ -18,7 +18,7 @@ import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { asNodemailerError, isTlsFailure } from './smtp-replies.ts';
-import { afterPendingReplies, quit, reset } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, reset, setupDeadline } from './pooled-sessions.ts';
 import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
 
 export interface Lease {
@@ -109,29 +109,31 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
   };
   return new Promise((resolve, reject) => {
     let settled = false;
+    const fail = (error: Error) => {
+      if (settled) return;
+      settled = true;
+      clearDeadline();
+      reject(error);
+    };
+    const clearDeadline = setupDeadline(conn, options.connectTimeoutMs + options.commandTimeoutMs, fail);
     // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
     conn.on('error', (error) => {
       // Handshake failures surface as socket errors; the upgrade in progress says what they were.
       if (conn.upgrading) Object.assign(error, { duringTls: true });
-      if (!settled) {
-        settled = true;
-        reject(error);
-      }
+      fail(error);
     });
     conn.once('end', () => {
       ended();
-      if (!settled) {
-        settled = true;
-        reject(new Error('connection closed during setup'));
-      }
+      fail(new Error('connection closed during setup'));
     });
     conn.connect((error) => {
       if (settled) return;
-      settled = true;
       if (error) {
         conn.close();
-        reject(error);
+        fail(error);
       } else {
+        settled = true;
+        clearDeadline();
         const socket = (conn as unknown as { _socket: TLSSocket | net.Socket })._socket;
         lease.localAddress = socket.localAddress ?? null;
         lease.tls = judgeTls(conn.secure ? (socket as TLSSocket) : null, host);

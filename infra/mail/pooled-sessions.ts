@@ -35,6 +35,21 @@ export function afterPendingReplies(then: () => void): void {
   setImmediate(then);
 }
 
+/**
+ * Bounds a session's setup (connection, greeting, EHLO, STARTTLS and EHLO again, AUTH) as a
+ * whole: nodemailer's socket timeout measures silence, so a server that drips its EHLO reply a
+ * byte at a time would hold the connection and the host's slot for as long as it likes. Past
+ * `ms` the setup fails with a timeout (a temporary failure) and the connection is closed.
+ * Returns what clears the deadline once the setup settled.
+ */
+export function setupDeadline(conn: SMTPConnection, ms: number, fail: (error: Error) => void): () => void {
+  const timer = setTimeout(() => {
+    fail(Object.assign(new Error(`session setup (greeting, EHLO, STARTTLS, AUTH) not complete within ${ms} ms`), { code: 'ETIMEDOUT' }));
+    conn.close();
+  }, ms);
+  return () => clearTimeout(timer);
+}
+
 /** What one transaction on a connection came to; `bodySent`: every byte and the dot went out. */
 export interface Transacted {
   error: NodemailerError | null;

@@ -21,7 +21,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
-import { afterPendingReplies, quit, reset, transact } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, reset, setupDeadline, transact } from './pooled-sessions.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -299,10 +299,12 @@ export class SmtpTransport implements MailTransport {
       const settle = (error: Error | null) => {
         if (settled) return;
         settled = true;
+        clearDeadline();
         if (!error) return resolve(pooled);
         conn.close();
         reject(error);
       };
+      const clearDeadline = setupDeadline(conn, this.#options.connectTimeoutMs + this.#options.commandTimeoutMs, settle);
       // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
       conn.on('error', (error) => settle(error));
       conn.once('end', () => {
