@@ -3,7 +3,8 @@
 // (apps/services/management/sign-in-throttle.ts).
 //
 // Each key (an account, named by the email as typed and normalized, whether or not a user has
-// it; a client address) counts its failed sign-ins. The first few are free; after that each
+// it; a client address, for IPv6 its /64, which any host on it may pick addresses from) counts
+// its failed sign-ins. The first few are free; after that each
 // failure makes the key wait before its next attempt, twice as long as the one before, up to a
 // cap. A key's failures are forgotten a while after its last one. An attempt is counted as a
 // failure when it starts (so that parallel attempts cannot all start before any has failed) and

@@ -255,6 +255,17 @@ test('any route: an 11 MiB sign-in body is 413 in the envelope too', async (f) =
   assert.is(verdict(response.status, await response.text()), 'ok');
 });
 
+test('the 413 states the limit of the route that refused: 10 MiB for a send, 16 KiB for a sign-in', async (f) => {
+  const messageOf = async (path: string, bytes: number, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${f.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ email: 'a@b.test', password: 'x'.repeat(bytes) }) });
+    const text = await response.text();
+    assert.is(verdict(response.status, text), 'ok', path);
+    return (JSON.parse(text) as { error: { message: string } }).error.message;
+  };
+  assert.is(await messageOf('/v1/session', 20_000), 'the request body exceeds 16 KiB');
+  assert.is(await messageOf('/v1/emails', OVER, { authorization: `Bearer ${f.tenant.key}` }), 'the request body exceeds 10 MiB');
+});
+
 // ---------------------------------------------------------------------------------------
 // Reading what follows a refusal stays bounded (BOUNDED: 12 MiB in all, 1.5 s)
 

@@ -1,5 +1,5 @@
 // Sign-in throttling through POST /v1/session: per account (the email as typed, whether or not
-// it has a user) and per client address, with waits that grow; the same answers for accounts
+// it has a user) and per client address (for IPv6, per /64), with waits that grow; the same answers for accounts
 // that exist and those that do not; the counts shared by every API process through the
 // document store (embedded: two APIs on one data directory; distributed: two on one FerretDB
 // database, when RELAY_MONGODB_URL is set).
@@ -98,6 +98,18 @@ function throttleSuite(mode: string, open: () => Promise<Context>, skipReason?: 
     assert.is(seen(await signIn(ctx.a, email, PASSWORD, address)), '429 rate_limit_exceeded: too many failed sign-ins: retry in 1 second (Retry-After 1)');
     assert.is((await signIn(ctx.a, email, PASSWORD, '198.51.100.24')).statusCode, 200);
     assert.is((await signIn(ctx.a, email, PASSWORD, address)).statusCode, 429, 'a success elsewhere does not clear the address');
+  });
+
+  test('IPv6: the addresses of one /64 count as one client (any host on it picks from 2^64), another /64 does not; an IPv4-mapped address counts as its IPv4 address', async (ctx) => {
+    for (let i = 0; i < 21; i++) assert.is((await signIn(ctx.a, freshEmail(), WRONG, `2001:db8:bbbb:1::${(i + 1).toString(16)}`)).statusCode, 401, `failure ${i + 1}`);
+    const email = freshEmail();
+    await newCaller(ctx.a, email);
+    assert.is(seen(await signIn(ctx.a, email, PASSWORD, '2001:db8:bbbb:1:ffff:ffff:ffff:fffe')), '429 rate_limit_exceeded: too many failed sign-ins: retry in 1 second (Retry-After 1)');
+    assert.is((await signIn(ctx.a, email, PASSWORD, '2001:db8:bbbb:2::1')).statusCode, 200, 'the next /64 is another client');
+
+    for (let i = 0; i < 11; i++) assert.is((await signIn(ctx.a, freshEmail(), WRONG, '198.51.100.77')).statusCode, 401);
+    for (let i = 0; i < 10; i++) assert.is((await signIn(ctx.a, freshEmail(), WRONG, '::ffff:198.51.100.77')).statusCode, 401);
+    assert.is((await signIn(ctx.a, email, PASSWORD, '::ffff:c633:644d')).statusCode, 429, 'the IPv4 address 198.51.100.77, however a dual-stack socket spells it');
   });
 
   test('failures counted by one API process lock the account in another', async (ctx) => {

@@ -110,7 +110,7 @@ export interface ErrorAnswer {
  * The answer to an error a route threw or fastify raised. The error handler sends it, and the
  * admission metrics count its code, so what is counted is what the client was told.
  */
-export function errorAnswerOf(error: unknown): ErrorAnswer {
+export function errorAnswerOf(error: unknown, bodyLimit?: number): ErrorAnswer {
   if (error instanceof RelayError) {
     const { retryAfterSeconds } = error.details;
     return {
@@ -120,7 +120,9 @@ export function errorAnswerOf(error: unknown): ErrorAnswer {
   }
   const fe = error as FastifyError;
   if (fe.validation) return { status: 400, code: 'validation_error', message: describeValidation(fe) };
-  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return { status: 413, code: 'message_too_large', message: 'the request body exceeds 10 MiB' };
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return { status: 413, code: 'message_too_large', message: `the request body exceeds ${bodyLimit === undefined ? 'its limit' : bytesText(bodyLimit)}` };
+  }
   if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
     return { status: 400, code: 'validation_error', message: 'body: the request body must be JSON (Content-Type: application/json)' };
   }
@@ -129,9 +131,17 @@ export function errorAnswerOf(error: unknown): ErrorAnswer {
   return { status: 500, code: 'internal_error', message: 'internal server error' };
 }
 
+/** "10 MiB", "16 KiB", "1000 bytes". */
+function bytesText(bytes: number): string {
+  if (bytes % 1_048_576 === 0) return `${bytes / 1_048_576} MiB`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} bytes`;
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {
-    const answer = errorAnswerOf(error);
+    // The route's own limit: most take a send's 10 MiB, a sign-in far less.
+    const answer = errorAnswerOf(error, request.routeOptions.bodyLimit);
     // Relay's own errors were thrown on purpose; anything else answering 500 is a defect to log.
     if (answer.code === 'internal_error' && !(error instanceof RelayError)) request.log.error({ err: error }, 'unhandled error');
     if (answer.retryAfterSeconds !== undefined) reply.header('retry-after', String(answer.retryAfterSeconds));

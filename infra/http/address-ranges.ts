@@ -200,3 +200,19 @@ export function classifyAddress(ip: string): AddressClassification {
   }
   return result;
 }
+
+/**
+ * The network a client's address stands for when counting what one client does: an IPv4
+ * address itself (also when IPv4-mapped: a dual-stack socket reports "::ffff:a.b.c.d"), and for
+ * IPv6 its /64, the smallest block a site is given (RFC 6177) and whose addresses any host on it
+ * may take at will. Text that is not an address stands for itself.
+ */
+export function clientNetworkOf(ip: string): string {
+  const family = net.isIP(ip);
+  if (family !== 6) return ip;
+  const value = parseIpv6(ip);
+  if (value === null) return ip;
+  if (value >> 32n === 0xffffn) return formatIpv4(low32(value));
+  const groups = Array.from({ length: 4 }, (_, i) => ((value >> BigInt(112 - 16 * i)) & 0xffffn).toString(16));
+  return `${groups.join(':')}::/64`;
+}

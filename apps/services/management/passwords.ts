@@ -72,7 +72,12 @@ let decoy: Promise<string> | undefined;
  * response time does not tell which emails have accounts.
  */
 export async function verifyAgainstDecoy(password: string): Promise<false> {
-  decoy ??= hashPassword(randomBytes(16).toString('hex'));
+  // A hash refused while the hashing queue is full is not kept: every later unknown email would
+  // be answered 503 at once, where a known one gets 401 after a real check.
+  decoy ??= hashPassword(randomBytes(16).toString('hex')).catch((error: unknown) => {
+    decoy = undefined;
+    throw error;
+  });
   await verifyPassword(password, await decoy);
   return false;
 }

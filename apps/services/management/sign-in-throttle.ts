@@ -15,7 +15,7 @@
 // n = 1. An attempt that turns out not to be a failure deletes its document; a successful sign-in
 // deletes its account's documents.
 //
-// Keys are stored as sha256 hashes ("account:<hash of the email>", "address:<hash of the IP>"):
+// Keys are stored as sha256 hashes ("account:<hash of the email>", "address:<hash of the IPv4 address or IPv6 /64>"):
 // the collection says how often something failed, not who. Documents carry `expiresAt` (their
 // time plus the forget period) for pruneSignInThrottles.
 import { RelayError } from '../../../domain/errors.ts';
@@ -25,6 +25,7 @@ import {
   type ThrottlePolicy,
 } from '../../../domain/sign-in-throttle.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import { clientNetworkOf } from '../../../infra/http/address-ranges.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { sha256Hex } from './ids.ts';
 
@@ -55,7 +56,7 @@ const MAX_INSERT_TRIES = 64;
 const failuresOf = (documents: DocumentStore) => documents.collection<FailureDoc>(COLLECTIONS.signInThrottles);
 
 const keyOf = (policy: ThrottlePolicy, subject: SignInSubject): string =>
-  `${policy.kind}:${sha256Hex(policy.kind === 'account' ? normalizeAddress(subject.email) : subject.address)}`;
+  `${policy.kind}:${sha256Hex(policy.kind === 'account' ? normalizeAddress(subject.email) : clientNetworkOf(subject.address))}`;
 
 const pad = (n: number) => String(n).padStart(9, '0');
 /** Every document of a key: "<key>|" up to, not including, "<key>}" ("}" follows "|"). */
