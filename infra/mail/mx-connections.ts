@@ -115,7 +115,7 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
       clearDeadline();
       reject(error);
     };
-    const clearDeadline = setupDeadline(conn, options.connectTimeoutMs + options.commandTimeoutMs, fail);
+    const clearDeadline = setupDeadline(conn, options.connectTimeoutMs, fail);
     // SMTPConnection emits 'error' for the whole of its life; without a listener it would throw.
     conn.on('error', (error) => {
       // Handshake failures surface as socket errors; the upgrade in progress says what they were.

@@ -47,7 +47,7 @@ export interface MxTransportOptions {
     /** Default false: see the file comment. */
     rejectUnauthorized?: boolean;
   };
-  /** Setting a session up: TCP connect, greeting, EHLO and STARTTLS. Default 60 s. */
+  /** Setting a session up, as a whole however its replies trickle in: TCP connect, greeting, EHLO, STARTTLS and EHLO again. Default 60 s. */
   connectTimeoutMs?: number;
   /** Longest wait for any later reply, the one after DATA included. Default 5 min (RFC 5321 4.5.3.2). */
   commandTimeoutMs?: number;

@@ -60,28 +60,32 @@ export interface Transacted {
 /**
  * Sends one message on the connection. The connection reads the body only after DATA was
  * accepted, so the body's end means every byte and the end-of-data dot went out: the line
- * between `deferred` and `unknown` for a lost connection. The reply to the dot then has
- * `replyMs` at most, however it trickles in: nodemailer's socket timeout measures silence,
- * which a server sending its reply a byte at a time never lets run out, holding the connection
- * and its slot for hours. Past the deadline the transaction ends with a timeout (the message's
- * fate unknown) and the connection is closed.
+ * between `deferred` and `unknown` for a lost connection. Each side of that line has `replyMs`
+ * at most, however the replies trickle in: the envelope (MAIL FROM, RCPT TO, DATA) until the
+ * body is taken, and the reply to the dot. nodemailer's socket timeout measures silence, which
+ * a server sending its replies a byte at a time never lets run out, holding the connection and
+ * its slot for hours. Past a deadline the transaction ends with a timeout (before the body:
+ * deferred; after the dot: the message's fate unknown) and the connection is closed.
  */
 export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope, raw: Buffer, replyMs: number): Promise<Transacted> {
   return new Promise((resolve) => {
     const body = new PassThrough();
     let bodySent = false;
-    let deadline: NodeJS.Timeout | undefined;
     const done = (error: NodemailerError | null, info?: SMTPConnection.SentMessageInfo) => {
       clearTimeout(deadline);
       resolve({ error, info, bodySent });
     };
+    const cutOff = (awaited: string) => () => {
+      done(Object.assign(new Error(`no complete reply to ${awaited} within ${replyMs} ms`), { code: 'ETIMEDOUT' }));
+      // close() forgets the send in flight: its callback is never called.
+      conn.close();
+    };
+    let deadline = setTimeout(cutOff('the envelope (MAIL FROM, RCPT TO, DATA)'), replyMs);
+    // The connection pipes the body once DATA was accepted.
+    body.once('resume', () => clearTimeout(deadline));
     body.once('end', () => {
       bodySent = true;
-      deadline = setTimeout(() => {
-        done(Object.assign(new Error(`no complete reply to the end of data within ${replyMs} ms`), { code: 'ETIMEDOUT' }));
-        // close() forgets the send in flight: its callback is never called.
-        conn.close();
-      }, replyMs);
+      deadline = setTimeout(cutOff('the end of data'), replyMs);
     });
     body.end(raw);
     conn.send(envelope, body, (err, info) => done(err ? asNodemailerError(err) : null, info));

@@ -99,7 +99,7 @@ export interface SmtpTransportOptions {
   maxConnections?: number;
   /** EHLO name. Default nodemailer's: the machine's host name when it is a FQDN, else [127.0.0.1]. */
   heloName?: string;
-  /** TCP connect (and TLS handshake) limit. Default 30 s. */
+  /** TCP connect (and TLS handshake) limit; with commandTimeoutMs, the session's setup (to EHLO and AUTH done) as a whole. Default 30 s. */
   connectTimeoutMs?: number;
   /** Longest wait for any reply, the final one after DATA included. Default 2 min. */
   commandTimeoutMs?: number;
