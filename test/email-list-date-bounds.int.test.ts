@@ -116,4 +116,17 @@ test('stats refuse a range that reaches out of the four-digit years in UTC (an o
   assert.equal([edge.json().from, edge.json().to], ['9999-12-30T00:00:00.000Z', '9999-12-31T00:00:00.000Z']);
 });
 
+test('stats without from start a day before to, but never before 0000-01-01T00:00:00Z (the figures and the chart)', async ({ t, w }) => {
+  const get = (path: string) => t.app.inject({ method: 'GET', url: `/v1/projects/${w.projectId}/${path}?to=0000-01-01T12:00:00Z`, headers: { cookie: w.owner.cookie } });
+  const stats = await get('stats');
+  assert.is(stats.statusCode, 200, stats.body);
+  const body = stats.json() as { from: string; to: string; series: Array<{ period: string }> };
+  assert.equal([body.from, body.to], ['0000-01-01T00:00:00.000Z', '0000-01-01T12:00:00.000Z']);
+  assert.ok(body.series.length > 0 && body.series.every((p) => p.period.startsWith('0000-01-01T')), JSON.stringify(body.series.map((p) => p.period)));
+  const chart = await get('stats/chart.svg');
+  assert.is(chart.statusCode, 200, chart.body);
+  const late = await t.app.inject({ method: 'GET', url: `/v1/projects/${w.projectId}/stats?to=2026-01-02T00:00:00Z`, headers: { cookie: w.owner.cookie } });
+  assert.is(late.json().from, '2026-01-01T00:00:00.000Z', 'elsewhere, a day before to');
+});
+
 test.run();

@@ -33,7 +33,8 @@ function instantOf(dateTime: string, name: 'from' | 'to'): Date {
 async function statsQueryOf(ctx: ApiContext, request: StatsRequest): Promise<Query> {
   const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
   const to = request.query.to === undefined ? ctx.now() : instantOf(request.query.to, 'to');
-  const from = request.query.from === undefined ? new Date(to.getTime() - DAY_MS) : instantOf(request.query.from, 'from');
+  // The day before `to`, unless that starts before the first instant an answer can write.
+  const from = request.query.from === undefined ? new Date(Math.max(to.getTime() - DAY_MS, FIRST_INSTANT)) : instantOf(request.query.from, 'from');
   if (!(from < to)) throw validationError('query.from must be before query.to');
   const granularity = request.query.granularity ?? (to.getTime() - from.getTime() <= 3 * DAY_MS ? 'hour' : 'day');
   if (to.getTime() - from.getTime() > MAX_RANGE_DAYS[granularity] * DAY_MS) {
