@@ -48,8 +48,14 @@ const DUE_PAGES = 10;
  * Due items, earliest first, but at most as many per site as it has room for: items of a site
  * that is full (slow, or sending at its limit) are passed over for other sites' within the next
  * DUE_PAGES pages, so a backlog at one site never fills the window the dispatcher reads.
+ *
+ * An item whose recipient domain was not looked up yet is passed over too, while its site is
+ * looked up in the background (a bounded number at once, through the DNS cache): until then its
+ * key would be the domain itself, with a limit of its own, and new domains served by one MX set
+ * (Google Workspace, Microsoft 365) would each run as a site of their own, past the real site's
+ * `connections`. `looked` (a kick of the dispatcher) reads it again once its site is known.
  */
-async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Date, limit: number): Promise<WorkItem[]> {
+async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Date, limit: number, looked: () => void): Promise<WorkItem[]> {
   const picked: WorkItem[] = [];
   const perSite = new Map<string, number>();
   let after: WorkItem | undefined;
@@ -58,9 +64,13 @@ async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Dat
       where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit, ...(after ? { after: { dueAt: after.dueAt, _id: after._id } } : {}),
     });
     for (const item of batch) {
-      const key = siteKeyOfItem(sites, item);
-      if (key.startsWith(SITE_KEY)) {
-        const site = key.slice(SITE_KEY.length);
+      // As siteKeyOfItem, with a site only when it is known.
+      if (item.step !== 'recover' && item.domain) {
+        const site = sites.knownKeyOf(item.domain);
+        if (site === null) {
+          sites.lookUp(item.domain, looked);
+          continue;
+        }
         const taken = perSite.get(site) ?? 0;
         if (taken + sites.inFlight(site) >= sites.concurrency(site)) continue;
         perSite.set(site, taken + 1);
@@ -102,6 +112,7 @@ export const sender = defineProcessor({
     const reporting = mx ? startTlsReporting({
       documents: deps.documents, dns: mx.dns, transport: deps.services.transport(), secrets: deps.services.secrets, from: deps.config.tlsRptFrom, egress: deps.services.egress,
       https: { dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow }, now: deps.now, onError: deps.onError,
+      ...(deps.onWarning ? { onWarning: deps.onWarning } : {}),
     }) : null;
     // Per-site scheduling (apps/services/delivery/sites.ts): each site gets at most its share of
     // this instance's concurrency, and a paused or rate-limited site's items move to its next slot
@@ -128,10 +139,12 @@ export const sender = defineProcessor({
       compose: deps.services.compose,
       now: deps.now,
     };
+    // Set once the dispatcher exists: a site lookup that ends makes it read the schedule again.
+    let kick = () => {};
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
     const dispatcher = startDispatcher<WorkItem>({
-      due: (now, limit) => dueBySite(deps.documents, sites, now, limit),
+      due: (now, limit) => dueBySite(deps.documents, sites, now, limit, () => kick()),
       id: (item) => item._id,
       // A first attempt, a retry or a takeover is scheduled by its recipient's site; a recovery by itself.
       key: (item) => siteKeyOfItem(sites, item),
@@ -145,6 +158,7 @@ export const sender = defineProcessor({
         );
       },
     }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError });
+    kick = () => dispatcher.kick();
     return {
       ...dispatcher,
       stop: async () => {

@@ -87,6 +87,17 @@ const stsApplied = (policy: MtaStsPolicy): TlsPolicyApplied => ({ type: 'sts', d
 
 /** Connection attempts per domain and call, over all its MX hosts and their addresses. */
 const MAX_ATTEMPTS_PER_DOMAIN = 5;
+/**
+ * MX hosts one call considers per domain, at most, in preference order (Postfix's
+ * smtp_mx_address_limit, Exim's hosts_max_try). Each host considered costs DNS work (its A and
+ * AAAA lookups, TLSA under DANE) whether or not it is connected to, and a host whose lookups fail
+ * costs no connection attempt: without this bound a domain that lists many MX hosts that do not
+ * resolve makes one call wait out every one's DNS timeouts, and does again on every retry.
+ * Twice the connection budget, so that a few hosts that do not resolve (or that a TLS policy
+ * passes over) still leave the whole budget to usable ones; hosts of equal preference are
+ * shuffled, so a later attempt may consider others.
+ */
+const MAX_MX_HOSTS_PER_DOMAIN = 10;
 
 /** What an MX host's addresses allow: some to connect to, or why there are none. */
 type HostAddresses =
@@ -334,7 +345,8 @@ export class MxTransport implements MailTransport {
     let anyRefused = false;
     // Whether every failure so far was a TLS policy's (for the stage of the response).
     let onlyPolicy = true;
-    for (const host of route.hosts) {
+    const considered = route.hosts.slice(0, MAX_MX_HOSTS_PER_DOMAIN);
+    for (const host of considered) {
       if (budget.attempts <= 0) break;
       const resolved = await this.#addresses(host);
       if (resolved.kind !== 'usable') {
@@ -389,7 +401,10 @@ export class MxTransport implements MailTransport {
       }
       return this.#transaction(lease, domain, addresses, message);
     }
-    if (onlyFinal) {
+    // Hosts left out may have addresses: only a verdict on every host is final.
+    const leftOut = route.hosts.length - considered.length;
+    if (leftOut > 0) failures.push(`${leftOut} more MX hosts of ${domain} not tried in this attempt`);
+    if (onlyFinal && leftOut === 0) {
       const [enhancedCode, why] = anyRefused
         ? ['5.4.4', `no MX host of ${domain} has a public address`]
         : route.implicit ? ['5.1.2', `${domain} has neither MX nor address records`] : ['5.4.4', `no MX host of ${domain} has an address`];

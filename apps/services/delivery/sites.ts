@@ -59,6 +59,11 @@ export interface SiteRegistryOptions {
 
 const INSTANCE = `${hostname()}:${process.pid}`;
 const MAX_DOMAINS = 100_000;
+/**
+ * Site lookups (lookUp) under way at once, at most: however many new recipient domains a look
+ * at the schedule finds, its DNS work is bounded, and the rest are looked up on later looks.
+ */
+const MAX_LOOKUPS = 16;
 
 export class SiteRegistry {
   readonly #dns: DnsCache | null;
@@ -70,6 +75,8 @@ export class SiteRegistry {
   readonly #sites = new Map<string, Site>();
   /** Recipient domain → site key, as last looked up. */
   readonly #domains = new Map<string, string>();
+  /** Domains whose lookUp is under way. */
+  readonly #lookingUp = new Set<string>();
 
   constructor(options: SiteRegistryOptions) {
     this.#dns = options.dns;
@@ -83,6 +90,33 @@ export class SiteRegistry {
   /** The site a domain belongs to, as far as known now (before its first lookup: the domain itself). */
   keyOf(domain: string): string {
     return this.#domains.get(domain.toLowerCase()) ?? domain.toLowerCase();
+  }
+
+  /**
+   * The site a domain belongs to when it is known: looked up before, or no lookup needed
+   * (without shaping every domain is its own). Null before its first lookup, when keyOf would
+   * answer the domain itself, which is not its site's key when the domain shares an MX set.
+   */
+  knownKeyOf(domain: string): string | null {
+    const name = domain.toLowerCase();
+    if (!this.#shaping) return name;
+    return this.#domains.get(name) ?? null;
+  }
+
+  /**
+   * Looks a domain's site up in the background (resolve), at most MAX_LOOKUPS at once;
+   * `looked` is called when it is known. A domain already being looked up, or one past the
+   * bound, is left for a later call.
+   */
+  lookUp(domain: string, looked: () => void): void {
+    const name = domain.toLowerCase();
+    if (this.#lookingUp.has(name) || this.#lookingUp.size >= MAX_LOOKUPS) return;
+    this.#lookingUp.add(name);
+    // resolve() does not throw: a failed lookup makes the domain its own site.
+    void this.resolve(name).finally(() => {
+      this.#lookingUp.delete(name);
+      looked();
+    });
   }
 
   /** The site a domain belongs to, looking its MX set up (through the cache) when needed. */

@@ -10,10 +10,14 @@
 //
 // Each (day, domain) report is claimed first (a unique document), so several sender instances
 // send it once; a report whose sending failed is tried again on the next hourly pass for two days.
+// The claim is refreshed (compare-and-set) after each destination, so it is taken over as
+// abandoned only when its holder stopped, and a holder whose claim was taken over stops sending.
+// One instance runs one pass at a time, and a domain whose report throws is logged and left for
+// the next pass without holding up the others.
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
-import { buildTlsReport, parseTlsRptRecord, reportFileName, type ReportIdentity, type TlsReport } from '../../../domain/delivery/tls-report.ts';
+import { buildTlsReport, parseTlsRptRecord, reportFileName, type ReportIdentity, type TlsReport, type TlsReportDestinations } from '../../../domain/delivery/tls-report.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
@@ -39,6 +43,8 @@ export interface TlsReportingDeps {
   https: { dnsServers: string[]; allow: ReadonlySet<string>; ca?: string | Buffer | Array<string | Buffer> };
   now: () => Date;
   onError: (error: Error) => void;
+  /** What went wrong without failing (a claim taken over, a pass skipped); default onError. */
+  onWarning?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 export interface TlsReportDoc {
@@ -56,9 +62,38 @@ export interface TlsReportDoc {
 export const tlsReports = (documents: DocumentStore) => documents.collection<TlsReportDoc>(COLLECTIONS.tlsReports);
 
 const STANDARD_LINES_PER_PAGE = 500;
-/** A claim older than this whose report is not sent was left by a dead instance. */
-const CLAIM_STALE_MS = 30 * 60_000;
+/**
+ * A claim not refreshed for this long whose report is not sent was left by a dead instance. Its
+ * holder refreshes it after each destination, and one destination takes well under an hour (an
+ * HTTPS post at most the egress's 15 s; a mail, through the mx transport, its DNS lookups, five
+ * connection attempts of at most 60 s and a transaction of a few 5-minute reply timeouts): twice
+ * that, so a holder still sending is never taken for dead.
+ */
+const CLAIM_STALE_MS = 2 * 60 * 60_000;
 const MAX_ATTEMPTS = 48;
+/**
+ * Destinations of one report at most (a rua's https ones first, then its mailto ones): each is a
+ * POST or a mail recipient, and a record is the recipient domain's to write.
+ */
+const MAX_DESTINATIONS = 5;
+
+/**
+ * The destinations of a domain's `_smtp._tls` TXT records (RFC 8460 3): records that do not
+ * begin with "v=TLSRPTv1;" are discarded, and unless exactly one is left the domain does not
+ * implement TLSRPT. `note`: why there are none when the records say something.
+ */
+function destinationsOf(records: string[]): { destinations: TlsReportDestinations | null; note: string | null } {
+  const candidates = records.filter((r) => /^v=TLSRPTv1[ \t]*;/.test(r));
+  if (candidates.length > 1) return { destinations: null, note: `${candidates.length} v=TLSRPTv1 records: the domain does not implement TLSRPT (RFC 8460 3)` };
+  return { destinations: candidates.length === 1 ? parseTlsRptRecord(candidates[0]) : null, note: null };
+}
+
+/** At most MAX_DESTINATIONS of them, and how many were left out. */
+function capped(destinations: TlsReportDestinations): { https: string[]; mailto: string[]; leftOut: number } {
+  const https = destinations.https.slice(0, MAX_DESTINATIONS);
+  const mailto = destinations.mailto.slice(0, MAX_DESTINATIONS - https.length);
+  return { https, mailto, leftOut: destinations.https.length + destinations.mailto.length - https.length - mailto.length };
+}
 
 async function linesOfDay(documents: DocumentStore, day: string): Promise<Map<string, TlsSessionCountDoc[]>> {
   const byDomain = new Map<string, TlsSessionCountDoc[]>();
@@ -128,6 +163,15 @@ async function claim(documents: DocumentStore, day: string, domain: string, repo
   return reports.replace({ ...rest, status: 'sending', attempts: current.attempts + 1, updatedAt: now.toISOString() }, _v);
 }
 
+interface PassContext {
+  identity: ReportIdentity;
+  submitter: string;
+  signing: SendingDomain | null;
+}
+
+const warn = (deps: TlsReportingDeps, message: string, fields: Record<string, unknown>) =>
+  deps.onWarning ? deps.onWarning(message, fields) : deps.onError(new Error(`${message} ${JSON.stringify(fields)}`));
+
 /** Sends the reports of `day` that are due; returns what happened to each domain's. */
 export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promise<TlsReportDoc[]> {
   const lines = await linesOfDay(deps.documents, day);
@@ -136,56 +180,98 @@ export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promi
   const identity: ReportIdentity = { organizationName: submitter, contactInfo: deps.from ?? `postmaster@${submitter}`, submitter };
   const done: TlsReportDoc[] = [];
   for (const [domain, domainLines] of lines) {
-    let destinations;
+    // One domain's failure (its store writes, its report, its mail) is its own: the rest are sent.
     try {
-      const txt = await deps.dns.txt(`_smtp._tls.${domain}`);
-      destinations = txt.kind === 'answer' ? txt.records.map(parseTlsRptRecord).find((d) => d !== null) ?? null : null;
+      const saved = await sendDomainReport(deps, { identity, submitter, signing }, day, domain, domainLines);
+      if (saved) done.push(saved);
     } catch (error) {
-      deps.onError(new Error(`TLS report for ${domain}: _smtp._tls lookup failed: ${(error as Error).message}`));
-      continue; // asked again on the next pass
+      deps.onError(new Error(`TLS report for ${domain} (${day}): ${(error as Error).message}`, { cause: error }));
     }
-    const reportId = `${day}.${createHash('sha256').update(`${submitter} ${domain} ${day}`).digest('hex').slice(0, 16)}@${submitter}`;
-    const claimed = await claim(deps.documents, day, domain, reportId, deps.now());
-    if (!claimed) continue;
-    const results: string[] = [];
-    let delivered = false;
+  }
+  return done;
+}
+
+/** Claims and sends one domain's report; null when it is not this pass's (claimed elsewhere, lookup failed, claim lost). */
+async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: string, domain: string, domainLines: TlsSessionCountDoc[]): Promise<TlsReportDoc | null> {
+  const { identity, submitter, signing } = pass;
+  let found: ReturnType<typeof destinationsOf>;
+  try {
+    const txt = await deps.dns.txt(`_smtp._tls.${domain}`);
+    found = txt.kind === 'answer' ? destinationsOf(txt.records) : { destinations: null, note: null };
+  } catch (error) {
+    deps.onError(new Error(`TLS report for ${domain}: _smtp._tls lookup failed: ${(error as Error).message}`));
+    return null; // asked again on the next pass
+  }
+  const { destinations } = found;
+  const reportId = `${day}.${createHash('sha256').update(`${submitter} ${domain} ${day}`).digest('hex').slice(0, 16)}@${submitter}`;
+  let claimed = await claim(deps.documents, day, domain, reportId, deps.now());
+  if (!claimed) return null;
+  const results: string[] = found.note ? [found.note] : [];
+  // After each destination: the claim stays this pass's, refreshed, or the pass stops (another
+  // took it over as abandoned and sends the report itself).
+  const refresh = async (): Promise<boolean> => {
+    const { _v, ...rest } = claimed!;
+    const next = await tlsReports(deps.documents).replace({ ...rest, results, updatedAt: deps.now().toISOString() }, _v);
+    if (next) claimed = next;
+    else warn(deps, 'TLS report claim taken over while sending: this pass stops sending it', { domain, day, results });
+    return next !== null;
+  };
+  let delivered = false;
+  try {
     if (destinations) {
+      const { https, mailto, leftOut } = capped(destinations);
+      if (leftOut > 0) results.push(`${leftOut} rua destinations past the first ${MAX_DESTINATIONS} not used`);
       const report = buildTlsReport(day, domain, domainLines, identity, reportId);
       const gz = gzipSync(Buffer.from(JSON.stringify(report)));
-      for (const url of destinations.https) {
+      for (const url of https) {
         const outcome = await deps.egress.post({ url, body: gz, headers: { 'Content-Type': 'application/tlsrpt+gzip', 'User-Agent': 'Relay-TLSRPT/1.0' }, ...deps.https });
         results.push(`${url}: ${outcome.errorCode ?? `HTTP ${outcome.httpStatus}`}`);
         delivered ||= outcome.errorCode === null;
+        if (!(await refresh())) return null;
       }
-      if (destinations.mailto.length > 0) {
+      if (mailto.length > 0) {
         if (!deps.from || !signing) {
           results.push(`mailto skipped: ${deps.from ? `${submitter} is not a verified sending domain` : 'RELAY_TLSRPT_FROM is not set'}`);
         } else {
           const mailbox = parseMailbox(deps.from);
           const fromAddress = mailbox.ok ? mailbox.value.address : deps.from;
-          const raw = await reportMessage(report, gz, identity, domain, day, deps.from, destinations.mailto, signing, deps.secrets, deps.now());
-          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: destinations.mailto }, raw, messageId: `${reportId}@${submitter}` });
+          const raw = await reportMessage(report, gz, identity, domain, day, deps.from, mailto, signing, deps.secrets, deps.now());
+          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: mailto }, raw, messageId: `${reportId}@${submitter}` });
           for (const r of outcome.recipients) {
             results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
             delivered ||= r.result === 'delivered' || r.result === 'accepted';
           }
+          if (!(await refresh())) return null;
         }
       }
     }
-    const status: TlsReportDoc['status'] = !destinations ? 'no_destination' : delivered ? 'sent' : 'failed';
+  } catch (error) {
+    // Failed rather than left `sending`: the next pass tries it again (within MAX_ATTEMPTS).
     const { _v, ...rest } = claimed;
-    const saved = await tlsReports(deps.documents).replace({ ...rest, status, results, updatedAt: deps.now().toISOString() }, _v);
-    if (saved) done.push(saved);
+    await tlsReports(deps.documents).replace({ ...rest, status: 'failed', results: [...results, `error: ${(error as Error).message}`.slice(0, 300)], updatedAt: deps.now().toISOString() }, _v).catch(() => null);
+    throw error;
   }
-  return done;
+  const status: TlsReportDoc['status'] = !destinations ? 'no_destination' : delivered ? 'sent' : 'failed';
+  const { _v, ...rest } = claimed;
+  return tlsReports(deps.documents).replace({ ...rest, status, results, updatedAt: deps.now().toISOString() }, _v);
 }
 
 /** Runs sendTlsReports for yesterday (UTC) now and then every hour, until stopped. */
 export function startTlsReporting(deps: TlsReportingDeps, everyMs = 3_600_000): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
+  let running: Promise<unknown> | null = null;
   const pass = () => {
     const yesterday = new Date(deps.now().getTime() - 86_400_000).toISOString().slice(0, 10);
-    running = sendTlsReports(deps, yesterday).catch((error) => deps.onError(new Error(`TLS reports: ${(error as Error).message}`, { cause: error })));
+    // A pass still sending (slow destinations) is not joined by another: the next hour's takes
+    // what is left.
+    if (running) {
+      warn(deps, 'TLS reports: the previous pass still runs, this one is skipped', { day: yesterday });
+      return;
+    }
+    running = sendTlsReports(deps, yesterday)
+      .catch((error) => deps.onError(new Error(`TLS reports: ${(error as Error).message}`, { cause: error })))
+      .finally(() => {
+        running = null;
+      });
   };
   const timer = setInterval(pass, everyMs);
   timer.unref();
