@@ -12,8 +12,10 @@
 //
 // Liveness (infra/liveness.ts): each report recorded is progress; a store that fails a lookup
 // or a recording (the sender is told 451, and retries) makes it `recovering` until one
-// succeeds; work waits while reports are being recorded; a listener that closes by itself
-// stops it.
+// succeeds, or until the stores answer their ping again: reports are seldom, so while
+// recovering the server pings them itself on a capped, doubling back-off (STORE_PROBE), and
+// stops once they answer, a lookup or recording succeeds, or the server stops. Work waits while
+// reports are being recorded; a listener that closes by itself stops it.
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -27,6 +29,8 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { Liveness } from '../../infra/liveness.ts';
+import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
+import { answerWithin, PING_TIMEOUT_MS } from '../liveness.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
@@ -36,6 +40,8 @@ import { ReadRate } from './read-rate.ts';
 const MAX_RECIPIENTS_PER_MESSAGE = 50;
 /** What a report without a SIZE is taken to need at MAIL FROM (most bounces are a few KiB). */
 const TYPICAL_REPORT_BYTES = 64 * 1024;
+/** While a store failure keeps the server `recovering`: when it pings the stores (1 s, doubling up to 1 min). */
+export const STORE_PROBE: RetryPolicy = { initialDelayMs: 1_000, maxDelayMs: 60_000 };
 
 export interface InboundOptions {
   host: string;
@@ -57,6 +63,8 @@ export interface InboundOptions {
   liveness?: Liveness;
   onError: (error: Error) => void;
   onReport?: (result: IngestResult) => void;
+  /** The back-off of the stores' pings while recovering from a store failure (default STORE_PROBE). */
+  storeProbe?: RetryPolicy;
   /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
   limits?: Partial<InboundLimits>;
   parserWorkerUrl?: URL;
@@ -67,6 +75,8 @@ export interface InboundServer {
   liveness: Liveness;
   /** Sessions the server keeps state for: none once every connection has closed. */
   sessionsHeld(): number;
+  /** Whether it is looking for its stores' recovery (a ping scheduled or under way): never once running again or stopped. */
+  probingStores(): boolean;
   stop(): Promise<void>;
 }
 
@@ -111,6 +121,48 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     threads: limits.parseThreads, budgetMs: limits.parseBudgetMs, maxWaiting: limits.parseWaiting, workerUrl: options.parserWorkerUrl,
   });
   const lanes = new SerialByKey();
+
+  // The stores' failures and successes, and the probe that looks for their recovery while no
+  // report comes to do it: one timer or one ping at a time, none once running again or stopping.
+  const probeBackoff = new Backoff(options.storeProbe ?? STORE_PROBE);
+  let storeFailures = 0;
+  let storeDown = false;
+  let probeTimer: NodeJS.Timeout | null = null;
+  let probing: Promise<void> | null = null;
+  const storesAnswer = async () => (await Promise.all([
+    answerWithin(options.events.ping(), PING_TIMEOUT_MS, () => false),
+    answerWithin(options.documents.ping(), PING_TIMEOUT_MS, () => false),
+  ])).every(Boolean);
+  const storeSucceeded = (progress: boolean) => {
+    if (progress) liveness.progress('store');
+    else liveness.succeeded('store');
+    storeDown = false;
+    probeBackoff.reset();
+    stopProbe();
+  };
+  const stopProbe = () => {
+    if (probeTimer) clearTimeout(probeTimer);
+    probeTimer = null;
+  };
+  const scheduleProbe = () => {
+    if (stopping || !storeDown || probeTimer || probing || liveness.state === 'stopped') return;
+    probeTimer = setTimeout(() => {
+      probeTimer = null;
+      const failuresBefore = storeFailures;
+      probing = storesAnswer().catch(() => false).then((answered) => {
+        probing = null;
+        // A failure told while the ping ran is newer than its answer: look again later.
+        if (answered && storeDown && !stopping && storeFailures === failuresBefore) storeSucceeded(false);
+        else scheduleProbe();
+      });
+    }, probeBackoff.next());
+  };
+  const storeFailed = (error: unknown) => {
+    storeFailures++;
+    storeDown = true;
+    liveness.failed(error, 'store');
+    scheduleProbe();
+  };
   const readRate = new ReadRate(limits.dataBytesPerSecond, Math.min(limits.dataBytesPerSecond, MAX_REPORT_BYTES));
   const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now, lanes };
   const tls = options.tlsCertFile && options.tlsKeyFile
@@ -167,7 +219,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     onRcptTo(address, session, callback) {
       const list = targets.get(session.id) ?? [];
       findReportTarget(deps, address.address).then((found) => {
-        liveness.succeeded('store');
+        storeSucceeded(false);
         if (!found.ok) return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
         // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
         const { emailId, recipientIndex } = found.target;
@@ -176,7 +228,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         if (connections.has(session.id)) targets.set(session.id, list);
         callback();
       }, (error: Error) => {
-        liveness.failed(error, 'store');
+        storeFailed(error);
         options.onError(error);
         callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
       });
@@ -203,10 +255,10 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
         recording++;
         const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin).then((recorded) => {
-          liveness.progress('store');
+          storeSucceeded(true);
           return recorded;
         }, (error: unknown) => {
-          liveness.failed(error, 'store');
+          storeFailed(error);
           throw error;
         }).finally(() => recording--);
         options.onReport?.(result);
@@ -259,15 +311,21 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   });
   const port = (server.server.address() as { port: number }).port;
   server.server.once('close', () => {
-    if (!stopping) liveness.stopped(new Error(`the feedback SMTP server stopped listening on ${options.host}:${port}`));
+    if (stopping) return;
+    liveness.stopped(new Error(`the feedback SMTP server stopped listening on ${options.host}:${port}`));
+    stopProbe();
   });
   return {
     port,
     liveness,
     sessionsHeld: () => new Set([...targets.keys(), ...connections.keys(), ...counted.keys()]).size,
+    probingStores: () => probeTimer !== null || probing !== null,
     stop: async () => {
       stopping = true;
+      stopProbe();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // A ping under way ends before the stores may be closed.
+      await probing;
       await parser.close();
       liveness.stopped();
     },

@@ -5,12 +5,18 @@
 //   3. prunes operational data past its documented period (domain/retention.ts):
 //      webhook deliveries, left-behind work items, sessions, invitations, rate-limit slots.
 // Safe to run in several processes at once: each deletion is one document or one deleteWhere.
+// One pass at a time in a process; a pass that fails (onError) is retried with a capped,
+// doubling back-off (RETRY_AFTER_FAILURE), and the interval resumes after one that succeeds.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { shredExpiredContent } from '../services/content-vault.ts';
 import { pruneOperationalData, type PruneReport } from '../services/operational-retention.ts';
 import { deleteUnreadableOutboxCopies } from '../services/outbox.ts';
+
+/** After a failed pass: retried after 1 s, doubling up to 5 min (never later than the next regular pass). */
+export const RETRY_AFTER_FAILURE: RetryPolicy = { initialDelayMs: 1_000, maxDelayMs: 5 * 60_000 };
 
 export interface RetentionOptions {
   documents: DocumentStore;
@@ -18,7 +24,10 @@ export interface RetentionOptions {
   /** The process's delivery policy: work items are re-derived with it. */
   deliveryPolicy: DeliveryPolicy;
   now: () => Date;
+  /** The interval between passes that succeed (default 10 min). */
   everyMs?: number;
+  /** The back-off of the retries after a failed pass (default RETRY_AFTER_FAILURE); reset by a pass that succeeds. */
+  retry?: RetryPolicy;
   /** The outbox transport's directory (RELAY_DATA_DIR/outbox): the files the sender wrote in this data directory. */
   outboxDir?: string;
   onShredded?: (count: number) => void;
@@ -31,6 +40,11 @@ export interface RetentionOptions {
 }
 
 export async function startRetention(options: RetentionOptions): Promise<{ stop(): Promise<void> }> {
+  const everyMs = options.everyMs ?? 10 * 60_000;
+  // A failed pass is retried no later than the next regular pass would have come.
+  const backoff = new Backoff(options.retry ?? RETRY_AFTER_FAILURE);
+  let stopped = false;
+  let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> = Promise.resolve();
   const pass = async () => {
     const now = options.now();
@@ -45,13 +59,32 @@ export async function startRetention(options: RetentionOptions): Promise<{ stop(
     options.onPruned?.(pruned);
     options.onSwept?.(now);
   };
-  const sweep = () => (running = pass().catch((error) => options.onError?.(error as Error)));
-  await sweep();
-  const timer = setInterval(() => void running.then(sweep), options.everyMs ?? 10 * 60_000);
-  timer.unref();
+  // One pass at a time: the next is scheduled only once this one has ended, after the interval
+  // (it succeeded) or the back-off's next delay (it failed).
+  const sweep = async (): Promise<void> => {
+    let delay: number;
+    try {
+      await pass();
+      backoff.reset();
+      delay = everyMs;
+    } catch (error) {
+      delay = Math.min(backoff.next(), everyMs);
+      options.onError?.(error as Error);
+    }
+    if (stopped) return;
+    timer = setTimeout(() => {
+      timer = null;
+      running = sweep();
+    }, delay);
+    timer.unref();
+  };
+  running = sweep();
+  await running;
   return {
     async stop() {
-      clearInterval(timer);
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      timer = null;
       await running;
     },
   };

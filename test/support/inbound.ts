@@ -19,7 +19,7 @@ export interface InboundFixture {
   close(): Promise<void>;
 }
 
-export async function startInboundFixture(options: Partial<Pick<InboundOptions, 'limits' | 'parserWorkerUrl' | 'maxConnectionsPerClient'>> & {
+export async function startInboundFixture(options: Partial<Pick<InboundOptions, 'limits' | 'parserWorkerUrl' | 'maxConnectionsPerClient' | 'storeProbe'>> & {
   /** The event store the server uses (tests wrap the real one to watch or hold it). */
   events?: (real: EventStore) => EventStore;
 } = {}): Promise<InboundFixture> {
@@ -32,7 +32,7 @@ export async function startInboundFixture(options: Partial<Pick<InboundOptions, 
     events, emails: options.events ? emailsOf(events, t.ctx.services.policies) : t.ctx.services.emails,
     documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
     onError: (error) => errors.push(error),
-    limits: options.limits, parserWorkerUrl: options.parserWorkerUrl, maxConnectionsPerClient: options.maxConnectionsPerClient,
+    limits: options.limits, parserWorkerUrl: options.parserWorkerUrl, maxConnectionsPerClient: options.maxConnectionsPerClient, storeProbe: options.storeProbe,
   });
   return {
     t, tenant, inbound, errors,
