@@ -134,7 +134,8 @@ export interface AdmissionDurations {
  * What a finding of a report did: recorded (a new RecipientReported), repeated (nothing new of
  * its recipient: RecipientReportRepeated), duplicate (the same report was taken before).
  */
-export type FeedbackEffect = 'recorded' | 'repeated' | 'duplicate';
+export const FEEDBACK_EFFECTS = ['recorded', 'repeated', 'duplicate'] as const;
+export type FeedbackEffect = (typeof FEEDBACK_EFFECTS)[number];
 
 /** What one retention pass removed, by kind (bodies: message bodies' content keys; outbox_copies: emails whose outbox files went). */
 export type RetentionKind =

@@ -12,7 +12,8 @@ import { PROCESSORS, processorNamed, type ProcessorName } from './processors/reg
 import { startRetention } from './pipeline/retention.ts';
 import { Liveness } from '../infra/liveness.ts';
 import { answerWithin, PartsLiveness, PING_TIMEOUT_MS } from './liveness.ts';
-import { countingAppends, createRelayMetrics, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
+import { countingAppends, createRelayMetrics, FEEDBACK_EFFECTS, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
+import { REPORT_OUTCOMES } from '../domain/feedback/classify.ts';
 import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
@@ -199,6 +200,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     }
     if (parts.includes('inbound')) {
       const part = 'inbound';
+      // Every series from 0: the first report after a start is then an increase an alert sees.
+      for (const kind of REPORT_OUTCOMES) for (const effect of FEEDBACK_EFFECTS) metrics.feedbackReports(kind, effect);
       const tracker = new Liveness();
       liveness.add(part, tracker);
       const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, 'RELAY_INBOUND_SMTP_PORT', () => inPart(part, () => startInbound({

@@ -104,6 +104,10 @@ test('requests, admissions, appended events, lag of every group and parked event
   assert.is(sumOf(delivered, 'relay_delivery_latency_seconds_count', { transport: 'outbox' }), 2);
   assert.is(sumOf(delivered, 'relay_delivery_attempts_total', { transport: 'outbox', outcome: 'unknown' }), 0);
   assert.is(samplesOf(delivered, 'relay_delivery_attempts_total', { transport: 'outbox', outcome: 'unknown' }).length, 1, 'the unknown series exists from the start, at 0');
+  // No report came: each kind and effect is there at 0 (the first report after a start is an increase).
+  const feedback = samplesOf(delivered, 'relay_feedback_reports_total');
+  assert.is(feedback.length, 18, JSON.stringify(feedback));
+  assert.ok(feedback.every((s) => s.value === 0) && samplesOf(delivered, 'relay_feedback_reports_total', { kind: 'hard_bounced', effect: 'recorded' }).length === 1);
   await waitUntil(async () => sumOf(await scrape(url), 'relay_delivery_open_claims') === 0, 'no open claim');
 
   // Retention swept at start; the process reports itself.

@@ -74,7 +74,8 @@
 //
 // Value sets carried by later events: BOUNCE_TYPES, COMPLAINT_TYPES, DELAY_TYPES below.
 
-export type ReportOutcome = 'hard_bounced' | 'soft_bounced' | 'delayed' | 'delivered' | 'complained' | 'undetermined';
+export const REPORT_OUTCOMES = ['hard_bounced', 'soft_bounced', 'delayed', 'delivered', 'complained', 'undetermined'] as const;
+export type ReportOutcome = (typeof REPORT_OUTCOMES)[number];
 
 /** bounce_type of a failed recipient: hard_bounced -> hard, soft_bounced -> soft, undetermined. */
 export const BOUNCE_TYPES = ['hard', 'soft', 'undetermined'] as const;
