@@ -3,23 +3,29 @@
 // project (apps/services/webhooks/deliveries.ts), and runs the deliveries that are due
 // (apps/services/webhooks/attempt.ts) through the dispatcher (apps/pipeline/dispatcher.ts).
 // Requests happen outside the consumer's handler; each endpoint has a bound on its requests in
-// flight, so a slow or failing endpoint never delays another's deliveries.
+// flight, and slow endpoints together hold at most half of the instance's
+// (apps/services/webhooks/slow-endpoints.ts), so slow or failing endpoints never delay the
+// deliveries of those that answer.
 import { emailIdOfStream } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { webhookEventsOf } from '../../domain/webhooks/events.ts';
 import type { Stored } from '../../infra/ports/document-store.ts';
+import type { AttemptResult } from '../../infra/ports/http-egress.ts';
 import { afterDurable } from '../../infra/ports/durability.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
 import { webhookResultOf } from '../services/webhooks/attempt-result.ts';
 import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAfter, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
-import { endpointsOf, ensureEndpointIndexes } from '../services/webhooks/endpoints.ts';
+import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT } from '../services/webhooks/endpoints.ts';
+import { SlowEndpoints } from '../services/webhooks/slow-endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { defineProcessor } from './processor.ts';
 
 /** Requests in flight per instance, and per endpoint. */
 const CONCURRENCY = 64;
 const PER_ENDPOINT = 4;
+/** Requests in flight that slow endpoints may hold together: half, so the others always have the rest. */
+const SLOW_SHARE = CONCURRENCY / 2;
 /** Longest sleep between looks at the schedule: attempts start within this of their due time. */
 const MAX_SLEEP_MS = 250;
 
@@ -30,21 +36,31 @@ export const webhooks = defineProcessor({
   async init(deps): Promise<Dispatcher> {
     await ensureEndpointIndexes(deps.documents);
     await ensureDeliveryIndexes(deps.documents);
+    const slow = new SlowEndpoints({ share: SLOW_SHARE, perEndpoint: PER_ENDPOINT });
     const attempt = {
       documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,
       dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
       onResult: (httpStatus: number | null, errorCode: string | null) => deps.metrics?.webhookAttempts(webhookResultOf(httpStatus, errorCode)).inc(),
+      onRequest: (endpointId: string, result: AttemptResult) => slow.requestEnded(endpointId, result),
     };
     return startDispatcher<Stored<WebhookDelivery>>({
-      // Endpoints at their bound are left out of the read, so their backlog cannot hide another's deliveries.
-      due: (now, limit, full) => dueDeliveries(deps.documents, now, limit, full),
+      // Endpoints at their bound are left out of the read, so their backlog cannot hide another's
+      // deliveries; so are slow endpoints while they hold their share of the requests in flight.
+      due: async (now, limit, full) => {
+        const due = await dueDeliveries(deps.documents, now, limit, slow.leftOut(full));
+        slow.read(due.map((delivery) => delivery.endpointId));
+        return due;
+      },
       nextDueAt: (after) => nextDueAfter(deps.documents, after),
       id: (delivery) => delivery._id,
       key: (delivery) => delivery.endpointId,
-      run: (delivery) => attemptWebhookDelivery(attempt, delivery).catch((error: Error) => {
-        throw new Error(`webhook delivery ${delivery._id} failed: ${error.message}`, { cause: error });
-      }),
-    }, { concurrency: CONCURRENCY, perKey: () => PER_ENDPOINT, pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError });
+      run: (delivery) => {
+        slow.started(delivery.endpointId);
+        return attemptWebhookDelivery(attempt, delivery).catch((error: Error) => {
+          throw new Error(`webhook delivery ${delivery._id} failed: ${error.message}`, { cause: error });
+        }).finally(() => slow.ended(delivery.endpointId));
+      },
+    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError });
   },
   async handle(stored, dispatcher, deps) {
     const event = upcastEmailEvent(stored);
@@ -52,7 +68,7 @@ export const webhooks = defineProcessor({
     const { state } = await loadEmail(deps.events, emailIdOfStream(stored.streamId), { upTo: event.revision });
     const events = webhookEventsOf(event, state, state.occurredAt ?? stored.recordedAt);
     if (events.length === 0) return;
-    const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, limit: 100 });
+    const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, orderBy: [['createdAt', 'asc'], ['_id', 'asc']], limit: MAX_ENDPOINTS_PER_PROJECT });
     if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) afterDurable(() => dispatcher.kick());
   },
 });

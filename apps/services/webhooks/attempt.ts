@@ -2,14 +2,16 @@
 // take the attempt with compare-and-set (a lease: apps/services/webhooks/deliveries.ts), sign the
 // exact body, post it through the SSRF-safe egress (infra/http/webhook-egress.ts), and record
 // the outcome with the next attempt's time on the spec's schedule (domain/webhooks/delivery.ts).
-// A delivery whose endpoint is gone or disabled ends without a request.
+// A delivery whose endpoint is gone or disabled ends without a request; one whose endpoint was
+// disabled or deleted while its request was in flight ends once its outcome is recorded
+// (endPendingDeliveries, run at the change, leaves a delivery taken by an attempt to it).
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
-import type { HttpEgress } from '../../../infra/ports/http-egress.ts';
+import type { AttemptResult, HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { abandon, recordAttempt, takeAttempt, type WebhookDelivery } from './deliveries.ts';
-import { endpointsOf, signingSecretOf } from './endpoints.ts';
+import { endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
 import { signatureHeaders } from './signature.ts';
 
 export interface WebhookAttemptDeps {
@@ -25,16 +27,16 @@ export interface WebhookAttemptDeps {
   policy: WebhookPolicy;
   /** Told each attempt's result, and each delivery closed without a request (/metrics: relay_webhook_attempts_total). */
   onResult?: (httpStatus: number | null, errorCode: string | null) => void;
+  /** Told how each request made to an endpoint went (the processor's slow endpoints). */
+  onRequest?: (endpointId: string, result: AttemptResult) => void;
 }
 
+/** The whole of one attempt's request, DNS included (the egress's deadline). */
+export const ATTEMPT_TIME_LIMIT_MS = 15_000;
+
 export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<void> {
-  const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
-  if (!endpoint || !endpoint.enabled) {
-    const reason = endpoint ? 'endpoint_disabled' : 'endpoint_deleted';
-    await abandon(deps.documents, delivery, reason, deps.now());
-    deps.onResult?.(null, reason);
-    return;
-  }
+  const endpoint = await openEndpoint(deps, delivery);
+  if (!endpoint) return;
   const taken = await takeAttempt(deps.documents, delivery, deps.now(), deps.policy);
   if (!taken) return;
   const startedAt = deps.now();
@@ -49,9 +51,23 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
     },
     dnsServers: deps.dnsServers,
     allow: deps.allow,
+    totalTimeoutMs: ATTEMPT_TIME_LIMIT_MS,
   });
-  await recordAttempt(deps.documents, taken, {
+  deps.onRequest?.(endpoint._id, result);
+  const recorded = await recordAttempt(deps.documents, taken, {
     httpStatus: result.httpStatus, errorCode: result.errorCode, durationMs: Math.round(result.durationMs), createdAt: startedAt.toISOString(),
   }, deps.now(), deps.policy);
   deps.onResult?.(result.httpStatus, result.errorCode);
+  // Disabled or deleted while the request was in flight: the change left this delivery to this attempt.
+  if (recorded?.status === 'pending') await openEndpoint(deps, recorded);
+}
+
+/** The delivery's endpoint if it is there and enabled; otherwise ends the delivery without a request, and null. */
+async function openEndpoint(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<WebhookEndpoint | null> {
+  const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
+  if (endpoint?.enabled) return endpoint;
+  const reason = endpoint ? 'endpoint_disabled' : 'endpoint_deleted';
+  // Not written when the delivery changed meanwhile (endPendingDeliveries ended it, or an attempt took it).
+  if (await abandon(deps.documents, delivery, reason, deps.now())) deps.onResult?.(null, reason);
+  return null;
 }

@@ -4,6 +4,7 @@
 // again (redelivery, rebalance) creates nothing new. Each attempt is taken with
 // compare-and-set before its request is made, so one dispatcher makes it; one that dies
 // mid-attempt leaves it due again after a lease (at-least-once, as the spec's receivers expect).
+// Disabling or deleting an endpoint ends its pending deliveries then (endPendingDeliveries).
 import { createHash } from 'node:crypto';
 import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
@@ -120,31 +121,71 @@ export async function takeAttempt(documents: DocumentStore, delivery: Stored<Web
   }, _v);
 }
 
-/** Records the outcome of the attempt taken; false when the lease was lost meanwhile (another dispatcher took over). */
+/** Records the outcome of the attempt taken: the delivery as stored, or null when the lease was lost meanwhile (another dispatcher took over). */
 export async function recordAttempt(
   documents: DocumentStore, taken: Stored<WebhookDelivery>, log: Omit<WebhookAttemptLog, 'number'>, now: Date, policy: WebhookPolicy,
-): Promise<boolean> {
+): Promise<Stored<WebhookDelivery> | null> {
   const next = afterAttempt(taken.attempts, { httpStatus: log.httpStatus, errorCode: log.errorCode }, now, policy);
   const { _v, ...body } = taken;
-  return (await deliveriesOf(documents).replace({
+  return deliveriesOf(documents).replace({
     ...body,
     status: next.status,
     nextAttemptAt: next.nextAttemptAt,
     attemptLogs: [...taken.attemptLogs, { number: taken.attempts, ...log }],
     updatedAt: now.toISOString(),
-  }, _v)) !== null;
+  }, _v);
 }
 
-/** Closes a delivery whose endpoint is gone or disabled, without a request. */
-export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, errorCode: string, now: Date): Promise<void> {
+/** Why a delivery ends without a request: its endpoint was disabled or deleted. */
+export type EndpointClosed = 'endpoint_disabled' | 'endpoint_deleted';
+
+/**
+ * Closes a delivery whose endpoint is gone or disabled, without a request (`reason` in its
+ * attempt log); false when it changed since it was read (compare-and-set) and nothing was written.
+ */
+export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, reason: EndpointClosed, now: Date): Promise<boolean> {
   const { _v, ...body } = delivery;
-  await deliveriesOf(documents).replace({
+  return (await deliveriesOf(documents).replace({
     ...body,
     status: 'failed',
     nextAttemptAt: null,
-    attemptLogs: [...delivery.attemptLogs, { number: delivery.attempts, httpStatus: null, errorCode, durationMs: 0, createdAt: now.toISOString() }],
+    attemptLogs: [...delivery.attemptLogs, { number: delivery.attempts, httpStatus: null, errorCode: reason, durationMs: 0, createdAt: now.toISOString() }],
     updatedAt: now.toISOString(),
-  }, _v);
+  }, _v)) !== null;
+}
+
+/** Taken by an attempt whose lease has not ended: its request may be in flight. */
+const leased = (delivery: WebhookDelivery, now: Date): boolean =>
+  delivery.attempts > (delivery.attemptLogs.at(-1)?.number ?? 0) && delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now.toISOString();
+
+/** Pending deliveries ended per read by endPendingDeliveries. */
+const END_BATCH = 100;
+
+/**
+ * Ends the pending deliveries of an endpoint just disabled or deleted (`reason` in their attempt
+ * log, as an attempt finding it so would: abandon), rather than when each next falls due.
+ * Read over the `pending` index, each ended by compare-and-set. One taken by an attempt (leased)
+ * is left to that attempt: attemptWebhookDelivery looks at the endpoint again once it recorded
+ * its outcome, and ends the delivery if it is still pending. One that changed since it was read
+ * (an attempt took it) is left to its attempt the same way. Returns how many it ended.
+ */
+export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, now: Date): Promise<number> {
+  let ended = 0;
+  let after: Record<string, string> | undefined;
+  for (;;) {
+    const batch = await deliveriesOf(documents).find({
+      where: { status: 'pending', endpointId },
+      orderBy: [['status', 'asc'], ['endpointId', 'asc'], ['nextAttemptAt', 'asc'], ['_id', 'asc']],
+      limit: END_BATCH,
+      after,
+    });
+    for (const delivery of batch) {
+      if (!leased(delivery, now) && await abandon(documents, delivery, reason, now)) ended++;
+    }
+    if (batch.length < END_BATCH) return ended;
+    const last = batch[batch.length - 1];
+    after = { status: 'pending', endpointId, nextAttemptAt: last.nextAttemptAt!, _id: last._id };
+  }
 }
 
 /** EmailDetail.webhookDeliveries: at most 100, newest first. */

@@ -3,20 +3,34 @@
 // Relay's secret: never hashed, since Relay signs with it. URLs must be public HTTPS on port
 // 443 by a name that resolves only to global addresses (infra/http/webhook-url.ts); the
 // address is checked again at every delivery.
+//
+// The limit of endpoints per project holds under concurrent creations (in any number of
+// processes): each endpoint holds one of the project's slots, a document `<projectId>#<n>`
+// (n < MAX_ENDPOINTS_PER_PROJECT) that a creation claims by inserting it (the store's unique
+// _id: atomic on every adapter, where compare-and-set across processes is not on all), and a
+// deletion frees. Disabling or deleting an endpoint ends its pending deliveries at once.
 import { randomBytes } from 'node:crypto';
 import { notFound, RelayError, validationError } from '../../../domain/errors.ts';
 import { isWebhookEventType, type WebhookEventType } from '../../../domain/webhooks/events.ts';
 import { checkWebhookUrl } from '../../../infra/http/webhook-url.ts';
 import { checkResolvesPublic } from '../../../infra/http/webhook-egress.ts';
-import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from '../management/documents.ts';
 import { newId } from '../management/ids.ts';
 import { CONTROL_CHARACTERS } from '../management/names.ts';
+import { endPendingDeliveries } from './deliveries.ts';
 
 const SECRET_PURPOSE = 'webhook-signing-secret';
+/** A project's endpoints, at most: what creation allows, the list shows and each event fans out to. */
 export const MAX_ENDPOINTS_PER_PROJECT = 20;
+/**
+ * A slot claimed this long ago whose endpoint does not exist is free again: its creation or
+ * deletion died between its two writes (each follows the other at once, with no I/O but the
+ * store's in between).
+ */
+const ABANDONED_SLOT_MS = 60_000;
 
 export interface WebhookEndpoint {
   _id: string;
@@ -27,8 +41,18 @@ export interface WebhookEndpoint {
   description: string | null;
   enabled: boolean;
   secretSealed: string;
+  /** The project's slot the endpoint holds; absent on endpoints made before slots existed (see claimSlot). */
+  slot?: string;
   createdAt: string;
   updatedAt: string;
+}
+
+/** One of a project's endpoint slots, taken: `<projectId>#<n>`, naming the endpoint that holds it. */
+export interface EndpointSlot {
+  _id: string;
+  projectId: string;
+  endpointId: string;
+  claimedAt: string;
 }
 
 export interface WebhookEndpointView {
@@ -43,6 +67,7 @@ export interface WebhookEndpointView {
 }
 
 export const endpointsOf = (documents: DocumentStore) => documents.collection<WebhookEndpoint>(COLLECTIONS.webhookEndpoints);
+const slotsOf = (documents: DocumentStore) => documents.collection<EndpointSlot>(COLLECTIONS.webhookEndpointSlots);
 
 export const endpointView = (e: WebhookEndpoint): WebhookEndpointView => ({
   id: e._id, projectId: e.projectId, url: e.url, events: e.events, description: e.description, enabled: e.enabled, createdAt: e.createdAt, updatedAt: e.updatedAt,
@@ -92,15 +117,64 @@ export async function createEndpoint(
   const events = checkedEvents(input.events);
   const description = checkedDescription(input.description);
   const url = await checkedUrl(input.url, policy);
-  if ((await endpointsOf(documents).count({ projectId: input.projectId })) >= MAX_ENDPOINTS_PER_PROJECT) {
-    throw new RelayError('conflict', `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints`);
-  }
+  const id = newId('whe');
+  const slot = await claimSlot(documents, input.projectId, id, now);
+  if (slot === null) throw new RelayError('conflict', `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints`);
   const secret = newSigningSecret();
   const endpoint: WebhookEndpoint = {
-    _id: newId('whe'), workspaceId: input.workspaceId, projectId: input.projectId, url, events, description, enabled: true,
-    secretSealed: secrets.seal(secret, SECRET_PURPOSE), createdAt: now.toISOString(), updatedAt: now.toISOString(),
+    _id: id, workspaceId: input.workspaceId, projectId: input.projectId, url, events, description, enabled: true,
+    secretSealed: secrets.seal(secret, SECRET_PURPOSE), slot, createdAt: now.toISOString(), updatedAt: now.toISOString(),
   };
-  return { endpoint: await endpointsOf(documents).insert(endpoint), secret };
+  try {
+    return { endpoint: await endpointsOf(documents).insert(endpoint), secret };
+  } catch (error) {
+    await freeSlot(documents, slot, id);
+    throw error;
+  }
+}
+
+/**
+ * Claims a free slot of the project for `endpointId`: its id, or null when the project has its
+ * MAX_ENDPOINTS_PER_PROJECT endpoints. The first free slot is taken by inserting it; a taken
+ * one (DuplicateKeyError) sends the claim to the next.
+ *
+ * Endpoints made before slots existed hold none: they take as many slots off the end of the
+ * range. Their number never grows (every endpoint made since holds a slot, kept for its life),
+ * so however creations and deletions interleave, the slots taken plus those endpoints never
+ * pass the limit: each creation counted at least as many of them as remain.
+ */
+async function claimSlot(documents: DocumentStore, projectId: string, endpointId: string, now: Date): Promise<string | null> {
+  const unslotted = await endpointsOf(documents).count({ projectId, slot: null });
+  for (let n = 0; n < MAX_ENDPOINTS_PER_PROJECT - unslotted; n++) {
+    const slot: EndpointSlot = { _id: `${projectId}#${n}`, projectId, endpointId, claimedAt: now.toISOString() };
+    // A second try only after freeing an abandoned claim of this slot.
+    for (let tries = 0; tries < 2; tries++) {
+      try {
+        await slotsOf(documents).insert(slot);
+        return slot._id;
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+      }
+      if (!(await freeAbandonedSlot(documents, slot._id, now))) break;
+    }
+  }
+  return null;
+}
+
+/** Frees the slot if its endpoint does not exist ABANDONED_SLOT_MS after it was claimed; whether it may be free now. */
+async function freeAbandonedSlot(documents: DocumentStore, id: string, now: Date): Promise<boolean> {
+  const taken = await slotsOf(documents).get(id);
+  if (!taken) return true;
+  if (Date.parse(taken.claimedAt) > now.getTime() - ABANDONED_SLOT_MS) return false;
+  if (await endpointsOf(documents).get(taken.endpointId)) return false;
+  await slotsOf(documents).delete(id, taken._v);
+  return true;
+}
+
+/** Frees the slot if `endpointId` still holds it (it may have been freed and claimed again since). */
+async function freeSlot(documents: DocumentStore, id: string, endpointId: string): Promise<void> {
+  const taken = await slotsOf(documents).get(id);
+  if (taken?.endpointId === endpointId) await slotsOf(documents).delete(id, taken._v);
 }
 
 export async function listEndpoints(documents: DocumentStore, projectId: string): Promise<WebhookEndpoint[]> {
@@ -120,7 +194,7 @@ export async function updateEndpoint(
   const url = patch.url === undefined ? undefined : await checkedUrl(patch.url, policy);
   const events = patch.events === undefined ? undefined : checkedEvents(patch.events);
   const description = patch.description === undefined ? undefined : checkedDescription(patch.description);
-  return updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => ({
+  const updated = await updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => ({
     ...current,
     ...(url !== undefined ? { url } : {}),
     ...(events !== undefined ? { events } : {}),
@@ -128,6 +202,9 @@ export async function updateEndpoint(
     ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
     updatedAt: now.toISOString(),
   }));
+  // Its pending deliveries end now, not when each next falls due (enabling it again before then would send them).
+  if (!updated.enabled) await endPendingDeliveries(documents, id, 'endpoint_disabled', now);
+  return updated;
 }
 
 export async function rotateSecret(documents: DocumentStore, secrets: SecretBox, id: string, now: Date): Promise<string> {
@@ -136,8 +213,12 @@ export async function rotateSecret(documents: DocumentStore, secrets: SecretBox,
   return secret;
 }
 
-export async function deleteEndpoint(documents: DocumentStore, id: string): Promise<void> {
-  if (!(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
+/** Deletes the endpoint, frees its slot and ends its pending deliveries. */
+export async function deleteEndpoint(documents: DocumentStore, id: string, now: Date): Promise<void> {
+  const endpoint = await endpointsOf(documents).get(id);
+  if (!endpoint || !(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
+  if (endpoint.slot !== undefined) await freeSlot(documents, endpoint.slot, id);
+  await endPendingDeliveries(documents, id, 'endpoint_deleted', now);
 }
 
 export async function ensureEndpointIndexes(documents: DocumentStore): Promise<void> {

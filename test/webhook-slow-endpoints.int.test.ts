@@ -1,0 +1,182 @@
+// The webhooks processor's dispatcher (apps/processors/webhooks.ts, as its init builds it) on the
+// embedded store: endpoints known to be slow (a request of theirs timed out) hold at most half of
+// the requests in flight (32 of 64), however many of their deliveries are due before
+// others', so another project's delivery starts while they hang. An endpoint is known slow once a
+// request of its ended slowly: the first requests to a new hanging endpoint may take every slot
+// until they time out, and these tests let them time out (a stand-in egress reports `timeout`, as
+// the real one does after 15 s) before the hanging that must not starve anyone.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Dispatcher } from '../apps/pipeline/dispatcher.ts';
+import type { ProcessorDeps } from '../apps/processors/processor.ts';
+import { webhooks } from '../apps/processors/webhooks.ts';
+import { deliveriesOf, type WebhookDelivery } from '../apps/services/webhooks/deliveries.ts';
+import { endpointsOf, MAX_ENDPOINTS_PER_PROJECT } from '../apps/services/webhooks/endpoints.ts';
+import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
+import type { AttemptResult, HttpEgress } from '../infra/ports/http-egress.ts';
+import { SecretBox } from '../infra/secrets/secret-box.ts';
+import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { deferred, waitUntil, type Deferred } from './support/eventually.ts';
+
+const OK: AttemptResult = { httpStatus: 200, errorCode: null, durationMs: 1, responseSnippet: null };
+/** What the egress reports for a request that hit the attempt's 15 s limit. */
+const TIMED_OUT: AttemptResult = { httpStatus: null, errorCode: 'timeout', durationMs: 15_000, responseSnippet: null };
+/** The processor's requests in flight, its bound per endpoint, and the share slow endpoints may hold: half. */
+const CONCURRENCY = 64;
+const PER_ENDPOINT = 4;
+const SLOW_SHARE = CONCURRENCY / 2;
+
+interface Context {
+  dir: string;
+  documents: SqliteDocumentStore;
+  secrets: SecretBox;
+  /** Requests to slow endpoints, answered when resolved. */
+  held: Array<Deferred<AttemptResult>>;
+  /** Requests made to each endpoint (by host). */
+  posted: Map<string, number>;
+  errors: Error[];
+}
+const test = suite<Context>('webhooks: slow endpoints hold at most half of the requests in flight');
+
+test.before.each((ctx) => {
+  ctx.dir = mkdtempSync(join(tmpdir(), 'relay-webhook-slow-'));
+  ctx.documents = new SqliteDocumentStore(join(ctx.dir, 'relay.db'));
+  ctx.secrets = new SecretBox({ current: randomBytes(32), previous: [] });
+  ctx.held = [];
+  ctx.posted = new Map();
+  ctx.errors = [];
+});
+test.after.each(async (ctx) => {
+  await ctx.documents.close();
+  rmSync(ctx.dir, { recursive: true, force: true });
+});
+
+const at = (ms: number) => new Date(Date.now() - 60_000 + ms).toISOString();
+
+async function addEndpoint(ctx: Context, id: string, projectId: string): Promise<void> {
+  await endpointsOf(ctx.documents).insert({
+    _id: id, workspaceId: `ws_${projectId}`, projectId, url: `https://${id}.example/`, events: ['email.sent'], description: null, enabled: true,
+    secretSealed: ctx.secrets.seal('whsec_test', 'webhook-signing-secret'), createdAt: at(0), updatedAt: at(0),
+  });
+}
+async function addDelivery(ctx: Context, id: string, endpointId: string, projectId: string, dueAt: string): Promise<void> {
+  await deliveriesOf(ctx.documents).insert({
+    _id: id, emailId: `em_${id}`, projectId, endpointId, eventId: `evt_${id}`, type: 'email.sent', body: '{}',
+    status: 'pending', attempts: 0, nextAttemptAt: dueAt, attemptLogs: [], createdAt: dueAt, updatedAt: dueAt,
+  } satisfies WebhookDelivery);
+}
+
+/**
+ * The processor's dispatcher; `answer` says how a request to an endpoint of the slow project
+ * goes (given how many that endpoint had before it): a result at once, or null to hold it.
+ */
+function startWebhooks(ctx: Context, slowProject: string, answer: (before: number) => AttemptResult | null): Promise<Dispatcher> {
+  const egress: HttpEgress = {
+    post: (post) => {
+      const host = new URL(String(post.url)).hostname;
+      const before = ctx.posted.get(host) ?? 0;
+      ctx.posted.set(host, before + 1);
+      if (!host.startsWith(slowProject)) return Promise.resolve(OK);
+      const result = answer(before);
+      if (result) return Promise.resolve(result);
+      const held = deferred<AttemptResult>();
+      ctx.held.push(held);
+      return held.promise;
+    },
+    checkDestination: async () => ({ ok: true }),
+  };
+  const deps = {
+    documents: ctx.documents,
+    services: { egress, secrets: ctx.secrets, policies: { webhooks: WEBHOOK_POLICY } },
+    config: { dnsServers: [], webhookAllow: new Set<string>() },
+    now: () => new Date(),
+    onError: (error: Error) => ctx.errors.push(error),
+  } as unknown as ProcessorDeps;
+  return webhooks.init!(deps) as Promise<Dispatcher>;
+}
+
+/** Stops the dispatcher, answering the held requests so that their attempts end. */
+async function stop(ctx: Context, dispatcher: Dispatcher): Promise<void> {
+  const stopping = dispatcher.stop();
+  for (const held of ctx.held) held.resolve(OK);
+  await stopping;
+}
+
+/** Waits until the dispatcher has looked at the schedule `looks` more times. */
+async function looksPass(dispatcher: Dispatcher, looks: number): Promise<void> {
+  for (let i = 0; i < looks; i++) {
+    const last = dispatcher.status().lastLookAt;
+    await waitUntil(() => dispatcher.status().lastLookAt !== last, 'the dispatcher looked at the schedule again', 5_000);
+  }
+}
+
+const statusOf = async (ctx: Context, id: string) => (await deliveriesOf(ctx.documents).get(id))?.status;
+const unanswered = (ctx: Context) => ctx.held.length;
+
+test('16 hanging endpoints of one project, once their requests timed out, hold half of the slots; another project\'s delivery is made meanwhile', async (ctx) => {
+  const slowEndpoints = 16;
+  assert.ok(slowEndpoints < MAX_ENDPOINTS_PER_PROJECT, 'within one project\'s allowance');
+  assert.is(slowEndpoints * PER_ENDPOINT, CONCURRENCY, 'enough to take every slot');
+  for (let e = 0; e < slowEndpoints; e++) {
+    const id = `prja-ep${String(e).padStart(2, '0')}`;
+    await addEndpoint(ctx, id, 'prja');
+    // A backlog of 10 emails' events each, all due before project B's.
+    for (let i = 0; i < 10; i++) await addDelivery(ctx, `whd_${id}_${i}`, id, 'prja', at(i * 100 + e));
+  }
+  await addEndpoint(ctx, 'prjb-fast', 'prjb');
+  await addDelivery(ctx, 'whd_prjb', 'prjb-fast', 'prjb', at(5_000));
+  const dispatcher = await startWebhooks(ctx, 'prja', () => null);
+  try {
+    // Nothing is known of project A's endpoints yet: their first requests take every slot...
+    await waitUntil(() => unanswered(ctx) === CONCURRENCY, 'the first requests to project A\'s endpoints hang', 5_000);
+    // ... until they time out, which makes each endpoint slow.
+    for (const held of ctx.held.splice(0)) held.resolve(TIMED_OUT);
+    // Their backlog (96 deliveries) is still due before project B's, and every request hangs again.
+    await waitUntil(async () => (await statusOf(ctx, 'whd_prjb')) === 'succeeded',
+      'project B\'s delivery was made while project A\'s endpoints hang', 5_000);
+    await looksPass(dispatcher, 2);
+    assert.is(unanswered(ctx), SLOW_SHARE, 'the slow endpoints hold half of the slots, no more, and use them');
+  } finally {
+    await stop(ctx, dispatcher);
+  }
+  assert.equal(ctx.errors.map((e) => e.message), [], 'no run failed');
+});
+
+test('slow endpoints that cannot start, with more deliveries due than a read of the schedule holds, are left out of the read: another project\'s delivery is made', async (ctx) => {
+  // 40 endpoints (two projects' worth), each known slow after one request that timed out.
+  const slowEndpoints = 40;
+  const ids = Array.from({ length: slowEndpoints }, (_, e) => `prja-ep${String(e).padStart(2, '0')}`);
+  for (const [e, id] of ids.entries()) {
+    await addEndpoint(ctx, id, e < 20 ? 'prja' : 'prja2');
+    await addDelivery(ctx, `whd_${id}_first`, id, 'prja', at(e));
+  }
+  const dispatcher = await startWebhooks(ctx, 'prja', () => null);
+  try {
+    await waitUntil(() => unanswered(ctx) === slowEndpoints, 'a request to each endpoint hangs', 5_000);
+    for (const held of ctx.held.splice(0)) held.resolve(TIMED_OUT);
+    await waitUntil(async () => (await deliveriesOf(ctx.documents).count({ status: 'pending', attempts: 1 })) === slowEndpoints, 'each timed out', 5_000);
+
+    // Then a backlog of 20 deliveries each, endpoint after endpoint, all due before project B's:
+    // 8 endpoints take the slow endpoints' 32 slots, and the other 32 endpoints' 640 deliveries
+    // would fill every read of 128 due deliveries in front of project B's.
+    for (const [e, id] of ids.entries()) {
+      for (let i = 0; i < 20; i++) await addDelivery(ctx, `whd_${id}_${String(i).padStart(2, '0')}`, id, 'prja', at(1_000 + e * 100 + i));
+    }
+    await addEndpoint(ctx, 'prjb-fast', 'prjb');
+    await addDelivery(ctx, 'whd_prjb', 'prjb-fast', 'prjb', at(10_000));
+    dispatcher.kick();
+    await waitUntil(async () => (await statusOf(ctx, 'whd_prjb')) === 'succeeded',
+      'project B\'s delivery was made while 40 slow endpoints have deliveries due', 5_000);
+    await looksPass(dispatcher, 2);
+    assert.is(unanswered(ctx), SLOW_SHARE, 'the slow endpoints hold half of the slots, no more');
+  } finally {
+    await stop(ctx, dispatcher);
+  }
+  assert.equal(ctx.errors.map((e) => e.message), [], 'no run failed');
+});
+
+test.run();
