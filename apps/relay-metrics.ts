@@ -295,7 +295,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const openClaims = registry.gauge('relay_delivery_open_claims', 'Delivery claims without an outcome yet.');
   const oldestClaim = registry.gauge('relay_delivery_oldest_open_claim_age_seconds', 'Age of the oldest delivery claim without an outcome, in seconds (0 when there is none).');
   const webhookAttempts = registry.counter('relay_webhook_attempts_total',
-    'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, endpoint_disabled, endpoint_deleted.', ['result']);
+    'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted.', ['result']);
   if (options.process !== false) processMetrics(registry);
   const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();

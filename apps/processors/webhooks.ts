@@ -14,9 +14,9 @@ import type { AttemptResult } from '../../infra/ports/http-egress.ts';
 import { afterDurable } from '../../infra/ports/durability.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
-import { webhookResultOf } from '../services/webhooks/attempt-result.ts';
+import { WEBHOOK_RESULT_LABELS, webhookResultOf } from '../services/webhooks/attempt-result.ts';
 import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAfter, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
-import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT } from '../services/webhooks/endpoints.ts';
+import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT, resealSigningSecrets } from '../services/webhooks/endpoints.ts';
 import { SlowEndpoints } from '../services/webhooks/slow-endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { defineProcessor } from './processor.ts';
@@ -36,6 +36,9 @@ export const webhooks = defineProcessor({
   async init(deps): Promise<Dispatcher> {
     await ensureEndpointIndexes(deps.documents);
     await ensureDeliveryIndexes(deps.documents);
+    await resealSigningSecrets(deps.documents, deps.services.secrets);
+    // Every result's series from 0: the first failure after a start is then an increase an alert sees.
+    for (const result of WEBHOOK_RESULT_LABELS) deps.metrics?.webhookAttempts(result);
     const slow = new SlowEndpoints({ share: SLOW_SHARE, perEndpoint: PER_ENDPOINT });
     const attempt = {
       documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,

@@ -4,16 +4,20 @@
 /**
  * Webhook attempt results: 2xx, 3xx, 4xx, 5xx (by the status class), or the attempt's error code
  * when no status came back: timeout, connection_refused, connection_reset, tls_error,
- * dns_failure, unsafe_destination, network_error; endpoint_disabled and endpoint_deleted for a
- * delivery closed without a request.
+ * dns_failure, unsafe_destination, network_error; signing_failed for an attempt whose endpoint's
+ * secret could not be opened; endpoint_disabled and endpoint_deleted for a delivery closed
+ * without a request.
  */
-export type WebhookResultLabel =
-  | '2xx' | '3xx' | '4xx' | '5xx' | 'timeout' | 'connection_refused' | 'connection_reset' | 'tls_error' | 'dns_failure'
-  | 'unsafe_destination' | 'network_error' | 'endpoint_disabled' | 'endpoint_deleted';
+export const WEBHOOK_RESULT_LABELS = [
+  '2xx', '3xx', '4xx', '5xx', 'timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure',
+  'unsafe_destination', 'network_error', 'signing_failed', 'endpoint_disabled', 'endpoint_deleted',
+] as const;
+export type WebhookResultLabel = (typeof WEBHOOK_RESULT_LABELS)[number];
+
+const BY_ERROR_CODE: ReadonlySet<string> = new Set(WEBHOOK_RESULT_LABELS.filter((label) => !label.endsWith('xx')));
 
 /** The label of a webhook attempt's result, from its status or error code. */
 export function webhookResultOf(httpStatus: number | null, errorCode: string | null): WebhookResultLabel {
   if (httpStatus !== null && httpStatus >= 200 && httpStatus < 600) return `${Math.floor(httpStatus / 100)}xx` as WebhookResultLabel;
-  const known: readonly string[] = ['timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure', 'unsafe_destination', 'endpoint_disabled', 'endpoint_deleted'];
-  return errorCode !== null && known.includes(errorCode) ? errorCode as WebhookResultLabel : 'network_error';
+  return errorCode !== null && BY_ERROR_CODE.has(errorCode) ? errorCode as WebhookResultLabel : 'network_error';
 }

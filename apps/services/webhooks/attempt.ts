@@ -40,6 +40,17 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
   const taken = await takeAttempt(deps.documents, delivery, deps.now(), deps.policy);
   if (!taken) return;
   const startedAt = deps.now();
+  let secret: string;
+  try {
+    secret = signingSecretOf(endpoint, deps.secrets);
+  } catch (error) {
+    // Sealed under a key Relay no longer has (dropped from RELAY_SECRET_KEY_PREVIOUS before the
+    // re-seal at start): the attempt is recorded and counted, and retried on the schedule (the
+    // key may come back), rather than taken again and again without a trace but a log line.
+    await recordAttempt(deps.documents, taken, { httpStatus: null, errorCode: 'signing_failed', durationMs: 0, createdAt: startedAt.toISOString() }, deps.now(), deps.policy);
+    deps.onResult?.(null, 'signing_failed');
+    throw new Error(`the signing secret of webhook endpoint ${endpoint._id} does not open: ${(error as Error).message}`, { cause: error });
+  }
   const result = await deps.egress.post({
     url: endpoint.url,
     body: Buffer.from(taken.body, 'utf8'),
@@ -47,7 +58,7 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
       'content-type': 'application/json',
       'user-agent': DEFAULT_USER_AGENT,
       'relay-event-id': taken.eventId,
-      ...signatureHeaders(signingSecretOf(endpoint, deps.secrets), taken.body, startedAt),
+      ...signatureHeaders(secret, taken.body, startedAt),
     },
     dnsServers: deps.dnsServers,
     allow: deps.allow,

@@ -84,6 +84,28 @@ const newSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
 export const signingSecretOf = (endpoint: WebhookEndpoint, secrets: SecretBox): string => secrets.open(endpoint.secretSealed, SECRET_PURPOSE);
 
+/**
+ * Re-seals under the current RELAY_SECRET_KEY the signing secrets sealed under a previous one
+ * (RELAY_SECRET_KEY_PREVIOUS), so that they still open once the previous key is dropped, as
+ * the sender does with DKIM keys (dkim-key-vault.ts). Returns how many changed.
+ */
+export async function resealSigningSecrets(documents: DocumentStore, secrets: SecretBox): Promise<number> {
+  let changed = 0;
+  for (const endpoint of await endpointsOf(documents).find({})) {
+    if (endpoint.secretSealed.split('.')[1] === secrets.keyId) continue;
+    const { _v, ...rest } = endpoint;
+    let secret: string;
+    try {
+      secret = signingSecretOf(endpoint, secrets);
+    } catch {
+      continue; // under a key Relay no longer has: its deliveries record signing_failed (attempt.ts)
+    }
+    // A concurrent edit (a rotation by its owner) wins; the next start tries again.
+    if (await endpointsOf(documents).replace({ ...rest, secretSealed: secrets.seal(secret, SECRET_PURPOSE) }, _v)) changed++;
+  }
+  return changed;
+}
+
 const unresolvedMessage = (host: string) =>
   `${host} must resolve to public addresses only, and from Relay it does not (it does not exist, has no address, could not be looked up, or an address is not public); webhooks are only delivered to public HTTPS endpoints.`;
 
