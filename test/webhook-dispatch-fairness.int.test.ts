@@ -11,19 +11,16 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Dispatcher } from '../apps/pipeline/dispatcher.ts';
-import type { ProcessorDeps } from '../apps/processors/processor.ts';
-import { webhooks } from '../apps/processors/webhooks.ts';
-import { deliveriesOf, type WebhookDelivery } from '../apps/services/webhooks/deliveries.ts';
-import { endpointsOf } from '../apps/services/webhooks/endpoints.ts';
-import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
+import { deliveriesOf } from '../apps/services/webhooks/deliveries.ts';
 import type { Collection, DocumentStore, FindOptions } from '../infra/ports/document-store.ts';
-import type { AttemptResult, HttpEgress } from '../infra/ports/http-egress.ts';
+import type { AttemptResult } from '../infra/ports/http-egress.ts';
 import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { deferred, waitUntil, type Deferred } from './support/eventually.ts';
+import * as support from './support/webhook-dispatch.ts';
+import { dueAt, OK, startWebhookDispatcher, stopAnswering } from './support/webhook-dispatch.ts';
 
 const PER_ENDPOINT = 4;
-const OK: AttemptResult = { httpStatus: 200, errorCode: null, durationMs: 1, responseSnippet: null };
 
 interface Context {
   dir: string;
@@ -55,21 +52,9 @@ test.after.each(async (ctx) => {
   rmSync(ctx.dir, { recursive: true, force: true });
 });
 
-const at = (ms: number) => new Date(Date.now() - 60_000 + ms).toISOString();
-
-async function addEndpoint(ctx: Context, id: string): Promise<void> {
-  await endpointsOf(ctx.documents).insert({
-    _id: id, workspaceId: 'ws_1', projectId: 'prj_1', url: `https://${id}.example/`, events: ['email.sent'], description: null, enabled: true,
-    secretSealed: ctx.secrets.seal('whsec_test', 'webhook-signing-secret'), createdAt: at(0), updatedAt: at(0),
-  });
-}
-
-async function addDelivery(ctx: Context, id: string, endpointId: string, dueAt: string): Promise<void> {
-  await deliveriesOf(ctx.documents).insert({
-    _id: id, emailId: `em_${id}`, projectId: 'prj_1', endpointId, eventId: `evt_${id}`, type: 'email.sent', body: '{}',
-    status: 'pending', attempts: 0, nextAttemptAt: dueAt, attemptLogs: [], createdAt: dueAt, updatedAt: dueAt,
-  } satisfies WebhookDelivery);
-}
+const at = dueAt;
+const addEndpoint = (ctx: Context, id: string) => support.addEndpoint(ctx.documents, ctx.secrets, id, 'prj_1');
+const addDelivery = (ctx: Context, id: string, endpointId: string, due: string) => support.addDelivery(ctx.documents, id, endpointId, 'prj_1', due);
 
 /** The store, counting the reads of due deliveries. */
 function counting(ctx: Context): DocumentStore {
@@ -96,7 +81,8 @@ function counting(ctx: Context): DocumentStore {
 
 /** The processor's dispatcher, as `relay processor webhooks` starts it; requests to `slow` endpoints are held. */
 function startWebhooks(ctx: Context, slow: Set<string>): Promise<Dispatcher> {
-  const egress: HttpEgress = {
+  return startWebhookDispatcher({
+    documents: counting(ctx), secrets: ctx.secrets, errors: ctx.errors,
     post: (post) => {
       const endpoint = new URL(String(post.url)).hostname.split('.')[0];
       ctx.posted.push(endpoint);
@@ -105,24 +91,10 @@ function startWebhooks(ctx: Context, slow: Set<string>): Promise<Dispatcher> {
       ctx.held.push(answer);
       return answer.promise;
     },
-    checkDestination: async () => ({ ok: true }),
-  };
-  const deps = {
-    documents: counting(ctx),
-    services: { egress, secrets: ctx.secrets, policies: { webhooks: WEBHOOK_POLICY } },
-    config: { dnsServers: [], webhookAllow: new Set<string>() },
-    now: () => new Date(),
-    onError: (error: Error) => ctx.errors.push(error),
-  } as unknown as ProcessorDeps;
-  return webhooks.init!(deps) as Promise<Dispatcher>;
+  });
 }
 
-/** Stops the dispatcher, answering the held requests so that their attempts end. */
-async function stop(ctx: Context, dispatcher: Dispatcher): Promise<void> {
-  const stopping = dispatcher.stop();
-  for (const answer of ctx.held) answer.resolve(OK);
-  await stopping;
-}
+const stop = (ctx: Context, dispatcher: Dispatcher) => stopAnswering(dispatcher, ctx.held);
 
 const statusOf = async (ctx: Context, id: string) => (await deliveriesOf(ctx.documents).get(id))?.status;
 

@@ -12,17 +12,15 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Dispatcher } from '../apps/pipeline/dispatcher.ts';
-import type { ProcessorDeps } from '../apps/processors/processor.ts';
-import { webhooks } from '../apps/processors/webhooks.ts';
-import { deliveriesOf, type WebhookDelivery } from '../apps/services/webhooks/deliveries.ts';
-import { endpointsOf, MAX_ENDPOINTS_PER_PROJECT } from '../apps/services/webhooks/endpoints.ts';
-import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
-import type { AttemptResult, HttpEgress } from '../infra/ports/http-egress.ts';
+import { deliveriesOf } from '../apps/services/webhooks/deliveries.ts';
+import { MAX_ENDPOINTS_PER_PROJECT } from '../apps/services/webhooks/endpoints.ts';
+import type { AttemptResult } from '../infra/ports/http-egress.ts';
 import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { deferred, waitUntil, type Deferred } from './support/eventually.ts';
+import * as support from './support/webhook-dispatch.ts';
+import { dueAt, OK, startWebhookDispatcher, stopAnswering } from './support/webhook-dispatch.ts';
 
-const OK: AttemptResult = { httpStatus: 200, errorCode: null, durationMs: 1, responseSnippet: null };
 /** What the egress reports for a request that hit the attempt's 15 s limit. */
 const TIMED_OUT: AttemptResult = { httpStatus: null, errorCode: 'timeout', durationMs: 15_000, responseSnippet: null };
 /** The processor's requests in flight, its bound per endpoint, and the share slow endpoints may hold: half. */
@@ -55,27 +53,17 @@ test.after.each(async (ctx) => {
   rmSync(ctx.dir, { recursive: true, force: true });
 });
 
-const at = (ms: number) => new Date(Date.now() - 60_000 + ms).toISOString();
-
-async function addEndpoint(ctx: Context, id: string, projectId: string): Promise<void> {
-  await endpointsOf(ctx.documents).insert({
-    _id: id, workspaceId: `ws_${projectId}`, projectId, url: `https://${id}.example/`, events: ['email.sent'], description: null, enabled: true,
-    secretSealed: ctx.secrets.seal('whsec_test', 'webhook-signing-secret'), createdAt: at(0), updatedAt: at(0),
-  });
-}
-async function addDelivery(ctx: Context, id: string, endpointId: string, projectId: string, dueAt: string): Promise<void> {
-  await deliveriesOf(ctx.documents).insert({
-    _id: id, emailId: `em_${id}`, projectId, endpointId, eventId: `evt_${id}`, type: 'email.sent', body: '{}',
-    status: 'pending', attempts: 0, nextAttemptAt: dueAt, attemptLogs: [], createdAt: dueAt, updatedAt: dueAt,
-  } satisfies WebhookDelivery);
-}
+const at = dueAt;
+const addEndpoint = (ctx: Context, id: string, projectId: string) => support.addEndpoint(ctx.documents, ctx.secrets, id, projectId);
+const addDelivery = (ctx: Context, id: string, endpointId: string, projectId: string, due: string) => support.addDelivery(ctx.documents, id, endpointId, projectId, due);
 
 /**
  * The processor's dispatcher; `answer` says how a request to an endpoint of the slow project
  * goes (given how many that endpoint had before it): a result at once, or null to hold it.
  */
 function startWebhooks(ctx: Context, slowProject: string, answer: (before: number) => AttemptResult | null): Promise<Dispatcher> {
-  const egress: HttpEgress = {
+  return startWebhookDispatcher({
+    documents: ctx.documents, secrets: ctx.secrets, errors: ctx.errors,
     post: (post) => {
       const host = new URL(String(post.url)).hostname;
       const before = ctx.posted.get(host) ?? 0;
@@ -87,24 +75,10 @@ function startWebhooks(ctx: Context, slowProject: string, answer: (before: numbe
       ctx.held.push(held);
       return held.promise;
     },
-    checkDestination: async () => ({ ok: true }),
-  };
-  const deps = {
-    documents: ctx.documents,
-    services: { egress, secrets: ctx.secrets, policies: { webhooks: WEBHOOK_POLICY } },
-    config: { dnsServers: [], webhookAllow: new Set<string>() },
-    now: () => new Date(),
-    onError: (error: Error) => ctx.errors.push(error),
-  } as unknown as ProcessorDeps;
-  return webhooks.init!(deps) as Promise<Dispatcher>;
+  });
 }
 
-/** Stops the dispatcher, answering the held requests so that their attempts end. */
-async function stop(ctx: Context, dispatcher: Dispatcher): Promise<void> {
-  const stopping = dispatcher.stop();
-  for (const held of ctx.held) held.resolve(OK);
-  await stopping;
-}
+const stop = (ctx: Context, dispatcher: Dispatcher) => stopAnswering(dispatcher, ctx.held);
 
 /** Waits until the dispatcher has looked at the schedule `looks` more times. */
 async function looksPass(dispatcher: Dispatcher, looks: number): Promise<void> {
