@@ -167,6 +167,22 @@ compose('given a signed message, when a second From (or any other over-signed fi
   assert.is(relayed.status.result, 'pass', relayed.info);
 });
 
+compose('given many signed fields (50 case variants of List-Unsubscribe-Post, as admitted before names were unique case-insensitively), then h= folds at its colons: no DKIM-Signature line over 78 characters, and it verifies', async (ctx) => {
+  const name = 'list-unsubscribe-post';
+  const headers: Record<string, string> = {};
+  for (let m = 0; Object.keys(headers).length < 50; m++) headers[[...name].map((c, i) => ((m >> i) & 1 ? c.toUpperCase() : c)).join('')] = 'List-Unsubscribe=One-Click';
+  const { raw } = await composeMessage(input(ctx, { headers }));
+  const text = raw.toString('latin1');
+  const signature = /^DKIM-Signature:(?:.*\r\n[ \t].*)*.*\r\n/.exec(text)?.[0] ?? '';
+  const lines = signature.split('\r\n').slice(0, -1);
+  assert.ok(lines.length > 10, signature);
+  for (const line of lines) assert.ok(line.length <= 78, `a DKIM-Signature line of ${line.length} characters: ${line}`);
+  const listed = (/(?:^|;)h=([^;]+)/.exec(signature.replace(/\s+/g, ''))?.[1] ?? '').split(':');
+  assert.is(listed.filter((n) => n === name).length, 50, listed.join(':'));
+  const [verdict] = await verifyDkim(ctx, raw);
+  assert.is(verdict.status.result, 'pass', verdict.info);
+});
+
 compose('given bodies with trailing spaces, tabs and empty lines at the end, then the relaxed body hash still verifies', async (ctx) => {
   for (const text of ['a  \t b \t\n\n\n', ' lead\n\ttab\n \n', 'x']) {
     const { raw } = await composeMessage(input(ctx, { html: null, text }));

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { messageBytes } from '../infra/mail/mime-bytes.ts';
+import { bareLineBreakAt, messageBytes } from '../infra/mail/mime-bytes.ts';
 
 type Mail = ConstructorParameters<typeof MailComposer>[0];
 
@@ -60,6 +60,19 @@ test('given a part whose content is a stream, when joined, then it is left to no
 test('given LF line ends asked for, or a raw message, when joined, then it is left to nodemailer (null)', () => {
   assert.is(messageBytes(compiled({ text: 'hello', newline: 'unix' })), null);
   assert.is(messageBytes(compiled({ raw: 'Subject: raw\r\n\r\nbody\r\n' })), null);
+});
+
+test('bareLineBreakAt: the offset of a LF, else a CR, outside a CRLF; -1 when every line break is CRLF', () => {
+  const at = (text: string) => bareLineBreakAt(Buffer.from(text, 'latin1'));
+  assert.is(at(''), -1);
+  assert.is(at('a\r\nb\r\n\r\n'), -1);
+  assert.is(at('a\rb\r\n'), 1);
+  assert.is(at('a\r\nb\n'), 4);
+  assert.is(at('a\r\r\n'), 1);
+  assert.is(at('a\n\r\n'), 1);
+  assert.is(at('ends in CR\r'), 10);
+  assert.is(at('\nstarts with LF'), 0);
+  assert.is(at('a\rb\nc'), 3, 'the bare LF first');
 });
 
 test.run();

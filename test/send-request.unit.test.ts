@@ -6,7 +6,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
   MAX_HEADERS, MAX_HEADERS_TOTAL_LENGTH, MAX_RECIPIENTS, METADATA_LIMITS, checkHeaders, checkMetadata, checkSubject, checkTags,
-  headerTextProblem, isReservedHeader, normalizeEnvelope, normalizeSendRequest, type SendRequestBody,
+  headerTextProblem, isReservedHeader, normalizeEnvelope, normalizeSendRequest, UNENCODED_HEADERS, type SendRequestBody,
 } from '../domain/email/send-request.ts';
 import { RelayError } from '../domain/errors.ts';
 import { MAX_ADDRESS_LENGTH, MAX_MAILBOX_LENGTH, parseAddress, parseMailbox } from '../domain/mailbox.ts';
@@ -163,6 +163,37 @@ fields('headers: up to 50, names of letters, digits and hyphens up to 128, no re
   const fill = MAX_HEADERS_TOTAL_LENGTH - used - 'X-Fill'.length;
   assert.ok(checkHeaders({ ...exact, 'X-Fill': 'v'.repeat(fill) }), 'exactly 16,384 in all');
   assert.is(refusal(() => checkHeaders({ ...exact, 'X-Fill': 'v'.repeat(fill + 1) })).startsWith('body.headers: custom headers are at most'), true);
+});
+
+fields('header names are unique case-insensitively: the second spelling is refused, naming it and the first', () => {
+  assert.is(refusal(() => checkHeaders({ Sender: 'ops@example.test', sender: 'x@example.test' })), 'body.headers.sender: repeats the header Sender: header names are compared case-insensitively, so each may be given once');
+  assert.is(refusal(() => checkHeaders({ 'x-ref': '1', 'X-A': 'a', 'X-REF': '2' })), 'body.headers.X-REF: repeats the header x-ref: header names are compared case-insensitively, so each may be given once');
+  assert.equal(checkHeaders({ 'X-Ref': '1', 'X-Refs': '2' }), { 'X-Ref': '1', 'X-Refs': '2' });
+});
+
+fields('In-Reply-To, References and OTP-Token (sent unencoded) are ASCII, and no word of them is longer than 995 characters', () => {
+  assert.equal(UNENCODED_HEADERS, ['in-reply-to', 'references', 'otp-token']);
+  const ascii = 'must hold only ASCII characters: this header is sent as written, not RFC 2047 encoded';
+  assert.is(refusal(() => checkHeaders({ 'In-Reply-To': '<bestellung-ü@shop.example>' })), `body.headers.In-Reply-To: ${ascii}`);
+  assert.is(refusal(() => checkHeaders({ references: '<a@x.example> <ü@x.example>' })), `body.headers.references: ${ascii}`);
+  assert.is(refusal(() => checkHeaders({ 'OTP-TOKEN': 'café' })), `body.headers.OTP-TOKEN: ${ascii}`);
+  assert.ok(checkHeaders({ 'X-Ref': 'bestellung-ü', 'In-Reply-To': '<order-1@shop.example>', References: '<a@x.example>\t<b@x.example>', 'OTP-Token': '"123456"' }), 'other headers are encoded: any text');
+  const word = 'must not hold a word longer than 995 characters: this header is sent as written and a word cannot be folded';
+  assert.ok(checkHeaders({ 'In-Reply-To': `<${'i'.repeat(993)}>` }), 'a 995-character id');
+  assert.is(refusal(() => checkHeaders({ 'In-Reply-To': `<${'i'.repeat(994)}>` })), `body.headers.In-Reply-To: ${word}`);
+  assert.is(refusal(() => checkHeaders({ 'OTP-Token': 'o'.repeat(996) })), `body.headers.OTP-Token: ${word}`);
+  assert.is(refusal(() => checkHeaders({ References: `<${'a'.repeat(500)} ${'b'.repeat(495)}>` })), `body.headers.References: ${word}`, 'whitespace inside <> does not break a word: it is removed');
+  assert.ok(checkHeaders({ References: Array.from({ length: 28 }, (_, i) => `<id-${String(i).padStart(2, '0')}-${'r'.repeat(16)}@x.example>`).join(' ') }), '28 ids in 979 characters');
+});
+
+fields('a custom Sender is one mailbox with an ASCII address; its display name may be any header text', () => {
+  const reason = (why: string) => `body.headers.Sender: must be one mailbox, "address" or "Name <address>", whose address is ASCII (${why})`;
+  assert.ok(checkHeaders({ Sender: '"Zoë, Ops" <ops@example.test>' }));
+  assert.ok(checkHeaders({ Sender: 'ops@example.test' }));
+  assert.ok(checkHeaders({ Sender: '' }), 'empty: the composer leaves it out');
+  assert.is(refusal(() => checkHeaders({ Sender: 'zoë@example.test' })), reason('is not an email address'));
+  assert.is(refusal(() => checkHeaders({ Sender: 'Ops <ops@bücher.example>' })), reason('has an invalid domain'));
+  assert.is(refusal(() => checkHeaders({ Sender: 'a@example.test, b@example.test' })), reason('must be an address or "Name <address>"'));
 });
 
 fields('reserved header names: by prefix, in any case', () => {

@@ -117,11 +117,48 @@ export function isReservedHeader(name: string): boolean {
 /** A header name as it may appear in a message: long ones are cut, so an error never echoes megabytes. */
 const shown = (name: string) => (name.length > 64 ? `${name.slice(0, 64)}…` : name);
 
+/**
+ * Custom headers (lower-cased names) that the composer, nodemailer's MimeNode.encodeHeaderValue,
+ * writes as given instead of RFC 2047 encoding them: the msg-id lists In-Reply-To and References
+ * and the RFC 9651 structured OTP-Token, where an encoded word would change what they say. Its
+ * other unencoded fields are Relay's own (Message-ID, Date) or reserved (Content-ID,
+ * Content-Type, Content-Disposition, and the address fields but Sender, checked as a mailbox).
+ * Their values must be ASCII: 8-bit header bytes need SMTPUTF8 (RFC 6531 3.4), which Relay does
+ * not ask for. Nor can a word of them be folded, so none may be too long for a line with the
+ * angle brackets nodemailer adds to an id and the space of the fold (RFC 5322 2.1.1).
+ */
+export const UNENCODED_HEADERS: readonly string[] = ['in-reply-to', 'references', 'otp-token'];
+/** A line's 998 characters (RFC 5322 2.1.1) less the fold's space and an id's "<" and ">". */
+const MAX_UNENCODED_WORD_LENGTH = 995;
+
+/** The longest stretch of an unencoded header a line must hold: whitespace and the word after it (References joins what is inside <…>). */
+function longestUnencodedWord(value: string): number {
+  const joined = value.replace(/<[^>]*>/g, (id) => id.replace(/\s+/g, ''));
+  let longest = 0;
+  for (const [word] of joined.matchAll(/\s*\S+/g)) longest = Math.max(longest, word.length);
+  return longest;
+}
+
+/** Why a custom header of this (lower-cased) name may not hold `value` as the message would carry it, or null. */
+function headerValueProblem(lower: string, value: string): string | null {
+  if (lower === 'sender') {
+    // Empty, the composer leaves it out. A display name is RFC 2047 encoded; the address is not.
+    const parsed = value.trim() === '' ? null : parseMailbox(value);
+    return parsed === null || parsed.ok ? null : `must be one mailbox, "address" or "Name <address>", whose address is ASCII (${parsed.reason})`;
+  }
+  if (!UNENCODED_HEADERS.includes(lower)) return null;
+  if (/[^\x00-\x7f]/.test(value)) return 'must hold only ASCII characters: this header is sent as written, not RFC 2047 encoded';
+  if (longestUnencodedWord(value) > MAX_UNENCODED_WORD_LENGTH) return `must not hold a word longer than ${MAX_UNENCODED_WORD_LENGTH} characters: this header is sent as written and a word cannot be folded`;
+  return null;
+}
+
 export function checkHeaders(headers: Record<string, string> | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   const names = Object.keys(headers ?? {});
   if (names.length > MAX_HEADERS) throw invalid('headers', `at most ${MAX_HEADERS} custom headers are allowed (got ${names.length})`);
   let total = 0;
+  /** Lower-cased name → the name as first given: RFC 5322 field names are case-insensitive. */
+  const seen = new Map<string, string>();
   for (const name of names) {
     const value = headers![name];
     if (name.length > MAX_HEADER_NAME_LENGTH) throw invalid(`headers.${shown(name)}`, `header names are at most ${MAX_HEADER_NAME_LENGTH} characters`);
@@ -129,7 +166,11 @@ export function checkHeaders(headers: Record<string, string> | undefined): Recor
     if (isReservedHeader(name)) throw invalid(`headers.${name}`, 'is a reserved header name');
     if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
     if (!hasCharacterCountWithin(value, 0, MAX_HEADER_VALUE_LENGTH)) throw invalid(`headers.${name}`, `must be at most ${MAX_HEADER_VALUE_LENGTH} characters`);
-    const problem = headerTextProblem(value);
+    const lower = name.toLowerCase();
+    const first = seen.get(lower);
+    if (first !== undefined) throw invalid(`headers.${name}`, `repeats the header ${first}: header names are compared case-insensitively, so each may be given once`);
+    seen.set(lower, name);
+    const problem = headerTextProblem(value) ?? headerValueProblem(lower, value);
     if (problem) throw invalid(`headers.${name}`, problem);
     total += name.length + characterCount(value);
     if (total > MAX_HEADERS_TOTAL_LENGTH) {

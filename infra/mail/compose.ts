@@ -3,16 +3,19 @@
 // parts in one pass, dkim-sign.ts prepends a DKIM-Signature (rsa-sha256, relaxed/relaxed, From
 // and the other single fields over-signed).
 // The bytes returned are exactly what every transport sends, so retries and the outbox see
-// the same message.
+// the same message: every line break CRLF (bodies' line ends are made so before composing, and
+// the signed message is checked), every line at most 998 characters.
 //
 // BCC recipients are not an input: they travel only in the SMTP envelope, never in a header.
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
+import type MimeNode from 'nodemailer/lib/mime-node';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
 import { pooledRandomBytes } from '../secrets/random-pool.ts';
 import { dkimSign } from './dkim-sign.ts';
-import { messageBytes } from './mime-bytes.ts';
+import { bareLineBreakAt, messageBytes } from './mime-bytes.ts';
 
 export interface DkimSigningKey {
   /** The d= domain: the sending domain, so the signature aligns with From for DMARC. */
@@ -89,6 +92,74 @@ function address(mailbox: string, field: string): { name: string; address: strin
   return { name: parsed.value.displayName ?? '', address: parsed.value.address };
 }
 
+/** RFC 5322 2.1.1: at most 998 characters on a line, CRLF excluded. */
+const MAX_LINE_LENGTH = 998;
+
+/**
+ * Fields nodemailer (MimeNode.encodeHeaderValue) does not write as unstructured text: address
+ * lists, msg-ids, the structured OTP-Token, its own Date and content fields. Every other field
+ * is text, RFC 2047 encoded where it needs to be.
+ */
+const NOT_TEXT_FIELDS = new Set([
+  'from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'message-id', 'in-reply-to', 'content-id', 'otp-token', 'references',
+  'date', 'content-type', 'content-disposition',
+]);
+
+/**
+ * Header text (a subject, a display name, a custom text field's value) as RFC 2047 encoded
+ * words when nodemailer would write it so that a reader sees other text or a line is too long,
+ * else null (nodemailer's own encoding is right):
+ *  - text holding "=?": nodemailer keeps what is already a valid encoded word as it is, and
+ *    every reader decodes it, so `=?UTF-8?Q?=E2=80=AE?=` would show the U+202E that admission
+ *    refuses in header text (send-request.ts headerTextProblem). Encoded, it reads as written;
+ *  - a word that, with what goes before it on its line (the field name and ": ", or the
+ *    fold's whitespace), is longer than a line: nodemailer folds only at whitespace. Encoded
+ *    words are at most 52 characters and fold between them.
+ * Mailboxes are at most 320 characters, so for a display name only the first can apply.
+ */
+function forcedEncodedWords(fieldName: string, text: string): string | null {
+  let longest = 0;
+  for (const [word] of text.matchAll(/\s*\S+/g)) longest = Math.max(longest, word.length);
+  if (!text.includes('=?') && fieldName.length + 2 + longest <= MAX_LINE_LENGTH) return null;
+  // Q for mostly Latin text, else B: nodemailer's choice (MimeNode._getTextEncoding).
+  const latin = text.match(/[A-Za-z]/g)?.length ?? 0;
+  const other = text.match(/[^\x00-\x7f]/g)?.length ?? 0;
+  return mimeFuncs.encodeWord(text, other < latin ? 'Q' : 'B', 52);
+}
+
+/** Encoded words, folded by nodemailer at the spaces between them. */
+const prepared = (encoded: string) => ({ prepared: true, foldLines: true, value: encoded });
+
+/**
+ * nodemailer writes a display name bare, quoted or, when it is not ASCII, as encoded words
+ * (MimeNode._encodeAddressName, on the node whose headers are built); a quoted-string holding
+ * an encoded word is decoded by most readers all the same (postal-mime does). It has no option
+ * for a name, so the root node's is wrapped: names forcedEncodedWords picks are encoded whole.
+ */
+function encodeDisplayNames(root: MimeNode): void {
+  const node = root as unknown as { _encodeAddressName?: (name: string) => string };
+  const own = node._encodeAddressName;
+  if (typeof own !== 'function') throw new Error('nodemailer\'s MimeNode has no _encodeAddressName any more: compose.ts cannot encode display names');
+  node._encodeAddressName = (name) => forcedEncodedWords('Reply-To', name) ?? own.call(root, name);
+}
+
+/**
+ * A custom Sender as an address object, as From is (admission holds it to one mailbox, whose
+ * display name may hold a comma). One admitted before that rule goes as it was given.
+ */
+function sender(value: string): string | { name: string; address: string } {
+  const parsed = parseMailbox(value);
+  return parsed.ok ? { name: parsed.value.displayName ?? '', address: parsed.value.address } : value;
+}
+
+/**
+ * A body with every line end LF, which the composer then writes as CRLF. A bare CR would be
+ * signed as it is (mime-bytes.ts and nodemailer repair only bare LF, quoted-printable keeps a
+ * CR), while an SMTP client sends it as CRLF: the receiver would hash other bytes than were
+ * signed, and DKIM would fail.
+ */
+const withLfLineEnds = (body: string | null) => (body === null ? undefined : body.replace(/\r\n?/g, '\n'));
+
 export async function composeMessage(input: ComposeInput): Promise<ComposedMessage> {
   if (input.to.length + input.cc.length === 0) throw new Error('a message needs at least one To or Cc recipient');
   const messageId = input.messageId.replace(/^<(.*)>$/, '$1');
@@ -98,8 +169,8 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     cc: input.cc.length > 0 ? input.cc.map((m, i) => address(m, `cc[${i}]`)) : undefined,
     replyTo: input.replyTo === null ? undefined : address(input.replyTo, 'replyTo'),
     subject: input.subject,
-    text: input.text ?? undefined,
-    html: input.html ?? undefined,
+    text: withLfLineEnds(input.text),
+    html: withLfLineEnds(input.html),
     messageId: `<${messageId}>`,
     date: input.date,
     newline: 'win',
@@ -110,9 +181,15 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     disableUrlAccess: true,
   });
   const root = composer.compile();
+  encodeDisplayNames(root);
+  const subject = forcedEncodedWords('Subject', input.subject);
+  if (subject !== null) root.setHeader('Subject', prepared(subject));
   // Added after compiling so they follow the standard headers instead of preceding them.
   for (const [name, value] of Object.entries(input.headers)) {
-    if (!isComposerOwned(name)) root.addHeader(name, value);
+    if (isComposerOwned(name)) continue;
+    const lower = name.toLowerCase();
+    const encoded = NOT_TEXT_FIELDS.has(lower) ? null : forcedEncodedWords(name, value);
+    root.addHeader(name, lower === 'sender' ? sender(value) : encoded === null ? value : prepared(encoded));
   }
   const unsigned = messageBytes(root) ?? await root.build();
 
@@ -128,6 +205,11 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     });
   } catch (error) {
     throw new Error(`DKIM signing failed for d=${input.dkim.domainName} s=${input.dkim.keySelector}: the private key is unusable`, { cause: error });
+  }
+  // A transport would turn a bare CR or LF into CRLF after it was signed: never send one.
+  const bare = bareLineBreakAt(raw);
+  if (bare >= 0) {
+    throw new Error(`internal error: the composed message holds a bare ${raw[bare] === 0x0d ? 'CR' : 'LF'} at byte ${bare}; every line break must be CRLF (a transport would change the signed bytes)`);
   }
   return { raw, messageId };
 }

@@ -57,22 +57,34 @@ function relaxedBody(body: Buffer): Buffer {
   return end === 0 ? Buffer.alloc(0) : Buffer.from(`${lines.slice(0, end).join('\r\n')}\r\n`, 'latin1');
 }
 
-/** Folds a long tag list at the "; " boundaries, keeping lines near 78 characters. */
+/**
+ * Folds a long tag list at the "; " boundaries, and inside h= after a ":" (FWS is allowed
+ * there, RFC 6376 3.5), keeping lines near 78 characters: a signature of many signed fields
+ * would otherwise carry one h= line past RFC 5322's 998. Only a single name longer than a line
+ * makes a longer one.
+ */
 function fold(header: string): string {
-  const parts = header.split('; ');
+  // Each piece with what joins it to the one before on a line: a space between tags, nothing
+  // between the names of h=.
+  const pieces: Array<{ glue: string; text: string }> = [];
+  const tags = header.split('; ');
+  for (const [i, tag] of tags.entries()) {
+    const text = i < tags.length - 1 ? `${tag};` : tag;
+    const names = tag.startsWith('h=') ? text.split(/(?<=:)/) : [text];
+    for (const [j, name] of names.entries()) pieces.push({ glue: i === 0 || j > 0 ? '' : ' ', text: name });
+  }
   let out = '';
   let lineLength = 0;
-  for (const [i, part] of parts.entries()) {
-    const piece = i < parts.length - 1 ? `${part};` : part;
-    if (i > 0 && lineLength + 1 + piece.length > 76) {
+  for (const [i, { glue, text }] of pieces.entries()) {
+    if (i > 0 && lineLength + glue.length + text.length > 76) {
       out += '\r\n ';
       lineLength = 1;
-    } else if (i > 0) {
-      out += ' ';
-      lineLength += 1;
+    } else {
+      out += glue;
+      lineLength += glue.length;
     }
-    out += piece;
-    lineLength += piece.length;
+    out += text;
+    lineLength += text.length;
   }
   return out;
 }
