@@ -75,7 +75,9 @@ export type Latency = (typeof LATENCIES)[number];
 
 const domainOf = (address: string): string => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 
-const ADDRESS = /<?[^\s<>"'(),;:[\]]+@[^\s<>"'(),;:[\]]+>?/g;
+// An address in a reply's words: a dot-atom local part (an apostrophe inside it too), or a
+// quoted one ("john doe"@…), both of which admission accepts, and what surrounds it up to the domain's end.
+const ADDRESS = /<?(?:"(?:[^"\\\r\n]|\\.)*"|[^\s<>"'(),;:[\]@]+(?:'[^\s<>"'(),;:[\]@]+)*)@[^\s<>"'(),;:[\]]+>?/g;
 
 /** A reply's words as stats show them: one line, at most 200 characters, no address. */
 export const maskedReply = (text: string): string => text.replace(ADDRESS, '<address>').replace(/\s+/g, ' ').trim().slice(0, 200);
@@ -114,6 +116,13 @@ function withOutcomes(email: DeliverabilityEmail, revision: number, at: string, 
   return withRecipients(email, revision, recipients);
 }
 
+/**
+ * A report's status as a reply code: an enhanced status code ("5.1.1"), the one a stored
+ * "5.1.1 (comment)" starts with, else null: never the rest of the text.
+ */
+const statusCodeOf = (status: string | null): string | null =>
+  (status === null ? null : /^\s*([245]\.\d{1,3}\.\d{1,3})(?![\d.])/.exec(status.slice(0, 20))?.[1] ?? null);
+
 /** A failure's reply as an event gives it: the SMTP codes and reply, the failure code and reason, or the report's status and diagnostic. */
 function replyOf(event: RecordedEmailEvent, outcome: RecipientOutcome): FailureReply {
   const reply = (codes: Array<string | number | null | undefined>, text: string | null | undefined): FailureReply => ({
@@ -123,7 +132,9 @@ function replyOf(event: RecordedEmailEvent, outcome: RecipientOutcome): FailureR
   switch (event.type) {
     case 'DeliveryAttempted': return reply([outcome.shownAs.smtpCode as number | null, outcome.shownAs.enhancedCode as string | null], outcome.reason);
     case 'DeliveryFailed': return reply([event.data.failureCode], event.data.reason);
-    case 'RecipientReported': return reply([event.data.status], event.data.diagnosticCode ?? event.data.reason);
+    // Events recorded before the report parser kept the code alone hold the Status field as
+    // the report wrote it (any words, addresses included): only a status code is a code.
+    case 'RecipientReported': return reply([statusCodeOf(event.data.status)], event.data.diagnosticCode ?? event.data.reason);
     default: return reply([], outcome.reason);
   }
 }

@@ -188,7 +188,8 @@ export const EMAIL_VIEW_IGNORES = ['DeliveryTransactionStarted'] as const;
 
 /**
  * Applies one event of an email's stream. Returns the same object when the event changes
- * nothing (already applied, or unknown to this version), so callers can skip the write.
+ * nothing (already applied, or unknown to this version: its revision is not recorded either),
+ * so callers can skip the write.
  */
 export function applyToEmailView(view: EmailView | null, event: RecordedEmailEvent): EmailView | null {
   if (view && event.revision <= view.streamRevision) return view;
@@ -237,7 +238,10 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
       return { ...advanced, events: countRepeat(view.events, address, outcome) };
     }
     default:
-      // An event this version does not know: skip it, but do not apply it again.
-      return advanced;
+      // An event this version does not know (written by a newer Relay): skip it, revision
+      // included, as DeliveryTransactionStarted. The live projector never receives it (its
+      // consumer takes the known types only), so a rebuild must not advance over it either;
+      // the next known event reads it again as part of its gap and skips it again.
+      return view;
   }
 }

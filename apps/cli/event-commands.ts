@@ -149,17 +149,22 @@ export async function events(args: string[]): Promise<number> {
       if (error instanceof TypeError) return refuse(`--after/--prefix/--type: ${error.message}`);
       throw error;
     }
+    // Where the live part starts: after the last event the catch-up read went past, printed or
+    // not (with --since and nothing recorded since, the last one before it), never the start.
     let after: string | null = values.after ?? null;
     const from: Bound | null = since ?? (after ? { position: after } : null);
-    for await (const batch of readGlobalOrder(stores.events, { from, to: until, filter, types, limit: Number.isFinite(limit) ? limit : undefined, batchSize: 500 })) {
+    const read = { from, to: until, filter, types, limit: Number.isFinite(limit) ? limit : undefined, batchSize: 500, onRead: (position: string) => (after = position) };
+    for await (const batch of readGlobalOrder(stores.events, read)) {
       for (const e of batch) await write(shape(e));
       printed += batch.length;
-      after = batch[batch.length - 1].position;
     }
     if (!values.follow || printed >= limit) return 0;
+    const sinceMs = since && 'time' in since ? since.time.getTime() : null;
     await new Promise<void>((resolve) => {
       const subscription = stores.events.subscribeAll({ after, filter }, async (e) => {
         if (types && !types.has(e.type)) return;
+        // Also by time, as the catch-up: nothing recorded before --since, wherever the live part starts.
+        if (sinceMs !== null && Date.parse(e.recordedAt) < sinceMs) return;
         await write(shape(e));
         if (++printed >= limit) void subscription.stop().then(resolve);
       });

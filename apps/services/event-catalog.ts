@@ -9,6 +9,7 @@ import { EMAIL_EVENT_MEANINGS, webhookTypesOf } from '../../domain/email/events-
 import { EMAIL_EVENT_DATA, EMAIL_STREAM_PREFIX, type EmailEventType } from '../../domain/email/events.ts';
 import { EMAIL_SCHEMA_VERSIONS, EMAIL_UPCASTS } from '../../domain/email/upcast.ts';
 import { SUPPRESSION_EVENT_DATA, SUPPRESSION_SCHEMA_VERSIONS, SUPPRESSION_STREAM_PREFIX } from '../../domain/suppressions/events.ts';
+import { SUPPRESSION_UPCASTS } from '../../domain/suppressions/upcast.ts';
 import { RecipientsChargedDataSchema, USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { USAGE_SCHEMA_VERSIONS } from '../../domain/usage/upcast.ts';
 import { EVENTS_TOPIC_PARTITIONS } from '../pipeline/topics.ts';
@@ -62,7 +63,7 @@ export function eventCatalog(): CatalogEntry[] {
       ? "An address was added to its workspace's suppression list: by a user, or by a hard bounce or complaint."
       : "An address was removed from its workspace's suppression list by a user.",
     schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[type],
-    upcasting: upcastingOf(SUPPRESSION_SCHEMA_VERSIONS[type], []),
+    upcasting: upcastingOf(SUPPRESSION_SCHEMA_VERSIONS[type], SUPPRESSION_UPCASTS[type]),
     data: SUPPRESSION_EVENT_DATA[type],
   }));
   return [...email, usage, ...suppressions];

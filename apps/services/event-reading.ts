@@ -6,6 +6,9 @@
 import { createHash } from 'node:crypto';
 import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
+import { parseMailbox } from '../../domain/mailbox.ts';
+import { SUPPRESSION_STREAM_PREFIX } from '../../domain/suppressions/events.ts';
+import { upcastSuppressionEvent } from '../../domain/suppressions/upcast.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { upcastUsageEvent } from '../../domain/usage/upcast.ts';
 import type { EventFilter, EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
@@ -33,6 +36,12 @@ export interface ReadOptions {
   batchSize?: number;
   /** Stop after this many events. */
   limit?: number;
+  /**
+   * Told, after each batch, the position of the last event this read went past, whether it was
+   * kept or not (a time bound, a type or a project leaves some out): where a follower picks up
+   * after this read, even when it printed nothing.
+   */
+  onRead?: (position: string) => void;
 }
 
 /** A 53-bit number for a stream id: a project filter remembers its streams in a few bytes each. */
@@ -59,20 +68,31 @@ export async function* readGlobalOrder(events: EventStore, options: ReadOptions 
     after = batch[batch.length - 1].position;
     const kept: StoredEvent[] = [];
     let ended = false;
+    // The last event gone past: the end bound's own event when it is left out, and no further
+    // than the last one taken when the limit cuts the batch.
+    let passed: string | null = null;
     for (const event of batch) {
       if (to && ('time' in to ? Date.parse(event.recordedAt) >= to.time.getTime() : event.position === to.position)) {
-        if ('position' in to) kept.push(event);
+        if ('position' in to && kept.length < left) {
+          kept.push(event);
+          passed = event.position;
+        }
         ended = true;
         break;
       }
+      if (kept.length >= left) {
+        ended = true;
+        break;
+      }
+      passed = event.position;
       if (from && 'time' in from && Date.parse(event.recordedAt) < from.time.getTime()) continue;
       if (options.types && !options.types.has(event.type)) continue;
       if (project && !inProject(project, options.projectId!, event)) continue;
       kept.push(event);
     }
-    const taken = kept.slice(0, left);
-    left -= taken.length;
-    if (taken.length > 0) yield taken;
+    left -= kept.length;
+    if (kept.length > 0) yield kept;
+    if (passed !== null) options.onRead?.(passed);
     if (ended || left <= 0 || batch.length < batchSize) return;
   }
 }
@@ -90,21 +110,35 @@ function inProject(streams: Set<number>, projectId: string, event: StoredEvent):
 /**
  * The event as today's code reads it (the one reading point of each stream type): data written
  * by an older Relay converted, a type or version this one does not know marked
- * UnrecognizedEvent. Other streams are read as stored.
+ * UnrecognizedEvent. A stream of a kind this version does not know (written by a newer Relay)
+ * is not read either: its events are UnrecognizedEvent too, never passed on as stored.
  */
 export function upcastStored(event: StoredEvent): StoredEvent {
+  const read = (type: string, data: unknown): StoredEvent => ({ ...event, type, data: data as Record<string, unknown> });
   if (event.streamId.startsWith(EMAIL_STREAM_PREFIX)) {
-    const read = upcastEmailEvent(event);
-    return { ...event, type: read.type, data: read.data as unknown as Record<string, unknown> };
+    const upcast = upcastEmailEvent(event);
+    return read(upcast.type, upcast.data);
   }
   if (event.streamId.startsWith(USAGE_STREAM_PREFIX)) {
-    const read = upcastUsageEvent(event);
-    return read ? { ...event, type: read.type, data: read.data as unknown as Record<string, unknown> } : { ...event, type: 'UnrecognizedEvent', data: { type: event.type } };
+    const upcast = upcastUsageEvent(event);
+    return upcast ? read(upcast.type, upcast.data) : read('UnrecognizedEvent', { type: event.type });
   }
-  return event;
+  if (event.streamId.startsWith(SUPPRESSION_STREAM_PREFIX)) {
+    const upcast = upcastSuppressionEvent(event);
+    return read(upcast.type, upcast.data);
+  }
+  return read('UnrecognizedEvent', { type: event.type });
 }
 
-const ADDRESS = /[^\s<>"'(),;:[\]]+@([^\s<>"'(),;:[\]]+)/g;
+// An address in free text (replies, reasons, subjects): a local part that is an RFC 5322
+// dot-atom (apostrophes included, though not leading: 'ann@…' in a reply is ann@…; UTF-8 too) or
+// quoted ("john doe"@…), and a domain of dot-separated labels (a trailing full stop is the
+// sentence's) or an address literal. domain/mailbox.ts admits both forms of local part.
+const ATEXT = "A-Za-z0-9!#$%&*+/=?^_`{|}~\\u0080-\\uFFFF-";
+const DOT_ATOM_LOCAL = `[${ATEXT}][${ATEXT}']*(?:\\.[${ATEXT}']+)*`;
+const QUOTED_LOCAL = '"(?:[^"\\\\\\r\\n]|\\\\.)*"';
+const DOMAIN = '(?:[A-Za-z0-9_\\u0080-\\uFFFF-]+(?:\\.[A-Za-z0-9_\\u0080-\\uFFFF-]+)*|\\[[A-Za-z0-9:.]+\\])';
+const ADDRESS = new RegExp(`(?:${QUOTED_LOCAL}|${DOT_ATOM_LOCAL})@${DOMAIN}`, 'g');
 
 /** An address as redaction shows it: a hash of the whole address (the same address, the same hash), and its domain. */
 export const hashAddress = (address: string): string => {
@@ -116,15 +150,52 @@ export const hashAddress = (address: string): string => {
 /** Keys that hold content or addresses, and what redaction makes of them. */
 const SEALED = new Set(['content']);
 
-/** Fields holding mailboxes ("Name <address>"): the name goes with the address. */
+/**
+ * Fields holding one address each (or null), hashed whole whatever it looks like: the
+ * normalized recipients, the sender, a recipient's or a suppression's address.
+ */
+const ADDRESSES = new Set(['toAddresses', 'ccAddresses', 'fromAddress', 'address', 'originalAddress']);
+
+/** Recipients' mailboxes ("Name <address>"): the name goes with the address, the whole becomes its hash. */
 const MAILBOXES = new Set(['to', 'cc', 'replyTo']);
+
+/** The sender's own mailbox: its name stays (as subjects do), its address becomes the hash. */
+const SENDER_MAILBOXES = new Set(['from']);
+
+/** The sender's own free-form data: its keys mean nothing to Relay (a `to` there is no recipient); addresses in it are redacted as text. */
+const FREE_FORM = new Set(['metadata', 'tags', 'headers']);
+
+const redactText = (text: string): string => text.replace(ADDRESS, (match) => hashAddress(match));
+
+function redactFreeForm(value: unknown): unknown {
+  if (typeof value === 'string') return redactText(value);
+  if (Array.isArray(value)) return value.map(redactFreeForm);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [redactText(k), redactFreeForm(v)]));
+  }
+  return value;
+}
+
+function redactMailbox(value: string, keepName: boolean): string {
+  const parsed = parseMailbox(value);
+  if (!parsed.ok) return keepName ? redactText(value) : hashAddress(value.match(ADDRESS)?.[0] ?? value);
+  const hashed = hashAddress(parsed.value.address);
+  if (!keepName || parsed.value.displayName === null) return hashed;
+  // The name as written (before the angle brackets), its addresses redacted too.
+  const name = parsed.value.mailbox.slice(0, parsed.value.mailbox.lastIndexOf('<')).trim();
+  return `${redactText(name)} <${hashed}>`;
+}
 
 function redactValue(key: string, value: unknown): unknown {
   if (SEALED.has(key)) return null;
-  if (MAILBOXES.has(key) && typeof value === 'string') return hashAddress(value.match(ADDRESS)?.[0] ?? value);
-  if (MAILBOXES.has(key) && Array.isArray(value)) return value.map((v) => redactValue(key, v));
-  if (typeof value === 'string') return value.replace(ADDRESS, (match) => hashAddress(match));
-  if (Array.isArray(value)) return value.map((v) => redactValue('', v));
+  if (FREE_FORM.has(key)) return redactFreeForm(value);
+  if (Array.isArray(value)) return value.map((v) => redactValue(ADDRESSES.has(key) || MAILBOXES.has(key) || SENDER_MAILBOXES.has(key) ? key : '', v));
+  if (typeof value === 'string') {
+    if (ADDRESSES.has(key)) return hashAddress(value);
+    if (MAILBOXES.has(key)) return redactMailbox(value, false);
+    if (SENDER_MAILBOXES.has(key)) return redactMailbox(value, true);
+    return redactText(value);
+  }
   if (value !== null && typeof value === 'object') {
     return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redactValue(k, v)]));
   }
@@ -135,7 +206,10 @@ function redactValue(key: string, value: unknown): unknown {
  * The event without what an analyst's copy should not hold: sealed content (bodies, BCC) is
  * dropped (null), and every address anywhere in the data (recipients, the sender, reply-to, in
  * replies and reasons) becomes a hash of it with its domain: the same address gives the same
- * hash, so counts and joins still work. Subjects, tags and metadata are the sender's own and stay.
+ * hash, so counts and joins still work. Address fields are hashed whole, mailboxes parsed as
+ * admission parses them (a recipient's name goes with its address; the sender's name stays),
+ * and free text by the address pattern above. Subjects, tags and metadata are the sender's own
+ * and stay, addresses in them redacted.
  */
 export function redactEvent(event: StoredEvent): StoredEvent {
   return { ...event, data: redactValue('', event.data) as Record<string, unknown> };

@@ -166,7 +166,10 @@ export const RecipientReportedDataSchema = Type.Object({
   address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
   outcome: Type.Union(REPORT_OUTCOMES.map((o) => Type.Literal(o))),
   format: Type.Union([Type.Literal('dsn'), Type.Literal('arf'), Type.Literal('text')], { description: 'dsn (RFC 3464), arf (RFC 5965) or text (a bounce in another format).' }),
-  status: Nullable(Type.String({ description: 'The enhanced status code the report gave, e.g. "5.1.1".' })),
+  status: Nullable(Type.String({
+    description: 'The enhanced status code the report gave, normalized ("5.1.1"), or null; a comment after it is in `reason`. ' +
+      'Events recorded by earlier versions may hold the Status field as written: read only a leading code from it.',
+  })),
   diagnosticCode: Nullable(Type.String()),
   reason: Type.String(),
   complaintType: Nullable(Type.String({ description: 'ARF Feedback-Type (abuse, fraud, …) for a complaint.' })),

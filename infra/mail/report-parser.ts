@@ -22,6 +22,7 @@ import {
   classifyDsnRecipient,
   classifyText,
   complaintOutcome,
+  normalizeStatus,
   PHRASE_RULES,
   type Classification,
   type ReportOutcome,
@@ -39,6 +40,10 @@ export interface ParsedReportRecipient {
    */
   guessed?: true;
   outcome: ReportOutcome;
+  /**
+   * The enhanced status code ("5.1.1"), normalized, or null: never the report's own text (a
+   * Status field's comment, or words where the code belongs, is only in `reason`).
+   */
   status: string | null;
   action: string | null;
   diagnosticCode: string | null;
@@ -263,11 +268,14 @@ function addDsnRecipients(report: ParsedReport, dsn: DsnFields, noticeLines: str
     if (!address) continue;
     const original = typedAddress(first(fields, 'original-recipient'));
     const action = cleanField(first(fields, 'action'))?.toLowerCase() ?? null;
-    const status = cleanField(first(fields, 'status'));
+    const statusField = cleanField(first(fields, 'status'));
     const diagnosticCode = cleanField(first(fields, 'diagnostic-code'));
     const notice = noticeAbout(noticeLines, original && original !== address ? [address, original] : [address]);
-    const verdict = classifyDsnRecipient({ action, status, diagnosticCode, notice });
-    const reason = bounceReason({ status, diagnosticCode: diagnosticCode ?? (notice ? diagnosticLine(notice, address) : null), action });
+    const verdict = classifyDsnRecipient({ action, status: statusField, diagnosticCode, notice });
+    // The field as written (a comment after the code included) goes into the reason; the status
+    // kept is the code alone: readers show it as a code, unmasked.
+    const reason = bounceReason({ status: statusField, diagnosticCode: diagnosticCode ?? (notice ? diagnosticLine(notice, address) : null), action });
+    const status = normalizeStatus(statusField);
     report.recipients.push({ address, ...(original && original !== address ? { originalAddress: original } : {}), outcome: verdict.outcome, status, action, diagnosticCode, reason });
   }
 }

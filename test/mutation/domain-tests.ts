@@ -4,5 +4,5 @@
 export const DOMAIN_TESTS = [
   'text-length', 'rate-limits', 'usage-quota', 'verp', 'management-rules', 'webhook-delivery-rules', 'send-request', 'templates-syntax',
   'sending-domain', 'email-admission', 'email-outcomes',
-  'email-delivery', 'email-feedback', 'email-view', 'feedback-classify', 'outcomes-agreement',
+  'email-delivery', 'email-feedback', 'email-view', 'feedback-classify', 'outcomes-agreement', 'suppression-upcast',
 ].map((name) => `test/${name}.unit.test.ts`);

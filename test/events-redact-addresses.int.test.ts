@@ -1,0 +1,47 @@
+// `relay events export --redact` hashes every address Relay admits whole, through the API and the
+// export: a quoted local part ("john doe"@…) or one with an apostrophe (o'brien@…, an RFC 5322
+// dot-atom) in To, CC and Reply-To, the normalized address fields and the mailboxes alike (a
+// recipient's display name goes with its address); the same address gives the same hash
+// wherever it stands, never a hash of part of it (brien@… is another address).
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { hashAddress } from '../apps/services/event-reading.ts';
+import { startTestApp, type TestApp } from './support/app.ts';
+import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
+import { runRelay } from './support/relay-process.ts';
+
+const test = suite<{ t: TestApp; tenant: DeliveryTenant }>('relay events export --redact: admitted addresses');
+
+test.before(async (ctx) => {
+  ctx.t = await startTestApp({ RELAY_DELIVERY: 'outbox' });
+  ctx.tenant = await deliveryTenant(ctx.t);
+});
+
+test.after(async (ctx) => {
+  await ctx.t.close();
+});
+
+test('an address with a quoted local part or an apostrophe is hashed whole', async ({ t, tenant }) => {
+  const quoted = '"john doe"@example.org';
+  const apostrophe = "o'brien@example.org";
+  const ccQuoted = '"ann smith"@example.net';
+  const id = await send(t, tenant.key, {
+    from: `hello@${tenant.domain}`, to: [`John <${quoted}>`, apostrophe], cc: [`Ann <${ccQuoted}>`], reply_to: `O'Brien <${apostrophe}>`, subject: 'Hi', text: 'hi',
+  });
+  const run = await runRelay(['events', 'export', '--redact'], { RELAY_DATA_DIR: t.config.dataDir });
+  assert.is(run.code, 0, run.stderr);
+  const accepted = run.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((e) => e.streamId === `email-${id}` && e.type === 'EmailAccepted');
+  assert.ok(accepted, run.stdout);
+  for (const clear of ['john doe', 'ann smith', "o'brien", 'John', "O'Brien"]) {
+    assert.not.ok(run.stdout.includes(clear), `${clear} is in clear: ${JSON.stringify(accepted.data)}`);
+  }
+  // The apostrophe one: hashed as a whole, not as brien@example.org (another address).
+  assert.is(accepted.data.toAddresses[1], hashAddress(apostrophe), `o'brien@… redacted as ${accepted.data.toAddresses[1]}; brien@… would be ${hashAddress('brien@example.org')}`);
+  assert.is(accepted.data.toAddresses[0], hashAddress(quoted));
+  assert.equal(accepted.data.to, [hashAddress(quoted), hashAddress(apostrophe)], 'the mailboxes: the hash of their address, the name gone');
+  assert.equal([accepted.data.ccAddresses, accepted.data.cc], [[hashAddress(ccQuoted)], [hashAddress(ccQuoted)]]);
+  assert.is(accepted.data.replyTo, hashAddress(apostrophe));
+  assert.is(accepted.data.fromAddress, hashAddress(`hello@${tenant.domain}`));
+});
+
+test.run();
