@@ -7,7 +7,10 @@ export interface Mailbox {
   mailbox: string;
   /** The address part, as written. */
   address: string;
-  /** Lower-cased address: the form used for filters, suppressions and quotas. */
+  /**
+   * The address in canonical form (canonicalAddress): one text per mailbox, whichever way it
+   * was written. The form used for filters, suppressions and quotas, and as the envelope's.
+   */
   normalized: string;
   /** Lower-cased domain of the address. */
   domain: string;
@@ -58,7 +61,25 @@ export function parseMailbox(input: string): MailboxResult {
   }
   const parsed = parseAddress(address);
   if (!parsed.ok) return parsed;
-  return { ok: true, value: { mailbox, address, normalized: address.toLowerCase(), domain: parsed.domain, displayName } };
+  return { ok: true, value: { mailbox, address, normalized: canonicalAddress(address), domain: parsed.domain, displayName } };
+}
+
+/**
+ * The canonical form of an address parseAddress accepts (any other text is only lower-cased),
+ * lower-cased whole as before (normalizeAddress in ./management.ts says why). A quoted local
+ * part is the same local part as its content with its quoted pairs undone (RFC 5321 4.1.2):
+ * `"ann"@d`, `"a\nn"@d` and `ann@d` are one mailbox. When that content is a dot-atom it is
+ * written unquoted; a local part that needs its quotes keeps them, escaping only `"` and `\`.
+ * A plain address is only lower-cased, so every form stored before stays as it was.
+ */
+export function canonicalAddress(address: string): string {
+  const at = address.lastIndexOf('@');
+  const local = address.slice(0, at);
+  if (!local.startsWith('"') || !parseAddress(address).ok) return address.toLowerCase();
+  const domain = address.slice(at + 1);
+  const content = local.slice(1, -1).replace(/\\(.)/g, '$1');
+  const canonical = LOCAL_DOT_ATOM.test(content) ? content : `"${content.replace(/["\\]/g, '\\$&')}"`;
+  return `${canonical}@${domain}`.toLowerCase();
 }
 
 function unquote(name: string): string {

@@ -1,5 +1,8 @@
 // Body retention (spec: seven days): bodies and BCC are sealed in the event with a per-email
-// key; after seven days the key is destroyed, and with it the body, wherever the event is.
+// key; after seven days the key is destroyed, and with it the body, wherever the event is. A
+// key an earlier attempt left is taken over with a fresh seven days (takeContentKey); a refused
+// admission gives back only a key it made and nobody took over; neither a give-back nor the
+// sweep removes a key that was taken over after they looked at it.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,7 +11,9 @@ import { join } from 'node:path';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
-import { BODY_RETENTION_MS, ensureContentKeyIndexes, openContent, sealContent, shredExpiredContent } from '../apps/services/content-vault.ts';
+import { BODY_RETENTION_MS, contentKeyState, ensureContentKeyIndexes, giveBackContentKey, openContent, sealContent, sealWith, shredExpiredContent, takeContentKey, type ContentKey } from '../apps/services/content-vault.ts';
+import { COLLECTIONS } from '../apps/services/collections.ts';
+import type { Collection, DocumentStore } from '../infra/ports/document-store.ts';
 import { startRetention } from '../apps/pipeline/retention.ts';
 
 const test = suite('content retention');
@@ -61,6 +66,62 @@ test('the sweep runs every step whether or not it is told what each removed', as
   const retention = await startRetention({ documents, events, deliveryPolicy: DELIVERY_POLICY, now: () => at(BODY_RETENTION_MS + 1) });
   await retention.stop();
   assert.is(await openContent(documents, sealed, t0), null);
+});
+
+test('a key taken over is renewed to seven days from the taker\'s time: a live one keeps its material, an expired one gets new', async () => {
+  const first = await takeContentKey(documents, 'em_f', t0);
+  assert.ok(first.made);
+  const sealed = sealWith(first.key, content);
+  const fourDays = 4 * 24 * 60 * 60 * 1000;
+  const again = await takeContentKey(documents, 'em_f', at(fourDays));
+  assert.not.ok(again.made);
+  assert.is(again.key.key, first.key.key, 'a concurrent attempt may have sealed with it');
+  assert.is(again.key.expiresAt, at(fourDays + BODY_RETENTION_MS).toISOString());
+  assert.equal(await openContent(documents, sealed, at(BODY_RETENTION_MS + 1)), content);
+  const late = await takeContentKey(documents, 'em_f', at(fourDays + BODY_RETENTION_MS + 1));
+  assert.not.ok(late.made);
+  assert.is.not(late.key.key, first.key.key, 'an expired key is not reused');
+  assert.is(late.key.expiresAt, at(fourDays + 2 * BODY_RETENTION_MS + 1).toISOString());
+});
+
+test('a give-back removes a key its admission made; not one another attempt took over since', async () => {
+  const made = await takeContentKey(documents, 'em_g', t0);
+  assert.ok(await giveBackContentKey(documents, made));
+  assert.is(await contentKeyState(documents, 'em_g', t0), 'gone');
+  const mine = await takeContentKey(documents, 'em_h', t0);
+  const theirs = await takeContentKey(documents, 'em_h', t0);
+  assert.not.ok(await giveBackContentKey(documents, mine));
+  assert.not.ok(await giveBackContentKey(documents, theirs), 'a key taken over is not given back');
+  assert.is(await contentKeyState(documents, 'em_h', t0), 'live');
+});
+
+test('a key renewed after the sweep listed it as expired survives the sweep', async () => {
+  await takeContentKey(documents, 'em_i', t0);
+  const now = at(BODY_RETENTION_MS + 1);
+  // The sweep lists the expired keys; an admission renews em_i before the sweep deletes it.
+  const racing = new Proxy(documents, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property !== 'collection') return typeof value === 'function' ? value.bind(target) : value;
+      return (name: string) => {
+        const collection = target.collection<ContentKey>(name);
+        if (name !== COLLECTIONS.contentKeys) return collection;
+        return new Proxy(collection, {
+          get(c, p) {
+            const member = Reflect.get(c, p, c);
+            if (p !== 'find') return typeof member === 'function' ? member.bind(c) : member;
+            return async (...args: Parameters<Collection<ContentKey>['find']>) => {
+              const found = await c.find(...args);
+              if (found.some((k) => k._id === 'em_i')) await takeContentKey(documents, 'em_i', now);
+              return found;
+            };
+          },
+        });
+      };
+    },
+  }) as DocumentStore;
+  await shredExpiredContent(racing, now);
+  assert.is(await contentKeyState(documents, 'em_i', now), 'live');
 });
 
 test.run();

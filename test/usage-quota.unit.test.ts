@@ -74,11 +74,47 @@ test('development keys count toward the workspace: at 4,999 used, a development 
   refused(() => decideCharge(charge(2, { apiKeyId: 'key_dev', developmentKey: true }), state));
 });
 
-test('the same email and request charged again (a retried admission) adds nothing; a different request under that id is charged', () => {
+test('the same email and request charged again (a retried admission) adds nothing; a different request under that id adds nothing either', () => {
   const first = charge(3, { emailId: 'em_same', fingerprint: 'f1' });
   const state = foldUsage(decideCharge(first, initialUsageState(MONTH)), initialUsageState(MONTH));
   assert.equal(decideCharge({ ...first }, state), []);
-  assert.is(decideCharge({ ...first, fingerprint: 'f2' }, state).length, 1);
+  assert.equal(decideCharge({ ...first, fingerprint: 'f2' }, state), []);
+  assert.equal(decideCharge({ ...first, fingerprint: 'f2', recipients: 1 }, state), []);
+});
+
+// Requests with one Idempotency-Key share the email id: only one of them is admitted (the others
+// are 409 idempotency_conflict, not charged), so the id is charged once between them.
+test('a second request under a charged email id, at a full allowance, is neither charged nor refused', () => {
+  const full = { workspaceRecipients: 3, developmentKeyRecipients: 3 };
+  const first = charge(3, { emailId: 'em_key', fingerprint: 'f1', apiKeyId: 'key_dev', developmentKey: true, allowances: full });
+  const state = foldUsage(decideCharge(first, initialUsageState(MONTH)), initialUsageState(MONTH));
+  assert.equal(decideCharge({ ...first, fingerprint: 'f2' }, state), []);
+  const { outcomes, events } = decideCharges([{ ...first, fingerprint: 'f3' }, { ...first, fingerprint: 'f4', recipients: 2 }], state);
+  assert.equal(outcomes.map((o) => o.ok), [true, true]);
+  assert.equal(events, []);
+});
+
+test('a second request under a charged email id with more recipients is charged the ones beyond (either body may be the one admitted)', () => {
+  const first = charge(2, { emailId: 'em_more', fingerprint: 'f1' });
+  const state = foldUsage(decideCharge(first, given(10)), given(10));
+  const more = decideCharge({ ...first, fingerprint: 'f2', recipients: 5 }, state);
+  assert.equal(more.map((e) => e.data.recipients), [3]);
+  const after = foldUsage(more, state);
+  assert.is(after.workspaceRecipients, 15);
+  assert.is(after.charged.recipientsOf('em_more'), 5);
+  assert.equal(decideCharge({ ...first, fingerprint: 'f3', recipients: 5 }, after), []);
+  const tight = { workspaceRecipients: 13, developmentKeyRecipients: 1_000 };
+  const error = refused(() => decideCharge({ ...first, fingerprint: 'f2', recipients: 5, allowances: tight }, state));
+  assert.equal([error.details.used, error.details.requested], [12, 3]);
+});
+
+test('a stream charged per email id and fingerprint (before) folds to one entry per email id, its counts summed', () => {
+  const data = (fingerprint: string, recipients: number): UsageEvent => ({ type: 'RecipientsCharged', data: { emailId: 'em_old', fingerprint, apiKeyId: 'k', developmentKey: false, recipients, occurredAt: '2026-11-02T00:00:00.000Z' } });
+  const state = foldUsage([data('f1', 2), data('f2', 2)], initialUsageState(MONTH));
+  assert.equal([...state.charged], ['em_old']);
+  assert.is(state.charged.recipientsOf('em_old'), 4);
+  assert.is(state.workspaceRecipients, 4);
+  assert.equal(decideCharge(charge(4, { emailId: 'em_old', fingerprint: 'f3' }), state), []);
 });
 
 test('charges queued together are decided in order, each on what the previous left', () => {

@@ -16,15 +16,22 @@
 //   5. suppressions: a valid request to a blocked recipient is stored as suppressed, which is
 //      an answer, not a rejection, so it keeps its rate slot and is never charged;
 //   6. quota: charged last, once nothing else can refuse the email, and before the email's
-//      event is appended (see below);
-//   7. append EmailAccepted / EmailSuppressed to the email's own stream.
+//      event is appended (see below); the email's content key is stored meanwhile, so that a
+//      request refused by anything before (rate limit, 3 to 5) has written nothing that
+//      outlives it, and a request refused by the quota takes its key back;
+//   7. append EmailAccepted / EmailSuppressed to the email's own stream, its body sealed with
+//      that key, which expires seven days after the admission (./content-vault.ts: a key an
+//      earlier attempt of the request left is taken over and renewed).
 // Rules 3 to 5 are the decider's (domain/email/admission.ts); this handler looks up the facts
-// they need and hands them over in the command.
+// they need and hands them over in the command, decides once before writing anything, and
+// appends with the decision taken again on the same stream.
 //
 // The charge and the email are two appends to two streams, never one transaction. A crash
 // (or a lost store connection) between them leaves a charge without an email: the allowance
 // is then over-charged by that email, never exceeded. A retry of the same request finds its
-// charge already made (charges are keyed by email id and request fingerprint).
+// charge already made: charges are keyed by email id, so concurrent requests with one
+// Idempotency-Key and different bodies are charged once between them, the losers (409) not
+// (the recipients counted are those of the first to charge, which need not be the body admitted).
 //
 // The fingerprint is a keyed MAC of the canonical body (RELAY_SECRET_KEY, purpose
 // "idempotency-fingerprint"), never a plain hash: it stays in the events forever, next to the
@@ -33,7 +40,8 @@
 // streams written before a key rotation hold the previous key's MAC: a retry still matches them
 // (see fingerprintFor), so idempotent replays survive both.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
+import { decideAdmission, replayOf, type AdmissionResult, type AdmitEmail, type DomainFacts } from '../../domain/email/admission.ts';
+import { RelayError } from '../../domain/errors.ts';
 import type { AdmittedMessage, SuppressedRecipient, TemplateReference } from '../../domain/email/events.ts';
 import type { NormalizedSend } from '../../domain/email/send-request.ts';
 import { initialEmailState, type EmailState } from '../../domain/email/state.ts';
@@ -47,7 +55,7 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { AdmissionFlow } from './admission-flow.ts';
 import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
-import { contentKeyFor, sealWith } from './content-vault.ts';
+import { giveBackContentKey, sealWith, takeContentKey, type HeldContentKey } from './content-vault.ts';
 import type { Emails } from './email-stream.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
@@ -225,6 +233,9 @@ export function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendReq
   return deferDurability(() => admit(deps, sender, request));
 }
 
+/** The content an admission's rules are decided with: nothing is sealed before they passed. */
+const notSealed = (emailId: string): AdmittedMessage['content'] => ({ keyId: emailId, alg: 'A256GCM', iv: '', data: '', tag: '' });
+
 async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey, deps.now().getTime());
   const { emails } = deps;
@@ -237,15 +248,12 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
   const fingerprint = fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint);
   const replay = replayOf(loaded.state, fingerprint);
 
-  // The content key is written alongside the rate slots (one commit round instead of two). A
-  // request refused after this leaves a key that seals nothing; it expires with the others.
-  const contentKey = replay ? null : contentKeyFor(deps.documents, emailId, deps.now());
-  contentKey?.catch(() => {}); // awaited below, unless the rate limit refuses first
-
   // 2. Rate limit.
   const rate = await deps.rateLimits.reserve(sender, deps.now());
   if (replay) return { ...replay, rate, replayed: true };
 
+  let held: HeldContentKey | null = null;
+  let appending = false;
   try {
     const prepared = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
     const { send } = prepared;
@@ -258,39 +266,54 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     const suppressed = await suppressedAmong(deps.documents, sender.workspaceId, send);
 
     const now = deps.now();
-    const content = sealWith(await contentKey!, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
-    const message = admittedMessage(emailId, sender, request, prepared, fingerprint, content, now);
-    const command: AdmitEmail = {
+    const commandFor = (message: AdmittedMessage): AdmitEmail => ({
       type: 'AdmitEmail',
       message,
       senderDomain: domains.get(send.from.domain)!,
       recipientDomains: [...new Set(recipientDomains)].map((d) => domains.get(d)!),
       suppressedRecipients: suppressed,
-    };
-    // 6 and 7. A concurrent request with the same key that got in first makes this one its
-    // replay (or a conflict): deciding again on the winner's stream says which.
-    const handled = await emails.handle(emailId, command, {
-      origin: request.origin,
-      loaded,
-      beforeAppend: async (events) => {
-        // Quota: only an email that will be queued is charged.
-        if (events.some((e) => e.type !== 'EmailAccepted')) return;
-        await deps.usage.charge({
-          workspaceId: sender.workspaceId,
-          emailId,
-          fingerprint,
-          apiKeyId: sender.keyId,
-          developmentKey: development,
-          recipients: message.recipientCount,
-          allowances: sender.allowances,
-          at: now,
-          origin: request.origin,
-        });
-      },
     });
+    const unsealed = admittedMessage(emailId, sender, request, prepared, fingerprint, notSealed(emailId), now);
+    // 3 to 5, decided before anything is written for the email: a refusal leaves nothing
+    // behind. On the stream as loaded (no email on it: else this was a replay) the decision is
+    // one event; the append below decides again, on the same state, with the sealed body.
+    const [decided] = decideAdmission(commandFor(unsealed), loaded.state);
+
+    // 6. Quota: only an email that will be queued is charged. The content key is stored (or
+    // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
+    // seven days after `now`, the email's admission time.
+    const charged = decided.type === 'EmailAccepted'
+      ? deps.usage.charge({
+        workspaceId: sender.workspaceId,
+        emailId,
+        fingerprint,
+        apiKeyId: sender.keyId,
+        developmentKey: development,
+        recipients: unsealed.recipientCount,
+        allowances: sender.allowances,
+        at: now,
+        origin: request.origin,
+      })
+      : Promise.resolve();
+    const [charge, key] = await Promise.allSettled([charged, takeContentKey(deps.documents, emailId, now)]);
+    if (key.status === 'fulfilled') held = key.value;
+    if (charge.status === 'rejected') throw charge.reason;
+    if (key.status === 'rejected') throw key.reason;
+
+    const content = sealWith(held!.key, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
+    // 7. A concurrent request with the same key that got in first makes this one its replay
+    // (or a conflict): deciding again on the winner's stream says which.
+    appending = true;
+    const handled = await emails.handle(emailId, commandFor({ ...unsealed, content }), { origin: request.origin, loaded });
     return { ...handled.state.admission!, rate, replayed: handled.events.length === 0 };
   } catch (error) {
     await rate.release().catch(() => {});
+    // Refused after its key was stored but before its append (the quota): the request takes back
+    // a key it made, unless another attempt took it over since (giveBackContentKey). Refused at
+    // the append, it lost to a concurrent attempt whose email is now on the stream and may be
+    // sealed with this very key: the key is that email's. A store error says nothing of whether
+    // the email got in: its key stays (it expires, or a retry takes it over).
+    if (held && !appending && error instanceof RelayError) await giveBackContentKey(deps.documents, held).catch(() => {});
     throw error;
   }
 }

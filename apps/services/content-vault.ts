@@ -4,7 +4,7 @@
 // event store backups included ("crypto-shredding").
 import { createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
 import type { EmailContent, SealedContent } from '../../domain/email/events.ts';
-import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
+import { DuplicateKeyError, type DocumentStore, type Stored } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 
@@ -17,25 +17,83 @@ export interface ContentKey {
   expiresAt: string;
 }
 
+/** An email's content key as one admission holds it. */
+export interface HeldContentKey {
+  key: Stored<ContentKey>;
+  /**
+   * This admission stored the key (rather than taking over one stored before): only then may
+   * it take the key back when it is refused (giveBackContentKey).
+   */
+  made: boolean;
+}
+
+/** Rounds lost to concurrent writers of one key (other attempts, the sweep) before giving up. */
+const TAKE_ATTEMPTS = 20;
+
 /**
- * The email's content key, made and stored when it has none. Key ids are the email ids: an
- * idempotent retry of one admission finds the key its first attempt stored instead of making
- * a second one. The insert comes first and the read only when it finds the key taken: a
- * lookup costs a scan of the collection on some MongoDB-wire engines (infra/engines/README.md),
- * and most admissions are first attempts. Admission asks for it early, so the key's write
- * shares a commit with the request's rate-limit slot.
+ * How much earlier than this admission's own a key's expiry may be and still be used as it is,
+ * once another attempt took the key over: concurrent attempts of one request (a burst of
+ * retries) then write it once between them, not once each.
  */
-export async function contentKeyFor(documents: DocumentStore, emailId: string, now: Date): Promise<ContentKey> {
+const RENEWAL_SLACK_MS = 1_000;
+
+/**
+ * The email's content key, stored for an email about to be admitted at `now`: it expires
+ * BODY_RETENTION_MS after `now`, the admission's time. Key ids are the email ids, so every
+ * attempt of one request (same Idempotency-Key) finds the same key.
+ *
+ * Admission asks for it only once the request passed its rate limit and the rules, right
+ * before its email is appended, so a refused request writes none. A key found stored belongs
+ * to no admitted email yet (admission asks only while the email's stream has none): a
+ * concurrent attempt of the same request, or an attempt that stopped between the key and the
+ * email (a crash, a store error). It is taken over by compare-and-set: its expiry moves to
+ * `now` + retention (never earlier), keeping its key material, which a concurrent attempt may
+ * have sealed with already; an expired one gets new material, since no attempt in flight holds
+ * it (taking it over would have renewed it). The write also moves the key's version past the
+ * one it was made at, so neither its maker's give-back nor a sweep that listed it expired
+ * removes it from under the new holder (both delete at the version they saw). A key already
+ * taken over and expiring when this admission's would (within RENEWAL_SLACK_MS) is used as it is.
+ *
+ * The insert comes first and the read only when it finds the key taken: a lookup costs a scan
+ * of the collection on some MongoDB-wire engines (infra/engines/README.md), and most
+ * admissions are first attempts.
+ */
+export async function takeContentKey(documents: DocumentStore, emailId: string, now: Date): Promise<HeldContentKey> {
   const keys = documents.collection<ContentKey>(COLLECTIONS.contentKeys);
-  const made: ContentKey = { _id: emailId, key: pooledRandomBytes(32).toString('base64'), expiresAt: new Date(now.getTime() + BODY_RETENTION_MS).toISOString() };
-  try {
-    return await keys.insert(made);
-  } catch (error) {
-    if (!(error instanceof DuplicateKeyError)) throw error;
+  const expiresAt = new Date(now.getTime() + BODY_RETENTION_MS).toISOString();
+  const usableFrom = new Date(now.getTime() + BODY_RETENTION_MS - RENEWAL_SLACK_MS).toISOString();
+  let insert = true;
+  for (let attempt = 1; attempt <= TAKE_ATTEMPTS; attempt++) {
+    if (insert) {
+      try {
+        return { key: await keys.insert({ _id: emailId, key: pooledRandomBytes(32).toString('base64'), expiresAt }), made: true };
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+      }
+    }
     const stored = await keys.get(emailId);
-    if (!stored) throw error;
-    return stored;
+    insert = stored === null; // given back or swept meanwhile: store a new one
+    if (!stored) continue;
+    if (stored._v > 1 && stored.expiresAt >= usableFrom) return { key: stored, made: false };
+    const live = stored.expiresAt > now.toISOString();
+    const renewed: ContentKey = live
+      ? { _id: emailId, key: stored.key, expiresAt: stored.expiresAt > expiresAt ? stored.expiresAt : expiresAt }
+      : { _id: emailId, key: pooledRandomBytes(32).toString('base64'), expiresAt };
+    const taken = await keys.replace(renewed, stored._v);
+    if (taken) return { key: taken, made: false };
   }
+  throw new Error(`content key ${emailId}: still changing after ${TAKE_ATTEMPTS} attempts`);
+}
+
+/**
+ * Removes the key an admission stored when that admission is refused after all (its quota
+ * charge refused), so a refused request leaves no key behind. Only a key it made, and only at
+ * the version it made it: any other attempt that took the key over since (and may seal its
+ * email with it) moved the version, and the key stays.
+ */
+export async function giveBackContentKey(documents: DocumentStore, held: HeldContentKey): Promise<boolean> {
+  if (!held.made) return false;
+  return documents.collection<ContentKey>(COLLECTIONS.contentKeys).delete(held.key._id, held.key._v);
 }
 
 /** Seals the content with the email's key (its id is the email id). */
@@ -50,7 +108,7 @@ export function sealWith(key: ContentKey, content: EmailContent): SealedContent 
 }
 
 export async function sealContent(documents: DocumentStore, emailId: string, content: EmailContent, now: Date): Promise<SealedContent> {
-  return sealWith(await contentKeyFor(documents, emailId, now), content);
+  return sealWith((await takeContentKey(documents, emailId, now)).key, content);
 }
 
 /** The content, or null once its key has expired (the body is gone for good). */
@@ -103,7 +161,8 @@ export async function shredExpiredContent(documents: DocumentStore, now: Date, b
   let removed = 0;
   for (;;) {
     const expired = await keys.find({ where: { expiresAt: { lte: now.toISOString() } }, limit: batch });
-    for (const key of expired) if (await keys.delete(key._id)) removed++;
+    // At the version listed: a key an admission took over (renewed) meanwhile is no longer expired.
+    for (const key of expired) if (await keys.delete(key._id, key._v)) removed++;
     if (expired.length < batch) break;
   }
   if ((removed > 0 || purgePending.has(documents)) && documents.purgeDeleted) {

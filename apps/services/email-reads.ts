@@ -2,6 +2,7 @@
 // sees its project, an email:send key only the emails it created.
 import type { Status } from '../../domain/email/status.ts';
 import { RelayError } from '../../domain/errors.ts';
+import { canonicalAddress } from '../../domain/mailbox.ts';
 import type { Condition, DocumentStore, IndexSpec, Where } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { applyToEmailView, type EmailView } from '../../projections/email-view.ts';
@@ -102,10 +103,11 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
   const limit = query.limit ?? 50;
   const where: Where = { projectId: scope.projectId };
   if (scope.apiKeyId !== null) where.apiKeyId = scope.apiKeyId;
-  if (query.sender !== undefined) where.fromAddress = query.sender.trim().toLowerCase();
+  // Addresses as admission stored them (domain/mailbox.ts): `"ann"@d` finds ann@d.
+  if (query.sender !== undefined) where.fromAddress = canonicalAddress(query.sender.trim());
   if (query.domain !== undefined) where.fromDomain = query.domain.trim().toLowerCase().replace(/\.$/, '');
   if (query.status !== undefined) where.status = query.status;
-  if (query.recipient !== undefined) where.toAddresses = { contains: query.recipient.trim().toLowerCase() };
+  if (query.recipient !== undefined) where.toAddresses = { contains: canonicalAddress(query.recipient.trim()) };
   const range = createdAtRange(query.after, query.before);
   if (range) where.createdAt = range;
 

@@ -68,7 +68,8 @@ export class UsageLedger {
 
   /**
    * Charges the email's recipients to its workspace's month (and its development key's).
-   * Resolves once the charge is in the stream, or when this email was charged already;
+   * Resolves once the charge is in the stream, or when this email id was charged already (by
+   * this request or any other under the id, whatever its fingerprint: nothing is added then);
    * rejects with quota_exceeded when an allowance would be exceeded.
    */
   charge(charge: RecipientCharge): Promise<void> {
@@ -120,20 +121,23 @@ export class UsageLedger {
     // The batch's outcomes are those of the last decision: after a conflict it is decided
     // again on what the other process wrote.
     let outcomes: ChargeOutcome[] = [];
+    // Each event is named by the request whose charge made it (several requests under one email
+    // id may share a batch: the first is charged, the others add nothing or only their excess).
+    let originOf = new Map<UsageEvent, CommandOrigin>();
     const decider: Decider<ChargeRecipients[], UsageState, UsageEvent> = {
       ...usageDecider(month),
       decide: (commands, state) => {
         const decided = decideCharges(commands, state);
         outcomes = decided.outcomes;
+        originOf = new Map(outcomes.flatMap((outcome, i) => (outcome.ok ? outcome.events.map((event) => [event, batch[i].origin] as const) : [])));
         return decided.events;
       },
     };
-    const originOf = new Map(batch.map((p) => [p.command.emailId, p.origin]));
     const lossesBefore = lostWritesReported();
     // The append carries every charge of the batch: each caller's durability scope waits for
     // it (the drain runs in the context of whichever caller started it, long gone by now).
     const handled = await writeOnBehalfOf(batch.map((p) => p.scope), async () => handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
-      origin: (event) => originOf.get(event.data.emailId)!,
+      origin: (event) => originOf.get(event)!,
       loaded: this.#folded.get(stream) ?? (await this.#catchUp(stream, month)),
       attempts: MAX_ATTEMPTS,
     }));

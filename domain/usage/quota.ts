@@ -6,7 +6,7 @@
 // force when it was made, into RecipientsCharged or a quota_exceeded error. Pure.
 import { Type, type Static } from '@sinclair/typebox';
 import { RelayError, validationError } from '../errors.ts';
-import { GrowOnlySet } from '../grow-only-set.ts';
+import { ChargedEmails } from './charged-emails.ts';
 
 /** Accepted recipients per UTC month: the workspace's, and each of its development keys'. */
 export interface MonthlyAllowances {
@@ -53,8 +53,9 @@ export function monthEnd(month: string): Date {
 export interface ChargeRecipients {
   type: 'ChargeRecipients';
   month: string;
+  /** What the charge is keyed by: an email id is charged once, whatever request under it asks again. */
   emailId: string;
-  /** The request's fingerprint: a retry of the same admission is charged once. */
+  /** The request's fingerprint, recorded with the charge (it keys nothing). */
   fingerprint: string;
   apiKeyId: string;
   developmentKey: boolean;
@@ -67,10 +68,10 @@ export interface ChargeRecipients {
 /** A workspace-month's charge for one admitted email (stream usage-<workspaceId>-<YYYY-MM>). */
 export const RecipientsChargedDataSchema = Type.Object({
   emailId: Type.String(),
-  fingerprint: Type.String({ description: "The request's fingerprint: a retry of the same admission is charged once." }),
+  fingerprint: Type.String({ description: "The fingerprint of the request charged (an email id is charged once, whatever its requests' fingerprints)." }),
   apiKeyId: Type.String(),
   developmentKey: Type.Boolean({ description: 'Charged to the development key\'s own allowance too.' }),
-  recipients: Type.Integer({ minimum: 0, description: 'To + CC + BCC.' }),
+  recipients: Type.Integer({ minimum: 0, description: 'To + CC + BCC; for a second charge under one email id (another body with its Idempotency-Key, with more recipients than the first), those beyond the first charge.' }),
   occurredAt: Type.String({ format: 'date-time' }),
 });
 
@@ -86,13 +87,18 @@ export interface UsageState {
   workspaceRecipients: number;
   /** Recipients charged per API key this month. */
   byKey: Record<string, number>;
-  /** `${emailId}:${fingerprint}` of every charge. */
-  charged: GrowOnlySet;
+  /**
+   * Every email id charged this month, with the recipients charged under it. An email id is one
+   * email (with an Idempotency-Key, the one email that key names in its project), so requests
+   * under one id are charged once between them: a retry of the same request, and concurrent
+   * requests with other bodies that lose the admission to it (409 idempotency_conflict, not
+   * charged). Streams written when charges were keyed by email id and fingerprint fold the same
+   * way (their counts summed per id).
+   */
+  charged: ChargedEmails;
 }
 
-export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: GrowOnlySet.empty });
-
-const chargeId = (emailId: string, fingerprint: string) => `${emailId}:${fingerprint}`;
+export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: ChargedEmails.empty });
 
 export type QuotaAllowance = 'development_key' | 'workspace';
 
@@ -106,20 +112,28 @@ function exceeded(allowance: QuotaAllowance, state: UsageState, used: number, li
   );
 }
 
-/** Events of a charge; [] when this very email was charged already. Throws quota_exceeded. */
+/**
+ * Events of a charge. An email id is charged once: charged again, whatever the fingerprint,
+ * it adds nothing and is never refused ([]), unless this request has more recipients than were
+ * charged under the id (another body under the same Idempotency-Key, racing the first): then
+ * the recipients beyond are charged (and may be refused), since either body may be the one
+ * admitted and the allowance must hold whichever is. Throws quota_exceeded.
+ */
 export function decideCharge(command: ChargeRecipients, state: UsageState): UsageEvent[] {
   if (command.month !== state.month) throw new Error(`charge for ${command.month} decided on usage of ${state.month}`);
   if (!Number.isSafeInteger(command.recipients) || command.recipients < 0) throw new Error(`invalid recipient count ${command.recipients}`);
-  if (state.charged.has(chargeId(command.emailId, command.fingerprint))) return [];
+  const already = state.charged.recipientsOf(command.emailId);
+  if (already !== undefined && command.recipients <= already) return [];
+  const recipients = command.recipients - (already ?? 0);
   const { workspaceRecipients, developmentKeyRecipients } = command.allowances;
   if (command.developmentKey) {
     const used = state.byKey[command.apiKeyId] ?? 0;
-    if (used + command.recipients > developmentKeyRecipients) throw exceeded('development_key', state, used, developmentKeyRecipients, command.recipients);
+    if (used + recipients > developmentKeyRecipients) throw exceeded('development_key', state, used, developmentKeyRecipients, recipients);
   }
-  if (state.workspaceRecipients + command.recipients > workspaceRecipients) {
-    throw exceeded('workspace', state, state.workspaceRecipients, workspaceRecipients, command.recipients);
+  if (state.workspaceRecipients + recipients > workspaceRecipients) {
+    throw exceeded('workspace', state, state.workspaceRecipients, workspaceRecipients, recipients);
   }
-  const { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } = command;
+  const { emailId, fingerprint, apiKeyId, developmentKey, occurredAt } = command;
   return [{ type: 'RecipientsCharged', data: { emailId, fingerprint, apiKeyId, developmentKey, recipients, occurredAt } }];
 }
 
@@ -134,7 +148,7 @@ export function foldUsage(events: UsageEvent[], state: UsageState): UsageState {
     workspaceRecipients += data.recipients;
     byKey[data.apiKeyId] = (byKey[data.apiKeyId] ?? 0) + data.recipients;
   }
-  const charged = state.charged.with(charges.map(({ data }) => chargeId(data.emailId, data.fingerprint)));
+  const charged = state.charged.with(charges.map(({ data }) => data));
   return { month: state.month, workspaceRecipients, byKey, charged };
 }
 

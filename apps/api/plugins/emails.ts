@@ -15,7 +15,7 @@ import type { ApiContext } from '../context.ts';
 import { errorAnswerOf } from '../error-registry.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
-import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
+import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, NoQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
 import { TemplateSendBody } from './template-send.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);
@@ -172,6 +172,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   // Every answer to a send is one admission result; refusals (a bad key included) by their code.
   const { admissions, admissionDurations } = ctx.metrics;
   app.post('/v1/emails', {
+    schema: { querystring: NoQuery },
     onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
     onError: (_request, reply, error, done) => {
       admissions.rejected(errorAnswerOf(error).code).inc();
@@ -236,7 +237,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   });
 
   app.get('/v1/emails/:id', {
-    schema: { params: IdParam },
+    schema: { params: IdParam, querystring: NoQuery },
     config: { openapi: { summary: 'One email with its recipients, timeline and webhook deliveries.', responses: { 200: { description: 'The email.', schema: EmailDetail } } } },
   }, async (request) => {
     const principal = principalOf(request);
