@@ -71,7 +71,7 @@ for (const [what, body] of [['text', { text: 'Line one\rLine two\r\nend' }], ['h
 
 test('a direct send and a template send with bare CRs and LFs in their bodies: the outbox holds CRLF only, and DKIM passes', async (ctx) => {
   const { t, tenant } = ctx;
-  const template = await createTemplate(t.ctx.documents, t.ctx.services.templates, tenant.projectId, {
+  const template = await createTemplate(t.ctx.documents, t.ctx.services.templates.of(tenant.workspaceId), tenant.projectId, {
     name: 'Line ends', slug: 'line-ends', subject: 'Your order', text: 'Hello {{name}}\rYour order\nis {{order}}\r', html: '<p>Hello\r{{name}}</p>',
   }, t.ctx.now());
   assert.ok(template);

@@ -65,7 +65,7 @@ test('a subject, display names and a custom header value written as encoded word
 
 test('a template subject, as written and as rendered, holding encoded words: it reads exactly as rendered', async (ctx) => {
   const { t, tenant } = ctx;
-  await createTemplate(t.ctx.documents, t.ctx.services.templates, tenant.projectId, {
+  await createTemplate(t.ctx.documents, t.ctx.services.templates.of(tenant.workspaceId), tenant.projectId, {
     name: 'Encoded', slug: 'encoded', subject: '=?UTF-8?B?4oCu?= Re: {{topic}}', text: 'Hi',
   }, t.ctx.now());
   const response = await post(ctx, { subject: undefined, text: undefined, template: 'encoded', variables: { topic: '=?UTF-8?Q?=E2=80=AEtxt.exe?=' } });

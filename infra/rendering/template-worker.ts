@@ -21,7 +21,16 @@ export type TemplateReply =
   | { missing: true }
   | { refused: { code: RelayError['code']; message: string } };
 
-const cache = new CompiledTemplateCache(500);
+/**
+ * The most heap (estimated: CompiledTemplate.estimatedBytes) the templates kept for sends may
+ * hold: 128 MiB. Typical templates (tens of KB, tens of variables) estimate at 100 to 300 KB,
+ * so the 500 most recently sent fit; a 200,000-character template of 40,000 variables keeps
+ * about 50 MB (estimated 61 MB): two of those nearly fill it. It leaves most of the thread's heap
+ * (TEMPLATE_THREAD_HEAP_MB, ./template-threads.ts) to the job under way.
+ */
+const COMPILED_CACHE_BUDGET_BYTES = 128 * 1024 * 1024;
+
+const cache = new CompiledTemplateCache(500, COMPILED_CACHE_BUDGET_BYTES);
 
 /** Values arrive as plain objects: give them back the prototype-free shape checkTemplateVariables made. */
 const prototypeFree = (values: TemplateVariables): TemplateVariables => Object.assign(Object.create(null) as TemplateVariables, values);

@@ -1,34 +1,72 @@
 // One worker thread (piscina) and the queue in front of it, for work that must run neither on
 // the event loop nor on libuv's thread pool (password hashing; template compiling and
-// rendering). Jobs run one at a time, in order; at most `maxWaiting` wait, and the next one is
-// refused at once (WorkerQueueFullError). A job that outlasts `budgetMs`, counted from when its
-// thread starts on it (not from its wait, nor from a new thread's start-up), is aborted: piscina
-// stops the thread (JavaScript cannot be interrupted otherwise) and the job fails with
-// WorkerBudgetError; the next job runs on a new thread. `niceIncrement` lowers the thread's
-// priority, so that under contention the event loop (the API's requests) comes first.
+// rendering). Jobs run one at a time. Each job belongs to a tenant (one line when none is
+// named): the tenants take turns, one job each, in the order their turn came up, and the
+// tenant whose job just ran goes behind every tenant that was waiting meanwhile, so one
+// tenant's backlog never sits in front of another tenant's job. At most `maxWaiting` jobs wait
+// in all and `maxWaitingPerTenant` of one tenant; the next one is refused at once
+// (WorkerQueueFullError), and so is a job still waiting after `maxWaitMs` (WorkerWaitError, a
+// WorkerQueueFullError). A job that outlasts `budgetMs`, counted from when its thread starts
+// on it (not from its wait, nor from a new thread's start-up), is aborted: piscina stops the
+// thread (JavaScript cannot be interrupted otherwise) and the job fails with
+// WorkerBudgetError; one that takes the thread past its heap limit (`maxHeapMb`) ends it the
+// same way and fails with WorkerOutOfMemoryError. Either way the next job runs on a new thread.
+// `niceIncrement` lowers the thread's priority, so that under contention the event loop (the
+// API's requests) comes first.
 //
-// The pool is made on first use, and its one thread is kept (piscina replaces a thread stopped
-// mid-job only up to minThreads: with none kept, the jobs queued behind a stopped one would wait
-// for ever); an idle thread keeps no process alive. The thread's module default-exports
+// The pool is made on first use, and its one thread is kept (piscina replaces a stopped thread
+// only up to minThreads); jobs are handed to it one at a time, so piscina's own queue stays
+// empty. An idle thread keeps no process alive. The thread's module default-exports
 // workerTask(handler) (below), which says when it starts each job.
 import { parentPort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 
+/**
+ * The young generation of a thread given a heap limit, MB. Node ends a thread that reaches its
+ * limit by letting V8 take 16 MB more to finish the collection under way; promoting a larger
+ * young generation (Node 24's default: 192 MB) can take more than that, and V8 then aborts the
+ * whole process instead (nodejs/node#47224). With 16, each of some 60 template threads run out
+ * of memory in tests was ended cleanly; with the default, 9 of 16 such test processes were
+ * aborted. Allocation-heavy template work ran as fast as with the default.
+ */
+const YOUNG_GENERATION_MB = 16;
+
 export interface WorkerQueueOptions {
   /** The thread's module: `export default workerTask(…)`. */
   workerUrl: URL;
-  /** Jobs that may wait behind the running one; one more is refused. */
+  /** Jobs that may wait behind the running one, all tenants together; one more is refused. */
   maxWaiting: number;
+  /** Jobs of one tenant that may wait; one more of that tenant is refused. Default: maxWaiting. */
+  maxWaitingPerTenant?: number;
+  /** How long a job may wait for its turn; then it is refused (WorkerWaitError). None when absent. */
+  maxWaitMs?: number;
   /** Time one job may run once its thread has started on it; none when absent. */
   budgetMs?: number;
+  /** The thread's V8 heap (maxOldGenerationSizeMb; its young generation is then YOUNG_GENERATION_MB); Node's defaults when absent. */
+  maxHeapMb?: number;
   /** Added to the thread's nice value (0–19; Linux): higher gives way to the event loop. */
   niceIncrement?: number;
   /** Names the work in errors ("password hashing"). */
   name: string;
 }
 
-/** The queue was full: the caller should answer "busy, retry". */
+export interface RunOptions {
+  /** Whose job this is (a workspace…): tenants take turns. One shared line when absent. */
+  tenant?: string;
+  transferList?: ArrayBuffer[];
+}
+
+/** The queue was full, or the job waited too long: the caller should answer "busy, retry". */
 export class WorkerQueueFullError extends Error {}
+
+/** The job waited `maxWaitMs` without its turn coming, and was dropped before it started. */
+export class WorkerWaitError extends WorkerQueueFullError {
+  readonly maxWaitMs: number;
+  constructor(message: string, maxWaitMs: number) {
+    super(message);
+    this.maxWaitMs = maxWaitMs;
+  }
+}
 
 /** The job ran past its budget and was stopped. */
 export class WorkerBudgetError extends Error {
@@ -39,10 +77,30 @@ export class WorkerBudgetError extends Error {
   }
 }
 
+/** The job took its thread past the heap limit; the thread was ended (and is replaced). */
+export class WorkerOutOfMemoryError extends Error {
+  readonly maxHeapMb: number | undefined;
+  constructor(message: string, maxHeapMb: number | undefined) {
+    super(message);
+    this.maxHeapMb = maxHeapMb;
+  }
+}
+
 /** What the thread is given: the job and its number, for the "started" message. */
 export interface WorkerTask<In> { id: number; job: In }
 
-interface Job {
+interface Waiting<In, Out> {
+  id: number;
+  tenant: string;
+  prepare: () => In;
+  transferList: ArrayBuffer[];
+  resolve: (value: Out) => void;
+  reject: (error: unknown) => void;
+  deadline: ReturnType<typeof setTimeout> | null;
+}
+
+interface Running<In, Out> {
+  entry: Waiting<In, Out>;
   abort: AbortController;
   timer: ReturnType<typeof setTimeout> | null;
   overBudget: boolean;
@@ -50,53 +108,155 @@ interface Job {
 
 export class WorkerQueue<In, Out> {
   readonly #options: WorkerQueueOptions;
+  readonly #perTenant: number;
   #pool: Piscina<WorkerTask<In>, Out> | null = null;
-  /** Submitted, not started yet. */
-  readonly #waiting = new Map<number, Job>();
-  readonly #running = new Map<number, Job>();
+  /** Jobs not started yet, each tenant's in order. */
+  readonly #lines = new Map<string, Array<Waiting<In, Out>>>();
+  /** Tenants with a job waiting, in the order their turn comes; the running job's tenant is not among them. */
+  readonly #turns = new Set<string>();
+  #waiting = 0;
+  #running: Running<In, Out> | null = null;
   #nextId = 1;
   #closed = false;
   /** Times a job was stopped for its budget (for tests and metrics). */
   budgetStops = 0;
+  /** Times a job ended its thread by running out of memory. */
+  memoryStops = 0;
+  /** Jobs refused because they waited `maxWaitMs`. */
+  waitExpiries = 0;
+  /**
+   * Threads ended so far by a job (its budget, or its heap): what one thread kept, its successor
+   * lacks. A job prepared when its turn comes (runPrepared) can compare it with the value seen
+   * when an earlier job succeeded.
+   */
+  threadGeneration = 0;
 
   constructor(options: WorkerQueueOptions) {
     this.#options = options;
+    this.#perTenant = options.maxWaitingPerTenant ?? options.maxWaiting;
   }
 
   /** Jobs queued or running. */
   get pending(): number {
-    return this.#waiting.size + this.#running.size;
+    return this.#waiting + (this.#running ? 1 : 0);
   }
 
-  async run(job: In, transferList: ArrayBuffer[] = []): Promise<Out> {
-    const { name, maxWaiting } = this.#options;
+  run(job: In, options: RunOptions = {}): Promise<Out> {
+    return this.runPrepared(() => job, options);
+  }
+
+  /** As run, the job made by `prepare` when its turn comes (and not made at all if it never does). */
+  async runPrepared(prepare: () => In, options: RunOptions = {}): Promise<Out> {
+    const { name, maxWaiting, maxWaitMs } = this.#options;
     if (this.#closed) throw new Error(`${name}: the worker queue is closed`);
-    // One running, maxWaiting behind it.
-    if (this.pending > maxWaiting) throw new WorkerQueueFullError(`${name}: ${maxWaiting} jobs are already waiting`);
-    const id = this.#nextId++;
-    const state: Job = { abort: new AbortController(), timer: null, overBudget: false };
-    this.#waiting.set(id, state);
-    try {
-      return await this.#poolOf().run({ id, job }, { signal: state.abort.signal, transferList });
-    } catch (error) {
-      if (state.overBudget) throw new WorkerBudgetError(`${name} took longer than ${this.#options.budgetMs} ms`, this.#options.budgetMs!);
-      throw error;
-    } finally {
-      if (state.timer) clearTimeout(state.timer);
-      this.#waiting.delete(id);
-      this.#running.delete(id);
+    const tenant = options.tenant ?? '';
+    if (this.#running) {
+      if (this.#waiting >= maxWaiting) throw new WorkerQueueFullError(`${name}: ${maxWaiting} jobs are already waiting`);
+      if ((this.#lines.get(tenant)?.length ?? 0) >= this.#perTenant) throw new WorkerQueueFullError(`${name}: ${this.#perTenant} jobs of this tenant are already waiting`);
     }
+    return new Promise<Out>((resolve, reject) => {
+      const entry: Waiting<In, Out> = { id: this.#nextId++, tenant, prepare, transferList: options.transferList ?? [], resolve, reject, deadline: null };
+      const line = this.#lines.get(tenant);
+      if (line) line.push(entry);
+      else this.#lines.set(tenant, [entry]);
+      this.#waiting++;
+      if (this.#running?.entry.tenant !== tenant) this.#turns.add(tenant);
+      if (maxWaitMs !== undefined) entry.deadline = setTimeout(() => this.#expire(entry), maxWaitMs);
+      this.#next();
+    });
   }
 
   /** Stops the thread; jobs queued or running fail. */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const line of this.#lines.values()) {
+      for (const entry of line) {
+        if (entry.deadline) clearTimeout(entry.deadline);
+        entry.reject(new Error(`${this.#options.name}: the worker queue is closed`));
+      }
+    }
+    this.#lines.clear();
+    this.#turns.clear();
+    this.#waiting = 0;
     await this.#pool?.destroy();
     this.#pool = null;
   }
 
+  /** Drops a job that waited too long: it never started, so no thread time was spent on it. */
+  #expire(entry: Waiting<In, Out>): void {
+    const line = this.#lines.get(entry.tenant);
+    const at = line?.indexOf(entry) ?? -1;
+    if (!line || at < 0) return;
+    line.splice(at, 1);
+    if (line.length === 0) {
+      this.#lines.delete(entry.tenant);
+      this.#turns.delete(entry.tenant);
+    }
+    this.#waiting--;
+    this.waitExpiries++;
+    const { name, maxWaitMs } = this.#options;
+    entry.reject(new WorkerWaitError(`${name}: waited ${maxWaitMs} ms without starting`, maxWaitMs!));
+  }
+
+  /** Starts the next tenant's oldest job when the thread is free. */
+  #next(): void {
+    if (this.#running || this.#closed) return;
+    const tenant = this.#turns.values().next();
+    if (tenant.done) return;
+    this.#turns.delete(tenant.value);
+    const line = this.#lines.get(tenant.value)!;
+    const entry = line.shift()!;
+    if (line.length === 0) this.#lines.delete(tenant.value);
+    this.#waiting--;
+    if (entry.deadline) clearTimeout(entry.deadline);
+    const running: Running<In, Out> = { entry, abort: new AbortController(), timer: null, overBudget: false };
+    this.#running = running;
+    const finish = () => {
+      if (running.timer) clearTimeout(running.timer);
+      this.#running = null;
+      // Behind every tenant that came up meanwhile.
+      if (this.#lines.has(entry.tenant)) this.#turns.add(entry.tenant);
+      this.#next();
+    };
+    let job: In;
+    try {
+      job = entry.prepare();
+    } catch (error) {
+      finish();
+      entry.reject(error);
+      return;
+    }
+    this.#poolOf().run({ id: entry.id, job }, { signal: running.abort.signal, transferList: entry.transferList }).then(
+      (value) => {
+        finish();
+        entry.resolve(value);
+      },
+      (error: unknown) => {
+        // Before the next job is prepared: it may need to know the thread was replaced.
+        const failure = this.#failure(running, error);
+        finish();
+        entry.reject(failure);
+      },
+    );
+  }
+
+  #failure(running: Running<In, Out>, error: unknown): unknown {
+    const { name, budgetMs, maxHeapMb } = this.#options;
+    if (running.overBudget) {
+      this.threadGeneration++;
+      return new WorkerBudgetError(`${name} took longer than ${budgetMs} ms`, budgetMs!);
+    }
+    if ((error as { code?: unknown } | null)?.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      this.memoryStops++;
+      this.threadGeneration++;
+      return new WorkerOutOfMemoryError(`${name} ran out of memory${maxHeapMb === undefined ? '' : ` (${maxHeapMb} MB)`}`, maxHeapMb);
+    }
+    return error;
+  }
+
   #poolOf(): Piscina<WorkerTask<In>, Out> {
     if (this.#pool) return this.#pool;
+    const { maxHeapMb } = this.#options;
     const pool = new Piscina<WorkerTask<In>, Out>({
       filename: this.#options.workerUrl.href,
       minThreads: 1,
@@ -104,18 +264,17 @@ export class WorkerQueue<In, Out> {
       concurrentTasksPerWorker: 1,
       niceIncrement: this.#options.niceIncrement ?? 0,
       recordTiming: false,
+      ...(maxHeapMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: maxHeapMb, maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }),
     });
     pool.on('message', (message: { started?: number }) => {
-      const state = message.started === undefined ? undefined : this.#waiting.get(message.started);
-      if (!state) return;
-      this.#waiting.delete(message.started!);
-      this.#running.set(message.started!, state);
+      const running = this.#running;
+      if (message.started === undefined || running?.entry.id !== message.started) return;
       const budgetMs = this.#options.budgetMs;
       if (budgetMs === undefined) return;
-      state.timer = setTimeout(() => {
-        state.overBudget = true;
+      running.timer = setTimeout(() => {
+        running.overBudget = true;
         this.budgetStops++;
-        state.abort.abort();
+        running.abort.abort();
       }, budgetMs);
     });
     pool.on('error', () => {

@@ -97,10 +97,10 @@ console.log(`cache: ${cache.hits} hits, ${cache.misses} misses`);
 // What a send pays since rendering moved off the event loop: the round trip to the rendering thread.
 const threads = new TemplateThreads({ timeLimitMs: 2000 });
 const saved = (id: string, source: TemplateSource) => ({ ...source, _id: id, revision: 1 });
-await threads.render(saved('tpl_plain', PLAIN), VALUES);
-await threads.render(saved('tpl_mjml', MJML), VALUES);
-await measureAsync('send render plain (rendering thread, 1 at a time)', () => threads.render(saved('tpl_plain', PLAIN), VALUES));
-await measureAsync('send render MJML (rendering thread, 1 at a time)', () => threads.render(saved('tpl_mjml', MJML), VALUES));
-await measureAsync('send render plain (rendering thread, 16 at once)', () => threads.render(saved('tpl_plain', PLAIN), VALUES), 16);
+await threads.render('bench', saved('tpl_plain', PLAIN), VALUES);
+await threads.render('bench', saved('tpl_mjml', MJML), VALUES);
+await measureAsync('send render plain (rendering thread, 1 at a time)', () => threads.render('bench', saved('tpl_plain', PLAIN), VALUES));
+await measureAsync('send render MJML (rendering thread, 1 at a time)', () => threads.render('bench', saved('tpl_mjml', MJML), VALUES));
+await measureAsync('send render plain (rendering thread, 16 at once)', () => threads.render('bench', saved('tpl_plain', PLAIN), VALUES), 16);
 console.log(`the rendering thread was given each template's source ${threads.sourcesGiven === 2 ? 'once' : `${threads.sourcesGiven} times`}`);
 await threads.close();

@@ -36,7 +36,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     { schema: { querystring: ProjectQuery, body: TemplateContentBody }, config: { openapi: { responses: { 201: { description: 'Created.', schema: Template } } } } },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return reply.status(201).send(templateView(await createTemplate(ctx.documents, ctx.services.templates, project._id, request.body, ctx.now())));
+      return reply.status(201).send(templateView(await createTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.body, ctx.now())));
     },
   );
 
@@ -45,10 +45,10 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     '/v1/templates/preview',
     { schema: { querystring: ProjectQuery, body: TemplatePreviewBody }, config: { openapi: { responses: { 200: { description: 'Rendered, nothing saved.', schema: TemplatePreviewResult } } } } },
     async (request) => {
-      const { principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'read');
+      const { project, principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'read');
       // Per session, whatever the project: 429 with Retry-After beyond PREVIEW_RATE.
       await ctx.services.rateLimits.reserveIn([{ policy: PREVIEW_RATE, scope: `preview:${sha256Hex(principal.session._id)}` }], ctx.now());
-      return previewTemplate(ctx.services.templates, request.body);
+      return previewTemplate(ctx.services.templates.of(project.workspaceId), request.body);
     },
   );
 
@@ -66,7 +66,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     { schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateUpdateBody }, config: { openapi: { responses: { 200: { description: 'Updated.', schema: Template } } } } },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return templateView(await updateTemplate(ctx.documents, ctx.services.templates, project._id, request.params.id, request.body, ctx.now()));
+      return templateView(await updateTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.params.id, request.body, ctx.now()));
     },
   );
 

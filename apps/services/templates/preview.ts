@@ -3,7 +3,7 @@
 // that do not fit 422.
 import { checkTemplateSubject } from '../../../domain/templates/content.ts';
 import { checkRenderedSubjectText, checkTemplateVariables } from '../../../domain/templates/variables.ts';
-import type { TemplateThreads } from '../../../infra/rendering/template-threads.ts';
+import type { WorkspaceTemplates } from '../../../infra/rendering/template-threads.ts';
 
 export interface PreviewBody {
   subject: string;
@@ -14,7 +14,7 @@ export interface PreviewBody {
 
 export interface PreviewResult { subject: string; html: string; text: string }
 
-export async function previewTemplate(threads: TemplateThreads, body: PreviewBody): Promise<PreviewResult> {
+export async function previewTemplate(threads: WorkspaceTemplates, body: PreviewBody): Promise<PreviewResult> {
   const variables = checkTemplateVariables(body.variables);
   const source = { subject: checkTemplateSubject(body.subject), html: body.html ?? null, text: body.text ?? null };
   const { rendered, variables: used } = await threads.preview(source, variables);

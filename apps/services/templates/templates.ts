@@ -5,7 +5,7 @@
 import { conflict, notFound } from '../../../domain/errors.ts';
 import { checkRevision, templateContentOf, type TemplateContent } from '../../../domain/templates/content.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
-import type { TemplateThreads } from '../../../infra/rendering/template-threads.ts';
+import type { WorkspaceTemplates } from '../../../infra/rendering/template-threads.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { newTemplateId } from './template-ids.ts';
 
@@ -70,13 +70,13 @@ export interface TemplateBody {
 const slugTaken = (slug: string) => conflict(`the slug "${slug}" is already used by another template of this project`);
 
 /** Content checks and the variables it uses; 400 when the content is not a valid template (or takes too long to compile). */
-async function prepareContent(threads: TemplateThreads, body: TemplateBody) {
+async function prepareContent(threads: WorkspaceTemplates, body: TemplateBody) {
   const content = templateContentOf(body);
   const compiled = await threads.compile(content, 'body');
   return { content, compiled };
 }
 
-export async function createTemplate(documents: DocumentStore, threads: TemplateThreads, projectId: string, body: TemplateBody, now: Date): Promise<Stored<TemplateDocument>> {
+export async function createTemplate(documents: DocumentStore, threads: WorkspaceTemplates, projectId: string, body: TemplateBody, now: Date): Promise<Stored<TemplateDocument>> {
   const { content, compiled } = await prepareContent(threads, body);
   const at = now.toISOString();
   const doc: TemplateDocument = {
@@ -138,7 +138,7 @@ export async function listTemplates(
  */
 export async function updateTemplate(
   documents: DocumentStore,
-  threads: TemplateThreads,
+  threads: WorkspaceTemplates,
   projectId: string,
   id: string,
   body: TemplateBody & { revision: number },
