@@ -7,6 +7,9 @@
 //   BENCH_CONNECTIONS=1,32 BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_WORKSPACES=40 BENCH_RUNS=5
 //   BENCH_SQL_STATS=1   also count the SQL statements per admission (test/bench/sql-stats.ts; off by
 //                       default: counting costs CPU the share would then include)
+//   BENCH_API_PROCESSES=2  POST /v1/emails on that many API processes, each on a data directory of its
+//                       own, the load spread over them: what both cores give when nothing is shared
+//                       (a ceiling for any split of admission over processes, not a way to run Relay)
 //
 // Both servers run for the whole bench; each of BENCH_RUNS rounds loads the bare route, then
 // POST /v1/emails, at each connection count, so that the two are measured alternately, close in
@@ -37,6 +40,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 40);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const SQL_STATS = process.env.BENCH_SQL_STATS === '1';
+const API_PROCESSES = Number(process.env.BENCH_API_PROCESSES ?? 1);
 
 interface Ready { url: string; keys: string[]; domains: string[] }
 
@@ -94,35 +98,43 @@ interface Result {
 }
 
 
-async function load(name: string, ready: Ready, server: ChildProcess, connections: number): Promise<Result> {
-  const pool = new Pool(ready.url, { connections, pipelining: 1 });
-  const bodies = ready.domains.map((domain, i) => JSON.stringify({
+interface Server { child: ChildProcess; ready: Ready }
+
+/** The closed loop against the servers together, each taking every n-th request on a pool of its own. */
+async function load(name: string, servers: Server[], connections: number): Promise<Result> {
+  const [{ child: server }] = servers;
+  const pools = servers.map(({ ready }) => new Pool(ready.url, { connections: Math.ceil(connections / servers.length), pipelining: 1 }));
+  const requests = servers.map(({ ready }, s) => sendEmailRequest(pools[s], ready.keys, ready.domains.map((domain, i) => JSON.stringify({
     from: `Acme <noreply@${domain}>`, to: [`user${i}@example.com`], cc: `audit@example.com`,
     subject: 'Your order has shipped', text: 'Hello, your order 1234 is on its way.', html: '<p>Hello, your order <b>1234</b> is on its way.</p>',
     tags: { kind: 'shipping' }, metadata: { orderId: 1234 },
-  }));
+  }))));
+  const cpuOfServers = () => {
+    const each = servers.map(({ child }) => processCpuSeconds(child.pid!));
+    return each.includes(null) ? null : (each as number[]).reduce((a, b) => a + b, 0);
+  };
   let cpuAtStart: number | null = null;
   let cpuUsed = NaN;
   let machineAtStart: MachineCpu | null = null;
   let machine = '';
-  const counted = SQL_STATS && name.startsWith('POST');
+  const counted = SQL_STATS && name.startsWith('POST') && servers.length === 1;
   let sql: SqlStats | null = null;
   const run = await closedLoop({
     connections, warmupSeconds: WARMUP_SECONDS, seconds: SECONDS,
     onMeasure: () => {
       if (counted) server.send({ cmd: 'sql-reset' });
-      cpuAtStart = processCpuSeconds(server.pid!);
+      cpuAtStart = cpuOfServers();
       machineAtStart = machineCpu();
     },
     onMeasured: async () => {
-      const cpu = processCpuSeconds(server.pid!);
+      const cpu = cpuOfServers();
       if (cpu !== null && cpuAtStart !== null) cpuUsed = cpu - cpuAtStart;
       machine = machineText(machineAtStart, machineCpu());
       if (counted) sql = await askStats<SqlStats>(server, 'sql-stats');
     },
-    request: sendEmailRequest(pool, ready.keys, bodies),
+    request: (n) => requests[n % servers.length](Math.floor(n / servers.length)),
   });
-  await pool.close();
+  await Promise.all(pools.map((pool) => pool.close()));
   const { latencies, seconds, statuses } = run;
   return {
     name, requests: latencies.length, seconds, p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), statuses,
@@ -136,14 +148,16 @@ async function main(): Promise<void> {
   /** [round][connections index] → bare and relay results. */
   const rounds: Array<Array<{ bare: Result; relay: Result }>> = [];
   try {
-    servers.push(await startServer('bare', dataDir), await startServer('relay', dataDir));
-    const [bare, relay] = servers;
+    servers.push(await startServer('bare', dataDir));
+    for (let p = 0; p < API_PROCESSES; p++) servers.push(await startServer('relay', API_PROCESSES === 1 ? dataDir : mkdtempSync(join(dataDir, `api${p}-`))));
+    const [bare, ...relays] = servers;
+    const relayName = API_PROCESSES === 1 ? 'POST /v1/emails (embedded)' : `POST /v1/emails (${API_PROCESSES} processes)`;
     for (let round = 1; round <= RUNS; round++) {
       const row: Array<{ bare: Result; relay: Result }> = [];
       for (const connections of CONNECTIONS) {
         row.push({
-          bare: await load(`bare fastify route (202), ${connections} conn`, bare.ready, bare.child, connections),
-          relay: await load(`POST /v1/emails (embedded), ${connections} conn`, relay.ready, relay.child, connections),
+          bare: await load(`bare fastify route (202), ${connections} conn`, [bare], connections),
+          relay: await load(`${relayName}, ${connections} conn`, relays, connections),
         });
       }
       rounds.push(row);
