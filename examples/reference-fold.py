@@ -32,6 +32,9 @@ class Email:
         self.delivered_at = None
         self.failure_code = None
         self.revision = -1
+        # Recipients Relay is done sending to: they once had a final status (a later reported
+        # delay shows, but a claim leaves them as they are).
+        self.done = set()
 
     def visible(self, index):
         return 0 <= index < len(self.recipients)
@@ -43,6 +46,8 @@ class Email:
         if status != recipient["status"]:
             recipient["status"] = status
             recipient["occurredAt"] = at
+        if recipient["status"] in FINAL:
+            self.done.add(index)
 
     def outcomes(self, pairs, at, only_up):
         """pairs: (index, status) of one event; sets statuses and sentAt/deliveredAt."""
@@ -84,7 +89,7 @@ def apply(emails, event):
     elif email is None:
         return  # no admission to place it on
     elif kind == "DeliveryClaimed":
-        pending = [(i, "processing") for i, r in enumerate(email.recipients) if r["status"] not in FINAL]
+        pending = [(i, "processing") for i, r in enumerate(email.recipients) if r["status"] not in FINAL and i not in email.done]
         email.outcomes(pending, data["occurredAt"], only_up=False)
     elif kind == "DeliveryAttempted":
         pairs = [(r["index"], r["status"]) for r in data["recipients"]]

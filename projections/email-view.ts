@@ -2,9 +2,9 @@
 // the detail (EmailDetail) reads. Pure: (view, event) → view. Bodies and BCC never enter it.
 import type { AdmittedMessage, RecordedEmailEvent } from '../domain/email/events.ts';
 import {
-  OUTCOME_EVENT, outcomesOf, shownSuppression, statusAfter, statusOnClaim, type EventOutcomes, type OutcomeGroup, type RecipientOutcome,
+  OUTCOME_EVENT, outcomesOf, shownProviderMessageId, shownSuppression, statusAfter, statusOnClaim, type EventOutcomes, type OutcomeGroup, type RecipientOutcome,
 } from '../domain/email/outcomes.ts';
-import { emailStatusOf, type Status } from '../domain/email/status.ts';
+import { emailStatusOf, isFinalDeliveryStatus, type Status } from '../domain/email/status.ts';
 
 export interface TimelineEntry {
   id: string;
@@ -62,6 +62,12 @@ export interface EmailView {
   events: TimelineEntry[];
   /** Revision of the last stream event applied: the guard that makes replays no-ops. */
   streamRevision: number;
+  /**
+   * Indexes of the visible recipients Relay is done sending to (one once had a final status:
+   * domain/email/state.ts, done): a claim leaves them as they are. Internal, never returned;
+   * absent on documents written before it (their final statuses say the same then).
+   */
+  doneRecipients?: number[];
 }
 
 /** Timeline names of admission events; internal names stay internal. */
@@ -95,6 +101,7 @@ function admitted(message: AdmittedMessage, status: Status, event: RecordedEmail
     tags: message.tags,
     events: [{ id: event.id, type: admissionTimelineType[event.type], occurredAt: message.occurredAt, payload }],
     streamRevision: event.revision,
+    doneRecipients: [],
   };
 }
 
@@ -108,14 +115,20 @@ function withStatuses(view: EmailView, statusOf: (current: Status, index: number
     const status = statusOf(r.status, index);
     return status === r.status ? r : { ...r, status, occurredAt };
   });
+  const doneRecipients = recipients.flatMap((r, index) => (isDone(view, index) || isFinalDeliveryStatus(r.status) ? [index] : []));
   return {
     ...view,
     recipients,
+    doneRecipients,
     status: emailStatusOf(recipients.map((r) => r.status), 'queued'),
     sentAt: view.sentAt ?? (reached.some((s) => s === 'sent' || s === 'delivered') ? occurredAt : null),
     deliveredAt: view.deliveredAt ?? (reached.includes('delivered') ? occurredAt : null),
   };
 }
+
+/** Whether Relay is done sending to visible recipient `index` (domain/email/state.ts, isDoneSending). */
+const isDone = (view: EmailView, index: number): boolean =>
+  (view.doneRecipients?.includes(index) ?? false) || isFinalDeliveryStatus(view.recipients[index]?.status ?? 'queued');
 
 function withOutcomes(view: EmailView, outcomes: RecipientOutcome[], occurredAt: string): EmailView {
   const byIndex = new Map(outcomes.map((o) => [o.index, o]));
@@ -211,9 +224,12 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
   switch (event.type) {
     case 'DeliveryClaimed': {
       const { attempt, transport, occurredAt } = event.data;
+      const claimed = withStatuses(advanced, (current, index) => statusOnClaim(current, isDone(view, index)), occurredAt);
+      // An entry only when the attempt is for a visible recipient: one for BCC recipients alone shows nothing.
+      const forVisible = claimed.recipients.some((r, index) => !isDone(view, index) && r.status === 'processing');
       return {
-        ...withStatuses(advanced, statusOnClaim, occurredAt),
-        events: appendEntries(view.events, [{ id: event.id, type: 'email.processing', occurredAt, payload: { attempt, transport } }]),
+        ...claimed,
+        events: forVisible ? appendEntries(view.events, [{ id: event.id, type: 'email.processing', occurredAt, payload: { attempt, transport } }]) : view.events,
       };
     }
     case 'DeliveryAttempted':
@@ -224,7 +240,7 @@ export function applyToEmailView(view: EmailView | null, event: RecordedEmailEve
       const next = withOutcomes(advanced, outcomes.recipients, occurredAt);
       return {
         ...next,
-        providerMessageId: (event.type === 'DeliveryAttempted' && event.data.providerMessageId) || view.providerMessageId,
+        providerMessageId: (event.type === 'DeliveryAttempted' && shownProviderMessageId(event.data)) || view.providerMessageId,
         failureCode: view.failureCode ?? outcomes.shownFailureCode,
         events: appendEntries(view.events, outcomeEntries(event.id, occurredAt, outcomes.groups, commonOf(event, outcomes))),
       };

@@ -7,7 +7,7 @@ import {
   DELIVERY_POLICY, claimDeadline, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, decideTransactionStart, nextAttemptAt, scaleDeliveryPolicy,
   type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type StartTransaction, type TransportResult,
 } from '../domain/email/delivery.ts';
-import type { DeliveryAttempted, EmailEvent } from '../domain/email/events.ts';
+import type { DeliveryAttempted, EmailEvent, RecipientReported } from '../domain/email/events.ts';
 import { evolveEmail, foldEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
 import { STATUSES, STATUS_RANK, emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
 import { BCC_INDEX, CC, CC_INDEX, T0, TO, TO_INDEX, accepted, after, recorded, suppressed, unknownEvent } from './support/email-events.ts';
@@ -166,6 +166,40 @@ state('given attempts, then the provider message id is the latest one reported; 
   assert.is(silent.providerMessageId, 'prov-1');
   const third = applied(second, decideAttemptOutcome(record(all('accepted'), { attempt: 2, providerMessageId: 'prov-2', at: first.delivery.nextAttemptAt! }), second, POLICY));
   assert.is(third.providerMessageId, 'prov-2');
+});
+
+// Pins: a report never puts a recipient back into the send set. A transport that accepted a
+// recipient (sent) ends Relay's sending to it; a DSN "delayed" afterwards shows (delayed is
+// above sent) but the next attempt, due for a deferred co-recipient, neither claims nor sends it.
+const reportedDelay = (index: number, at: string): RecipientReported => ({
+  type: 'RecipientReported',
+  data: {
+    reportId: `rep-delay-${index}`, recipientIndex: index, address: index === TO_INDEX ? TO : index === CC_INDEX ? CC : null, outcome: 'delayed',
+    format: 'dsn', status: '4.4.1', diagnosticCode: null, reason: 'delayed downstream', complaintType: null, occurredAt: at,
+  },
+});
+
+state('given a sent recipient reported delayed afterwards, when the next attempt (for a deferred co-recipient) comes, then it is not sent again', () => {
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')]);
+  const given = foldEmail([reportedDelay(TO_INDEX, after(3 * SECOND))], first);
+  assert.equal(given.delivery.recipients, ['delayed', 'delayed', 'sent'], 'the report shows');
+  assert.equal(given.delivery.done, [true, false, true]);
+  assert.equal(pendingRecipients(given.delivery), [CC_INDEX], 'only the deferred recipient is pending');
+  const claimed = claimedBy({ attempt: 2, at: first.delivery.nextAttemptAt! }, given);
+  assert.equal(claimed.delivery.recipients, ['delayed', 'processing', 'sent'], 'the claim leaves the accepted recipient as reported');
+  assert.equal(decideTransactionStart(start([TO_INDEX], { attempt: 2, at: first.delivery.nextAttemptAt! }), claimed), [], 'no transaction for it');
+  const second = outcomeOf(claimed, record(all('accepted'), { attempt: 2, at: first.delivery.nextAttemptAt! }));
+  assert.equal(second.recipients.map((r) => r.index), [CC_INDEX], 'the attempt records only the pending recipient');
+  // A later report again: still out of the send set, replay after replay.
+  const later = foldEmail([reportedDelay(TO_INDEX, after(4 * SECOND))], applied(claimed, [{ type: 'DeliveryAttempted', data: second }]));
+  assert.equal(pendingRecipients(later.delivery), []);
+  assert.is(later.delivery.finished, true);
+});
+
+// Pins: the email's providerMessageId (the webhooks' provider_message_id) is a visible recipient's queue id, never a BCC one's.
+state('given an attempt in which only the BCC recipient was accepted, then the email has no provider message id', () => {
+  const given = attemptedWith([result(TO_INDEX, 'deferred'), result(CC_INDEX, 'deferred'), { ...result(BCC_INDEX, 'accepted'), providerMessageId: 'QID-BCC' }], { providerMessageId: 'QID-BCC' });
+  assert.is(given.providerMessageId, null);
 });
 
 state('given an email, when an event of an unknown type is folded, then only the revision moves', () => {

@@ -57,6 +57,7 @@ test('given nothing, when EmailAccepted, then a queued document with every field
     tags: { kind: 'welcome' },
     events: [{ id: 'evt-0', type: 'email.queued', occurredAt: T0, payload: { recipients: 2 } }],
     streamRevision: 0,
+    doneRecipients: [],
   });
 });
 
@@ -301,6 +302,56 @@ test('replay: the same events applied to fresh documents, or with every event de
   assert.equal(fold([...events, ...events]), first);
   assert.is(first!.streamRevision, 5);
   assert.is(first!.status, 'failed');
+});
+
+// Pins: the read model keeps in step with the deciders (domain/email/state.ts) on who is still
+// being sent to. A recipient accepted (sent) and then reported delayed shows delayed, and a
+// later claim (for a deferred co-recipient) leaves it delayed rather than processing.
+const delayReported = (index: number, at: string): AnyEmailEvent => ({
+  type: 'RecipientReported',
+  data: {
+    reportId: `rep-${index}`, recipientIndex: index, address: index === TO_INDEX ? TO : index === CC_INDEX ? CC : null, outcome: 'delayed',
+    format: 'dsn', status: '4.4.1', diagnosticCode: null, reason: 'delayed downstream', complaintType: null, occurredAt: after(3_000),
+  },
+});
+
+test('given a sent recipient later reported delayed, when a retry for a deferred co-recipient is claimed, then it stays delayed (not sent to again)', () => {
+  const view = viewOf(
+    accepted(), claimed(),
+    attempted([outcome(TO_INDEX, 'sent'), outcome(CC_INDEX, 'delayed'), outcome(BCC_INDEX, 'sent')], { nextAttemptAt: after(30_000) }),
+    delayReported(TO_INDEX, after(3_000)),
+    claimed({ attempt: 2, occurredAt: after(30_000) }),
+  );
+  assert.equal(recipientStatuses(view), [[TO, 'delayed'], [CC, 'processing']]);
+  assert.equal(view.doneRecipients, [TO_INDEX]);
+  assert.equal(timeline(view), ['email.queued', 'email.processing', 'email.sent', 'email.delayed', 'email.delayed', 'email.processing']);
+});
+
+// Pins: BCC activity leaves no trace. A claim adds a timeline entry only when it moves a visible
+// (To, CC) recipient to processing, and the email's providerMessageId is a visible recipient's
+// queue id, never a BCC one's.
+test('given visible recipients all sent, when a retry is claimed for a deferred BCC recipient alone, then no timeline entry', () => {
+  const sent = viewOf(
+    accepted(), claimed(),
+    attempted([outcome(TO_INDEX, 'sent'), outcome(CC_INDEX, 'sent'), outcome(BCC_INDEX, 'delayed')], { nextAttemptAt: after(30_000) }),
+  );
+  const retried = next(sent, claimed({ attempt: 2, occurredAt: after(30_000) }));
+  assert.equal(timeline(retried), ['email.queued', 'email.processing', 'email.sent']);
+  assert.is(retried.status, 'sent');
+  assert.is(retried.streamRevision, sent.streamRevision + 1);
+});
+
+test('given an attempt in which only the BCC recipient was accepted, then providerMessageId stays null; a visible one\'s queue id shows', () => {
+  const bccOnly = viewOf(
+    accepted(), claimed(),
+    attempted([outcome(TO_INDEX, 'delayed'), outcome(CC_INDEX, 'delayed'), outcome(BCC_INDEX, 'sent', { providerMessageId: 'QID-BCC' })], { providerMessageId: 'QID-BCC', nextAttemptAt: after(30_000) }),
+  );
+  assert.is(bccOnly.providerMessageId, null);
+  const visible = next(next(bccOnly, claimed({ attempt: 2, occurredAt: after(30_000) })),
+    attempted([outcome(TO_INDEX, 'sent', { providerMessageId: 'QID-TO' }), outcome(CC_INDEX, 'sent', { providerMessageId: 'QID-CC' })], { attempt: 2, providerMessageId: 'QID-TO', occurredAt: after(31_000) }));
+  assert.is(visible.providerMessageId, 'QID-TO');
+  // Events from before per-recipient queue ids: the attempt's one stands.
+  assert.is(viewOf(accepted(), claimed(), sentToAll).providerMessageId, 'prov-1');
 });
 
 test.run();

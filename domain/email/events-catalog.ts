@@ -25,7 +25,7 @@ export const EMAIL_EVENT_MEANINGS: Record<EmailEventType, EmailEventMeaning> = {
     summary: 'The email was admitted but not sent: a recipient is on the suppression list. No event follows.',
     statuses: ['suppressed'], merge: 'set', timeline: ['email.suppressed'], extraWebhooks: ['email.suppressed'],
   },
-  DeliveryClaimed: { summary: 'A sender instance took the next delivery attempt (or took over one whose transaction never began); recipients not final become processing.', statuses: ['processing'], merge: 'replace', timeline: ['email.processing'] },
+  DeliveryClaimed: { summary: 'A sender instance took the next delivery attempt (or took over one whose transaction never began); recipients Relay is not done sending to (never final yet) become processing.', statuses: ['processing'], merge: 'replace', timeline: ['email.processing'] },
   DeliveryTransactionStarted: {
     summary: "The claim's holder begins the transaction for these recipients: from here the message may go out (only these can end delivery_unknown). Changes no status.",
     statuses: [], merge: 'none', timeline: [],

@@ -9,7 +9,7 @@
 // - what is hidden: BCC recipients are never named (an outcome of BCC recipients alone makes a
 //   group with nobody in it), a failure code shows only when a shown recipient failed, and a
 //   suppression names only To and CC recipients.
-import type { EmailSuppressed, RecordedEmailEvent, SuppressedRecipient } from './events.ts';
+import type { DeliveryAttempted, EmailSuppressed, RecordedEmailEvent, SuppressedRecipient } from './events.ts';
 import { isFinalDeliveryStatus, supersede, type Status } from './status.ts';
 
 export const OUTCOME_EVENT_TYPES = [
@@ -51,8 +51,11 @@ export interface RecipientOutcome {
 export const statusAfter = (current: Status, outcome: Pick<RecipientOutcome, 'status' | 'source'>): Status =>
   (outcome.source === 'report' ? supersede(current, outcome.status) : outcome.status);
 
-/** A recipient's status once an attempt is claimed: processing, unless it has a final one. */
-export const statusOnClaim = (current: Status): Status => (isFinalDeliveryStatus(current) ? current : 'processing');
+/**
+ * A recipient's status once an attempt is claimed: processing, unless it has a final one or
+ * Relay is done sending to it (`done`: it once had a final one, e.g. `sent` before a reported delay).
+ */
+export const statusOnClaim = (current: Status, done = false): Status => (done || isFinalDeliveryStatus(current) ? current : 'processing');
 
 export interface OutcomeDetail {
   bounce_type?: 'hard' | 'soft';
@@ -156,6 +159,16 @@ export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
     default:
       return NO_OUTCOMES;
   }
+}
+
+/**
+ * The queue id an attempt shows as the email's providerMessageId: the first visible (To, CC)
+ * recipient's that was accepted; null when only BCC recipients were. Events from before
+ * per-recipient queue ids were kept hold only the attempt's one, which stands then.
+ */
+export function shownProviderMessageId(data: DeliveryAttempted['data']): string | null {
+  if (!data.recipients.some((r) => r.providerMessageId !== undefined)) return data.providerMessageId;
+  return data.recipients.find((r) => r.address !== null && r.providerMessageId)?.providerMessageId ?? null;
 }
 
 /** What may be shown of a suppression: its reason only when it names a To or CC recipient, and only those recipients. */

@@ -1,7 +1,7 @@
 // The state of one email as its deciders see it, folded from the email's stream.
 import type { AdmissionResult } from './admission.ts';
 import type { AdmittedMessage, RecordedEmailEvent, ReportedOutcome } from './events.ts';
-import { outcomesOf, statusAfter, statusOnClaim } from './outcomes.ts';
+import { outcomesOf, shownProviderMessageId, statusAfter, statusOnClaim } from './outcomes.ts';
 import { EMAIL_SCHEMA_VERSIONS } from './upcast.ts';
 import { emailStatusOf, isFinalDeliveryStatus, type Status } from './status.ts';
 
@@ -26,6 +26,13 @@ export interface DeliveryState {
   nextAttemptAt: string | null;
   /** Status per recipient index (To, CC, BCC as admitted). */
   recipients: Status[];
+  /**
+   * Per recipient index: Relay is done sending to it, because an outcome once gave it a final
+   * status (a transport accepted it, refused it for good, or its fate became unknown; or a
+   * report said it was delivered, bounced or complained). A later report may still move its
+   * shown status (a reported delay after `sent`), never back into the send set.
+   */
+  done: boolean[];
   finished: boolean;
 }
 
@@ -61,7 +68,7 @@ export interface EmailState {
   /** Per recipient index: what reports said (absent: nothing yet). */
   recipientReports: ReadonlyArray<RecipientReports | undefined>;
   delivery: DeliveryState;
-  /** The provider's id of the message, from the latest attempt that reported one. */
+  /** The provider's id of the message, from the latest attempt that accepted a visible recipient (outcomes.ts, shownProviderMessageId). */
   providerMessageId: string | null;
   /** When the last event applied happened (events this version cannot read leave it as it was). */
   occurredAt: string | null;
@@ -70,7 +77,7 @@ export interface EmailState {
 }
 
 const noDelivery: DeliveryState = {
-  attempts: 0, openClaim: null, firstAttemptAt: null, lastAttemptAt: null, nextAttemptAt: null, recipients: [], finished: false,
+  attempts: 0, openClaim: null, firstAttemptAt: null, lastAttemptAt: null, nextAttemptAt: null, recipients: [], done: [], finished: false,
 };
 
 export const initialEmailState: EmailState = {
@@ -86,12 +93,18 @@ type EmailStreamEvent = Pick<RecordedEmailEvent, 'type' | 'data'>;
 
 const KNOWN: ReadonlySet<string> = new Set(Object.keys(EMAIL_SCHEMA_VERSIONS));
 
-/** Indexes of the recipients still waiting for an outcome. */
-export const pendingRecipients = (delivery: DeliveryState): number[] =>
-  delivery.recipients.flatMap((status, index) => (isFinalDeliveryStatus(status) ? [] : [index]));
+/** Whether Relay is done sending to recipient `index`: whatever its status shows now, it is never sent again. */
+export const isDoneSending = (delivery: DeliveryState, index: number): boolean =>
+  (delivery.done[index] ?? false) || isFinalDeliveryStatus(delivery.recipients[index] ?? 'queued');
 
+/** Indexes of the recipients still waiting for an outcome: the send set of the next attempt. */
+export const pendingRecipients = (delivery: DeliveryState): number[] =>
+  delivery.recipients.flatMap((_, index) => (isDoneSending(delivery, index) ? [] : [index]));
+
+/** Sets the recipients' statuses (and the email's from its visible ones); a recipient that reaches a final status stays done sending. */
 function withRecipients(state: EmailState, delivery: DeliveryState): EmailState {
-  return { ...state, delivery, status: emailStatusOf(delivery.recipients.slice(0, state.visibleAddresses.length), 'queued') };
+  const done = delivery.recipients.map((status, index) => (delivery.done[index] ?? false) || isFinalDeliveryStatus(status));
+  return { ...state, delivery: { ...delivery, done }, status: emailStatusOf(delivery.recipients.slice(0, state.visibleAddresses.length), 'queued') };
 }
 
 /** The recipients' report knowledge after `change` to those at `indexes`. */
@@ -116,7 +129,7 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
         message: e.data,
         status: 'queued',
         visibleAddresses: [...e.data.toAddresses, ...e.data.ccAddresses],
-        delivery: { ...noDelivery, recipients: Array.from({ length: e.data.recipientCount }, () => 'queued' as Status) },
+        delivery: { ...noDelivery, recipients: Array.from({ length: e.data.recipientCount }, () => 'queued' as Status), done: Array.from({ length: e.data.recipientCount }, () => false) },
       };
     case 'EmailSuppressed':
       return {
@@ -137,7 +150,7 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
         // A claim of the attempt already open takes it over: the new holder's, with nothing begun.
         openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt, begun: [], begunAt: null },
         firstAttemptAt: d.firstAttemptAt ?? e.data.occurredAt,
-        recipients: d.recipients.map(statusOnClaim),
+        recipients: d.recipients.map((status, index) => statusOnClaim(status, isDoneSending(d, index))),
       });
     }
     case 'DeliveryTransactionStarted': {
@@ -155,11 +168,11 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       for (const o of outcomes) recipients[o.index] = statusAfter(recipients[o.index] ?? 'queued', o);
       // An attempt's outcome is something else that happened: a reported delay after it is news again.
       const recipientReports = withReports(next, outcomes.map((o) => o.index), (known) => ({ ...known, delayReportedLast: false }));
-      const providerMessageId = (e.type === 'DeliveryAttempted' && e.data.providerMessageId) || next.providerMessageId;
+      const providerMessageId = (e.type === 'DeliveryAttempted' && shownProviderMessageId(e.data)) || next.providerMessageId;
       const nextAttemptAt = e.type === 'DeliveryAttempted' ? e.data.nextAttemptAt : null;
       // A failure may leave recipients pending (a dead sender's claim: those whose transaction
       // never began): their next attempt is due at once.
-      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every(isFinalDeliveryStatus);
+      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every((status, index) => (d.done[index] ?? false) || isFinalDeliveryStatus(status));
       return withRecipients(
         { ...next, providerMessageId, recipientReports },
         { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished },

@@ -243,8 +243,9 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0], outcome.providerMessageId);
   })).flat();
   // Every transaction's queue id is kept with its recipient; the email's one field shows the
-  // first recipient's (apps/api/INTERFACE-DECISIONS.md).
-  const providerMessageId = reports.find((r) => r.providerMessageId)?.providerMessageId ?? null;
+  // first visible (To, CC) recipient's, never a BCC one's (apps/api/INTERFACE-DECISIONS.md).
+  const visible = message.toAddresses.length + message.ccAddresses.length;
+  const providerMessageId = reports.find((r) => r.index < visible && r.providerMessageId)?.providerMessageId ?? null;
 
   const recorded = await emails.handle(item._id, {
     type: 'RecordAttempt',
