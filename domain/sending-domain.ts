@@ -121,6 +121,34 @@ function checkedName(name: string, field: string): string {
   return name;
 }
 
+/**
+ * The names of the records a domain needs, each a prefix in front of the domain:
+ * `<selector>._domainkey`, `<mailFromSubdomain>` (MX and SPF) and `_dmarc` (requiredRecords).
+ */
+const recordPrefixes = (selector: string, mailFromSubdomain: string): string[] => [`${selector}._domainkey`, mailFromSubdomain, '_dmarc'];
+
+/**
+ * The longest a sending domain's name may be so that every record name built from it
+ * (requiredRecords) stays within the 253 characters of a DNS name, given its DKIM selector and
+ * MAIL FROM prefix. The domain alone may be 253; its records are longer.
+ */
+export function maxSendingDomainLength(dkimSelector: string, mailFromSubdomain: string): number {
+  const longest = Math.max(...recordPrefixes(dkimSelector.trim().toLowerCase(), mailFromSubdomain.trim().toLowerCase()).map((p) => p.length));
+  return MAX_NAME_LENGTH - longest - 1; // the dot between prefix and domain
+}
+
+/** Throws SendingDomainInputError when a record name built from `domain` (normalized) would be longer than a DNS name may be. */
+export function checkRecordNamesFit(domain: string, dkimSelector: string, mailFromSubdomain: string, field = 'domain'): void {
+  const max = maxSendingDomainLength(dkimSelector, mailFromSubdomain);
+  if (domain.length > max) {
+    throw new SendingDomainInputError(
+      field,
+      `${field} is ${domain.length} characters; a sending domain may have at most ${max}, so that the names of its DNS records ` +
+        `(such as ${dkimSelector}._domainkey.<domain>) stay within the ${MAX_NAME_LENGTH} characters of a DNS name`,
+    );
+  }
+}
+
 export function requiredRecords(settings: SendingDomainSettings): DnsRecord[] {
   const domain = normalizeDomainName(settings.domain, 'domain');
   const selector = normalizeLabels(settings.dkimSelector, 'dkimSelector');

@@ -28,6 +28,8 @@ export const COLLECTIONS = {
   webhookEndpoints: 'webhook_endpoints',
   /** A project's endpoint allowance, one document per slot taken (`<projectId>#<n>`): apps/services/webhooks/endpoints.ts. */
   webhookEndpointSlots: 'webhook_endpoint_slots',
+  /** A workspace's pending-invitation allowance, one document per slot taken: apps/services/management/workspaces.ts. */
+  invitationSlots: 'invitation_slots',
   /** One document per (webhook event, endpoint): its state, schedule and attempt logs. */
   webhookDeliveries: 'webhook_deliveries',
   /** Events a processor or a rebuild could not apply and went past (apps/services/parked-events.ts). */

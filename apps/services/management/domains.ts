@@ -4,10 +4,10 @@
 import { RelayError, conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { MAIL_FROM_SUBDOMAIN, statusAfterCheck, type SendingDomain } from '../../../domain/management.ts';
 import {
-  SendingDomainInputError, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
+  SendingDomainInputError, checkRecordNamesFit, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
 } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
-import { generateDkimKeyPair } from '../../../infra/dns/dkim-keys.ts';
+import { generateDkimKeyPair, newDkimSelector } from '../../../infra/dns/dkim-keys.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { sealDkimKey } from '../dkim-key-vault.ts';
 import { verifySendingDomain } from '../../../infra/dns/verify-domain.ts';
@@ -51,7 +51,31 @@ const settingsOf = (domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>
   mxHost: config.mailHost,
 });
 
-export const recordsOf = (domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DnsRecord[] => requiredRecords(settingsOf(domain, config));
+/** The records to publish; a stored domain whose records cannot be built (see shownRecords) is a 400, never a 500. */
+export function recordsOf(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DnsRecord[] {
+  try {
+    return requiredRecords(settingsOf(domain, config));
+  } catch (error) {
+    if (error instanceof SendingDomainInputError) throw validationError(`the records of the domain ${domain.name} cannot be built: ${error.message}`);
+    throw error;
+  }
+}
+
+/**
+ * The records a view shows: none when they cannot be built. createDomain refuses names too long
+ * for their records, but a domain stored before it did (or a mail host changed since) must not
+ * make the view throw, or one such domain would break its whole workspace's list.
+ */
+function shownRecords(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DomainRecordView[] {
+  let records: DnsRecord[];
+  try {
+    records = requiredRecords(settingsOf(domain, config));
+  } catch (error) {
+    if (error instanceof SendingDomainInputError) return [];
+    throw error;
+  }
+  return records.map((r) => (r.type === 'TXT' ? { ...r, txtStrings: splitTxtValue(r.value) } : r));
+}
 
 export function domainView(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DomainView {
   return {
@@ -61,7 +85,7 @@ export function domainView(domain: SendingDomain, config: Pick<RelayConfig, 'mai
     status: domain.status,
     dkimSelector: domain.dkimSelector,
     mailFromDomain: `${domain.mailFromSubdomain}.${domain.name}`,
-    records: recordsOf(domain, config).map((r) => (r.type === 'TXT' ? { ...r, txtStrings: splitTxtValue(r.value) } : r)),
+    records: shownRecords(domain, config),
     checks: domain.checks,
     lastCheckedAt: domain.lastCheckedAt,
     verifiedAt: domain.verifiedAt,
@@ -93,10 +117,23 @@ export async function createDomain(
   secrets: SecretBox,
 ): Promise<SendingDomain> {
   const name = normalizeSendingDomainName(input.name);
+  // Refused before a key is made or anything stored: the record names built from the domain
+  // (<selector>._domainkey.<domain>, bounce.<domain>) must be DNS names too. Every selector
+  // newDkimSelector makes has the same length; the real one is checked again below.
+  const fits = (selector: string) => {
+    try {
+      checkRecordNamesFit(name, selector, MAIL_FROM_SUBDOMAIN, 'body.name');
+    } catch (error) {
+      if (error instanceof SendingDomainInputError) throw validationError(error.message);
+      throw error;
+    }
+  };
+  fits(newDkimSelector(now));
   const taken = () => conflict(`the domain ${name} already exists in this workspace`);
   // Checked first only to spare a key generation; the unique index is what decides a race.
   if (await findDomainByName(documents, input.workspaceId, name)) throw taken();
   const key = await generateDkimKeyPair({ now });
+  fits(key.selector);
   const domain: SendingDomain = {
     _id: newId('dom'),
     workspaceId: input.workspaceId,
@@ -139,6 +176,7 @@ export async function verifyDomain(
 ): Promise<SendingDomain> {
   const domain = await domainsOf(documents).get(domainId);
   if (!domain) throw notFound(`domain ${domainId} not found`);
+  recordsOf(domain, config); // a domain whose records cannot be built is a 400 here, not a 500 from the verifier
   const { checks, verified } = await verifySendingDomain(settingsOf(domain, config), lookup);
   const at = now.toISOString();
   return updateDocument(domainsOf(documents), domainId, 'domain', (current) => {

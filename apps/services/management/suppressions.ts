@@ -13,6 +13,7 @@
 // remover's retry deletes it and records the removal once more).
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
+import { canonicalAddress, parseAddress } from '../../../domain/mailbox.ts';
 import { randomUUID } from 'node:crypto';
 import { originOfRequest, type CommandOrigin } from '../../../domain/events/metadata.ts';
 import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
@@ -29,12 +30,22 @@ export const suppressionView = (entry: SuppressionEntry): SuppressionView => ({
   address: entry.address, reason: entry.reason, emailId: entry.emailId, createdAt: entry.createdAt,
 });
 
+/**
+ * The address as the list keys it. An address admission accepts (parseAddress, the send side's
+ * rule) is taken in the canonical form admission looks it up by (canonicalAddress), so one that
+ * needs its quotes (`"ann x"@example.org`, which a bounce can put on the list) can be named,
+ * added, removed and used as a cursor like any other, whichever way it is written. Text
+ * admission refuses but the older, plainer rule accepted (isPlainAddress: non-ASCII local parts,
+ * for one) is kept lower-cased as before, so entries added under that rule can still be named.
+ */
 export function normalizeSuppressedAddress(input: string, field: string): string {
-  const address = normalizeAddress(input);
-  if (!isPlainAddress(address) || CONTROL_CHARACTERS.test(address)) {
-    throw validationError(`${field} ${JSON.stringify(input.trim().slice(0, 254))} is not an email address`);
+  const trimmed = input.trim();
+  if (!CONTROL_CHARACTERS.test(trimmed)) {
+    if (parseAddress(trimmed).ok) return canonicalAddress(trimmed);
+    const address = normalizeAddress(trimmed);
+    if (isPlainAddress(address)) return address;
   }
-  return address;
+  throw validationError(`${field} ${JSON.stringify(trimmed.slice(0, 254))} is not an email address`);
 }
 
 export interface SuppressionStores {

@@ -93,7 +93,18 @@ export async function changeMemberRole(documents: DocumentStore, input: { worksp
   if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
   requireManageable(input.actorRole, current.role, input.role);
   if (current.role === 'owner' && input.role !== 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
-  const updated = await updateDocument(membershipsOf(documents), id, 'membership', (m) => (m.role === input.role ? null : { ...m, role: input.role }));
+  // The checks hold for the copy they read; the write is made against the copy it replaces.
+  // updateDocument retries from a fresh read when the member changed in between (an owner
+  // promoting them, say), so the rules are checked again on that copy: an admin who read a
+  // developer must not write over an owner. (A demotion's other-owner check is async; when the
+  // fresh copy is an owner the first read was not, the write is refused and the request retried.)
+  const updated = await updateDocument(membershipsOf(documents), id, 'membership', (m) => {
+    requireManageable(input.actorRole, m.role, input.role);
+    if (m.role === 'owner' && input.role !== 'owner' && current.role !== 'owner') {
+      throw conflict(`the role of user ${input.userId} changed meanwhile; try again`);
+    }
+    return m.role === input.role ? null : { ...m, role: input.role };
+  });
   const user = await usersOf(documents).get(input.userId);
   return { userId: updated.userId, email: user?.email ?? '', role: updated.role, createdAt: updated.createdAt };
 }
@@ -105,7 +116,12 @@ export async function removeMember(documents: DocumentStore, input: { workspaceI
   if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
   if (input.actorUserId !== input.userId) requireManageable(input.actorRole, current.role);
   if (current.role === 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
-  await membershipsOf(documents).delete(id);
+  // Deleted only as checked: a membership changed since (promoted to owner, say) is not removed
+  // on the strength of a check made on its old role; the caller tries again and is checked anew.
+  if (!(await membershipsOf(documents).delete(id, current._v))) {
+    if (!(await membershipsOf(documents).get(id))) throw notFound(`user ${input.userId} is not a member of this workspace`);
+    throw conflict(`the membership of user ${input.userId} changed meanwhile; try again`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -127,7 +143,33 @@ export interface Invitation {
   invitedBy: string;
   createdAt: string;
   expiresAt: string;
+  /** The workspace's invitation slot it holds (claimInvitationSlot); absent on invitations made before slots existed. */
+  slot?: string;
 }
+
+/**
+ * One of a workspace's MAX_PENDING_INVITATIONS slots, taken: `<workspaceId>#<n>`, naming the
+ * invitation that holds it. Why slots: counting the pending invitations and then inserting
+ * lets concurrent invitations all see room for one more; inserting then counting and deleting
+ * one's own when over would hold the limit but could refuse them all when only some are too
+ * many (each sees the others before they leave), and ordering them needs a clock all processes
+ * share. A slot is a unique insert, so exactly the room there is is handed out (as webhook
+ * endpoints do, apps/services/webhooks/endpoints.ts).
+ */
+export interface InvitationSlot {
+  _id: string;
+  workspaceId: string;
+  invitationId: string;
+  claimedAt: string;
+}
+
+/** Where invitation slots are kept (to join COLLECTIONS in apps/services/collections.ts as `invitationSlots`). */
+const slotsOf = (documents: DocumentStore) => documents.collection<InvitationSlot>(COLLECTIONS.invitationSlots);
+/**
+ * A slot claimed this long ago whose invitation does not exist is free again: the invitation's
+ * creation died between its two writes (claim, then insert, with nothing but the store between).
+ */
+const ABANDONED_SLOT_MS = 60_000;
 
 export interface InvitationView { id: string; workspaceId: string; workspaceName: string; email: string; role: Role; status: 'pending'; createdAt: string; expiresAt: string }
 
@@ -150,6 +192,65 @@ const invitationView = (invitation: Invitation, workspace: Pick<Workspace, 'name
 const pending = (now: Date) => (invitation: Invitation) => invitation.expiresAt > now.toISOString();
 
 const invitationNotFound = (id: string) => notFound(`invitation ${id} not found`);
+
+/**
+ * Claims a free slot of the workspace for `invitationId`: its id, or null when the workspace has
+ * MAX_PENDING_INVITATIONS pending. The first free slot is taken by inserting it; a taken one
+ * (DuplicateKeyError) is freed if its invitation is gone, lapsed or holds another (see
+ * freeStaleSlot), else the claim moves to the next. Accepting, declining and revoking free the
+ * slot at once; a lapsed invitation's slot is freed by the next claim that finds it.
+ *
+ * Pending invitations made before slots existed hold none: they take as many slots off the end
+ * of the range. Their number never grows (a renewal keeps a pending one as it is; a lapsed one
+ * is renewed as a new invitation, which claims a slot), so slots taken plus those never pass
+ * the limit.
+ */
+async function claimInvitationSlot(documents: DocumentStore, workspaceId: string, invitationId: string, now: Date): Promise<string | null> {
+  const unslotted = (await invitationsOf(documents).find({ where: { workspaceId } })).filter((i) => i.slot === undefined && pending(now)(i)).length;
+  for (let n = 0; n < MAX_PENDING_INVITATIONS - unslotted; n++) {
+    const slot: InvitationSlot = { _id: `${workspaceId}#${n}`, workspaceId, invitationId, claimedAt: now.toISOString() };
+    // A second try only after freeing a stale claim of this slot.
+    for (let tries = 0; tries < 2; tries++) {
+      try {
+        await slotsOf(documents).insert(slot);
+        return slot._id;
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+      }
+      if (!(await freeStaleSlot(documents, slot._id, now))) break;
+    }
+  }
+  return null;
+}
+
+/**
+ * Frees a slot whose invitation no longer holds it: lapsed (the invitation is deleted first,
+ * compare-and-delete, so a renewal racing this either wins and keeps its slot or finds its
+ * invitation gone and claims anew), or, ABANDONED_SLOT_MS after the claim, gone or holding
+ * another slot. Whether the slot may be free now.
+ */
+async function freeStaleSlot(documents: DocumentStore, id: string, now: Date): Promise<boolean> {
+  const taken = await slotsOf(documents).get(id);
+  if (!taken) return true;
+  const invitation = await invitationsOf(documents).get(taken.invitationId);
+  if (invitation?.slot === id) {
+    if (pending(now)(invitation)) return false;
+    if (!(await invitationsOf(documents).delete(invitation._id, invitation._v))) return false;
+  } else if (Date.parse(taken.claimedAt) > now.getTime() - ABANDONED_SLOT_MS) {
+    return false; // its claimer may be about to insert the invitation holding it
+  }
+  await slotsOf(documents).delete(id, taken._v);
+  return true;
+}
+
+/** Frees `invitation`'s slot once the invitation is deleted, unless a newer invitation of the same id holds it again. */
+async function freeInvitationSlot(documents: DocumentStore, invitation: Pick<Invitation, '_id' | 'slot'>): Promise<void> {
+  if (invitation.slot === undefined) return;
+  const taken = await slotsOf(documents).get(invitation.slot);
+  if (taken?.invitationId !== invitation._id) return;
+  if ((await invitationsOf(documents).get(invitation._id))?.slot === invitation.slot) return;
+  await slotsOf(documents).delete(taken._id, taken._v);
+}
 
 /**
  * Invites `email` to the workspace with `role`. The answer is the same pending invitation
@@ -176,21 +277,30 @@ export async function inviteMember(
     _id: id, workspaceId: workspace._id, email, role: input.role, invitedBy: input.actorUserId,
     createdAt: now.toISOString(), expiresAt: new Date(now.getTime() + INVITATION_TTL_MS).toISOString(),
   };
-  const renew = (current: Stored<Invitation>): Invitation => ({ ...fresh, createdAt: pending(now)(current) ? current.createdAt : fresh.createdAt });
+  // A pending invitation is renewed in place and keeps its slot (or its lack of one); a lapsed
+  // one is deleted (compare-and-delete) and made anew, claiming a slot like any new invitation.
+  const renew = (current: Stored<Invitation>): Invitation => ({
+    ...fresh, createdAt: current.createdAt, ...(current.slot === undefined ? {} : { slot: current.slot }),
+  });
   for (let attempt = 0; attempt < 20; attempt++) {
     const current = await invitations.get(id);
-    if (current) {
+    if (current && pending(now)(current)) {
       const stored = await invitations.replace(renew(current), current._v);
       if (stored) return invitationView(stored, workspace);
       continue;
     }
-    const open = (await invitations.find({ where: { workspaceId: workspace._id } })).filter(pending(now));
-    if (open.length >= MAX_PENDING_INVITATIONS) {
+    if (current) {
+      if (await invitations.delete(id, current._v)) await freeInvitationSlot(documents, current);
+      continue;
+    }
+    const slot = await claimInvitationSlot(documents, workspace._id, id, now);
+    if (slot === null) {
       throw conflict(`this workspace has ${MAX_PENDING_INVITATIONS} pending invitations; revoke some (DELETE /v1/invitations/:id) or wait for them to lapse`);
     }
     try {
-      return invitationView(await invitations.insert(fresh), workspace);
+      return invitationView(await invitations.insert({ ...fresh, slot }), workspace);
     } catch (error) {
+      await freeInvitationSlot(documents, { _id: id, slot });
       if (!(error instanceof DuplicateKeyError)) throw error; // invited at the same moment: renew that one
     }
   }
@@ -233,7 +343,7 @@ export async function acceptInvitation(documents: DocumentStore, user: User, inv
     { _id: membershipIdOf(workspace._id, user._id), workspaceId: workspace._id, userId: user._id, role: invitation.role, createdAt: now.toISOString() },
     `you are already a member of workspace ${workspace._id}`,
   );
-  await invitationsOf(documents).delete(invitation._id).catch(() => false);
+  if (await invitationsOf(documents).delete(invitation._id).catch(() => false)) await freeInvitationSlot(documents, invitation).catch(() => undefined);
   return workspaceView(workspace, membership.role);
 }
 
@@ -250,6 +360,7 @@ export async function deleteInvitation(documents: DocumentStore, user: User, inv
     if (!roleAtLeast(membership.role, 'admin')) throw forbidden('only owners and admins may revoke invitations');
   }
   if (!(await invitationsOf(documents).delete(invitation._id))) throw invitationNotFound(invitationId);
+  await freeInvitationSlot(documents, invitation);
   return { deleted: true, id: invitation._id };
 }
 
