@@ -94,8 +94,12 @@ def apply(emails, event):
     elif kind == "DeliveryAttempted":
         pairs = [(r["index"], r["status"]) for r in data["recipients"]]
         email.outcomes(pairs, data["occurredAt"], only_up=False)
-        if email.failure_code is None and any(email.visible(i) and s in ("failed", "rejected") for i, s in pairs):
-            email.failure_code = data["failureCode"]
+        if email.failure_code is None:
+            # Each recipient's own code (events from before it was kept: the attempt's); the
+            # first visible recipient's that failed or was rejected, never a BCC one's.
+            codes = [r.get("failureCode") or data["failureCode"] for r in data["recipients"]
+                     if email.visible(r["index"]) and r["status"] in ("failed", "rejected")]
+            email.failure_code = next((c for c in codes if c), None)
     elif kind == "DeliveryFailed":
         pairs = [(r["index"], "failed") for r in data["recipients"]]
         email.outcomes(pairs, data["occurredAt"], only_up=False)

@@ -145,7 +145,7 @@ function outcomeEntries(eventId: string, occurredAt: string, groups: OutcomeGrou
     id: `${eventId}:${g.status}`,
     type: g.type,
     occurredAt,
-    payload: { ...common, ...g.detail, recipients: g.shown.map((o) => o.shownAs) },
+    payload: { ...common, ...(g.failureCode ? { failureCode: g.failureCode } : {}), ...g.detail, recipients: g.shown.map((o) => o.shownAs) },
   }));
 }
 
@@ -181,16 +181,16 @@ function countRepeat(events: TimelineEntry[], address: string, outcome: Status):
   return events;
 }
 
-/** What a timeline entry of an outcome says beyond its group (attempt, transport, next attempt, failure code; a report's source and text). */
+/** What a timeline entry of an outcome says beyond its group (attempt, transport, next attempt; a report's source and text): the failure code is its group's. */
 function commonOf(event: RecordedEmailEvent & { type: 'DeliveryAttempted' | 'DeliveryFailed' | 'RecipientReported' }, outcomes: EventOutcomes): Record<string, unknown> {
   switch (event.type) {
     case 'DeliveryAttempted': {
       const { attempt, transport } = event.data;
-      const { shownNextAttemptAt: nextAttemptAt, shownFailureCode: failureCode } = outcomes;
-      return { attempt, transport, ...(nextAttemptAt ? { nextAttemptAt } : {}), ...(failureCode ? { failureCode } : {}) };
+      const { shownNextAttemptAt: nextAttemptAt } = outcomes;
+      return { attempt, transport, ...(nextAttemptAt ? { nextAttemptAt } : {}) };
     }
     case 'DeliveryFailed':
-      return { attempt: event.data.attempt, failureCode: event.data.failureCode };
+      return { attempt: event.data.attempt };
     case 'RecipientReported':
       return { source: event.data.format, reason: event.data.reason };
   }

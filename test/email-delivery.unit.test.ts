@@ -429,6 +429,19 @@ outcomes('given several kinds of failure in one attempt, then the failure code i
   assert.is(code('accepted', 'accepted', 'delivered'), null);
 });
 
+outcomes('given several kinds of failure in one attempt, when it is recorded, then each failed or rejected recipient carries the code of its own result', () => {
+  const at = after(DELIVERY_RETRY_WINDOW_MS + HOUR);
+  const refused = (index: number): RecipientResultReport => ({ index, result: 'rejected', smtpCode: 554, enhancedCode: '5.7.1', response: '554 5.7.1 Message rejected', stage: 'data' });
+  const codes = (...results: TransportResult[]) => outcomeOf(claimedBy(), record(results.map((r, i) => (r === 'rejected' ? refused(i) : result(i, r))), { at }))
+    .recipients.map((r) => [r.status, r.failureCode]);
+  assert.equal(codes('rejected', 'deferred', 'unknown'), [['rejected', 'provider_rejected'], ['failed', 'provider_unavailable'], ['failed', 'delivery_unknown']]);
+  assert.equal(codes('accepted', 'delivered', 'unknown'), [['sent', undefined], ['delivered', undefined], ['failed', 'delivery_unknown']], 'no code for a success');
+  const retrying = outcomeOf(claimedBy(), record([result(TO_INDEX, 'deferred'), result(CC_INDEX, 'unknown'), result(BCC_INDEX, 'accepted')]));
+  assert.equal(retrying.recipients.map((r) => [r.status, r.failureCode]), [['delayed', undefined], ['failed', 'delivery_unknown'], ['sent', undefined]], 'a delay has none');
+  const mx = outcomeOf(claimedBy({ transport: 'mx' }), record([refused(TO_INDEX), result(CC_INDEX, 'unknown'), result(BCC_INDEX, 'deferred')], { transport: 'mx', at }));
+  assert.equal(mx.recipients.map((r) => [r.status, r.failureCode]), [['soft_bounced', undefined], ['failed', 'delivery_unknown'], ['soft_bounced', undefined]], 'bounces are the recipient\'s, not failures');
+});
+
 outcomes('given a deferral on attempt 1, then delayed and the first retry 30 s later (within a minute)', () => {
   const data = outcomeOf(claimedBy(), record(all('deferred')));
   assert.equal(statuses(data), ['delayed', 'delayed', 'delayed']);

@@ -69,6 +69,36 @@ test('an attempt with a shown delay among others: the next attempt shows; a fail
   assert.is(silent.groups[0].reason, null, 'no reason at all is null');
 });
 
+test('given an attempt whose recipients failed for different reasons, when its outcomes are read, then each group and the email show the codes of their own visible recipients, never a BCC one\'s', () => {
+  const outcomes = one(attempted([
+    outcome(TO_INDEX, 'rejected', { response: '554 refused', failureCode: 'provider_rejected' }),
+    outcome(BCC_INDEX, 'failed', { response: 'connection lost after the dot', failureCode: 'delivery_unknown' }),
+    outcome(CC_INDEX, 'failed', { response: '451 later', failureCode: 'provider_unavailable' }),
+  ], { failureCode: 'delivery_unknown' }));
+  assert.equal(outcomes.groups.map((g) => [g.status, g.failureCode, g.reason]), [
+    ['rejected', 'provider_rejected', 'provider_rejected; 554 refused'],
+    ['failed', 'provider_unavailable', 'provider_unavailable; 451 later'],
+  ]);
+  assert.is(outcomes.shownFailureCode, 'provider_rejected', 'the first visible recipient that failed or was rejected');
+  const bccUnknown = one(attempted([outcome(TO_INDEX, 'sent'), outcome(BCC_INDEX, 'failed', { failureCode: 'delivery_unknown' })], { failureCode: 'delivery_unknown' }));
+  assert.is(bccUnknown.shownFailureCode, null, 'a BCC failure alone shows no code on the email');
+  assert.is(bccUnknown.groups.find((g) => g.status === 'sent')!.failureCode, null);
+  assert.is(bccUnknown.groups.find((g) => g.status === 'failed')!.failureCode, 'delivery_unknown', 'a group of BCC recipients alone still says its own code');
+  const mixed = one(attempted([
+    outcome(TO_INDEX, 'failed', { response: 'lost', failureCode: 'delivery_unknown' }),
+    outcome(CC_INDEX, 'failed', { response: 'later', failureCode: 'provider_unavailable' }),
+  ]));
+  assert.is(mixed.groups[0].reason, 'delivery_unknown; provider_unavailable; lost; later', 'distinct codes first, in the order named');
+  assert.is(mixed.groups[0].failureCode, 'delivery_unknown');
+});
+
+test('given an attempt recorded before recipients had their own code, when its outcomes are read, then the attempt\'s code stands for its failed and rejected ones', () => {
+  const old = one(attempted([outcome(TO_INDEX, 'rejected', { response: '554 no' }), outcome(CC_INDEX, 'sent')], { failureCode: 'provider_rejected' }));
+  assert.equal(old.recipients.map((r) => r.failureCode), ['provider_rejected', null]);
+  assert.is(old.shownFailureCode, 'provider_rejected');
+  assert.is(old.groups[0].reason, 'provider_rejected; 554 no');
+});
+
 test('a failure: every pending recipient failed with the failure\'s reason; statuses with no event name make no group', () => {
   const failed = one(deliveryFailed([TO_INDEX, BCC_INDEX], { failureCode: 'delivery_unknown', reason: 'claim left open' }));
   assert.equal(failed.groups.map((g) => [g.status, g.shown.map((o) => o.address), g.reason]), [['failed', [TO], 'delivery_unknown; claim left open']]);

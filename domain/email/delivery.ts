@@ -116,6 +116,17 @@ export function nextAttemptAt(attempt: number, firstAttemptAt: string, at: strin
 }
 
 /**
+ * Why one recipient failed or was rejected, from its own result: its transaction's fate is
+ * unknown (delivery_unknown), a temporary failure outlasted the retry window
+ * (provider_unavailable), or the provider refused it (provider_rejected). Null otherwise.
+ */
+export function failureCodeOf(report: Pick<RecipientResultReport, 'result'>, status: Status): string | null {
+  if (status === 'rejected') return 'provider_rejected';
+  if (status !== 'failed') return null;
+  return report.result === 'unknown' ? 'delivery_unknown' : 'provider_unavailable';
+}
+
+/**
  * A refusal's status follows one rule in every mode (domain/email/refusals.ts). A temporary
  * failure that outlasts the retry window is the recipient's soft bounce when the next hop was
  * its own server, and `failed` (provider_unavailable) when it was Relay's provider.
@@ -171,19 +182,24 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
   const retryAt = results.some((r) => r.result === 'deferred')
     ? nextAttemptAt(command.attempt, state.delivery.firstAttemptAt ?? command.at, command.at, policy)
     : null;
-  const recipients: RecipientAttempt[] = results.map((r) => ({
-    index: r.index,
-    address: addressOf(state, r.index),
-    status: statusOf(r, command.transport, retryAt !== null),
-    smtpCode: r.smtpCode,
-    enhancedCode: r.enhancedCode,
-    response: r.response,
-    ...(r.providerMessageId ? { providerMessageId: r.providerMessageId } : {}),
-  }));
-  const failureCode = results.some((r) => r.result === 'unknown')
-    ? 'delivery_unknown'
-    : recipients.some((r) => r.status === 'failed') ? 'provider_unavailable'
-      : recipients.some((r) => r.status === 'rejected') ? 'provider_rejected' : null;
+  const recipients: RecipientAttempt[] = results.map((r) => {
+    const status = statusOf(r, command.transport, retryAt !== null);
+    const failureCode = failureCodeOf(r, status);
+    return {
+      index: r.index,
+      address: addressOf(state, r.index),
+      status,
+      smtpCode: r.smtpCode,
+      enhancedCode: r.enhancedCode,
+      response: r.response,
+      ...(r.providerMessageId ? { providerMessageId: r.providerMessageId } : {}),
+      ...(failureCode ? { failureCode } : {}),
+    };
+  });
+  // The event-wide code, kept for readers of events from before each recipient had its own:
+  // the gravest of the recipients' (BCC included). Readers take each recipient's own.
+  const codes = new Set(recipients.map((r) => r.failureCode));
+  const failureCode = (['delivery_unknown', 'provider_unavailable', 'provider_rejected'] as const).find((code) => codes.has(code)) ?? null;
   return [{
     type: 'DeliveryAttempted',
     data: {

@@ -31,7 +31,7 @@ export const EMAIL_EVENT_MEANINGS: Record<EmailEventType, EmailEventMeaning> = {
     statuses: [], merge: 'none', timeline: [],
   },
   DeliveryAttempted: {
-    summary: "One attempt's outcome per recipient (by index), and when the next attempt is due if some were delayed.",
+    summary: "One attempt's outcome per recipient (by index; a failed or rejected one's own failure code), and when the next attempt is due if some were delayed.",
     statuses: ['sent', 'delivered', 'delayed', 'hard_bounced', 'soft_bounced', 'rejected', 'failed'], merge: 'replace',
     timeline: ['email.sent', 'email.delivered', 'email.delayed', 'email.bounced', 'email.rejected', 'email.failed'],
   },

@@ -120,6 +120,11 @@ export const RecipientAttemptSchema = Type.Object({
   providerMessageId: Type.Optional(
     Nullable(Type.String({ description: 'The queue id the accepting server gave this recipient\'s transaction; absent in events from before it was kept.' })),
   ),
+  failureCode: Type.Optional(
+    Type.String({
+      description: 'Why this recipient failed or was rejected (delivery_unknown, provider_unavailable, provider_rejected); absent for other statuses, and in events from before it was kept (the event\'s failureCode stands then).',
+    }),
+  ),
 });
 export type RecipientAttempt = Static<typeof RecipientAttemptSchema>;
 
@@ -131,7 +136,7 @@ export const DeliveryAttemptedDataSchema = Type.Object({
   providerMessageId: Nullable(Type.String()),
   recipients: Type.Array(RecipientAttemptSchema),
   nextAttemptAt: Nullable(Type.String({ format: 'date-time', description: 'Set while recipients wait for a retry after a temporary failure.' })),
-  failureCode: Nullable(Type.String({ description: 'Why recipients failed for good, when some did: provider_unavailable, delivery_unknown, …' })),
+  failureCode: Nullable(Type.String({ description: 'Why recipients failed for good, when some did: provider_unavailable, delivery_unknown, … (BCC ones included). Each recipient\'s own is recipients[i].failureCode; this one stands only for events from before that was kept.' })),
   occurredAt: Instant,
 });
 export type DeliveryAttempted = { type: 'DeliveryAttempted'; data: Static<typeof DeliveryAttemptedDataSchema> };

@@ -7,8 +7,9 @@
 //   name of each group (the timeline entry's type and the webhook's alike) and its detail
 //   fields (bounce_type, delay_type, complaint_type, reason);
 // - what is hidden: BCC recipients are never named (an outcome of BCC recipients alone makes a
-//   group with nobody in it), a failure code shows only when a shown recipient failed, and a
-//   suppression names only To and CC recipients.
+//   group with nobody in it), a failure code shows only when a shown recipient failed (each
+//   recipient's own: a BCC recipient's never becomes a shown one's), and a suppression names
+//   only To and CC recipients.
 import type { DeliveryAttempted, EmailSuppressed, RecordedEmailEvent, SuppressedRecipient } from './events.ts';
 import { isFinalDeliveryStatus, supersede, type Status } from './status.ts';
 
@@ -43,6 +44,8 @@ export interface RecipientOutcome {
   source: OutcomeSource;
   /** What the customer may read of it: the SMTP reply, the failure's reason, or the report's status and text. */
   reason: string;
+  /** Why it failed or was rejected (delivery_unknown, provider_rejected, …); null for other outcomes. */
+  failureCode: string | null;
   /** How a shown recipient appears in a timeline entry: the reply's codes, or the report's status and diagnostic. */
   shownAs: Record<string, unknown>;
 }
@@ -81,7 +84,12 @@ export interface OutcomeGroup {
   /** The recipients that may be shown (To, CC); empty when the outcome concerns BCC recipients alone. */
   shown: RecipientOutcome[];
   detail: OutcomeDetail;
-  /** For failed and rejected, the failure code first; then each shown recipient's distinct reason; null when there is none. */
+  /**
+   * For failed and rejected, the failure code of its shown recipients (of its BCC recipients
+   * when it has no shown one), the first in the order named; null otherwise.
+   */
+  failureCode: string | null;
+  /** For failed and rejected, the failure codes first (those of failureCode, distinct); then each shown recipient's distinct reason; null when there is none. */
   reason: string | null;
 }
 
@@ -91,7 +99,7 @@ export interface EventOutcomes {
   recipients: RecipientOutcome[];
   /** One group per status, in the order the event first names it. */
   groups: OutcomeGroup[];
-  /** The failure code when a shown recipient failed or was rejected; null otherwise. */
+  /** The failure code of the first shown recipient that failed or was rejected; null when none did. */
   shownFailureCode: string | null;
   /** When the next attempt is due, when a shown recipient waits for it; null otherwise. */
   shownNextAttemptAt: string | null;
@@ -101,31 +109,35 @@ const REASON_LIMIT = 1000;
 const isFailure = (status: Status) => status === 'failed' || status === 'rejected';
 const isShown = (outcome: RecipientOutcome) => outcome.address !== null;
 
-function grouped(recipients: RecipientOutcome[], failureCode: string | null, complaintType: string | null): OutcomeGroup[] {
-  const groups = new Map<Status, OutcomeGroup>();
+function grouped(recipients: RecipientOutcome[], complaintType: string | null): OutcomeGroup[] {
+  const groups = new Map<Status, OutcomeGroup & { all: RecipientOutcome[] }>();
   for (const outcome of recipients) {
     const type = OUTCOME_EVENT[outcome.status];
     if (!type) continue;
     let group = groups.get(outcome.status);
     if (!group) {
-      group = { status: outcome.status, type, shown: [], detail: detailOf(outcome.status, outcome.source, complaintType), reason: null };
+      group = { status: outcome.status, type, shown: [], all: [], detail: detailOf(outcome.status, outcome.source, complaintType), failureCode: null, reason: null };
       groups.set(outcome.status, group);
     }
+    group.all.push(outcome);
     if (isShown(outcome)) group.shown.push(outcome);
   }
-  return [...groups.values()].map((group) => {
+  return [...groups.values()].map(({ all, ...group }) => {
+    // A group's code is its shown recipients': a BCC recipient's code shows only in a group of BCC recipients alone.
+    const coded = isFailure(group.status) ? (group.shown.length > 0 ? group.shown : all) : [];
+    const codes = [...new Set(coded.map((o) => o.failureCode).filter((code): code is string => Boolean(code)))];
     const reasons = [...new Set(group.shown.map((o) => o.reason).filter(Boolean))];
-    const reason = [isFailure(group.status) ? failureCode : null, ...reasons].filter(Boolean).join('; ').slice(0, REASON_LIMIT);
-    return { ...group, reason: reason || null };
+    const reason = [...codes, ...reasons].join('; ').slice(0, REASON_LIMIT);
+    return { ...group, failureCode: codes[0] ?? null, reason: reason || null };
   });
 }
 
-function outcomes(recipients: RecipientOutcome[], failureCode: string | null, nextAttemptAt: string | null, complaintType: string | null = null): EventOutcomes {
+function outcomes(recipients: RecipientOutcome[], nextAttemptAt: string | null, complaintType: string | null = null): EventOutcomes {
   const shown = recipients.filter(isShown);
   return {
     recipients,
-    groups: grouped(recipients, failureCode, complaintType),
-    shownFailureCode: shown.some((r) => isFailure(r.status)) ? failureCode : null,
+    groups: grouped(recipients, complaintType),
+    shownFailureCode: shown.find((r) => isFailure(r.status) && r.failureCode)?.failureCode ?? null,
     shownNextAttemptAt: shown.some((r) => r.status === 'delayed') ? nextAttemptAt : null,
   };
 }
@@ -137,24 +149,26 @@ export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
   switch (event.type) {
     case 'DeliveryAttempted': {
       const { recipients, failureCode, nextAttemptAt } = event.data;
-      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response, providerMessageId }) => ({
+      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response, providerMessageId, failureCode: own }) => ({
         index, address, status, source: 'attempt', reason: response,
+        // Each recipient's own code; events from before it was kept have only the attempt's one.
+        failureCode: isFailure(status) ? own ?? failureCode : null,
         // Each recipient's own transaction's queue id, when it was accepted (INTERFACE-DECISIONS: queue ids).
         shownAs: { address, smtpCode, enhancedCode, response, ...(providerMessageId ? { providerMessageId } : {}) },
-      })), failureCode, nextAttemptAt);
+      })), nextAttemptAt);
     }
     case 'DeliveryFailed': {
       const { recipients, failureCode, reason } = event.data;
       return outcomes(recipients.map(({ index, address }) => ({
-        index, address, status: 'failed', source: 'attempt', reason, shownAs: { address, smtpCode: null, enhancedCode: null, response: reason },
-      })), failureCode, null);
+        index, address, status: 'failed', source: 'attempt', reason, failureCode, shownAs: { address, smtpCode: null, enhancedCode: null, response: reason },
+      })), null);
     }
     case 'RecipientReported': {
       const { outcome, recipientIndex, address, status, diagnosticCode, reason, complaintType } = event.data;
       if (outcome === 'undetermined') return NO_OUTCOMES;
       return outcomes([{
-        index: recipientIndex, address, status: outcome, source: 'report', reason: [status, reason].filter(Boolean).join(' '), shownAs: { address, status, diagnosticCode },
-      }], null, null, complaintType);
+        index: recipientIndex, address, status: outcome, source: 'report', reason: [status, reason].filter(Boolean).join(' '), failureCode: null, shownAs: { address, status, diagnosticCode },
+      }], null, complaintType);
     }
     default:
       return NO_OUTCOMES;

@@ -119,15 +119,22 @@ export function generateHistory(options: HistoryOptions): EmailPlan[] {
         const status: Status = attempt === 3 ? (roll < 0.8 ? (mx ? 'delivered' : 'sent') : 'hard_bounced')
           : roll < 0.62 ? (mx ? 'delivered' : 'sent') : roll < 0.74 ? 'delayed' : roll < 0.83 ? 'hard_bounced' : roll < 0.9 ? 'rejected' : roll < 0.95 ? 'soft_bounced' : 'failed';
         const reply = SMTP[status] ?? { code: 0, enhanced: '', response: 'connection refused' };
-        return { index, address: address(index), status, smtpCode: status === 'failed' ? null : reply.code, enhancedCode: status === 'failed' ? null : reply.enhanced, response: reply.response };
+        // Every other email as today's sender records it, with each failed or rejected recipient's
+        // own code (no random draw: the rest of the history stays as it was); the others as before.
+        const own = n % 2 === 0 ? null : status === 'rejected' ? 'provider_rejected' : status === 'failed' ? (index % 2 === 0 ? 'provider_unavailable' : 'delivery_unknown') : null;
+        return { index, address: address(index), status, smtpCode: status === 'failed' ? null : reply.code, enhancedCode: status === 'failed' ? null : reply.enhanced, response: reply.response, ...(own ? { failureCode: own } : {}) };
       });
+      const codes = new Set(recipients.map((r) => r.failureCode));
       const retry = recipients.some((r) => r.status === 'delayed');
       events.push({
         type: 'DeliveryAttempted',
         data: {
           attempt, transport: mx ? 'mx' : 'smtp', messageId: `<${emailId}@relay.test>`, providerMessageId: mx ? null : `prov-${n}-${attempt}`, recipients,
           nextAttemptAt: retry ? new Date(clock + 900_000).toISOString() : null,
-          failureCode: recipients.some((r) => r.status === 'failed') ? 'provider_unavailable' : null, occurredAt: at(400 + Math.floor(random() * 20_000)),
+          failureCode: n % 2 === 0
+            ? (recipients.some((r) => r.status === 'failed') ? 'provider_unavailable' : null)
+            : (['delivery_unknown', 'provider_unavailable', 'provider_rejected'].find((code) => codes.has(code)) ?? null),
+          occurredAt: at(400 + Math.floor(random() * 20_000)),
         },
       });
       for (const r of recipients) if (r.status !== 'delayed') final.set(r.index, r.status);
