@@ -130,16 +130,19 @@ function port(env: Env, name: string, fallback: number): number {
 }
 
 function hostPort(variable: string, item: string): string {
-  if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(item)) {
-    throw new ConfigError(variable, `"${item}" is not a host or host:port`);
-  }
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+|[0-9a-fA-F:]+)(?::(\d{1,5}))?$/.exec(item);
+  if (!match) throw new ConfigError(variable, `"${item}" is not a host or host:port`);
+  if (match[2] !== undefined && Number(match[2]) > 65535) throw new ConfigError(variable, `"${item}": the port must be from 0 to 65535`);
   return item;
 }
 
+/** A comma-separated list; null when unset. Set with no item in it ("," or " , ") is an error, not "none". */
 function list(env: Env, name: string, check: (variable: string, item: string) => string = hostPort): string[] | null {
   const raw = text(env, name);
   if (raw === undefined) return null;
-  return raw.split(',').map((s) => s.trim()).filter(Boolean).map((item) => check(name, item));
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (items.length === 0) throw new ConfigError(name, `"${raw}" lists nothing: give comma-separated values, or leave it unset`);
+  return items.map((item) => check(name, item));
 }
 
 /** A proxy is trusted by address or CIDR range: a name would be resolved by nobody. */
@@ -179,19 +182,31 @@ function checkSmarthostIsNotInbound(smtpUrl: string, inbound: { host: string; po
     + 'point RELAY_SMTP_URL at your smarthost (its submission port is usually 587), or move the feedback server with RELAY_INBOUND_SMTP_PORT');
 }
 
-function url(env: Env, name: string, schemes: string[]): string | null {
+/**
+ * A URL variable may hold a password (smtp://user:pass@…, mongodb://…), so its value is never
+ * part of an error: the message names the variable and the expected form, and at most the
+ * scheme and host, with any user information shown as ***.
+ */
+function url(env: Env, name: string, schemes: string[], example: string): string | null {
   const raw = text(env, name);
   if (raw === undefined) return null;
   let parsed: URL;
   try {
     parsed = new URL(raw);
   } catch {
-    throw new ConfigError(name, `"${raw}" is not a URL`);
+    const hint = example.includes('user:pass@') ? '; percent-encode "/", "#", "?", "@" and ":" in a user name or password' : '';
+    throw new ConfigError(name, `is not a valid URL (expected ${example}${hint})`);
   }
   if (!schemes.includes(parsed.protocol.replace(/:$/, ''))) {
-    throw new ConfigError(name, `must use ${schemes.join(' or ')}, got "${parsed.protocol}"`);
+    throw new ConfigError(name, `must use ${schemes.join(' or ')} (expected ${example}), got ${redactedOrigin(parsed)}`);
   }
   return raw;
+}
+
+/** Scheme and host of a URL, user information replaced by ***: what an error may show of it. */
+function redactedOrigin(parsed: URL): string {
+  const userinfo = parsed.username || parsed.password ? '***@' : '';
+  return `"${parsed.protocol}${parsed.host ? `//${userinfo}${parsed.host}` : ''}"`;
 }
 
 /** `terminal`: whether stdout is a TTY, where logs are for people rather than collectors. */
@@ -204,7 +219,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     throw new ConfigError(variable, `must be development or production, got "${envName}"`);
   }
   const listenPort = port(env, 'PORT', 3000);
-  const origin = url(env, 'RELAY_DASHBOARD_ORIGIN', ['http', 'https']);
+  const origin = url(env, 'RELAY_DASHBOARD_ORIGIN', ['http', 'https'], 'https://host[:port]');
   const logLevel = text(env, 'RELAY_LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('RELAY_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
@@ -218,7 +233,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(logNamespace)) {
     throw new ConfigError('RELAY_LOG_NAMESPACE', `must be 1 to 100 characters of letters, digits, ".", "_" and "-", got "${logNamespace}"`);
   }
-  const smtpUrl = url(env, 'RELAY_SMTP_URL', ['smtp', 'smtps']);
+  const smtpUrl = url(env, 'RELAY_SMTP_URL', ['smtp', 'smtps'], 'smtp://user:pass@host:587 or smtps://user:pass@host:465');
   const deliveryRaw = text(env, 'RELAY_DELIVERY');
   if (deliveryRaw !== undefined && !['outbox', 'smtp', 'mx'].includes(deliveryRaw)) {
     throw new ConfigError('RELAY_DELIVERY', `must be outbox, smtp or mx, got "${deliveryRaw}"`);
@@ -343,9 +358,9 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     dashboardOrigin: origin ? new URL(origin).origin : `http://localhost:${listenPort}`,
     logLevel,
     logFormat,
-    eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover']),
+    eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover'], 'esdb://user:pass@host:2113?tls=false'),
     kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
-    mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv']),
+    mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv'], 'mongodb://user:pass@host:27017/database'),
     mailHost,
     logNamespace,
     delivery,

@@ -3,7 +3,7 @@
 // (2 usage, 78 configuration, 1 refused or failed).
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -350,6 +350,50 @@ cli('names from the store reach the operator terminal with control characters es
   assert.is(run.code, 0, where(run));
   assert.not.match(run.stderr, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/, 'no raw control characters');
   assert.match(run.stderr, /workspace Acme\\x1b\[2J\\x1b\]0;pwned\\x07 \(ws_legacy\) is activated/);
+});
+
+// A URL variable may carry a password: an unparsable one (a "/" in the password, a bad port)
+// is refused naming the variable and the expected form, never echoing the value.
+for (const [variable, value] of [
+  ['RELAY_SMTP_URL', 'smtp://relay:hunter2/Zq9@smtp.example.net:587'],
+  ['RELAY_MONGODB_URL', 'mongodb://admin:hunter2/Zq9@db.internal:27017/relay'],
+  ['RELAY_EVENTSTORE_URL', 'esdb://admin:hunter2/Zq9@esdb.internal:2113'],
+  ['RELAY_SMTP_URL', 'http://relay:hunter2/Zq9x@smtp.example.net:587'],
+] as const) {
+  cli(`an invalid ${variable} (${value.split(':')[0]}) is refused with exit 78 without printing its password`, async ({ dataDir }) => {
+    const run = await relay(['setup', '--json'], { RELAY_DATA_DIR: dataDir, [variable]: value });
+    assert.is(run.code, 78, where(run));
+    assert.match(run.stderr, new RegExp(`^relay: invalid configuration: ${variable}: `), where(run));
+    assert.not.ok((run.stdout + run.stderr).includes('hunter2'), `the password reaches the terminal: ${where(run)}`);
+    assertNoStack(run);
+  });
+}
+
+// RELAY_KAFKA_BROKERS is checked like every variable: a port above 65535, or a list with no
+// broker in it, is a configuration error naming it (exit 78), not a failure inside kafkajs.
+cli('RELAY_KAFKA_BROKERS with a port above 65535 or no broker in it exits 78 naming the variable', async ({ dataDir }) => {
+  for (const brokers of ['kafka.internal:99999', ',']) {
+    const run = await relay(['parked', 'list'], { RELAY_DATA_DIR: dataDir, RELAY_KAFKA_BROKERS: brokers });
+    assert.is(run.code, 78, where(run));
+    assert.match(run.stderr, /^relay: invalid configuration: RELAY_KAFKA_BROKERS: /, where(run));
+    assertNoStack(run);
+  }
+});
+
+// `relay projections run MODULE`: a path that names no file is a one-line usage error (exit 2);
+// a module that throws as it loads is named with its message (exit 1); neither shows Relay's paths.
+cli('projections run: a missing module is a one-line usage error, a throwing one names the file', async ({ dataDir }) => {
+  const missing = await relay(['projections', 'run', join(dataDir, 'no-such-projection.mjs')], { RELAY_DATA_DIR: dataDir });
+  assert.is(missing.code, 2, where(missing));
+  assert.is(missing.stderr.trim().split('\n').length, 1, where(missing));
+  assert.match(missing.stderr, /no-such-projection\.mjs is not a file/, where(missing));
+  assertNoStack(missing);
+  const throwing = join(dataDir, 'throws.mjs');
+  writeFileSync(throwing, "throw new Error('cannot start: no API token');\n");
+  const failed = await relay(['projections', 'run', throwing], { RELAY_DATA_DIR: dataDir });
+  assert.is(failed.code, 1, where(failed));
+  assert.is(failed.stderr, `relay: ${throwing}: cannot start: no API token\n`, where(failed));
+  assertNoStack(failed);
 });
 
 cli.run();

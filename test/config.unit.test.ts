@@ -184,4 +184,38 @@ for (const [variable, env] of cases) {
   });
 }
 
+test('list variables: a port above 65535 or a list with no item left is an error naming the variable', () => {
+  for (const [env, variable] of [
+    [{ RELAY_KAFKA_BROKERS: 'kafka.internal:99999' }, 'RELAY_KAFKA_BROKERS'],
+    [{ RELAY_KAFKA_BROKERS: ',' }, 'RELAY_KAFKA_BROKERS'],
+    [{ RELAY_KAFKA_BROKERS: ' , , ' }, 'RELAY_KAFKA_BROKERS'],
+    [{ RELAY_TRUST_PROXY: ',' }, 'RELAY_TRUST_PROXY'],
+    [{ RELAY_DNS_SERVERS: ',' }, 'RELAY_DNS_SERVERS'],
+    [{ RELAY_ADMISSION_BACKLOG_GROUPS: ',' }, 'RELAY_ADMISSION_BACKLOG_GROUPS'],
+  ] as const) {
+    assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && e.variable === variable, JSON.stringify(env));
+  }
+  assert.equal(loadConfig({ RELAY_KAFKA_BROKERS: 'k1:65535, ,k2' }).kafkaBrokers, ['k1:65535', 'k2']);
+});
+
+test('an unparsable or wrong-scheme URL variable never shows its value, only scheme and host', () => {
+  const cases = [
+    ['RELAY_SMTP_URL', 'smtp://relay:s3cret#x@smtp.example.net:587'],
+    ['RELAY_MONGODB_URL', 'mongodb://admin:s3cret?x@db:27017/relay'],
+    ['RELAY_EVENTSTORE_URL', 'esdb://admin:s3cret@esdb:99999'],
+    ['RELAY_MONGODB_URL', 'http://admin:s3cret@db.internal/relay'],
+  ] as const;
+  for (const [variable, value] of cases) {
+    let message = '';
+    try {
+      loadConfig({ [variable]: value });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    assert.ok(message.startsWith(`${variable}: `), message);
+    assert.not.ok(message.includes('s3cret'), message);
+  }
+  assert.throws(() => loadConfig({ RELAY_MONGODB_URL: 'http://admin:s3cret@db.internal/relay' }), /got "http:\/\/\*\*\*@db\.internal"/);
+});
+
 test.run();

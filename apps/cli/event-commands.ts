@@ -1,13 +1,13 @@
 // `relay events`, `relay events export`, `relay events schema`: the event store for analysts.
-import { existsSync } from 'node:fs';
 import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
-import { loadConfig, type RelayConfig } from '../../infra/config.ts';
+import { loadConfig } from '../../infra/config.ts';
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
-import { embeddedFiles, openStores, type Stores } from '../runtime.ts';
 import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
 import { CSV_COLUMNS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
+import { lineWriter } from './output.ts';
 import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
 
 const POSITION_FORMAT = [
@@ -34,18 +34,6 @@ const refuse = (problem: string): number => {
   return EXIT_USAGE;
 };
 
-/**
- * The stores, or null after saying why there is no event store to read: reading must not
- * create one (a mistyped RELAY_DATA_DIR would otherwise print nothing and exit 0).
- */
-async function openExistingStores(config: RelayConfig): Promise<Stores | null> {
-  if (!config.eventStoreUrl && !existsSync(embeddedFiles(config.dataDir).events)) {
-    console.error(`relay: no event store in ${config.dataDir}: RELAY_DATA_DIR must name the data directory of a Relay (it holds relay.db or events.db), or set RELAY_EVENTSTORE_URL`);
-    return null;
-  }
-  return openStores(config);
-}
-
 /** Why `--stream GIVEN` found nothing, and which stream (or prefix) to ask for instead. */
 function noStreamHint(given: string, stream: string): string {
   const kinds = `streams are ${EMAIL_STREAM_PREFIX}<emailId> (or just the email id), ${USAGE_STREAM_PREFIX}<workspaceId>-<YYYY-MM> and suppressions-<workspaceId>`;
@@ -56,9 +44,6 @@ function noStreamHint(given: string, stream: string): string {
   if (/^(prj|dom|key|usr|whe)_[A-Za-z0-9_-]+$/.test(given)) return `${given} is not a stream: only emails and workspaces have streams (${kinds})`;
   return `stream ${JSON.stringify(given)} has no events; ${kinds}; relay events --prefix PREFIX lists streams by prefix`;
 }
-
-const writer = (out: NodeJS.WritableStream) => (line: string) =>
-  new Promise<void>((resolve) => (out.write(`${line}\n`) ? resolve() : out.once('drain', resolve)));
 
 function boundOf(text: string | undefined, name: string): Bound | null | 'bad' {
   if (text === undefined) return null;
@@ -114,13 +99,13 @@ export async function events(args: string[]): Promise<number> {
     if (!known.has(type)) console.error(`relay: warning: ${type} is no event type of this version (relay events schema lists them); matching it exactly anyway`);
   }
   const limit = values.limit === undefined ? Infinity : Number(values.limit);
-  const stores = await openExistingStores(loadConfig());
+  const stores = await openExistingStores(loadConfig(), ['events']);
   if (!stores) return 1;
   const shape = (e: StoredEvent) => {
     const read = values.upcast ? upcastStored(e) : e;
     return JSON.stringify(values.redact ? redactEvent(read) : read);
   };
-  const write = writer(process.stdout);
+  const write = lineWriter(process.stdout);
   try {
     let printed = 0;
     if (values.stream) {
@@ -195,7 +180,7 @@ async function exportEvents(args: string[]): Promise<number> {
   const from = boundOf(values.from, '--from');
   const to = boundOf(values.to, '--to');
   if (from === 'bad' || to === 'bad') return EXIT_USAGE;
-  const stores = await openExistingStores(loadConfig());
+  const stores = await openExistingStores(loadConfig(), ['events']);
   if (!stores) return 1;
   try {
     if (from && 'position' in from) {
@@ -206,7 +191,7 @@ async function exportEvents(args: string[]): Promise<number> {
         throw error;
       }
     }
-    const write = writer(process.stdout);
+    const write = lineWriter(process.stdout);
     if (format === 'csv') await write(CSV_COLUMNS.join(','));
     let count = 0;
     let last: StoredEvent | null = null;

@@ -3,6 +3,7 @@
 import { ConfigError, ListenError } from '../../infra/config.ts';
 import type { CommandEntry } from './command.ts';
 import { managementCommands } from './management-commands.ts';
+import { isOutputClosed } from './output.ts';
 
 const EXIT_USAGE = 2;
 const EXIT_CONFIG = 78; // sysexits EX_CONFIG
@@ -76,10 +77,34 @@ function describeFailure(error: unknown): { message: string; exitCode: number } 
   return { message: `relay: ${e.message}\n(RELAY_LOG_LEVEL=debug shows where it failed)`, exitCode: 1 };
 }
 
+/**
+ * The reader of stdout went away (`relay events | head -1`): a write fails with EPIPE. That is
+ * the reader's choice, not a failure of the command, so Relay stops quietly, without a stack,
+ * and exits 0 as when the output is complete (chosen over 141, the SIGPIPE death of `yes | head`,
+ * so that `set -o pipefail` scripts that read only the first lines do not fail). Without this
+ * listener the 'error' event is unhandled and Node prints a stack and exits 1.
+ */
+let outputClosed = false;
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (isOutputClosed(error)) {
+    outputClosed = true;
+    process.exitCode = 0;
+    return;
+  }
+  console.error(`relay: cannot write to stdout: ${error.message}`);
+  process.exitCode = 1;
+});
+
 try {
-  process.exitCode = await main(process.argv.slice(2));
+  const code = await main(process.argv.slice(2));
+  if (!outputClosed) process.exitCode = code;
 } catch (error) {
-  const { message, exitCode } = describeFailure(error);
-  console.error(message);
-  process.exitCode = exitCode;
+  // The writes of a command end with the output's error (apps/cli/output.ts lineWriter).
+  if (isOutputClosed(error) && (outputClosed || process.stdout.destroyed)) {
+    process.exitCode = 0;
+  } else {
+    const { message, exitCode } = describeFailure(error);
+    console.error(message);
+    process.exitCode = exitCode;
+  }
 }

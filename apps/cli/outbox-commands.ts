@@ -1,8 +1,9 @@
 // `relay outbox list` and `relay outbox show <emailId>`: what the outbox transport wrote.
 import { loadConfig } from '../../infra/config.ts';
-import { openServices, openStores } from '../runtime.ts';
+import { openServices } from '../runtime.ts';
 import { outboxMessage, outboxMessages } from '../services/outbox.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
 
 const USAGE = [
   'usage: relay outbox list [--limit N]      the newest messages in $RELAY_DATA_DIR/outbox',
@@ -24,7 +25,9 @@ export async function outbox(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const stores = await openStores(config);
+  // Before the services: they would make a secret key file in a directory that holds no Relay.
+  const stores = await openExistingStores(config, ['documents']);
+  if (!stores) return 1;
   try {
     const services = await openServices(config, stores);
     try {

@@ -7,12 +7,13 @@ import { RETRY_GROUP_HEADER } from '../processors/processor.ts';
 import { processorNamed } from '../processors/registry.ts';
 import { EVENTS_TOPIC_PARTITIONS } from '../pipeline/topics.ts';
 import { eventRecord } from '../../infra/events-topic.ts';
-import { openStores, type Stores } from '../runtime.ts';
+import type { Stores } from '../runtime.ts';
 import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,
 } from '../services/parked-events.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
 
 const USAGE = [
   'usage: relay parked list [--processor NAME] [--limit N] [--json]',
@@ -94,7 +95,9 @@ export async function parked(args: string[]): Promise<number> {
 }
 
 async function withStores(work: (stores: Stores) => Promise<number>): Promise<number> {
-  const stores = await openStores(loadConfig());
+  // Parked events are read from the document store and retried from the event store.
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
   try {
     await ensureParkedIndexes(stores.documents);
     return await work(stores);

@@ -1,14 +1,15 @@
 // `relay projections rebuild|scratch|drop|run`: replay for analysts and ops.
+import { statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig } from '../../infra/config.ts';
-import { openStores } from '../runtime.ts';
-import { checkModule, runCustomProjection } from '../services/custom-projection.ts';
+import { checkModule, runCustomProjection, type CustomProjectionModule } from '../services/custom-projection.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
 
 export function progressBar(stream: NodeJS.WriteStream) {
   let last = 0;
@@ -84,7 +85,8 @@ export async function projections(args: string[]): Promise<number> {
   }
   const problem = values.into === undefined ? null : scratchCollectionProblem(values.into, '--into');
   if (problem) return refuse(problem);
-  const stores = await openStores(loadConfig());
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
   try {
     const started = Date.now();
     const result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress: progressBar(process.stderr) });
@@ -106,7 +108,8 @@ export async function projections(args: string[]): Promise<number> {
 }
 
 async function listScratchCollections(json: boolean): Promise<number> {
-  const stores = await openStores(loadConfig());
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
   try {
     const list = await listScratch(stores.documents);
     if (json) {
@@ -120,7 +123,8 @@ async function listScratchCollections(json: boolean): Promise<number> {
 }
 
 async function dropScratchCollection(collection: string, force: boolean): Promise<number> {
-  const stores = await openStores(loadConfig());
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
   try {
     const outcome = await dropScratch(stores.documents, collection, { force });
     if (!outcome.dropped) {
@@ -147,8 +151,10 @@ async function runProjection(args: string[]): Promise<number> {
     console.error(`relay: --checkpoint must be 1 to 64 letters, digits, '.', '_' or '-', got ${JSON.stringify(name)}\n\n${PROJECTIONS_USAGE}`);
     return EXIT_USAGE;
   }
-  const module = checkModule(await import(pathToFileURL(resolve(file)).href) as Record<string, unknown>, file);
-  const stores = await openStores(loadConfig());
+  const module = await importProjectionModule(file);
+  if (typeof module === 'number') return module;
+  const stores = await openExistingStores(loadConfig());
+  if (!stores) return 1;
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
@@ -169,5 +175,25 @@ async function runProjection(args: string[]): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await stores.close();
+  }
+}
+
+/**
+ * The operator's projection module, or the exit code after one line on stderr: a path that
+ * names no file is a usage error (2); a module that fails to load or lacks apply() is the
+ * module's failure (1), told with its file name and message, never Relay's loader paths.
+ */
+async function importProjectionModule(file: string): Promise<CustomProjectionModule | number> {
+  const path = resolve(file);
+  if (!statSync(path, { throwIfNoEntry: false })?.isFile()) {
+    console.error(`relay: projections run: ${file} is not a file (usage: relay projections run ./MODULE.mjs [--checkpoint NAME] [--follow])`);
+    return EXIT_USAGE;
+  }
+  try {
+    return checkModule(await import(pathToFileURL(path).href) as Record<string, unknown>, file);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(`relay: ${file}: ${message.startsWith(`${file}`) ? message.slice(file.length).replace(/^:?\s*/, '') : message}`);
+    return 1;
   }
 }

@@ -3,9 +3,9 @@
 // pause after throttling, the latest throttling reply.
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../infra/config.ts';
-import { openStores } from '../runtime.ts';
 import { siteSnapshots, type SiteSnapshot } from '../services/delivery/sites.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
 
 const USAGE = [
   'usage: relay sites [--json]',
@@ -39,7 +39,8 @@ export async function sites(args: string[]): Promise<number> {
     console.error(`relay: ${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
-  const stores = await openStores(loadConfig());
+  const stores = await openExistingStores(loadConfig(), ['documents']);
+  if (!stores) return 1;
   try {
     const snapshots = (await siteSnapshots(stores.documents).find({ orderBy: [['_id', 'asc']], limit: 10_000 })).map(({ _v, ...s }) => {
       void _v;

@@ -1,8 +1,8 @@
 // `relay webhooks list <projectId>`: a project's webhook endpoints, for operators.
 import { loadConfig } from '../../infra/config.ts';
-import { openStores } from '../runtime.ts';
 import { endpointView, listEndpoints } from '../services/webhooks/endpoints.ts';
 import { asksForHelp } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
 
 const USAGE = 'usage: relay webhooks list <projectId> [--json]   a project\'s webhook endpoints (secrets are never shown)';
 
@@ -17,7 +17,8 @@ export async function webhooks(args: string[]): Promise<number> {
     console.error(USAGE);
     return 2;
   }
-  const stores = await openStores(loadConfig());
+  const stores = await openExistingStores(loadConfig(), ['documents']);
+  if (!stores) return 1;
   try {
     const endpoints = (await listEndpoints(stores.documents, projectId)).map(endpointView);
     if (json) console.log(JSON.stringify({ endpoints }));
