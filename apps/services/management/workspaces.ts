@@ -12,6 +12,7 @@ import { canGrantRole, membershipIdOf, roleAtLeast, type Membership, type Role, 
 import { checkAllowance, type AllowanceSettings, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
+import { claimSlot } from '../slots.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
@@ -153,8 +154,7 @@ export interface Invitation {
  * lets concurrent invitations all see room for one more; inserting then counting and deleting
  * one's own when over would hold the limit but could refuse them all when only some are too
  * many (each sees the others before they leave), and ordering them needs a clock all processes
- * share. A slot is a unique insert, so exactly the room there is is handed out (as webhook
- * endpoints do, apps/services/webhooks/endpoints.ts).
+ * share. A slot is a unique insert, so exactly the room there is is handed out (../slots.ts).
  */
 export interface InvitationSlot {
   _id: string;
@@ -163,7 +163,6 @@ export interface InvitationSlot {
   claimedAt: string;
 }
 
-/** Where invitation slots are kept (to join COLLECTIONS in apps/services/collections.ts as `invitationSlots`). */
 const slotsOf = (documents: DocumentStore) => documents.collection<InvitationSlot>(COLLECTIONS.invitationSlots);
 /**
  * A slot claimed this long ago whose invitation does not exist is free again: the invitation's
@@ -196,7 +195,7 @@ const invitationNotFound = (id: string) => notFound(`invitation ${id} not found`
 /**
  * Claims a free slot of the workspace for `invitationId`: its id, or null when the workspace has
  * MAX_PENDING_INVITATIONS pending. The first free slot is taken by inserting it; a taken one
- * (DuplicateKeyError) is freed if its invitation is gone, lapsed or holds another (see
+ * (../slots.ts) is freed if its invitation is gone, lapsed or holds another (see
  * freeStaleSlot), else the claim moves to the next. Accepting, declining and revoking free the
  * slot at once; a lapsed invitation's slot is freed by the next claim that finds it.
  *
@@ -207,20 +206,8 @@ const invitationNotFound = (id: string) => notFound(`invitation ${id} not found`
  */
 async function claimInvitationSlot(documents: DocumentStore, workspaceId: string, invitationId: string, now: Date): Promise<string | null> {
   const unslotted = (await invitationsOf(documents).find({ where: { workspaceId } })).filter((i) => i.slot === undefined && pending(now)(i)).length;
-  for (let n = 0; n < MAX_PENDING_INVITATIONS - unslotted; n++) {
-    const slot: InvitationSlot = { _id: `${workspaceId}#${n}`, workspaceId, invitationId, claimedAt: now.toISOString() };
-    // A second try only after freeing a stale claim of this slot.
-    for (let tries = 0; tries < 2; tries++) {
-      try {
-        await slotsOf(documents).insert(slot);
-        return slot._id;
-      } catch (error) {
-        if (!(error instanceof DuplicateKeyError)) throw error;
-      }
-      if (!(await freeStaleSlot(documents, slot._id, now))) break;
-    }
-  }
-  return null;
+  return claimSlot(slotsOf(documents), workspaceId, MAX_PENDING_INVITATIONS - unslotted,
+    (id) => ({ _id: id, workspaceId, invitationId, claimedAt: now.toISOString() }), (id) => freeStaleSlot(documents, id, now));
 }
 
 /**

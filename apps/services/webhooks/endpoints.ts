@@ -14,12 +14,13 @@ import { notFound, RelayError, validationError } from '../../../domain/errors.ts
 import { isWebhookEventType, type WebhookEventType } from '../../../domain/webhooks/events.ts';
 import { checkWebhookUrl } from '../../../infra/http/webhook-url.ts';
 import { checkResolvesPublic } from '../../../infra/http/webhook-egress.ts';
-import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from '../management/documents.ts';
 import { newId } from '../management/ids.ts';
 import { CONTROL_CHARACTERS } from '../management/names.ts';
+import { claimSlot } from '../slots.ts';
 import { endPendingDeliveries } from './deliveries.ts';
 
 const SECRET_PURPOSE = 'webhook-signing-secret';
@@ -140,7 +141,7 @@ export async function createEndpoint(
   const description = checkedDescription(input.description);
   const url = await checkedUrl(input.url, policy);
   const id = newId('whe');
-  const slot = await claimSlot(documents, input.projectId, id, now);
+  const slot = await claimEndpointSlot(documents, input.projectId, id, now);
   if (slot === null) throw new RelayError('conflict', `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints`);
   const secret = newSigningSecret();
   const endpoint: WebhookEndpoint = {
@@ -158,29 +159,17 @@ export async function createEndpoint(
 /**
  * Claims a free slot of the project for `endpointId`: its id, or null when the project has its
  * MAX_ENDPOINTS_PER_PROJECT endpoints. The first free slot is taken by inserting it; a taken
- * one (DuplicateKeyError) sends the claim to the next.
+ * one (../slots.ts) sends the claim to the next.
  *
  * Endpoints made before slots existed hold none: they take as many slots off the end of the
  * range. Their number never grows (every endpoint made since holds a slot, kept for its life),
  * so however creations and deletions interleave, the slots taken plus those endpoints never
  * pass the limit: each creation counted at least as many of them as remain.
  */
-async function claimSlot(documents: DocumentStore, projectId: string, endpointId: string, now: Date): Promise<string | null> {
+async function claimEndpointSlot(documents: DocumentStore, projectId: string, endpointId: string, now: Date): Promise<string | null> {
   const unslotted = await endpointsOf(documents).count({ projectId, slot: null });
-  for (let n = 0; n < MAX_ENDPOINTS_PER_PROJECT - unslotted; n++) {
-    const slot: EndpointSlot = { _id: `${projectId}#${n}`, projectId, endpointId, claimedAt: now.toISOString() };
-    // A second try only after freeing an abandoned claim of this slot.
-    for (let tries = 0; tries < 2; tries++) {
-      try {
-        await slotsOf(documents).insert(slot);
-        return slot._id;
-      } catch (error) {
-        if (!(error instanceof DuplicateKeyError)) throw error;
-      }
-      if (!(await freeAbandonedSlot(documents, slot._id, now))) break;
-    }
-  }
-  return null;
+  return claimSlot(slotsOf(documents), projectId, MAX_ENDPOINTS_PER_PROJECT - unslotted,
+    (id) => ({ _id: id, projectId, endpointId, claimedAt: now.toISOString() }), (id) => freeAbandonedSlot(documents, id, now));
 }
 
 /** Frees the slot if its endpoint does not exist ABANDONED_SLOT_MS after it was claimed; whether it may be free now. */
