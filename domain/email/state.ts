@@ -103,7 +103,7 @@ export const pendingRecipients = (delivery: DeliveryState): number[] =>
 
 /** Sets the recipients' statuses (and the email's from its visible ones); a recipient that reaches a final status stays done sending. */
 function withRecipients(state: EmailState, delivery: DeliveryState): EmailState {
-  const done = delivery.recipients.map((status, index) => (delivery.done[index] ?? false) || isFinalDeliveryStatus(status));
+  const done = delivery.recipients.map((_, index) => isDoneSending(delivery, index));
   return { ...state, delivery: { ...delivery, done }, status: emailStatusOf(delivery.recipients.slice(0, state.visibleAddresses.length), 'queued') };
 }
 
@@ -172,7 +172,7 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       const nextAttemptAt = e.type === 'DeliveryAttempted' ? e.data.nextAttemptAt : null;
       // A failure may leave recipients pending (a dead sender's claim: those whose transaction
       // never began): their next attempt is due at once.
-      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every((status, index) => (d.done[index] ?? false) || isFinalDeliveryStatus(status));
+      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every((_, index) => isDoneSending({ ...d, recipients }, index));
       return withRecipients(
         { ...next, providerMessageId, recipientReports },
         { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished },
