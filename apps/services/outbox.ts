@@ -2,11 +2,14 @@
 // files of a project's emails, newest first. A message's files hold its body and BCC, so they
 // live no longer than its content key (seven days): past it they are not served, and the
 // retention sweep deletes them (deleteUnreadableOutboxCopies).
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
+import { isMissing } from '../../infra/mail/outbox-files.ts';
 import { listOutbox, outboxEmailIds, readOutbox, removeFromOutbox } from '../../infra/mail/outbox-transport.ts';
 import type { EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
-import { contentKeyState, unreadableContent } from './content-vault.ts';
+import { BODY_RETENTION_MS, contentKeyState, unreadableContent } from './content-vault.ts';
 
 export interface OutboxMessage {
   emailId: string;
@@ -17,15 +20,19 @@ export interface OutboxMessage {
   writtenAt: string;
 }
 
-/** The outbox's messages, newest first; with a project, only that project's. */
-export async function outboxMessages(documents: DocumentStore, dir: string, options: { projectId?: string; limit: number }): Promise<OutboxMessage[]> {
-  const entries = await listOutbox(dir);
+/** The file system calls a project's listing makes (tests count them). */
+export interface OutboxFiles {
+  stat(path: string): Promise<{ isFile(): boolean; size: number; mtime: Date }>;
+}
+
+const NODE_FILES: OutboxFiles = { stat };
+
+/** The whole outbox's messages, newest written first (`relay outbox list`: every project's, so every file). */
+export async function outboxMessages(documents: DocumentStore, dir: string, options: { limit: number }): Promise<OutboxMessage[]> {
   const views = documents.collection<EmailView>(COLLECTIONS.emails);
   const out: OutboxMessage[] = [];
-  for (const entry of entries) {
-    if (out.length >= options.limit) break;
+  for (const entry of (await listOutbox(dir)).slice(0, options.limit)) {
     const view = await views.get(entry.emailId);
-    if (options.projectId !== undefined && view?.projectId !== options.projectId) continue;
     out.push({
       emailId: entry.emailId,
       subject: view?.subject ?? null,
@@ -36,6 +43,72 @@ export async function outboxMessages(documents: DocumentStore, dir: string, opti
     });
   }
   return out;
+}
+
+const LISTED_FIELDS = ['subject', 'toAddresses', 'createdAt'] as const satisfies ReadonlyArray<keyof EmailView>;
+const MAX_BATCH = 1_000;
+/**
+ * Emails one listing looks at, at most. With another transport (smtp, mx) almost no email has
+ * a copy, and a busy project's seven days are millions of emails: past this the page ends short
+ * rather than the request stat-ing them all.
+ */
+export const MAX_EXAMINED = 5_000;
+
+/**
+ * A project's outbox messages, newest email first (createdAt, then id, as the email list), from
+ * the project's own emails in the read model: each has its copy at `<dir>/<emailId>.eml` (the
+ * documented layout) or none (not written yet, suppressed, sent by another transport, deleted by
+ * retention), so the cost is the project's emails down to the `limit`-th copy, whatever other
+ * projects wrote. Only emails within body retention are looked at: an older one's copy is not
+ * served, and the sweep deletes it. An email not yet projected is not listed. At most
+ * `maxExamined` emails (MAX_EXAMINED) are looked at: the page may then hold fewer than `limit`.
+ */
+export async function projectOutboxMessages(
+  documents: DocumentStore, dir: string, projectId: string, options: { limit: number; now: Date; maxExamined?: number }, files: OutboxFiles = NODE_FILES,
+): Promise<OutboxMessage[]> {
+  const views = documents.collection<EmailView>(COLLECTIONS.emails);
+  const retained = new Date(options.now.getTime() - BODY_RETENTION_MS).toISOString();
+  const out: OutboxMessage[] = [];
+  let after: { createdAt: string; _id: string } | undefined;
+  let examined = 0;
+  const maxExamined = options.maxExamined ?? MAX_EXAMINED;
+  // The first batch is the page itself (in the outbox's own mode nearly every email has a copy);
+  // emails without one make the later batches grow, to keep the round trips few.
+  for (let batch = Math.min(options.limit, maxExamined); out.length < options.limit && examined < maxExamined; batch = Math.min(batch * 2, MAX_BATCH, maxExamined - examined)) {
+    const emails = await views.find({
+      where: { projectId, createdAt: { gt: retained } },
+      orderBy: [['createdAt', 'desc'], ['_id', 'desc']],
+      limit: batch,
+      after,
+      fields: LISTED_FIELDS,
+    });
+    // Files looked at a page's worth at a time, never more than the page still needs.
+    for (let i = 0; i < emails.length && out.length < options.limit; ) {
+      const chunk = emails.slice(i, i + options.limit - out.length);
+      i += chunk.length;
+      const copies = await Promise.all(chunk.map((view) => copyOf(files, dir, view._id)));
+      chunk.forEach((view, n) => {
+        const copy = copies[n];
+        if (copy) out.push({ emailId: view._id, subject: view.subject, toAddresses: view.toAddresses, createdAt: view.createdAt, ...copy });
+      });
+    }
+    examined += emails.length;
+    if (emails.length < batch) break;
+    const last = emails[emails.length - 1];
+    after = { createdAt: last.createdAt, _id: last._id };
+  }
+  return out;
+}
+
+/** The size and write time of an email's .eml; null when it has none (never written, or deleted meanwhile). */
+async function copyOf(files: OutboxFiles, dir: string, emailId: string): Promise<{ size: number; writtenAt: string } | null> {
+  try {
+    const info = await files.stat(join(dir, `${emailId}.eml`));
+    return info.isFile() ? { size: info.size, writtenAt: info.mtime.toISOString() } : null;
+  } catch (error) {
+    if (isMissing(error)) return null;
+    throw error;
+  }
 }
 
 /**

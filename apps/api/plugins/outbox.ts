@@ -3,9 +3,10 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { notFound, RelayError } from '../../../domain/errors.ts';
-import { outboxMessage, outboxMessages } from '../../services/outbox.ts';
+import { outboxMessage, projectOutboxMessages } from '../../services/outbox.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
+import { NoQuery } from './emails.schemas.ts';
 import { Id } from './management-schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
@@ -20,15 +21,15 @@ export async function outboxRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     { schema: { params: ByProject, querystring: Page } },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-      const messages = await outboxMessages(ctx.documents, ctx.services.outboxDir, { projectId: project._id, limit: request.query.limit ?? 50 });
+      const messages = await projectOutboxMessages(ctx.documents, ctx.services.outboxDir, project._id, { limit: request.query.limit ?? 50, now: ctx.now() });
       return { transport: ctx.config.delivery, messages };
     },
   );
 
-  app.get<{ Params: Static<typeof ByEmail> }>(
+  app.get<{ Params: Static<typeof ByEmail>; Querystring: Static<typeof NoQuery> }>(
     '/v1/projects/:projectId/outbox/:emailId',
     {
-      schema: { params: ByEmail },
+      schema: { params: ByEmail, querystring: NoQuery },
       config: { openapi: { responses: { 200: { description: 'The message exactly as written (.eml, DKIM-signed), as an attachment; 410 content_expired past body retention.', mediaType: 'message/rfc822' } } } },
     },
     async (request, reply) => {
