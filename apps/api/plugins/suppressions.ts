@@ -1,10 +1,13 @@
 // A workspace's suppression list: every member reads it, owners and admins change it.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { Readable } from 'node:stream';
 import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { Type, type Static } from '@sinclair/typebox';
-import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSuppression, suppressionView } from '../../services/management/suppressions.ts';
+import type { SuppressionEntry } from '../../../domain/management.ts';
+import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSuppression, suppressionPages, suppressionView } from '../../services/management/suppressions.ts';
 import { requireSession, requireWorkspaceAccess, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
+import { NoQuery } from './emails.schemas.ts';
 import { Address, Id } from './management-schemas.ts';
 
 const ByWorkspace = Type.Object({ workspaceId: Id });
@@ -24,7 +27,30 @@ const csvField = (value: string) => {
   const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
 };
+const CSV_HEADER = 'address,reason,email_id,created_at\r\n';
+const csvLine = (entry: SuppressionEntry) => `${[entry.address, entry.reason, entry.emailId ?? '', entry.createdAt].map(csvField).join(',')}\r\n`;
+/** Entries per read of the store, and so per chunk of the export: about 40 KB of CSV. */
 const EXPORT_PAGE = 500;
+
+/**
+ * The export as a byte stream that pulls the next page only when its consumer wants more (a
+ * client that stops reading stops the reads; one that goes away destroys the stream, which ends
+ * the reads). The status is sent with the first chunk: a later failure of the store can only cut
+ * the response short, so it is logged and the stream destroyed, and the client sees it aborted.
+ */
+function csvExport(first: SuppressionEntry[], rest: AsyncIterable<SuppressionEntry[]>, log: FastifyBaseLogger): Readable {
+  async function* chunks() {
+    yield CSV_HEADER + first.map(csvLine).join('');
+    try {
+      for await (const page of rest) yield page.map(csvLine).join('');
+    } catch (error) {
+      log.error({ err: error }, 'suppression export failed part-way: response cut short');
+      throw error;
+    }
+  }
+  // Bytes, not objects: the stream's buffer is then bounded by size (about one page), not by count.
+  return Readable.from(chunks(), { objectMode: false });
+}
 
 export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -41,29 +67,30 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
   );
 
   // The whole list as CSV, in address order: a file people open in a spreadsheet or import elsewhere.
+  // A list can hold millions of addresses, so it is streamed: a page is read when the client has
+  // taken the one before (see csvExport).
   app.get<{ Params: Static<typeof ByWorkspace> }>(
     '/v1/workspaces/:workspaceId/suppressions/export',
-    { schema: { params: ByWorkspace }, config: { openapi: { summary: 'Every suppression of the workspace as CSV (address, reason, email_id, created_at).', responses: { 200: { description: 'The list as CSV.', mediaType: 'text/csv' } } } } },
+    { schema: { params: ByWorkspace, querystring: NoQuery }, config: { openapi: { summary: 'Every suppression of the workspace as CSV (address, reason, email_id, created_at).', responses: { 200: { description: 'The list as CSV.', mediaType: 'text/csv' } } } } },
     async (request, reply) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
-      const lines = ['address,reason,email_id,created_at'];
-      let cursor: string | undefined;
-      do {
-        const page = await listSuppressions(ctx.documents, workspace._id, { limit: EXPORT_PAGE, cursor });
-        for (const entry of page.entries) lines.push([entry.address, entry.reason, entry.emailId ?? '', entry.createdAt].map(csvField).join(','));
-        cursor = page.nextCursor ?? undefined;
-      } while (cursor !== undefined);
-      return reply
+      const csv = (body: Readable) => reply
         .type('text/csv; charset=utf-8')
         .header('content-disposition', `attachment; filename="suppressions-${workspace._id}.csv"`)
         .header('cache-control', 'private, no-store')
-        .send(`${lines.join('\r\n')}\r\n`);
+        .send(body);
+      // fastify drains the stream of a HEAD answer to discard it: that would read the whole list for nothing.
+      if (request.method === 'HEAD') return csv(Readable.from([]));
+      const pages = suppressionPages(ctx.documents, workspace._id, EXPORT_PAGE);
+      // Read before anything is sent, so that a store failing at once still gets its error answer.
+      const first = await pages.next();
+      return csv(csvExport(first.done ? [] : first.value, pages, request.log));
     },
   );
 
   app.post<{ Params: Static<typeof ByWorkspace>; Body: Static<typeof AddBody> }>(
     '/v1/workspaces/:workspaceId/suppressions',
-    { schema: { params: ByWorkspace, body: AddBody } },
+    { schema: { params: ByWorkspace, querystring: NoQuery, body: AddBody } },
     async (request, reply) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
       const entry = await addSuppression(ctx, workspace._id, request.body.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
@@ -73,7 +100,7 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
 
   app.delete<{ Params: Static<typeof ByAddress> }>(
     '/v1/workspaces/:workspaceId/suppressions/:address',
-    { schema: { params: ByAddress } },
+    { schema: { params: ByAddress, querystring: NoQuery } },
     async (request) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
       await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));

@@ -87,10 +87,10 @@ export async function removeSuppression(stores: SuppressionStores, workspaceId: 
   if (!(await entries.delete(entry._id))) throw notFound(`${address} is not suppressed in this workspace`);
 }
 
-/** A page in address order; `cursor` is the last address of the previous page. */
 /**
- * A page of the list in address order. `prefix` (normalized like an address) keeps the
- * addresses that begin with it: "bob@" finds bob at every domain, "bob@example.com" that one.
+ * A page of the list in address order; `cursor` is the last address of the previous page.
+ * `prefix` (normalized like an address) keeps the addresses that begin with it: "bob@" finds
+ * bob at every domain, "bob@example.com" that one.
  */
 export async function listSuppressions(
   documents: DocumentStore,
@@ -110,4 +110,18 @@ export async function listSuppressions(
   const more = entries.length > page.limit;
   const shown = more ? entries.slice(0, page.limit) : entries;
   return { entries: shown, nextCursor: more ? shown[shown.length - 1].address : null };
+}
+
+/**
+ * The whole list in address order, one page of `pageSize` entries at a time. A page is read only
+ * when the consumer asks for the next one, so a list of millions is never in memory at once and a
+ * consumer that stops asking (an export whose client stops reading) stops the reads.
+ */
+export async function* suppressionPages(documents: DocumentStore, workspaceId: string, pageSize: number): AsyncGenerator<SuppressionEntry[], void, undefined> {
+  let cursor: string | undefined;
+  do {
+    const page = await listSuppressions(documents, workspaceId, { limit: pageSize, cursor });
+    yield page.entries;
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor !== undefined);
 }
