@@ -19,6 +19,7 @@
 //                                   this process (and of its pipeline thread), read at each scrape (apps/liveness.ts)
 //   relay_delivery_attempts_total, relay_delivery_latency_seconds                 the sender (apps/services/delivery/outcome-report.ts)
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
+//   relay_dispatch_run_failures_total  by part: the parts with a dispatcher (sender, webhooks), from 0 at their start
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
 //                                   FORWARDER_LAG_CAP): any process shows it, also while the forwarder is down;
@@ -197,6 +198,12 @@ export interface RelayMetrics {
   delivery: DeliveryMetrics;
   webhookAttempts(result: WebhookResultLabel): CounterChild;
   /**
+   * Runs of a part's due items (apps/pipeline/dispatcher.ts) that threw before they rescheduled
+   * their item, by part: `sender` (delivery steps), `webhooks` (webhook attempts). Each such item
+   * is run again after a back-off; the loop goes on, so without this only the log would tell.
+   */
+  dispatchRunFailures(part: string): CounterChild;
+  /**
    * Another registry of the same families to show on this page (the pipeline thread's):
    * asked at each scrape; null when it could not answer in time.
    */
@@ -296,6 +303,8 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const oldestClaim = registry.gauge('relay_delivery_oldest_open_claim_age_seconds', 'Age of the oldest delivery claim without an outcome, in seconds (0 when there is none).');
   const webhookAttempts = registry.counter('relay_webhook_attempts_total',
     'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted.', ['result']);
+  const runFailures = registry.counter('relay_dispatch_run_failures_total',
+    'Runs of due items that threw before they rescheduled their item (retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
   if (options.process !== false) processMetrics(registry);
   const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();
@@ -350,6 +359,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       get oldestOpenClaimAge() { return oldestClaim.labels(); },
     },
     webhookAttempts: byValue(webhookAttempts),
+    dispatchRunFailures: byValue(runFailures),
     include: (source) => void included.push(source),
     render: async () => registry.render((await Promise.all(included.map((source) => source()))).filter((s) => s !== null)),
   };

@@ -20,7 +20,8 @@
 // started again before a back-off of its own (doubling from pollMs up to MAX_BACKOFF_MS), and its
 // end does not kick the loop. Otherwise each failure would start the next look at once, and with
 // a store that answers without I/O (node:sqlite) that is a loop of microtasks that never lets a
-// timer fire: the thread, and the API on it, would freeze.
+// timer fire: the thread, and the API on it, would freeze. The failure goes to onRunFailed, which
+// its part counts, and to onError: the loop itself runs on, so its state does not show it.
 //
 // The loop's states are explicit (status()): `running` while its looks succeed, `recovering`
 // after a look failed (until one succeeds; looks again after a back-off that doubles from
@@ -66,6 +67,8 @@ export interface DispatcherOptions {
   pollMs: number;
   now: () => Date;
   onError: (error: Error) => void;
+  /** Told of each run that threw (before onError is): its part counts these (relay_dispatch_run_failures_total). */
+  onRunFailed?: (error: Error) => void;
   /** Its liveness tracker (a new one when not given). */
   liveness?: Liveness;
 }
@@ -166,6 +169,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
         liveness.progress('run');
       }, (error: Error) => {
         failedRuns.failed(id);
+        options.onRunFailed?.(error);
         options.onError(error);
       })
       .finally(() => {

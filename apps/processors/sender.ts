@@ -139,6 +139,8 @@ export const sender = defineProcessor({
       compose: deps.services.compose,
       now: deps.now,
     };
+    // Its series from 0: the first failed step after a start is then an increase an alert sees.
+    const runFailures = deps.metrics?.dispatchRunFailures('sender');
     // Set once the dispatcher exists: a site lookup that ends makes it read the schedule again.
     let kick = () => {};
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
@@ -157,7 +159,7 @@ export const sender = defineProcessor({
         },
         );
       },
-    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError });
+    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc() });
     kick = () => dispatcher.kick();
     return {
       ...dispatcher,

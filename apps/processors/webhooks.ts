@@ -37,8 +37,9 @@ export const webhooks = defineProcessor({
     await ensureEndpointIndexes(deps.documents);
     await ensureDeliveryIndexes(deps.documents);
     await resealSigningSecrets(deps.documents, deps.services.secrets);
-    // Every result's series from 0: the first failure after a start is then an increase an alert sees.
+    // Every result's series from 0, and the failed runs': the first failure after a start is then an increase an alert sees.
     for (const result of WEBHOOK_RESULT_LABELS) deps.metrics?.webhookAttempts(result);
+    const runFailures = deps.metrics?.dispatchRunFailures('webhooks');
     const slow = new SlowEndpoints({ share: SLOW_SHARE, perEndpoint: PER_ENDPOINT });
     const attempt = {
       documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,
@@ -63,7 +64,7 @@ export const webhooks = defineProcessor({
           throw new Error(`webhook delivery ${delivery._id} failed: ${error.message}`, { cause: error });
         }).finally(() => slow.ended(delivery.endpointId));
       },
-    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError });
+    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc() });
   },
   async handle(stored, dispatcher, deps) {
     const event = upcastEmailEvent(stored);

@@ -9,6 +9,7 @@ import {
 import { requireProjectAccess, requireSession, requireWorkspaceAccess, type AccessMode } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Id } from './management-schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 
 const CreateDomain = Type.Object({ name: Type.String({ minLength: 1, maxLength: 253 }) }, { additionalProperties: false });
 const ByWorkspace = Type.Object({ workspaceId: Id });
@@ -29,7 +30,7 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.post<{ Params: Static<typeof ByWorkspace>; Body: Static<typeof CreateDomain> }>(
     '/v1/workspaces/:workspaceId/domains',
-    { schema: { params: ByWorkspace, body: CreateDomain } },
+    { schema: { params: ByWorkspace, querystring: NoQuery, body: CreateDomain } },
     async (request, reply) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'write');
       const domain = await createDomain(ctx.documents, { workspaceId: workspace._id, name: request.body.name }, ctx.now(), ctx.services.secrets);
@@ -37,23 +38,23 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     },
   );
 
-  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/domains', { schema: { params: ByWorkspace } }, async (request) => {
+  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/domains', { schema: { params: ByWorkspace, querystring: NoQuery } }, async (request) => {
     const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
     return { domains: (await listDomains(ctx.documents, workspace._id)).map(view) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/domains/:id', { schema: { params: ById } }, async (request) =>
+  app.get<{ Params: Static<typeof ById> }>('/v1/domains/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) =>
     view(await requireDomainAccess(request, request.params.id, 'read')),
   );
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/domains/:id/verify', { schema: { params: ById } }, async (request) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/domains/:id/verify', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const domain = await requireDomainAccess(request, request.params.id, 'write');
     return view(await verifyDomain(ctx.documents, ctx.config, dns, domain._id, ctx.now()));
   });
 
   app.post<{ Params: Static<typeof ByDomainAndProject> }>(
     '/v1/domains/:id/projects/:projectId',
-    { schema: { params: ByDomainAndProject } },
+    { schema: { params: ByDomainAndProject, querystring: NoQuery } },
     async (request) => {
       const domain = await requireDomainAccess(request, request.params.id, 'write');
       await requireProjectAccess(ctx, request, request.params.projectId, 'write');
@@ -63,7 +64,7 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.delete<{ Params: Static<typeof ByDomainAndProject> }>(
     '/v1/domains/:id/projects/:projectId',
-    { schema: { params: ByDomainAndProject } },
+    { schema: { params: ByDomainAndProject, querystring: NoQuery } },
     async (request) => {
       const domain = await requireDomainAccess(request, request.params.id, 'write');
       return view(await disconnectDomain(ctx.documents, domain._id, request.params.projectId));

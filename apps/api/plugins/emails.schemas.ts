@@ -83,11 +83,8 @@ export const IdParam = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' }),
 });
 
-/**
- * The query of a route that takes none (POST /v1/emails, GET /v1/emails/{id}): any parameter is
- * unknown, refused like one the list does not know (400 validation_error naming it).
- */
-export const NoQuery = Type.Object({}, { additionalProperties: false });
+/** The query of POST /v1/emails and GET /v1/emails/{id}, which take none: the one every such route uses. */
+export { NoQuery } from './query.schemas.ts';
 
 export const ListEmailsQuery = Type.Object(
   {

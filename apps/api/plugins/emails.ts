@@ -15,7 +15,8 @@ import type { ApiContext } from '../context.ts';
 import { errorAnswerOf } from '../error-registry.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
-import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, NoQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
+import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 import { TemplateSendBody } from './template-send.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);

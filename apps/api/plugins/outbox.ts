@@ -6,7 +6,7 @@ import { notFound, RelayError } from '../../../domain/errors.ts';
 import { outboxMessage, projectOutboxMessages } from '../../services/outbox.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
-import { NoQuery } from './emails.schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 import { Id } from './management-schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });

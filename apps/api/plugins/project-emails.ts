@@ -12,6 +12,7 @@ import type { ApiContext } from '../context.ts';
 import { EmailDetail, EmailList, EmailMessage } from './email-responses.schemas.ts';
 import { detailOf, summaryOf } from './emails.ts';
 import { IdParam, ListEmailsQuery } from './emails.schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 import { Id } from './management-schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
@@ -52,7 +53,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
   });
 
   app.get<{ Params: Static<typeof ByEmail> }>('/v1/projects/:projectId/emails/:emailId', {
-    schema: { params: ByEmail },
+    schema: { params: ByEmail, querystring: NoQuery },
     config: { openapi: { summary: 'One email of the project, as GET /v1/emails/{id} answers it (members).', responses: { 200: { description: 'The email.', schema: EmailDetail } } } },
   }, async (request) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
@@ -60,7 +61,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
   });
 
   app.get<{ Params: Static<typeof ByEmail> }>('/v1/projects/:projectId/emails/:emailId/message', {
-    schema: { params: ByEmail },
+    schema: { params: ByEmail, querystring: NoQuery },
     config: { openapi: { summary: 'The message as admitted: addresses, the sender\'s headers, the HTML and text parts (410 content_expired after retention; BCC never).', responses: { 200: { description: 'The message.', schema: EmailMessage } } } },
   }, async (request, reply) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');

@@ -5,6 +5,7 @@ import { createProject, listProjects, projectView } from '../../services/managem
 import { requireProjectAccess, requireSession, requireWorkspaceAccess } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Environment, Id, Name } from './management-schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 
 const CreateProject = Type.Object({ name: Name, environment: Environment }, { additionalProperties: false });
 const ByWorkspace = Type.Object({ workspaceId: Id });
@@ -15,7 +16,7 @@ export async function projectRoutes(app: FastifyInstance, ctx: ApiContext): Prom
 
   app.post<{ Params: Static<typeof ByWorkspace>; Body: Static<typeof CreateProject> }>(
     '/v1/workspaces/:workspaceId/projects',
-    { schema: { params: ByWorkspace, body: CreateProject } },
+    { schema: { params: ByWorkspace, querystring: NoQuery, body: CreateProject } },
     async (request, reply) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'write');
       const project = await createProject(ctx.documents, { workspaceId: workspace._id, ...request.body }, ctx.now());
@@ -23,12 +24,12 @@ export async function projectRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     },
   );
 
-  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/projects', { schema: { params: ByWorkspace } }, async (request) => {
+  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/projects', { schema: { params: ByWorkspace, querystring: NoQuery } }, async (request) => {
     const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
     return { projects: (await listProjects(ctx.documents, workspace._id)).map(projectView) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/projects/:id', { schema: { params: ById } }, async (request) => {
+  app.get<{ Params: Static<typeof ById> }>('/v1/projects/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.id, 'read');
     return projectView(project);
   });

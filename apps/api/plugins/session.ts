@@ -12,6 +12,7 @@ import { listWorkspacesOf } from '../../services/management/workspaces.ts';
 import { authenticateSession, checkOrigin, requireSession, sessionCookieName } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
+import { NoQuery } from './query.schemas.ts';
 
 const Login = Type.Object(
   { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
@@ -33,7 +34,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     bodyLimit: 16 * 1024,
     // The Origin check runs before the body is even read: login CSRF is refused like any other.
     onRequest: async (request) => checkOrigin(ctx.config, request),
-    schema: { body: Login },
+    schema: { querystring: NoQuery, body: Login },
     // Signing in is what needs no session.
     config: { openapi: { security: 'none' } },
   }, async (request, reply) => {
@@ -52,7 +53,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     return showsSecret(reply).status(200).send({ user: userView(user), expiresAt: session.expiresAt });
   });
 
-  app.get('/v1/session', async (request) => {
+  app.get('/v1/session', { schema: { querystring: NoQuery } }, async (request) => {
     const { user, session } = await authenticateSession(ctx, request);
     const workspaces = await listWorkspacesOf(ctx.documents, user._id);
     return {
@@ -63,7 +64,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
   });
 
   // Checked before the body is read, as on every other route that needs a session.
-  app.delete('/v1/session', { onRequest: requireSession(ctx) }, async (request, reply) => {
+  app.delete('/v1/session', { onRequest: requireSession(ctx), schema: { querystring: NoQuery } }, async (request, reply) => {
     const { session } = await authenticateSession(ctx, request);
     await endSession(ctx.documents, session._id);
     reply.clearCookie(cookieName, cookieOptions);

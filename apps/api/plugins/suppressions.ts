@@ -7,7 +7,7 @@ import type { SuppressionEntry } from '../../../domain/management.ts';
 import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSuppression, suppressionPages, suppressionView } from '../../services/management/suppressions.ts';
 import { requireSession, requireWorkspaceAccess, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
-import { NoQuery } from './emails.schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 import { Address, Id } from './management-schemas.ts';
 
 const ByWorkspace = Type.Object({ workspaceId: Id });

@@ -8,6 +8,7 @@ import { usersOf } from '../../services/management/users.ts';
 import { requireSession, requireWorkspaceAccess } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Id } from './management-schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 
 const ByWorkspace = Type.Object({ workspaceId: Id });
 const Count = Type.Object({ used: Type.Integer(), limit: Type.Integer() }, { additionalProperties: false });
@@ -29,7 +30,7 @@ export async function usageRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   app.addHook('onRequest', requireSession(ctx));
 
   app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/usage', {
-    schema: { params: ByWorkspace },
+    schema: { params: ByWorkspace, querystring: NoQuery },
     config: { openapi: { summary: 'This month\'s accepted recipients against the monthly allowances (members).', responses: { 200: { description: 'The month\'s usage.', schema: Usage } } } },
   }, async (request) => {
     const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');

@@ -11,6 +11,7 @@ import {
 import { authenticateSession, requireSession, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Address, Id, Name, Role } from './management-schemas.ts';
+import { NoQuery } from './query.schemas.ts';
 
 const CreateWorkspace = Type.Object({ name: Name }, { additionalProperties: false });
 const AddMember = Type.Object({ email: Address, role: Role }, { additionalProperties: false });
@@ -21,18 +22,18 @@ const ChangeRole = Type.Object({ role: Role }, { additionalProperties: false });
 export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
 
-  app.post<{ Body: Static<typeof CreateWorkspace> }>('/v1/workspaces', { schema: { body: CreateWorkspace } }, async (request, reply) => {
+  app.post<{ Body: Static<typeof CreateWorkspace> }>('/v1/workspaces', { schema: { querystring: NoQuery, body: CreateWorkspace } }, async (request, reply) => {
     const { user } = await authenticateSession(ctx, request);
     const { workspace, membership } = await createWorkspace(ctx.documents, user, request.body.name, ctx.now());
     return reply.status(201).send(workspaceView(workspace, membership.role));
   });
 
-  app.get('/v1/workspaces', async (request) => {
+  app.get('/v1/workspaces', { schema: { querystring: NoQuery } }, async (request) => {
     const { user } = await authenticateSession(ctx, request);
     return { workspaces: await listWorkspacesOf(ctx.documents, user._id) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/workspaces/:id', { schema: { params: ById } }, async (request) => {
+  app.get<{ Params: Static<typeof ById> }>('/v1/workspaces/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'viewer');
     return {
       ...workspaceView(workspace, membership.role),
@@ -44,7 +45,7 @@ export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Pr
   // An invitation, whether or not the email has an account: the answer never says which.
   app.post<{ Params: Static<typeof ById>; Body: Static<typeof AddMember> }>(
     '/v1/workspaces/:id/members',
-    { schema: { params: ById, body: AddMember } },
+    { schema: { params: ById, querystring: NoQuery, body: AddMember } },
     async (request, reply) => {
       const { principal, workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
       const invitation = await inviteMember(ctx.documents, {
@@ -56,7 +57,7 @@ export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Pr
 
   app.patch<{ Params: Static<typeof ByMember>; Body: Static<typeof ChangeRole> }>(
     '/v1/workspaces/:id/members/:userId',
-    { schema: { params: ByMember, body: ChangeRole } },
+    { schema: { params: ByMember, querystring: NoQuery, body: ChangeRole } },
     async (request) => {
       const { workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'admin');
       return changeMemberRole(ctx.documents, { workspaceId: workspace._id, actorRole: membership.role, userId: request.params.userId, role: request.body.role });
@@ -64,23 +65,23 @@ export async function workspaceRoutes(app: FastifyInstance, ctx: ApiContext): Pr
   );
 
   // Any member may leave; owners and admins remove others (as they may invite them).
-  app.delete<{ Params: Static<typeof ByMember> }>('/v1/workspaces/:id/members/:userId', { schema: { params: ByMember } }, async (request) => {
+  app.delete<{ Params: Static<typeof ByMember> }>('/v1/workspaces/:id/members/:userId', { schema: { params: ByMember, querystring: NoQuery } }, async (request) => {
     const { principal, workspace, membership } = await requireWorkspaceRole(ctx, request, request.params.id, 'viewer');
     await removeMember(ctx.documents, { workspaceId: workspace._id, actorUserId: principal.user._id, actorRole: membership.role, userId: request.params.userId });
     return { deleted: true, userId: request.params.userId };
   });
 
-  app.get('/v1/invitations', async (request) => {
+  app.get('/v1/invitations', { schema: { querystring: NoQuery } }, async (request) => {
     const { user } = await authenticateSession(ctx, request);
     return { invitations: await listInvitationsFor(ctx.documents, user, ctx.now()) };
   });
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/invitations/:id/accept', { schema: { params: ById } }, async (request) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/invitations/:id/accept', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const { user } = await authenticateSession(ctx, request);
     return acceptInvitation(ctx.documents, user, request.params.id, ctx.now());
   });
 
-  app.delete<{ Params: Static<typeof ById> }>('/v1/invitations/:id', { schema: { params: ById } }, async (request) => {
+  app.delete<{ Params: Static<typeof ById> }>('/v1/invitations/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const { user } = await authenticateSession(ctx, request);
     return deleteInvitation(ctx.documents, user, request.params.id);
   });
