@@ -1,9 +1,11 @@
-// Disabling (PATCH enabled:false) or deleting a webhook endpoint ends its pending deliveries at
-// once, with endpoint_disabled / endpoint_deleted in their attempt log (MANAGEMENT-API.md), not
-// when each next falls due: so an endpoint enabled again before then does not get them. A
-// delivery whose request is in flight at that moment is left to its attempt, which ends it once
-// it recorded the outcome. The first suite runs the whole app with its processors and a real
-// HTTPS receiver; the second runs one attempt on the embedded store with a stand-in egress.
+// Disabling (PATCH enabled:false) or deleting a webhook endpoint ends its pending deliveries
+// shortly after the answer, in the background, with endpoint_disabled / endpoint_deleted in their
+// attempt log (MANAGEMENT-API.md), not when each next falls due: so an endpoint enabled again
+// before then does not get them. A delivery whose request is in flight at that moment is left to
+// its attempt, which ends it once it recorded the outcome. The first suite runs the whole app with
+// its processors and a real HTTPS receiver; the second runs one attempt on the embedded store with
+// a stand-in egress. Backlogs larger than one batch, through the HTTP API:
+// webhook-endpoint-backlog.int.test.ts.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +14,8 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { attemptWebhookDelivery } from '../apps/services/webhooks/attempt.ts';
 import { deliveriesOf, type WebhookDelivery } from '../apps/services/webhooks/deliveries.ts';
+import { DeliveryEndings } from '../apps/services/webhooks/delivery-endings.ts';
+import type { DocumentStore } from '../infra/ports/document-store.ts';
 import { createEndpoint, deleteEndpoint, endpointsOf, updateEndpoint, type EndpointPolicy } from '../apps/services/webhooks/endpoints.ts';
 import { WEBHOOK_POLICY } from '../domain/webhooks/delivery.ts';
 import type { AttemptResult } from '../infra/ports/http-egress.ts';
@@ -27,7 +31,12 @@ import { makeTestCa, startHttpsReceiver, trustTestCa, type HttpsReceiver, type T
 const SCALE = 0.05;
 const HOST = 'hooks.relay.test';
 
-interface AppContext { ca: TestCa; dns: TestDnsServer; receiver: HttpsReceiver; t: TestApp; tenant: DeliveryTenant; policy: EndpointPolicy }
+interface AppContext { ca: TestCa; dns: TestDnsServer; receiver: HttpsReceiver; t: TestApp; tenant: DeliveryTenant; policy: EndpointPolicy; endings: DeliveryEndings }
+
+/** What the routes end pending deliveries with; a failed run fails the test. */
+const endingsOn = (documents: DocumentStore) => new DeliveryEndings({
+  documents, now: () => new Date(), onError: (error) => { throw error; },
+});
 const app = suite<AppContext>('webhooks: disabling or deleting an endpoint ends its pending deliveries');
 
 app.before(async (ctx) => {
@@ -42,8 +51,10 @@ app.before(async (ctx) => {
   }, { processors: true });
   ctx.tenant = await deliveryTenant(ctx.t);
   ctx.policy = { dnsServers: [ctx.dns.address], allow: ctx.t.config.webhookAllow };
+  ctx.endings = endingsOn(ctx.t.stores.documents);
 });
 app.after(async (ctx) => {
+  await ctx.endings.stop();
   await ctx.t.close();
   await ctx.receiver.close();
   await ctx.dns.close();
@@ -67,20 +78,22 @@ async function failedOnce(ctx: AppContext, endpointId: string, subject: string) 
 
 const emailIdOf = (body: string): string => JSON.parse(body).data.email_id;
 
-app('disabled: its pending delivery ends at once (endpoint_disabled); enabled again, the endpoint gets new events but never that delivery', async (ctx) => {
+app('disabled: its pending delivery ends shortly after (endpoint_disabled); enabled again, the endpoint gets new events but never that delivery', async (ctx) => {
   const endpoint = await newEndpoint(ctx, '/disable');
   ctx.receiver.answer = (r) => ({ status: r.path === '/disable' ? 500 : 200 });
   const { emailId, delivery, retryAt } = await failedOnce(ctx, endpoint._id, 'disable');
 
   // PATCH {enabled: false} (the route calls exactly this).
-  await updateEndpoint(ctx.t.stores.documents, ctx.policy, endpoint._id, { enabled: false }, new Date());
+  await updateEndpoint(ctx.t.stores.documents, ctx.policy, endpoint._id, { enabled: false }, new Date(), ctx.endings);
+  await waitUntil(async () => (await delivery())!.status === 'failed', 'the disable ended the pending delivery', 10_000);
   const ended = (await delivery())!;
-  assert.equal([ended.status, ended.nextAttemptAt], ['failed', null], 'ended by the disable, before its retry was due');
+  assert.equal([ended.status, ended.nextAttemptAt], ['failed', null]);
   assert.equal(ended.attemptLogs.map((l) => l.errorCode), ['http_error', 'endpoint_disabled']);
+  assert.ok(Date.parse(ended.attemptLogs[1].createdAt) < retryAt, 'ended by the disable, before its retry was due');
 
   // PATCH {enabled: true} before the retry was due; then, once it would have been, a new email:
   // its delivery is made, and the ended one is not (it was due first).
-  await updateEndpoint(ctx.t.stores.documents, ctx.policy, endpoint._id, { enabled: true }, new Date());
+  await updateEndpoint(ctx.t.stores.documents, ctx.policy, endpoint._id, { enabled: true }, new Date(), ctx.endings);
   ctx.receiver.answer = () => ({ status: 200 });
   await waitUntil(() => Date.now() > retryAt, 'the ended delivery\'s retry would have been due', 10_000);
   const later = await send(ctx.t, ctx.tenant.key, { from: `hello@${ctx.tenant.domain}`, to: 'ann@example.org', subject: 'after', text: 'hi' });
@@ -89,15 +102,17 @@ app('disabled: its pending delivery ends at once (endpoint_disabled); enabled ag
   assert.is((await delivery())!.status, 'failed');
 });
 
-app('deleted: its pending delivery ends at once (endpoint_deleted)', async (ctx) => {
+app('deleted: its pending delivery ends shortly after (endpoint_deleted)', async (ctx) => {
   const endpoint = await newEndpoint(ctx, '/delete');
   ctx.receiver.answer = (r) => ({ status: r.path === '/delete' ? 500 : 200 });
-  const { delivery } = await failedOnce(ctx, endpoint._id, 'delete');
+  const { delivery, retryAt } = await failedOnce(ctx, endpoint._id, 'delete');
   // DELETE (the route calls exactly this).
-  await deleteEndpoint(ctx.t.stores.documents, endpoint._id, new Date());
+  await deleteEndpoint(ctx.t.stores.documents, endpoint._id, new Date(), ctx.endings);
+  await waitUntil(async () => (await delivery())!.status === 'failed', 'the deletion ended the pending delivery', 10_000);
   const ended = (await delivery())!;
   assert.equal([ended.status, ended.nextAttemptAt], ['failed', null]);
   assert.equal(ended.attemptLogs.map((l) => l.errorCode), ['http_error', 'endpoint_deleted']);
+  assert.ok(Date.parse(ended.attemptLogs[1].createdAt) < retryAt, 'ended by the deletion, before its retry was due');
 });
 
 app.run();
@@ -131,7 +146,7 @@ async function seed(ctx: StoreContext, deliveries: string[]): Promise<void> {
   }
 }
 
-store('the disable ends the others at once and leaves the one in flight to its attempt, which ends it once its outcome (500) is recorded', async (ctx) => {
+store('the disable ends the others and leaves the one in flight to its attempt, which ends it once its outcome (500) is recorded', async (ctx) => {
   await seed(ctx, ['whd_flying', 'whd_waiting']);
   const answer = deferred<AttemptResult>();
   let posted = 0;
@@ -141,10 +156,13 @@ store('the disable ends the others at once and leaves the one in flight to its a
   }, (await deliveriesOf(ctx.documents).get('whd_flying'))!);
   await waitUntil(() => posted === 1, 'the request is in flight', 5_000);
 
-  await updateEndpoint(ctx.documents, policy, 'whe_1', { enabled: false }, new Date());
-  assert.is((await deliveriesOf(ctx.documents).get('whd_waiting'))!.status, 'failed', 'the one not in flight ended at once');
+  const endings = endingsOn(ctx.documents);
+  await updateEndpoint(ctx.documents, policy, 'whe_1', { enabled: false }, new Date(), endings);
+  await endings.idle();
+  assert.is((await deliveriesOf(ctx.documents).get('whd_waiting'))!.status, 'failed', 'the one not in flight ended');
   assert.is((await deliveriesOf(ctx.documents).get('whd_flying'))!.status, 'pending', 'the one in flight is its attempt\'s');
-  await updateEndpoint(ctx.documents, policy, 'whe_1', { enabled: false }, new Date());
+  await updateEndpoint(ctx.documents, policy, 'whe_1', { enabled: false }, new Date(), endings);
+  await endings.idle();
   assert.is((await deliveriesOf(ctx.documents).get('whd_flying'))!.status, 'pending', 'and stays so');
 
   answer.resolve({ httpStatus: 500, errorCode: 'http_error', durationMs: 5, responseSnippet: null });
@@ -162,7 +180,9 @@ store('a delivery in flight that succeeds stays succeeded', async (ctx) => {
     egress: { post: () => answer.promise, checkDestination: async () => ({ ok: true }) },
   }, (await deliveriesOf(ctx.documents).get('whd_flying'))!);
   await waitUntil(async () => (await deliveriesOf(ctx.documents).get('whd_flying'))!.attempts === 1, 'the attempt is taken', 5_000);
-  await deleteEndpoint(ctx.documents, 'whe_1', new Date());
+  const endings = endingsOn(ctx.documents);
+  await deleteEndpoint(ctx.documents, 'whe_1', new Date(), endings);
+  await endings.idle();
   answer.resolve({ httpStatus: 200, errorCode: null, durationMs: 5, responseSnippet: null });
   await attempt;
   const flown = (await deliveriesOf(ctx.documents).get('whd_flying'))!;

@@ -83,9 +83,6 @@ export const IdParam = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' }),
 });
 
-/** The query of POST /v1/emails and GET /v1/emails/{id}, which take none: the one every such route uses. */
-export { NoQuery } from './query.schemas.ts';
-
 export const ListEmailsQuery = Type.Object(
   {
     // The spec limits neither: a value that cannot be an address or a domain just matches nothing.

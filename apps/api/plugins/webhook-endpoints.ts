@@ -1,5 +1,7 @@
 // Webhook endpoints (session API): members read, write roles change; the signing secret is in
-// the answer to creation and rotation only.
+// the answer to creation and rotation only. Disabling or deleting one is answered once the
+// endpoint's change is durable; its pending deliveries end after, in the background, and
+// closing the server waits for that work to leave off (the rest ends as it falls due).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import {
@@ -11,6 +13,8 @@ import { showsSecret } from '../secret-answers.ts';
 import { Id } from './management-schemas.ts';
 import { notFound } from '../../../domain/errors.ts';
 import { endpointDeliveries } from '../../services/webhooks/deliveries.ts';
+import { DeliveryEndings } from '../../services/webhooks/delivery-endings.ts';
+import { NoQuery } from './query.schemas.ts';
 import { CreateEndpointBody, DeliveriesQuery, EndpointDeliveries, UpdateEndpointBody } from './webhook-endpoints.schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
@@ -19,6 +23,14 @@ const ById = Type.Object({ id: Id });
 export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
   const policy: EndpointPolicy = { dnsServers: ctx.config.dnsServers, allow: ctx.config.webhookAllow };
+  const endings = new DeliveryEndings({
+    documents: ctx.documents,
+    now: ctx.now,
+    onEnded: (reason, count) => ctx.metrics.webhookAttempts(reason).inc(count),
+    onError: (error, endpointId) => app.log.error({ err: error, endpointId }, 'ending the pending deliveries of a disabled or deleted webhook endpoint failed; the rest end as each falls due'),
+  });
+  // Before the stores close (apps/relay.ts closes the API first): no batch writes after that.
+  app.addHook('onClose', () => endings.stop());
 
   async function requireEndpointAccess(request: FastifyRequest, id: string, mode: AccessMode) {
     const endpoint = await getEndpoint(ctx.documents, id);
@@ -28,7 +40,7 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.post<{ Params: Static<typeof ByProject>; Body: CreateEndpointBody }>(
     '/v1/projects/:projectId/webhook-endpoints',
-    { schema: { params: ByProject, body: CreateEndpointBody } },
+    { schema: { params: ByProject, querystring: NoQuery, body: CreateEndpointBody } },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
       const { endpoint, secret } = await createEndpoint(ctx.documents, ctx.services.secrets, policy, {
@@ -38,12 +50,12 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
     },
   );
 
-  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/webhook-endpoints', { schema: { params: ByProject } }, async (request) => {
+  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/webhook-endpoints', { schema: { params: ByProject, querystring: NoQuery } }, async (request) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
     return { endpoints: (await listEndpoints(ctx.documents, project._id)).map(endpointView) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById } }, async (request) =>
+  app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) =>
     endpointView(await requireEndpointAccess(request, request.params.id, 'read')));
 
   // The endpoint's recent deliveries with every attempt and what the receiver answered.
@@ -59,20 +71,20 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.patch<{ Params: Static<typeof ById>; Body: UpdateEndpointBody }>(
     '/v1/webhook-endpoints/:id',
-    { schema: { params: ById, body: UpdateEndpointBody } },
+    { schema: { params: ById, querystring: NoQuery, body: UpdateEndpointBody } },
     async (request) => {
       const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
-      return endpointView(await updateEndpoint(ctx.documents, policy, endpoint._id, request.body, ctx.now()));
+      return endpointView(await updateEndpoint(ctx.documents, policy, endpoint._id, request.body, ctx.now(), endings));
     },
   );
 
-  app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById } }, async (request) => {
+  app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
-    await deleteEndpoint(ctx.documents, endpoint._id, ctx.now());
+    await deleteEndpoint(ctx.documents, endpoint._id, ctx.now(), endings);
     return { ...endpointView(endpoint), deleted: true };
   });
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById } }, async (request, reply) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById, querystring: NoQuery } }, async (request, reply) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
     return showsSecret(reply).send({ secret: await rotateSecret(ctx.documents, ctx.services.secrets, endpoint._id, ctx.now()) });
   });

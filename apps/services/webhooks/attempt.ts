@@ -2,9 +2,12 @@
 // take the attempt with compare-and-set (a lease: apps/services/webhooks/deliveries.ts), sign the
 // exact body, post it through the SSRF-safe egress (infra/http/webhook-egress.ts), and record
 // the outcome with the next attempt's time on the spec's schedule (domain/webhooks/delivery.ts).
-// A delivery whose endpoint is gone or disabled ends without a request; one whose endpoint was
-// disabled or deleted while its request was in flight ends once its outcome is recorded
-// (endPendingDeliveries, run at the change, leaves a delivery taken by an attempt to it).
+// A delivery whose endpoint is gone or disabled, or was made before the endpoint was last
+// disabled, ends without a request; one whose endpoint was disabled or deleted while its request
+// was in flight ends once its outcome is recorded (endPendingDeliveries, run in the background
+// after the change, leaves a delivery taken by an attempt to it). So every delivery pending at
+// such a change ends, whether or not that background run reached it before the process stopped
+// or crashed.
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
@@ -73,10 +76,13 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
   if (recorded?.status === 'pending') await openEndpoint(deps, recorded);
 }
 
-/** The delivery's endpoint if it is there and enabled; otherwise ends the delivery without a request, and null. */
+/**
+ * The delivery's endpoint if it is there, enabled, and was not disabled since the delivery was
+ * made; otherwise ends the delivery without a request, and null.
+ */
 async function openEndpoint(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<WebhookEndpoint | null> {
   const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
-  if (endpoint?.enabled) return endpoint;
+  if (endpoint?.enabled && !(endpoint.endedUpTo !== undefined && delivery.createdAt <= endpoint.endedUpTo)) return endpoint;
   const reason = endpoint ? 'endpoint_disabled' : 'endpoint_deleted';
   // Not written when the delivery changed meanwhile (endPendingDeliveries ended it, or an attempt took it).
   if (await abandon(deps.documents, delivery, reason, deps.now())) deps.onResult?.(null, reason);

@@ -4,7 +4,9 @@
 // again (redelivery, rebalance) creates nothing new. Each attempt is taken with
 // compare-and-set before its request is made, so one dispatcher makes it; one that dies
 // mid-attempt leaves it due again after a lease (at-least-once, as the spec's receivers expect).
-// Disabling or deleting an endpoint ends its pending deliveries then (endPendingDeliveries).
+// Disabling or deleting an endpoint ends its pending deliveries shortly after, in the background
+// (endPendingDeliveries, run by ./delivery-endings.ts), and any of them left pending then (a crash,
+// a stop) as it falls due (./attempt.ts).
 import { createHash } from 'node:crypto';
 import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
@@ -158,34 +160,56 @@ export async function abandon(documents: DocumentStore, delivery: Stored<Webhook
 const leased = (delivery: WebhookDelivery, now: Date): boolean =>
   delivery.attempts > (delivery.attemptLogs.at(-1)?.number ?? 0) && delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now.toISOString();
 
-/** Pending deliveries ended per read by endPendingDeliveries. */
-const END_BATCH = 100;
+/**
+ * Pending deliveries ended per batch by endPendingDeliveries: one read and one round of writes
+ * (sharing a commit) between two turns of the event loop.
+ */
+export const END_BATCH = 100;
+
+export interface EndingOptions {
+  now: () => Date;
+  /** Asked before each batch: true leaves the rest (the process stops; attempts end them as they fall due). */
+  stopped: () => boolean;
+  /** Told how many deliveries each batch ended. */
+  onEnded?: (count: number) => void;
+}
 
 /**
- * Ends the pending deliveries of an endpoint just disabled or deleted (`reason` in their attempt
- * log, as an attempt finding it so would: abandon), rather than when each next falls due.
- * Read over the `pending` index, each ended by compare-and-set. One taken by an attempt (leased)
- * is left to that attempt: attemptWebhookDelivery looks at the endpoint again once it recorded
- * its outcome, and ends the delivery if it is still pending. One that changed since it was read
- * (an attempt took it) is left to its attempt the same way. Returns how many it ended.
+ * Ends the pending deliveries of an endpoint disabled or deleted (`reason` in their attempt log,
+ * as an attempt finding it so would: abandon) that were made up to `upTo`, the instant of that
+ * change, rather than when each next falls due. Those made since are left: the endpoint may have
+ * been enabled again. Read over the `pending` index END_BATCH at a time, each ended by
+ * compare-and-set, yielding to the event loop between batches: a backlog of any size never holds
+ * the process. One taken by an attempt (leased) is left to that attempt: attemptWebhookDelivery
+ * looks at the endpoint again once it recorded its outcome, and ends the delivery if it is still
+ * pending. One that changed since it was read (an attempt took it) is left to its attempt the
+ * same way. Returns how many it ended; a failed write throws once its batch has settled.
  */
-export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, now: Date): Promise<number> {
+export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, upTo: string, options: EndingOptions): Promise<number> {
   let ended = 0;
   let after: Record<string, string> | undefined;
-  for (;;) {
+  while (!options.stopped()) {
     const batch = await deliveriesOf(documents).find({
       where: { status: 'pending', endpointId },
       orderBy: [['status', 'asc'], ['endpointId', 'asc'], ['nextAttemptAt', 'asc'], ['_id', 'asc']],
       limit: END_BATCH,
       after,
     });
-    for (const delivery of batch) {
-      if (!leased(delivery, now) && await abandon(documents, delivery, reason, now)) ended++;
-    }
-    if (batch.length < END_BATCH) return ended;
+    const now = options.now();
+    const written = await Promise.allSettled(batch
+      .filter((delivery) => delivery.createdAt <= upTo && !leased(delivery, now))
+      .map((delivery) => abandon(documents, delivery, reason, now)));
+    const count = written.filter((w) => w.status === 'fulfilled' && w.value).length;
+    ended += count;
+    if (count > 0) options.onEnded?.(count);
+    const failed = written.find((w) => w.status === 'rejected');
+    if (failed) throw failed.reason;
+    if (batch.length < END_BATCH) break;
     const last = batch[batch.length - 1];
     after = { status: 'pending', endpointId, nextAttemptAt: last.nextAttemptAt!, _id: last._id };
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
+  return ended;
 }
 
 /** EmailDetail.webhookDeliveries: at most 100, newest first. */

@@ -8,7 +8,8 @@
 // processes): each endpoint holds one of the project's slots, a document `<projectId>#<n>`
 // (n < MAX_ENDPOINTS_PER_PROJECT) that a creation claims by inserting it (the store's unique
 // _id: atomic on every adapter, where compare-and-set across processes is not on all), and a
-// deletion frees. Disabling or deleting an endpoint ends its pending deliveries at once.
+// deletion frees. Disabling or deleting an endpoint ends its pending deliveries shortly after
+// the change is answered, in the background (./delivery-endings.ts).
 import { randomBytes } from 'node:crypto';
 import { notFound, RelayError, validationError } from '../../../domain/errors.ts';
 import { isWebhookEventType, type WebhookEventType } from '../../../domain/webhooks/events.ts';
@@ -21,7 +22,7 @@ import { updateDocument } from '../management/documents.ts';
 import { newId } from '../management/ids.ts';
 import { CONTROL_CHARACTERS } from '../management/names.ts';
 import { claimSlot } from '../slots.ts';
-import { endPendingDeliveries } from './deliveries.ts';
+import type { DeliveryEndings } from './delivery-endings.ts';
 
 const SECRET_PURPOSE = 'webhook-signing-secret';
 /** A project's endpoints, at most: what creation allows, the list shows and each event fans out to. */
@@ -44,6 +45,14 @@ export interface WebhookEndpoint {
   secretSealed: string;
   /** The project's slot the endpoint holds; absent on endpoints made before slots existed (see claimSlot). */
   slot?: string;
+  /**
+   * The last change that left it disabled: its deliveries made up to then end without a request,
+   * also once it is enabled again (attempt.ts), so that enabling it does not send those the
+   * background ending (./delivery-endings.ts) had not reached yet. Compared with the deliveries'
+   * createdAt, written by other processes: their clocks agree far more closely than a person can
+   * disable and enable an endpoint. Absent on endpoints never disabled.
+   */
+  endedUpTo?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -200,21 +209,26 @@ export async function getEndpoint(documents: DocumentStore, id: string): Promise
 
 export async function updateEndpoint(
   documents: DocumentStore, policy: EndpointPolicy, id: string,
-  patch: { url?: string; events?: unknown; enabled?: boolean; description?: string | null }, now: Date,
+  patch: { url?: string; events?: unknown; enabled?: boolean; description?: string | null }, now: Date, endings: DeliveryEndings,
 ): Promise<WebhookEndpoint> {
   const url = patch.url === undefined ? undefined : await checkedUrl(patch.url, policy);
   const events = patch.events === undefined ? undefined : checkedEvents(patch.events);
   const description = patch.description === undefined ? undefined : checkedDescription(patch.description);
-  const updated = await updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => ({
-    ...current,
-    ...(url !== undefined ? { url } : {}),
-    ...(events !== undefined ? { events } : {}),
-    ...(description !== undefined ? { description } : {}),
-    ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
-    updatedAt: now.toISOString(),
-  }));
-  // Its pending deliveries end now, not when each next falls due (enabling it again before then would send them).
-  if (!updated.enabled) await endPendingDeliveries(documents, id, 'endpoint_disabled', now);
+  const updated = await updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => {
+    const enabled = patch.enabled ?? current.enabled;
+    return {
+      ...current,
+      ...(url !== undefined ? { url } : {}),
+      ...(events !== undefined ? { events } : {}),
+      ...(description !== undefined ? { description } : {}),
+      enabled,
+      ...(enabled ? {} : { endedUpTo: now.toISOString() }),
+      updatedAt: now.toISOString(),
+    };
+  });
+  // Its pending deliveries end shortly after, not when each next falls due; endedUpTo keeps
+  // enabling it again from sending those not ended by then.
+  if (!updated.enabled) endings.start(id, 'endpoint_disabled', now.toISOString());
   return updated;
 }
 
@@ -224,12 +238,12 @@ export async function rotateSecret(documents: DocumentStore, secrets: SecretBox,
   return secret;
 }
 
-/** Deletes the endpoint, frees its slot and ends its pending deliveries. */
-export async function deleteEndpoint(documents: DocumentStore, id: string, now: Date): Promise<void> {
+/** Deletes the endpoint and frees its slot; its pending deliveries end shortly after (`endings`). */
+export async function deleteEndpoint(documents: DocumentStore, id: string, now: Date, endings: DeliveryEndings): Promise<void> {
   const endpoint = await endpointsOf(documents).get(id);
   if (!endpoint || !(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
   if (endpoint.slot !== undefined) await freeSlot(documents, endpoint.slot, id);
-  await endPendingDeliveries(documents, id, 'endpoint_deleted', now);
+  endings.start(id, 'endpoint_deleted', now.toISOString());
 }
 
 export async function ensureEndpointIndexes(documents: DocumentStore): Promise<void> {

@@ -1,0 +1,85 @@
+// Ending the pending deliveries of endpoints disabled or deleted, in the background of the
+// process that made the change: an endpoint that was down for a day can hold hundreds of
+// thousands of them, too many to end inside the request that changed it (the request would take
+// minutes, and a client retrying it on a timeout would start it again). The change is answered
+// once the endpoint's own document is durable; its deliveries end shortly after, batch by batch
+// (endPendingDeliveries), while the process goes on answering.
+//
+// Nothing here needs to survive a crash or a stop: what a run did not reach ends when it falls
+// due, as attemptWebhookDelivery ends any delivery whose endpoint is gone or disabled, or that
+// was made before the endpoint was last disabled (WebhookEndpoint.endedUpTo), without a request.
+import type { DocumentStore } from '../../../infra/ports/document-store.ts';
+import { endPendingDeliveries, type EndpointClosed } from './deliveries.ts';
+
+export interface DeliveryEndingsDeps {
+  documents: DocumentStore;
+  now: () => Date;
+  /** Told how many deliveries a batch ended, and why (/metrics counts them as it counts those an attempt ends without a request). */
+  onEnded?: (reason: EndpointClosed, count: number) => void;
+  /** Told when a run fails: the rest of its deliveries then end as each falls due. */
+  onError: (error: Error, endpointId: string) => void;
+}
+
+interface Ending {
+  reason: EndpointClosed;
+  upTo: string;
+}
+
+export class DeliveryEndings {
+  readonly #deps: DeliveryEndingsDeps;
+  /** One run per endpoint at a time: changes made again and again to one endpoint never run side by side. */
+  readonly #running = new Map<string, Promise<void>>();
+  /** The latest change to an endpoint made while its run was going (the latest wins): run once that one ends. */
+  readonly #next = new Map<string, Ending>();
+  #stopped = false;
+
+  constructor(deps: DeliveryEndingsDeps) {
+    this.#deps = deps;
+  }
+
+  /** Ends, in the background, the endpoint's pending deliveries made up to `upTo` (the instant it was disabled or deleted). */
+  start(endpointId: string, reason: EndpointClosed, upTo: string): void {
+    if (this.#stopped) return;
+    if (this.#running.has(endpointId)) {
+      this.#next.set(endpointId, { reason, upTo });
+      return;
+    }
+    this.#running.set(endpointId, this.#run(endpointId, { reason, upTo }));
+  }
+
+  /** Resolves once no run is going. */
+  async idle(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all(this.#running.values());
+  }
+
+  /** Starts no run from now on, and resolves once every run has left off after its batch in progress: none writes after this. */
+  stop(): Promise<void> {
+    this.#stopped = true;
+    return this.idle();
+  }
+
+  async #run(endpointId: string, first: Ending): Promise<void> {
+    try {
+      // A turn of the event loop first: the request that asked for it is answered before any batch is read.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      let ending: Ending | undefined = first;
+      while (ending !== undefined && !this.#stopped) {
+        const { reason, upTo } = ending;
+        try {
+          await endPendingDeliveries(this.#deps.documents, endpointId, reason, upTo, {
+            now: this.#deps.now,
+            stopped: () => this.#stopped,
+            onEnded: (count) => this.#deps.onEnded?.(reason, count),
+          });
+        } catch (error) {
+          this.#deps.onError(error as Error, endpointId);
+        }
+        ending = this.#next.get(endpointId);
+        this.#next.delete(endpointId);
+      }
+    } finally {
+      this.#next.delete(endpointId);
+      this.#running.delete(endpointId);
+    }
+  }
+}
