@@ -7,7 +7,7 @@ import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
 import { CSV_COLUMNS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
-import { lineWriter } from './output.ts';
+import { isOutputClosed, lineWriter } from './output.ts';
 import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
 
 const POSITION_FORMAT = [
@@ -146,16 +146,34 @@ export async function events(args: string[]): Promise<number> {
     if (!values.follow || printed >= limit) return 0;
     const sinceMs = since && 'time' in since ? since.time.getTime() : null;
     await new Promise<void>((resolve) => {
+      let stopping = false;
+      const stop = () => {
+        if (stopping) return;
+        stopping = true;
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+        process.stdout.off('close', stop);
+        void subscription.stop().then(resolve);
+      };
       const subscription = stores.events.subscribeAll({ after, filter }, async (e) => {
-        if (types && !types.has(e.type)) return;
+        if (stopping || (types && !types.has(e.type))) return;
         // Also by time, as the catch-up: nothing recorded before --since, wherever the live part starts.
         if (sinceMs !== null && Date.parse(e.recordedAt) < sinceMs) return;
-        await write(shape(e));
-        if (++printed >= limit) void subscription.stop().then(resolve);
+        try {
+          await write(shape(e));
+        } catch (error) {
+          // The reader went away (`| head -1`): stop, as the catch-up does. Rethrown, the store
+          // would retry the write to a dead pipe for ever.
+          if (!isOutputClosed(error)) throw error;
+          stop();
+          return;
+        }
+        if (++printed >= limit) stop();
       });
-      const stop = () => void subscription.stop().then(resolve);
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      // A reader that leaves while nothing new is recorded ends the follow too.
+      process.stdout.once('close', stop);
     });
     return 0;
   } finally {
