@@ -10,6 +10,9 @@
 //   BENCH_API_PROCESSES=2  POST /v1/emails on that many API processes, each on a data directory of its
 //                       own, the load spread over them: what both cores give when nothing is shared
 //                       (a ceiling for any split of admission over processes, not a way to run Relay)
+//   BENCH_FLOOR=1       also load the floor of a durable admission on this stack (./admission-floor.ts:
+//                       fastify, node:sqlite and node:crypto doing an admission's essential work, none of
+//                       Relay's code) in every round, and print its share of the bare route too
 //
 // Both servers run for the whole bench; each of BENCH_RUNS rounds loads the bare route, then
 // POST /v1/emails, at each connection count, so that the two are measured alternately, close in
@@ -41,6 +44,7 @@ const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 40);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const SQL_STATS = process.env.BENCH_SQL_STATS === '1';
 const API_PROCESSES = Number(process.env.BENCH_API_PROCESSES ?? 1);
+const FLOOR = process.env.BENCH_FLOOR === '1';
 
 interface Ready { url: string; keys: string[]; domains: string[] }
 
@@ -80,7 +84,7 @@ async function serveRelay(dataDir: string): Promise<Ready> {
 // ---------------------------------------------------------------------------------------
 // Load (this process)
 
-function startServer(kind: 'bare' | 'relay', dataDir: string): Promise<{ child: ChildProcess; ready: Ready }> {
+function startServer(kind: 'bare' | 'relay' | 'floor', dataDir: string): Promise<{ child: ChildProcess; ready: Ready }> {
   const child = fork(fileURLToPath(import.meta.url), ['serve', kind, dataDir], { execArgv: process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('message', (ready) => resolve({ child, ready: ready as Ready }));
@@ -145,19 +149,22 @@ async function load(name: string, servers: Server[], connections: number): Promi
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-'));
   const servers: Array<{ child: ChildProcess; ready: Ready }> = [];
-  /** [round][connections index] → bare and relay results. */
-  const rounds: Array<Array<{ bare: Result; relay: Result }>> = [];
+  /** [round][connections index] → bare, relay and (BENCH_FLOOR=1) floor results. */
+  const rounds: Array<Array<{ bare: Result; relay: Result; floor?: Result }>> = [];
   try {
     servers.push(await startServer('bare', dataDir));
+    const floor = FLOOR ? await startServer('floor', mkdtempSync(join(dataDir, 'floor-'))) : null;
     for (let p = 0; p < API_PROCESSES; p++) servers.push(await startServer('relay', API_PROCESSES === 1 ? dataDir : mkdtempSync(join(dataDir, `api${p}-`))));
     const [bare, ...relays] = servers;
+    if (floor) servers.push(floor);
     const relayName = API_PROCESSES === 1 ? 'POST /v1/emails (embedded)' : `POST /v1/emails (${API_PROCESSES} processes)`;
     for (let round = 1; round <= RUNS; round++) {
-      const row: Array<{ bare: Result; relay: Result }> = [];
+      const row: Array<{ bare: Result; relay: Result; floor?: Result }> = [];
       for (const connections of CONNECTIONS) {
         row.push({
           bare: await load(`bare fastify route (202), ${connections} conn`, [bare], connections),
           relay: await load(`${relayName}, ${connections} conn`, relays, connections),
+          ...(floor ? { floor: await load(`floor of an admission, ${connections} conn`, [floor], connections) } : {}),
         });
       }
       rounds.push(row);
@@ -175,7 +182,7 @@ async function main(): Promise<void> {
   const rate = (r: Result) => r.requests / r.seconds;
   rounds.forEach((row, round) => {
     for (const pair of row) {
-      for (const r of [pair.bare, pair.relay]) {
+      for (const r of [pair.bare, pair.relay, ...(pair.floor ? [pair.floor] : [])]) {
         const cpuMs = Number.isFinite(r.cpuMsPerRequest) ? r.cpuMsPerRequest.toFixed(3) : 'n/a';
         console.log(`${`${round + 1}  ${r.name}`.padEnd(46)} ${rate(r).toFixed(0).padStart(9)} ${r.p50.toFixed(2).padStart(8)} ${r.p95.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${cpuMs.padStart(11)}  ${JSON.stringify(r.statuses)}; ${r.machine.replace(/^machine: /, '')}`);
       }
@@ -186,6 +193,10 @@ async function main(): Promise<void> {
     const shares = rounds.map((row) => rate(row[i].relay) / rate(row[i].bare)).sort((a, b) => a - b);
     const median = percentile(shares, 50);
     console.log(`${c} conn: POST /v1/emails reaches ${(median * 100).toFixed(1)}% of the bare route's throughput (median of ${shares.length} rounds; each: ${rounds.map((row) => `${((rate(row[i].relay) / rate(row[i].bare)) * 100).toFixed(1)}%`).join(', ')})`);
+    if (!FLOOR) return;
+    const floorShares = rounds.map((row) => rate(row[i].floor!) / rate(row[i].bare));
+    const costs = rounds.map((row) => row[i].relay.cpuMsPerRequest / row[i].floor!.cpuMsPerRequest);
+    console.log(`${c} conn: the floor reaches ${(percentile([...floorShares].sort((a, b) => a - b), 50) * 100).toFixed(1)}% (each: ${floorShares.map((s) => `${(s * 100).toFixed(1)}%`).join(', ')}); POST /v1/emails costs ${percentile([...costs].sort((a, b) => a - b), 50).toFixed(2)}× the floor's CPU per request (each: ${costs.map((x) => `${x.toFixed(2)}×`).join(', ')})`);
   });
   if (rounds.some((row) => row.some(({ relay }) => Object.keys(relay.statuses).some((s) => s !== '202')))) console.log('note: some admissions were not 202 (see statuses)');
   if (SQL_STATS) printSql(rounds.at(-1)!.map(({ relay }) => relay));
@@ -204,7 +215,8 @@ function printSql(results: Result[]): void {
 
 // Last: everything above is initialized by now.
 if (process.argv[2] === 'serve') {
-  const ready = process.argv[3] === 'relay' ? await serveRelay(process.argv[4]) : await serveBare();
+  const kind = process.argv[3];
+  const ready = kind === 'relay' ? await serveRelay(process.argv[4]) : kind === 'floor' ? await (await import('./admission-floor.ts')).serveFloor(process.argv[4]) : await serveBare();
   process.send!(ready);
   process.on('SIGTERM', () => process.exit(0));
 } else {
