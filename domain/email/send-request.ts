@@ -139,6 +139,47 @@ function longestUnencodedWord(value: string): number {
   return longest;
 }
 
+/**
+ * Custom headers (lower-cased names) whose value is a list of <URI>: RFC 2369's List-Help,
+ * List-Unsubscribe, List-Subscribe, List-Post, List-Owner and List-Archive, and RFC 5064's
+ * Archived-At. They are structured fields, where RFC 2047 5 allows no encoded word: a receiver
+ * reads an encoded List-Unsubscribe as no URI at all, and one-click unsubscribe (RFC 8058) is
+ * lost. So the composer writes them as given (uriListSentAsWritten) and admission holds them to
+ * what that needs, as it does UNENCODED_HEADERS: ASCII, and no word too long for a line.
+ * List-Id is not among them: its phrase is text and may be encoded.
+ */
+export const URI_LIST_HEADERS: readonly string[] = ['list-help', 'list-unsubscribe', 'list-subscribe', 'list-post', 'list-owner', 'list-archive', 'archived-at'];
+
+/** A line's 998 characters (RFC 5322 2.1.1). */
+const MAX_LINE_LENGTH = 998;
+
+/**
+ * Why a URI-list header's value cannot be sent as written, or null. It is folded only at the
+ * whitespace the client wrote (between entries, after ", "), never inside <…>: RFC 2369 2 asks
+ * readers to ignore whitespace there, but one that does not would read a URI with a space in it,
+ * and one-click unsubscribe would fail where it cannot be seen. A value is at most 998
+ * characters, so all this refuses is a word of 998 (a URI as long as the whole value, or entries
+ * without whitespace between them): a line holds the fold's space and 997 more.
+ */
+export function uriListProblem(value: string): string | null {
+  if (/[^\x00-\x7f]/.test(value)) return 'must hold only ASCII characters: this header is sent as written, not RFC 2047 encoded';
+  // A first word too long for the field name's line is folded at the space after "Name:".
+  let longest = 0;
+  for (const [line] of ` ${value}`.matchAll(/\s*\S+/g)) longest = Math.max(longest, line.length);
+  if (longest > MAX_LINE_LENGTH) {
+    return `must not hold a word longer than ${MAX_LINE_LENGTH - 1} characters: this header is a list of <URI> sent as written, folded only at the whitespace between its entries`;
+  }
+  return null;
+}
+
+/**
+ * Whether the composer writes this custom header as given: a URI list as admission takes it now.
+ * One admitted before these rules goes as it went then, encoded where nodemailer would.
+ */
+export function uriListSentAsWritten(name: string, value: string): boolean {
+  return URI_LIST_HEADERS.includes(name.toLowerCase()) && (headerTextProblem(value) ?? uriListProblem(value)) === null;
+}
+
 /** Why a custom header of this (lower-cased) name may not hold `value` as the message would carry it, or null. */
 function headerValueProblem(lower: string, value: string): string | null {
   if (lower === 'sender') {
@@ -146,6 +187,7 @@ function headerValueProblem(lower: string, value: string): string | null {
     const parsed = value.trim() === '' ? null : parseMailbox(value);
     return parsed === null || parsed.ok ? null : `must be one mailbox, "address" or "Name <address>", whose address is ASCII (${parsed.reason})`;
   }
+  if (URI_LIST_HEADERS.includes(lower)) return uriListProblem(value);
   if (!UNENCODED_HEADERS.includes(lower)) return null;
   if (/[^\x00-\x7f]/.test(value)) return 'must hold only ASCII characters: this header is sent as written, not RFC 2047 encoded';
   if (longestUnencodedWord(value) > MAX_UNENCODED_WORD_LENGTH) return `must not hold a word longer than ${MAX_UNENCODED_WORD_LENGTH} characters: this header is sent as written and a word cannot be folded`;

@@ -11,6 +11,7 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
+import { uriListSentAsWritten } from '../../domain/email/send-request.ts';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
 import { pooledRandomBytes } from '../secrets/random-pool.ts';
@@ -97,8 +98,9 @@ const MAX_LINE_LENGTH = 998;
 
 /**
  * Fields nodemailer (MimeNode.encodeHeaderValue) does not write as unstructured text: address
- * lists, msg-ids, the structured OTP-Token, its own Date and content fields. Every other field
- * is text, RFC 2047 encoded where it needs to be.
+ * lists, msg-ids, the structured OTP-Token, its own Date and content fields. URI lists are
+ * written as given (send-request.ts URI_LIST_HEADERS). Every other field is text, RFC 2047
+ * encoded where it needs to be.
  */
 const NOT_TEXT_FIELDS = new Set([
   'from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'message-id', 'in-reply-to', 'content-id', 'otp-token', 'references',
@@ -127,8 +129,8 @@ function forcedEncodedWords(fieldName: string, text: string): string | null {
   return mimeFuncs.encodeWord(text, other < latin ? 'Q' : 'B', 52);
 }
 
-/** Encoded words, folded by nodemailer at the spaces between them. */
-const prepared = (encoded: string) => ({ prepared: true, foldLines: true, value: encoded });
+/** Encoded words, or a value written as given, folded by nodemailer at the whitespace it holds. */
+const prepared = (value: string) => ({ prepared: true, foldLines: true, value });
 
 /**
  * nodemailer writes a display name bare, quoted or, when it is not ASCII, as encoded words
@@ -187,6 +189,12 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
   // Added after compiling so they follow the standard headers instead of preceding them.
   for (const [name, value] of Object.entries(input.headers)) {
     if (isComposerOwned(name)) continue;
+    // A list of <URI> (List-Unsubscribe and kin) is structured: no encoded word, neither ours
+    // nor nodemailer's (it encodes text holding '"' or an encoded word look-alike such as "=?4f").
+    if (uriListSentAsWritten(name, value)) {
+      root.addHeader(name, prepared(value));
+      continue;
+    }
     const lower = name.toLowerCase();
     const encoded = NOT_TEXT_FIELDS.has(lower) ? null : forcedEncodedWords(name, value);
     root.addHeader(name, lower === 'sender' ? sender(value) : encoded === null ? value : prepared(encoded));
