@@ -36,7 +36,7 @@ export const EMAIL_EVENT_MEANINGS: Record<EmailEventType, EmailEventMeaning> = {
     timeline: ['email.sent', 'email.delivered', 'email.delayed', 'email.bounced', 'email.rejected', 'email.failed'],
   },
   DeliveryFailed: {
-    summary: 'Delivery ended without an attempt outcome for the recipients still pending (delivery_unknown, content_expired, sender_domain_unavailable).',
+    summary: 'Delivery ended without an attempt outcome for the recipients still pending (delivery_unknown, content_expired, sender_domain_unavailable, message_unbuildable).',
     statuses: ['failed'], merge: 'replace', timeline: ['email.failed'],
   },
   RecipientReported: {

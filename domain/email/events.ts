@@ -150,7 +150,7 @@ export type DeliveryAttempted = { type: 'DeliveryAttempted'; data: Static<typeof
  */
 export const DeliveryFailedDataSchema = Type.Object({
   attempt: Type.Integer({ minimum: 0 }),
-  failureCode: Type.String({ description: 'delivery_unknown, content_expired or sender_domain_unavailable.' }),
+  failureCode: Type.String({ description: 'delivery_unknown, content_expired, sender_domain_unavailable or message_unbuildable.' }),
   reason: Type.String(),
   recipients: Type.Array(Type.Object({ index: RecipientIndex, address: Nullable(Type.String()) })),
   occurredAt: Instant,
