@@ -184,7 +184,7 @@ export class ConnectionPool {
         clearTimeout(idle.idleTimer);
         idle.state = 'busy';
         idle.fresh = false;
-        if (await reset(idle)) return idle;
+        if (await reset(idle, this.#options.commandTimeoutMs)) return idle;
         this.discard(idle);
         continue;
       }

@@ -14,13 +14,21 @@ export interface PooledSession {
 /** How long a QUIT may wait for its reply before the socket is closed anyway. */
 const QUIT_GRACE_MS = 1000;
 
-/** True when the connection answered RSET; false when it failed or the server had dropped it. */
-export function reset(session: PooledSession): Promise<boolean> {
+/**
+ * True when the connection answered RSET within `replyMs`; false when it failed, the server had
+ * dropped it, or its reply took longer however it trickled in (the connection is then closed).
+ */
+export function reset(session: PooledSession, replyMs: number): Promise<boolean> {
   if (session.conn.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
+    const settle = (answered: boolean) => {
+      clearDeadline();
+      resolve(answered);
+    };
+    const clearDeadline = deadline(session.conn, replyMs, 'no complete reply to RSET', () => settle(false));
     // A connection the server dropped while idle may never answer: its end settles this.
-    session.ended.then(() => resolve(false));
-    session.conn.reset((error) => resolve(!error));
+    session.ended.then(() => settle(false));
+    session.conn.reset((error) => settle(!error));
   });
 }
 
@@ -36,18 +44,26 @@ export function afterPendingReplies(then: () => void): void {
 }
 
 /**
- * Bounds a session's setup (connection, greeting, EHLO, STARTTLS and EHLO again, AUTH) as a
- * whole: nodemailer's socket timeout measures silence, so a server that drips its EHLO reply a
- * byte at a time would hold the connection and the host's slot for as long as it likes. Past
- * `ms` the setup fails with a timeout (a temporary failure) and the connection is closed.
- * Returns what clears the deadline once the setup settled.
+ * Bounds one exchange on the connection as a whole: nodemailer's socket timeout measures
+ * silence, so a server that drips its replies a byte at a time would hold the connection and the
+ * host's slot for as long as it likes. Past `ms` the exchange fails with a timeout (a temporary
+ * failure: `${unmet} within ${ms} ms`) and the connection is closed, which forgets any callback
+ * still waiting on it. Returns what clears the deadline once the exchange settled.
  */
-export function setupDeadline(conn: SMTPConnection, ms: number, fail: (error: Error) => void): () => void {
+function deadline(conn: SMTPConnection, ms: number, unmet: string, fail: (error: Error) => void): () => void {
   const timer = setTimeout(() => {
-    fail(Object.assign(new Error(`session setup (greeting, EHLO, STARTTLS, AUTH) not complete within ${ms} ms`), { code: 'ETIMEDOUT' }));
+    fail(Object.assign(new Error(`${unmet} within ${ms} ms`), { code: 'ETIMEDOUT' }));
     conn.close();
   }, ms);
   return () => clearTimeout(timer);
+}
+
+/**
+ * Bounds a session's setup (connection, greeting, EHLO, STARTTLS and EHLO again, AUTH) as a
+ * whole (see deadline). Returns what clears the deadline once the setup settled.
+ */
+export function setupDeadline(conn: SMTPConnection, ms: number, fail: (error: Error) => void): () => void {
+  return deadline(conn, ms, 'session setup (greeting, EHLO, STARTTLS, AUTH) not complete', fail);
 }
 
 /** What one transaction on a connection came to; `bodySent`: every byte and the dot went out. */
@@ -72,20 +88,16 @@ export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope
     const body = new PassThrough();
     let bodySent = false;
     const done = (error: NodemailerError | null, info?: SMTPConnection.SentMessageInfo) => {
-      clearTimeout(deadline);
+      clearDeadline();
       resolve({ error, info, bodySent });
     };
-    const cutOff = (awaited: string) => () => {
-      done(Object.assign(new Error(`no complete reply to ${awaited} within ${replyMs} ms`), { code: 'ETIMEDOUT' }));
-      // close() forgets the send in flight: its callback is never called.
-      conn.close();
-    };
-    let deadline = setTimeout(cutOff('the envelope (MAIL FROM, RCPT TO, DATA)'), replyMs);
+    const cutOff = (awaited: string) => deadline(conn, replyMs, `no complete reply to ${awaited}`, done);
+    let clearDeadline = cutOff('the envelope (MAIL FROM, RCPT TO, DATA)');
     // The connection pipes the body once DATA was accepted.
-    body.once('resume', () => clearTimeout(deadline));
+    body.once('resume', () => clearDeadline());
     body.once('end', () => {
       bodySent = true;
-      deadline = setTimeout(cutOff('the end of data'), replyMs);
+      clearDeadline = cutOff('the end of data');
     });
     body.end(raw);
     conn.send(envelope, body, (err, info) => done(err ? asNodemailerError(err) : null, info));

@@ -222,7 +222,7 @@ export class SmtpTransport implements MailTransport {
         clearTimeout(idle.idleTimer);
         idle.state = 'busy';
         const fresh = !idle.mustReset && Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS;
-        if (fresh || (await reset(idle))) return idle;
+        if (fresh || (await reset(idle, this.#options.commandTimeoutMs))) return idle;
         this.#discard(idle);
         continue;
       }
