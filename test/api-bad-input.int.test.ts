@@ -18,6 +18,7 @@ import { startTestApp, type TestApp } from './support/app.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
 import { call, newCaller, PASSWORD, type Caller } from './support/management.ts';
+import { servedRoutes } from './support/served-routes.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const KNOWN_CODES = new Set(Object.keys(httpStatusOf));
@@ -360,22 +361,6 @@ function withValue(body: Record<string, unknown>, path: string[], value: unknown
   for (const key of path.slice(0, -1)) target = target[key];
   Object.defineProperty(target, path[path.length - 1], { value, enumerable: true, writable: true, configurable: true });
   return copy;
-}
-
-/** The routes the app serves, read from printRoutes: "METHOD /path" with every parameter written ":". */
-function servedRoutes(t: TestApp): Set<string> {
-  const served = new Set<string>();
-  const stack: string[] = [];
-  for (const line of t.app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const at = line.search(/[^│├└─\s]/);
-    if (at < 0) continue;
-    const depth = at / 4 - 1;
-    const match = /^(\S+)(?: \(([^)]*)\))?/.exec(line.slice(at))!;
-    stack.length = depth;
-    stack.push(match[1].replace(/:[\w|:]+/g, ':'));
-    for (const method of match[2]?.split(', ') ?? []) served.add(`${method} ${stack.join('')}`);
-  }
-  return served;
 }
 
 const shapeOf = (route: Pick<RouteCase, 'method' | 'path'>) => `${route.method} ${route.path.replace(/:\w+/g, ':')}`;
