@@ -89,7 +89,7 @@ test('the HTML part alone: its own policy (nothing runs, no remote image unless 
   const off = await call(ctx.t, 'GET', url, { as: ctx.viewer });
   assert.is(off.statusCode, 200);
   assert.is(off.headers['content-type'], 'text/html; charset=utf-8');
-  assert.is(off.headers['content-security-policy'], "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'; form-action 'none'; base-uri 'none'");
+  assert.is(off.headers['content-security-policy'], "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'; form-action 'none'; base-uri 'none'; sandbox");
   assert.is(off.headers['x-content-type-options'], 'nosniff');
   assert.is(off.headers['referrer-policy'], 'no-referrer');
   assert.is(off.body, '<p>Hello <script>alert(1)</script></p>');
@@ -98,6 +98,17 @@ test('the HTML part alone: its own policy (nothing runs, no remote image unless 
   assert.match(messageCsp(true), /img-src data: https: http:;/);
   const textOnly = await call(ctx.t, 'GET', `/v1/projects/${ctx.projectId}/emails/${ctx.textEmail}/message.html`, { as: ctx.viewer });
   assert.is(textOnly.statusCode, 404);
+});
+
+test('the HTML part is answered to the dashboard\'s frame, and refused to a browser opening it as a page of its own', async (ctx) => {
+  const url = `/v1/projects/${ctx.projectId}/emails/${ctx.htmlEmail}/message.html`;
+  const framed = await call(ctx.t, 'GET', url, { as: ctx.viewer, headers: { 'sec-fetch-dest': 'iframe' } });
+  assert.is(framed.statusCode, 200);
+  assert.is(framed.body, '<p>Hello <script>alert(1)</script></p>');
+  const opened = await call(ctx.t, 'GET', url, { as: ctx.viewer, headers: { 'sec-fetch-dest': 'document' } });
+  assert.is(opened.statusCode, 403);
+  assert.is(errorCode(opened), 'forbidden');
+  assert.not.ok(opened.body.includes('Hello'));
 });
 
 test('outsiders are refused, an email of another project is not found, and no session is 401', async (ctx) => {

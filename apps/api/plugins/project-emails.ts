@@ -1,10 +1,10 @@
 // A project's emails for its members (dashboard session): the same list and detail as
 // GET /v1/emails[/{id}] answer an email:read key of the project, plus the message itself
-// while it is retained, as JSON and, for the dashboard's message view, its HTML part as a
-// page of its own under a policy that lets it run nothing and fetch nothing.
+// while it is retained, as JSON and, for the dashboard's message view to frame, its HTML part
+// alone under a policy that sandboxes it and lets it run nothing and fetch nothing.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { notFound } from '../../../domain/errors.ts';
+import { forbidden, notFound } from '../../../domain/errors.ts';
 import { emailMessage } from '../../services/email-content.ts';
 import { getEmail, listEmails } from '../../services/email-reads.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
@@ -25,15 +25,25 @@ const HtmlQuery = Type.Object(
 /**
  * The HTML part's own policy (issue 25): nothing runs, nothing is fetched but data: images
  * (remote ones only when the reader asks), no form goes anywhere, and only the dashboard may
- * frame it. The dashboard also frames it in <iframe sandbox> without allow-scripts or
- * allow-same-origin: either one alone keeps a script in a message from running.
+ * frame it. `sandbox` makes the document sandboxed (an opaque origin, no scripts, no meta
+ * refresh or other navigation of its own) wherever it is opened, not only inside the
+ * dashboard's <iframe sandbox>: a member who follows a link straight to it, from anywhere,
+ * carries the session cookie (SameSite=Lax rides on top-level GETs).
  */
 export function messageCsp(remoteImages: boolean): string {
   return [
     "default-src 'none'", `img-src data:${remoteImages ? ' https: http:' : ''}`, "style-src 'unsafe-inline'",
-    "frame-ancestors 'self'", "form-action 'none'", "base-uri 'none'",
+    "frame-ancestors 'self'", "form-action 'none'", "base-uri 'none'", 'sandbox',
   ].join('; ');
 }
+
+/**
+ * The dashboard only ever frames the HTML part; a browser that says it is opening it as a page
+ * of its own is refused, so the sender's HTML never stands at a dashboard address. Browsers
+ * send Sec-Fetch-Dest only to trustworthy origins (https, localhost), so this narrows what the
+ * policy above already makes harmless rather than replacing it.
+ */
+const openedAsPage = (headers: Record<string, string | string[] | undefined>) => headers['sec-fetch-dest'] === 'document';
 
 export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -73,6 +83,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
     schema: { params: ByEmail, querystring: HtmlQuery },
     config: { openapi: { summary: 'The HTML part alone, under a Content-Security-Policy that runs nothing and fetches no remote image unless remote_images=on.', responses: { 200: { description: 'The HTML part.', mediaType: 'text/html' } } } },
   }, async (request, reply) => {
+    if (openedAsPage(request.headers)) throw forbidden('the HTML part is shown inside the dashboard\'s message page, not as a page of its own');
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
     const message = await emailMessage(ctx.documents, ctx.events, project._id, request.params.emailId, ctx.now());
     if (message.html === null) throw notFound(`email ${message.id} has no HTML part`);

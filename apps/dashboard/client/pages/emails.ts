@@ -21,6 +21,9 @@ const toLocalInput = (iso: string | null) => {
 };
 const fromLocalInput = (local: string) => (local ? new Date(local).toISOString() : '');
 
+/** What names a focusable element of the list across redraws: a link's address, the table's label. */
+const focusKey = (element: HTMLElement) => element.getAttribute('href') ?? element.getAttribute('aria-label');
+
 export async function render(ctx: PageContext): Promise<void> {
   ctx.title('Emails');
   const projectId = ctx.project!.id;
@@ -49,11 +52,20 @@ export async function render(ctx: PageContext): Promise<void> {
     location.assign(withQuery(here, next));
   });
 
-  const results = h('div', { class: 'results', 'aria-live': 'polite' });
-  ctx.main.append(filters, results);
+  // The table itself is not a live region (each redraw would read it out again): a short
+  // status line says that the list changed.
+  const results = h('div', { class: 'results' });
+  const status = h('p', { class: 'visually-hidden', role: 'status' });
+  ctx.main.append(filters, status, results);
 
+  let shown = '';
   async function load(): Promise<void> {
     const page = await get<{ emails: EmailSummary[]; next_cursor: string | null }>(withQuery(`/v1/projects/${projectId}/emails`, { ...query, cursor }));
+    // An unchanged answer leaves the table as it is, and with it the reader's place and focus.
+    const seen = JSON.stringify(page);
+    if (seen === shown) return;
+    const first = shown === '';
+    shown = seen;
     const rows = page.emails.map((email) => [
       h('a', { href: `${here}/${email.id}` }, email.subject),
       email.toAddresses.join(', '),
@@ -62,12 +74,17 @@ export async function render(ctx: PageContext): Promise<void> {
       when(email.createdAt),
     ]);
     const filtered = FILTERS.some((name) => name !== 'limit' && query[name]);
+    // A real change redraws the table: focus goes back to the same link (or the table) if it is still there.
+    const active = document.activeElement;
+    const focused = active instanceof HTMLElement && results.contains(active) ? focusKey(active) : null;
     fill(results,
       table('Emails', ['Subject', 'To', 'From', 'Status', 'Created'], rows,
         filtered ? 'No email matches these filters.' : 'No emails yet. Send one with an API key of this project (POST /v1/emails).'),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
         cursor ? h('a', { href: withQuery(here, { ...query }) }, 'Newest') : null,
         page.next_cursor ? h('a', { href: withQuery(here, { ...query, cursor: page.next_cursor }), rel: 'next' }, 'Next page') : null));
+    if (focused !== null) [...results.querySelectorAll<HTMLElement>('a, [tabindex]')].find((e) => focusKey(e) === focused)?.focus();
+    if (!first) status.textContent = `The list was updated at ${new Date().toLocaleTimeString()}: ${page.emails.length} ${page.emails.length === 1 ? 'email' : 'emails'} on this page.`;
   }
   await load();
   // Later pages stay as they are: new emails arrive at the top of the first.

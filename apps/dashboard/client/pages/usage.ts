@@ -10,6 +10,11 @@ interface Usage {
 }
 
 function meter(label: string, used: number, limit: number): HTMLElement {
+  // An allowance of 0 (an operator stopped the workspace's sending) has no share to show.
+  if (limit === 0) {
+    return h('div', { class: 'usage' }, h('strong', null, label),
+      h('span', null, ` No sending is allowed this month (an allowance of 0 recipients).${used > 0 ? ` ${used.toLocaleString()} ${used === 1 ? 'was' : 'were'} accepted earlier this month.` : ''}`));
+  }
   const id = `meter-${label.replace(/\W+/g, '-')}`;
   return h('div', { class: 'usage' },
     h('label', { for: id }, label),
