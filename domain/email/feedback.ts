@@ -1,8 +1,9 @@
 // The feedback decider: a report (bounce, delay, delivery notice, complaint) about one
 // recipient of an email becomes a RecipientReported event when it tells something new about
 // that recipient. The inbound server has already checked that the report came to that
-// recipient's return path (VERP, with its MAC) and that the address the report names is that
-// recipient's. Anyone who holds a return path can send reports to it, as many as they like, so
+// recipient's return path (VERP, with its MAC), and that a bounce names that recipient's address
+// (a complaint counts for the return path's recipient whatever address it names: feedback loops
+// hash or redact it). Anyone who holds a return path can send reports to it, as many as they like, so
 // what one recipient's reports can add to the stream is bounded:
 // - a report is recorded when it changes what is known of the recipient: an outcome not
 //   reported before, or a delay after something else happened (an attempt, another outcome);

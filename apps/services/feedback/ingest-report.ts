@@ -1,7 +1,8 @@
 // A report that arrived at a return path becomes events on the email's stream: one
 // RecipientReported per recipient it is about. A report may only speak about the recipient its
-// return path names: an entry naming any other address is ignored, so no report can touch
-// (or suppress) an address that was not that recipient of that email.
+// return path names, so no report can touch (or suppress) an address that was not that
+// recipient of that email: a bounce's entry naming any other address is ignored, while a
+// complaint is that recipient's whatever address it names (findingsFor).
 //
 // Reports about one email are recorded one after the other (`lanes`): each decides on the stream
 // the one before appended to, so concurrent reports never meet a revision conflict in this
@@ -63,20 +64,34 @@ function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
   const named = parsed.recipients.filter((r) => r.address !== '');
   // A forwarded recipient's DSN names the address it reached, and the one sent to as Original-Recipient.
   const matching = named.filter((r) => target.address !== null && (r.address === target.address || r.originalAddress === target.address));
-  // A recipient guessed from the returned copy's To header does not say who complained: when
-  // it is not this one, the return path does (below).
-  if (matching.length > 0 || named.some((r) => !r.guessed)) {
-    // A BCC recipient whose address is gone (retention) cannot be matched: nothing is recorded.
-    return matching.map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
-  }
-  // Feedback loops often redact the recipient; the return path still says who it was. A
-  // feedback report without RFC 5965's required fields (User-Agent among them) is damaged,
-  // not a complaint.
-  if (parsed.complaint && parsed.complaint.userAgent !== null) {
-    return [{ outcome: complaintOutcome(parsed.complaint.feedbackType), status: null, diagnosticCode: null, reason: `complaint (${parsed.complaint.feedbackType})` }];
-  }
+  if (matching.length > 0) return matching.map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
+  // A bounce is the receiving system's word about the address it names: one about another
+  // address is not about this copy. A BCC recipient whose address is gone (retention) cannot be
+  // matched: nothing is recorded.
+  if (parsed.kind !== 'arf' && named.length > 0) return [];
+  if (parsed.complaint) return [complaintOfReturnPath(parsed.complaint, named)];
   return [{ outcome: 'undetermined', status: null, diagnosticCode: null, reason: 'the report names no recipient and could not be classified' }];
 }
+
+/**
+ * A complaint that names none of this recipient's addresses is still about the copy its signed
+ * return path came with (RFC 6449: a sender identifies the complainer by its own identifiers).
+ * Feedback loops redact Original-Rcpt-To or put a placeholder or a hash there; the returned
+ * copy's To header is every recipient's; a forwarded copy names the mailbox it reached. What
+ * Original-Rcpt-To said is kept in the reason. A feedback report without RFC 5965's required
+ * fields (User-Agent among them) is damaged, not a complaint.
+ */
+function complaintOfReturnPath(complaint: NonNullable<ParsedReport['complaint']>, named: ParsedReport['recipients']): Finding {
+  if (complaint.userAgent === null) {
+    return { outcome: 'undetermined', status: null, diagnosticCode: null, reason: 'a feedback report without its required fields could not be classified' };
+  }
+  const reported = named.filter((r) => !r.guessed).map((r) => r.address).slice(0, MAX_REPORTED_SHOWN);
+  const reason = `complaint (${complaint.feedbackType})${reported.length > 0 ? `, Original-Rcpt-To ${reported.join(', ')}` : ''}`;
+  return { outcome: complaintOutcome(complaint.feedbackType), status: null, diagnosticCode: null, reason };
+}
+
+/** Addresses of Original-Rcpt-To quoted in a complaint's reason. */
+const MAX_REPORTED_SHOWN = 5;
 
 export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult> {
   const recorded: IngestResult['recorded'] = [];
