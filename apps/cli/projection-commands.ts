@@ -47,8 +47,9 @@ const PROJECTIONS_USAGE = [
   '  rebuild --into: rebuild into that scratch collection (dropped first) and leave the live one alone',
   '  run: feeds a module of your own (init, apply(event), flush({position, count})) the global order from its checkpoint',
   '       (NAME, default the file name), in batches of 2,000, upcast; --follow keeps it going as events come (stop: Ctrl-C)',
-  '  scratch: the scratch collections rebuilds made and left (--into) or died writing',
-  '  drop: drops a scratch collection; --force also one no rebuild recorded, or one a rebuild is still writing.',
+  '  rebuild: first finishes the catch-up a rebuild interrupted after its swap still owes (so does the projection\'s processor at start)',
+  '  scratch: the scratch collections rebuilds made and left (--into) or died writing, and swaps whose catch-up is owed',
+  '  drop: drops a scratch collection; --force also one no rebuild recorded, one a rebuild is still writing, or a swap owing its catch-up.',
   "        Relay's own collections (the live read models among them) are never dropped.",
 ].join('\n');
 
@@ -87,12 +88,31 @@ export async function projections(args: string[]): Promise<number> {
   if (problem) return refuse(problem);
   const stores = await openExistingStores(loadConfig());
   if (!stores) return 1;
+  // Stopped before the swap, a rebuild leaves a scratch collection (listed, dropped on request);
+  // after it, the catch-up stays owed and is finished later, but the read model lags until then:
+  // so the first signal while catching up lets it finish, as `relay start` stops gracefully, and a
+  // second one exits at once.
+  let catchingUp = false;
+  let signalled = false;
+  const bar = progressBar(process.stderr);
+  const onProgress = (p: RebuildProgress) => {
+    catchingUp = p.phase === 'catching-up';
+    bar(p);
+  };
+  const onSignal = () => {
+    if (!catchingUp || signalled) process.exit(130);
+    signalled = true;
+    console.error(`\nrelay: finishing the catch-up after the swap; stop again to leave it owed (relay projections rebuild ${name}, or a start of its processor, finishes it)`);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     const started = Date.now();
-    const result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress: progressBar(process.stderr) });
+    const result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress });
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (values.json) console.log(JSON.stringify({ projection: name, ...result, seconds: Number(seconds) }));
     else {
+      for (const scratch of result.resumed) console.error(`finished first the catch-up ${scratch} owed after its swap`);
       const skipped = result.skipped > 0 ? `; ${result.skipped} event${result.skipped === 1 ? '' : 's'} could not be applied and were skipped` : '';
       console.log(`rebuilt ${name}: ${result.events} events → ${result.documents} documents in ${result.collection}${result.swapped ? ' (swapped in)' : ''}, ${seconds} s${skipped}`);
       for (const e of result.skippedEvents) console.error(`skipped ${e.type} ${e.streamId}@${e.revision} (event ${e.eventId}): ${e.error}`);
@@ -103,6 +123,8 @@ export async function projections(args: string[]): Promise<number> {
     // The rebuild finished; skipped events are reported, not a failure of the command.
     return 0;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await stores.close();
   }
 }
@@ -113,9 +135,19 @@ async function listScratchCollections(json: boolean): Promise<number> {
   try {
     const list = await listScratch(stores.documents);
     if (json) {
-      for (const r of list) console.log(JSON.stringify({ collection: r._id, projection: r.projection, state: r.state, createdAt: r.createdAt, builtAt: r.builtAt }));
+      for (const r of list) {
+        const owed = r.state === 'swapped' ? { swappedAt: r.swappedAt, catchUpAfter: r.catchUpAfter ?? null } : {};
+        console.log(JSON.stringify({ collection: r._id, projection: r.projection, state: r.state, createdAt: r.createdAt, builtAt: r.builtAt, ...owed }));
+      }
     } else if (list.length === 0) console.error('(no scratch collections)');
-    else for (const r of list) console.log(`${r._id}  ${r.projection}  ${r.state}  since ${r.createdAt}${r.builtAt ? `, built ${r.builtAt}` : ''}`);
+    else {
+      for (const r of list) {
+        const owed = r.state === 'swapped'
+          ? `, swapped in ${r.swappedAt}; owes the catch-up after position ${r.catchUpAfter ?? '(none)'}: relay projections rebuild ${r.projection} (or a start of its processor) finishes it`
+          : '';
+        console.log(`${r._id}  ${r.projection}  ${r.state}  since ${r.createdAt}${r.builtAt ? `, built ${r.builtAt}` : ''}${owed}`);
+      }
+    }
     return 0;
   } finally {
     await stores.close();

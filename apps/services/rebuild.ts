@@ -3,6 +3,13 @@
 // applied to the old model while the rebuild ran are re-read from the store after the
 // swap (every write is guarded by the stream revision, so re-applying is harmless).
 //
+// That catch-up is owed from the swap on: the old collection and what the projector wrote to it
+// are gone, and the projector, past those events, never sees them again. So it is recorded
+// before the rename (the scratch record's `swapped` state, with the position to read after) and
+// forgotten only once done; an interrupted one (Ctrl-C, a crash) is finished by the next
+// rebuild of the projection, or by the projection's processor when it starts
+// (resumeCatchUps), and `relay projections scratch` lists it meanwhile.
+//
 // Batched, in two passes over the event store. The first counts each document's events; the
 // second folds them in memory with the projection's own fold (the revision guard and gap
 // filling of the live path) and writes each document once, after its last event, in bulk with
@@ -19,13 +26,23 @@
 // both stores answer: a failure while one of them does not is an outage, and aborts the
 // rebuild (run it again).
 //
-// Scratch collections are recorded (apps/services/scratch-collections.ts) while they exist;
-// a rebuild that fails before the swap drops its scratch collection again.
+// Scratch collections are recorded (apps/services/scratch-collections.ts) while they exist
+// or owe their catch-up; a rebuild that fails before the swap drops its scratch collection again.
+//
+// A swapped-in document must not take a write the live projector prepared on the old one (read
+// before the swap, written after: the old document's fields, which may be what the rebuild is
+// run to correct, would come back). The live path writes by compare-and-set on `_v`, the only
+// compare-and-set the document store has, so the rebuild's documents start at a version no
+// document of the collection they replace holds or will reach (firstVersionAbove): such a write
+// then fails as a lost race does, and the projector re-reads and re-applies. (A generation field
+// would need a compare-and-set on it too; the port has none.)
 import { DuplicateKeyError, type Collection, type DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { ensureParkedIndexes, parkEvent, rebuildGroup } from './parked-events.ts';
 import type { StreamDocument, StreamProjection as RebuildableProjection } from './stream-projection.ts';
-import { collectionNameProblem, forgetScratch, isRelayCollection, markScratchBuilt, recordScratch } from './scratch-collections.ts';
+import {
+  collectionNameProblem, forgetScratch, isRelayCollection, listScratch, markScratchBuilt, markScratchSwapped, recordScratch, type ScratchCollection,
+} from './scratch-collections.ts';
 
 /**
  * Why `name` cannot be a rebuild's scratch collection (the rebuild drops it first), or null:
@@ -78,12 +95,14 @@ export interface RebuildResult {
   skipped: number;
   /** The first MAX_LISTED_SKIPS of them. */
   skippedEvents: SkippedEvent[];
+  /** Scratch records of earlier rebuilds interrupted after their swap whose catch-up this one finished first. */
+  resumed: string[];
 }
 
 const MAX_LISTED_SKIPS = 100;
 
-/** Applies one event, or skips it (parking it) when it fails while the stores answer. */
-type Apply = (event: StoredEvent, collection: string) => Promise<void>;
+/** Applies one event, or skips it (parking it) when it fails while the stores answer; inserts at `firstVersion`. */
+type Apply = (event: StoredEvent, collection: string, firstVersion: number) => Promise<void>;
 
 function skippingApply(
   documents: DocumentStore, events: EventStore, projection: RebuildableProjection, name: string, attempts: number,
@@ -91,11 +110,11 @@ function skippingApply(
 ): Apply {
   const storesAnswer = async () => (await Promise.all([events.ping().catch(() => false), documents.ping().catch(() => false)])).every(Boolean);
   const { processor, group } = rebuildGroup(name);
-  return async (event, collection) => {
+  return async (event, collection, firstVersion) => {
     let firstFailedAt: Date | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
-        await projection.apply(documents, events, event, collection);
+        await projection.apply(documents, events, event, collection, firstVersion);
         return;
       } catch (error) {
         if (!(await storesAnswer())) throw error;
@@ -160,6 +179,7 @@ class BatchFolder {
   readonly #collection: string;
   readonly #documents: Collection<StreamDocument>;
   readonly #apply: Apply;
+  readonly #firstVersion: number;
   readonly #maxHeld: number;
   /** Events still to come per document, for a scratch collection; null on the live one. */
   readonly #remaining: EventCounts | null;
@@ -172,8 +192,9 @@ class BatchFolder {
 
   constructor(
     documents: DocumentStore, events: EventStore, projection: RebuildableProjection, collection: string, apply: Apply,
-    eventsPerDocument: EventCounts | null, maxHeld = MAX_HELD,
+    eventsPerDocument: EventCounts | null, firstVersion: number, maxHeld = MAX_HELD,
   ) {
+    this.#firstVersion = firstVersion;
     this.#maxHeld = Math.max(1, maxHeld);
     this.#events = events;
     this.#projection = projection;
@@ -277,7 +298,7 @@ class BatchFolder {
       }
       for (const held of chunk) {
         if (refused.has(held.doc!._id)) await this.#handOver(held.id, held.last);
-        else this.#written(held, 1);
+        else this.#written(held, this.#firstVersion);
       }
     }
     for (const held of helds) {
@@ -301,16 +322,17 @@ class BatchFolder {
 
   /** The one-event path applies `event` to the document as stored. */
   async #handOver(id: string, event: StoredEvent): Promise<void> {
-    await this.#apply(event, this.#collection);
+    await this.#apply(event, this.#collection, this.#firstVersion);
   }
 
 
   async #insertMany(docs: StreamDocument[]): Promise<string[]> {
-    if (this.#documents.insertMany) return (await this.#documents.insertMany(docs)).duplicates;
+    const options = { version: this.#firstVersion };
+    if (this.#documents.insertMany) return (await this.#documents.insertMany(docs, options)).duplicates;
     const refused: string[] = [];
     for (const doc of docs) {
       try {
-        await this.#documents.insert(doc);
+        await this.#documents.insert(doc, options);
       } catch (error) {
         if (!(error instanceof DuplicateKeyError)) throw error;
         refused.push(doc._id);
@@ -322,11 +344,12 @@ class BatchFolder {
 
 async function applyAll(
   events: EventStore, projection: RebuildableProjection, folder: BatchFolder,
-  after: string | null, batchSize: number, onEvent: () => void,
+  after: string | null, batchSize: number, onEvent: () => void, signal?: AbortSignal,
 ): Promise<{ position: string | null; count: number }> {
   let position = after;
   let count = 0;
   for (;;) {
+    signal?.throwIfAborted();
     const batch = await events.readAll({ after: position, maxCount: batchSize, filter: { streamPrefixes: projection.streamPrefixes } });
     for (const event of batch) {
       await folder.fold(event);
@@ -416,6 +439,96 @@ async function countEvents(events: EventStore, projection: RebuildableProjection
   }
 }
 
+/** More writes than one document ever gets (at most one per event of its stream): the room each rebuild leaves below the next one's versions. */
+const VERSION_SPAN = 2 ** 32;
+
+/**
+ * The version a swapped-in rebuild's documents start at: VERSION_SPAN above the highest the live
+ * collection holds when the rebuild starts. The live documents stay below that whatever they are
+ * written meanwhile, so no version read there before the swap is one a rebuilt document holds
+ * after it; and the next rebuild starts above this one's the same way.
+ */
+async function firstVersionAbove(documents: DocumentStore, collection: string): Promise<number> {
+  const [highest] = await documents.collection<StreamDocument>(collection).find({ orderBy: [['_v', 'desc']], limit: 1, fields: [] });
+  return (highest?._v ?? 0) + VERSION_SPAN;
+}
+
+/** Reads the events after `after` into the live collection (each document read, then written by compare-and-set); then its indexes. */
+async function catchUp(
+  documents: DocumentStore, events: EventStore, projection: RebuildableProjection, apply: Apply,
+  after: string | null, firstVersion: number, batchSize: number, signal?: AbortSignal,
+): Promise<number> {
+  const folder = new BatchFolder(documents, events, projection, projection.collection, apply, null, firstVersion);
+  const { count } = await applyAll(events, projection, folder, after, batchSize, () => {}, signal);
+  await projection.ensureIndexes(documents, projection.collection);
+  return count;
+}
+
+export interface ResumeOptions {
+  /** The rebuilds' name (their records' projection, `rebuild:<name>` for what they park). Default: the projection's name. */
+  name?: string;
+  /** As RebuildOptions. */
+  attempts?: number;
+  batchSize?: number;
+  /** Stops between batches; what is not finished stays owed. */
+  signal?: AbortSignal;
+  /**
+   * Also finish a swap that was recorded but not renamed (its scratch collection still holds
+   * documents: the rename failed, or the rebuild died in it) by renaming it first. A rebuild
+   * does; the processor does not, since a rebuild may be between recording and renaming now.
+   */
+  finishSwaps?: boolean;
+  /** Told before each catch-up it resumes. */
+  onResume?: (record: ScratchCollection) => void;
+}
+
+export interface ResumeResult {
+  /** The scratch records whose catch-up was finished (and forgotten). */
+  resumed: string[];
+  /** Swaps recorded and not renamed, left to the next rebuild (without finishSwaps). */
+  unrenamed: string[];
+  events: number;
+  skipped: number;
+}
+
+async function finishOwed(
+  documents: DocumentStore, events: EventStore, projection: RebuildableProjection, name: string, apply: Apply, batchSize: number,
+  options: Pick<ResumeOptions, 'signal' | 'finishSwaps' | 'onResume'>,
+): Promise<Omit<ResumeResult, 'skipped'>> {
+  const result: Omit<ResumeResult, 'skipped'> = { resumed: [], unrenamed: [], events: 0 };
+  for (const record of await listScratch(documents)) {
+    if (record.projection !== name || record.state !== 'swapped') continue;
+    // Renamed away, the scratch name reads as an empty collection.
+    if (await documents.collection(record._id).count() > 0) {
+      if (!options.finishSwaps) {
+        result.unrenamed.push(record._id);
+        continue;
+      }
+      await documents.rename(record._id, projection.collection);
+    }
+    options.onResume?.(record);
+    result.events += await catchUp(documents, events, projection, apply, record.catchUpAfter ?? null, record.firstVersion ?? 1, batchSize, options.signal);
+    await forgetScratch(documents, record._id);
+    result.resumed.push(record._id);
+  }
+  return result;
+}
+
+/**
+ * Finishes the catch-ups that rebuilds of `projection` interrupted after their swap still owe
+ * its live collection. Safe beside the live projector and beside another resume: every write is
+ * a compare-and-set under the stream revision guard, so an event applied twice changes nothing.
+ */
+export async function resumeCatchUps(
+  documents: DocumentStore, events: EventStore, projection: RebuildableProjection, options: ResumeOptions = {},
+): Promise<ResumeResult> {
+  const name = options.name ?? projection.name;
+  const skipped = { count: 0, listed: [] as SkippedEvent[] };
+  const apply = skippingApply(documents, events, projection, name, Math.max(1, options.attempts ?? 3), skipped);
+  const finished = await finishOwed(documents, events, projection, name, apply, options.batchSize ?? 2000, options);
+  return { ...finished, skipped: skipped.count };
+}
+
 export async function rebuildProjection(
   documents: DocumentStore, events: EventStore, projection: RebuildableProjection, options: RebuildOptions = {},
 ): Promise<RebuildResult> {
@@ -429,39 +542,47 @@ export async function rebuildProjection(
   const skipped = { count: 0, listed: [] as SkippedEvent[] };
   const apply = skippingApply(documents, events, projection, name, Math.max(1, options.attempts ?? 3), skipped);
 
+  // What an earlier rebuild interrupted after its swap owes the live collection comes first.
+  const { resumed } = await finishOwed(documents, events, projection, name, apply, batchSize, {
+    finishSwaps: true, onResume: () => report({ phase: 'catching-up', done: 0, total: 0 }),
+  });
+  // Taken before the pass: the live documents stay below it, whatever the projector writes meanwhile.
+  const firstVersion = options.into === undefined ? await firstVersionAbove(documents, projection.collection) : 1;
   await documents.drop(target);
   await recordScratch(documents, target, name);
   let done = 0;
   let first: { position: string | null; count: number };
-  let renaming = false;
+  let swapping = false;
   try {
     report({ phase: 'counting', done: 0, total: 0 });
     const { total, perDocument } = await countEvents(events, projection, batchSize);
     const tick = () => report({ phase: 'rebuilding', done: ++done, total: Math.max(total, done) });
-    const folder = new BatchFolder(documents, events, projection, target, apply, perDocument, options.maxHeld);
+    const folder = new BatchFolder(documents, events, projection, target, apply, perDocument, firstVersion, options.maxHeld);
     first = await applyAll(events, projection, folder, null, batchSize, tick);
     // After the bulk load: building an index once costs less than keeping it up on every insert.
     await projection.ensureIndexes(documents, target);
     if (options.into) {
       await markScratchBuilt(documents, target, name);
-      return { events: first.count, documents: await documents.collection(target).count(), collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed };
+      return { events: first.count, documents: await documents.collection(target).count(), collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed, resumed };
     }
-    renaming = true;
+    // The catch-up is owed from the rename on: recorded before it.
+    await markScratchSwapped(documents, target, name, { catchUpAfter: first.position, firstVersion });
+    swapping = true;
     await documents.rename(target, projection.collection);
   } catch (error) {
-    // A half-built scratch collection is of no use; but once the rename began it may be the
-    // only copy of the read model (FerretDB drops the target first), so it stays then.
-    if (!renaming) {
+    // A half-built scratch collection is of no use. Once its swap is recorded it stays, and so
+    // does its record: the rename may have begun (FerretDB drops the target first, so it may be
+    // the only copy of the read model), and the next rebuild finishes the swap and its catch-up.
+    if (!swapping) {
       await documents.drop(target).catch(() => {});
       await forgetScratch(documents, target).catch(() => {});
     }
     throw error;
   }
-  await forgetScratch(documents, target);
   report({ phase: 'catching-up', done, total: done });
-  const rest = await applyAll(events, projection, new BatchFolder(documents, events, projection, projection.collection, apply, null), first.position, batchSize, () => {});
-  await projection.ensureIndexes(documents, projection.collection);
+  const rest = await catchUp(documents, events, projection, apply, first.position, firstVersion, batchSize);
+  await forgetScratch(documents, target);
   const count = await documents.collection(projection.collection).count();
-  report({ phase: 'swapped', done: first.count + rest.count, total: first.count + rest.count });
-  return { events: first.count + rest.count, documents: count, collection: projection.collection, swapped: true, skipped: skipped.count, skippedEvents: skipped.listed };
+  report({ phase: 'swapped', done: first.count + rest, total: first.count + rest });
+  return { events: first.count + rest, documents: count, collection: projection.collection, swapped: true, skipped: skipped.count, skippedEvents: skipped.listed, resumed };
 }

@@ -10,10 +10,20 @@ export interface ScratchCollection {
   _id: string;
   /** The projection rebuilt into it (a name in PROJECTIONS). */
   projection: string;
-  /** building: a rebuild is writing it, or died doing so; built: an `--into` rebuild finished it. */
-  state: 'building' | 'built';
+  /**
+   * building: a rebuild is writing it, or died doing so; built: an `--into` rebuild finished it;
+   * swapped: renamed over the live collection (or about to be), and the catch-up after the swap
+   * is owed until it finishes (apps/services/rebuild.ts, resumeCatchUps).
+   */
+  state: 'building' | 'built' | 'swapped';
   createdAt: string;
   builtAt: string | null;
+  /** swapped: when the swap was recorded. */
+  swappedAt?: string;
+  /** swapped: the position the rebuild's pass read up to (null: no event); the catch-up reads what follows. */
+  catchUpAfter?: string | null;
+  /** swapped: the version the rebuild's documents start at, which the catch-up's inserts take too. */
+  firstVersion?: number;
 }
 
 const scratchOf = (documents: DocumentStore) => documents.collection<ScratchCollection>(COLLECTIONS.scratchCollections);
@@ -55,7 +65,21 @@ export async function markScratchBuilt(documents: DocumentStore, name: string, p
   await put(documents, { _id: name, projection, state: 'built', createdAt: current?.createdAt ?? now.toISOString(), builtAt: now.toISOString() });
 }
 
-/** `name` is no scratch collection any more: swapped in (renamed) or dropped. */
+/**
+ * The rebuild of `projection` into `name` is about to rename it over the live collection: from
+ * now on, until forgetScratch, the catch-up after `catchUpAfter` is owed to the live collection.
+ */
+export async function markScratchSwapped(
+  documents: DocumentStore, name: string, projection: string, swap: { catchUpAfter: string | null; firstVersion: number }, now = new Date(),
+): Promise<void> {
+  const current = await scratchOf(documents).get(name);
+  await put(documents, {
+    _id: name, projection, state: 'swapped', createdAt: current?.createdAt ?? now.toISOString(), builtAt: now.toISOString(),
+    swappedAt: now.toISOString(), catchUpAfter: swap.catchUpAfter, firstVersion: swap.firstVersion,
+  });
+}
+
+/** `name` is no scratch collection any more: swapped in (renamed) and caught up, or dropped. */
 export async function forgetScratch(documents: DocumentStore, name: string): Promise<void> {
   await scratchOf(documents).delete(name);
 }
@@ -81,6 +105,9 @@ export async function dropScratch(documents: DocumentStore, name: string, option
   }
   if (record?.state === 'building' && !options.force) {
     return { dropped: false, reason: `a rebuild of ${record.projection} has been writing ${name} since ${record.createdAt} (or died doing so); --force drops it anyway` };
+  }
+  if (record?.state === 'swapped' && !options.force) {
+    return { dropped: false, reason: `a rebuild of ${record.projection} swapped ${name} in at ${record.swappedAt} and still owes the catch-up after it (relay projections rebuild ${record.projection}, or a start of its processor, finishes it); --force drops its record anyway` };
   }
   await documents.drop(name);
   if (record) await forgetScratch(documents, name);

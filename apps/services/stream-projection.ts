@@ -61,8 +61,11 @@ export interface StreamProjection<D extends StreamDocument = StreamDocument, P e
    * many events per document in memory and write each document once.
    */
   fold(events: EventStore, current: D | null, event: StoredEvent): Promise<D | null>;
-  /** Applies one event to its document in the store: the live path. */
-  apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection?: string): Promise<void>;
+  /**
+   * Applies one event to its document in the store: the live path. `firstVersion`: the version
+   * a document it inserts starts at (a rebuild's documents: apps/services/rebuild.ts); default 1.
+   */
+  apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection?: string, firstVersion?: number): Promise<void>;
 }
 
 /** An event recorded at least this long ago means the processor is behind: it looks ahead. */
@@ -115,7 +118,7 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
     return folded;
   }
 
-  async function apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection: string = spec.collection): Promise<void> {
+  async function apply(documents: DocumentStore, events: EventStore, event: StoredEvent, collection: string = spec.collection, firstVersion?: number): Promise<void> {
     const docs = documents.collection<D>(collection);
     const id = documentIdOf(event);
     // The stream's first event makes the document: inserted without a read (on FerretDB every
@@ -127,7 +130,7 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
       if (next === null || next === current) return;
       if (current === null) {
         try {
-          await docs.insert(next);
+          await docs.insert(next, { version: firstVersion });
           return;
         } catch (error) {
           // Projected already (a redelivery), or another instance inserted first: re-read.
@@ -140,8 +143,10 @@ export function defineStreamProjection<D extends StreamDocument, P extends strin
       }
       const { _v, ...body } = next as D & { _v?: number };
       void _v;
+      // A rebuild swapped in since the read holds none of the old collection's versions
+      // (apps/services/rebuild.ts, firstVersionAbove): this then fails like any lost race.
       if (await docs.replace(body as D, current._v)) return;
-      // Lost a compare-and-set race with another instance: re-read and re-apply.
+      // Lost a compare-and-set race with another instance, or a rebuild's swap: re-read and re-apply.
     }
   }
 

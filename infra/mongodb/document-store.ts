@@ -53,11 +53,13 @@
 import { MongoBulkWriteError, MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
 import {
   DuplicateKeyError,
+  insertVersion,
   projectedFields,
   type Collection,
   type DocumentStore,
   type FindOptions,
   type IndexSpec,
+  type InsertOptions,
   type Stored,
   type Where,
 } from '../ports/document-store.ts';
@@ -206,9 +208,10 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     return (await this.#coll.findOne({ _id: id as never })) as Stored<T> | null;
   }
 
-  async insert(doc: T): Promise<Stored<T>> {
+  async insert(doc: T, options?: InsertOptions): Promise<Stored<T>> {
+    const version = insertVersion(options);
     const { id, body } = splitDocument(doc);
-    const stored = { _id: id, ...body, _v: 1 };
+    const stored = { _id: id, ...body, _v: version };
     try {
       // A copy: the driver would otherwise write into the document it is given.
       await this.#coll.insertOne({ ...stored } as Document);
@@ -219,11 +222,12 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     return stored as unknown as Stored<T>;
   }
 
-  async insertMany(docs: T[]): Promise<{ duplicates: string[] }> {
+  async insertMany(docs: T[], options?: InsertOptions): Promise<{ duplicates: string[] }> {
+    const version = insertVersion(options);
     if (docs.length === 0) return { duplicates: [] };
     const stored = docs.map((doc) => {
       const { id, body } = splitDocument(doc);
-      return { _id: id, ...body, _v: 1 } as Document;
+      return { _id: id, ...body, _v: version } as Document;
     });
     try {
       // Unordered: a taken _id refuses that document only, as separate inserts would.

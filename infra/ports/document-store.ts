@@ -78,8 +78,25 @@ export interface IndexSpec {
 
 export interface Versioned {
   _id: string;
-  /** Version, set by the store: 1 on insert, +1 on each replace. */
+  /** Version, set by the store: 1 on insert (or the insert's InsertOptions.version), +1 on each replace. */
   _v: number;
+}
+
+export interface InsertOptions {
+  /**
+   * The version to store the document at instead of 1: a safe integer of at least 1. For a
+   * collection that is to replace another (a rebuild's, renamed over the live one): starting
+   * above every version of the one it replaces, none of its versions equals one read there, so
+   * a compare-and-set prepared on the old collection fails on the new one.
+   */
+  version?: number;
+}
+
+/** The version an insert stores its documents at; throws on one that is no safe integer of at least 1. Shared so the adapters agree. */
+export function insertVersion(options?: InsertOptions): number {
+  const version = options?.version ?? 1;
+  if (!Number.isSafeInteger(version) || version < 1) throw new Error(`invalid document version: ${String(version)}`);
+  return version;
 }
 
 export type Stored<T> = T & Versioned;
@@ -87,15 +104,15 @@ export type Stored<T> = T & Versioned;
 export interface Collection<T extends { _id: string }> {
   get(id: string): Promise<Stored<T> | null>;
   /** Throws DuplicateKeyError when the _id or a unique index value is taken. */
-  insert(doc: T): Promise<Stored<T>>;
+  insert(doc: T, options?: InsertOptions): Promise<Stored<T>>;
   /**
-   * Bulk load (rebuilds): inserts the documents at version 1 in as few round trips as the
-   * store allows. Each document is inserted or refused on its own, as `insert` would; the
-   * batch is not atomic. Returns the _ids refused because their _id or a unique index value
-   * was taken. Any other failure throws, and some documents may be stored by then.
-   * Optional: without it, callers insert one by one.
+   * Bulk load (rebuilds): inserts the documents at version 1 (or `options.version`) in as
+   * few round trips as the store allows. Each document is inserted or refused on its own, as
+   * `insert` would; the batch is not atomic. Returns the _ids refused because their _id or a
+   * unique index value was taken. Any other failure throws, and some documents may be stored by
+   * then. Optional: without it, callers insert one by one.
    */
-  insertMany?(docs: T[]): Promise<{ duplicates: string[] }>;
+  insertMany?(docs: T[], options?: InsertOptions): Promise<{ duplicates: string[] }>;
   /**
    * Compare-and-set: replaces the document only if its current version is `expectedVersion`.
    * Returns the stored document, or null when the version did not match or the document is gone.

@@ -9,11 +9,13 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import {
   DuplicateKeyError,
+  insertVersion,
   projectedFields,
   type Collection,
   type DocumentStore,
   type FindOptions,
   type IndexSpec,
+  type InsertOptions,
   type Stored,
   type Where,
 } from '../ports/document-store.ts';
@@ -251,9 +253,9 @@ function columnWrites(table: string, columns: FieldColumns, plainInsert: string)
   const extract = (field: string, doc = '?1') => `json_extract(${doc}, ${fieldSql(field).path})`;
   const updates = new Map<string, string>();
   return {
-    // The arguments of the plain statements, in their order: the insert's (id, document), the
-    // updates' (document, id, version).
-    insert: `INSERT INTO ${table} (id, v, doc, ${fields.map((f) => columns.get(f)).join(', ')}) VALUES (?1, 1, ?2, ${fields.map((f) => extract(f, '?2')).join(', ')})`,
+    // The arguments of the plain statements, in their order: the insert's (id, document,
+    // version), the updates' (document, id, version).
+    insert: `INSERT INTO ${table} (id, v, doc, ${fields.map((f) => columns.get(f)).join(', ')}) VALUES (?1, ?3, ?2, ${fields.map((f) => extract(f, '?2')).join(', ')})`,
     fields,
     compare: `SELECT ${fields.map((f, i) => `${columns.get(f)} IS ${extract(f)} AS s${i}`).join(', ')} FROM ${table} WHERE id = ?2 AND v = ?3`,
     update(changed) {
@@ -285,7 +287,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const quoted = this.#quoted = quoteIdent(this.#table);
     this.#sql = {
       get: `SELECT id, v, doc FROM ${quoted} WHERE id = ?`,
-      insert: `INSERT INTO ${quoted} (id, v, doc) VALUES (?, 1, ?)`,
+      insert: `INSERT INTO ${quoted} (id, v, doc) VALUES (?1, ?3, ?2)`,
       replace: `UPDATE ${quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`,
       delete: `DELETE FROM ${quoted} WHERE id = ?`,
       deleteVersion: `DELETE FROM ${quoted} WHERE id = ? AND v = ?`,
@@ -298,10 +300,11 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     return row ? fromRow<T>(row) : null;
   }
 
-  async insert(doc: T): Promise<Stored<T>> {
+  async insert(doc: T, options?: InsertOptions): Promise<Stored<T>> {
+    const version = insertVersion(options);
     const { id, json } = toRow(doc);
-    await this.#uniqueWrite(() => this.#engine.statement(this.#writes().insert).run(id, json), json.length);
-    return fromRow<T>({ id, v: 1, doc: json });
+    await this.#uniqueWrite(() => this.#engine.statement(this.#writes().insert).run(id, json, version), json.length);
+    return fromRow<T>({ id, v: version, doc: json });
   }
 
   async replace(doc: T, expectedVersion: number): Promise<Stored<T> | null> {
@@ -431,7 +434,8 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   }
 
   /** One write in the group commit; each insert succeeds or is refused on its own statement. */
-  async insertMany(docs: T[]): Promise<{ duplicates: string[] }> {
+  async insertMany(docs: T[], options?: InsertOptions): Promise<{ duplicates: string[] }> {
+    const version = insertVersion(options);
     if (docs.length === 0) return { duplicates: [] };
     const rows = docs.map(toRow);
     const bytes = rows.reduce((sum, row) => sum + row.json.length, 0);
@@ -441,7 +445,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
       const duplicates: string[] = [];
       for (const row of rows) {
         try {
-          insert.run(row.id, row.json);
+          insert.run(row.id, row.json, version);
         } catch (err) {
           if (!isUniqueViolation(err)) throw err;
           duplicates.push(row.id);

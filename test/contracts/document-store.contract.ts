@@ -173,6 +173,35 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     ]);
   });
 
+  test('insert and insertMany at a given version store it, replace counts on from it, and find orders by _v', async () => {
+    const high = 2 ** 32 + 7;
+    for (const indexed of [false, true]) {
+      const coll = store.collection<Account>(collectionName(indexed ? 'version_indexed' : 'version'));
+      if (indexed) await coll.ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+      await coll.insert({ _id: 'low', email: 'low@example.com' });
+      assert.equal(await coll.insert({ _id: 'a', email: 'a@example.com' }, { version: high }), { _id: 'a', email: 'a@example.com', _v: high });
+      assert.equal(await coll.get('a'), { _id: 'a', email: 'a@example.com', _v: high });
+      // A compare-and-set at any other version, 1 among them, finds nothing to replace.
+      assert.is(await coll.replace({ _id: 'a', email: 'stale@example.com' }, 1), null);
+      assert.equal(await coll.replace({ _id: 'a', email: 'a2@example.com' }, high), { _id: 'a', email: 'a2@example.com', _v: high + 1 });
+      if (coll.insertMany) {
+        assert.equal(await coll.insertMany([{ _id: 'b', email: 'b@example.com' }, { _id: 'a', email: 'x@example.com' }], { version: high }), { duplicates: ['a'] });
+        assert.equal(await coll.get('b'), { _id: 'b', email: 'b@example.com', _v: high });
+      }
+      assert.equal(await coll.find({ orderBy: [['_v', 'desc'], ['_id', 'asc']], limit: 1, fields: [] }), [{ _id: 'a', _v: high + 1 }]);
+      assert.equal(await coll.find({ where: { email: 'a2@example.com' } }), [{ _id: 'a', email: 'a2@example.com', _v: high + 1 }]);
+      for (const version of [0, -1, 1.5, 2 ** 53]) {
+        try {
+          await coll.insert({ _id: 'bad', email: 'bad@example.com' }, { version });
+          assert.unreachable(`version ${version} accepted`);
+        } catch (err) {
+          assert.match((err as Error).message, /invalid document version/);
+        }
+      }
+      assert.is(await coll.get('bad'), null);
+    }
+  });
+
   test('a unique index rejects a taken value on insert, single and compound', async () => {
     const name = collectionName('uniqins');
     const coll = store.collection<Account & { tenant?: string; slug?: string }>(name);
