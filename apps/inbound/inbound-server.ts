@@ -4,7 +4,9 @@
 // up to a size limit, and records what it says about the recipient its return path names.
 //
 // Nothing a client sends can freeze or flood the process (limits: infra/mail/inbound-limits.ts,
-// docs/inbound.md): connections are capped in all and per client address, sessions and DATA
+// docs/inbound.md): connections are capped in all and per client network, a transaction takes
+// at most 50 RCPTs and each one's lookup is answered on a turn of the event loop of its own
+// (apps/services/feedback/report-targets.ts reads only what it needs), sessions and DATA
 // transfers have deadlines, DATA is read at a bounded rate (read-rate.ts), a report is cut to
 // what the parser reads while it arrives (infra/mail/report-trim.ts) under a budget shared by
 // every open transfer, and parsed on threads of its own (infra/mail/report-parse-pool.ts)
@@ -21,6 +23,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
+import { clientNetworkOf } from '../../infra/http/address-ranges.ts';
 import { INBOUND_LIMITS, type InboundLimits } from '../../infra/mail/inbound-limits.ts';
 import { ReportOverBudgetError, ReportParsePool, ReportParserBusyError } from '../../infra/mail/report-parse-pool.ts';
 import { MAX_REPORT_BYTES } from '../../infra/mail/report-parser.ts';
@@ -33,10 +36,14 @@ import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { answerWithin, PING_TIMEOUT_MS } from '../liveness.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
-import { findReportTarget, type ReportTarget } from '../services/feedback/report-targets.ts';
+import { ReportTargets, withBccAddresses, type ReportTarget } from '../services/feedback/report-targets.ts';
 import { SerialByKey } from '../services/serial-by-key.ts';
 import { ReadRate } from './read-rate.ts';
 
+/**
+ * RCPT commands per transaction, refused ones and repeats of one address included (smtp-server
+ * would take a repeated address without counting it): each costs a lookup.
+ */
 const MAX_RECIPIENTS_PER_MESSAGE = 50;
 /** What a report without a SIZE is taken to need at MAIL FROM (most bounces are a few KiB). */
 const TYPICAL_REPORT_BYTES = 64 * 1024;
@@ -80,6 +87,37 @@ export interface InboundServer {
   stop(): Promise<void>;
 }
 
+/**
+ * Open connections per client network (infra/http/address-ranges.ts clientNetworkOf): an IPv6
+ * client's /64, whose addresses any host on it may take at will; an IPv4 client's address.
+ */
+export class ClientSlots {
+  readonly #max: number;
+  readonly #open = new Map<string, number>();
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  /** The client's network, now holding one more slot; null when it holds `max` already. */
+  take(address: string): string | null {
+    const network = clientNetworkOf(address);
+    const open = this.#open.get(network) ?? 0;
+    if (open >= this.#max) return null;
+    this.#open.set(network, open + 1);
+    return network;
+  }
+
+  give(network: string): void {
+    const open = (this.#open.get(network) ?? 1) - 1;
+    if (open > 0) this.#open.set(network, open);
+    else this.#open.delete(network);
+  }
+}
+
+/** Resolves on the next turn of the event loop, after the I/O and timers that are due. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** An SMTP error reply; `text` starts with its enhanced status code (RFC 3463). */
 const smtpError = (code: number, text: string) => Object.assign(new Error(text), { responseCode: code });
 const ENHANCED_CODE = /^[245]\.\d{1,3}\.\d{1,3} /;
@@ -107,14 +145,15 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     ...(options.maxConnectionsPerClient === undefined ? {} : { maxConnectionsPerClient: options.maxConnectionsPerClient }),
     ...options.limits,
   };
-  const targets = new Map<string, ReportTarget[]>();
+  /** Each session's transaction under way: its targets, and the RCPT commands it was given. */
+  const transactions = new Map<string, { targets: ReportTarget[]; rcpts: number }>();
   const liveness = options.liveness ?? new Liveness();
   let recording = 0;
   liveness.probeWaiting(async () => recording > 0);
   let stopping = false;
   /** Open connections by session id, each with its session deadline (cleared in onClose: after STARTTLS the first socket never says it closed). */
   const connections = new Map<string, { connection: SMTPConnection; deadline: NodeJS.Timeout }>();
-  const perClient = new Map<string, number>();
+  const slots = new ClientSlots(limits.maxConnectionsPerClient);
   const counted = new Map<string, string>();
   const budget = { held: 0 };
   const parser = new ReportParsePool({
@@ -165,6 +204,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   };
   const readRate = new ReadRate(limits.dataBytesPerSecond, Math.min(limits.dataBytesPerSecond, MAX_REPORT_BYTES));
   const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now, lanes };
+  const reportTargets = new ReportTargets(deps);
   const tls = options.tlsCertFile && options.tlsKeyFile
     ? { cert: readFileSync(options.tlsCertFile), key: readFileSync(options.tlsKeyFile) }
     : null;
@@ -185,7 +225,6 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     banner: 'Relay feedback (bounces and complaints only)',
     size: MAX_REPORT_BYTES,
     rejectOversized: true,
-    maxRecipients: MAX_RECIPIENTS_PER_MESSAGE,
     hideENHANCEDSTATUSCODES: false,
     authOptional: true,
     disabledCommands: tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
@@ -197,13 +236,11 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     socketTimeout: limits.idleMs,
     closeTimeout: 1_000,
     onConnect(session, callback) {
-      const address = session.remoteAddress;
-      const open = perClient.get(address) ?? 0;
-      if (open >= limits.maxConnectionsPerClient) {
-        return callback(smtpError(421, `4.7.0 ${options.hostname} Error: too many connections from ${address}, try again later`));
+      const network = slots.take(session.remoteAddress);
+      if (network === null) {
+        return callback(smtpError(421, `4.7.0 ${options.hostname} Error: too many connections from ${clientNetworkOf(session.remoteAddress)}, try again later`));
       }
-      perClient.set(address, open + 1);
-      counted.set(session.id, address);
+      counted.set(session.id, network);
       callback();
     },
     onMailFrom(address, session, callback) {
@@ -213,19 +250,23 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       if (limits.dataBytesInFlight - budget.held < Math.min(announced || TYPICAL_REPORT_BYTES, MAX_KEPT_BYTES)) {
         return callback(smtpError(452, '4.3.1 Insufficient system storage for a report now, try again later'));
       }
-      targets.set(session.id, []);
+      transactions.set(session.id, { targets: [], rcpts: 0 });
       callback();
     },
     onRcptTo(address, session, callback) {
-      const list = targets.get(session.id) ?? [];
-      findReportTarget(deps, address.address).then((found) => {
-        storeSucceeded(false);
+      const transaction = transactions.get(session.id) ?? { targets: [], rcpts: 0 };
+      // Answered at once: smtp-server yields to the event loop every 100 commands answered so.
+      if (++transaction.rcpts > MAX_RECIPIENTS_PER_MESSAGE) return callback(smtpError(452, '4.5.3 Too many recipients'));
+      // A lookup resolves within microtasks when the store answers synchronously (node:sqlite):
+      // its answer waits for the next turn, so a pipeline of RCPTs cannot run as one block.
+      reportTargets.find(address.address).finally(nextTurn).then((found) => {
+        if (found.read) storeSucceeded(false);
         if (!found.ok) return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
         // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
         const { emailId, recipientIndex } = found.target;
-        if (!list.some((t) => t.emailId === emailId && t.recipientIndex === recipientIndex)) list.push(found.target);
+        if (!transaction.targets.some((t) => t.emailId === emailId && t.recipientIndex === recipientIndex)) transaction.targets.push(found.target);
         // A client gone during the lookup has had its session's entries removed (onClose).
-        if (connections.has(session.id)) targets.set(session.id, list);
+        if (connections.has(session.id)) transactions.set(session.id, transaction);
         callback();
       }, (error: Error) => {
         storeFailed(error);
@@ -234,8 +275,8 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       });
     },
     onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {
-      const recipients = targets.get(session.id) ?? [];
-      targets.delete(session.id);
+      const recipients = transactions.get(session.id)?.targets ?? [];
+      transactions.delete(session.id);
       const connection = connections.get(session.id)?.connection;
       const deadline = setTimeout(() => connection && cut(connection, `4.4.2 ${options.hostname} Error: DATA not completed within ${seconds(limits.dataMs)}`), limits.dataMs);
       let held = 0;
@@ -254,7 +295,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         const parsed = await parser.parse(report.bytes);
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
         recording++;
-        const result = await ingestReport(deps, recipients, { parsed, sha256: report.sha256 }, origin).then((recorded) => {
+        const result = await withBccAddresses(deps, recipients).then((targets) => ingestReport(deps, targets, { parsed, sha256: report.sha256 }, origin)).then((recorded) => {
           storeSucceeded(true);
           return recorded;
         }, (error: unknown) => {
@@ -278,15 +319,13 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       });
     },
     onClose(session) {
-      targets.delete(session.id);
+      transactions.delete(session.id);
       clearTimeout(connections.get(session.id)?.deadline);
       connections.delete(session.id);
-      const address = counted.get(session.id);
-      if (address === undefined) return;
+      const network = counted.get(session.id);
+      if (network === undefined) return;
       counted.delete(session.id);
-      const open = (perClient.get(address) ?? 1) - 1;
-      if (open > 0) perClient.set(address, open);
-      else perClient.delete(address);
+      slots.give(network);
     },
   }, opened);
   // A failure to bind is the start's to report (it rejects below), not an error to retry.
@@ -318,7 +357,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   return {
     port,
     liveness,
-    sessionsHeld: () => new Set([...targets.keys(), ...connections.keys(), ...counted.keys()]).size,
+    sessionsHeld: () => new Set([...transactions.keys(), ...connections.keys(), ...counted.keys()]).size,
     probingStores: () => probeTimer !== null || probing !== null,
     stop: async () => {
       stopping = true;

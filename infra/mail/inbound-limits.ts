@@ -7,7 +7,7 @@ const MiB = 1024 * 1024;
 export interface InboundLimits {
   /** Open connections in all (smtp-server's maxClients); more are answered 421 at once. */
   maxConnections: number;
-  /** Open connections per client address; more are answered 421 4.7.0. */
+  /** Open connections per client network (an IPv4 address, an IPv6 /64); more are answered 421 4.7.0. */
   maxConnectionsPerClient: number;
   /** A session waiting this long for the client's next command or byte is closed (421). */
   idleMs: number;

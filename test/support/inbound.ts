@@ -4,6 +4,7 @@
 import { startInbound, type InboundOptions, type InboundServer } from '../../apps/inbound/inbound-server.ts';
 import { emailsOf } from '../../apps/services/email-stream.ts';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
+import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './delivery.ts';
@@ -22,6 +23,8 @@ export interface InboundFixture {
 export async function startInboundFixture(options: Partial<Pick<InboundOptions, 'limits' | 'parserWorkerUrl' | 'maxConnectionsPerClient' | 'storeProbe'>> & {
   /** The event store the server uses (tests wrap the real one to watch or hold it). */
   events?: (real: EventStore) => EventStore;
+  /** The document store the server uses (tests wrap the real one to watch it). */
+  documents?: (real: DocumentStore) => DocumentStore;
 } = {}): Promise<InboundFixture> {
   const t = await startTestApp();
   const tenant = await deliveryTenant(t);
@@ -30,7 +33,7 @@ export async function startInboundFixture(options: Partial<Pick<InboundOptions, 
   const inbound = await startInbound({
     host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
     events, emails: options.events ? emailsOf(events, t.ctx.services.policies) : t.ctx.services.emails,
-    documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
+    documents: options.documents ? options.documents(t.stores.documents) : t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
     onError: (error) => errors.push(error),
     limits: options.limits, parserWorkerUrl: options.parserWorkerUrl, maxConnectionsPerClient: options.maxConnectionsPerClient, storeProbe: options.storeProbe,
   });
