@@ -6,7 +6,9 @@
 //   - has had work waiting for `stuckAfterMs` (default 60 s) and made no progress in that
 //     time, or says itself that it is stuck (a processor holding one record that long).
 // A part that recovers sooner stays ready: /readyz takes a process out of rotation for an
-// outage that lasts, not for one failed read.
+// outage that lasts, not for one failed read. A part the process runs that does not report yet
+// (it is still starting) is not ready either. /readyz's checks and relay_part_ready both take
+// this verdict from PartsLiveness.verdicts(), so the two never disagree.
 //
 // The log tells each change as it happens: a part that starts recovering (warn, with the
 // failure), runs again (info, with how long it took) or stops on an error (error); and a part
@@ -74,12 +76,21 @@ function timely(liveness: Liveness): Promise<PartStatus> {
 export interface PartsLivenessOptions {
   stuckAfterMs?: number;
   logger?: Logger;
+  /** The parts the process runs, as they report: each is not ready until it reports (while it starts). */
+  expected?: readonly string[];
+}
+
+/** Every part judged now, and whether each is ready: the one verdict of /readyz and relay_part_ready. */
+export interface PartsVerdicts {
+  parts: Record<string, PartReport>;
+  ready: Record<string, boolean>;
 }
 
 /** The parts of one process (and of its pipeline thread), judged by one rule. */
 export class PartsLiveness {
   readonly stuckAfterMs: number;
   readonly #logger: Logger | null;
+  readonly #expected: readonly string[];
   readonly #parts = new Map<string, Liveness>();
   readonly #remote: Array<() => Promise<Record<string, PartStatus>>> = [];
   readonly #readyBefore = new Map<string, boolean>();
@@ -88,6 +99,7 @@ export class PartsLiveness {
   constructor(options: PartsLivenessOptions = {}) {
     this.stuckAfterMs = options.stuckAfterMs ?? STUCK_AFTER_MS;
     this.#logger = options.logger ?? null;
+    this.#expected = options.expected ?? [];
   }
 
   /** Shows a part: in reports, and in the log when its state changes. */
@@ -132,9 +144,23 @@ export class PartsLiveness {
     return report;
   }
 
-  /** Sets relay_part_up (1 while running), relay_part_last_progress_seconds and relay_part_work_waiting of every part. */
+  /** Every part judged now, with the expected parts that do not report yet as not ready. */
+  async verdicts(): Promise<PartsVerdicts> {
+    const parts = await this.report();
+    const ready: Record<string, boolean> = Object.fromEntries(this.#expected.map((part) => [part, false]));
+    for (const [part, report] of Object.entries(parts)) ready[part] = report.ready;
+    return { parts, ready };
+  }
+
+  /**
+   * Sets relay_part_ready (1 when ready) of every part, expected ones still starting included,
+   * and relay_part_up (1 while running), relay_part_last_progress_seconds and
+   * relay_part_work_waiting of every part that reports.
+   */
   async publish(metrics: PartMetrics): Promise<void> {
-    for (const [part, report] of Object.entries(await this.report())) {
+    const { parts, ready } = await this.verdicts();
+    for (const [part, isReady] of Object.entries(ready)) metrics.ready(part).set(isReady ? 1 : 0);
+    for (const [part, report] of Object.entries(parts)) {
       metrics.up(part).set(report.state === 'running' ? 1 : 0);
       metrics.lastProgress(part).set(Date.parse(report.lastProgressAt) / 1000);
       metrics.workWaiting(part).set(report.workWaiting ? 1 : 0);

@@ -15,8 +15,9 @@
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
 // Declared here, set by the parts that own them (see each definition):
-//   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting     liveness of each long-running part of
-//                                   this process (and of its pipeline thread), read at each scrape (apps/liveness.ts)
+//   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting, relay_part_ready
+//                                   liveness of each long-running part of this process (and of its pipeline
+//                                   thread), read at each scrape (apps/liveness.ts); ready is /readyz's verdict
 //   relay_delivery_attempts_total, relay_delivery_latency_seconds                 the sender (apps/services/delivery/outcome-report.ts)
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
 //   relay_dispatch_run_failures_total  by part: the parts with a dispatcher (sender, webhooks), from 0 at their start
@@ -158,6 +159,12 @@ export interface PartMetrics {
   lastProgress(part: string): GaugeChild;
   /** 1 while the part has work waiting (lag, due items), 0 when idle: with lastProgress, "stuck". */
   workWaiting(part: string): GaugeChild;
+  /**
+   * 1 while /readyz counts the part ready, 0 while it does not (stopped, recovering or stuck past
+   * the bound, or still starting): the same verdict (apps/liveness.ts), so a part stuck on one
+   * record while it runs and progresses elsewhere shows here, not in up or lastProgress.
+   */
+  ready(part: string): GaugeChild;
 }
 
 /** Transports (RELAY_DELIVERY) and recipient outcomes of delivery attempts. */
@@ -295,6 +302,8 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const partUp = registry.gauge('relay_part_up', '1 while the part (forwarder, a processor, retention, inbound, ...) runs; 0 while it recovers from a failure or has stopped.', ['part']);
   const partProgress = registry.gauge('relay_part_last_progress_seconds', 'Unix time of the part\'s last progress (a record handled, a step done, a pass ended), in seconds.', ['part']);
   const partWaiting = registry.gauge('relay_part_work_waiting', '1 while the part has work waiting (lag, due items), 0 when it is idle.', ['part']);
+  const partReady = registry.gauge('relay_part_ready',
+    '1 while /readyz counts the part ready; 0 while it does not (stopped, recovering or stuck for too long, or still starting): /readyz\'s parts.<part>.reason says why.', ['part']);
   const deliveryAttempts = registry.counter('relay_delivery_attempts_total',
     'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, bounced, failed, unknown).', ['transport', 'outcome']);
   const deliveryLatency = registry.histogram('relay_delivery_latency_seconds',
@@ -350,7 +359,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       failed: () => runFailed.inc(),
       removed: (kind, count) => removed(kind).inc(count),
     },
-    parts: { up: byValue(partUp), lastProgress: byValue(partProgress), workWaiting: byValue(partWaiting) },
+    parts: { up: byValue(partUp), lastProgress: byValue(partProgress), workWaiting: byValue(partWaiting), ready: byValue(partReady) },
     // Gauges without labels get their sample when first set: until then the page shows none.
     delivery: {
       attempts: byPair(deliveryAttempts),

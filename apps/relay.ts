@@ -141,7 +141,9 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
   // Each failure of a part that retries by itself; its change of state is logged by `liveness`.
   const reportRetry = (part: Part) => (error: Error) => logger.debug({ err: error, part }, `${part}: failed, retrying`);
-  const liveness = new PartsLiveness({ stuckAfterMs: options.processorPolicy?.stuckAfterMs, logger });
+  // A part this process runs is listed, not ready, until it has started and reports for itself:
+  // /readyz answers while the parts start (the listeners are bound first), and so does /metrics.
+  const liveness = new PartsLiveness({ stuckAfterMs: options.processorPolicy?.stuckAfterMs, logger, expected: parts.filter((part) => part !== 'api') });
   let api: FastifyInstance | null = null;
   let url: string | null = null;
   // One registry per process: `relay start` shows every part on one page.
@@ -154,10 +156,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
   const inPart = options.runPart ?? (<T>(_part: Part, start: () => Promise<T>) => start());
-  const partsReady = async () => Object.fromEntries(Object.entries(await liveness.report()).map(([part, report]) => [part, report.ready]));
-  // /readyz answers while the parts start (the listeners are bound first): a part this process
-  // runs is listed, not ready, until it has started and reports for itself.
-  const notStartedYet = () => Object.fromEntries(parts.filter((part) => part !== 'api').map((part) => [part, false]));
+  const partsReady = async () => (await liveness.verdicts()).ready;
+  // The parts' liveness on /metrics, read at each scrape, from the start on, with the verdict
+  // /readyz gives; the pipeline thread's parts come through this process's view of them, not
+  // the thread's own registry.
+  if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
     if (parts.includes('sender') && !threaded.includes('sender')) {
@@ -182,11 +185,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
         // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
         readiness: async () => {
-          const [reports, log] = await Promise.all([liveness.report(), parts.some((part) => part !== 'api') ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
-          return {
-            checks: { ...notStartedYet(), ...Object.fromEntries(Object.entries(reports).map(([part, report]) => [part, report.ready])), ...(log === null ? {} : { log }) },
-            parts: reports,
-          };
+          const [verdicts, log] = await Promise.all([liveness.verdicts(), parts.some((part) => part !== 'api') ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
+          return { checks: { ...verdicts.ready, ...(log === null ? {} : { log }) }, parts: verdicts.parts };
         },
       }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null }));
       const http = api;
@@ -237,7 +237,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         // on that answer comes before stopOnSignals and kills the process mid-delivery.
         const tracker = new Liveness();
         const retention = await inPart(part, () => startRetention({
-          documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir,
+          documents: stores.documents, events, deliveryPolicy: services.policies.delivery, now, outboxDir: services.outboxDir, liveness: tracker,
           onShredded: (count) => {
             metrics.retention.removed('bodies', count);
             if (count > 0) logger.info({ part, count }, 'message bodies past retention destroyed');
@@ -282,9 +282,6 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       }
     }
     liveness.watch();
-    // The parts' liveness on /metrics, read at each scrape; the pipeline thread's parts come
-    // through this process's view of them, not the thread's own registry.
-    if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
   } catch (error) {
     liveness.stopWatching();
     await api?.close().catch(() => {});

@@ -137,7 +137,7 @@ test('every metric the Grafana dashboard queries is exported by Relay', (ctx) =>
   assert.ok(names.size >= 20, `${names.size} metric names`);
   assert.equal(unknownNames(ctx, queries, new Set()), []);
   // A dashboard of this Relay: its panels cover what the alerts watch.
-  for (const name of ['relay_part_up', 'relay_consumer_lag', 'relay_parked_events', 'relay_delivery_attempts_total', 'relay_webhook_attempts_total', 'relay_feedback_reports_total', 'relay_retention_last_success_timestamp_seconds', 'relay_dispatch_run_failures_total']) {
+  for (const name of ['relay_part_up', 'relay_part_ready', 'relay_consumer_lag', 'relay_parked_events', 'relay_delivery_attempts_total', 'relay_webhook_attempts_total', 'relay_feedback_reports_total', 'relay_retention_last_success_timestamp_seconds', 'relay_dispatch_run_failures_total']) {
     assert.ok(names.has(name), `the dashboard shows ${name}`);
   }
 });

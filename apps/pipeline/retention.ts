@@ -7,9 +7,15 @@
 // Safe to run in several processes at once: each deletion is one document or one deleteWhere.
 // One pass at a time in a process; a pass that fails (onError) is retried with a capped,
 // doubling back-off (RETRY_AFTER_FAILURE), and the interval resumes after one that succeeds.
+// A pass still running after PASS_STUCK_AFTER_MS (a store call that never settles) makes the
+// part stuck, so /readyz and relay_part_ready say so (apps/liveness.ts) long before the day
+// RelayRetentionNotRun waits. Not "work waiting without progress" after the parts' 60 s: one
+// step over a large backlog may take minutes, and that must not take `relay start`'s API out
+// of rotation.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { Liveness } from '../../infra/liveness.ts';
 import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { shredExpiredContent } from '../services/content-vault.ts';
 import { pruneOperationalData, type PruneReport } from '../services/operational-retention.ts';
@@ -17,6 +23,9 @@ import { deleteUnreadableOutboxCopies } from '../services/outbox.ts';
 
 /** After a failed pass: retried after 1 s, doubling up to 5 min (never later than the next regular pass). */
 export const RETRY_AFTER_FAILURE: RetryPolicy = { initialDelayMs: 1_000, maxDelayMs: 5 * 60_000 };
+
+/** A pass running this long is stuck: passes take seconds, and one over a large backlog minutes. */
+export const PASS_STUCK_AFTER_MS = 60 * 60_000;
 
 export interface RetentionOptions {
   documents: DocumentStore;
@@ -37,6 +46,10 @@ export interface RetentionOptions {
   /** After every pass that completed all its steps. */
   onSwept?: (at: Date) => void;
   onError?: (error: Error) => void;
+  /** The part's liveness: told when a pass has run longer than stuckAfterMs (the caller tells it the rest). */
+  liveness?: Liveness;
+  /** Default PASS_STUCK_AFTER_MS. */
+  stuckAfterMs?: number;
 }
 
 export async function startRetention(options: RetentionOptions): Promise<{ stop(): Promise<void> }> {
@@ -46,6 +59,13 @@ export async function startRetention(options: RetentionOptions): Promise<{ stop(
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> = Promise.resolve();
+  const stuckAfterMs = options.stuckAfterMs ?? PASS_STUCK_AFTER_MS;
+  /** Date.now() when the pass that runs began; null between passes. */
+  let passSince: number | null = null;
+  options.liveness?.reportStuck(() => {
+    const runFor = passSince === null ? 0 : Date.now() - passSince;
+    return runFor < stuckAfterMs ? null : `a retention pass has run for ${Math.round(runFor / 1000)} s (since ${new Date(passSince!).toISOString()}) and not ended`;
+  });
   const pass = async () => {
     const now = options.now();
     // Each step runs whether or not its callback is given (`f?.(await step())` would skip the step).
@@ -63,6 +83,7 @@ export async function startRetention(options: RetentionOptions): Promise<{ stop(
   // (it succeeded) or the back-off's next delay (it failed).
   const sweep = async (): Promise<void> => {
     let delay: number;
+    passSince = Date.now();
     try {
       await pass();
       backoff.reset();
@@ -70,6 +91,8 @@ export async function startRetention(options: RetentionOptions): Promise<{ stop(
     } catch (error) {
       delay = Math.min(backoff.next(), everyMs);
       options.onError?.(error as Error);
+    } finally {
+      passSince = null;
     }
     if (stopped) return;
     timer = setTimeout(() => {
