@@ -72,6 +72,7 @@ test.before.each((ctx) => {
   ctx.now = Date.now();
   ctx.dns.setZone(zone());
   ctx.policies.policies.clear();
+  ctx.policies.contentTypes.clear();
   ctx.policies.fetches.clear();
   ctx.policies.policies.set('enforce.test', policyText('enforce', ['good.enforce.test', '*.enforce.test']));
   ctx.policies.policies.set('allbad.test', policyText('enforce', ['*.allbad.test']));
@@ -250,6 +251,61 @@ test('a policy kept in the document store applies after a restart, while the pol
     await documents.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a policy served as anything but text/plain is not a policy (RFC 8461 3.3): none applies, the failure names the type, and it is not fetched again for five minutes', async (ctx) => {
+  const dns = new DnsCache(new StubResolver({ servers: [ctx.dns.address], timeoutMs: 1000, tries: 1 }));
+  const resolver = new MtaStsResolver({ dns, allowAddresses: new Set(['127.0.0.1']), port: ctx.policies.port, ca: ctx.ca.ca, fetchTimeoutMs: 2000, now: () => ctx.now });
+  // The policy text is valid either way: only the media type decides.
+  const control = await resolver.policyFor('cached.test');
+  assert.equal([control.policy?.mode, control.policy?.mx, control.failure], ['enforce', ['good.cached.test'], undefined]);
+
+  ctx.policies.contentTypes.set('enforce.test', 'text/html; charset=utf-8');
+  const html = await resolver.policyFor('enforce.test');
+  assert.is(ctx.policies.fetches.get('enforce.test'), 1, 'the policy host was asked');
+  assert.is(html.policy, null, `a text/html answer became an ${html.policy?.mode} policy for ${html.policy?.mx}`);
+  assert.is(html.failure?.resultType, 'sts-policy-invalid');
+  assert.match(html.failure?.detail ?? '', /^https:\/\/mta-sts\.enforce\.test\/\.well-known\/mta-sts\.txt: served as text\/html, not text\/plain$/);
+
+  // Served properly now (the type is case-insensitive, parameters aside), but not asked again yet.
+  ctx.policies.contentTypes.set('enforce.test', 'Text/Plain ; charset=UTF-8');
+  ctx.now += 4 * 60_000;
+  const waiting = await resolver.policyFor('enforce.test');
+  assert.equal([waiting.policy, waiting.failure?.resultType, ctx.policies.fetches.get('enforce.test')], [null, 'sts-policy-invalid', 1]);
+  ctx.now += 60_000 + 1000;
+  const plain = await resolver.policyFor('enforce.test');
+  assert.equal([plain.policy?.mode, plain.policy?.mx, plain.failure], ['enforce', ['good.enforce.test', '*.enforce.test'], undefined]);
+  assert.is(ctx.policies.fetches.get('enforce.test'), 2);
+
+  ctx.policies.contentTypes.set('testing.test', null);
+  const untyped = await resolver.policyFor('testing.test');
+  assert.equal([untyped.policy, untyped.failure?.resultType], [null, 'sts-policy-invalid']);
+  assert.match(untyped.failure?.detail ?? '', /served as no media type, not text\/plain/);
+  ctx.policies.contentTypes.set('none.test', 'application/octet-stream');
+  const binary = await resolver.policyFor('none.test');
+  assert.equal([binary.policy, binary.failure?.resultType], [null, 'sts-policy-invalid']);
+  assert.match(binary.failure?.detail ?? '', /served as application\/octet-stream, not text\/plain/);
+});
+
+test('a new policy served as text/html leaves the cached policy in force, and the failure is reported', async (ctx) => {
+  const t = transport(ctx);
+  assert.equal((await t.send(message('a@cached.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'good.cached.test');
+  // A new id whose policy would allow any MX host, but as an HTML page.
+  ctx.dns.setZone(zone([sts('cached.test', 'c2')]));
+  ctx.policies.policies.set('cached.test', policyText('enforce', ['*.test']));
+  ctx.policies.contentTypes.set('cached.test', 'text/html');
+  ctx.sessions = [];
+  assert.equal((await t.send(message('b@cached.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.policies.fetches.get('cached.test'), 2, 'the new id was fetched');
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'good.cached.test', 'still the cached policy: the unlisted and misnamed hosts were passed over');
+  assert.equal(results(ctx), [
+    ['sts', null, 'sts-policy-invalid'],
+    ['sts', 'mx.unlisted.test', 'validation-failure'],
+    ['sts', 'wrongname.cached.test', 'validation-failure'],
+  ]);
+  assert.match(ctx.sessions[0].detail ?? '', /served as text\/html, not text\/plain/);
+  assert.equal(ctx.sessions[0].policy.mxHosts, ['good.cached.test'], 'reported against the policy that applied');
 });
 
 test('the fetch is bounded: an untrusted certificate, a policy over the size limit, a host that never answers, a missing policy (404): none applies, each says why', async (ctx) => {

@@ -66,7 +66,18 @@ export function parseServer(text: string): Server {
   }
   const family = net.isIP(host);
   if (family === 0 || !(port > 0 && port < 65536)) throw new Error(`"${text}" is not a resolver address (ip, ip:port or [v6]:port)`);
-  return { host, port, family: family as 4 | 6 };
+  return { host: canonicalAddress(host, family as 4 | 6), port, family: family as 4 | 6 };
+}
+
+/**
+ * The form the kernel reports a reply's source in (`0:0:0:0:0:0:0:1` → `::1`, `2001:DB8::53` →
+ * `2001:db8::53`), so that replies are matched against it; a zone (`%eth0`) is kept as written.
+ */
+function canonicalAddress(host: string, family: 4 | 6): string {
+  const zone = host.indexOf('%');
+  const address = zone === -1 ? host : host.slice(0, zone);
+  const canonical = new net.SocketAddress({ address, family: family === 6 ? 'ipv6' : 'ipv4' }).address;
+  return zone === -1 ? canonical : canonical + host.slice(zone);
 }
 
 const RCODE_ERRORS: Record<string, string> = { SERVFAIL: 'ESERVFAIL', REFUSED: 'EREFUSED', FORMERR: 'EFORMERR', NOTIMP: 'ENOTIMP' };

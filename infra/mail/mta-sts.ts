@@ -252,6 +252,10 @@ export class MtaStsResolver {
       }, (response) => {
         // Redirects are not followed (RFC 8461 3.3): only a 200 is a policy.
         if (response.statusCode !== 200) return fail({ resultType: 'sts-policy-fetch-error', detail: `${url}: HTTP ${response.statusCode}` });
+        // Only text/plain (RFC 8461 3.3): an HTML page or other content users can place at that
+        // path of the policy host must not become a policy, whose mx lines would choose the MX hosts.
+        const mediaType = (response.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+        if (mediaType !== 'text/plain') return fail({ resultType: 'sts-policy-invalid', detail: `${url}: served as ${mediaType || 'no media type'}, not text/plain` });
         const chunks: Buffer[] = [];
         let size = 0;
         response.on('data', (chunk: Buffer) => {

@@ -1,6 +1,7 @@
 // A real HTTPS server on loopback that plays every `mta-sts.<domain>` policy host of a test:
 // it answers GET /.well-known/mta-sts.txt with the policy set for the Host header's domain,
-// with a certificate from the test CA naming those hosts, and counts the fetches.
+// with a certificate from the test CA naming those hosts (as text/plain unless told otherwise),
+// and counts the fetches.
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
@@ -8,6 +9,8 @@ export interface PolicyServer {
   port: number;
   /** Policy file per domain (the part after `mta-sts.`); a missing one answers 404. */
   policies: Map<string, string>;
+  /** Content-Type per domain instead of text/plain; null: none sent. */
+  contentTypes: Map<string, string | null>;
   /** Requests per domain. */
   fetches: Map<string, number>;
   close(): Promise<void>;
@@ -15,6 +18,7 @@ export interface PolicyServer {
 
 export async function startPolicyServer(tls: { key: string; cert: string }, port = 0): Promise<PolicyServer> {
   const policies = new Map<string, string>();
+  const contentTypes = new Map<string, string | null>();
   const fetches = new Map<string, number>();
   const server: Server = createServer({ key: tls.key, cert: tls.cert }, (request, response) => {
     const domain = (request.headers.host ?? '').replace(/:\d+$/, '').replace(/^mta-sts\./, '');
@@ -24,7 +28,8 @@ export async function startPolicyServer(tls: { key: string; cert: string }, port
       response.writeHead(404).end();
       return;
     }
-    response.writeHead(200, { 'content-type': 'text/plain' }).end(policy);
+    const type = contentTypes.has(domain) ? contentTypes.get(domain) : 'text/plain';
+    response.writeHead(200, type === null ? {} : { 'content-type': type }).end(policy);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -33,6 +38,7 @@ export async function startPolicyServer(tls: { key: string; cert: string }, port
   return {
     port: (server.address() as AddressInfo).port,
     policies,
+    contentTypes,
     fetches,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
