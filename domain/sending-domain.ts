@@ -244,17 +244,33 @@ function dkimKeyMatches(expected: Map<string, string>, found: Map<string, string
   return v === expected.get('v') && k === (expected.get('k') ?? 'rsa').toLowerCase() && found.get('p') === expected.get('p');
 }
 
+const colonList = (value: string) => value.split(':').map((item) => item.trim().toLowerCase());
+
+/**
+ * Why verifiers must ignore this key record for Relay's signatures (rsa-sha256, on mail), or
+ * null: h= that leaves out sha256 (RFC 6376 6.1.2), s= that names neither email nor * (3.6.1).
+ */
+function keyRecordRestriction(found: Map<string, string>): string | null {
+  const h = found.get('h');
+  if (h !== undefined && !colonList(h).includes('sha256')) return `the record limits the key to h=${h}; Relay signs rsa-sha256`;
+  const s = found.get('s');
+  if (s !== undefined && !colonList(s).some((service) => service === 'email' || service === '*')) return `the record limits the key to s=${s}; receivers ignore it for email unless s= lists email or *`;
+  return null;
+}
+
 function judgeDkim(record: DnsRecord, txt: string[]): Judgement {
   const expected = parseTagList(record.value);
   if (!expected) throw new Error(`unparseable expected DKIM record ${record.value}`);
   if (txt.length === 0) return { status: 'missing', message: `No TXT record at ${record.name}` };
   const parsed = txt.map(parseTagList);
-  const matching = parsed.filter((tags) => tags !== null && dkimKeyMatches(expected, tags)).length;
+  const holdingKey = parsed.filter((tags): tags is Map<string, string> => tags !== null && dkimKeyMatches(expected, tags));
+  const matching = holdingKey.filter((tags) => keyRecordRestriction(tags) === null).length;
   // Verifiers pick one key record arbitrarily when there are several (RFC 6376 6.1.2), so a
-  // stray second key makes signatures fail some of the time.
+  // stray second key (or the key again, restricted) makes signatures fail some of the time.
   const others = parsed.filter((tags) => tags === null || tags.has('p')).length - matching;
   if (matching > 0 && others === 0) return { status: 'ok', message: `DKIM key for selector published at ${record.name}` };
   if (matching > 0) return { status: 'mismatch', message: `${record.name} holds the expected DKIM key and ${others} other key record(s); remove the others` };
+  if (holdingKey.length > 0) return { status: 'mismatch', message: `DKIM record at ${record.name} holds the expected public key, but ${keyRecordRestriction(holdingKey[0])}` };
   if (parsed.some((tags) => tags?.get('p') === '')) return { status: 'mismatch', message: `DKIM key at ${record.name} is revoked (empty p=)` };
   if (parsed.every((tags) => tags === null)) return { status: 'mismatch', message: `TXT at ${record.name} is not a valid DKIM key record` };
   return { status: 'mismatch', message: `DKIM record at ${record.name} does not hold the expected public key` };

@@ -201,6 +201,31 @@ verify('given DKIM answers that do not hold the key, when evaluated, then DKIM i
   }
 });
 
+verify('given the key in a record whose h= or s= makes receivers ignore it for Relay\'s rsa-sha256 mail, when evaluated, then DKIM is a mismatch naming the tag', () => {
+  const cases: Array<[string, RegExp]> = [
+    [`v=DKIM1; k=rsa; h=sha1; p=${KEY}`, /limits the key to h=sha1; Relay signs rsa-sha256/],
+    [`v=DKIM1; k=rsa; s=tlsrpt; p=${KEY}`, /limits the key to s=tlsrpt/],
+    [`v=DKIM1; k=rsa; h=sha256; s=tlsrpt:other; p=${KEY}`, /s=tlsrpt:other/],
+  ];
+  for (const [value, message] of cases) {
+    const { check: dkim, verified } = check(replacing({ name: DKIM_NAME, type: 'TXT', kind: 'answer', txt: [splitTxtValue(value)] }), 'dkim');
+    assert.is(dkim.status, 'mismatch', value);
+    assert.match(dkim.message, message);
+    assert.is(verified, false);
+  }
+  // Beside a usable copy of the key, a restricted copy still fails the signatures of verifiers that pick it.
+  const both = [splitTxtValue(`v=DKIM1; p=${KEY}`), splitTxtValue(`v=DKIM1; h=sha1; p=${KEY}`)];
+  assert.is(check(replacing({ name: DKIM_NAME, type: 'TXT', kind: 'answer', txt: both }), 'dkim').check.status, 'mismatch');
+});
+
+verify('given the key in a record whose h= lists sha256 and s= lists email or *, in any case and spacing, when evaluated, then it is ok', () => {
+  for (const tags of ['h=sha256', 'h = SHA1 : Sha256 ', 's=email', 's=*', 's= TLSRPT : Email', 'h=sha1:sha256; s=*']) {
+    const { check: dkim, verified } = check(replacing({ name: DKIM_NAME, type: 'TXT', kind: 'answer', txt: [splitTxtValue(`v=DKIM1; k=rsa; ${tags}; p=${KEY}`)] }), 'dkim');
+    assert.is(dkim.status, 'ok', `${tags}: ${dkim.message}`);
+    assert.is(verified, true);
+  }
+});
+
 verify('given no DKIM record (NXDOMAIN or no TXT), when evaluated, then DKIM is missing', () => {
   for (const kind of ['nxdomain', 'nodata'] as const) {
     const { check: dkim, verified } = check(replacing({ name: DKIM_NAME, type: 'TXT', kind }), 'dkim');

@@ -79,8 +79,9 @@ test('the documented rotation re-seals the secrets: after the old key is dropped
 });
 
 test('a secret no key opens: the attempt is recorded and counted as signing_failed, and retried on the schedule', async () => {
-  // Only the sender ran with both keys (it re-sealed the DKIM key, without which it would not
-  // start); the webhooks processor did not, so the signing secret is still under the old key.
+  // Only the sender ran with both keys (it re-sealed the DKIM key, without which the email would
+  // fail as message_unbuildable and no email.sent delivery would exist); the webhooks processor
+  // did not, so the signing secret is still under the old key.
   const { delivery, results } = await afterRotation(async (base, oldKey, newKey) => {
     const relay = await startRelay(loadConfig({ ...base, RELAY_SECRET_KEY: newKey, RELAY_SECRET_KEY_PREVIOUS: oldKey }), ['sender']);
     await relay.stop();

@@ -8,7 +8,7 @@
 import { claimDeadline } from '../../domain/email/delivery.ts';
 import { emailIdOfStream } from '../../domain/email/events.ts';
 import { originOfEvent } from '../../domain/events/metadata.ts';
-import { resealDkimKeys } from '../services/dkim-key-vault.ts';
+import { resealDkimKeys, type UnopenableDkimKey } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { deliveryOutcomeReport } from '../services/delivery/outcome-report.ts';
 import { ensureWorkItemIndexes, openClaimItems, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
@@ -103,7 +103,7 @@ export const sender = defineProcessor({
   async init(deps): Promise<Dispatcher> {
     await ensureWorkItemIndexes(deps.documents);
     await ensureSendRateIndexes(deps.documents);
-    await resealDkimKeys(deps.documents, deps.services.secrets);
+    logUnopenableDkimKeys(deps, (await resealDkimKeys(deps.documents, deps.services.secrets)).unopenable);
     await deps.services.warmCompose();
     await deps.services.transport().warm?.();
     const mx = deps.services.mxDelivery();
@@ -183,6 +183,18 @@ export const sender = defineProcessor({
     if (item && item.dueAt <= deps.now().toISOString()) afterDurable(() => dispatcher.kick());
   },
 });
+
+/** Unopenable keys named in the start log, at most; the count says how many there are. */
+const UNOPENABLE_KEYS_LOGGED = 100;
+
+function logUnopenableDkimKeys(deps: ProcessorDeps, unopenable: UnopenableDkimKey[]): void {
+  if (unopenable.length === 0) return;
+  (deps.onWarning ?? deps.onInfo)?.('DKIM keys that no configured secret key opens: email from these domains fails as message_unbuildable until their secret key is back in RELAY_SECRET_KEY_PREVIOUS (docs/delivery.md, "Secret and rotation")', {
+    count: unopenable.length,
+    domains: unopenable.slice(0, UNOPENABLE_KEYS_LOGGED),
+    ...(unopenable.length > UNOPENABLE_KEYS_LOGGED ? { more: true } : {}),
+  });
+}
 
 /**
  * Says what this sender finds open at start: claims of other instances (or of one that
