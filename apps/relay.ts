@@ -190,11 +190,11 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         },
       }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null }));
       const http = api;
-      url = await bound('the HTTP server', config.host, config.port, 'PORT', () => inPart('api', () => http.listen({ host: config.host, port: config.port })));
+      url = await bound('the HTTP server', config.host, config.port, { host: 'HOST', port: 'PORT' }, () => inPart('api', () => http.listen({ host: config.host, port: config.port })));
       logger.info({ url, parts }, 'listening');
       if (config.metrics.enabled && config.metrics.port !== null) {
         const { host, port } = config.metrics;
-        metricsServer = await bound('the metrics server', host, port, 'RELAY_METRICS_PORT', () => listenForMetrics(metrics, host, port));
+        metricsServer = await bound('the metrics server', host, port, { host: 'RELAY_METRICS_HOST', port: 'RELAY_METRICS_PORT' }, () => listenForMetrics(metrics, host, port));
         logger.info({ url: `${metricsServer.url}/metrics` }, 'metrics listening');
       }
     }
@@ -204,7 +204,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       for (const kind of REPORT_OUTCOMES) for (const effect of FEEDBACK_EFFECTS) metrics.feedbackReports(kind, effect);
       const tracker = new Liveness();
       liveness.add(part, tracker);
-      const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, 'RELAY_INBOUND_SMTP_PORT', () => inPart(part, () => startInbound({
+      const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, { host: 'RELAY_INBOUND_SMTP_HOST', port: 'RELAY_INBOUND_SMTP_PORT' }, () => inPart(part, () => startInbound({
         ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
         liveness: tracker,
         onError: reportError(part),
@@ -316,13 +316,21 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   };
 }
 
-/** Binds a listener; an address it cannot have becomes a ListenError naming `variable`. */
-async function bound<T>(what: string, host: string, port: number, variable: string, listen: () => Promise<T>): Promise<T> {
+/**
+ * Binds a listener. An address it cannot have is the operator's to fix, told in one line naming
+ * the variable: a host name that does not resolve (a ConfigError, exit 78), a port that is taken
+ * or not Relay's to use (a ListenError).
+ */
+async function bound<T>(what: string, host: string, port: number, variables: { host: string; port: string }, listen: () => Promise<T>): Promise<T> {
   try {
     return await listen();
   } catch (error) {
-    for (let e = error as (NodeJS.ErrnoException & { cause?: unknown }) | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
-      if (e.syscall === 'listen' || e.code === 'EADDRINUSE') throw new ListenError(what, host, port, variable, e);
+    for (let e = error as (NodeJS.ErrnoException & { cause?: unknown; hostname?: string }) | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+      if (e.syscall === 'listen' || e.code === 'EADDRINUSE') throw new ListenError(what, host, port, variables.port, e);
+      const unresolved = e.syscall === 'getaddrinfo' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN';
+      if (unresolved && (e.hostname === undefined || e.hostname === host)) {
+        throw new ConfigError(variables.host, `cannot resolve "${host}" (${e.code ?? e.message}), the address ${what} listens on`);
+      }
     }
     throw error;
   }

@@ -1,5 +1,6 @@
 // Configuration comes only from environment variables. Each is parsed once at start;
 // a bad value stops the process with a message that names the variable.
+import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
@@ -203,6 +204,42 @@ function url(env: Env, name: string, schemes: string[], example: string): string
   return raw;
 }
 
+/**
+ * A URL naming several hosts (a MongoDB replica set, an EventStoreDB cluster:
+ * `mongodb://a:27017,b:27017/relay`), which the WHATWG parser refuses: only its scheme is
+ * checked here, and its adapter's own parser (storeUrl's problemOf) reads the rest. Null for
+ * any other value, which url() reads.
+ */
+function hostListUrl(env: Env, name: string, schemes: string[], example: string): string | null {
+  const raw = text(env, name);
+  const match = raw === undefined ? null : /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/.exec(raw);
+  if (!match || !match[2].includes(',')) return null;
+  const scheme = match[1].toLowerCase();
+  if (!schemes.includes(scheme)) throw new ConfigError(name, `must use ${schemes.join(' or ')} (expected ${example}), got "${scheme}:"`);
+  return raw!;
+}
+
+const require = createRequire(import.meta.url);
+
+/** Store adapters, loaded only when their variable is set: each driver takes about 100 ms to load. */
+const adapter = {
+  esdb: () => require('./esdb/event-store.ts') as typeof import('./esdb/event-store.ts'),
+  mongodb: () => require('./mongodb/document-store.ts') as typeof import('./mongodb/document-store.ts'),
+};
+
+/**
+ * A store URL read as its adapter will read it (the EventStoreDB client's parser, the MongoDB
+ * driver's), so that what the adapter refuses stops the start here, naming the variable, rather
+ * than when the store opens. What the adapter finds wrong never holds the URL's user information.
+ */
+function storeUrl(env: Env, name: string, schemes: string[], example: string, problemOf: (url: string) => string | null): string | null {
+  const raw = hostListUrl(env, name, schemes, example) ?? url(env, name, schemes, example);
+  if (raw === null) return null;
+  const problem = problemOf(raw);
+  if (problem !== null) throw new ConfigError(name, problem);
+  return raw;
+}
+
 /** Scheme and host of a URL, user information replaced by ***: what an error may show of it. */
 function redactedOrigin(parsed: URL): string {
   const userinfo = parsed.username || parsed.password ? '***@' : '';
@@ -358,9 +395,11 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     dashboardOrigin: origin ? new URL(origin).origin : `http://localhost:${listenPort}`,
     logLevel,
     logFormat,
-    eventStoreUrl: url(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover'], 'esdb://user:pass@host:2113?tls=false'),
+    eventStoreUrl: storeUrl(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover'], 'esdb://user:pass@host:2113?tls=false',
+      (raw) => adapter.esdb().eventStoreUrlProblem(raw)),
     kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
-    mongodbUrl: url(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv'], 'mongodb://user:pass@host:27017/database'),
+    mongodbUrl: storeUrl(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv'], 'mongodb://user:pass@host:27017/database',
+      (raw) => adapter.mongodb().mongoUrlProblem(raw)),
     mailHost,
     logNamespace,
     delivery,

@@ -218,4 +218,24 @@ test('an unparsable or wrong-scheme URL variable never shows its value, only sch
   assert.throws(() => loadConfig({ RELAY_MONGODB_URL: 'http://admin:s3cret@db.internal/relay' }), /got "http:\/\/\*\*\*@db\.internal"/);
 });
 
+test('a store URL naming several hosts (a replica set, a cluster) is read by its adapter, not refused', () => {
+  const config = loadConfig({ RELAY_MONGODB_URL: 'mongodb://relay:pw@m1:27017,m2:27017,m3:27017/relay?replicaSet=rs0', RELAY_EVENTSTORE_URL: 'esdb://admin:pw@e1:2113,e2:2113,e3:2113?tls=false' });
+  assert.is(config.mongodbUrl, 'mongodb://relay:pw@m1:27017,m2:27017,m3:27017/relay?replicaSet=rs0');
+  assert.is(config.eventStoreUrl, 'esdb://admin:pw@e1:2113,e2:2113,e3:2113?tls=false');
+  for (const [variable, value, problem] of [
+    ['RELAY_MONGODB_URL', 'http://m1:27017,m2:27017/relay', /must use mongodb or mongodb\+srv/],
+    ['RELAY_MONGODB_URL', 'mongodb://relay:s3cret@m1:27017,m2:27017/relay?bogusOption=1', /bogusoption/i],
+    ['RELAY_EVENTSTORE_URL', 'esdb://admin:s3cret@e1:2113,e2:2113?tsl=false', /unknown option "tsl"/],
+  ] as const) {
+    let message = '';
+    try {
+      loadConfig({ [variable]: value });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    assert.ok(message.startsWith(`${variable}: `) && problem.test(message), message);
+    assert.not.ok(message.includes('s3cret'), message);
+  }
+});
+
 test.run();

@@ -54,7 +54,7 @@ async function main(argv: string[]): Promise<number> {
   return (await command.run())(rest);
 }
 
-interface SystemError extends Error { code?: string; syscall?: string; address?: string; port?: number; hostname?: string }
+interface SystemError extends Error { code?: string; syscall?: string; address?: string; port?: number }
 
 /**
  * What an operator is told about a failure no command turned into its own message: one line
@@ -70,9 +70,6 @@ function describeFailure(error: unknown): { message: string; exitCode: number } 
     // "listen EADDRINUSE: address already in use 127.0.0.1:3000" → "address already in use"
     const reason = e.message.replace(/^listen \w+: /, '').replace(/ \S+:\d+$/, '');
     return { message: `relay: cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ${reason} (${e.code}); choose another PORT or HOST`, exitCode: 1 };
-  }
-  if (e.syscall === 'getaddrinfo' && e.hostname !== undefined && e.hostname === process.env.HOST?.trim()) {
-    return { message: `relay: invalid configuration: HOST: cannot resolve "${e.hostname}" (${e.code})`, exitCode: EXIT_CONFIG };
   }
   return { message: `relay: ${e.message}\n(RELAY_LOG_LEVEL=debug shows where it failed)`, exitCode: 1 };
 }

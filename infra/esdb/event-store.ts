@@ -12,7 +12,11 @@ import {
   WrongExpectedVersionError,
   jsonEvent,
 } from '@eventstore/db-client';
-import type { AllStreamResolvedEvent, AllStreamSubscription, Position, StreamingRead } from '@eventstore/db-client';
+import type { AllStreamResolvedEvent, AllStreamSubscription, ChannelCredentialOptions, Credentials, Position, StreamingRead } from '@eventstore/db-client';
+import { parseConnectionString } from '@eventstore/db-client/dist/Client/parseConnectionString.js';
+import type { ConnectionOptions } from '@eventstore/db-client/dist/Client/parseConnectionString.js';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { WrongExpectedRevisionError } from '../ports/event-store.ts';
 import type {
   AppendResult,
@@ -72,6 +76,136 @@ async function collect<T>(read: StreamingRead<T>): Promise<T[]> {
   return items;
 }
 
+/**
+ * The query options the client reads: the keys of `mapToQueryOption` in
+ * @eventstore/db-client/dist/Client/parseConnectionString.js (6.2.1), matched as it matches
+ * them, ignoring case, "-" and "_". The client ignores any other key after writing the whole
+ * connection string to the console, so it is refused before the client sees it. Check this
+ * list against that file when the client is upgraded.
+ */
+const CLIENT_QUERY_OPTIONS = [
+  'tls', 'tlsVerifyCert', 'tlsCAFile', 'userCertFile', 'userKeyFile', 'connectionName', 'defaultDeadline', 'keepAliveInterval',
+  'keepAliveTimeout', 'throwOnAppendFailure', 'nodePreference', 'discoveryInterval', 'gossipTimeout', 'maxDiscoverAttempts',
+];
+const flatCase = (key: string): string => key.trim().toLowerCase().replace(/[_-]/g, '');
+const KNOWN_OPTIONS = new Map(CLIENT_QUERY_OPTIONS.map((option) => [flatCase(option), option]));
+const FILE_OPTIONS = ['tlsCAFile', 'userCertFile', 'userKeyFile'] as const;
+
+/** A connection string the client would refuse or misread. The message never holds the string. */
+export class EventStoreUrlError extends Error {
+  override name = 'EventStoreUrlError';
+}
+
+interface EventStoreConnection {
+  options: ConnectionOptions;
+  credentials: Credentials | undefined;
+}
+
+/**
+ * Takes a connection string apart: the user name and password, and the rest read by the
+ * client's own parser. Only the rest reaches the client as a string, so whatever it prints of
+ * one (an unknown option, tlsVerifyCert=false, DEBUG=esdb:*, its parse errors) holds no password.
+ * `quiet` leaves tlsVerifyCert out of the parse (its value is checked here): the client ignores
+ * that option and only warns about it, which it then does once, when it connects.
+ */
+function takeApart(url: string, { quiet }: { quiet: boolean }): EventStoreConnection {
+  const string = clientConnectionString(url.trim()).replace(/\/+$/, '');
+  const scheme = /^[^:/?#]+:\/\//.exec(string)?.[0];
+  if (!scheme) throw new EventStoreUrlError('expected esdb://host:2113 or esdb+discover://host:2113');
+  const afterScheme = string.slice(scheme.length);
+  const authorityEnd = afterScheme.search(/[/?#]/);
+  const at = afterScheme.slice(0, authorityEnd === -1 ? undefined : authorityEnd).lastIndexOf('@');
+  const credentials = at === -1 ? undefined : userCredentials(afterScheme.slice(0, at));
+  const rest = afterScheme.slice(at + 1);
+  const queryStart = rest.indexOf('?');
+  const hosts = queryStart === -1 ? rest : rest.slice(0, queryStart);
+  const pairs = queryStart === -1 ? [] : rest.slice(queryStart + 1).split(/[&?]/).map(queryOption);
+  const parsed = pairs.filter((pair) => !(quiet && pair.option === 'tlsVerifyCert'));
+  // Where each pair lies in the string parsed, to name the option the client's parser stopped at.
+  let connectionString = `${scheme}${hosts}`;
+  const spans = parsed.map((pair, i) => {
+    const start = connectionString.length;
+    connectionString += `${i === 0 ? '?' : '&'}${pair.key}=${pair.value}`;
+    return { option: pair.option, start, end: connectionString.length };
+  });
+  let options: ConnectionOptions;
+  try {
+    options = parseConnectionString(connectionString);
+  } catch (error) {
+    const { location, expected } = error as { location?: unknown; expected?: unknown };
+    if (!Array.isArray(location) || typeof expected !== 'string') throw error;
+    const span = spans.find((s) => location[0] >= s.start && location[0] < s.end);
+    throw new EventStoreUrlError(span ? `${span.option}: expected ${expected}` : `the host list: expected ${expected}`);
+  }
+  if (quiet) {
+    const verify = pairs.find((pair) => pair.option === 'tlsVerifyCert');
+    if (verify && !['true', 'false'].includes(verify.value.trim())) throw new EventStoreUrlError('tlsVerifyCert: expected true or false');
+  }
+  if (!options.userCertFile !== !options.userKeyFile) throw new EventStoreUrlError('userCertFile and userKeyFile go together (a client certificate and its key)');
+  for (const option of FILE_OPTIONS) {
+    const file = options[option];
+    if (file === undefined || (option === 'tlsCAFile' && options.tls === false)) continue;
+    try {
+      accessSync(resolve(file), constants.R_OK);
+    } catch (error) {
+      throw new EventStoreUrlError(`${option}: cannot read ${resolve(file)} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    }
+  }
+  return { options, credentials };
+}
+
+function userCredentials(userinfo: string): Credentials {
+  const colon = userinfo.indexOf(':');
+  if (colon <= 0 || colon === userinfo.length - 1) throw new EventStoreUrlError('the user information must be user:password');
+  try {
+    return { username: decodeURIComponent(userinfo.slice(0, colon)), password: decodeURIComponent(userinfo.slice(colon + 1)) };
+  } catch {
+    throw new EventStoreUrlError('the user name or password is not percent-encoded correctly');
+  }
+}
+
+function queryOption(pair: string): { key: string; option: string; value: string } {
+  const equals = pair.indexOf('=');
+  const key = equals === -1 ? pair : pair.slice(0, equals);
+  const value = equals === -1 ? '' : pair.slice(equals + 1);
+  if (key.trim() === '') throw new EventStoreUrlError('the query holds an empty option (expected ?key=value&key=value)');
+  const option = KNOWN_OPTIONS.get(flatCase(key));
+  if (!option) throw new EventStoreUrlError(`unknown option "${key}" (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
+  if (value.trim() === '') throw new EventStoreUrlError(`${option}: expected a value (${option}=…)`);
+  return { key, option, value };
+}
+
+/** What makes a connection string one the client would refuse or misread, or null; prints nothing. */
+export function eventStoreUrlProblem(url: string): string | null {
+  try {
+    takeApart(url, { quiet: true });
+    return null;
+  } catch (error) {
+    if (error instanceof EventStoreUrlError) return error.message;
+    throw error;
+  }
+}
+
+/**
+ * The client EventStoreDBClient.connectionString builds (dist/Client/index.js), but given the
+ * credentials beside the parsed options rather than inside a string.
+ */
+function clientOf({ options, credentials }: EventStoreConnection): EventStoreDBClient {
+  const channel: ChannelCredentialOptions = { insecure: options.tls === false };
+  if (!channel.insecure && options.tlsCAFile) channel.rootCertificate = readFileSync(resolve(options.tlsCAFile));
+  if (options.userCertFile && options.userKeyFile) {
+    channel.userCertFile = readFileSync(resolve(options.userCertFile));
+    channel.userKeyFile = readFileSync(resolve(options.userKeyFile));
+  }
+  const { throwOnAppendFailure, keepAliveInterval, keepAliveTimeout, defaultDeadline, connectionName } = options;
+  const client = { throwOnAppendFailure, keepAliveInterval, keepAliveTimeout, defaultDeadline, connectionName };
+  const { nodePreference, discoveryInterval, gossipTimeout, maxDiscoverAttempts } = options;
+  const cluster = { ...client, nodePreference, discoveryInterval, gossipTimeout, maxDiscoverAttempts };
+  if (options.dnsDiscover) return new EventStoreDBClient({ ...cluster, discover: options.hosts[0] }, channel, credentials);
+  if (options.hosts.length > 1) return new EventStoreDBClient({ ...cluster, endpoints: options.hosts }, channel, credentials);
+  return new EventStoreDBClient({ ...client, endpoint: options.hosts[0] }, channel, credentials);
+}
+
 export class EsdbEventStore implements EventStore {
   readonly #client: EventStoreDBClient;
   readonly #readBatchSize: number;
@@ -81,9 +215,12 @@ export class EsdbEventStore implements EventStore {
   readonly #subscriptions = new Set<Subscription>();
   #closed = false;
 
-  /** Connects lazily: the first call opens the gRPC channel, so this neither waits nor fails on an absent server. */
+  /**
+   * Connects lazily: the first call opens the gRPC channel, so this neither waits nor fails on an
+   * absent server. A connection string the client cannot read is an EventStoreUrlError.
+   */
   static connect(connectionString: string, options: EsdbEventStoreOptions = {}): EsdbEventStore {
-    return new EsdbEventStore(EventStoreDBClient.connectionString(clientConnectionString(connectionString)), options);
+    return new EsdbEventStore(clientOf(takeApart(connectionString, { quiet: false })), options);
   }
 
   /** The store owns the client: close() disposes it. */

@@ -50,7 +50,7 @@
 // on insert an E11000 without the index name (so the index is found by re-checking); a
 // unique index over existing duplicates fails with InternalError; renameCollection has no
 // dropTarget (so rename drops the target first: not atomic, unlike on MongoDB).
-import { MongoBulkWriteError, MongoClient, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
+import { MongoBulkWriteError, MongoClient, MongoError, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
 import {
   DuplicateKeyError,
   insertVersion,
@@ -427,15 +427,17 @@ async function serverFlavor(client: MongoClient): Promise<Flavor> {
   return 'ferretdbVersion' in info || 'ferretdb' in info ? 'ferretdb' : 'mongodb';
 }
 
-export class MongoDocumentStore implements DocumentStore {
-  readonly #engine: Engine;
+/** A URL the driver refuses. The message holds none of the URL's user information. */
+export class MongoUrlError extends Error {
+  override name = 'MongoUrlError';
+}
 
-  private constructor(engine: Engine) {
-    this.#engine = engine;
-  }
-
-  /** Connects and identifies the server; fails if it cannot be reached. */
-  static async connect(url: string, options: MongoDocumentStoreOptions = {}): Promise<MongoDocumentStore> {
+/**
+ * The client for `url` and the database it names. The driver reads the URL (and its options)
+ * as the client is made, synchronously, and connects only when asked to.
+ */
+function clientOf(url: string, options: MongoDocumentStoreOptions): { client: MongoClient; database: string } {
+  try {
     const client = new MongoClient(url, {
       // An undefined field is absent, as in the JSON the other adapter stores.
       ignoreUndefined: true,
@@ -443,6 +445,53 @@ export class MongoDocumentStore implements DocumentStore {
       writeConcern: { w: 'majority', journal: true },
       ...(options.maxPoolSize === undefined ? {} : { maxPoolSize: options.maxPoolSize }),
     });
+    return { client, database: databaseName(url) };
+  } catch (error) {
+    if (error instanceof URIError) throw new MongoUrlError('the database name (the path) is not percent-encoded correctly');
+    if (error instanceof MongoError) throw new MongoUrlError(withoutUserinfo(error.message, url));
+    throw error;
+  }
+}
+
+/** `message` with the URL's user name and password, as written and decoded, replaced by ***. */
+function withoutUserinfo(message: string, url: string): string {
+  const userinfo = /^[^:/?#]+:\/\/([^/?#]*)@/.exec(url)?.[1];
+  if (!userinfo) return message;
+  const decoded = (part: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return part;
+    }
+  };
+  const secrets = [userinfo, ...userinfo.split(':')].flatMap((part) => [part, decoded(part)]).filter((part) => part !== '');
+  return secrets.sort((a, b) => b.length - a.length).reduce((text, secret) => text.split(secret).join('***'), message);
+}
+
+/** What the driver finds wrong with `url`, or null. Makes a client but never connects it: nothing to close. */
+export function mongoUrlProblem(url: string): string | null {
+  try {
+    clientOf(url, {});
+    return null;
+  } catch (error) {
+    if (error instanceof MongoUrlError) return error.message;
+    throw error;
+  }
+}
+
+export class MongoDocumentStore implements DocumentStore {
+  readonly #engine: Engine;
+
+  private constructor(engine: Engine) {
+    this.#engine = engine;
+  }
+
+  /**
+   * Connects and identifies the server; fails if it cannot be reached. A URL the driver refuses
+   * is a MongoUrlError.
+   */
+  static async connect(url: string, options: MongoDocumentStoreOptions = {}): Promise<MongoDocumentStore> {
+    const { client, database } = clientOf(url, options);
     let flavor: Flavor;
     try {
       await client.connect();
@@ -451,7 +500,7 @@ export class MongoDocumentStore implements DocumentStore {
       await client.close().catch(() => {});
       throw err;
     }
-    return new MongoDocumentStore(new Engine(client, client.db(databaseName(url)), flavor));
+    return new MongoDocumentStore(new Engine(client, client.db(database), flavor));
   }
 
   /** 'ferretdb' when the server identified as FerretDB, whose CAS is atomic only within one process. */
