@@ -18,6 +18,18 @@
 //   allowance of recipients (5,000 by the spec, unless its operator set another), and buckets
 //   would not be fewer, since transactional mail goes to many recipient domains with few emails
 //   each.
+//
+// An email is active in a range when its instants meet it: lastAt ≥ from and firstAt < to. No
+// bound holds on how long after admission an outcome can still come: return paths never expire
+// and a report is recorded whenever it arrives (domain/email/feedback.ts), so a complaint a month
+// later moves lastAt a month on. One index can bound only one of the two instants, and bounding
+// lastAt alone makes a range read visit every email since `from`. So each document carries its
+// span class (`span`): the first k with lastAt − firstAt ≤ SPAN_BOUNDS_MS[k], whose bound is a
+// window, as an acceptance window would be: an active email of class k has firstAt in
+// [from − SPAN_BOUNDS_MS[k], to), one range on the index (projectId, span, firstAt). What a
+// class's window visits beyond the active emails is of that class only: most mail is in the first
+// (its outcomes come within minutes; retries end within a day), and the classes grow fourfold,
+// so a read makes a few seeks, one per class, whatever the history after `from`.
 import { occurredAtOf, type RecordedEmailEvent } from '../domain/email/events.ts';
 import { outcomesOf, statusAfter, type RecipientOutcome } from '../domain/email/outcomes.ts';
 import type { Status } from '../domain/email/status.ts';
@@ -61,6 +73,12 @@ export interface DeliverabilityEmail {
   /** The earliest and latest instant in `reached`: what range reads select on. */
   firstAt: string;
   lastAt: string;
+  /**
+   * The span class of lastAt − firstAt (spanClassOf). Documents written before it existed lack
+   * it: reads find those without a window (apps/services/deliverability-stats.ts), and
+   * `relay projections rebuild deliverability` gives them theirs.
+   */
+  span: number;
   recipients: DeliverabilityRecipient[];
   streamRevision: number;
 }
@@ -72,6 +90,17 @@ export const DELIVERABILITY_IGNORES = ['DeliveryClaimed', 'DeliveryTransactionSt
 export const LATENCY_BOUNDS_MS = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000, 3_600_000, 21_600_000, 86_400_000] as const;
 export const LATENCIES = ['accepted_to_sent', 'sent_to_delivered'] as const;
 export type Latency = (typeof LATENCIES)[number];
+
+const HOUR_MS = 3_600_000;
+/** Upper bounds (milliseconds, inclusive) of the span classes but the last, which holds the rest. */
+export const SPAN_BOUNDS_MS = [1, 4, 16, 64, 256, 1_024, 4_096, 16_384, 65_536].map((hours) => hours * HOUR_MS);
+
+/** The span class of an email whose instants run from firstAt to lastAt: SPAN_BOUNDS_MS.length beyond the last bound. */
+export function spanClassOf(firstAt: string, lastAt: string): number {
+  const span = Date.parse(lastAt) - Date.parse(firstAt);
+  const k = SPAN_BOUNDS_MS.findIndex((bound) => span <= bound);
+  return k < 0 ? SPAN_BOUNDS_MS.length : k;
+}
 
 const domainOf = (address: string): string => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 
@@ -102,7 +131,7 @@ function withRecipients(email: DeliverabilityEmail, revision: number, recipients
       if (at > lastAt) lastAt = at;
     }
   }
-  return { ...email, recipients, firstAt, lastAt, streamRevision: revision };
+  return { ...email, recipients, firstAt, lastAt, span: spanClassOf(firstAt, lastAt), streamRevision: revision };
 }
 
 /** Each recipient an event names moves as the outcome model says (domain/email/outcomes.ts: attempts replace, reports only move up). */
@@ -152,7 +181,7 @@ export function applyToDeliverability(email: DeliverabilityEmail | null, event: 
       const status: Status = event.type === 'EmailAccepted' ? 'queued' : 'suppressed';
       const blank = (address: string): DeliverabilityRecipient => ({ domain: domainOf(address), status, reached: {}, reply: null });
       return withRecipients(
-        { _id: data.emailId, projectId: data.projectId, sendingDomain: data.fromDomain, admittedAt: data.occurredAt, firstAt: data.occurredAt, lastAt: data.occurredAt, recipients: [], streamRevision: event.revision },
+        { _id: data.emailId, projectId: data.projectId, sendingDomain: data.fromDomain, admittedAt: data.occurredAt, firstAt: data.occurredAt, lastAt: data.occurredAt, span: 0, recipients: [], streamRevision: event.revision },
         event.revision,
         [...data.toAddresses, ...data.ccAddresses].map((address) => reach(blank(address), status, data.occurredAt, null)),
       );

@@ -2,7 +2,9 @@
 // (bounces, complaints, delays after delivery, reports ahead of the sender's own outcome, BCC
 // recipients) is appended to the event store, forwarded to the log and applied by the live
 // consumer group `<ns>.deliverability`; some records are then delivered again. Checked:
-// - GET /v1/projects/:projectId/stats equals counts made here directly from the events;
+// - GET /v1/projects/:projectId/stats equals counts made here directly from the events, and its
+//   rates equal rates made here from them as the API defines them, over the whole range and each
+//   hour of it;
 // - `relay projections rebuild deliverability --into` gives the live documents exactly;
 // - the stats survive dropping the read model and rebuilding it (`relay projections rebuild`).
 // On the embedded default and, with RELAY_KAFKA_BROKERS and RELAY_MONGODB_URL, on Kafka and
@@ -32,7 +34,7 @@ const RANK: Record<string, number> = {
 const FINAL = new Set(['sent', 'delivered', 'failed', 'rejected', 'hard_bounced', 'soft_bounced', 'complained', 'suppressed']);
 const COUNTED = ['accepted', 'suppressed', 'sent', 'delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained', 'rejected', 'failed'];
 
-interface Counted { hour: string; domain: string; sendingDomain: string; outcome: string; code: string | null }
+interface Counted { recipient: string; at: string; hour: string; domain: string; sendingDomain: string; outcome: string; code: string | null }
 
 function countDirectly(plans: EmailPlan[]): Counted[] {
   const out: Counted[] = [];
@@ -46,7 +48,7 @@ function countDirectly(plans: EmailPlan[]): Counted[] {
       const add = (o: string) => {
         if (!COUNTED.includes(o) || reached[i].has(o)) return;
         reached[i].add(o);
-        out.push({ hour: `${at.slice(0, 13)}:00:00.000Z`, domain: domains[i], sendingDomain, outcome: o, code: ['hard_bounced', 'soft_bounced', 'rejected', 'failed'].includes(o) ? code : null });
+        out.push({ recipient: `${plan.emailId}#${i}`, at, hour: `${at.slice(0, 13)}:00:00.000Z`, domain: domains[i], sendingDomain, outcome: o, code: ['hard_bounced', 'soft_bounced', 'rejected', 'failed'].includes(o) ? code : null });
       };
       add(outcome);
       if (outcome === 'delivered') add('sent');
@@ -93,6 +95,21 @@ const tally = (list: Counted[], key: (c: Counted) => string) => {
   for (const c of list) map.set(key(c), (map.get(key(c)) ?? 0) + 1);
   return map;
 };
+
+/**
+ * A rate as apps/api/MANAGEMENT-API.md defines it: the recipients that reached `counts` in
+ * [from, to) against those that reached any of `base` in it, each recipient once.
+ */
+function rateOf(list: Counted[], counts: string, base: string[], from: string, to: string): number | null {
+  const within = list.filter((c) => c.at >= from && c.at < to);
+  const part = new Set(within.filter((c) => c.outcome === counts).map((c) => c.recipient)).size;
+  const whole = new Set(within.filter((c) => base.includes(c.outcome)).map((c) => c.recipient)).size;
+  return whole === 0 ? null : Math.round((part / whole) * 1e6) / 1e6;
+}
+/** Hard bounces among the recipients with an attempt outcome: accepted by the next hop, or refused for good. */
+const bounceRateOf = (list: Counted[], from: string, to: string) => rateOf(list, 'hard_bounced', ['sent', 'hard_bounced'], from, to);
+/** Complaints among the recipients sent: accepted by the next hop, or proven arrived by a delivery notice or a complaint. */
+const complaintRateOf = (list: Counted[], from: string, to: string) => rateOf(list, 'complained', ['sent', 'delivered', 'complained'], from, to);
 
 // ---- the suite ----
 
@@ -155,8 +172,8 @@ function deliverabilitySuite(name: string, setup: (() => Setup) | null): void {
     assert.ok((outcomes.get('complained') ?? 0) > 5 && (outcomes.get('hard_bounced') ?? 0) > 20 && (outcomes.get('delayed') ?? 0) > 20, 'the history has every kind of outcome');
     const hourly = await stats('granularity=hour');
     for (const outcome of COUNTED) assert.is(hourly.totals[outcome], outcomes.get(outcome) ?? 0, `total ${outcome}`);
-    assert.is(hourly.totals.bounce_rate, Math.round(((outcomes.get('hard_bounced') ?? 0) / outcomes.get('sent')!) * 1e6) / 1e6);
-    assert.is(hourly.totals.complaint_rate, Math.round(((outcomes.get('complained') ?? 0) / outcomes.get('delivered')!) * 1e6) / 1e6);
+    assert.is(hourly.totals.bounce_rate, bounceRateOf(expected, FROM, TO), 'bounce rate');
+    assert.is(hourly.totals.complaint_rate, complaintRateOf(expected, FROM, TO), 'complaint rate');
     assert.is(hourly.series.length, 96, 'every hour of the four days');
     const perHour = tally(expected, (c) => `${c.hour}|${c.outcome}`);
     for (const point of hourly.series) {
@@ -187,6 +204,23 @@ function deliverabilitySuite(name: string, setup: (() => Setup) | null): void {
       assert.not.match(domain.top_reply.text, /@/, 'no address in a reply shown');
     }
     assert.is(hourly.latency.accepted_to_sent.count, outcomes.get('sent'), 'every sent recipient has its accepted→sent latency');
+  });
+
+  test('each hour\'s rates are the hour\'s recipients against the base they are in, never above 1', async () => {
+    const expected = countDirectly(plans);
+    let rated = 0;
+    for (let at = Date.parse(FROM); at < Date.parse(TO); at += 3_600_000) {
+      const from = new Date(at).toISOString();
+      const to = new Date(at + 3_600_000).toISOString();
+      const response = await call(t, 'GET', `/v1/projects/${projectId}/stats?from=${from}&to=${to}&granularity=hour`, { as: cookie });
+      assert.is(response.statusCode, 200, response.body);
+      const { totals } = response.json();
+      assert.is(totals.bounce_rate, bounceRateOf(expected, from, to), `bounce rate from ${from}`);
+      assert.is(totals.complaint_rate, complaintRateOf(expected, from, to), `complaint rate from ${from}`);
+      for (const rate of [totals.bounce_rate, totals.complaint_rate]) assert.ok(rate === null || (rate >= 0 && rate <= 1), `a rate of ${rate} from ${from}`);
+      if (totals.bounce_rate !== null) rated++;
+    }
+    assert.ok(rated >= 40, `most hours have a bounce rate (${rated})`);
   });
 
   test('relay projections rebuild deliverability --into gives the live documents exactly', async () => {

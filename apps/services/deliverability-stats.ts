@@ -2,9 +2,9 @@
 // recipient domain × outcome, the bounce and complaint rates, the latency histograms and the
 // recipient domains ranked by failures, summed from the deliverability read model
 // (projections/deliverability.ts says why it holds one document per email, not counters).
-import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, countsOf, latencyBucketOf, type DeliverabilityEmail, type Latency, type Outcome } from '../../projections/deliverability.ts';
-import { RATE_THRESHOLDS, rateLevel, type RateLevel, type RateName } from '../../domain/deliverability/rates.ts';
-import type { DocumentStore, Scalar } from '../../infra/ports/document-store.ts';
+import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, SPAN_BOUNDS_MS, countsOf, latencyBucketOf, type DeliverabilityEmail, type Latency, type Outcome } from '../../projections/deliverability.ts';
+import { RATE_DEFINITIONS, RATE_NAMES, RATE_THRESHOLDS, rateLevel, type RateLevel, type RateName } from '../../domain/deliverability/rates.ts';
+import type { DocumentStore, IndexSpec, Scalar } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
 
 export type Granularity = 'hour' | 'day';
@@ -57,10 +57,11 @@ export interface ProjectStats {
   group_by: StatsGroup | null;
   /** Every period in order; with group_by, one point per period and group that counted something. */
   series: SeriesPoint[];
+  /** Rates: domain/deliverability/rates.ts, over the recipients whose outcomes fell in the range (null with an empty base). */
   totals: OutcomeCounts & {
-    /** hard_bounced / sent (null with nothing sent). */
+    /** hard_bounced / recipients sent or hard_bounced. */
     bounce_rate: number | null;
-    /** complained / delivered (null with nothing delivered). */
+    /** complained / recipients sent, delivered or complained. */
     complaint_rate: number | null;
   };
   /** Each rate against its thresholds (domain/deliverability/rates.ts). */
@@ -102,13 +103,24 @@ function histogram(counts: number[]): LatencyHistogram {
 
 const rate = (part: number, whole: number): number | null => (whole === 0 ? null : Math.round((part / whole) * 1e6) / 1e6);
 
-/** Sums the emails' contributions within [from, to) (from and to already whole periods). Pure. */
-export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDomain' | 'recipients'>>, query: StatsQuery): ProjectStats {
+type Summed = Pick<DeliverabilityEmail, 'sendingDomain' | 'recipients'>;
+
+/**
+ * Sums emails' contributions within [from, to) (from and to already whole periods), one email at
+ * a time, so that a read holds one page of documents, never the range's. Pure.
+ */
+export function statsSum(query: StatsQuery): { add(email: Summed): void; result(): ProjectStats } {
   const from = query.from.getTime();
   const to = query.to.getTime();
+  const inRange = (at: string | undefined) => {
+    if (at === undefined) return false;
+    const ms = Date.parse(at);
+    return ms >= from && ms < to;
+  };
   const step = periodMs(query.granularity);
   const series = new Map<string, SeriesPoint>();
   const totals = zeroCounts();
+  const bases = Object.fromEntries(RATE_NAMES.map((name) => [name, 0])) as Record<RateName, number>;
   const latency = Object.fromEntries(LATENCIES.map((l) => [l, new Array<number>(LATENCY_BOUNDS_MS.length + 1).fill(0)])) as Record<Latency, number[]>;
   const failing = new Map<string, FailingDomain & { replies: Map<string, { text: string; count: number; latest: string }> }>();
   const point = (periodStart: number, group: string | undefined) => {
@@ -118,11 +130,12 @@ export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDom
     return p;
   };
   if (query.groupBy === null) for (let t = from; t < to; t += step) point(t, undefined);
-  for (const email of emails) {
+
+  function add(email: Summed): void {
     const { contributions, latencies } = countsOf(email);
     for (const c of contributions) {
+      if (!inRange(c.at)) continue;
       const at = Date.parse(c.at);
-      if (at < from || at >= to) continue;
       const group = query.groupBy === 'sending_domain' ? email.sendingDomain : query.groupBy === 'recipient_domain' ? c.recipientDomain : undefined;
       point(floorTo(at, query.granularity), group)[c.outcome]++;
       totals[c.outcome]++;
@@ -138,63 +151,91 @@ export function summarize(emails: Iterable<Pick<DeliverabilityEmail, 'sendingDom
         domain.replies.set(c.reply.code, reply);
       }
     }
-    for (const l of latencies) {
-      const at = Date.parse(l.at);
-      if (at >= from && at < to) latency[l.latency][latencyBucketOf(l.ms)]++;
+    // A recipient is in a rate's base once, whichever of the base's outcomes fell in the range:
+    // the counted outcome is one of them, so whatever the range, a rate is at most 1.
+    for (const r of email.recipients) {
+      for (const name of RATE_NAMES) if (RATE_DEFINITIONS[name].base.some((o) => inRange(r.reached[o]))) bases[name]++;
     }
+    for (const l of latencies) if (inRange(l.at)) latency[l.latency][latencyBucketOf(l.ms)]++;
   }
-  const recipientDomains = [...failing.values()]
-    .sort((a, b) => b.failures - a.failures || a.domain.localeCompare(b.domain))
-    .slice(0, FAILING_DOMAINS_SHOWN)
-    .map(({ replies, ...domain }) => {
-      const top = [...replies].sort((a, b) => b[1].count - a[1].count || a[0].localeCompare(b[0]))[0];
-      return { ...domain, top_reply: top ? { code: top[0], text: top[1].text, count: top[1].count } : null };
-    });
-  const bounceRate = rate(totals.hard_bounced, totals.sent);
-  const complaintRate = rate(totals.complained, totals.delivered);
-  return {
-    project_id: query.projectId,
-    from: query.from.toISOString(),
-    to: query.to.toISOString(),
-    granularity: query.granularity,
-    group_by: query.groupBy,
-    series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
-    totals: { ...totals, bounce_rate: bounceRate, complaint_rate: complaintRate },
-    thresholds: {
-      bounce_rate: { ...RATE_THRESHOLDS.bounce_rate, level: rateLevel('bounce_rate', bounceRate) },
-      complaint_rate: { ...RATE_THRESHOLDS.complaint_rate, level: rateLevel('complaint_rate', complaintRate) },
-    },
-    latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,
-    recipient_domains: recipientDomains,
-  };
+
+  function result(): ProjectStats {
+    const recipientDomains = [...failing.values()]
+      .sort((a, b) => b.failures - a.failures || a.domain.localeCompare(b.domain))
+      .slice(0, FAILING_DOMAINS_SHOWN)
+      .map(({ replies, ...domain }) => {
+        const top = [...replies].sort((a, b) => b[1].count - a[1].count || a[0].localeCompare(b[0]))[0];
+        return { ...domain, top_reply: top ? { code: top[0], text: top[1].text, count: top[1].count } : null };
+      });
+    const rates = Object.fromEntries(RATE_NAMES.map((name) => [name, rate(totals[RATE_DEFINITIONS[name].counts], bases[name])])) as Record<RateName, number | null>;
+    return {
+      project_id: query.projectId,
+      from: query.from.toISOString(),
+      to: query.to.toISOString(),
+      granularity: query.granularity,
+      group_by: query.groupBy,
+      series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
+      totals: { ...totals, ...rates },
+      thresholds: Object.fromEntries(RATE_NAMES.map((name) => [name, { ...RATE_THRESHOLDS[name], level: rateLevel(name, rates[name]) }])) as ProjectStats['thresholds'],
+      latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,
+      recipient_domains: recipientDomains,
+    };
+  }
+
+  return { add, result };
+}
+
+/** Sums the emails' contributions within [from, to) (from and to already whole periods). Pure. */
+export function summarize(emails: Iterable<Summed>, query: StatsQuery): ProjectStats {
+  const sum = statsSum(query);
+  for (const email of emails) sum.add(email);
+  return sum.result();
 }
 
 const PAGE = 1000;
 const READ_FIELDS = ['sendingDomain', 'recipients'] as const;
 
+/** What range reads seek on: a project's emails by span class, then first instant. */
+const RANGE_INDEX: IndexSpec = { name: 'project_span_first', fields: [['projectId', 'asc'], ['span', 'asc'], ['firstAt', 'asc'], ['_id', 'asc']] };
+export const DELIVERABILITY_INDEXES: IndexSpec[] = [RANGE_INDEX];
+
+/**
+ * The seeks of a range read, one per span class (projections/deliverability.ts): an active email
+ * of a bounded class started at most its bound before `from`; the last class, and documents
+ * written before classes existed (no `span`: null matches a missing field), have no such bound.
+ */
+const SEEKS: Array<{ span: number | null; windowMs: number | null }> = [
+  ...SPAN_BOUNDS_MS.map((windowMs, span) => ({ span, windowMs })),
+  { span: SPAN_BOUNDS_MS.length, windowMs: null },
+  { span: null, windowMs: null },
+];
+
 /** The emails of a project with something counted in [from, to), read a page at a time. */
 async function* emailsActiveIn(documents: DocumentStore, projectId: string, from: Date, to: Date) {
   const emails = documents.collection<DeliverabilityEmail>(COLLECTIONS.deliverability);
-  let after: Record<string, Scalar> | undefined;
-  for (;;) {
-    const page = await emails.find({
-      where: { projectId, lastAt: { gte: from.toISOString() }, firstAt: { lt: to.toISOString() } },
-      orderBy: [['projectId', 'asc'], ['lastAt', 'asc'], ['_id', 'asc']],
-      after,
-      limit: PAGE,
-      fields: [...READ_FIELDS, 'lastAt'],
-    });
-    yield* page;
-    if (page.length < PAGE) return;
-    const last = page[page.length - 1];
-    after = { projectId, lastAt: last.lastAt, _id: last._id };
+  for (const { span, windowMs } of SEEKS) {
+    const firstAt = windowMs === null ? { lt: to.toISOString() } : { gte: new Date(from.getTime() - windowMs).toISOString(), lt: to.toISOString() };
+    let after: Record<string, Scalar> | undefined;
+    for (;;) {
+      const page = await emails.find({
+        where: { projectId, span, firstAt, lastAt: { gte: from.toISOString() } },
+        orderBy: RANGE_INDEX.fields,
+        after,
+        limit: PAGE,
+        fields: [...READ_FIELDS, 'firstAt'],
+      });
+      yield* page;
+      if (page.length < PAGE) break;
+      const last = page[page.length - 1];
+      after = { projectId, span, firstAt: last.firstAt, _id: last._id };
+    }
   }
 }
 
 export async function projectStats(documents: DocumentStore, query: StatsQuery): Promise<ProjectStats> {
   const from = new Date(floorTo(query.from.getTime(), query.granularity));
   const to = new Date(ceilTo(query.to.getTime(), query.granularity));
-  const emails: Array<Pick<DeliverabilityEmail, 'sendingDomain' | 'recipients'>> = [];
-  for await (const email of emailsActiveIn(documents, query.projectId, from, to)) emails.push(email);
-  return summarize(emails, { ...query, from, to });
+  const sum = statsSum({ ...query, from, to });
+  for await (const email of emailsActiveIn(documents, query.projectId, from, to)) sum.add(email);
+  return sum.result();
 }

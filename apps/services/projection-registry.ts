@@ -4,6 +4,7 @@
 import { applyToDeliverability, DELIVERABILITY_IGNORES, type DeliverabilityEmail } from '../../projections/deliverability.ts';
 import { applyToEmailView, EMAIL_VIEW_IGNORES, type EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
+import { DELIVERABILITY_INDEXES } from './deliverability-stats.ts';
 import { EMAIL_VIEW_INDEXES } from './email-reads.ts';
 import { defineStreamProjection, type StreamProjection } from './stream-projection.ts';
 
@@ -25,7 +26,7 @@ export const DELIVERABILITY_PROJECTION = defineStreamProjection<DeliverabilityEm
   processor: 'deliverability',
   summary: 'keeps the deliverability read model (deliverability collection): each email\'s outcomes per recipient domain, summed by the stats API',
   collection: COLLECTIONS.deliverability,
-  indexes: [{ name: 'project_last', fields: [['projectId', 'asc'], ['lastAt', 'asc'], ['_id', 'asc']] }],
+  indexes: DELIVERABILITY_INDEXES,
   evolve: applyToDeliverability,
   // A claim counts nothing (projections/deliverability.ts): a third of the events, neither decoded nor written live.
   ignores: DELIVERABILITY_IGNORES,

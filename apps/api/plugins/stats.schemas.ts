@@ -37,8 +37,8 @@ export const ProjectStatsResponse = Type.Object({
   series: Type.Array(SeriesPoint, { description: 'Without groupBy, every period of the range in order; with it, the (period, domain) pairs that counted something.' }),
   totals: Type.Object({
     ...Counts,
-    bounce_rate: Type.Union([Type.Number(), Type.Null()], { description: 'hard_bounced / sent; null with nothing sent.' }),
-    complaint_rate: Type.Union([Type.Number(), Type.Null()], { description: 'complained / delivered; null with nothing delivered.' }),
+    bounce_rate: Type.Union([Type.Number(), Type.Null()], { description: 'hard_bounced / the recipients sent or hard_bounced in the range, each once; null with none.' }),
+    complaint_rate: Type.Union([Type.Number(), Type.Null()], { description: 'complained / the recipients sent, delivered or complained in the range, each once; null with none.' }),
   }),
   thresholds: Type.Object(Object.fromEntries((['bounce_rate', 'complaint_rate'] as const).map((name) => [name, Type.Object({
     warning: Type.Number(), risk: Type.Number(),

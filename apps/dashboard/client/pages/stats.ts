@@ -90,7 +90,7 @@ export async function render(ctx: PageContext): Promise<void> {
 
   const rates = h('div', { class: 'rates' },
     rate('Bounce rate', stats.totals.bounce_rate, stats.thresholds.bounce_rate, 'sends'),
-    rate('Complaint rate', stats.totals.complaint_rate, stats.thresholds.complaint_rate, 'deliveries'));
+    rate('Complaint rate', stats.totals.complaint_rate, stats.thresholds.complaint_rate, 'sends'));
 
   const outcomeFacts = facts([
     ['Accepted', String(totals.accepted)], ['Suppressed', String(totals.suppressed)], ['Sent', String(totals.sent)],
