@@ -86,6 +86,9 @@ async function collect<T>(read: StreamingRead<T>): Promise<T[]> {
 const CLIENT_QUERY_OPTIONS = [
   'tls', 'tlsVerifyCert', 'tlsCAFile', 'userCertFile', 'userKeyFile', 'connectionName', 'defaultDeadline', 'keepAliveInterval',
   'keepAliveTimeout', 'throwOnAppendFailure', 'nodePreference', 'discoveryInterval', 'gossipTimeout', 'maxDiscoverAttempts',
+  // Not in mapToQueryOption: verifyKeyValuePair falls back to the raw key, and reads this one
+  // in exactly this spelling (as esdb+discover:// does).
+  'dnsDiscover',
 ];
 const flatCase = (key: string): string => key.trim().toLowerCase().replace(/[_-]/g, '');
 const KNOWN_OPTIONS = new Map(CLIENT_QUERY_OPTIONS.map((option) => [flatCase(option), option]));
@@ -125,13 +128,15 @@ function takeApart(url: string, { quiet }: { quiet: boolean }): EventStoreConnec
   let connectionString = `${scheme}${hosts}`;
   const spans = parsed.map((pair, i) => {
     const start = connectionString.length;
-    connectionString += `${i === 0 ? '?' : '&'}${pair.key}=${pair.value}`;
+    connectionString += `${i === 0 ? '?' : '&'}${pair.option}=${pair.value}`;
     return { option: pair.option, start, end: connectionString.length };
   });
   let options: ConnectionOptions;
   try {
     options = parseConnectionString(connectionString);
   } catch (error) {
+    // The client decodes some values (connectionName, the file options) with decodeURIComponent.
+    if (error instanceof URIError) throw new EventStoreUrlError('an option\'s value is not percent-encoded correctly');
     const { location, expected } = error as { location?: unknown; expected?: unknown };
     if (!Array.isArray(location) || typeof expected !== 'string') throw error;
     const span = spans.find((s) => location[0] >= s.start && location[0] < s.end);

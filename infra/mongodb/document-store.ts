@@ -448,7 +448,9 @@ function clientOf(url: string, options: MongoDocumentStoreOptions): { client: Mo
     return { client, database: databaseName(url) };
   } catch (error) {
     if (error instanceof URIError) throw new MongoUrlError('the database name (the path) is not percent-encoded correctly');
-    if (error instanceof MongoError) throw new MongoUrlError(withoutUserinfo(error.message, url));
+    // The driver's own MongoParseError is a MongoError; the URL library under it throws one
+    // that is a plain Error of that name (a password with an unescaped ":", a user name with "[").
+    if (error instanceof MongoError || (error as Error | null)?.name === 'MongoParseError') throw new MongoUrlError(withoutUserinfo((error as Error).message, url));
     throw error;
   }
 }
