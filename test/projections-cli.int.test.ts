@@ -1,7 +1,9 @@
 // `relay projections scratch` and `relay projections drop`, run as the real CLI on the embedded
 // stores: a scratch collection `rebuild --into` made is listed and dropped on request; Relay's
 // own collections are never dropped, not even with --force; a collection no rebuild recorded,
-// or one a rebuild is still writing, only with --force.
+// or one a rebuild is still writing, only with --force. A swap's record: not renamed yet, its
+// collection (the rebuilt read model) is never dropped, the rebuild finishes it; renamed, only
+// --force forgets the record, and says the catch-up it owed will not be done.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +13,8 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStores, type Stores } from '../apps/runtime.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
-import { recordScratch } from '../apps/services/scratch-collections.ts';
+import { EMAILS_PROJECTION } from '../apps/services/projection-registry.ts';
+import { markScratchSwapped, recordScratch } from '../apps/services/scratch-collections.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { loadConfig } from '../infra/config.ts';
 import { accepted, claimed, toNewEvent } from './support/email-events.ts';
@@ -125,6 +128,69 @@ test('a scratch collection a rebuild is still writing (or died writing) is dropp
   assert.is(forced.code, 0, where(forced));
   assert.is(await countIn(dataDir, 'emails__rebuild_1'), 0);
   assert.is((await relay(['projections', 'scratch', '--json'], dataDir)).stdout, '', 'its record is gone too');
+});
+
+const listedRecords = async (dataDir: string) => {
+  const listed = await relay(['projections', 'scratch', '--json'], dataDir);
+  assert.is(listed.code, 0, where(listed));
+  return listed.stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as { collection: string; state: string });
+};
+
+test('a swap recorded and not renamed yet is never dropped, not even with --force: the next rebuild finishes it', async ({ dataDir }) => {
+  // As a rebuild leaves them between recording its swap and renaming (or dying in the rename):
+  // one rebuilt collection of no document (its indexes only), one of a document.
+  await withStores(dataDir, async (stores) => {
+    await recordScratch(stores.documents, 'emails__rebuild_1', 'emails');
+    await EMAILS_PROJECTION.ensureIndexes(stores.documents, 'emails__rebuild_1');
+    await markScratchSwapped(stores.documents, 'emails__rebuild_1', 'emails', { catchUpAfter: null, firstVersion: 1 });
+    await recordScratch(stores.documents, 'emails__rebuild_2', 'emails');
+    await stores.documents.collection('emails__rebuild_2').insert({ _id: 'em_rebuilt' });
+    await markScratchSwapped(stores.documents, 'emails__rebuild_2', 'emails', { catchUpAfter: null, firstVersion: 1 });
+  });
+  for (const collection of ['emails__rebuild_1', 'emails__rebuild_2']) {
+    for (const force of [[], ['--force']]) {
+      const run = await relay(['projections', 'drop', collection, ...force], dataDir);
+      assert.is(run.code, 1, where(run));
+      assert.is(run.stdout, '', where(run));
+      assert.match(run.stderr, new RegExp(`^relay: not dropped: a rebuild of emails recorded at \\S+ the swap of ${collection} over its live read model and has not renamed it yet .*: ${collection} is the rebuilt read model, maybe its only copy, so it is never dropped, not even with --force; relay projections rebuild emails finishes the swap and its catch-up\n$`), where(run));
+    }
+  }
+  await withStores(dataDir, async (stores) => {
+    assert.ok(await stores.documents.exists('emails__rebuild_1'), 'the empty rebuilt collection is still there');
+    assert.is(await stores.documents.collection('emails__rebuild_2').count(), 1);
+  });
+  assert.equal((await listedRecords(dataDir)).map((r) => [r.collection, r.state]), [['emails__rebuild_1', 'swapped'], ['emails__rebuild_2', 'swapped']]);
+
+  // What the refusal says to run does it.
+  const rebuilt = await relay(['projections', 'rebuild', 'emails'], dataDir);
+  assert.is(rebuilt.code, 0, where(rebuilt));
+  assert.match(rebuilt.stderr, /finished first the catch-up emails__rebuild_1 owed after its swap\nfinished first the catch-up emails__rebuild_2 owed after its swap\n/, where(rebuilt));
+  assert.equal(await listedRecords(dataDir), []);
+  assert.is(await countIn(dataDir, COLLECTIONS.emails), 5, 'the read model is the one the events make');
+});
+
+test('a swap renamed and owing its catch-up: drop says the rebuild or the processor finishes it; --force forgets only its record, and says so', async ({ dataDir }) => {
+  // As a rebuild leaves it when it dies right after its rename: the rebuilt collection is the live one.
+  await withStores(dataDir, async (stores) => {
+    await recordScratch(stores.documents, 'emails__rebuild_3', 'emails');
+    await stores.documents.collection('emails__rebuild_3').insert({ _id: 'em_rebuilt' });
+    await markScratchSwapped(stores.documents, 'emails__rebuild_3', 'emails', { catchUpAfter: null, firstVersion: 1 });
+    await stores.documents.rename('emails__rebuild_3', COLLECTIONS.emails);
+  });
+  const refused = await relay(['projections', 'drop', 'emails__rebuild_3'], dataDir);
+  assert.is(refused.code, 1, where(refused));
+  assert.match(refused.stderr, /^relay: not dropped: emails__rebuild_3 was renamed over the live read model of emails at \S+ and is no collection any more; its record stays while the catch-up after the swap is owed, and goes once relay projections rebuild emails, or a start of its processor, finishes it\. --force forgets the record and the catch-up is never done/, where(refused));
+  assert.equal((await listedRecords(dataDir)).map((r) => [r.collection, r.state]), [['emails__rebuild_3', 'swapped']]);
+
+  const forced = await relay(['projections', 'drop', 'emails__rebuild_3', '--force'], dataDir);
+  assert.is(forced.code, 0, where(forced));
+  assert.match(forced.stdout, /^forgot the record of emails__rebuild_3, swapped in as the emails read model at \S+; nothing dropped\n$/, where(forced));
+  assert.match(forced.stderr, /^relay: the catch-up it owed will not be done: the emails read model may lack what its processor applied while that rebuild ran, until relay projections rebuild emails\n$/, where(forced));
+  assert.equal(await listedRecords(dataDir), [], 'its record is gone');
+  await withStores(dataDir, async (stores) => {
+    const live = await stores.documents.collection(COLLECTIONS.emails).find({});
+    assert.equal(live.map((d) => d._id), ['em_rebuilt'], 'the live read model (the swapped-in collection) is untouched');
+  });
 });
 
 test('bad arguments are usage errors (exit 2) that drop nothing', async ({ dataDir }) => {

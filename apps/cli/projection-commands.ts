@@ -49,8 +49,9 @@ const PROJECTIONS_USAGE = [
   '       (NAME, default the file name), in batches of 2,000, upcast; --follow keeps it going as events come (stop: Ctrl-C)',
   '  rebuild: first finishes the catch-up a rebuild interrupted after its swap still owes (so does the projection\'s processor at start)',
   '  scratch: the scratch collections rebuilds made and left (--into) or died writing, and swaps whose catch-up is owed',
-  '  drop: drops a scratch collection; --force also one no rebuild recorded, one a rebuild is still writing, or a swap owing its catch-up.',
-  "        Relay's own collections (the live read models among them) are never dropped.",
+  '  drop: drops a scratch collection; --force also one no rebuild recorded or one a rebuild is still writing.',
+  "        Relay's own collections (the live read models among them) are never dropped, nor a swap not renamed yet (rebuild finishes it);",
+  '        --force on a swap renamed but owing its catch-up forgets its record, and that catch-up is never done.',
 ].join('\n');
 
 export async function projections(args: string[]): Promise<number> {
@@ -159,6 +160,12 @@ async function dropScratchCollection(collection: string, force: boolean): Promis
   if (!stores) return 1;
   try {
     const outcome = await dropScratch(stores.documents, collection, { force });
+    if ('forgotten' in outcome) {
+      const { projection, swappedAt } = outcome.forgotten;
+      console.log(`forgot the record of ${collection}, swapped in as the ${projection} read model at ${swappedAt}; nothing dropped`);
+      console.error(`relay: the catch-up it owed will not be done: the ${projection} read model may lack what its processor applied while that rebuild ran, until relay projections rebuild ${projection}`);
+      return 0;
+    }
     if (!outcome.dropped) {
       console.error(`relay: not dropped: ${outcome.reason}`);
       return 1;

@@ -473,9 +473,9 @@ export interface ResumeOptions {
   /** Stops between batches; what is not finished stays owed. */
   signal?: AbortSignal;
   /**
-   * Also finish a swap that was recorded but not renamed (its scratch collection still holds
-   * documents: the rename failed, or the rebuild died in it) by renaming it first. A rebuild
-   * does; the processor does not, since a rebuild may be between recording and renaming now.
+   * Also finish a swap that was recorded but not renamed (its scratch collection still exists:
+   * the rename failed, or the rebuild died in it) by renaming it first. A rebuild does; the
+   * processor does not, since a rebuild may be between recording and renaming now.
    */
   finishSwaps?: boolean;
   /** Told before each catch-up it resumes. */
@@ -498,8 +498,10 @@ async function finishOwed(
   const result: Omit<ResumeResult, 'skipped'> = { resumed: [], unrenamed: [], events: 0 };
   for (const record of await listScratch(documents)) {
     if (record.projection !== name || record.state !== 'swapped') continue;
-    // Renamed away, the scratch name reads as an empty collection.
-    if (await documents.collection(record._id).count() > 0) {
+    // Still there: not renamed yet. Its emptiness would not tell (a projection of no document),
+    // and a processor that took an unrenamed swap for done would catch the old collection up and
+    // forget the record, leaving nothing owed if the rebuild then died after its rename.
+    if (await documents.exists(record._id)) {
       if (!options.finishSwaps) {
         result.unrenamed.push(record._id);
         continue;
@@ -565,7 +567,9 @@ export async function rebuildProjection(
       await markScratchBuilt(documents, target, name);
       return { events: first.count, documents: await documents.collection(target).count(), collection: target, swapped: false, skipped: skipped.count, skippedEvents: skipped.listed, resumed };
     }
-    // The catch-up is owed from the rename on: recorded before it.
+    // The catch-up is owed from the rename on: recorded before it. The indexes just built make
+    // the scratch collection exist even with no document, so its existence tells whether the
+    // rename has happened (finishOwed).
     await markScratchSwapped(documents, target, name, { catchUpAfter: first.position, firstVersion });
     swapping = true;
     await documents.rename(target, projection.collection);

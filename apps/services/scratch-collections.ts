@@ -88,12 +88,21 @@ export async function listScratch(documents: DocumentStore): Promise<Array<Store
   return scratchOf(documents).find({ orderBy: [['createdAt', 'asc'], ['_id', 'asc']], limit: 10_000 });
 }
 
-export type DropOutcome = { dropped: true; scratch: ScratchCollection | null } | { dropped: false; reason: string };
+export type DropOutcome =
+  | { dropped: true; scratch: ScratchCollection | null }
+  /** A swap's record only (with `force`): its collection was renamed over the live one, and its owed catch-up is given up. */
+  | { dropped: false; forgotten: ScratchCollection }
+  | { dropped: false; reason: string };
 
 /**
  * Drops a scratch collection. Refused: Relay's own collections, always (a live read model is
  * rebuilt, never dropped); a collection no rebuild recorded, or one a rebuild is still writing
  * (or died writing), unless `force` (leftovers of a killed rebuild, of older versions).
+ *
+ * A swap's record is never a collection to drop. Not renamed yet (its collection still exists),
+ * the collection is the rebuilt read model, and maybe its only copy (FerretDB's rename drops the
+ * target first): refused even with `force`, the rebuild finishes it. Renamed, there is nothing to
+ * drop, only the catch-up it owes the live read model: `force` forgets the record, giving that up.
  */
 export async function dropScratch(documents: DocumentStore, name: string, options: { force?: boolean } = {}): Promise<DropOutcome> {
   if (isRelayCollection(name)) {
@@ -106,10 +115,26 @@ export async function dropScratch(documents: DocumentStore, name: string, option
   if (record?.state === 'building' && !options.force) {
     return { dropped: false, reason: `a rebuild of ${record.projection} has been writing ${name} since ${record.createdAt} (or died doing so); --force drops it anyway` };
   }
-  if (record?.state === 'swapped' && !options.force) {
-    return { dropped: false, reason: `a rebuild of ${record.projection} swapped ${name} in at ${record.swappedAt} and still owes the catch-up after it (relay projections rebuild ${record.projection}, or a start of its processor, finishes it); --force drops its record anyway` };
-  }
+  if (record?.state === 'swapped') return forgetSwap(documents, record, Boolean(options.force));
   await documents.drop(name);
   if (record) await forgetScratch(documents, name);
   return { dropped: true, scratch: record };
+}
+
+async function forgetSwap(documents: DocumentStore, record: ScratchCollection, force: boolean): Promise<DropOutcome> {
+  const finish = `relay projections rebuild ${record.projection}`;
+  if (await documents.exists(record._id)) {
+    return {
+      dropped: false,
+      reason: `a rebuild of ${record.projection} recorded at ${record.swappedAt} the swap of ${record._id} over its live read model and has not renamed it yet (it is under way, or died renaming): ${record._id} is the rebuilt read model, maybe its only copy, so it is never dropped, not even with --force; ${finish} finishes the swap and its catch-up`,
+    };
+  }
+  if (!force) {
+    return {
+      dropped: false,
+      reason: `${record._id} was renamed over the live read model of ${record.projection} at ${record.swappedAt} and is no collection any more; its record stays while the catch-up after the swap is owed, and goes once ${finish}, or a start of its processor, finishes it. --force forgets the record and the catch-up is never done: the read model may then lack what the live projector applied to the old collection while that rebuild ran, until the next rebuild`,
+    };
+  }
+  await forgetScratch(documents, record._id);
+  return { dropped: false, forgotten: record };
 }

@@ -542,6 +542,10 @@ export class MongoDocumentStore implements DocumentStore {
     await source.rename(to);
   }
 
+  async exists(name: string): Promise<boolean> {
+    return (await this.#engine.db.listCollections({ name }, { nameOnly: true }).toArray()).length > 0;
+  }
+
   async ping(): Promise<boolean> {
     if (this.#engine.closed) return false;
     try {

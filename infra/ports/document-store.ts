@@ -139,6 +139,12 @@ export interface DocumentStore {
   drop(name: string): Promise<void>;
   /** Renames `from` to `to`, replacing `to` if it exists (used to swap in a rebuilt read model). */
   rename(from: string, to: string): Promise<void>;
+  /**
+   * Whether the collection exists: made by a write or ensureIndexes (and kept when emptied),
+   * not dropped or renamed away since. Reads never make one. A rebuild's swap tells by it
+   * whether its rename happened, which an empty collection cannot tell.
+   */
+  exists(name: string): Promise<boolean>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
   /**

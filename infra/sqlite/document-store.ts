@@ -522,6 +522,11 @@ export class SqliteDocumentStore implements DocumentStore {
     engine.remember(target);
   }
 
+  async exists(name: string): Promise<boolean> {
+    const found = this.#engine.readStatement(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(tableName(name));
+    return found !== undefined;
+  }
+
   async ping(): Promise<boolean> {
     if (this.#engine.connections.commits.failure) return false;
     try {

@@ -620,6 +620,32 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.is(await source.count(), 2);
   });
 
+  test('exists: made by a write or by ensureIndexes, kept when emptied, gone once dropped or renamed away; reads make none', async () => {
+    const written = collectionName('exists_written');
+    const indexed = collectionName('exists_indexed');
+    const renamed = collectionName('exists_renamed');
+    const never = collectionName('exists_never');
+    await store.collection<Account>(never).find({});
+    await store.collection<Account>(never).count();
+    await store.collection<Account>(never).get('a');
+    assert.is(await store.exists(never), false, 'reads make no collection');
+
+    await store.collection<Account>(written).insert({ _id: 'a', email: 'a@example.com' });
+    assert.is(await store.exists(written), true);
+    await store.collection<Account>(written).delete('a');
+    assert.is(await store.exists(written), true, 'an emptied collection still exists');
+    await store.drop(written);
+    assert.is(await store.exists(written), false);
+
+    // A rebuild of no document: only its indexes make the collection.
+    await store.collection<Account>(indexed).ensureIndexes([{ name: 'by_email', fields: [['email', 'asc']], unique: true }]);
+    assert.is(await store.exists(indexed), true, 'an indexed collection of no document exists');
+    assert.is(await store.collection(indexed).count(), 0);
+    await store.rename(indexed, renamed);
+    assert.is(await store.exists(indexed), false, 'renamed away');
+    assert.is(await store.exists(renamed), true);
+  });
+
   test('rename to a name not in use moves the collection', async () => {
     const sourceName = collectionName('from');
     const targetName = collectionName('to');
