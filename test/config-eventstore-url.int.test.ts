@@ -6,48 +6,17 @@
 // there, naming the option. The client writes the connection string it is given to stderr for
 // tlsVerifyCert=false; it is given the string without the user name and password, which it
 // receives separately.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { waitUntil } from './support/eventually.ts';
+import { exitWithin, spawnRelay } from './support/relay-process.ts';
 
-const MAIN = fileURLToPath(new URL('../apps/cli/main.ts', import.meta.url));
+const relayApi = (env: Record<string, string>) => spawnRelay(['api'], { RELAY_LOG_LEVEL: 'info', RELAY_LOG_FORMAT: 'json', PORT: '0', ...env });
+
 const PASSWORD = 'S3cretEsdbPw';
-
-interface Child { output(): string; exited: Promise<number | null>; stop(): Promise<number | null> }
-
-function relay(args: string[], env: Record<string, string>): Child {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RELAY_') && !['PORT', 'HOST', 'NODE_ENV'].includes(k)));
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    env: { ...base, RELAY_LOG_LEVEL: 'info', RELAY_LOG_FORMAT: 'json', PORT: '0', RELAY_INBOUND_SMTP_PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  return {
-    output: () => output,
-    exited,
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      return exited;
-    },
-  };
-}
-
-/** The exit code, or 'running' if the process still runs after `ms` (it is then stopped). */
-async function exitWithin(run: Child, ms: number): Promise<number | null | 'running'> {
-  let timer: NodeJS.Timeout | undefined;
-  const code = await Promise.race([run.exited, new Promise<'running'>((resolve) => (timer = setTimeout(() => resolve('running'), ms)))]);
-  clearTimeout(timer);
-  if (code === 'running') await run.stop();
-  return code;
-}
 
 const test = suite<{ dataDir: string }>('RELAY_EVENTSTORE_URL is checked at start and never echoed');
 test.before.each((ctx) => {
@@ -59,7 +28,7 @@ test.after.each((ctx) => {
 
 // Port 1 on loopback: nothing answers, and the client connects lazily, so `relay api` starts.
 test('relay api with tlsVerifyCert=false (a common development setting) in RELAY_EVENTSTORE_URL never prints the password', async ({ dataDir }) => {
-  const run = relay(['api'], { RELAY_DATA_DIR: dataDir, RELAY_EVENTSTORE_URL: `esdb://admin:${PASSWORD}@127.0.0.1:1?tls=true&tlsVerifyCert=false` });
+  const run = relayApi({ RELAY_DATA_DIR: dataDir, RELAY_EVENTSTORE_URL: `esdb://admin:${PASSWORD}@127.0.0.1:1?tls=true&tlsVerifyCert=false` });
   try {
     // Positive marker: the process got past opening its stores and listens.
     await waitUntil(() => /"msg":"listening"/.test(run.output()), 'relay api listens', 30_000);
@@ -77,7 +46,7 @@ for (const [what, query, named] of [
   ['an unknown node preference', 'tls=false&nodePreference=boss', /nodePreference: expected leader or follower/],
 ] as const) {
   test(`${what} in RELAY_EVENTSTORE_URL exits 78 naming the variable and the option`, async ({ dataDir }) => {
-    const run = relay(['api'], { RELAY_DATA_DIR: dataDir, RELAY_EVENTSTORE_URL: `esdb://admin:${PASSWORD}@127.0.0.1:1?${query}` });
+    const run = relayApi({ RELAY_DATA_DIR: dataDir, RELAY_EVENTSTORE_URL: `esdb://admin:${PASSWORD}@127.0.0.1:1?${query}` });
     const code = await exitWithin(run, 30_000);
     assert.is(code, 78, `exit code (78: configuration):\n${run.output()}`);
     assert.match(run.output(), /relay: invalid configuration: RELAY_EVENTSTORE_URL: /, run.output());

@@ -4,37 +4,13 @@
 // what is wrong in the user information (a password with an unescaped ":", a broken
 // percent-encoding) or in an option's percent-encoding, and those refusals must be told the same
 // way: exit 78, naming the variable, without the user name or password.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { runRelayWithin } from './support/relay-process.ts';
 
-const MAIN = fileURLToPath(new URL('../apps/cli/main.ts', import.meta.url));
-
-async function relayApi(env: Record<string, string>): Promise<{ code: number | null | 'running'; output: string }> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RELAY_') && !['PORT', 'HOST', 'NODE_ENV'].includes(k)));
-  const child = spawn(process.execPath, [MAIN, 'api'], {
-    env: { ...base, RELAY_LOG_LEVEL: 'info', RELAY_LOG_FORMAT: 'json', PORT: '0', RELAY_INBOUND_SMTP_PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
-  let timer: NodeJS.Timeout | undefined;
-  const code = await Promise.race([
-    new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))),
-    new Promise<'running'>((resolve) => (timer = setTimeout(() => resolve('running'), 30_000))),
-  ]);
-  clearTimeout(timer);
-  if (code === 'running') {
-    child.kill('SIGTERM');
-    await new Promise((resolve) => child.once('close', resolve));
-  }
-  return { code, output };
-}
 
 const test = suite<{ dataDir: string }>('store URLs the adapters refuse for their user information or encoding');
 test.before.each((ctx) => {
@@ -52,7 +28,7 @@ for (const [what, variable, value, secrets] of [
   ['an EventStoreDB option with a broken percent-encoding', 'RELAY_EVENTSTORE_URL', 'esdb://admin:S3cretEsdbPw@127.0.0.1:1?tls=false&connectionName=relay-100%', ['S3cretEsdbPw']],
 ] as const) {
   test(`${what} exits 78 naming ${variable}, and never shows the user information`, async ({ dataDir }) => {
-    const run = await relayApi({ RELAY_DATA_DIR: dataDir, [variable]: value });
+    const run = await runRelayWithin(['api'], { RELAY_DATA_DIR: dataDir, [variable]: value });
     // Positive marker: the process stopped on its own (it did not get past its start).
     assert.type(run.code, 'number', `the process exited:\n${run.output}`);
     assert.match(run.output, new RegExp(`relay: invalid configuration: ${variable}: `), run.output);

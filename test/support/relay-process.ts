@@ -67,6 +67,27 @@ export async function runRelay(args: string[], env: Record<string, string>): Pro
   return { code, stdout, stderr };
 }
 
+/** The exit code, or 'running' if the process still runs after `ms` (it is then stopped). */
+export async function exitWithin(run: RelayProcess, ms: number): Promise<number | null | 'running'> {
+  let timer: NodeJS.Timeout | undefined;
+  const exit = await Promise.race([run.exited, new Promise<'running'>((resolve) => (timer = setTimeout(() => resolve('running'), ms)))]);
+  clearTimeout(timer);
+  if (exit !== 'running') return exit.code;
+  await run.stop();
+  return 'running';
+}
+
+/**
+ * A command that should stop at start (a refused setting), with JSON logs at info and any free
+ * port: its exit code, or 'running' if it still runs after 30 s (then stopped), and everything it
+ * printed.
+ */
+export async function runRelayWithin(args: string[], env: Record<string, string>): Promise<{ code: number | null | 'running'; output: string }> {
+  const run = spawnRelay(args, { RELAY_LOG_LEVEL: 'info', RELAY_LOG_FORMAT: 'json', PORT: '0', ...env });
+  const code = await exitWithin(run, 30_000);
+  return { code, output: run.output() };
+}
+
 export async function waitForReady(baseUrl: string, process: RelayProcess, timeoutMs = 30_000): Promise<void> {
   await waitUntil(async () => {
     if (process.child.exitCode !== null) throw new Error(`relay exited early:\n${process.output()}`);
