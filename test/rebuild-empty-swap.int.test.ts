@@ -23,6 +23,7 @@ import { startTestApp, type TestApp } from './support/app.ts';
 import { accepted, toNewEvent } from './support/email-events.ts';
 import { waitUntil } from './support/eventually.ts';
 import { processorsCaughtUp } from './support/markers.ts';
+import { withHookAfterRead } from './support/rebuild-hooks.ts';
 
 const test = suite<{ t: TestApp }>('a rebuild of no document, between recording its swap and renaming');
 
@@ -33,24 +34,6 @@ test.before(async (ctx) => {
 test.after(async (ctx) => {
   await ctx.t.close();
 });
-
-/** The event store, but `after` runs once right after the `at`-th readAll has read (and before it returns). */
-function withHookAfterRead(events: EventStore, at: number, after: () => Promise<void>): EventStore {
-  let calls = 0;
-  return new Proxy(events, {
-    get(target, property) {
-      if (property === 'readAll') {
-        return async (options: Parameters<EventStore['readAll']>[0]) => {
-          const read = await target.readAll(options);
-          if (++calls === at) await after();
-          return read;
-        };
-      }
-      const value = Reflect.get(target, property);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
 
 /** The document store, but `before` runs once right before the first rename. */
 function withHookBeforeRename(documents: DocumentStore, before: () => Promise<void>): DocumentStore {

@@ -26,6 +26,7 @@ import { accepted, claimed, toNewEvent } from './support/email-events.ts';
 import { waitUntil } from './support/eventually.ts';
 import { processorsCaughtUp } from './support/markers.ts';
 import { runRelay } from './support/relay-process.ts';
+import { withHookAfterRead } from './support/rebuild-hooks.ts';
 
 const test = suite<{ t: TestApp }>('a rebuild interrupted after its swap');
 
@@ -36,24 +37,6 @@ test.before(async (ctx) => {
 test.after(async (ctx) => {
   await ctx.t.close();
 });
-
-/** The event store, but `after` runs once right after the `at`-th readAll has read (and before it returns). */
-function withHookAfterRead(events: EventStore, at: number, after: () => Promise<void>): EventStore {
-  let calls = 0;
-  return new Proxy(events, {
-    get(target, property) {
-      if (property === 'readAll') {
-        return async (options: Parameters<EventStore['readAll']>[0]) => {
-          const read = await target.readAll(options);
-          if (++calls === at) await after();
-          return read;
-        };
-      }
-      const value = Reflect.get(target, property);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
 
 /**
  * An accepted email whose claim only the live projector applies, to the old collection while
