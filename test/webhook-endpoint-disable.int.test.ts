@@ -107,7 +107,7 @@ app('deleted: its pending delivery ends shortly after (endpoint_deleted)', async
   ctx.receiver.answer = (r) => ({ status: r.path === '/delete' ? 500 : 200 });
   const { delivery, retryAt } = await failedOnce(ctx, endpoint._id, 'delete');
   // DELETE (the route calls exactly this).
-  await deleteEndpoint(ctx.t.stores.documents, endpoint._id, new Date(), ctx.endings);
+  await deleteEndpoint(ctx.t.stores.documents, endpoint._id, ctx.endings);
   await waitUntil(async () => (await delivery())!.status === 'failed', 'the deletion ended the pending delivery', 10_000);
   const ended = (await delivery())!;
   assert.equal([ended.status, ended.nextAttemptAt], ['failed', null]);
@@ -181,7 +181,7 @@ store('a delivery in flight that succeeds stays succeeded', async (ctx) => {
   }, (await deliveriesOf(ctx.documents).get('whd_flying'))!);
   await waitUntil(async () => (await deliveriesOf(ctx.documents).get('whd_flying'))!.attempts === 1, 'the attempt is taken', 5_000);
   const endings = endingsOn(ctx.documents);
-  await deleteEndpoint(ctx.documents, 'whe_1', new Date(), endings);
+  await deleteEndpoint(ctx.documents, 'whe_1', endings);
   await endings.idle();
   answer.resolve({ httpStatus: 200, errorCode: null, durationMs: 5, responseSnippet: null });
   await attempt;

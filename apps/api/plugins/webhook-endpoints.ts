@@ -80,7 +80,7 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
-    await deleteEndpoint(ctx.documents, endpoint._id, ctx.now(), endings);
+    await deleteEndpoint(ctx.documents, endpoint._id, endings);
     return { ...endpointView(endpoint), deleted: true };
   });
 

@@ -3,18 +3,19 @@
 // exact body, post it through the SSRF-safe egress (infra/http/webhook-egress.ts), and record
 // the outcome with the next attempt's time on the spec's schedule (domain/webhooks/delivery.ts).
 // A delivery whose endpoint is gone or disabled, or was made before the endpoint was last
-// disabled, ends without a request; one whose endpoint was disabled or deleted while its request
-// was in flight ends once its outcome is recorded (endPendingDeliveries, run in the background
-// after the change, leaves a delivery taken by an attempt to it). So every delivery pending at
-// such a change ends, whether or not that background run reached it before the process stopped
-// or crashed.
+// disabled (its disable generation is below the endpoint's), ends without a request; one whose
+// endpoint was disabled or deleted while its request was in flight ends once its outcome is
+// recorded (endPendingDeliveries, run in the background after the change, leaves a delivery taken
+// by an attempt to it). So every delivery pending at such a change ends, whether or not that
+// background run reached it before the process stopped or crashed, and so does one whose fan-out
+// read the endpoint before the change but inserted it after that run had read past it.
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import type { AttemptResult, HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { abandon, recordAttempt, takeAttempt, type WebhookDelivery } from './deliveries.ts';
-import { endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
+import { disableGenerationOf, endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
 import { signatureHeaders } from './signature.ts';
 
 export interface WebhookAttemptDeps {
@@ -82,7 +83,7 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
  */
 async function openEndpoint(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<WebhookEndpoint | null> {
   const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
-  if (endpoint?.enabled && !(endpoint.endedUpTo !== undefined && delivery.createdAt <= endpoint.endedUpTo)) return endpoint;
+  if (endpoint?.enabled && disableGenerationOf(delivery) >= disableGenerationOf(endpoint)) return endpoint;
   const reason = endpoint ? 'endpoint_disabled' : 'endpoint_deleted';
   // Not written when the delivery changed meanwhile (endPendingDeliveries ended it, or an attempt took it).
   if (await abandon(deps.documents, delivery, reason, deps.now())) deps.onResult?.(null, reason);

@@ -13,7 +13,7 @@ import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
 import type { WebhookAttemptLog, WebhookDeliveryView } from '../../../projections/email-view.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored, type Where } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import type { WebhookEndpoint } from './endpoints.ts';
+import { disableGenerationOf, type WebhookEndpoint } from './endpoints.ts';
 
 export interface WebhookDelivery {
   _id: string;
@@ -29,6 +29,12 @@ export interface WebhookDelivery {
   /** When the next attempt is due; while one runs, when its lease ends. Null once done. */
   nextAttemptAt: string | null;
   attemptLogs: WebhookAttemptLog[];
+  /**
+   * The endpoint's disable generation as the fan-out read it (0 when absent: see
+   * disableGenerationOf). Below the endpoint's current one, the endpoint was disabled after that
+   * read, so the delivery ends without a request.
+   */
+  disableGeneration?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -38,7 +44,11 @@ export const deliveriesOf = (documents: DocumentStore) => documents.collection<W
 export const deliveryIdOf = (eventId: string, endpointId: string): string =>
   `whd_${createHash('sha256').update(`${eventId}\n${endpointId}`).digest('base64url').slice(0, 26)}`;
 
-/** Creates the deliveries of these events to these endpoints (those that exist already are left as they are). */
+/**
+ * Creates the deliveries of these events to these endpoints (those that exist already are left as
+ * they are), each stamped with its endpoint's disable generation as read: an endpoint disabled
+ * between that read and the insert holds a higher one, and the delivery ends (./attempt.ts).
+ */
 export async function fanOut(documents: DocumentStore, events: WebhookEvent[], endpoints: WebhookEndpoint[], now: Date): Promise<number> {
   let created = 0;
   for (const event of events) {
@@ -57,6 +67,7 @@ export async function fanOut(documents: DocumentStore, events: WebhookEvent[], e
           attempts: 0,
           nextAttemptAt: now.toISOString(),
           attemptLogs: [],
+          disableGeneration: disableGenerationOf(endpoint),
           createdAt: now.toISOString(),
           updatedAt: now.toISOString(),
         });
@@ -143,9 +154,11 @@ export type EndpointClosed = 'endpoint_disabled' | 'endpoint_deleted';
 
 /**
  * Closes a delivery whose endpoint is gone or disabled, without a request (`reason` in its
- * attempt log); false when it changed since it was read (compare-and-set) and nothing was written.
+ * attempt log); false when it is no longer pending or changed since it was read (compare-and-set)
+ * and nothing was written.
  */
 export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, reason: EndpointClosed, now: Date): Promise<boolean> {
+  if (delivery.status !== 'pending') return false;
   const { _v, ...body } = delivery;
   return (await deliveriesOf(documents).replace({
     ...body,
@@ -176,16 +189,18 @@ export interface EndingOptions {
 
 /**
  * Ends the pending deliveries of an endpoint disabled or deleted (`reason` in their attempt log,
- * as an attempt finding it so would: abandon) that were made up to `upTo`, the instant of that
- * change, rather than when each next falls due. Those made since are left: the endpoint may have
- * been enabled again. Read over the `pending` index END_BATCH at a time, each ended by
+ * as an attempt finding it so would: abandon) whose disable generation is below `below`, the
+ * endpoint's after that change (Infinity for a deletion), rather than when each next falls due.
+ * Those made since carry `below` or more and are left: the endpoint may have been enabled again.
+ * One made before the change but inserted after this run read past it is the attempt's to end
+ * (./attempt.ts). Read over the `pending` index END_BATCH at a time, each ended by
  * compare-and-set, yielding to the event loop between batches: a backlog of any size never holds
  * the process. One taken by an attempt (leased) is left to that attempt: attemptWebhookDelivery
  * looks at the endpoint again once it recorded its outcome, and ends the delivery if it is still
  * pending. One that changed since it was read (an attempt took it) is left to its attempt the
  * same way. Returns how many it ended; a failed write throws once its batch has settled.
  */
-export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, upTo: string, options: EndingOptions): Promise<number> {
+export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, below: number, options: EndingOptions): Promise<number> {
   let ended = 0;
   let after: Record<string, string> | undefined;
   while (!options.stopped()) {
@@ -197,7 +212,7 @@ export async function endPendingDeliveries(documents: DocumentStore, endpointId:
     });
     const now = options.now();
     const written = await Promise.allSettled(batch
-      .filter((delivery) => delivery.createdAt <= upTo && !leased(delivery, now))
+      .filter((delivery) => disableGenerationOf(delivery) < below && !leased(delivery, now))
       .map((delivery) => abandon(documents, delivery, reason, now)));
     const count = written.filter((w) => w.status === 'fulfilled' && w.value).length;
     ended += count;
@@ -219,7 +234,7 @@ export async function deliveryViewsOf(documents: DocumentStore, emailId: string,
 }
 
 /** An endpoint's delivery as its page shows it: which email and event, and every attempt (not the body). */
-export type EndpointDeliveryView = Omit<WebhookDelivery, '_id' | 'projectId' | 'endpointId' | 'body'> & { id: string };
+export type EndpointDeliveryView = Omit<WebhookDelivery, '_id' | 'projectId' | 'endpointId' | 'body' | 'disableGeneration'> & { id: string };
 
 /**
  * The endpoint's deliveries, newest first, `limit` at a time; `cursor` is the last delivery id

@@ -7,7 +7,8 @@
 //
 // Nothing here needs to survive a crash or a stop: what a run did not reach ends when it falls
 // due, as attemptWebhookDelivery ends any delivery whose endpoint is gone or disabled, or that
-// was made before the endpoint was last disabled (WebhookEndpoint.endedUpTo), without a request.
+// was made before the endpoint was last disabled (WebhookEndpoint.disableGeneration), without a
+// request.
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { endPendingDeliveries, type EndpointClosed } from './deliveries.ts';
 
@@ -22,14 +23,18 @@ export interface DeliveryEndingsDeps {
 
 interface Ending {
   reason: EndpointClosed;
-  upTo: string;
+  /** The deliveries to end: those whose disable generation is below this. */
+  below: number;
 }
 
 export class DeliveryEndings {
   readonly #deps: DeliveryEndingsDeps;
   /** One run per endpoint at a time: changes made again and again to one endpoint never run side by side. */
   readonly #running = new Map<string, Promise<void>>();
-  /** The latest change to an endpoint made while its run was going (the latest wins): run once that one ends. */
+  /**
+   * The widest change to an endpoint asked for while its run was going (the highest generation:
+   * concurrent changes may be started out of order), run once that one ends.
+   */
   readonly #next = new Map<string, Ending>();
   #stopped = false;
 
@@ -37,14 +42,18 @@ export class DeliveryEndings {
     this.#deps = deps;
   }
 
-  /** Ends, in the background, the endpoint's pending deliveries made up to `upTo` (the instant it was disabled or deleted). */
-  start(endpointId: string, reason: EndpointClosed, upTo: string): void {
+  /**
+   * Ends, in the background, the endpoint's pending deliveries whose disable generation is below
+   * `below`: the endpoint's once disabled, Infinity once deleted.
+   */
+  start(endpointId: string, reason: EndpointClosed, below: number): void {
     if (this.#stopped) return;
     if (this.#running.has(endpointId)) {
-      this.#next.set(endpointId, { reason, upTo });
+      const queued = this.#next.get(endpointId);
+      if (queued === undefined || below >= queued.below) this.#next.set(endpointId, { reason, below });
       return;
     }
-    this.#running.set(endpointId, this.#run(endpointId, { reason, upTo }));
+    this.#running.set(endpointId, this.#run(endpointId, { reason, below }));
   }
 
   /** Resolves once no run is going. */
@@ -64,9 +73,9 @@ export class DeliveryEndings {
       await new Promise<void>((resolve) => setImmediate(resolve));
       let ending: Ending | undefined = first;
       while (ending !== undefined && !this.#stopped) {
-        const { reason, upTo } = ending;
+        const { reason, below } = ending;
         try {
-          await endPendingDeliveries(this.#deps.documents, endpointId, reason, upTo, {
+          await endPendingDeliveries(this.#deps.documents, endpointId, reason, below, {
             now: this.#deps.now,
             stopped: () => this.#stopped,
             onEnded: (count) => this.#deps.onEnded?.(reason, count),

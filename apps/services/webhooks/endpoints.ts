@@ -46,13 +46,12 @@ export interface WebhookEndpoint {
   /** The project's slot the endpoint holds; absent on endpoints made before slots existed (see claimSlot). */
   slot?: string;
   /**
-   * The last change that left it disabled: its deliveries made up to then end without a request,
-   * also once it is enabled again (attempt.ts), so that enabling it does not send those the
-   * background ending (./delivery-endings.ts) had not reached yet. Compared with the deliveries'
-   * createdAt, written by other processes: their clocks agree far more closely than a person can
-   * disable and enable an endpoint. Absent on endpoints never disabled.
+   * How many changes have left it disabled (0 when absent). Each delivery carries the count its
+   * fan-out read (deliveries.ts); one below the endpoint's count was made before a disable and
+   * ends without a request, also once the endpoint is enabled again (attempt.ts). A count, not
+   * an instant: the API's and the webhooks processor's clocks need not agree.
    */
-  endedUpTo?: string;
+  disableGeneration?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -75,6 +74,15 @@ export interface WebhookEndpointView {
   createdAt: string;
   updatedAt: string;
 }
+
+/**
+ * An endpoint's disable generation, or the one a delivery was stamped with. Endpoints and
+ * deliveries written before it existed have none: 0. A delivery of 0 to an endpoint of 0 does not
+ * end by it, and need not: the versions that wrote them ended every pending delivery of an
+ * endpoint at once, inside the request that disabled it, so any still pending was made while the
+ * endpoint was enabled; its next disable makes it 1, and they end then.
+ */
+export const disableGenerationOf = (stamped: { disableGeneration?: number }): number => stamped.disableGeneration ?? 0;
 
 export const endpointsOf = (documents: DocumentStore) => documents.collection<WebhookEndpoint>(COLLECTIONS.webhookEndpoints);
 const slotsOf = (documents: DocumentStore) => documents.collection<EndpointSlot>(COLLECTIONS.webhookEndpointSlots);
@@ -222,13 +230,13 @@ export async function updateEndpoint(
       ...(events !== undefined ? { events } : {}),
       ...(description !== undefined ? { description } : {}),
       enabled,
-      ...(enabled ? {} : { endedUpTo: now.toISOString() }),
+      ...(enabled ? {} : { disableGeneration: disableGenerationOf(current) + 1 }),
       updatedAt: now.toISOString(),
     };
   });
-  // Its pending deliveries end shortly after, not when each next falls due; endedUpTo keeps
+  // Its pending deliveries end shortly after, not when each next falls due; their generation keeps
   // enabling it again from sending those not ended by then.
-  if (!updated.enabled) endings.start(id, 'endpoint_disabled', now.toISOString());
+  if (!updated.enabled) endings.start(id, 'endpoint_disabled', disableGenerationOf(updated));
   return updated;
 }
 
@@ -239,11 +247,12 @@ export async function rotateSecret(documents: DocumentStore, secrets: SecretBox,
 }
 
 /** Deletes the endpoint and frees its slot; its pending deliveries end shortly after (`endings`). */
-export async function deleteEndpoint(documents: DocumentStore, id: string, now: Date, endings: DeliveryEndings): Promise<void> {
+export async function deleteEndpoint(documents: DocumentStore, id: string, endings: DeliveryEndings): Promise<void> {
   const endpoint = await endpointsOf(documents).get(id);
   if (!endpoint || !(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
   if (endpoint.slot !== undefined) await freeSlot(documents, endpoint.slot, id);
-  endings.start(id, 'endpoint_deleted', now.toISOString());
+  // Every one of them, whatever its generation: the endpoint never comes back.
+  endings.start(id, 'endpoint_deleted', Number.POSITIVE_INFINITY);
 }
 
 export async function ensureEndpointIndexes(documents: DocumentStore): Promise<void> {
