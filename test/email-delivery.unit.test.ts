@@ -196,6 +196,64 @@ state('given a sent recipient reported delayed afterwards, when the next attempt
   assert.is(later.delivery.finished, true);
 });
 
+// Pins: a report that leaves nobody pending ends the delivery, as an attempt's outcome would, so
+// the retry scheduled for the last deferred recipient is owed to no one: the state says finished
+// with no next attempt, and no claim of that retry is made (the sender's work item goes with it).
+const reportedAs = (index: number, outcome: RecipientReported['data']['outcome'], at: string): RecipientReported => ({
+  type: 'RecipientReported',
+  data: {
+    reportId: `rep-${outcome}-${index}`, recipientIndex: index, address: index === TO_INDEX ? TO : index === CC_INDEX ? CC : null, outcome,
+    format: 'dsn', status: outcome === 'delivered' ? '2.0.0' : '5.1.1', diagnosticCode: null, reason: `reported ${outcome}`, complaintType: null, occurredAt: at,
+  },
+});
+/** Attempt 1: To and BCC accepted, CC deferred (a retry scheduled). */
+const ccDeferred = (): EmailState => attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')]);
+
+state('given the last pending recipient waiting for its retry, when a report makes it final, then the delivery is finished, no retry is due and none is claimed', () => {
+  const given = ccDeferred();
+  const retryAt = given.delivery.nextAttemptAt!;
+  assert.equal(pendingRecipients(given.delivery), [CC_INDEX]);
+  assert.is(given.delivery.finished, false);
+  const then = foldEmail([reportedAs(CC_INDEX, 'hard_bounced', after(3 * SECOND))], given);
+  assert.equal(then.delivery.recipients, ['sent', 'hard_bounced', 'sent']);
+  assert.equal(pendingRecipients(then.delivery), []);
+  assert.is(then.delivery.finished, true);
+  assert.is(then.delivery.nextAttemptAt, null);
+  assert.equal(decideClaim(claim({ attempt: 2, at: retryAt }), then, POLICY), [], 'the retry is not claimed');
+  assert.equal(decideClaim(claim({ attempt: 2, at: after(HOUR, retryAt) }), then, POLICY), [], 'nor later');
+});
+
+state('given recipients waiting for a retry, when a report makes only some of them final, or only reports a delay, then the retry stays due', () => {
+  const given = attemptedWith([result(TO_INDEX, 'deferred'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')]);
+  const retryAt = given.delivery.nextAttemptAt!;
+  const one = foldEmail([reportedAs(TO_INDEX, 'hard_bounced', after(3 * SECOND))], given);
+  assert.equal(pendingRecipients(one.delivery), [CC_INDEX]);
+  assert.is(one.delivery.finished, false);
+  assert.is(one.delivery.nextAttemptAt, retryAt);
+  assert.is(decideClaim(claim({ attempt: 2, at: retryAt }), one, POLICY).length, 1, 'the retry is claimed for the other');
+  const delayed = foldEmail([reportedAs(CC_INDEX, 'delayed', after(4 * SECOND))], one);
+  assert.equal(pendingRecipients(delayed.delivery), [CC_INDEX], 'a reported delay is not final');
+  assert.is(delayed.delivery.finished, false);
+  assert.is(delayed.delivery.nextAttemptAt, retryAt);
+});
+
+state('given the retry claimed, when a report makes its last pending recipient final, then the claim stays open until its outcome, which records nobody and finishes', () => {
+  const first = ccDeferred();
+  const retryAt = first.delivery.nextAttemptAt!;
+  const claimed2 = claimedBy({ attempt: 2, at: retryAt }, first);
+  const given = foldEmail([reportedAs(CC_INDEX, 'delivered', after(SECOND, retryAt))], claimed2);
+  assert.equal(pendingRecipients(given.delivery), []);
+  assert.is(given.delivery.finished, false, 'under an open claim');
+  assert.ok(given.delivery.openClaim);
+  assert.equal(decideTransactionStart(start([CC_INDEX], { attempt: 2, at: after(2 * SECOND, retryAt) }), given), [], 'nothing is sent to it');
+  const outcome = outcomeOf(given, record([result(CC_INDEX, 'accepted')], { attempt: 2, at: after(3 * SECOND, retryAt) }));
+  assert.equal(outcome.recipients, [], 'the outcome records nobody');
+  assert.is(outcome.nextAttemptAt, null);
+  const then = foldEmail([{ type: 'DeliveryAttempted', data: outcome }], given);
+  assert.is(then.delivery.finished, true);
+  assert.is(then.delivery.openClaim, null);
+});
+
 // Pins: the email's providerMessageId (the webhooks' provider_message_id) is a visible recipient's queue id, never a BCC one's.
 state('given an attempt in which only the BCC recipient was accepted, then the email has no provider message id', () => {
   const given = attemptedWith([result(TO_INDEX, 'deferred'), result(CC_INDEX, 'deferred'), { ...result(BCC_INDEX, 'accepted'), providerMessageId: 'QID-BCC' }], { providerMessageId: 'QID-BCC' });

@@ -23,6 +23,7 @@ export interface DeliveryState {
   firstAttemptAt: string | null;
   /** When the last attempt's outcome (or the delivery's failure) was recorded. */
   lastAttemptAt: string | null;
+  /** When the next attempt is due: null for at once, and once finished. */
   nextAttemptAt: string | null;
   /** Status per recipient index (To, CC, BCC as admitted). */
   recipients: Status[];
@@ -33,6 +34,11 @@ export interface DeliveryState {
    * shown status (a reported delay after `sent`), never back into the send set.
    */
   done: boolean[];
+  /**
+   * Nothing more is ever sent: admission suppressed the email, an attempt's outcome scheduled no
+   * retry, a failure left nobody pending, or a report left nobody pending while no claim was
+   * open. decideClaim and the sender's schedule (its work item goes) stop on it.
+   */
   finished: boolean;
 }
 
@@ -194,7 +200,13 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       // Reports travel the network in any order: they only ever move a recipient up.
       const recipients = [...d.recipients];
       recipients[recipientIndex] = statusAfter(recipients[recipientIndex] ?? 'queued', reported);
-      return withRecipients(recorded, { ...d, recipients });
+      const after = withRecipients(recorded, { ...d, recipients });
+      // A report that leaves nobody to send to ends the delivery, as an attempt's outcome would:
+      // the retry scheduled for the last pending recipient is owed to no one. Under an open claim
+      // it is left to the claim: its outcome or its recovery ends it (a claim under which nothing
+      // began owes nothing then: apps/services/delivery/work-items.ts).
+      if (d.openClaim || pendingRecipients(after.delivery).length > 0) return after;
+      return { ...after, delivery: { ...after.delivery, finished: true, nextAttemptAt: null } };
     }
     case 'RecipientReportRepeated': {
       const { reportId, recipientIndex } = e.data;

@@ -66,7 +66,13 @@ export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number)
 export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, policy: DeliveryPolicy): WorkItem | null {
   const d = state.delivery;
   if (!state.emailId || state.admission?.status !== 'queued' || d.finished) return null;
-  const first = pendingRecipients(d).map((index) => state.visibleAddresses[index]).find((a) => a !== undefined);
+  const pending = pendingRecipients(d);
+  // Nobody left to send to (reports made every recipient final): no attempt or takeover has
+  // anything to do, and an item left due would be run again and again. The state finishes such
+  // a delivery when no claim is open (state.ts); this holds under a claim too, whose holder, if
+  // it lives, still records its outcome. Only a claim whose transactions began owes a recovery.
+  if (pending.length === 0 && (d.openClaim?.begun.length ?? 0) === 0) return null;
+  const first = pending.map((index) => state.visibleAddresses[index]).find((a) => a !== undefined);
   const domain = first ? first.slice(first.lastIndexOf('@') + 1).toLowerCase() : null;
   const deadline = claimDeadline(state, policy);
   if (d.openClaim && deadline) {
