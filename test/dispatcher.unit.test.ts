@@ -293,45 +293,4 @@ test('given an item backing off after a failed run, then other items start at on
   await dispatcher.stop();
 });
 
-/** A run that ends well but leaves its item due, as a step with nothing to do whose item was not removed; for `runs` runs at most. */
-function runsLeavingItDue(schedule: Schedule, id: string, runs: number): number[] {
-  const at: number[] = [];
-  const run = schedule.run;
-  schedule.run = async (item) => {
-    if (item.id !== id) return run(item);
-    at.push(Date.now());
-    if (at.length >= runs) schedule.items.delete(id);
-  };
-  return at;
-}
-
-test('given a run that ends well but leaves its item due, then the item runs again only after a back-off that doubles, timers still fire, and other work still starts at once', async () => {
-  const schedule = new Schedule();
-  schedule.add('stuck', 'shared');
-  // Runs that end only so that, without a back-off, the test ends (after a frozen thread).
-  const runs = runsLeavingItDue(schedule, 'stuck', 5_000);
-  let runsWhenTimerFired: number | null = null;
-  setTimeout(() => (runsWhenTimerFired = runs.length), 10);
-  const { dispatcher, errors } = start(schedule, { pollMs: 40 });
-  try {
-    await waitUntil(() => runs.length >= 4, 'the item ran four times');
-    assert.ok(runsWhenTimerFired !== null && runsWhenTimerFired <= 2, `a 10 ms timer fired after ${runsWhenTimerFired} runs`);
-    const gaps = runs.slice(1, 4).map((at, i) => at - runs[i]);
-    // 40, 80, 160 ms (a timer may fire a millisecond early by the wall clock).
-    gaps.forEach((gap, i) => assert.ok(gap >= 40 * 2 ** i - 2, `gap ${i + 1}: ${gap} ms, back-offs ${gaps.join(', ')} ms`));
-    // Other work still starts on a kick, the backing-off item aside.
-    schedule.add('new', 'shared');
-    const before = runs.length;
-    dispatcher.kick();
-    await waitUntil(() => schedule.started.includes('new'), 'a new item of the same key started at once', 2_000);
-    assert.ok(runs.length <= before + 1, `the kick ran the backing-off item ${runs.length - before} times`);
-    schedule.finish('new');
-  } finally {
-    schedule.items.delete('stuck');
-    schedule.running.get('new')?.resolve();
-    await dispatcher.stop();
-  }
-  assert.equal(errors, [], 'a run that ends well is no failure');
-});
-
 test.run();

@@ -23,19 +23,13 @@
 // timer fire: the thread, and the API on it, would freeze. The failure goes to onRunFailed, which
 // its part counts, and to onError: the loop itself runs on, so its state does not show it.
 //
-// A run that ends well but leaves its item due (its source did not reschedule it: nothing to
-// do, yet the item not removed) is found due again by the first read after its end, and is held
-// back by the same back-off, doubling while it keeps coming back. Its end still kicks the loop
-// (it may have made new work), but without the back-off that kick would run the item again at
-// once, forever, with the same frozen thread.
-//
 // The loop's states are explicit (status()): `running` while its looks succeed, `recovering`
 // after a look failed (until one succeeds; looks again after a back-off that doubles from
 // pollMs up to MAX_BACKOFF_MS), `stopping`, `stopped`; with the time of the last look and of
 // the last item finished. Its liveness (infra/liveness.ts) says the same in the shape every
 // part has: an item finished without a throw is progress, and work waits while due items
 // (not running already) could not start: every slot or their key's bound taken, or backing off
-// after a failed run (or one that left them due).
+// after a failed run.
 
 import { Liveness } from '../../infra/liveness.ts';
 import { Backoff } from '../../infra/retry.ts';
@@ -109,7 +103,7 @@ const MAX_BACKOFF_MS = 10_000;
 /** Items whose back-off after a failed run is remembered, at most (the oldest is forgotten first). */
 const MAX_FAILED_ITEMS = 1_000;
 
-/** The back-off of each item whose last run failed (or left it due), by item id, in real time. */
+/** The back-off of each item whose last run failed, by item id, in real time. */
 class FailedRuns {
   readonly #entries = new Map<string, { delayMs: number; retryAt: number }>();
   readonly #initialMs: number;
@@ -156,8 +150,6 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   // Due items read but not started yet (no room): started before the store is asked again, so a
   // backlog costs one query per batch rather than one per finished item.
   let ready: T[] = [];
-  // Items whose run ended well since the last read: the next read says whether each is due again.
-  let succeededSinceRead = new Set<string>();
 
   const kick = () => {
     kicked = true;
@@ -173,10 +165,9 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     const work = source.run(item)
       .then(() => {
         succeeded = true;
-        succeededSinceRead.add(id);
+        failedRuns.succeeded(id);
         liveness.progress('run');
       }, (error: Error) => {
-        succeededSinceRead.delete(id);
         failedRuns.failed(id);
         options.onRunFailed?.(error);
         options.onError(error);
@@ -207,18 +198,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     let retryInMs = Infinity;
     if (inFlight.size < options.concurrency) {
       const fullAtRead = fullKeys();
-      if (ready.length === 0) {
-        const ranWell = succeededSinceRead;
-        succeededSinceRead = new Set();
-        ready = await source.due(lookedAt, 2 * options.concurrency, fullAtRead);
-        // Due again after a run that ended well: that run left it due, so it backs off as if it
-        // had failed. One not read again is done with (or due later), and its back-off forgotten.
-        const dueAgain = new Set(ready.map((item) => source.id(item)).filter((id) => ranWell.has(id)));
-        for (const id of ranWell) {
-          if (dueAgain.has(id)) failedRuns.failed(id);
-          else failedRuns.succeeded(id);
-        }
-      }
+      if (ready.length === 0) ready = await source.due(lookedAt, 2 * options.concurrency, fullAtRead);
       let heldBack = false;
       // A key that reached its bound in this look while its items filled the read: the next read
       // leaves them out and may find other keys' items behind them.
