@@ -302,6 +302,17 @@ test('the known query parameters of each route still work', async (f) => {
   }
 });
 
+test('a parameter named by digits, or by nothing, is named as it was sent', async (f) => {
+  const cases: Array<[string, string]> = [['?0=1', 'query.0: '], ['?12=x&limit=1', 'query.12: '], ['?=1', 'query: a parameter without a name']];
+  for (const [search, start] of cases) {
+    const response = await fetch(`${f.t.url}/v1/emails${search}`, { headers: { authorization: `Bearer ${f.apiKey}` } });
+    const body = await response.json() as { error: { code: string; message: string } };
+    assert.is(response.status, 400, search);
+    assert.is(body.error.code, 'validation_error', search);
+    assert.ok(body.error.message.startsWith(start), `${search}: ${body.error.message}`);
+  }
+});
+
 test('pages, probes, /metrics and the documents keep ignoring parameters they do not take', async (f) => {
   // Page addresses name any record: the shell is the same for all. Files are named one by one.
   const files: Record<string, string> = { '/assets/:file': 'main.ts', '/assets/pages/:file': 'emails.ts' };

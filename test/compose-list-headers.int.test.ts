@@ -86,9 +86,9 @@ async function sent(ctx: Context, headers: Record<string, string>): Promise<Buff
   const raw = readFileSync(join(ctx.t.config.dataDir, 'outbox', `${id}.eml`));
   const [verdict] = await dkimResults(ctx.dns, raw);
   assert.is(verdict.status.result, 'pass', verdict.info);
-  // compose.ts signs the List- fields (RFC 8058 3.1 needs List-Unsubscribe-Post signed).
+  // compose.ts signs the List- fields (RFC 8058 3.1 needs List-Unsubscribe-Post signed) and Archived-At.
   const signed = (verdict.signingHeaders?.headers ?? []).map((line) => line.split(':')[0].toLowerCase());
-  for (const name of Object.keys(headers).filter((n) => /^list-/i.test(n))) assert.ok(signed.includes(name.toLowerCase()), `the signature covers ${name}`);
+  for (const name of Object.keys(headers).filter((n) => /^(list-|archived-at$)/i.test(n))) assert.ok(signed.includes(name.toLowerCase()), `the signature covers ${name}`);
   return raw;
 }
 

@@ -30,13 +30,16 @@ if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', isDateTime
 
 const partNames: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
 
-/** "/to/3" → "to[3]"; "/headers/X-Foo" → "headers.X-Foo". */
-function fieldOf(path: string): string {
+/**
+ * "/to/3" → "to[3]"; "/headers/X-Foo" → "headers.X-Foo". In a query, path or header part the
+ * first segment is a parameter's name even when it is digits ("?0=1" → "0", not "[0]").
+ */
+function fieldOf(path: string, named: boolean): string {
   return path
     .split('/')
-    .filter(Boolean)
+    .slice(1)
     .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
+    .reduce((acc, seg, i) => (i === 0 && named ? seg : /^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
 }
 
 /**
@@ -67,7 +70,10 @@ export function installTypeBoxValidation(app: FastifyInstance): void {
       const value = convert ? convertText(schema as TSchema, data ?? {}) : data;
       if (checker.Check(value)) return { value };
       const first = checker.Errors(value).First();
-      const field = first ? fieldOf(first.path) : '';
+      const named = httpPart !== undefined && httpPart !== 'body';
+      // "?=1": a name the message could not show.
+      if (named && first?.path === '/') return { error: new RelayError('validation_error', `${part}: a parameter without a name is not accepted`) };
+      const field = first ? fieldOf(first.path, named) : '';
       const message = first?.schema?.errorMessage ?? first?.message ?? 'is invalid';
       return { error: new RelayError('validation_error', `${field ? `${part}.${field}` : part}: ${message}`) };
     };

@@ -57,7 +57,7 @@ const SIGNED_HEADERS = [
   'Content-Type', 'Content-Transfer-Encoding', 'Content-ID', 'Content-Description',
   'Resent-Date', 'Resent-From', 'Resent-Sender', 'Resent-To', 'Resent-Cc', 'Resent-Message-ID',
   'In-Reply-To', 'References', 'List-Id', 'List-Help', 'List-Unsubscribe', 'List-Unsubscribe-Post',
-  'List-Subscribe', 'List-Post', 'List-Owner', 'List-Archive',
+  'List-Subscribe', 'List-Post', 'List-Owner', 'List-Archive', 'Archived-At',
 ];
 // Over-signed (RFC 6376 8.15): the fields a message has at most once (RFC 5322 3.6) and that a
 // reader sees or a filter decides on. A copy added in transit, above the signed one, would
