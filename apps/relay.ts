@@ -48,6 +48,8 @@ export interface RunningRelay {
   partsReady(): Promise<Record<string, boolean>>;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
   stop(): Promise<void>;
+  /** What a stop in progress waits for now (the API, a part, the pipeline thread, the stores); null before a stop and after it. */
+  stopWaitingFor(): string | null;
 }
 
 interface Stoppable {
@@ -293,6 +295,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     throw error;
   }
   let stopping: Promise<void> | null = null;
+  let waitingFor: string | null = null;
   return {
     stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger, liveness, partsReady,
     stop() {
@@ -300,19 +303,26 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         liveness.stopWatching();
         // Requests and reports first (they append events), then the other parts in reverse start
         // order, so that the forwarder still forwards what the last of them appended.
+        waitingFor = 'api';
         if (api) await api.close();
+        waitingFor = 'metrics listener';
         await metricsServer?.close();
         const order = [...running.entries()].reverse();
         for (const [part, stoppable] of [...order.filter(([p]) => p === 'inbound'), ...order.filter(([p]) => p !== 'inbound')]) {
+          waitingFor = part;
           await stoppable.stop().catch((error) => logger.error({ err: error, part }, 'stop failed'));
         }
+        waitingFor = 'pipeline thread';
         await pipeline?.stop().catch((error) => logger.error({ err: error }, 'stopping the pipeline thread failed'));
+        waitingFor = 'stores';
         await services.close();
         await stores.close();
+        waitingFor = null;
         logger.info('stopped');
       })();
       return stopping;
     },
+    stopWaitingFor: () => waitingFor,
   };
 }
 
@@ -337,24 +347,39 @@ async function bound<T>(what: string, host: string, port: number, variables: { h
 }
 
 /**
- * Stops gracefully on SIGTERM/SIGINT; a second signal exits at once. Given the start itself, a
- * signal that comes while the parts are still starting (/readyz may already answer: a part is
- * listed once it reports) stops them once started, instead of killing the process mid-start.
+ * Stops the process: exit `code` once the stop is done, 1 when it failed or did not finish within
+ * `timeoutMs` (a handler that never settles, a peer that never answers). Past the deadline it
+ * logs what the stop was still waiting for, so a supervisor sees a failed stop, and why, rather
+ * than a process that hangs until its SIGKILL.
  */
-export function stopOnSignals(starting: RunningRelay | Promise<RunningRelay>): void {
+export function stopAndExit(relay: RunningRelay, timeoutMs: number, code = 0): Promise<never> {
+  setTimeout(() => {
+    relay.logger.error({ waitingFor: relay.stopWaitingFor(), timeoutMs }, 'shutdown did not finish in time; exiting');
+    process.exit(1);
+  }, timeoutMs);
+  return relay.stop().then(
+    () => process.exit(code),
+    (error) => {
+      relay.logger.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+}
+
+/**
+ * Stops gracefully on SIGTERM/SIGINT within `timeoutMs` (stopAndExit); a second signal exits at
+ * once. Given the start itself, a signal that comes while the parts are still starting (/readyz
+ * may already answer: a part is listed once it reports) stops them once started, instead of
+ * killing the process mid-start.
+ */
+export function stopOnSignals(starting: RunningRelay | Promise<RunningRelay>, timeoutMs: number): void {
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) process.exit(130);
     signalled = true;
     Promise.resolve(starting).then((relay) => {
       relay.logger.info({ signal }, 'shutting down');
-      return relay.stop().then(
-        () => process.exit(0),
-        (error) => {
-          relay.logger.error({ err: error }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
+      return stopAndExit(relay, timeoutMs);
     }, () => process.exit(1));
   };
   process.on('SIGTERM', onSignal);

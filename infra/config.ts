@@ -70,6 +70,8 @@ export interface RelayConfig {
    * processor names): null = the projector and the sender where this process runs them.
    */
   admissionFlow: { maxBacklog: number; maxWaitMs: number; groups: string[] | null };
+  /** How long a stop on SIGTERM/SIGINT may take before the process exits 1 saying what it still waited for (RELAY_SHUTDOWN_TIMEOUT_MS). */
+  shutdownTimeoutMs: number;
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
@@ -363,6 +365,13 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (maxWaitRaw !== undefined && !(/^\d+$/.test(maxWaitRaw) && maxWaitMs >= 1 && maxWaitMs <= 10_000)) {
     throw new ConfigError('RELAY_ADMISSION_MAX_WAIT_MS', `must be a whole number of milliseconds from 1 to 10000, got "${maxWaitRaw}"`);
   }
+  const shutdownRaw = text(env, 'RELAY_SHUTDOWN_TIMEOUT_MS');
+  // Under the 30 s a supervisor usually grants before SIGKILL, so the process can still say
+  // what it was waiting for (terminationGracePeriodSeconds, systemd's TimeoutStopSec).
+  const shutdownTimeoutMs = shutdownRaw === undefined ? 25_000 : Number(shutdownRaw);
+  if (shutdownRaw !== undefined && !(/^\d+$/.test(shutdownRaw) && shutdownTimeoutMs >= 100 && shutdownTimeoutMs <= 3_600_000)) {
+    throw new ConfigError('RELAY_SHUTDOWN_TIMEOUT_MS', `must be a whole number of milliseconds from 100 to 3600000, got "${shutdownRaw}"`);
+  }
   const flowGroups = list(env, 'RELAY_ADMISSION_BACKLOG_GROUPS', (variable, item) => {
     if (!/^[a-z][a-z0-9-]{0,63}$/.test(item)) throw new ConfigError(variable, `"${item}" is not a processor name`);
     return item;
@@ -417,6 +426,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     templateTimeLimitMs,
     pipelineThread: pipelineThreadRaw !== 'off',
     admissionFlow: { maxBacklog, maxWaitMs, groups: flowGroups },
+    shutdownTimeoutMs,
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound,

@@ -9,7 +9,7 @@ async function runParts(parts: Part[]): Promise<number> {
   // Loaded once the configuration is known good (see start-command.ts).
   const { startRelay, stopOnSignals } = await import('../relay.ts');
   const starting = startRelay(config, parts);
-  stopOnSignals(starting);
+  stopOnSignals(starting, config.shutdownTimeoutMs);
   await starting;
   await new Promise(() => {}); // runs until a signal stops it
   return 0;

@@ -18,7 +18,7 @@ export async function start(args: string[]): Promise<number> {
   const config = loadConfig();
   // Loaded once the configuration is known good: a bad variable is reported without waiting
   // for the whole service's code to load.
-  const { ALL_PARTS, startRelay, stopOnSignals } = await import('../relay.ts');
+  const { ALL_PARTS, startRelay, stopAndExit, stopOnSignals } = await import('../relay.ts');
   let relay: RunningRelay | null = null;
   const starting = startRelay(config, ALL_PARTS, {
     // The API on this thread, the pipeline on one of its own (RELAY_PIPELINE_THREAD=off: all on this one).
@@ -26,10 +26,11 @@ export async function start(args: string[]): Promise<number> {
     // Admitting mail that nothing would deliver helps nobody: exit, for a supervisor to restart.
     onPipelineExit: (error) => {
       console.error(`relay: the pipeline thread ended (${error.message}); exiting`);
-      void (relay?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
+      if (relay) void stopAndExit(relay, config.shutdownTimeoutMs, 1);
+      else process.exit(1);
     },
   });
-  stopOnSignals(starting);
+  stopOnSignals(starting, config.shutdownTimeoutMs);
   relay = await starting;
   await new Promise(() => {}); // runs until a signal stops it
   return 0;
