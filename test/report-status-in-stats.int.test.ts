@@ -7,7 +7,7 @@
 // findings as ingest-report.ts records them, the deliverability projection and the stats summary.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { summarize } from '../apps/services/deliverability-stats.ts';
+import { statsSum } from '../apps/services/deliverability-stats.ts';
 import { parseReport } from '../infra/mail/report-parser.ts';
 import { applyToDeliverability, type DeliverabilityEmail } from '../projections/deliverability.ts';
 import { TO, accepted, after, attempted, claimed, outcome, recorded } from './support/email-events.ts';
@@ -28,8 +28,9 @@ const reported = (found: { outcome: string; status: string | null; diagnosticCod
 function topReply(report: ReturnType<typeof reported>) {
   const events = recorded([accepted(), claimed(), attempted([outcome(0, 'sent'), outcome(1, 'sent')]), report]);
   const doc = events.reduce<DeliverabilityEmail | null>(applyToDeliverability, null)!;
-  const stats = summarize([doc], { projectId: 'prj_1', from: new Date('2026-11-01T00:00:00Z'), to: new Date('2026-11-02T00:00:00Z'), granularity: 'day', groupBy: null });
-  return stats.recipient_domains[0].top_reply!;
+  const sum = statsSum({ projectId: 'prj_1', from: new Date('2026-11-01T00:00:00Z'), to: new Date('2026-11-02T00:00:00Z'), granularity: 'day', groupBy: null });
+  sum.add(doc);
+  return sum.result().recipient_domains[0].top_reply!;
 }
 
 test('the parser keeps the status code alone; the failure reply code shows no address the report wrote into its Status field', async () => {

@@ -9,6 +9,8 @@
 // - complaint_rate = complained / recipients sent (accepted by the next hop, or proven arrived by
 //   a delivery notice or a complaint): through a smarthost nothing is `delivered` without a
 //   notice, and complaints there still give a rate and a level.
+// Each rate comes with its base (bounce_rate_base, complaint_rate_base), so that a reader can
+// tell 1 in 3 from 1,000 in 3,000.
 import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { createApiKey } from '../apps/services/management/api-keys.ts';
@@ -108,6 +110,7 @@ test('bounce_rate: recipients refused at RCPT TO are in the numerator and must b
   // Four recipients were handed to the next hop; three of them bounced: 75 %.
   assert.ok(s.totals.bounce_rate !== null && s.totals.bounce_rate <= 1, `bounce_rate ${s.totals.bounce_rate} for 3 bounces among 4 recipients sent to`);
   assert.is(s.totals.bounce_rate, 0.75);
+  assert.is(s.totals.bounce_rate_base, 4, 'the recipients the rate is over');
 });
 
 test('bounce_rate: a project whose every recipient hard-bounces at RCPT TO has a rate and is at risk', async () => {
@@ -116,6 +119,9 @@ test('bounce_rate: a project whose every recipient hard-bounces at RCPT TO has a
   await sendTo(who, 'gone5@example.org', 'hard_bounced');
   const s = await statsOnceCounted(who, { accepted: 2, hard_bounced: 2 });
   assert.is(s.totals.bounce_rate, 1, `bounce_rate for 2 bounces among 2 recipients sent to (totals ${JSON.stringify(s.totals)})`);
+  assert.is(s.totals.bounce_rate_base, 2);
+  assert.is(s.totals.complaint_rate, null, 'nobody was sent');
+  assert.is(s.totals.complaint_rate_base, 0);
   assert.is(s.thresholds.bounce_rate.level, 'risk');
 });
 
@@ -130,6 +136,7 @@ test('complaint_rate: a complained recipient was delivered; complaints never out
   const s = await statsOnceCounted(who, { sent: 4, delivered: 1, complained: 2 });
   assert.ok(s.totals.complaint_rate !== null && s.totals.complaint_rate <= 1, `complaint_rate ${s.totals.complaint_rate} for 2 complaints among 4 recipients sent to`);
   assert.is(s.totals.complaint_rate, 0.5);
+  assert.is(s.totals.complaint_rate_base, 4, 'each recipient once, the delivered and complained ones too');
   assert.is(s.thresholds.complaint_rate.level, 'risk');
 });
 
@@ -151,6 +158,7 @@ test('bounce_rate: a recipient sent and bounced later by a notice is in the base
   await deliverReport(inbound.port, returnPathOf(ids['later@example.org'], 'later@example.org'), dsn({ recipient: 'later@example.org', action: 'failed', status: '5.1.1', diagnostic: 'smtp; 550 5.1.1 user unknown' }));
   const s = await statsOnceCounted(who, { sent: 3, hard_bounced: 1 });
   assert.is(s.totals.bounce_rate, 0.333333, `one bounce among three recipients sent to (totals ${JSON.stringify(s.totals)})`);
+  assert.is(s.totals.bounce_rate_base, 3, 'the recipient sent and bounced is in the base once');
   assert.is(s.thresholds.bounce_rate.level, 'risk');
 });
 

@@ -61,8 +61,12 @@ export interface ProjectStats {
   totals: OutcomeCounts & {
     /** hard_bounced / recipients sent or hard_bounced. */
     bounce_rate: number | null;
+    /** The recipients bounce_rate is over. */
+    bounce_rate_base: number;
     /** complained / recipients sent, delivered or complained. */
     complaint_rate: number | null;
+    /** The recipients complaint_rate is over. */
+    complaint_rate_base: number;
   };
   /** Each rate against its thresholds (domain/deliverability/rates.ts). */
   thresholds: Record<RateName, { warning: number; risk: number; level: RateLevel | null }>;
@@ -175,7 +179,7 @@ export function statsSum(query: StatsQuery): { add(email: Summed): void; result(
       granularity: query.granularity,
       group_by: query.groupBy,
       series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
-      totals: { ...totals, ...rates },
+      totals: { ...totals, ...rates, bounce_rate_base: bases.bounce_rate, complaint_rate_base: bases.complaint_rate },
       thresholds: Object.fromEntries(RATE_NAMES.map((name) => [name, { ...RATE_THRESHOLDS[name], level: rateLevel(name, rates[name]) }])) as ProjectStats['thresholds'],
       latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,
       recipient_domains: recipientDomains,
@@ -183,13 +187,6 @@ export function statsSum(query: StatsQuery): { add(email: Summed): void; result(
   }
 
   return { add, result };
-}
-
-/** Sums the emails' contributions within [from, to) (from and to already whole periods). Pure. */
-export function summarize(emails: Iterable<Summed>, query: StatsQuery): ProjectStats {
-  const sum = statsSum(query);
-  for (const email of emails) sum.add(email);
-  return sum.result();
 }
 
 const PAGE = 1000;

@@ -37,8 +37,10 @@ export const ProjectStatsResponse = Type.Object({
   series: Type.Array(SeriesPoint, { description: 'Without groupBy, every period of the range in order; with it, the (period, domain) pairs that counted something.' }),
   totals: Type.Object({
     ...Counts,
-    bounce_rate: Type.Union([Type.Number(), Type.Null()], { description: 'hard_bounced / the recipients sent or hard_bounced in the range, each once; null with none.' }),
-    complaint_rate: Type.Union([Type.Number(), Type.Null()], { description: 'complained / the recipients sent, delivered or complained in the range, each once; null with none.' }),
+    bounce_rate: Type.Union([Type.Number(), Type.Null()], { description: 'hard_bounced / bounce_rate_base; null when the base is 0.' }),
+    bounce_rate_base: Type.Integer({ minimum: 0, description: 'The recipients sent or hard_bounced in the range, each once.' }),
+    complaint_rate: Type.Union([Type.Number(), Type.Null()], { description: 'complained / complaint_rate_base; null when the base is 0.' }),
+    complaint_rate_base: Type.Integer({ minimum: 0, description: 'The recipients sent, delivered or complained in the range, each once.' }),
   }),
   thresholds: Type.Object(Object.fromEntries((['bounce_rate', 'complaint_rate'] as const).map((name) => [name, Type.Object({
     warning: Type.Number(), risk: Type.Number(),
