@@ -1,10 +1,11 @@
 // The dashboard's emails in real Chromium: the detail with its timeline as delivery goes on,
-// filters and cursor paging in the address, and the message view: a <script> in the email's
-// HTML does not run and a remote image is not fetched until the reader asks (a local HTTP
-// server counts the requests), the text part, the raw source from the outbox, and "content
-// expired" after retention.
+// filters and cursor paging in the address (a filter Relay refuses shown beside the form), and
+// the message view: a <script> in the email's HTML does not run and a remote image is not
+// fetched until the reader asks (a local HTTP server counts the requests), the text part, the
+// raw source from the outbox, and "content expired" after retention.
 import * as assert from 'uvu/assert';
 import { BODY_RETENTION_MS } from '../apps/services/content-vault.ts';
+import { startTestApp, type TestApp } from './support/app.ts';
 import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
 import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { waitUntil } from './support/eventually.ts';
@@ -115,6 +116,30 @@ test('filters and cursor paging live in the address', async ({ f, owner: { page,
   assert.equal(problems, []);
 });
 
+test('a filter Relay refuses leaves the page and its filters, with the refusal beside the form, until corrected', async ({ f, owner: { page, problems } }) => {
+  const recipient = `buyer@${f.domain}`;
+  await page.goto(`${f.origin}/projects/${f.projectId}/emails?${new URLSearchParams({ recipient, after: 'yesterday' })}`);
+  const form = page.getByRole('form', { name: 'Filter emails' });
+  const refusal = form.getByRole('alert');
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /after: must be an RFC 3339 date-time/);
+  assert.is(await page.getByRole('heading', { name: 'Emails', level: 1 }).count(), 1);
+  assert.is(await page.getByLabel('Recipient').inputValue(), recipient);
+  assert.is(await page.locator('.results').innerText(), '');
+
+  // A status Relay does not know stays chosen in the form, so the reader sees what to change.
+  await page.goto(`${f.origin}/projects/${f.projectId}/emails?${new URLSearchParams({ recipient, status: 'lost' })}`);
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /status: must be one of/);
+  assert.is(await page.getByLabel('Status').inputValue(), 'lost');
+  await page.getByLabel('Status').selectOption('sent');
+  await page.getByRole('button', { name: 'Apply filters' }).click();
+  await page.waitForURL((url) => url.searchParams.get('status') === 'sent' && url.searchParams.get('recipient') === recipient);
+  await page.getByRole('link', { name: 'Spring sale' }).waitFor();
+  assert.is(await form.getByRole('alert').count(), 0);
+  assert.equal(problems, []);
+});
+
 test('after seven days the message view says the content expired', async ({ f, owner: { page, problems }, emailId }) => {
   f.t.clock.advance(BODY_RETENTION_MS + 60_000);
   try {
@@ -129,3 +154,64 @@ test('after seven days the message view says the content expired', async ({ f, o
 });
 
 test.run();
+
+// An email's page follows the email while its status can still change and stops once every
+// recipient is at a final status (domain/email/status.ts). Emails wait in the queue here until
+// the test starts a sender (a second process on the same data, as a deployment would), and the
+// page's timers run only when the test moves the page's clock: each poll is one the test let
+// happen, and "no poll" is measured over far more page time than any wait between polls.
+interface FollowCtx { f: DashboardFixture; browser: TestBrowser; sender?: TestApp }
+
+const following = skippableSuite<FollowCtx>('dashboard: an email\'s page stops following it at a final status, in Chromium', chromiumMissing);
+
+following.before(async (ctx) => {
+  ctx.f = await startDashboard({}, { processors: ['projector'] });
+  ctx.browser = await launchBrowser();
+});
+following.after(async (ctx) => {
+  await ctx.browser?.close();
+  await ctx.sender?.close();
+  await ctx.f?.close();
+});
+
+following('the page polls while the email is queued and, once it shows a final status, polls no more', async (ctx) => {
+  const { f, browser } = ctx;
+  const emailId = await sendEmail(f, { subject: 'Held in the queue' });
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  await page.clock.install();
+  const detail = `/v1/projects/${f.projectId}/emails/${emailId}`;
+  let polls = 0;
+  page.on('request', (request) => {
+    if (request.method() === 'GET' && new URL(request.url()).pathname === detail) polls++;
+  });
+  /** Moves the page's clock a second at a time until `condition` holds. */
+  const advanceUntil = (condition: () => boolean | Promise<boolean>, what: string) =>
+    waitUntil(async () => (await condition()) || (await page.clock.runFor(1000), false), what, 30_000);
+
+  await page.goto(`${f.origin}/projects/${f.projectId}/emails/${emailId}`);
+  await page.getByRole('heading', { name: 'Held in the queue', level: 1 }).waitFor();
+  const status = page.locator('main dl.facts').first().locator('dd .badge').first();
+  assert.is(await status.innerText(), 'queued');
+  for (let round = 1; round <= 3; round++) {
+    const before = polls;
+    await advanceUntil(() => polls > before, `poll ${round} of the queued email`);
+  }
+  assert.is(await status.innerText(), 'queued');
+
+  ctx.sender = await startTestApp({}, { dataDir: f.t.config.dataDir, clock: f.t.clock, processors: ['sender'] });
+  await advanceUntil(async () => (await status.innerText()) === 'sent', 'the page shows the email sent');
+  const atFinal = polls;
+  // Ten minutes of the page's time: every timer it had set would have fired many times over.
+  await page.clock.runFor(10 * 60_000);
+  // The positive marker: a request the page makes after all of those would have gone out.
+  await Promise.all([
+    page.waitForRequest((request) => new URL(request.url()).pathname === '/v1/session'),
+    page.evaluate("fetch('/v1/session').then((response) => response.status)"),
+  ]);
+  assert.is(polls, atFinal, `the page read the email ${polls - atFinal} more times after it showed a final status`);
+  assert.equal(problems, []);
+  await context.close();
+});
+
+following.run();

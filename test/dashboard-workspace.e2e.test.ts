@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as assert from 'uvu/assert';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { createUser } from '../apps/services/management/users.ts';
 import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
 import { ownerCookie, sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
@@ -145,6 +145,25 @@ test('the owner changes the member\'s role and removes them', async ({ f, owner:
   await page.getByText(`${viewerEmail} is now developer.`).waitFor();
   const workspace = await f.t.app.inject({ url: `/v1/workspaces/${f.workspaceId}`, headers: { cookie: await ownerCookie(f) } });
   assert.is(workspace.json().members.find((m: { email: string }) => m.email === viewerEmail).role, 'developer');
+
+  // Cancelled: nothing is sent, nothing is said (the last notice stays), the member stays.
+  const deletes: string[] = [];
+  const onRequest = (request: Request) => void (request.method() === 'DELETE' && deletes.push(request.url()));
+  page.on('request', onRequest);
+  const asked = new Promise<string>((resolve) => page.once('dialog', (dialog) => {
+    resolve(dialog.message());
+    void dialog.dismiss();
+  }));
+  await page.getByRole('button', { name: `Remove ${viewerEmail}` }).click();
+  assert.is(await asked, `Remove ${viewerEmail} from the workspace?`);
+  // The positive marker: a task of the page after the click's, so whatever the click drew is drawn.
+  await page.evaluate('new Promise((resolve) => setTimeout(resolve, 0))');
+  page.off('request', onRequest);
+  assert.is(await page.getByRole('alert').count(), 0, 'cancelling showed an error');
+  assert.is(await page.locator('main .notice').innerText(), `${viewerEmail} is now developer.`);
+  assert.equal(deletes, []);
+  assert.match(await page.locator('.table-wrap[aria-label="Members"]').innerText(), new RegExp(viewerEmail));
+
   page.once('dialog', (dialog) => void dialog.accept());
   await page.getByRole('button', { name: `Remove ${viewerEmail}` }).click();
   await page.getByText(`Removed ${viewerEmail}.`).waitFor();

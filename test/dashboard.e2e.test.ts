@@ -151,3 +151,38 @@ test('the switcher: a new project from the projects page, then the same section 
 });
 
 test.run();
+
+// Signing out while Relay cannot be reached: the request fails, so the page says so and stays
+// where it is, signed in, rather than sending the reader to a sign-in page as if it had worked.
+const unreachable = skippableSuite<{ f: DashboardFixture; browser: TestBrowser; stopped: boolean }>('dashboard: a sign-out that fails, in Chromium', chromiumMissing);
+
+unreachable.before(async (ctx) => {
+  ctx.f = await startDashboard();
+  ctx.browser = await launchBrowser();
+});
+unreachable.after(async (ctx) => {
+  await ctx.browser?.close();
+  if (!ctx.stopped) await ctx.f?.close();
+});
+
+unreachable('with Relay stopped, Sign out shows an error and the reader stays on the page, signed in', async (ctx) => {
+  const { f, browser } = ctx;
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  const here = page.url();
+  await page.getByText('No emails yet').waitFor();
+  ctx.stopped = true;
+  await f.close();
+
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  const error = page.getByRole('alert');
+  await error.waitFor();
+  assert.match(await error.innerText(), /^Signing out failed, so you are still signed in: Relay could not be reached/);
+  assert.is(page.url(), here);
+  assert.is(await page.locator('.account .user').innerText(), f.owner.email);
+  // The refused connections are the browser's own report of what the test did; nothing else went wrong.
+  assert.equal(problems.filter((problem) => !problem.includes('net::ERR_CONNECTION_REFUSED')), []);
+  await context.close();
+});
+
+unreachable.run();

@@ -257,7 +257,8 @@ authz('the session cookie is HttpOnly, SameSite=Lax, Path=/ and the database kee
   assert.match(header, /HttpOnly/);
   assert.match(header, /SameSite=Lax/);
   assert.match(header, /Path=\//);
-  assert.not.match(header, /Secure/, 'development runs on plain http');
+  // Secure follows the dashboard's origin, https here, not the environment (test/session-cookie-secure.int.test.ts).
+  assert.match(header, /Secure/, 'the dashboard is at an https origin');
   const token = sessionCookieFrom(response).split('=')[1];
   const stored = await t.ctx.documents.collection('sessions').find({});
   assert.ok(stored.length > 0);

@@ -8,14 +8,19 @@ import { stripTypeScriptTypes } from 'node:module';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { STATUSES } from '../../domain/email/status.ts';
+import { isFinalDeliveryStatus, STATUSES } from '../../domain/email/status.ts';
 import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../domain/webhooks/events.ts';
 import type { RelayConfig } from '../../infra/config.ts';
 import { PAGES } from './client/route-table.ts';
 
-const CLIENT_DIR = fileURLToPath(new URL('./client/', import.meta.url));
-const STYLESHEET = fileURLToPath(new URL('./dashboard.css', import.meta.url));
+/** Where the assets are read from: the browser modules' directory and the stylesheet. */
+export interface AssetSources { clientDir: string; stylesheet: string }
+
+const SOURCES: AssetSources = {
+  clientDir: fileURLToPath(new URL('./client/', import.meta.url)),
+  stylesheet: fileURLToPath(new URL('./dashboard.css', import.meta.url)),
+};
 
 /**
  * The pages' policy: scripts only from this origin (no inline script, no eval), API calls only
@@ -48,12 +53,14 @@ export const PAGE_PATHS = ['/', '/workspaces/:workspaceId', ...PAGES.map((page) 
 
 /**
  * What the pages need to know of Relay's rules, decided here from domain/ so that each rule
- * keeps its one place: the statuses and event types to filter by, and what each role may do.
+ * keeps its one place: the statuses and event types to filter by, the statuses after which an
+ * email's page stops following it, and what each role may do.
  */
 export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>) {
   return {
     dashboardOrigin: config.dashboardOrigin,
     statuses: [...STATUSES],
+    finalStatuses: STATUSES.filter(isFinalDeliveryStatus),
     webhookEvents: [...WEBHOOK_EVENT_TYPES],
     permissions: [...PERMISSIONS],
     roles: Object.fromEntries(ROLES.map((role) => [role, {
@@ -114,21 +121,28 @@ async function listModules(dir: string): Promise<string[]> {
 }
 
 /** The assets by URL path: each module as JavaScript (its .ts name kept, so imports resolve as written) and the stylesheet. */
-async function loadAssets(): Promise<Map<string, Asset>> {
+async function loadAssets({ clientDir, stylesheet }: AssetSources): Promise<Map<string, Asset>> {
   const assets = new Map<string, Asset>();
   const add = (path: string, body: string, type: string) =>
     assets.set(path, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
-  for (const file of await listModules(CLIENT_DIR)) {
-    add(`/assets/${relative(CLIENT_DIR, file).split(sep).join('/')}`, stripTypes(await readFile(file, 'utf8')), 'text/javascript; charset=utf-8');
+  for (const file of await listModules(clientDir)) {
+    add(`/assets/${relative(clientDir, file).split(sep).join('/')}`, stripTypes(await readFile(file, 'utf8')), 'text/javascript; charset=utf-8');
   }
-  add('/assets/dashboard.css', await readFile(STYLESHEET, 'utf8'), 'text/css; charset=utf-8');
+  add('/assets/dashboard.css', await readFile(stylesheet, 'utf8'), 'text/css; charset=utf-8');
   return assets;
 }
 
-export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>): Promise<void> {
+/** `sources`: where the assets are read from (tests serve a copy they can break and mend). */
+export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>, sources: AssetSources = SOURCES): Promise<void> {
   const shell = shellOf(config);
   // Loaded on first use: processes that never serve a page never read or strip the modules.
   let assets: Promise<Map<string, Asset>> | null = null;
+  // Only a load that worked is kept: a failed one (a file mid-replacement, descriptors
+  // running out) is the requests' failure, and the next request reads again.
+  const loaded = () => (assets ??= loadAssets(sources).catch((error: unknown) => {
+    assets = null;
+    throw error;
+  }));
   const secured = (reply: FastifyReply) => reply.headers(PAGE_HEADERS);
 
   for (const path of PAGE_PATHS) {
@@ -137,8 +151,7 @@ export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayCo
   }
 
   const serveAsset = async (path: string, reply: FastifyReply) => {
-    assets ??= loadAssets();
-    const asset = (await assets).get(path);
+    const asset = (await loaded()).get(path);
     if (!asset) return reply.callNotFound();
     // Revalidated on every load (a new release is picked up at once) but sent again only when changed.
     secured(reply).header('cache-control', 'no-cache').header('etag', asset.etag);

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { RelayError } from '../../../domain/errors.ts';
 import { SESSION_MAX_MS, type User } from '../../../domain/management.ts';
+import type { RelayConfig } from '../../../infra/config.ts';
 import { createSession, endSession } from '../../services/management/sessions.ts';
 import { beginSignIn } from '../../services/management/sign-in-throttle.ts';
 import { authenticateUser, userView } from '../../services/management/users.ts';
@@ -19,6 +20,15 @@ const Login = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Secure whenever the dashboard is served over https, whatever the environment: a browser
+ * must never send the session over plain http to an https dashboard. Production always (its
+ * __Host- name requires it); a plain-http origin outside production goes without, so that a
+ * dashboard on http://localhost can sign in at all.
+ */
+export const sessionCookieSecure = (config: Pick<RelayConfig, 'env' | 'dashboardOrigin'>): boolean =>
+  config.env === 'production' || new URL(config.dashboardOrigin).protocol === 'https:';
+
 export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   const cookieName = sessionCookieName(ctx.config);
   const cookieOptions = {
@@ -26,7 +36,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     httpOnly: true,
     // Lax, not Strict: a link into the dashboard from a mail should arrive signed in.
     sameSite: 'lax' as const,
-    secure: ctx.config.env === 'production',
+    secure: sessionCookieSecure(ctx.config),
   };
 
   app.post<{ Body: Static<typeof Login> }>('/v1/session', {

@@ -1,12 +1,21 @@
 // The frame around every signed-in page: a skip link, the workspace and project switcher, the
 // signed-in user with sign-out, pending invitations, and the navigation built from ROUTES.
-import { api, get } from './api.ts';
+import { api, ApiError, get } from './api.ts';
 import { lastProject, type PageContext } from './context.ts';
-import { h, select } from './dom.ts';
+import { fill, h, notice, select } from './dom.ts';
 import { pathOf, ROUTES, type Route } from './routes.ts';
 
-async function signOut(): Promise<void> {
-  await api('DELETE', '/v1/session');
+/** Only an answer that the session has ended leads to sign-in: after any other the reader is still signed in, and is told so. */
+async function signOut(status: HTMLElement): Promise<void> {
+  fill(status);
+  try {
+    await api('DELETE', '/v1/session');
+  } catch (error) {
+    // No session any more (ended elsewhere): request() is already on its way to sign-in.
+    if (error instanceof ApiError && error.code === 'session_required') return;
+    fill(status, notice('error', `Signing out failed, so you are still signed in: ${(error as Error).message}`));
+    return;
+  }
   location.assign('/sign-in');
 }
 
@@ -55,6 +64,7 @@ function navigation(ctx: PageContext, route: Route): HTMLElement | null {
 export async function layout(ctx: PageContext, route: Route): Promise<HTMLElement[]> {
   const session = ctx.session!;
   const { invitations } = await get<{ invitations: unknown[] }>('/v1/invitations');
+  const status = h('div', { class: 'top-status' });
   const header = h('header', { class: 'top' },
     h('a', { class: 'skip', href: '#main' }, 'Skip to content'),
     h('a', { class: 'brand', href: '/' }, 'Relay'),
@@ -63,6 +73,6 @@ export async function layout(ctx: PageContext, route: Route): Promise<HTMLElemen
       invitations.length > 0 ? h('a', { href: '/invitations', class: 'invitations-link' }, `Invitations (${invitations.length})`) : null,
       h('span', { class: 'user' }, session.user.email),
       h('span', { class: 'role' }, ctx.workspace ? ctx.workspace.role : null),
-      h('button', { type: 'button', class: 'secondary small', onclick: () => void signOut() }, 'Sign out')));
-  return [header, h('div', { class: 'body' }, navigation(ctx, route), ctx.main)];
+      h('button', { type: 'button', class: 'secondary small', onclick: () => void signOut(status) }, 'Sign out')));
+  return [header, status, h('div', { class: 'body' }, navigation(ctx, route), ctx.main)];
 }

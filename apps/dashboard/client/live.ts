@@ -1,20 +1,41 @@
 // Pages that follow something as it happens (the email list, an email's timeline) read it
-// again every few seconds while the tab is visible, and stop once `done` says so.
+// again every few seconds while the tab is visible, and stop once the load says it is done.
 
 export const POLL_MS = 2000;
 
-export function livePoll(load: () => Promise<void | boolean>, intervalMs = POLL_MS): void {
-  let running = false;
-  const timer = window.setInterval(async () => {
-    if (document.hidden || running) return;
-    running = true;
+/**
+ * What a load saw: `done` when what it follows can no longer change (no further load),
+ * `unchanged` when nothing moved since the last one (the wait may grow), and anything else
+ * (`changed`, nothing) when it moved.
+ */
+export type Seen = 'done' | 'changed' | 'unchanged' | void;
+
+export interface PollOptions {
+  /** The wait after a change, and the first one. */
+  intervalMs?: number;
+  /** The longest wait that loads seeing nothing new (or failing) grow to; the same as intervalMs: no backoff. */
+  maxIntervalMs?: number;
+}
+
+/** Each quiet load waits this much longer than the one before, up to maxIntervalMs. */
+const BACKOFF = 1.5;
+
+export function livePoll(load: () => Promise<Seen>, { intervalMs = POLL_MS, maxIntervalMs = intervalMs }: PollOptions = {}): void {
+  let delay = intervalMs;
+  // One load at a time: the next wait starts once a load has answered, however slow it was.
+  const tick = async () => {
+    if (document.hidden) return schedule();
+    let seen: Seen;
     try {
-      // A load that answers true has seen the end of what it follows.
-      if ((await load()) === true) clearInterval(timer);
+      seen = await load();
     } catch {
-      // A failed refresh (Relay restarting) leaves the last view; the next tick tries again.
-    } finally {
-      running = false;
+      // A failed refresh (Relay restarting) leaves the last view; a later one tries again.
+      seen = 'unchanged';
     }
-  }, intervalMs);
+    if (seen === 'done') return;
+    delay = seen === 'unchanged' ? Math.min(maxIntervalMs, Math.round(delay * BACKOFF)) : intervalMs;
+    schedule();
+  };
+  const schedule = () => void window.setTimeout(tick, delay);
+  schedule();
 }

@@ -4,7 +4,7 @@
 import { get } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { badge, facts, fill, h, section, table, when, type Child } from '../dom.ts';
-import { livePoll } from '../live.ts';
+import { livePoll, type Seen } from '../live.ts';
 
 interface Attempt { number: number; httpStatus: number | null; errorCode: string | null; durationMs: number; createdAt: string }
 interface EmailDetail {
@@ -77,15 +77,23 @@ export async function render(ctx: PageContext): Promise<void> {
   const body = h('div', { 'aria-live': 'polite' });
   const back = h('p', null, h('a', { href: `/projects/${ctx.project!.id}/emails` }, '← All emails'));
   let shown = '';
-  async function load(): Promise<void> {
+  async function load(): Promise<Seen> {
     const email = await get<EmailDetail>(path);
+    // The email's status is its highest recipient's: a delivered one can stand beside one
+    // still delayed, so every recipient must be done, not only the status shown.
+    const final = (status: string) => ctx.settings.finalStatuses.includes(status);
+    const done = final(email.status) && email.recipients.every((r) => final(r.status));
     const seen = JSON.stringify(email);
-    if (seen === shown) return;
-    shown = seen;
-    ctx.title(email.subject);
-    fill(body, draw(ctx, email));
+    const changed = seen !== shown;
+    if (changed) {
+      shown = seen;
+      ctx.title(email.subject);
+      fill(body, draw(ctx, email));
+    }
+    return done ? 'done' : changed ? 'changed' : 'unchanged';
   }
-  await load();
+  const first = await load();
   ctx.main.append(back, body);
-  livePoll(load);
+  // A wait that grows while nothing moves: a delayed email may wait minutes for its next attempt.
+  if (first !== 'done') livePoll(load, { maxIntervalMs: 30_000 });
 }

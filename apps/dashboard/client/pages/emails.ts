@@ -1,9 +1,9 @@
 // The project's emails: every filter of GET /v1/emails and its cursor paging, all in the
 // address (a filtered view can be linked); the first page refreshes itself while it is open,
 // so a send shows up without reloading.
-import { get, withQuery } from '../api.ts';
+import { ApiError, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, field, fill, h, select, table, when } from '../dom.ts';
+import { badge, field, fill, h, notice, select, table, when } from '../dom.ts';
 import { livePoll } from '../live.ts';
 
 interface EmailSummary {
@@ -31,15 +31,19 @@ export async function render(ctx: PageContext): Promise<void> {
   const query = Object.fromEntries(FILTERS.map((name) => [name, ctx.query.get(name)]));
   const cursor = ctx.query.get('cursor');
 
+  // A status the address names but Relay does not know stays chosen, so the reader sees what the refusal is about.
+  const statuses = query.status && !ctx.settings.statuses.includes(query.status) ? [...ctx.settings.statuses, query.status] : ctx.settings.statuses;
+  const refusal = h('div', { class: 'form-errors' });
   const filters = h('form', { class: 'filters', method: 'get', action: here, 'aria-label': 'Filter emails' },
-    field('Status', select('status', [['', 'Any status'], ...ctx.settings.statuses.map((s): [string, string] => [s, s])], query.status ?? '')),
+    field('Status', select('status', [['', 'Any status'], ...statuses.map((s): [string, string] => [s, s])], query.status ?? '')),
     field('Sender', h('input', { name: 'sender', type: 'text', value: query.sender ?? '', placeholder: 'app@example.com' })),
     field('Sender domain', h('input', { name: 'domain', type: 'text', value: query.domain ?? '', placeholder: 'example.com' })),
     field('Recipient', h('input', { name: 'recipient', type: 'text', value: query.recipient ?? '', placeholder: 'someone@example.org' })),
     field('Sent after', h('input', { name: 'after', type: 'datetime-local', value: toLocalInput(query.after) })),
     field('Sent before', h('input', { name: 'before', type: 'datetime-local', value: toLocalInput(query.before) })),
     field('Per page', select('limit', [['', '50'], ['10', '10'], ['25', '25'], ['100', '100']], query.limit ?? '')),
-    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Apply filters'), h('a', { href: here, class: 'button secondary' }, 'Clear')));
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Apply filters'), h('a', { href: here, class: 'button secondary' }, 'Clear')),
+    refusal);
   // The form would work as a plain GET; the script only turns local times into RFC 3339 and drops empty fields.
   filters.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -86,7 +90,15 @@ export async function render(ctx: PageContext): Promise<void> {
     if (focused !== null) [...results.querySelectorAll<HTMLElement>('a, [tabindex]')].find((e) => focusKey(e) === focused)?.focus();
     if (!first) status.textContent = `The list was updated at ${new Date().toLocaleTimeString()}: ${page.emails.length} ${page.emails.length === 1 ? 'email' : 'emails'} on this page.`;
   }
-  await load();
+  try {
+    await load();
+  } catch (error) {
+    // A filter Relay refuses (a date that is not one, an unknown status) is the reader's to
+    // correct: the form keeps its values and says why, and there is no list to follow.
+    if (!(error instanceof ApiError && error.code === 'validation_error')) throw error;
+    fill(refusal, notice('error', error.message));
+    return;
+  }
   // Later pages stay as they are: new emails arrive at the top of the first.
   if (!cursor) livePoll(load);
 }

@@ -45,11 +45,14 @@ export async function render(ctx: PageContext): Promise<void> {
         manageable(m)
           ? h('button', {
             type: 'button', class: 'danger small', 'aria-label': `Remove ${m.email}`,
-            onclick: () => void act(async () => {
-              if (!confirm(`Remove ${m.email} from the workspace?`)) throw new Error('Nothing was changed.');
-              await api('DELETE', `/v1/workspaces/${workspaceId}/members/${m.userId}`);
-              return `Removed ${m.email}.`;
-            }),
+            onclick: () => {
+              // Cancelling is a choice, not a failure: nothing is sent and nothing is said.
+              if (!confirm(`Remove ${m.email} from the workspace?`)) return;
+              void act(async () => {
+                await api('DELETE', `/v1/workspaces/${workspaceId}/members/${m.userId}`);
+                return `Removed ${m.email}.`;
+              });
+            },
           }, 'Remove')
           : m.userId === me ? h('button', {
             type: 'button', class: 'secondary small',
