@@ -145,4 +145,20 @@ test('slow endpoints at their bound on either side of the fast ones (by id): eac
   assert.equal(ctx.errors.map((e) => e.message), [], 'no run failed');
 });
 
+test('a slow endpoint at its bound whose due deliveries fill the whole first look: the fast endpoint\'s delivery behind them is still made', async (ctx) => {
+  await addEndpoint(ctx, 'slow');
+  await addEndpoint(ctx, 'fast');
+  // More than the first look reads (4 × 2 × 64 rows of the due window): the ranges between skipped endpoints find the fast one.
+  for (let i = 0; i < 600; i++) await addDelivery(ctx, `whd_slow_${String(i).padStart(3, '0')}`, 'slow', at(i));
+  await addDelivery(ctx, 'whd_fast', 'fast', at(1_000));
+  const dispatcher = await startWebhooks(ctx, new Set(['slow']));
+  try {
+    await waitUntil(async () => (await statusOf(ctx, 'whd_fast')) === 'succeeded', 'the fast endpoint\'s delivery succeeded', 5_000);
+    assert.is(ctx.posted.filter((e) => e === 'slow').length, PER_ENDPOINT, 'the slow endpoint kept to its bound');
+  } finally {
+    await stop(ctx, dispatcher);
+  }
+  assert.equal(ctx.errors.map((e) => e.message), [], 'no run failed');
+});
+
 test.run();

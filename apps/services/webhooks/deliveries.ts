@@ -100,16 +100,33 @@ function endpointsBetween(skipped: ReadonlySet<string>): Where[] {
 const byDue = (a: WebhookDelivery, b: WebhookDelivery): number =>
   a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a._id < b._id ? -1 : a._id > b._id ? 1 : 0;
 
+/** How far past `limit` rows the first look reads the due window before it leaves that to the ranges. */
+const WINDOW_FACTOR = 4;
+
 /**
  * Deliveries due at `now`, earliest first, at most `limit`, but none of the endpoints in
  * `skipped` (those with no room for another request): a slow endpoint's backlog, however long,
  * never fills the window in front of another endpoint's deliveries.
+ *
+ * With endpoints skipped, the `due` index is read first, a few fields of at most
+ * WINDOW_FACTOR × `limit` rows, leaving out the skipped endpoints' rows as they come: that look
+ * costs what is due, however many deliveries wait for later. Only when the skipped endpoints'
+ * own due rows fill that window is the read split into ranges between them (`pending` index),
+ * which skip those rows entirely but scan every pending delivery of the other endpoints.
  */
 export async function dueDeliveries(documents: DocumentStore, now: Date, limit: number, skipped: ReadonlySet<string>): Promise<Array<Stored<WebhookDelivery>>> {
+  const deliveries = deliveriesOf(documents);
   const due = { nextAttemptAt: { lte: now.toISOString() } };
-  if (skipped.size === 0) return deliveriesOf(documents).find({ where: due, orderBy: DUE_ORDER, limit });
+  if (skipped.size === 0) return deliveries.find({ where: due, orderBy: DUE_ORDER, limit });
+  const window = await deliveries.find({ where: due, orderBy: DUE_ORDER, limit: limit * WINDOW_FACTOR, fields: ['endpointId'] });
+  const wanted = window.filter((delivery) => !skipped.has(delivery.endpointId)).slice(0, limit);
+  if (wanted.length === limit || window.length < limit * WINDOW_FACTOR) {
+    if (wanted.length === 0) return [];
+    // Read again whole: one that changed in between is no longer due, or no longer pending (takeAttempt checks both).
+    return (await deliveries.find({ where: { _id: { in: wanted.map((delivery) => delivery._id) } } })).sort(byDue);
+  }
   const parts = await Promise.all(endpointsBetween(skipped).map((endpoints) =>
-    deliveriesOf(documents).find({ where: { ...endpoints, ...due }, orderBy: DUE_ORDER, limit })));
+    deliveries.find({ where: { ...endpoints, ...due }, orderBy: DUE_ORDER, limit })));
   return parts.flat().sort(byDue).slice(0, limit);
 }
 
