@@ -134,7 +134,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
   const stores = await openStores(config, { commitHold: options.commitHold, readFault: options.readFault });
   // A refused secret key must not leave the store connections holding the process open.
-  const opened = await openServices(config, stores).catch(async (error) => {
+  const opened = await openServices(config, stores, logger).catch(async (error) => {
     await stores.close();
     throw error;
   });

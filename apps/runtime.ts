@@ -33,6 +33,7 @@ import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { OutboxTransport } from '../infra/mail/outbox-transport.ts';
+import type { SessionLog } from '../infra/mail/pooled-sessions.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
 
 export interface Stores {
@@ -127,14 +128,15 @@ export const policiesOf = (config: Pick<RelayConfig, 'deliveryRetryScale' | 'web
  * The services of one process. Per process: the rate limiter keeps slot hints and the ledger
  * folded usage; both are only caches in front of the shared stores.
  */
-export async function openServices(config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>): Promise<Services> {
+/** `log`: where the mail transports tell of connections they gave up on (the process's logger). */
+export async function openServices(config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>, log?: SessionLog): Promise<Services> {
   const secrets = await openSecretBox(config);
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = join(config.dataDir, 'outbox');
   let transport: MailTransport | null = null;
   let mx: MxDelivery | null = null;
   let sites: SiteRegistry | null = null;
-  const openMx = () => (mx ??= openMxDelivery(config, stores.documents));
+  const openMx = () => (mx ??= openMxDelivery(config, stores.documents, log));
   const composer = new ComposePool({ threads: config.composeThreads });
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
@@ -147,7 +149,7 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     dns: createDnsLookup(config.dnsServers),
     egress: webhookEgress,
     secrets,
-    transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir)),
+    transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir, log)),
     mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
     // Sites are Relay's own MTA's: through a smarthost (or into the outbox) the provider shapes.
     sites: () => (sites ??= config.delivery === 'mx'
@@ -189,12 +191,12 @@ async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
 }
 
 /** The transport RELAY_DELIVERY names: outbox files, a smarthost, or Relay as the MTA. */
-function openTransport(config: RelayConfig, outboxDir: string): MailTransport {
+function openTransport(config: RelayConfig, outboxDir: string, log: SessionLog | undefined): MailTransport {
   switch (config.delivery) {
     case 'outbox':
       return new OutboxTransport(outboxDir);
     case 'smtp':
-      return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost });
+      return new SmtpTransport({ url: config.smtpUrl!, heloName: config.mailHost, log });
     case 'mx':
       throw new Error('the mx transport is opened by openMxDelivery');
   }
@@ -207,7 +209,7 @@ interface MxDelivery {
 }
 
 /** Relay as the MTA: one DNS cache for every lookup of mail delivery (MX, addresses, MTA-STS and TLS-RPT records), and the TLS session counts. */
-function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelivery {
+function openMxDelivery(config: RelayConfig, documents: DocumentStore, log: SessionLog | undefined): MxDelivery {
   // With a validating resolver the operator trusts, everything goes through it and DANE applies.
   const dnssec = config.dnssecResolvers !== null;
   const dns = new DnsCache(new StubResolver({ servers: config.dnssecResolvers ?? config.dnsServers, dnssec }));
@@ -216,7 +218,7 @@ function openMxDelivery(config: RelayConfig, documents: DocumentStore): MxDelive
     : undefined;
   const tlsSessions = new TlsSessionCounter(documents);
   const transport = new MxTransport({
-    dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions,
+    dnsServers: config.dnsServers, dns, heloName: config.mailHost, port: config.mxPort ?? undefined, allowAddresses: config.mxAllow, mtaSts, tlsReports: tlsSessions, log,
     // A site's connections are its MX hosts'; the dispatcher bounds transactions per site.
     maxConnectionsPerHost: Math.max(...[DEFAULT_SITE_LIMITS, ...config.shaping.map((r) => r.limits)].map((l) => l.connections ?? DEFAULT_SITE_LIMITS.connections)),
     messagesPerConnection: (host) => limitsFor([host], config.shaping).messagesPerConnection,

@@ -36,7 +36,7 @@ test.before(async (ctx) => {
     RELAY_DATA_DIR: ctx.dataDir,
     RELAY_DELIVERY: 'smtp',
     RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none`,
-    // Begun transactions left open become delivery_unknown after 10 minutes × 0.001 = 600 ms;
+    // Begun transactions left open become delivery_unknown after 20 minutes × 0.001 = 1.2 s;
     // claims that never began are taken over after 2 minutes × 0.001 = 120 ms.
     RELAY_DELIVERY_RETRY_SCALE: '0.001',
   };

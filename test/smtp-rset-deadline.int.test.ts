@@ -3,13 +3,15 @@
 // envelope and the reply to the dot (docs/delivery.md): a server that drips its RSET reply a byte
 // at a time, each byte well inside the socket timeout's silence, loses the connection at the
 // deadline, and the next message goes on (on a new connection) rather than waiting for as long as
-// the server likes. Real sockets: a raw SMTP server that takes the first message whole and drips
-// its reply to RSET; the test's DNS server for MX.
+// the server likes. The connection given up on is logged, naming the host and why. Real sockets: a
+// raw SMTP server that takes the first message whole and drips its reply to RSET; the test's DNS
+// server for MX.
 import net from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
+import type { SessionLog } from '../infra/mail/pooled-sessions.ts';
 import type { MailTransport, OutgoingMessage, TransportOutcome } from '../infra/ports/mail-transport.ts';
 import { startDnsServer } from './support/dns-server.ts';
 
@@ -84,6 +86,14 @@ const message = (id: string): OutgoingMessage => ({
   emailId: id, envelope: { mailFrom: 'b@bounce.example.test', recipients: ['ann@drip.test'] }, raw: Buffer.from('Subject: x\r\n\r\nhi\r\n'), messageId: `${id}@example.test`,
 });
 
+interface Warning { fields: Record<string, unknown>; message: string }
+
+/** A log that keeps what the transport warns of. */
+function capturingLog(): SessionLog & { warnings: Warning[] } {
+  const warnings: Warning[] = [];
+  return { warnings, warn: (fields, message) => warnings.push({ fields, message }) };
+}
+
 /** The second message's outcome, or null when there is none 5 s in. */
 async function secondOutcome(transport: MailTransport, server: RsetDripServer, idleMs = 0): Promise<TransportOutcome | null> {
   const first = await transport.send(message('em_first'));
@@ -101,13 +111,17 @@ test('MX: a reused connection whose RSET reply is dripped is cut off at a deadli
     { name: 'drip.test', type: 'MX', data: { preference: 10, exchange: 'mx.drip.test' } },
     { name: 'mx.drip.test', type: 'A', data: '127.0.0.1' },
   ]);
+  const log = capturingLog();
   const transport = new MxTransport({
     dnsServers: [dns.address], heloName: 'relay.example.test', port: server.port, maxConnectionsPerHost: 1,
-    connectTimeoutMs: CONNECT_MS, commandTimeoutMs: COMMAND_MS, dnsTimeoutMs: 1000, allowAddresses: new Set(['127.0.0.1']),
+    connectTimeoutMs: CONNECT_MS, commandTimeoutMs: COMMAND_MS, dnsTimeoutMs: 1000, allowAddresses: new Set(['127.0.0.1']), log,
   });
   try {
     const sent = await secondOutcome(transport, server);
     assert.ok(sent, `no outcome for the next message 5 s into an RSET reply dripped (${server.drips()} bytes so far) with ${COMMAND_MS} ms of silence allowed`);
+    assert.is(log.warnings.length, 1, 'the connection given up on is logged once');
+    assert.equal(log.warnings[0].fields, { host: 'mx.drip.test', address: '127.0.0.1', reason: `no complete reply to RSET within ${COMMAND_MS} ms` });
+    assert.match(log.warnings[0].message, `mx.drip.test [127.0.0.1] failed RSET and was closed: no complete reply to RSET within ${COMMAND_MS} ms`);
   } finally {
     server.close();
     await Promise.race([transport.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2_000))]);
@@ -119,10 +133,14 @@ test('smarthost: a connection idle past its check (1 s) whose RSET reply is drip
   const server = await rsetDripServer();
   // The socket timeout also closes an idle connection: it must outlast the 1 s after which an idle one is checked.
   const commandMs = 1_500;
-  const transport = new SmtpTransport({ url: `smtp://127.0.0.1:${server.port}?tls=none`, maxConnections: 1, connectTimeoutMs: CONNECT_MS, commandTimeoutMs: commandMs });
+  const log = capturingLog();
+  const transport = new SmtpTransport({ url: `smtp://127.0.0.1:${server.port}?tls=none`, maxConnections: 1, connectTimeoutMs: CONNECT_MS, commandTimeoutMs: commandMs, log });
   try {
     const sent = await secondOutcome(transport, server, 1_100);
     assert.ok(sent, `no outcome for the next message 5 s into an RSET reply dripped (${server.drips()} bytes so far) with ${commandMs} ms of silence allowed`);
+    assert.is(log.warnings.length, 1, 'the connection given up on is logged once');
+    assert.equal(log.warnings[0].fields, { host: '127.0.0.1', reason: `no complete reply to RSET within ${commandMs} ms` });
+    assert.match(log.warnings[0].message, `127.0.0.1 failed RSET and was closed: no complete reply to RSET within ${commandMs} ms`);
   } finally {
     server.close();
     await Promise.race([transport.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2_000))]);

@@ -35,14 +35,16 @@ export interface DeliveryPolicy {
  * Retries after a temporary failure: the first within a minute, then spreading out, until 24
  * hours after the first attempt. A claim may wait two minutes for a connection: a sender claims
  * only what its transport can take on soon (apps/processors/sender.ts), so a live sender's claim
- * begins within seconds unless the server stalls. A begun transaction may stay open ten minutes:
- * longer than any can take (transport timeouts are minutes), so only a dead sender's expires.
+ * begins within seconds unless the server stalls. A begun transaction may stay open twenty
+ * minutes: longer than any can take, so only a dead sender's expires. The longest is an mx one:
+ * 5 minutes for the envelope, the body at the slowest rate a server may read it (10 MiB at
+ * 32 KiB/s: 5.3 minutes), 5 minutes for the reply to the dot (infra/mail/pooled-sessions.ts).
  */
 export const DELIVERY_POLICY: DeliveryPolicy = {
   retryDelaysMs: [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 3_600_000, 4 * 3_600_000],
   retryWindowMs: 24 * 3_600_000,
   claimStartGraceMs: 2 * 60_000,
-  claimGraceMs: 10 * 60_000,
+  claimGraceMs: 20 * 60_000,
 };
 
 /** Every figure of `policy` times `factor` (RELAY_DELIVERY_RETRY_SCALE, for tests). */

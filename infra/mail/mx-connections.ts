@@ -18,7 +18,7 @@ import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { asNodemailerError, isTlsFailure } from './smtp-replies.ts';
-import { afterPendingReplies, quit, reset, setupDeadline } from './pooled-sessions.ts';
+import { afterPendingReplies, quit, reset, setupDeadline, type SessionLog } from './pooled-sessions.ts';
 import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
 
 export interface Lease {
@@ -155,12 +155,14 @@ export class ConnectionPool {
   readonly #refused = new Map<string, { verdict: TlsVerdict; at: number; until: number }>();
   readonly #refusalMemoryMs: number;
   readonly #now: () => number;
+  readonly #log: SessionLog | null;
 
   constructor(
     options: ConnectOptions, maxPerHost: number, idleMs: number, messagesPerConnection: (host: string) => number = () => Infinity,
-    refusals: { memoryMs?: number; now?: () => number } = {},
+    refusals: { memoryMs?: number; now?: () => number } = {}, log?: SessionLog,
   ) {
     this.#options = options;
+    this.#log = log ?? null;
     this.#messagesPerConnection = messagesPerConnection;
     this.#refusalMemoryMs = refusals.memoryMs ?? REFUSAL_MEMORY_MS;
     this.#now = refusals.now ?? Date.now;
@@ -184,7 +186,9 @@ export class ConnectionPool {
         clearTimeout(idle.idleTimer);
         idle.state = 'busy';
         idle.fresh = false;
-        if (await reset(idle, this.#options.commandTimeoutMs)) return idle;
+        const failure = await reset(idle, this.#options.commandTimeoutMs);
+        if (failure === null) return idle;
+        this.#log?.warn({ host, address: idle.address, reason: failure }, `mx: a pooled connection to ${host} [${idle.address}] failed RSET and was closed: ${failure}`);
         this.discard(idle);
         continue;
       }

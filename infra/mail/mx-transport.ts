@@ -30,7 +30,7 @@ import { envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyO
 import type { NodemailerError } from './smtp-replies.ts';
 import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
 import { daneMismatch, tlsaText, usableTlsa } from './dane.ts';
-import { transact } from './pooled-sessions.ts';
+import { MIN_BODY_BYTES_PER_SECOND, transact, type SessionLog } from './pooled-sessions.ts';
 import { createHash } from 'node:crypto';
 
 export interface MxTransportOptions {
@@ -51,6 +51,10 @@ export interface MxTransportOptions {
   connectTimeoutMs?: number;
   /** Longest wait for any later reply, the one after DATA included. Default 5 min (RFC 5321 4.5.3.2). */
   commandTimeoutMs?: number;
+  /** The slowest an MX host may read a message body: n bytes have max(commandTimeoutMs, n at this rate). Default MIN_BODY_BYTES_PER_SECOND (pooled-sessions.ts). */
+  minBodyBytesPerSecond?: number;
+  /** Where connections given up on (a failed RSET) are told. Default: nowhere. */
+  log?: SessionLog;
   /** Per DNS query attempt. Default 5 s. */
   dnsTimeoutMs?: number;
   /** How long an unused connection stays open for the next transaction. Default 5 s. */
@@ -148,7 +152,7 @@ function wireAddress(address: string, asciiDomain: string): string {
 
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection' | 'refusalMemoryMs' | 'now'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection' | 'refusalMemoryMs' | 'now' | 'log'>> & { tls: NonNullable<MxTransportOptions['tls']> };
   readonly #mtaSts: MtaStsResolver | null;
   readonly #tlsReports: TlsSessionSink | null;
   readonly #allow: ReadonlySet<string>;
@@ -166,6 +170,7 @@ export class MxTransport implements MailTransport {
       dnsTimeoutMs: options.dnsTimeoutMs ?? 5000,
       idleTimeoutMs: options.idleTimeoutMs ?? 5000,
       maxConnectionsPerHost: options.maxConnectionsPerHost ?? 3,
+      minBodyBytesPerSecond: options.minBodyBytesPerSecond ?? MIN_BODY_BYTES_PER_SECOND,
     };
     this.#allow = new Set([...(options.allowAddresses ?? [])].map((a) => a.toLowerCase()));
     try {
@@ -178,7 +183,7 @@ export class MxTransport implements MailTransport {
     const { port, heloName, tls, connectTimeoutMs, commandTimeoutMs } = this.#options;
     this.#pool = new ConnectionPool(
       { port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs, options.messagesPerConnection,
-      { memoryMs: options.refusalMemoryMs, now: options.now },
+      { memoryMs: options.refusalMemoryMs, now: options.now }, options.log,
     );
   }
 
@@ -419,7 +424,8 @@ export class MxTransport implements MailTransport {
     const wire = new Map(addresses.map((a) => [wireAddress(a, domain), a]));
     const rcpts = [...wire.keys()];
     const original = (address: string) => wire.get(address) ?? address;
-    const { error, info, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, this.#options.commandTimeoutMs);
+    const limits = { replyMs: this.#options.commandTimeoutMs, minBodyBytesPerSecond: this.#options.minBodyBytesPerSecond };
+    const { error, info, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, limits);
     this.#pool.release(lease, !lease.conn.destroyed && (!error || !isConnectionLevel(error)));
 
     const withNote = (outcome: RecipientOutcome): RecipientOutcome => (lease.note ? { ...outcome, response: `${outcome.response} (${lease.note})` } : outcome);

@@ -1,7 +1,7 @@
 // What every pool of SMTP sessions does with a connection it keeps (infra/mail/smtp-transport.ts,
 // infra/mail/mx-connections.ts): send a message on it, keep it only once its pending replies are
 // taken up, check an idle one with RSET before reuse, and close one politely.
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { asNodemailerError, type NodemailerError } from './smtp-replies.ts';
 
@@ -14,21 +14,27 @@ export interface PooledSession {
 /** How long a QUIT may wait for its reply before the socket is closed anyway. */
 const QUIT_GRACE_MS = 1000;
 
+/** Where a pool tells of a connection it gave up on: the process's logger (pino's warn fits), or a test's. */
+export interface SessionLog {
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
 /**
- * True when the connection answered RSET within `replyMs`; false when it failed, the server had
- * dropped it, or its reply took longer however it trickled in (the connection is then closed).
+ * Null when the connection answered RSET within `replyMs`; else why it did not: it failed, the
+ * server had dropped it, or its reply took longer however it trickled in (the connection is then
+ * closed). Either way the pool closes it rather than reuse it.
  */
-export function reset(session: PooledSession, replyMs: number): Promise<boolean> {
-  if (session.conn.destroyed) return Promise.resolve(false);
+export function reset(session: PooledSession, replyMs: number): Promise<string | null> {
+  if (session.conn.destroyed) return Promise.resolve('the connection was already closed');
   return new Promise((resolve) => {
-    const settle = (answered: boolean) => {
+    const settle = (failure: string | null) => {
       clearDeadline();
-      resolve(answered);
+      resolve(failure);
     };
-    const clearDeadline = deadline(session.conn, replyMs, 'no complete reply to RSET', () => settle(false));
+    const clearDeadline = deadline(session.conn, replyMs, 'no complete reply to RSET', (error) => settle(error.message));
     // A connection the server dropped while idle may never answer: its end settles this.
-    session.ended.then(() => settle(false));
-    session.conn.reset((error) => settle(!error));
+    session.ended.then(() => settle('the connection closed before the reply to RSET'));
+    session.conn.reset((error) => settle(error ? error.message : null));
   });
 }
 
@@ -66,6 +72,40 @@ export function setupDeadline(conn: SMTPConnection, ms: number, fail: (error: Er
   return deadline(conn, ms, 'session setup (greeting, EHLO, STARTTLS, AUTH) not complete', fail);
 }
 
+/**
+ * The slowest a server may read a message body, in bytes a second: a message of n bytes has
+ * bodyDeadlineMs to go out, counted from the 354 to its last byte handed to the kernel.
+ * nodemailer's socket timeout measures silence, and every write the server takes up (a few bytes
+ * at a time, however slowly) breaks it, so without an overall bound a server reading the body at
+ * a trickle would hold the connection and its slot for as long as it likes. 32 KiB/s is far
+ * below any link a receiving MTA works over, and fast enough that a 10 MiB message (the API's
+ * request limit) goes out within about 5.5 minutes: with the smarthost's 2-minute envelope and
+ * end-of-data deadlines, its transaction ends inside the 10 minutes a begun one has before the
+ * delivery decider calls its recipients unknown (claimGraceMs, domain/email/delivery.ts). The
+ * floor of the command timeout keeps small messages on the footing of every other exchange.
+ */
+export const MIN_BODY_BYTES_PER_SECOND = 32 * 1024;
+
+/** How long a body of `bytes` may take to go out: max(replyMs, bytes at minBytesPerSecond). */
+export function bodyDeadlineMs(bytes: number, replyMs: number, minBytesPerSecond: number): number {
+  return Math.max(replyMs, Math.ceil((bytes / minBytesPerSecond) * 1000));
+}
+
+/**
+ * The size of the writes the body goes out in: the socket timeout then measures the silence
+ * between writes the server takes up, as Postfix's smtp_data_xfer_timeout does, rather than the
+ * time the whole message takes as one write.
+ */
+const BODY_CHUNK_BYTES = 16 * 1024;
+
+/** What bounds one transaction's exchanges (see transact). */
+export interface TransactionLimits {
+  /** Longest wait for a reply, however it trickles in. */
+  replyMs: number;
+  /** See MIN_BODY_BYTES_PER_SECOND. */
+  minBodyBytesPerSecond: number;
+}
+
 /** What one transaction on a connection came to; `bodySent`: every byte and the dot went out. */
 export interface Transacted {
   error: NodemailerError | null;
@@ -73,33 +113,71 @@ export interface Transacted {
   bodySent: boolean;
 }
 
+/** The connection's internals this module reads: the socket and the stream the body goes through. */
+interface ConnectionInternals {
+  _socket?: Writable;
+  _currentDataStream?: Readable | false;
+}
+
 /**
- * Sends one message on the connection. The connection reads the body only after DATA was
- * accepted, so the body's end means every byte and the end-of-data dot went out: the line
- * between `deferred` and `unknown` for a lost connection. Each side of that line has `replyMs`
- * at most, however the replies trickle in: the envelope (MAIL FROM, RCPT TO, DATA) until the
- * body is taken, and the reply to the dot. nodemailer's socket timeout measures silence, which
- * a server sending its replies a byte at a time never lets run out, holding the connection and
- * its slot for hours. Past a deadline the transaction ends with a timeout (before the body:
- * deferred; after the dot: the message's fate unknown) and the connection is closed.
+ * Calls `then` once the body's every byte and the end-of-data dot were handed to the kernel,
+ * which is as far as a sender can know they went out; never when the connection is lost first.
+ * The connection pipes the body, dot-stuffed, through a stream of its own into the socket; once
+ * that stream has ended, an empty write completes only after every write before it did.
  */
-export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope, raw: Buffer, replyMs: number): Promise<Transacted> {
+function whenBodyLeft(conn: SMTPConnection, then: () => void): void {
+  const internals = conn as unknown as ConnectionInternals;
+  const dataStream = internals._currentDataStream;
+  if (!dataStream) return;
+  dataStream.once('end', () => {
+    const socket = internals._socket;
+    if (!socket || socket.destroyed || socket.writableEnded) return;
+    socket.write(Buffer.alloc(0), (error) => {
+      if (!error) then();
+    });
+  });
+}
+
+/**
+ * Sends one message on the connection. The message's fate on a lost connection turns on whether
+ * its every byte and the end-of-data dot went out: before that it is `deferred`, after it
+ * `unknown`. Each exchange has a deadline however the server trickles it: the envelope (MAIL
+ * FROM, RCPT TO, DATA) `replyMs` until the 354, the body bodyDeadlineMs until it went out, the
+ * reply to the dot `replyMs`. nodemailer's socket timeout measures silence, which a server
+ * sending its replies (or reading the body) a byte at a time never lets run out, holding the
+ * connection and its slot for hours. Past a deadline the transaction ends with a timeout (before
+ * the dot went out: deferred; after: the message's fate unknown) and the connection is closed.
+ */
+export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope, raw: Buffer, limits: TransactionLimits): Promise<Transacted> {
   return new Promise((resolve) => {
     const body = new PassThrough();
     let bodySent = false;
+    let settled = false;
     const done = (error: NodemailerError | null, info?: SMTPConnection.SentMessageInfo) => {
+      if (settled) return;
+      settled = true;
       clearDeadline();
       resolve({ error, info, bodySent });
     };
-    const cutOff = (awaited: string) => deadline(conn, replyMs, `no complete reply to ${awaited}`, done);
+    const cutOff = (awaited: string) => deadline(conn, limits.replyMs, `no complete reply to ${awaited}`, done);
     let clearDeadline = cutOff('the envelope (MAIL FROM, RCPT TO, DATA)');
     // The connection pipes the body once DATA was accepted.
-    body.once('resume', () => clearDeadline());
-    body.once('end', () => {
-      bodySent = true;
-      clearDeadline = cutOff('the end of data');
+    body.once('resume', () => {
+      if (settled) return;
+      clearDeadline();
+      const bodyMs = bodyDeadlineMs(raw.length, limits.replyMs, limits.minBodyBytesPerSecond);
+      // A failure at DATA: recipients RCPT TO refused keep their refusal (mx-transport.ts).
+      clearDeadline = deadline(conn, bodyMs, `the message body (${raw.length} bytes) not all sent`, (error) => done(Object.assign(error, { command: 'DATA' })));
+      whenBodyLeft(conn, () => {
+        // A deadline started after the transaction settled would close a connection back in its pool.
+        if (settled) return;
+        bodySent = true;
+        clearDeadline();
+        clearDeadline = cutOff('the end of data');
+      });
     });
-    body.end(raw);
+    for (let at = 0; at < raw.length; at += BODY_CHUNK_BYTES) body.write(raw.subarray(at, at + BODY_CHUNK_BYTES));
+    body.end();
     conn.send(envelope, body, (err, info) => done(err ? asNodemailerError(err) : null, info));
   });
 }

@@ -21,7 +21,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
-import { afterPendingReplies, quit, reset, setupDeadline, transact } from './pooled-sessions.ts';
+import { afterPendingReplies, MIN_BODY_BYTES_PER_SECOND, quit, reset, setupDeadline, transact, type SessionLog } from './pooled-sessions.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -103,6 +103,10 @@ export interface SmtpTransportOptions {
   connectTimeoutMs?: number;
   /** Longest wait for any reply, the final one after DATA included. Default 2 min. */
   commandTimeoutMs?: number;
+  /** The slowest the smarthost may read a message body: n bytes have max(commandTimeoutMs, n at this rate). Default MIN_BODY_BYTES_PER_SECOND (pooled-sessions.ts). */
+  minBodyBytesPerSecond?: number;
+  /** Where connections given up on (a failed RSET) are told. Default: nowhere. */
+  log?: SessionLog;
   /** An unused pooled connection is closed after this long. Default 30 s. */
   idleTimeoutMs?: number;
 }
@@ -132,7 +136,7 @@ export class SmtpTransport implements MailTransport {
   readonly name = 'smtp';
   readonly capacity: number;
   readonly #settings: SmtpUrlSettings;
-  readonly #options: Required<Omit<SmtpTransportOptions, 'url' | 'ca' | 'heloName'>> & Pick<SmtpTransportOptions, 'ca' | 'heloName'>;
+  readonly #options: Required<Omit<SmtpTransportOptions, 'url' | 'ca' | 'heloName' | 'log'>> & Pick<SmtpTransportOptions, 'ca' | 'heloName' | 'log'>;
   readonly #inFlight = new InFlight('smtp');
   readonly #idle: PooledConnection[] = [];
   readonly #waiters: Array<() => void> = [];
@@ -150,6 +154,8 @@ export class SmtpTransport implements MailTransport {
       connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       commandTimeoutMs: options.commandTimeoutMs ?? 120_000,
       idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
+      minBodyBytesPerSecond: options.minBodyBytesPerSecond ?? MIN_BODY_BYTES_PER_SECOND,
+      log: options.log,
     };
     this.capacity = this.#options.maxConnections;
   }
@@ -187,7 +193,8 @@ export class SmtpTransport implements MailTransport {
       to: recipients,
       dsn: { notify: ['SUCCESS', 'FAILURE', 'DELAY'], ret: 'HDRS', envid: message.emailId },
     };
-    const { error, info, bodySent } = await transact(pooled.conn, envelope as SMTPConnection.Envelope, message.raw, this.#options.commandTimeoutMs);
+    const limits = { replyMs: this.#options.commandTimeoutMs, minBodyBytesPerSecond: this.#options.minBodyBytesPerSecond };
+    const { error, info, bodySent } = await transact(pooled.conn, envelope as SMTPConnection.Envelope, message.raw, limits);
     // A refused transaction may leave the session mid-envelope (MAIL FROM accepted, every RCPT
     // refused): the connection is reset before it carries the next one.
     this.#release(pooled, !pooled.conn.destroyed && (!error || !isConnectionLevel(error)), error !== null);
@@ -222,7 +229,9 @@ export class SmtpTransport implements MailTransport {
         clearTimeout(idle.idleTimer);
         idle.state = 'busy';
         const fresh = !idle.mustReset && Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS;
-        if (fresh || (await reset(idle, this.#options.commandTimeoutMs))) return idle;
+        const failure = fresh ? null : await reset(idle, this.#options.commandTimeoutMs);
+        if (failure === null) return idle;
+        this.#options.log?.warn({ host: this.#settings.host, reason: failure }, `smtp: a pooled connection to ${this.#settings.host} failed RSET and was closed: ${failure}`);
         this.#discard(idle);
         continue;
       }
