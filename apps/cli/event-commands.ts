@@ -2,7 +2,7 @@
 import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { loadConfig } from '../../infra/config.ts';
-import type { StoredEvent } from '../../infra/ports/event-store.ts';
+import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
 import { CSV_COLUMNS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
 import { asksForHelp } from './command.ts';
@@ -25,7 +25,8 @@ const EVENTS_USAGE = [
   'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
   '  --type: the exact event type (relay events schema lists them); --upcast: the data as today\'s projections read it',
   '  (older versions converted); --redact: no sealed content (bodies, BCC), every address a hash of it with its domain.',
-  '  export: always upcast; --from is exclusive for a position, --to inclusive; progress on stderr.',
+  '  export: always upcast; --from is exclusive for a position, --to inclusive (and not before --from); progress on stderr.',
+  '  --project: the events within the bounds of that project\'s emails, also of emails accepted before --from.',
   ...POSITION_FORMAT,
 ].join('\n');
 
@@ -181,6 +182,20 @@ export async function events(args: string[]): Promise<number> {
   }
 }
 
+/**
+ * Why the store refuses these bounds, or null: a position it did not hand out, or an end before
+ * the start (adapters refuse both with a TypeError, as they do for `relay events --after`).
+ */
+async function refusedBounds(events: EventStore, bounds: { after?: string; upTo?: string }): Promise<string | null> {
+  try {
+    await events.readAll({ ...bounds, maxCount: 0 });
+    return null;
+  } catch (error) {
+    if (error instanceof TypeError) return error.message;
+    throw error;
+  }
+}
+
 async function exportEvents(args: string[]): Promise<number> {
   const parsed = parseOrExplain(args, {
     from: { type: 'string' },
@@ -198,16 +213,21 @@ async function exportEvents(args: string[]): Promise<number> {
   const from = boundOf(values.from, '--from');
   const to = boundOf(values.to, '--to');
   if (from === 'bad' || to === 'bad') return EXIT_USAGE;
+  if (from && to && 'time' in from && 'time' in to && to.time < from.time) {
+    return refuse(`--to ${to.time.toISOString()} comes before --from ${from.time.toISOString()}`);
+  }
   const stores = await openExistingStores(loadConfig(), ['events']);
   if (!stores) return 1;
   try {
-    if (from && 'position' in from) {
-      try {
-        await stores.events.readAll({ after: from.position, maxCount: 0 });
-      } catch (error) {
-        if (error instanceof TypeError) return refuse(`--from: ${error.message}`);
-        throw error;
-      }
+    const fromPosition = from && 'position' in from ? from.position : undefined;
+    const toPosition = to && 'position' in to ? to.position : undefined;
+    const fromProblem = fromPosition === undefined ? null : await refusedBounds(stores.events, { after: fromPosition });
+    if (fromProblem) return refuse(`--from: ${fromProblem}`);
+    const toProblem = toPosition === undefined ? null : await refusedBounds(stores.events, { upTo: toPosition });
+    if (toProblem) return refuse(`--to: ${toProblem}`);
+    // Only the store orders its positions (EventStoreDB's are commit/prepare pairs).
+    if (fromPosition !== undefined && toPosition !== undefined && (await refusedBounds(stores.events, { after: fromPosition, upTo: toPosition }))) {
+      return refuse(`--to ${toPosition} comes before --from ${fromPosition}`);
     }
     const write = lineWriter(process.stdout);
     if (format === 'csv') await write(CSV_COLUMNS.join(','));

@@ -6,7 +6,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig } from '../../infra/config.ts';
 import { checkModule, runCustomProjection, type CustomProjectionModule } from '../services/custom-projection.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
-import { rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
+import { RebuildRefusedError, rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
@@ -44,7 +44,8 @@ const PROJECTIONS_USAGE = [
   '       relay projections run ./MODULE.mjs [--checkpoint NAME] [--follow]',
   '       relay projections scratch [--json]',
   '       relay projections drop COLLECTION [--force]',
-  '  rebuild --into: rebuild into that scratch collection (dropped first) and leave the live one alone',
+  '  rebuild --into: rebuild into that scratch collection (dropped first) and leave the live one alone; refused: a collection',
+  '       drop refuses without --force, a swap\'s, or one built for another projection',
   '  run: feeds a module of your own (init, apply(event), flush({position, count})) the global order from its checkpoint',
   '       (NAME, default the file name), in batches of 2,000, upcast; --follow keeps it going as events come (stop: Ctrl-C)',
   '  rebuild: first finishes the catch-up a rebuild interrupted after its swap still owes (so does the projection\'s processor at start)',
@@ -109,7 +110,14 @@ export async function projections(args: string[]): Promise<number> {
   process.on('SIGTERM', onSignal);
   try {
     const started = Date.now();
-    const result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress });
+    let result;
+    try {
+      result = await rebuildProjection(stores.documents, stores.events, projection, { name, into: values.into, onProgress });
+    } catch (error) {
+      if (!(error instanceof RebuildRefusedError)) throw error;
+      console.error(`relay: not rebuilt: ${error.message}`);
+      return 1;
+    }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (values.json) console.log(JSON.stringify({ projection: name, ...result, seconds: Number(seconds) }));
     else {

@@ -2,7 +2,7 @@
 // `relay projections run` read through here, in batches, with the decoding and upcasting the
 // projections use (domain/*/upcast.ts), optional bounds by time or position, a project filter
 // and redaction. Memory stays flat whatever the length of the history: one batch at a time (and,
-// for a project filter, one number per email stream of that project).
+// for a project filter, one number per email stream met within the bounds).
 import { createHash } from 'node:crypto';
 import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
@@ -50,33 +50,86 @@ const streamKey = (streamId: string): number => {
   return h.readUIntBE(0, 6) * 32 + (h[6] >> 3);
 };
 
+/** First events looked up at a time: enough to hide a networked store's round trips, few enough not to flood it. */
+const LOOKUPS_AT_ONCE = 16;
+
+/**
+ * Which email streams belong to a project: the one their first event (EmailAccepted or
+ * EmailSuppressed) names. A stream whose first event the read meets is told by it; one met
+ * later in its life (an email accepted before the read's start, whose outcomes come after it)
+ * has its first event read, once. That costs a read per such email, where learning them from
+ * the history before the start would read all of it; and each answer, yes or no, is kept, one
+ * number per email stream met within the bounds, so no stream is looked up twice.
+ */
+class ProjectStreams {
+  readonly #events: EventStore;
+  readonly #projectId: string;
+  readonly #known = new Map<number, boolean>();
+
+  constructor(events: EventStore, projectId: string) {
+    this.#events = events;
+    this.#projectId = projectId;
+  }
+
+  #owns(first: StoredEvent | undefined): boolean {
+    return (first?.type === 'EmailAccepted' || first?.type === 'EmailSuppressed') && first.data.projectId === this.#projectId;
+  }
+
+  /** Learns the project of every email stream of these events, before has() is asked about them. */
+  async learn(events: StoredEvent[]): Promise<void> {
+    const unknown = new Map<string, number>();
+    for (const event of events) {
+      if (!event.streamId.startsWith(EMAIL_STREAM_PREFIX)) continue;
+      const key = streamKey(event.streamId);
+      if (this.#known.has(key) || unknown.has(event.streamId)) continue;
+      if (event.revision === 0) this.#known.set(key, this.#owns(event));
+      else unknown.set(event.streamId, key);
+    }
+    const streams = [...unknown];
+    for (let i = 0; i < streams.length; i += LOOKUPS_AT_ONCE) {
+      await Promise.all(streams.slice(i, i + LOOKUPS_AT_ONCE).map(async ([streamId, key]) => {
+        const [first] = await this.#events.readStream(streamId, { maxCount: 1 });
+        this.#known.set(key, this.#owns(first));
+      }));
+    }
+  }
+
+  has(event: StoredEvent): boolean {
+    return event.streamId.startsWith(EMAIL_STREAM_PREFIX) && this.#known.get(streamKey(event.streamId)) === true;
+  }
+}
+
 /**
  * The events of the global order within the bounds, a batch at a time. Events are in position
  * order, which follows the order the store recorded them in: a time bound ends the read at the
- * first event recorded at or after it.
+ * first event recorded at or after it. A position bound is passed to the store, which alone
+ * orders its positions: it ends the read wherever that position falls, at an event or in a gap.
  */
 export async function* readGlobalOrder(events: EventStore, options: ReadOptions = {}): AsyncGenerator<StoredEvent[]> {
   const batchSize = options.batchSize ?? 1000;
   const from = options.from ?? null;
   const to = options.to ?? null;
   let after: string | null = from && 'position' in from ? from.position : null;
+  const upTo = to && 'position' in to ? to.position : null;
+  const startMs = from && 'time' in from ? from.time.getTime() : null;
+  const endMs = to && 'time' in to ? to.time.getTime() : null;
+  const within = (event: StoredEvent) => {
+    const at = Date.parse(event.recordedAt);
+    return (startMs === null || at >= startMs) && (endMs === null || at < endMs) && (!options.types || options.types.has(event.type));
+  };
   let left = options.limit ?? Infinity;
-  const project = options.projectId ? new Set<number>() : null;
+  const project = options.projectId ? new ProjectStreams(events, options.projectId) : null;
   for (;;) {
-    const batch = await events.readAll({ after, maxCount: batchSize, filter: options.filter });
+    const batch = await events.readAll({ after, upTo, maxCount: batchSize, filter: options.filter });
     if (batch.length === 0) return;
     after = batch[batch.length - 1].position;
+    if (project) await project.learn(batch.filter(within));
     const kept: StoredEvent[] = [];
     let ended = false;
-    // The last event gone past: the end bound's own event when it is left out, and no further
-    // than the last one taken when the limit cuts the batch.
+    // The last event gone past: no further than the last one taken when the limit cuts the batch.
     let passed: string | null = null;
     for (const event of batch) {
-      if (to && ('time' in to ? Date.parse(event.recordedAt) >= to.time.getTime() : event.position === to.position)) {
-        if ('position' in to && kept.length < left) {
-          kept.push(event);
-          passed = event.position;
-        }
+      if (endMs !== null && Date.parse(event.recordedAt) >= endMs) {
         ended = true;
         break;
       }
@@ -85,9 +138,8 @@ export async function* readGlobalOrder(events: EventStore, options: ReadOptions 
         break;
       }
       passed = event.position;
-      if (from && 'time' in from && Date.parse(event.recordedAt) < from.time.getTime()) continue;
-      if (options.types && !options.types.has(event.type)) continue;
-      if (project && !inProject(project, options.projectId!, event)) continue;
+      if (!within(event)) continue;
+      if (project && !project.has(event)) continue;
       kept.push(event);
     }
     left -= kept.length;
@@ -95,16 +147,6 @@ export async function* readGlobalOrder(events: EventStore, options: ReadOptions 
     if (passed !== null) options.onRead?.(passed);
     if (ended || left <= 0 || batch.length < batchSize) return;
   }
-}
-
-function inProject(streams: Set<number>, projectId: string, event: StoredEvent): boolean {
-  if (!event.streamId.startsWith(EMAIL_STREAM_PREFIX)) return false;
-  if (event.type === 'EmailAccepted' || event.type === 'EmailSuppressed') {
-    if (event.data.projectId !== projectId) return false;
-    streams.add(streamKey(event.streamId));
-    return true;
-  }
-  return streams.has(streamKey(event.streamId));
 }
 
 /**

@@ -55,6 +55,41 @@ export function scratchCollectionProblem(name: string, label = 'the target colle
   return null;
 }
 
+/** A rebuild refused its target before touching anything: the message says why and what to do instead. */
+export class RebuildRefusedError extends Error {}
+
+/**
+ * Why an `--into` rebuild may not drop `target` and write `name`'s rebuild into it, or null. It
+ * refuses what `relay projections drop` (dropScratch) refuses without --force, since the rebuild
+ * drops it first and has no --force: a collection no rebuild recorded, one a rebuild is writing
+ * (or died writing), a swap's record whatever its state. A swap not renamed yet is the rebuilt
+ * read model, maybe its only copy; renamed, its record is the catch-up it owes: overwritten, that
+ * catch-up would never be done. Its own projection's swaps are finished before this is asked.
+ * One built for another projection is refused too: that comparison is someone's work in progress.
+ */
+async function intoProblem(documents: DocumentStore, target: string, name: string): Promise<string | null> {
+  const record = (await listScratch(documents)).find((r) => r._id === target);
+  const drop = `relay projections drop ${target}`;
+  if (!record) {
+    if (!(await documents.exists(target))) return null;
+    return `${target} exists and is not a scratch collection made by relay projections rebuild (relay projections scratch lists those): the rebuild would drop it first; choose another name, or ${drop} --force if it is only a leftover`;
+  }
+  if (record.state === 'swapped') {
+    const finish = `relay projections rebuild ${record.projection}`;
+    if (await documents.exists(target)) {
+      return `a rebuild of ${record.projection} recorded at ${record.swappedAt} the swap of ${target} over its live read model and has not renamed it yet: ${target} is the rebuilt read model, maybe its only copy; ${finish} finishes the swap, then the name is free`;
+    }
+    return `${target} was swapped in as the live read model of ${record.projection} at ${record.swappedAt} and its record stays while the catch-up after the swap is owed; ${finish} (or a start of its processor) finishes it, then the name is free`;
+  }
+  if (record.state === 'building') {
+    return `a rebuild of ${record.projection} has been writing ${target} since ${record.createdAt} (or died doing so); choose another name, or ${drop} --force once no rebuild is writing it`;
+  }
+  if (record.projection !== name) {
+    return `${target} holds a rebuild of ${record.projection} (built ${record.builtAt}); choose another name, or ${drop} first`;
+  }
+  return null;
+}
+
 export interface RebuildProgress {
   phase: 'counting' | 'rebuilding' | 'catching-up' | 'swapped';
   done: number;
@@ -548,6 +583,8 @@ export async function rebuildProjection(
   const { resumed } = await finishOwed(documents, events, projection, name, apply, batchSize, {
     finishSwaps: true, onResume: () => report({ phase: 'catching-up', done: 0, total: 0 }),
   });
+  const refused = options.into === undefined ? null : await intoProblem(documents, target, name);
+  if (refused) throw new RebuildRefusedError(refused);
   // Taken before the pass: the live documents stay below it, whatever the projector writes meanwhile.
   const firstVersion = options.into === undefined ? await firstVersionAbove(documents, projection.collection) : 1;
   await documents.drop(target);

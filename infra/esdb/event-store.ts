@@ -326,6 +326,8 @@ export class EsdbEventStore implements EventStore {
   async readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
     this.#assertOpen();
     let cursor = parsePosition(options.after);
+    const upTo = parsePosition(options.upTo);
+    if (upTo && cursor && comparePositions(upTo, cursor) < 0) throw new TypeError(`upTo ${options.upTo} is before after ${options.after}`);
     checkMaxCount(options.maxCount);
     checkFilter(options.filter);
     const limit = options.maxCount ?? Number.POSITIVE_INFINITY;
@@ -340,6 +342,8 @@ export class EsdbEventStore implements EventStore {
       for (const resolved of page) {
         const position = positionOf(resolved);
         if (!position || (cursor && comparePositions(position, cursor) <= 0)) continue;
+        // $all is read in order: the first event past the end bound ends the read.
+        if (upTo && comparePositions(position, upTo) > 0) return found;
         cursor = position;
         advanced = true;
         const event = toStoredEvent(resolved);

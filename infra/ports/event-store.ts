@@ -44,6 +44,13 @@ export interface EventFilter {
 export interface ReadAllOptions {
   /** Position of the last event already seen; null or absent reads from the start. */
   after?: string | null;
+  /**
+   * The last position to read, inclusive: nothing recorded past it is returned, whether or not
+   * an event sits at it (positions have gaps). Null or absent: to the end. Like `after`, a
+   * position the store did not hand out is refused with a TypeError, and so is one before
+   * `after`: a range that ends before it starts is the caller's mistake, not an empty read.
+   */
+  upTo?: string | null;
   maxCount?: number;
   filter?: EventFilter;
 }

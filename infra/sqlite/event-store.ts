@@ -257,10 +257,12 @@ export class SqliteEventStore implements EventStore {
   async readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
     this.#assertOpen();
     const after = parsePosition(options.after);
+    const upTo = options.upTo === null || options.upTo === undefined ? Number.MAX_SAFE_INTEGER : parsePosition(options.upTo);
+    if (upTo < after) throw new TypeError(`upTo ${options.upTo} is before after ${options.after}`);
     checkMaxCount(options.maxCount);
     checkPrefixes('streamPrefixes', options.filter?.streamPrefixes);
     checkPrefixes('eventTypePrefixes', options.filter?.eventTypePrefixes);
-    const rows = this.#readAllRows(after, Number.MAX_SAFE_INTEGER, options.maxCount ?? -1, options.filter);
+    const rows = this.#readAllRows(after, upTo, options.maxCount ?? -1, options.filter);
     await this.#connections.commits.durable();
     return rows.map(toStoredEvent);
   }

@@ -288,6 +288,34 @@ export function eventStoreContract(adapterName: string, open: OpenEventStore, op
     assert.equal((await store.readAll({ after: null, filter: { streamPrefixes: [stream] } })).map((e) => e.id), [event.id]);
   });
 
+  test('readAll upTo ends the read at that position, inclusive, even where the filter leaves its event out', async ({ store }) => {
+    const tag = unique('upto');
+    const after = await markPosition(store);
+    const positions: string[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const event = newEvent(i === 2 ? 'Other' : 'Kept', { i });
+      positions.push((await store.append(`${tag}-${i}`, [event], { expectedRevision: 'no_stream' })).position);
+      ids.push(event.id);
+    }
+    const filter = { streamPrefixes: [tag] };
+    assert.equal((await store.readAll({ after, upTo: positions[3], filter })).map((e) => e.id), ids.slice(0, 4), 'up to the event at upTo, included');
+    assert.equal((await store.readAll({ after: positions[0], upTo: positions[3], maxCount: 2, filter })).map((e) => e.id), ids.slice(1, 3), 'maxCount still applies');
+    // The event at upTo filtered out: the read still ends there, as it does at a position no event holds.
+    const kept = await store.readAll({ after, upTo: positions[2], filter: { ...filter, eventTypePrefixes: ['Kept'] } });
+    assert.equal(kept.map((e) => e.id), ids.slice(0, 2));
+    assert.equal(await store.readAll({ after: positions[3], upTo: positions[3], filter }), [], 'an empty range');
+    assert.equal((await store.readAll({ after: positions[3], upTo: null, filter })).map((e) => e.id), [ids[4]], 'null: to the end');
+    for (const options of [{ after: positions[3], upTo: positions[2] }, { upTo: 'abc' }, { after: positions[3], upTo: positions[2], maxCount: 0 }]) {
+      try {
+        await store.readAll(options);
+        assert.unreachable(`readAll should refuse ${JSON.stringify(options)}`);
+      } catch (error) {
+        assert.instance(error, TypeError);
+      }
+    }
+  });
+
   test('subscribeAll catches up, then delivers live events, in order, one call at a time', async ({ store }) => {
     const stream = unique('sub');
     const before = Array.from({ length: 3 }, (_, i) => newEvent('Before', { i }));
