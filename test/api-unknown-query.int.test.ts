@@ -293,6 +293,21 @@ test(`every JSON API route answers ?${UNKNOWN}=5 with 400 validation_error namin
   assert.equal(await stateOf(f), before);
 });
 
+test(`without credentials, every route that needs them answers ?${UNKNOWN}=5 with 401 before it looks at the query (an anonymous caller learns nothing of schemas)`, async (f) => {
+  const failures: string[] = [];
+  for (const [route, row] of Object.entries(ROUTES)) {
+    if (row.auth === 'none') continue;
+    const answer = await send(f, route, { ...row, auth: 'none' }, { ...row.query?.(f), [UNKNOWN]: '5' });
+    const expected = row.auth === 'bearer' ? 'invalid_api_key' : 'session_required';
+    let code: unknown;
+    try {
+      code = answer.json().error?.code;
+    } catch {}
+    if (answer.status !== 401 || code !== expected) failures.push(`${route}: ${answer.status} ${answer.text.slice(0, 160)}`);
+  }
+  assert.ok(failures.length === 0, `routes that did not answer 401 first:\n  ${failures.join('\n  ')}`);
+});
+
 test('the known query parameters of each route still work', async (f) => {
   for (const [route, row] of Object.entries(ROUTES)) {
     if (!row.query) continue;

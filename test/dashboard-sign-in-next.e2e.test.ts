@@ -42,7 +42,8 @@ test('next, a path of the dashboard, is where the sign-in leads', async ({ f, br
   await context.close();
 });
 
-for (const next of ['/\t/evil.example.test/phish', '//evil.example.test/phish', 'https://evil.example.test/phish', '/\\evil.example.test/phish', 'javascript:alert(1)']) {
+// A dot segment resolves to a path that reads as another host ("/.//evil" is the path "//evil").
+for (const next of ['/\t/evil.example.test/phish', '//evil.example.test/phish', 'https://evil.example.test/phish', '/\\evil.example.test/phish', 'javascript:alert(1)', '/.//evil.example.test/phish', '/%2e%2e//evil.example.test/phish']) {
   test(`next=${JSON.stringify(next)} does not leave the dashboard`, async ({ f, browser }) => {
     const { page, context, foreign } = await signInWith(f, browser, next);
     assert.equal(foreign, [], `the browser was sent off the dashboard to ${foreign.join(', ')}`);

@@ -1,6 +1,6 @@
 // RELAY_TRUST_PROXY: behind a reverse proxy, the per-address sign-in throttle counts the client the
 // proxy names in X-Forwarded-For, not the proxy; without it, the header is ignored, so a client
-// cannot pick the address it is counted under. Real HTTP: the peer of every request is 127.0.0.1.
+// cannot pick the address it is counted under, nor by the port a proxy writes with it. Real HTTP: the peer of every request is 127.0.0.1.
 import * as assert from 'uvu/assert';
 import { suite } from 'uvu';
 import { ADDRESS_THROTTLE } from '../domain/sign-in-throttle.ts';
@@ -53,6 +53,29 @@ test('a trusted proxy: what a client writes into X-Forwarded-For itself does not
     await exhaust(t, (i) => `198.51.100.${i + 1}, 203.0.113.9`);
     assert.is(await signIn(t, '198.51.100.200, 203.0.113.9'), 429, 'counted as the address the proxy saw');
     assert.is(await signIn(t, '198.51.100.200, 203.0.113.10'), 401, 'the same forged prefix from another client is not');
+  } finally {
+    await t.close();
+  }
+});
+
+test('a trusted proxy that writes the client with its port ("a.b.c.d:port", "[v6]:port"): one client is one address, whatever its ports', async () => {
+  const t = await start({ RELAY_TRUST_PROXY: '127.0.0.1' });
+  try {
+    await exhaust(t, (i) => `203.0.113.7:${40000 + i}`);
+    assert.is(await signIn(t, '203.0.113.7:50000'), 429, 'the same client from a new port waits');
+    assert.is(await signIn(t, '203.0.113.8:40000'), 401, 'another client does not');
+    await exhaust(t, (i) => `[2001:db8:1:2::${i + 1}]:${40000 + i}`);
+    assert.is(await signIn(t, '[2001:db8:1:2::ff]:50000'), 429, 'counted by its /64, the port dropped');
+  } finally {
+    await t.close();
+  }
+});
+
+test('a trusted proxy that names clients by what is no address: all such count as one, however spelled', async () => {
+  const t = await start({ RELAY_TRUST_PROXY: '127.0.0.1' });
+  try {
+    await exhaust(t, (i) => `unknown-${i}`);
+    assert.is(await signIn(t, 'another spelling'), 429);
   } finally {
     await t.close();
   }

@@ -202,13 +202,32 @@ export function classifyAddress(ip: string): AddressClassification {
 }
 
 /**
+ * The address in a proxy's "a.b.c.d:port", "[v6]:port" or "[v6]" (forms some write into
+ * X-Forwarded-For), else the text as given.
+ */
+function withoutPort(text: string): string {
+  const v4 = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(text);
+  if (v4 && net.isIPv4(v4[1])) return v4[1];
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(text);
+  if (v6 && net.isIPv6(v6[1])) return v6[1];
+  return text;
+}
+
+/** What every client text that names no address counts as: one bucket, not one per spelling. */
+export const UNPARSED_CLIENT = 'unparsed';
+
+/**
  * The network a client's address stands for when counting what one client does: an IPv4
  * address itself (also when IPv4-mapped: a dual-stack socket reports "::ffff:a.b.c.d"), and for
  * IPv6 its /64, the smallest block a site is given (RFC 6177) and whose addresses any host on it
- * may take at will. Text that is not an address stands for itself.
+ * may take at will. A port a proxy wrote with the address is dropped (each connection has its
+ * own, so it would make every attempt a new client); text that is no address at all counts as
+ * UNPARSED_CLIENT, so that varying it gains nothing.
  */
-export function clientNetworkOf(ip: string): string {
+export function clientNetworkOf(text: string): string {
+  const ip = withoutPort(text);
   const family = net.isIP(ip);
+  if (family === 0) return UNPARSED_CLIENT;
   if (family !== 6) return ip;
   const value = parseIpv6(ip);
   if (value === null) return ip;

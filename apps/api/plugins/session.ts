@@ -63,7 +63,8 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     return showsSecret(reply).status(200).send({ user: userView(user), expiresAt: session.expiresAt });
   });
 
-  app.get('/v1/session', { schema: { querystring: NoQuery } }, async (request) => {
+  // The session before the query (MANAGEMENT-API.md, Order of checks): an anonymous caller learns nothing of schemas.
+  app.get('/v1/session', { onRequest: requireSession(ctx), schema: { querystring: NoQuery } }, async (request) => {
     const { user, session } = await authenticateSession(ctx, request);
     const workspaces = await listWorkspacesOf(ctx.documents, user._id);
     return {

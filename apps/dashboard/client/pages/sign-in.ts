@@ -14,7 +14,9 @@ function safeNext(next: string | null): string {
   if (!next) return '/';
   try {
     const url = new URL(next, location.origin);
-    return url.origin === location.origin ? `${url.pathname}${url.search}${url.hash}` : '/';
+    // The whole URL, not its path: a path can itself read as another host ("/.//evil.example"
+    // resolves to the path "//evil.example", which location.assign takes as scheme-relative).
+    return url.origin === location.origin ? url.href : '/';
   } catch {
     return '/';
   }
