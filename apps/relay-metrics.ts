@@ -206,7 +206,7 @@ export interface RelayMetrics {
   webhookAttempts(result: WebhookResultLabel): CounterChild;
   /**
    * Runs of a part's due items (apps/pipeline/dispatcher.ts) that threw before they rescheduled
-   * their item, by part: `sender` (delivery steps), `webhooks` (webhook attempts). Each such item
+   * their item, or ended without rescheduling it, by part: `sender` (delivery steps), `webhooks` (webhook attempts). Each such item
    * is run again after a back-off; the loop goes on, so without this only the log would tell.
    */
   dispatchRunFailures(part: string): CounterChild;
@@ -313,7 +313,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const webhookAttempts = registry.counter('relay_webhook_attempts_total',
     'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted.', ['result']);
   const runFailures = registry.counter('relay_dispatch_run_failures_total',
-    'Runs of due items that threw before they rescheduled their item (retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
+    'Runs of due items that threw before they rescheduled their item, or ended without rescheduling it (either way retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
   if (options.process !== false) processMetrics(registry);
   const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();

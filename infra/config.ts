@@ -158,10 +158,20 @@ function proxyAddress(variable: string, item: string): string {
   return item.toLowerCase();
 }
 
-/** Resolvers are addressed by IP (node:dns cannot resolve a resolver's own name): "ip", "ip:port", "[ipv6]:port". */
+/**
+ * Resolvers are addressed by IP (node:dns cannot resolve a resolver's own name): "ip", "ip:port",
+ * "[ipv6]", "[ipv6]:port". A resolver listens on a port from 1 to 65535: any other would be
+ * refused only at the first lookup, or taken by the resolver for another port.
+ */
 function resolverAddress(variable: string, item: string): string {
-  const host = /^\[([^\]]+)\](:\d{1,5})?$/.exec(item)?.[1] ?? (isIP(item) ? item : item.replace(/:\d{1,5}$/, ''));
-  if (!isIP(host)) throw new ConfigError(variable, `"${item}" is not an IP address or IP:port (resolvers are addressed by IP)`);
+  if (isIP(item)) return item;
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d+))?$/.exec(item);
+  const host = match?.[1] ?? match?.[2];
+  if (host === undefined || !isIP(host)) throw new ConfigError(variable, `"${item}" is not an IP address or IP:port (resolvers are addressed by IP)`);
+  const resolverPort = match![3];
+  if (resolverPort !== undefined && !(Number(resolverPort) >= 1 && Number(resolverPort) <= 65535)) {
+    throw new ConfigError(variable, `"${item}": the port must be from 1 to 65535`);
+  }
   return item;
 }
 

@@ -3,7 +3,8 @@
 // at start with exit 78 and a message naming the variable. Relay reads the connection string
 // with the EventStoreDB client's own parser while it loads its configuration: an option the
 // client does not know (a misspelling it would ignore) or a value it cannot read is refused
-// there, naming the option. The client writes the connection string it is given to stderr for
+// there, naming the option; so is a duration it would misread (it reads whole milliseconds and
+// stops at a unit: defaultDeadline=10s would be 10 ms). The client writes the connection string it is given to stderr for
 // tlsVerifyCert=false; it is given the string without the user name and password, which it
 // receives separately.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -44,6 +45,9 @@ for (const [what, query, named] of [
   ['a misspelt option (tsl=false), which the client would ignore', 'tls=false&tsl=false', /unknown option "tsl"/],
   ['an unreadable option value (tls=fasle)', 'tls=fasle', /tls: expected true or false/],
   ['an unknown node preference', 'tls=false&nodePreference=boss', /nodePreference: expected leader or follower/],
+  // The client reads durations with parseInt, in milliseconds: "10s" would be a 10 ms deadline.
+  ['a deadline with a unit (defaultDeadline=10s), which the client would read as 10 ms', 'tls=false&defaultDeadline=10s', /defaultDeadline: expected a whole number of milliseconds .*got "10s", which the client would read as 10 milliseconds/],
+  ['a keep-alive with a unit (keepAliveInterval=30s)', 'keepAliveInterval=30s&tls=false', /keepAliveInterval: expected a whole number of milliseconds/],
 ] as const) {
   test(`${what} in RELAY_EVENTSTORE_URL exits 78 naming the variable and the option`, async ({ dataDir }) => {
     const run = relayApi({ RELAY_DATA_DIR: dataDir, RELAY_EVENTSTORE_URL: `esdb://admin:${PASSWORD}@127.0.0.1:1?${query}` });

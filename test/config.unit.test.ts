@@ -49,6 +49,14 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '1.2.3.4,not a host' }],
   ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: 'dns.google' }],
   ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '1.2.3.4:53x' }],
+  // A resolver's port is from 1 to 65535, in either form.
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '9.9.9.9,127.0.0.1:65536' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '127.0.0.1:99999' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '127.0.0.1:0' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '[::1]:65536' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '[::1]:0' }],
+  ['RELAY_DNS_SERVERS', { RELAY_DNS_SERVERS: '[2001:db8::53]:123456' }],
+  ['RELAY_DNSSEC_RESOLVER', { RELAY_DNSSEC_RESOLVER: '[::1]:70000' }],
   ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'dashboard' }],
   ['RELAY_DASHBOARD_ORIGIN', { RELAY_DASHBOARD_ORIGIN: 'ftp://x.example' }],
   ['RELAY_MONGODB_URL', { RELAY_MONGODB_URL: 'http://x' }],
@@ -183,6 +191,11 @@ for (const [variable, env] of cases) {
     }
   });
 }
+
+test('a resolver at the ends of the port range, in either form, is accepted as written', () => {
+  assert.equal(loadConfig({ RELAY_DNS_SERVERS: '127.0.0.1:1,127.0.0.1:65535,[::1]:5353,[::1]' }).dnsServers, ['127.0.0.1:1', '127.0.0.1:65535', '[::1]:5353', '[::1]']);
+  assert.throws(() => loadConfig({ RELAY_DNS_SERVERS: '[::1]:65536' }), (e: unknown) => e instanceof ConfigError && e.message === 'RELAY_DNS_SERVERS: "[::1]:65536": the port must be from 1 to 65535');
+});
 
 test('list variables: a port above 65535 or a list with no item left is an error naming the variable', () => {
   for (const [env, variable] of [

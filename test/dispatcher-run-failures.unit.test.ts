@@ -20,6 +20,7 @@ test('given an item whose run keeps throwing next to one that succeeds, and a lo
       return [...due];
     },
     id: (item) => item,
+    dueAt: () => 0,
     key: (item) => item,
     async run(item) {
       if (item === 'bad') throw new Error(`run of ${item} failed`);

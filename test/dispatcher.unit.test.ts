@@ -2,7 +2,8 @@
 // overall and per key (a function read at every start), one run per item, looks again when
 // kicked or when an item ends, sleeps until the next due time (not on one already past), tells
 // the source which keys are full, runs an item whose run failed again only after a back-off,
-// reports its states, and stops only once its items in flight have ended. The schedule answers
+// reports its states, holds back an item whose run ended well but left it due at the same time
+// (and only such an item), and stops only once its items in flight have ended. The schedule answers
 // without I/O, as node:sqlite does: a loop that never sleeps would starve every timer. "Nothing
 // more started" is checked after the dispatcher has looked again (status().lastLookAt moved),
 // never after a fixed wait alone.
@@ -52,6 +53,7 @@ class Schedule implements DueSource<Item> {
     };
   }
   id = (item: Item) => item.id;
+  dueAt = (item: Item) => item.dueAt;
   key = (item: Item) => item.key;
   run = async (item: Item): Promise<void> => {
     this.started.push(item.id);
@@ -291,6 +293,93 @@ test('given an item backing off after a failed run, then other items start at on
   assert.is(runs.length, 1, 'the failed item waits for its back-off, kicks or not');
   schedule.finish('good');
   await dispatcher.stop();
+});
+
+/**
+ * A run of `id` that ends well and does `change` to the item (nothing, by default), for `runs`
+ * runs at most (then it removes the item, so that without a guard the test ends, after a frozen
+ * thread). Returns when each run began.
+ */
+function runsThatEndWell(schedule: Schedule, id: string, runs: number, change: (item: Item) => void = () => {}): number[] {
+  const at: number[] = [];
+  const run = schedule.run;
+  schedule.run = async (item) => {
+    if (item.id !== id) return run(item);
+    at.push(Date.now());
+    if (at.length >= runs) schedule.items.delete(id);
+    else change(schedule.items.get(id)!);
+  };
+  return at;
+}
+
+test('given a run that ends well but leaves its item due at the same time, then the item is held back (a back-off that doubles), told as a stuck run, and timers and other items still run', async () => {
+  const schedule = new Schedule();
+  schedule.add('stuck', 'shared');
+  const runs = runsThatEndWell(schedule, 'stuck', 5_000);
+  const stuck: Error[] = [];
+  // Positive marker: another item, added by a timer, runs; a spinning loop starves timers until its runs end.
+  let runsWhenTimerFired: number | null = null;
+  setTimeout(() => {
+    runsWhenTimerFired = runs.length;
+    schedule.add('other', 'shared');
+  }, 10);
+  const { dispatcher, errors } = start(schedule, { pollMs: 40, onStuckRun: (error) => stuck.push(error) });
+  try {
+    await waitUntil(() => schedule.started.includes('other'), 'the other item, added later, started');
+    assert.ok(runsWhenTimerFired !== null && runsWhenTimerFired <= 2, `a 10 ms timer fired after ${runsWhenTimerFired} runs of the stuck item`);
+    assert.ok(runs.length <= 3, `the stuck item ran ${runs.length} times by the time the other started`);
+    schedule.finish('other');
+    await waitUntil(() => runs.length >= 4, 'the stuck item ran four times');
+    const gaps = runs.slice(1, 4).map((at, i) => at - runs[i]);
+    // 40, 80, 160 ms (a timer may fire a millisecond early by the wall clock).
+    gaps.forEach((gap, i) => assert.ok(gap >= 40 * 2 ** i - 2, `gap ${i + 1}: ${gap} ms, back-offs ${gaps.join(', ')} ms`));
+  } finally {
+    schedule.items.delete('stuck');
+    schedule.running.get('other')?.resolve();
+    await dispatcher.stop();
+  }
+  assert.ok(stuck.length >= 3 && stuck.every((error) => /the run of stuck ended without error but left it due at the same time/.test(error.message)), stuck.map((e) => e.message).join('\n'));
+  assert.equal(errors, stuck, 'each stuck run reported once, and nothing else');
+});
+
+test('given an item held back after a run that left it due, when it is rescheduled (by another instance, say), then it runs at its new due time without waiting out the hold', async () => {
+  const schedule = new Schedule();
+  schedule.add('held', 'k', Date.now() - 1_000);
+  const runs = runsThatEndWell(schedule, 'held', 2);
+  const stuck: Error[] = [];
+  // The hold would last 60 s.
+  const { dispatcher } = start(schedule, { pollMs: 60_000, onStuckRun: (error) => stuck.push(error) });
+  try {
+    await waitUntil(() => stuck.length === 1, 'the item was held back');
+    assert.is(runs.length, 1);
+    schedule.items.get('held')!.dueAt += 1;
+    dispatcher.kick();
+    await waitUntil(() => runs.length === 2, 'the rescheduled item ran at once', 2_000);
+  } finally {
+    await dispatcher.stop();
+  }
+});
+
+test('given a run that ends well and moves its item\'s due time, even by a millisecond or to a few milliseconds ahead, then the item runs at its new due time, not held back', async () => {
+  for (const [name, move] of [
+    // Still in the past: due again at once, at another time.
+    ['one millisecond later, still past', (item: Item) => { item.dueAt += 1; }],
+    // As the sender's site pacing does.
+    ['a few milliseconds ahead', (item: Item) => { item.dueAt = Date.now() + 3; }],
+  ] as const) {
+    const schedule = new Schedule();
+    schedule.withNextDue = true;
+    schedule.add('paced', 'k', Date.now() - 1_000);
+    const runs = runsThatEndWell(schedule, 'paced', 20, move);
+    // Any back-off would be at least 2 s.
+    const { dispatcher, errors } = start(schedule, { pollMs: 2_000 });
+    try {
+      await waitUntil(() => runs.length === 20, `${name}: the item ran at each new due time`, 1_500);
+    } finally {
+      await dispatcher.stop();
+    }
+    assert.equal(errors, [], `${name}: no stuck run`);
+  }
 });
 
 test.run();

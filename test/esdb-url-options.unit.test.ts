@@ -8,7 +8,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseConnectionString } from '@eventstore/db-client/dist/Client/parseConnectionString.js';
-import { loadConfig } from '../infra/config.ts';
+import { ConfigError, loadConfig } from '../infra/config.ts';
 
 test('?dnsDiscover=true, which the client reads, is accepted in RELAY_EVENTSTORE_URL', () => {
   const url = 'esdb://admin:pw@cluster.example.internal:2113?tls=false&dnsDiscover=true';
@@ -21,6 +21,35 @@ test('?dnsDiscover=true, which the client reads, is accepted in RELAY_EVENTSTORE
     message = (error as Error).message;
   }
   assert.is(message, '', 'the configuration refused an option the client reads');
+});
+
+// The client reads its duration and count options with parseInt and knows no unit: "10s" is
+// 10 (ms), "1.5" is 1. Such a value is refused at start, naming the option, never the password.
+test('a duration or count the client would misread in RELAY_EVENTSTORE_URL is refused naming the option; whole numbers are accepted', () => {
+  const problem = (query: string): string => {
+    try {
+      loadConfig({ RELAY_EVENTSTORE_URL: `esdb://admin:s3cret@e1:2113?tls=false&${query}` });
+      return '';
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      assert.is((error as ConfigError).variable, 'RELAY_EVENTSTORE_URL');
+      assert.not.ok((error as Error).message.includes('s3cret'), (error as Error).message);
+      return (error as Error).message;
+    }
+  };
+  // What the client itself makes of such a value: the number before the unit.
+  assert.is(parseConnectionString('esdb://e1:2113?defaultDeadline=10s').defaultDeadline, 10);
+  for (const [query, option] of [
+    ['defaultDeadline=10s', 'defaultDeadline'], ['defaultDeadline=1.5', 'defaultDeadline'], ['defaultDeadline=0', 'defaultDeadline'],
+    ['keepAliveInterval=10s', 'keepAliveInterval'], ['keepAliveInterval=-2', 'keepAliveInterval'], ['keep_alive_timeout=1e4', 'keepAliveTimeout'],
+    ['discoveryInterval=100ms', 'discoveryInterval'], ['gossipTimeout=500ms', 'gossipTimeout'], ['maxDiscoverAttempts=3x', 'maxDiscoverAttempts'],
+  ] as const) {
+    assert.match(problem(query), new RegExp(`^RELAY_EVENTSTORE_URL: ${option}: expected a whole number of `), query);
+  }
+  assert.match(problem('defaultDeadline=10s'), /got "10s", which the client would read as 10 milliseconds/);
+  for (const query of ['defaultDeadline=10000', 'keepAliveInterval=-1&keepAliveTimeout=20000', 'discoveryInterval=0&gossipTimeout=5&maxDiscoverAttempts=10']) {
+    assert.is(problem(query), '', query);
+  }
 });
 
 test.run();

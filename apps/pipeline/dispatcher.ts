@@ -23,16 +23,29 @@
 // timer fire: the thread, and the API on it, would freeze. The failure goes to onRunFailed, which
 // its part counts, and to onError: the loop itself runs on, so its state does not show it.
 //
+// A run that ends well reschedules its item (due later, or done). One that ends well but leaves
+// its item due at the very due time it started from (a step that found nothing to do and did not
+// reschedule) would be read and run again at once, forever: the same frozen thread. The first read
+// made after such a run tells, by the item's due time (DueSource.dueAt): the same as when the run
+// started, and the item backs off as after a failed run (its own back-off, doubling while it keeps
+// coming back), and is told to onStuckRun and onError. Any other due time, even one a few
+// milliseconds after the old (the sender's site pacing moves its items so), was the run's
+// reschedule: the item runs at it. A read that began before the run ended cannot tell, and
+// decides nothing.
+//
 // The loop's states are explicit (status()): `running` while its looks succeed, `recovering`
 // after a look failed (until one succeeds; looks again after a back-off that doubles from
 // pollMs up to MAX_BACKOFF_MS), `stopping`, `stopped`; with the time of the last look and of
 // the last item finished. Its liveness (infra/liveness.ts) says the same in the shape every
 // part has: an item finished without a throw is progress, and work waits while due items
 // (not running already) could not start: every slot or their key's bound taken, or backing off
-// after a failed run.
+// after a failed run (or one that left it due).
 
 import { Liveness } from '../../infra/liveness.ts';
 import { Backoff } from '../../infra/retry.ts';
+
+/** An item's due time as its source stores it (an ISO time, say): compared for equality only. */
+export type DueTime = string | number | null;
 
 export interface DueSource<T> {
   /**
@@ -51,6 +64,8 @@ export interface DueSource<T> {
   id(item: T): string;
   /** The key whose own bound applies to the item. */
   key(item: T): string;
+  /** When the item is due, as read: a run that ends well and leaves the item due changes it (see the top of the file). */
+  dueAt(item: T): DueTime;
   /**
    * Claims the item with a lease, runs it and reschedules it. A throw is reported; the item stays
    * due after its lease, and this dispatcher starts it again only after a back-off.
@@ -69,6 +84,8 @@ export interface DispatcherOptions {
   onError: (error: Error) => void;
   /** Told of each run that threw (before onError is): its part counts these (relay_dispatch_run_failures_total). */
   onRunFailed?: (error: Error) => void;
+  /** Told of each run that ended well but left its item due at the same time (before onError is, with the same error). */
+  onStuckRun?: (error: Error) => void;
   /** Its liveness tracker (a new one when not given). */
   liveness?: Liveness;
 }
@@ -100,7 +117,7 @@ export interface Dispatcher {
 const MIN_SLEEP_MS = 5;
 /** The longest wait before looking again after failed looks, or before running again an item whose run failed. */
 const MAX_BACKOFF_MS = 10_000;
-/** Items whose back-off after a failed run is remembered, at most (the oldest is forgotten first). */
+/** Items whose back-off after a failed run is remembered, at most (the oldest is forgotten first); so are the due times runs started from. */
 const MAX_FAILED_ITEMS = 1_000;
 
 /** The back-off of each item whose last run failed, by item id, in real time. */
@@ -132,6 +149,71 @@ class FailedRuns {
     const entry = this.#entries.get(id);
     return entry ? Math.max(0, entry.retryAt - Date.now()) : 0;
   }
+
+}
+
+/**
+ * The hold on each item whose run ended well but left it due at the time it started from, by
+ * item id, in real time. A hold is on the item at that due time only: once the item is due at
+ * another (rescheduled, by another instance say), it is free again, and its streak starts over.
+ */
+class StuckRuns {
+  readonly #entries = new Map<string, { dueAt: DueTime; delayMs: number; retryAt: number }>();
+  readonly #initialMs: number;
+  readonly #maxMs: number;
+
+  constructor(initialMs: number, maxMs: number) {
+    this.#initialMs = initialMs;
+    this.#maxMs = maxMs;
+  }
+
+  /** Holds the item due at `dueAt`; returns for how long (ms), doubling while it stays stuck at that time. */
+  hold(id: string, dueAt: DueTime): number {
+    const previous = this.#entries.get(id);
+    const delayMs = previous?.dueAt === dueAt ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
+    this.#entries.delete(id);
+    this.#entries.set(id, { dueAt, delayMs, retryAt: Date.now() + delayMs });
+    if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
+    return delayMs;
+  }
+
+  /** How long until the item, due at `dueAt`, may run again (0: now). */
+  waitMs(id: string, dueAt: DueTime): number {
+    const entry = this.#entries.get(id);
+    if (!entry) return 0;
+    if (entry.dueAt !== dueAt) {
+      this.#entries.delete(id);
+      return 0;
+    }
+    return Math.max(0, entry.retryAt - Date.now());
+  }
+}
+
+/** Runs that ended well, by item id: the due time each started from, and how many reads had begun when it ended. */
+class EndedRuns {
+  readonly #entries = new Map<string, { dueAt: DueTime; readsBegun: number }>();
+
+  ended(id: string, dueAt: DueTime, readsBegun: number): void {
+    this.#entries.delete(id);
+    this.#entries.set(id, { dueAt, readsBegun });
+    if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
+  }
+
+  forget(id: string): void {
+    this.#entries.delete(id);
+  }
+
+  /**
+   * Whether the run that ended left the item due at the same time, judged by a read (the
+   * `read`-th begun) that found it due at `dueAt`: null when there is no such run, or the read
+   * began before it ended (it may predate the run's reschedule). Judged once.
+   */
+  leftDue(id: string, dueAt: DueTime, read: number): boolean | null {
+    const entry = this.#entries.get(id);
+    if (!entry || read <= entry.readsBegun) return null;
+    this.#entries.delete(id);
+    return entry.dueAt === dueAt;
+  }
 }
 
 export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOptions): Dispatcher {
@@ -143,6 +225,13 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   const liveness = options.liveness ?? new Liveness();
   const backoff = new Backoff({ initialDelayMs: options.pollMs, maxDelayMs: Math.max(options.pollMs, MAX_BACKOFF_MS) });
   const failedRuns = new FailedRuns(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
+  // Apart from failedRuns: a run that ends well clears its item's failures, but not a streak of
+  // runs that leave it due.
+  const stuckRuns = new StuckRuns(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
+  const endedRuns = new EndedRuns();
+  // Reads of the schedule begun, and which of them `ready` came from.
+  let readsBegun = 0;
+  let readyFrom = 0;
   let kicked = false;
   let wake: (() => void) | null = null;
   const inFlight = new Map<string, Promise<void>>();
@@ -160,12 +249,15 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   function start(item: T): void {
     const id = source.id(item);
     const key = source.key(item);
+    const startedDueAt = source.dueAt(item);
     perKey.set(key, (perKey.get(key) ?? 0) + 1);
+    endedRuns.forget(id);
     let succeeded = false;
     const work = source.run(item)
       .then(() => {
         succeeded = true;
         failedRuns.succeeded(id);
+        endedRuns.ended(id, startedDueAt, readsBegun);
         liveness.progress('run');
       }, (error: Error) => {
         failedRuns.failed(id);
@@ -184,6 +276,16 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     inFlight.set(id, work);
   }
 
+  /** An item whose run ended well but left it due at the time it started from: backs off as after a failed run. */
+  function stuck(item: T): void {
+    const id = source.id(item);
+    const dueAt = source.dueAt(item);
+    const delayMs = stuckRuns.hold(id, dueAt);
+    const error = new Error(`the run of ${id} ended without error but left it due at the same time (${String(dueAt)}): held back ${delayMs} ms`);
+    options.onStuckRun?.(error);
+    options.onError(error);
+  }
+
   /** The keys at their bound now: none of their items can start. */
   function fullKeys(): Set<string> {
     const full = new Set<string>();
@@ -198,7 +300,10 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     let retryInMs = Infinity;
     if (inFlight.size < options.concurrency) {
       const fullAtRead = fullKeys();
-      if (ready.length === 0) ready = await source.due(lookedAt, 2 * options.concurrency, fullAtRead);
+      if (ready.length === 0) {
+        readyFrom = ++readsBegun;
+        ready = await source.due(lookedAt, 2 * options.concurrency, fullAtRead);
+      }
       let heldBack = false;
       // A key that reached its bound in this look while its items filled the read: the next read
       // leaves them out and may find other keys' items behind them.
@@ -209,7 +314,9 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
         // Running already, its key at its bound, or its last run failed not long ago: left for a
         // later look, so other keys are not starved.
         if (inFlight.has(id)) continue;
-        const waitMs = failedRuns.waitMs(id);
+        const dueAt = source.dueAt(item);
+        if (endedRuns.leftDue(id, dueAt, readyFrom)) stuck(item);
+        const waitMs = Math.max(failedRuns.waitMs(id), stuckRuns.waitMs(id, dueAt));
         const key = source.key(item);
         if (waitMs > 0 || (perKey.get(key) ?? 0) >= options.perKey(key)) {
           heldBack = true;

@@ -148,6 +148,7 @@ export const sender = defineProcessor({
     const dispatcher = startDispatcher<WorkItem>({
       due: (now, limit) => dueBySite(deps.documents, sites, now, limit, () => kick()),
       id: (item) => item._id,
+      dueAt: (item) => item.dueAt,
       // A first attempt, a retry or a takeover is scheduled by its recipient's site; a recovery by itself.
       key: (item) => siteKeyOfItem(sites, item),
       run: async (item) => {
@@ -159,7 +160,7 @@ export const sender = defineProcessor({
         },
         );
       },
-    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc() });
+    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
     kick = () => dispatcher.kick();
     return {
       ...dispatcher,

@@ -57,6 +57,7 @@ export const webhooks = defineProcessor({
       },
       nextDueAt: (after) => nextDueAfter(deps.documents, after),
       id: (delivery) => delivery._id,
+      dueAt: (delivery) => delivery.nextAttemptAt,
       key: (delivery) => delivery.endpointId,
       run: (delivery) => {
         slow.started(delivery.endpointId);
@@ -64,7 +65,7 @@ export const webhooks = defineProcessor({
           throw new Error(`webhook delivery ${delivery._id} failed: ${error.message}`, { cause: error });
         }).finally(() => slow.ended(delivery.endpointId));
       },
-    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc() });
+    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
   },
   async handle(stored, dispatcher, deps) {
     const event = upcastEmailEvent(stored);

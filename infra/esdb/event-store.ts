@@ -93,6 +93,34 @@ const CLIENT_QUERY_OPTIONS = [
 const flatCase = (key: string): string => key.trim().toLowerCase().replace(/[_-]/g, '');
 const KNOWN_OPTIONS = new Map(CLIENT_QUERY_OPTIONS.map((option) => [flatCase(option), option]));
 const FILE_OPTIONS = ['tlsCAFile', 'userCertFile', 'userKeyFile'] as const;
+/**
+ * The options the client reads with parseInt (verifyKeyValuePair), with what their number
+ * counts: milliseconds, but seconds for gossipTimeout (dist/Client/discovery.js, createDeadline)
+ * and a count for maxDiscoverAttempts. parseInt stops at the first character that is not a
+ * digit and the client takes no unit, so "10s" would be a 10 ms deadline, "1.5" 1 and "1e4" 1:
+ * only a whole number is accepted, from `min` (the client itself refuses a defaultDeadline below
+ * 1 and keep-alives below -1, which turns them off, but only once it is made, and not as a
+ * configuration error).
+ */
+const WHOLE_NUMBER_OPTIONS = new Map<string, { unit: string; min: number }>([
+  ['defaultDeadline', { unit: 'milliseconds', min: 1 }],
+  ['keepAliveInterval', { unit: 'milliseconds', min: -1 }],
+  ['keepAliveTimeout', { unit: 'milliseconds', min: -1 }],
+  ['discoveryInterval', { unit: 'milliseconds', min: 0 }],
+  ['gossipTimeout', { unit: 'seconds', min: 1 }],
+  ['maxDiscoverAttempts', { unit: 'attempts', min: 1 }],
+]);
+
+/** Why `value` is not a whole number the client reads as written for `option`, or null. */
+function wholeNumberProblem(option: string, value: string): string | null {
+  const whole = WHOLE_NUMBER_OPTIONS.get(option);
+  if (!whole) return null;
+  const number = Number(value);
+  if (/^-?\d+$/.test(value) && Number.isSafeInteger(number) && number >= whole.min) return null;
+  const expected = `${option}: expected a whole number of ${whole.unit} from ${whole.min}${whole.min === -1 ? ' (-1: off)' : ''}, without a unit; got "${value}"`;
+  const read = Number.parseInt(value, 10);
+  return Number.isNaN(read) || String(read) === value ? expected : `${expected}, which the client would read as ${read} ${whole.unit}`;
+}
 
 /** A connection string the client would refuse or misread. The message never holds the string. */
 export class EventStoreUrlError extends Error {
@@ -177,6 +205,8 @@ function queryOption(pair: string): { key: string; option: string; value: string
   const option = KNOWN_OPTIONS.get(flatCase(key));
   if (!option) throw new EventStoreUrlError(`unknown option "${key}" (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
   if (value.trim() === '') throw new EventStoreUrlError(`${option}: expected a value (${option}=…)`);
+  const problem = wholeNumberProblem(option, value.trim());
+  if (problem !== null) throw new EventStoreUrlError(problem);
   return { key, option, value };
 }
 

@@ -316,22 +316,37 @@ export async function listInvitationsFor(documents: DocumentStore, user: User, n
  * The invited user joins the workspace with the invitation's role. An invitation that is not
  * for this user's email, has lapsed, or whose inviter may no longer grant the role is 404, like
  * one that does not exist.
+ *
+ * The invitation is taken (deleted at the version the decision read) before the membership is
+ * made: an admin's revocation or renewal in between makes the delete miss, and the accept is
+ * decided again on the invitation as it now is (gone: 404 like any revoked one; renewed: its
+ * role). Taken first, a crash before the membership costs a new invitation, never a membership
+ * nobody had the right to grant.
  */
 export async function acceptInvitation(documents: DocumentStore, user: User, invitationId: string, now: Date): Promise<WorkspaceView> {
-  const invitation = await invitationsOf(documents).get(invitationId);
-  if (!invitation || invitation.email !== user.email || !pending(now)(invitation)) throw invitationNotFound(invitationId);
-  const [workspace, inviter] = await Promise.all([
-    workspacesOf(documents).get(invitation.workspaceId),
-    getMembership(documents, invitation.workspaceId, invitation.invitedBy),
-  ]);
-  if (!workspace || !inviter || !canGrantRole(inviter.role, invitation.role)) throw invitationNotFound(invitationId);
-  const membership = await insertUnique(
-    membershipsOf(documents),
-    { _id: membershipIdOf(workspace._id, user._id), workspaceId: workspace._id, userId: user._id, role: invitation.role, createdAt: now.toISOString() },
-    `you are already a member of workspace ${workspace._id}`,
-  );
-  if (await invitationsOf(documents).delete(invitation._id).catch(() => false)) await freeInvitationSlot(documents, invitation).catch(() => undefined);
-  return workspaceView(workspace, membership.role);
+  const invitations = invitationsOf(documents);
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const invitation = await invitations.get(invitationId);
+    if (!invitation || invitation.email !== user.email || !pending(now)(invitation)) throw invitationNotFound(invitationId);
+    const [workspace, inviter, membership] = await Promise.all([
+      workspacesOf(documents).get(invitation.workspaceId),
+      getMembership(documents, invitation.workspaceId, invitation.invitedBy),
+      getMembership(documents, invitation.workspaceId, user._id),
+    ]);
+    if (!workspace || !inviter || !canGrantRole(inviter.role, invitation.role)) throw invitationNotFound(invitationId);
+    const alreadyMember = `you are already a member of workspace ${workspace._id}`;
+    // Checked before the invitation is taken, so that a member's accept is refused without spending it.
+    if (membership) throw conflict(alreadyMember);
+    if (!(await invitations.delete(invitation._id, invitation._v))) continue;
+    await freeInvitationSlot(documents, invitation).catch(() => undefined);
+    const joined = await insertUnique(
+      membershipsOf(documents),
+      { _id: membershipIdOf(workspace._id, user._id), workspaceId: workspace._id, userId: user._id, role: invitation.role, createdAt: now.toISOString() },
+      alreadyMember,
+    );
+    return workspaceView(workspace, joined.role);
+  }
+  throw conflict(`invitation ${invitationId} is being changed by others; try again`);
 }
 
 /**
