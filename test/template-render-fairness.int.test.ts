@@ -1,8 +1,9 @@
 // Template sends of different workspaces take turns on the one rendering thread
 // (infra/rendering/template-threads.ts, infra/threads/worker-queue.ts): while one development
 // key floods it with sends of a template whose every rendering runs to the time limit (40,000
-// nested <div>: saved without complaint, since a save compiles but never renders, and each
-// send then holds the thread for the whole limit and restarts it), another workspace's
+// nested <div>: saved by a process with the default 2 s limit, which its sanitizing fits, and
+// sent through one whose limit is 150 ms, where each send holds the thread for the whole limit
+// and restarts it), another workspace's
 // template send waits for at most the one running and is answered 202. The flooding sends
 // that cannot start within the wait deadline are refused 503 service_unavailable with
 // Retry-After rather than queued without end; the others are 422 past the time limit.

@@ -45,6 +45,24 @@ export function checkTemplateVariables(value: unknown, field = 'body.variables')
   return out;
 }
 
+/**
+ * A template may use at most MAX_VARIABLES variables (subject, html and text together): a send
+ * must give every variable its template uses and may give no more than MAX_VARIABLES, so no
+ * send could render one that uses more. Refused when it is saved (400), naming the field
+ * (`fields` in the order subject, html, text) where the count goes past the limit.
+ */
+export function checkVariableCount(fields: ReadonlyArray<{ field: string; variables: readonly string[] }>): void {
+  const all = new Set(fields.flatMap((f) => f.variables));
+  if (all.size <= MAX_VARIABLES) return;
+  const seen = new Set<string>();
+  for (const { field, variables } of fields) {
+    for (const name of variables) seen.add(name);
+    if (seen.size > MAX_VARIABLES) {
+      throw new RelayError('validation_error', `${field}: the template uses ${all.size} variables, more than the ${MAX_VARIABLES} a send may give, so no send could render it`);
+    }
+  }
+}
+
 /** Every variable the template uses must be given: a missing one is named, never rendered as empty. */
 export function requireVariables(used: readonly string[], given: TemplateVariables, field = 'body.variables'): void {
   const missing = used.filter((name) => !Object.hasOwn(given, name));

@@ -3,12 +3,13 @@
 // subject), html sanitized after the merge, so neither the template nor a value can put
 // active content into a message.
 import { MAX_SUBJECT_LENGTH } from '../../domain/email/send-request.ts';
+import { RelayError } from '../../domain/errors.ts';
 import { characterCount } from '../../domain/text.ts';
 import { analyzeTemplateAst, variablesOf, type FieldAnalysis, type TemplateNode } from '../../domain/templates/syntax.ts';
-import { invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
+import { checkVariableCount, invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
 import { compileParsed, escapedLength, parseTemplate, type RenderFunction } from './handlebars-environment.ts';
 import { compileMjml, isMjmlDocument } from './mjml.ts';
-import { sanitizeEmailHtml } from './sanitize.ts';
+import { HtmlTooDeepError, sanitizeEmailHtml } from './sanitize.ts';
 
 /**
  * The longest a rendered body may be (html or text), checked on the upper bound (every branch
@@ -49,6 +50,18 @@ function countStatements(node: TemplateNode | null | undefined, counts = { varia
   return counts;
 }
 
+/** A field's literal text with every branch taken and every value empty (staticLength characters). */
+function everyBranch(node: TemplateNode | null | undefined, parts: string[] = []): string[] {
+  for (const statement of (node?.body as TemplateNode[] | undefined) ?? []) {
+    if (statement.type === 'ContentStatement') parts.push(statement.value as string);
+    else if (statement.type === 'BlockStatement') {
+      everyBranch(statement.program as TemplateNode, parts);
+      everyBranch(statement.inverse as TemplateNode | null, parts);
+    }
+  }
+  return parts;
+}
+
 export interface RenderedEmail {
   subject: string;
   /** Null when the template has no html (or an empty one). */
@@ -58,6 +71,10 @@ export interface RenderedEmail {
 
 interface CompiledField {
   name: 'subject' | 'html' | 'text';
+  /** Named in errors about the template, e.g. "body.html (as compiled from MJML)". */
+  field: string;
+  /** Kept by the render function anyway (handlebars compiles from it). */
+  ast: TemplateNode;
   analysis: FieldAnalysis;
   render: RenderFunction;
   /** Length of one value once written into this field. */
@@ -78,6 +95,16 @@ export interface CompiledTemplate {
    * naming `${variablesField}.<name>` when they do not fit the template.
    */
   render(values: TemplateVariables, variablesField?: string): RenderedEmail;
+  /**
+   * Does once, when the template is saved, the work every send of it will do, so that a
+   * template no send could render is refused then (400 validation_error naming the field), not
+   * at every send: at most MAX_VARIABLES variables, the literal text of each field (every branch
+   * taken) within MAX_RENDERED_BODY_LENGTH, handlebars' code generated (it waits for the first
+   * rendering otherwise), and the html sanitized with every branch taken and every value empty,
+   * which bounds what sanitizing costs a send apart from its values. Run within the save's time
+   * and heap limits, it refuses a template whose sends could not fit them.
+   */
+  rehearse(): void;
 }
 
 function compileField(name: CompiledField['name'], source: string, field: string, escape: boolean, where = field): CompiledField {
@@ -86,6 +113,8 @@ function compileField(name: CompiledField['name'], source: string, field: string
   const counts = countStatements(ast);
   return {
     name,
+    field: where,
+    ast,
     analysis,
     render: compileParsed(ast, escape),
     lengthOf: escape ? escapedLength : (value) => String(value).length,
@@ -120,6 +149,23 @@ function checkRenderedSubject(subject: string, field: CompiledField, values: Tem
   return subject;
 }
 
+function checkStaticSize(field: CompiledField): void {
+  const length = field.analysis.staticLength;
+  if (length > MAX_RENDERED_BODY_LENGTH) {
+    throw new RelayError('validation_error', `${field.field}: its text comes to ${length.toLocaleString('en-US')} characters before any value (every {{#if}} and {{#unless}} branch taken), more than the ${MAX_RENDERED_BODY_LENGTH.toLocaleString('en-US')} a rendered ${field.name} may hold`);
+  }
+}
+
+/** Sanitizes a rendering's html: nested too deep, it is 422 naming the values, which chose its branches (a save refuses html too deep with every branch taken). */
+function sanitizeRendered(html: string, variablesField: string): string {
+  try {
+    return sanitizeEmailHtml(html);
+  } catch (error) {
+    if (error instanceof HtmlTooDeepError) throw invalidVariables(variablesField, `in the rendered html ${error.message}`);
+    throw error;
+  }
+}
+
 /**
  * Compiles a template. Template errors (syntax, constructs that are not allowed, MJML that
  * does not compile) are 400 validation_error naming `${prefix}.subject|html|text`.
@@ -134,6 +180,7 @@ export async function compileTemplate(source: TemplateSource, prefix = 'body'): 
   }
   const text = source.text ? compileField('text', source.text, `${prefix}.text`, false) : null;
   const variables = variablesOf([subject.analysis, html?.analysis ?? null, text?.analysis ?? null]);
+  const fields = [subject, html, text].filter((field): field is CompiledField => field !== null);
   return {
     variables,
     mjml,
@@ -145,9 +192,24 @@ export async function compileTemplate(source: TemplateSource, prefix = 'body'): 
       const renderedSubject = checkRenderedSubject(subject.render(values), subject, values, variablesField);
       return {
         subject: renderedSubject,
-        html: html ? sanitizeEmailHtml(html.render(values)) : null,
+        html: html ? sanitizeRendered(html.render(values), variablesField) : null,
         text: text ? text.render(values) : null,
       };
+    },
+    rehearse(): void {
+      checkVariableCount(fields.map((field) => ({ field: field.field, variables: field.analysis.variables })));
+      for (const field of fields) checkStaticSize(field);
+      const empty: TemplateVariables = Object.assign(Object.create(null), Object.fromEntries(variables.map((name) => [name, ''])));
+      for (const field of fields) field.render(empty);
+      if (!html) return;
+      try {
+        sanitizeEmailHtml(everyBranch(html.ast).join(''));
+      } catch (error) {
+        if (error instanceof HtmlTooDeepError) {
+          throw new RelayError('validation_error', `${html.field}: ${error.message} (every {{#if}} and {{#unless}} branch taken); close them or flatten the html`);
+        }
+        throw error;
+      }
     },
   };
 }

@@ -115,7 +115,7 @@ export class TemplateThreads {
     };
   }
 
-  /** A template being saved: its variables, or a 400 naming the field (syntax, constructs, MJML, nesting, time, memory). */
+  /** A template being saved, compiled and rehearsed as its sends will render it: its variables, or a 400 naming the field (syntax, constructs, MJML, nesting, variables, size, time, memory). */
   async compile(workspaceId: string, source: TemplateSource, prefix: string): Promise<CompiledSummary> {
     const reply = settled(await this.#run(this.#authoring, workspaceId, () => ({ op: 'compile', source, prefix }), (why) =>
       new RelayError('validation_error', `${prefix}: compiling the template ${this.#exceeded(why)}; make it smaller or simpler`)));

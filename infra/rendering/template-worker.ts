@@ -9,7 +9,7 @@ import { CompiledTemplateCache } from './compiled-template-cache.ts';
 import { compileTemplate, type CompiledTemplate, type RenderedEmail, type TemplateSource } from './template-renderer.ts';
 
 export type TemplateJob =
-  /** Compiles a template being saved: its variables, or its refusal. */
+  /** Compiles a template being saved and rehearses a send of it: its variables, or its refusal. */
   | { op: 'compile'; source: TemplateSource; prefix: string }
   /** Compiles and renders, keeping nothing: a preview. */
   | { op: 'preview'; source: TemplateSource; values: TemplateVariables; prefix: string; variablesField: string }
@@ -43,6 +43,7 @@ async function handle(job: TemplateJob): Promise<TemplateReply> {
     compiled = await cache.get(id, revision, () => compileTemplate(job.source!, 'template'));
   } else {
     compiled = await compileTemplate(job.source, job.prefix);
+    if (job.op === 'compile') compiled.rehearse();
   }
   const rendered = job.op === 'compile' ? undefined : compiled.render(prototypeFree(job.values), job.variablesField);
   return { variables: compiled.variables, mjml: compiled.mjml, ...(rendered ? { rendered } : {}) };

@@ -69,7 +69,7 @@ export interface TemplateBody {
 
 const slugTaken = (slug: string) => conflict(`the slug "${slug}" is already used by another template of this project`);
 
-/** Content checks and the variables it uses; 400 when the content is not a valid template (or takes too long to compile). */
+/** Content checks and the variables it uses; 400 when the content is not a valid template or no send of it could render (CompiledTemplate.rehearse). */
 async function prepareContent(threads: WorkspaceTemplates, body: TemplateBody) {
   const content = templateContentOf(body);
   const compiled = await threads.compile(content, 'body');
