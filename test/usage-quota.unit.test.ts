@@ -191,7 +191,7 @@ reading('upcast: RecipientsCharged of a known version is read; other types and n
 reading('the month\'s decider starts empty for its month, decides a batch in order and folds what it decided', () => {
   const decider = usageDecider('2026-11');
   const state = decider.initialState();
-  assert.equal({ ...state, charged: [...state.charged] }, { month: '2026-11', workspaceRecipients: 0, byKey: {}, charged: [] });
+  assert.equal({ ...state, charged: [...state.charged] }, { month: '2026-11', workspaceRecipients: 0, byKey: {}, developmentByKey: {}, charged: [] });
   const command = (emailId: string, recipients: number) => ({
     type: 'ChargeRecipients' as const, month: '2026-11', emailId, fingerprint: 'f', apiKeyId: 'k', developmentKey: false, recipients, occurredAt: '2026-11-02T00:00:00.000Z', allowances: DEFAULT_ALLOWANCES,
   });

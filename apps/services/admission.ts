@@ -293,6 +293,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
         allowances: sender.allowances,
         at: now,
         origin: request.origin,
+        idempotent: request.idempotencyKey !== null,
       })
       : Promise.resolve();
     const [charge, key] = await Promise.allSettled([charged, takeContentKey(deps.documents, emailId, now)]);

@@ -143,7 +143,7 @@ export class RateLimiter {
 
   /**
    * Takes a slot of each policy in its scope (e.g. "preview:<session>"), in order, or throws
-   * rate_limit_exceeded having taken none.
+   * having taken none: rate_limit_exceeded, or the store's error.
    */
   async reserveIn(limits: Array<{ policy: RatePolicy; scope: string }>, now: Date): Promise<RateReservation> {
     const nowMs = now.getTime();
@@ -153,8 +153,18 @@ export class RateLimiter {
     const claimed: Claimed[] = [];
     const standings: RateStanding[] = [];
     for (const { policy, scope } of limits) {
-      const { window, opened } = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
-      const slot = await this.#claim(scope, window, policy.limit, nowMs);
+      let current: { window: RateWindow; opened: WindowDoc | null } | null = null;
+      let slot: number | null;
+      try {
+        current = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
+        slot = await this.#claim(scope, current.window, policy.limit, nowMs);
+      } catch (error) {
+        // The request fails, which is a rejection: it keeps no slot, and a window it opened never started.
+        await this.#giveBack(claimed);
+        if (current?.opened) await this.#dropIfUnused(scope, current.window, current.opened).catch(() => {});
+        throw error;
+      }
+      const { window, opened } = current;
       if (slot === null) {
         await this.#giveBack(claimed);
         const wait = retryAfterSeconds(window, nowMs);
@@ -279,18 +289,33 @@ export class RateLimiter {
     return hint ? Math.max(0, limit - hint.tried + hint.free.length) : limit - 1;
   }
 
+  /**
+   * Gives each claim's slot back, the latest first. A slot that cannot be given back (a store
+   * error) stays taken until its window ends and the others are given back all the same: the
+   * window then counts one request too many, never lets one too many in.
+   */
   async #giveBack(claimed: Claimed[]): Promise<void> {
-    for (const claim of claimed.reverse()) {
-      await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
-      const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
-      if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
-      if (claim.opened && (await this.#slots.find({ where: slotsOf(claim.scope, claim.window), limit: 1 })).length === 0) {
-        // The window was opened by a request that was then rejected: it never started. (A
-        // request racing into it right now keeps its slot in a window nobody sees any more;
-        // that lets at most the racing requests through beyond the limit, once.)
-        await this.#windows.delete(claim.opened._id);
-        if (this.#openWindows.get(claim.scope)?._id === claim.opened._id) this.#openWindows.delete(claim.scope);
+    for (const claim of [...claimed].reverse()) {
+      try {
+        await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
+        const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
+        if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
+        if (claim.opened) await this.#dropIfUnused(claim.scope, claim.window, claim.opened);
+      } catch {
+        // counted until the window ends
       }
     }
+  }
+
+  /**
+   * Deletes a first-request window that holds no request: it was opened by a request that was
+   * then rejected, so it never started. (A request racing into it right now keeps its slot in a
+   * window nobody sees any more; that lets at most the racing requests through beyond the
+   * limit, once.)
+   */
+  async #dropIfUnused(scope: string, window: RateWindow, opened: WindowDoc): Promise<void> {
+    if ((await this.#slots.find({ where: slotsOf(scope, window), limit: 1 })).length > 0) return;
+    await this.#windows.delete(opened._id);
+    if (this.#openWindows.get(scope)?._id === opened._id) this.#openWindows.delete(scope);
   }
 }

@@ -1,9 +1,12 @@
 // Monthly recipient allowances (spec: Limits): 5,000 accepted To/CC/BCC recipients per
 // workspace and UTC month, and 1,000 per development key, which also count toward the
 // workspace. Those are the defaults; an operator may set others per workspace
-// (`relay workspace quota`), kept on the workspace document. One event stream per workspace
-// and month holds every charge; this decider turns a charge request, with the allowances in
-// force when it was made, into RecipientsCharged or a quota_exceeded error. Pure.
+// (`relay workspace quota`), kept on the workspace document. A member's dashboard test sends
+// are charged under the member's user id: those in development projects to a development
+// allowance of their own, those in production projects to the workspace alone. One event
+// stream per workspace and month holds every charge; this decider turns a charge request, with
+// the allowances in force when it was made, into RecipientsCharged or a quota_exceeded error.
+// Pure.
 import { Type, type Static } from '@sinclair/typebox';
 import { RelayError, validationError } from '../errors.ts';
 import { ChargedEmails } from './charged-emails.ts';
@@ -44,6 +47,12 @@ export const monthOf = (at: Date): string => at.toISOString().slice(0, 7);
 
 export const usageStreamId = (workspaceId: string, month: string): string => `${USAGE_STREAM_PREFIX}${workspaceId}-${month}`;
 
+/** The instant `month` begins (UTC). */
+export function monthStart(month: string): Date {
+  const [year, m] = month.split('-').map(Number);
+  return new Date(Date.UTC(year, m - 1, 1));
+}
+
 /** The instant the month after `month` begins (UTC): when its allowances reset. */
 export function monthEnd(month: string): Date {
   const [year, m] = month.split('-').map(Number);
@@ -55,6 +64,12 @@ export interface ChargeRecipients {
   month: string;
   /** What the charge is keyed by: an email id is charged once, whatever request under it asks again. */
   emailId: string;
+  /**
+   * Recipients charged under this email id in the months either side (the ledger looks there
+   * for an email id derived from an Idempotency-Key, whose attempts may straddle a month's end);
+   * absent when none.
+   */
+  chargedInOtherMonths?: number;
   /** The request's fingerprint, recorded with the charge (it keys nothing). */
   fingerprint: string;
   apiKeyId: string;
@@ -70,8 +85,8 @@ export const RecipientsChargedDataSchema = Type.Object({
   emailId: Type.String(),
   fingerprint: Type.String({ description: "The fingerprint of the request charged (an email id is charged once, whatever its requests' fingerprints)." }),
   apiKeyId: Type.String(),
-  developmentKey: Type.Boolean({ description: 'Charged to the development key\'s own allowance too.' }),
-  recipients: Type.Integer({ minimum: 0, description: 'To + CC + BCC; for a second charge under one email id (another body with its Idempotency-Key, with more recipients than the first), those beyond the first charge.' }),
+  developmentKey: Type.Boolean({ description: 'A development send (a development key\'s, or a member\'s test send in a development project): charged to that key\'s or member\'s development allowance too.' }),
+  recipients: Type.Integer({ minimum: 0, description: 'To + CC + BCC; for a second charge under one email id (another body with its Idempotency-Key, with more recipients than the first), those beyond the first charge, which may be in the month before or after.' }),
   occurredAt: Type.String({ format: 'date-time' }),
 });
 
@@ -85,8 +100,10 @@ export type UsageEvent = RecipientsCharged;
 export interface UsageState {
   month: string;
   workspaceRecipients: number;
-  /** Recipients charged per API key this month. */
+  /** Recipients charged per API key (or member: their test sends) this month. */
   byKey: Record<string, number>;
+  /** Of those, the ones charged as development sends: what a development allowance counts. */
+  developmentByKey: Record<string, number>;
   /**
    * Every email id charged this month, with the recipients charged under it. An email id is one
    * email (with an Idempotency-Key, the one email that key names in its project), so requests
@@ -98,7 +115,7 @@ export interface UsageState {
   charged: ChargedEmails;
 }
 
-export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, charged: ChargedEmails.empty });
+export const initialUsageState = (month: string): UsageState => ({ month, workspaceRecipients: 0, byKey: {}, developmentByKey: {}, charged: ChargedEmails.empty });
 
 export type QuotaAllowance = 'development_key' | 'workspace';
 
@@ -113,21 +130,23 @@ function exceeded(allowance: QuotaAllowance, state: UsageState, used: number, li
 }
 
 /**
- * Events of a charge. An email id is charged once: charged again, whatever the fingerprint,
- * it adds nothing and is never refused ([]), unless this request has more recipients than were
- * charged under the id (another body under the same Idempotency-Key, racing the first): then
- * the recipients beyond are charged (and may be refused), since either body may be the one
- * admitted and the allowance must hold whichever is. Throws quota_exceeded.
+ * Events of a charge. An email id is charged once, in whichever month: charged again, whatever
+ * the fingerprint, it adds nothing and is never refused ([]), unless this request has more
+ * recipients than were charged under the id (another body under the same Idempotency-Key,
+ * racing the first): then the recipients beyond are charged (and may be refused), since either
+ * body may be the one admitted and the allowance must hold whichever is. Throws quota_exceeded.
  */
 export function decideCharge(command: ChargeRecipients, state: UsageState): UsageEvent[] {
   if (command.month !== state.month) throw new Error(`charge for ${command.month} decided on usage of ${state.month}`);
   if (!Number.isSafeInteger(command.recipients) || command.recipients < 0) throw new Error(`invalid recipient count ${command.recipients}`);
-  const already = state.charged.recipientsOf(command.emailId);
+  const here = state.charged.recipientsOf(command.emailId);
+  const elsewhere = command.chargedInOtherMonths;
+  const already = here === undefined && elsewhere === undefined ? undefined : (here ?? 0) + (elsewhere ?? 0);
   if (already !== undefined && command.recipients <= already) return [];
   const recipients = command.recipients - (already ?? 0);
   const { workspaceRecipients, developmentKeyRecipients } = command.allowances;
   if (command.developmentKey) {
-    const used = state.byKey[command.apiKeyId] ?? 0;
+    const used = state.developmentByKey[command.apiKeyId] ?? 0;
     if (used + recipients > developmentKeyRecipients) throw exceeded('development_key', state, used, developmentKeyRecipients, recipients);
   }
   if (state.workspaceRecipients + recipients > workspaceRecipients) {
@@ -143,13 +162,18 @@ export function foldUsage(events: UsageEvent[], state: UsageState): UsageState {
   const charges = events.filter((event) => event.type === 'RecipientsCharged');
   if (charges.length === 0) return state;
   const byKey = { ...state.byKey };
+  let developmentByKey = state.developmentByKey;
   let workspaceRecipients = state.workspaceRecipients;
   for (const { data } of charges) {
     workspaceRecipients += data.recipients;
     byKey[data.apiKeyId] = (byKey[data.apiKeyId] ?? 0) + data.recipients;
+    if (data.developmentKey) {
+      if (developmentByKey === state.developmentByKey) developmentByKey = { ...developmentByKey };
+      developmentByKey[data.apiKeyId] = (developmentByKey[data.apiKeyId] ?? 0) + data.recipients;
+    }
   }
   const charged = state.charged.with(charges.map(({ data }) => data));
-  return { month: state.month, workspaceRecipients, byKey, charged };
+  return { month: state.month, workspaceRecipients, byKey, developmentByKey, charged };
 }
 
 export type ChargeOutcome = { ok: true; events: UsageEvent[] } | { ok: false; error: RelayError };

@@ -1,5 +1,7 @@
 // This month's usage of a workspace against its monthly allowances (spec: Limits): recipients
-// charged to the workspace, and to each development key. Members read.
+// charged to the workspace, and to each development key. A member's dashboard test sends are
+// shown as up to two rows, their development test sends against the development allowance
+// (which applies to those alone) and their production ones. Members read.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { allowancesOf, monthEnd, monthOf } from '../../../domain/usage/quota.ts';
@@ -17,12 +19,12 @@ const Usage = Type.Object({
   resetsAt: Type.String({ format: 'date-time' }),
   recipients: Count,
   keys: Type.Array(Type.Object({
-    apiKeyId: Type.String({ description: 'The key charged, or the member (usr_…) whose dashboard test sends were charged.' }),
+    apiKeyId: Type.String({ description: 'The key charged, or the member (usr_…) whose dashboard test sends were charged: a row for their development test sends, another for their production ones.' }),
     name: Type.String(),
     projectId: Type.Union([Type.String(), Type.Null()]),
     environment: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Null()]),
     used: Type.Integer(),
-    limit: Type.Union([Type.Integer(), Type.Null()], { description: 'A development key\'s own monthly allowance; null when only the workspace\'s applies.' }),
+    limit: Type.Union([Type.Integer(), Type.Null()], { description: 'The development allowance of a development key, or of a member\'s development test sends; null when only the workspace\'s applies.' }),
   }, { additionalProperties: false }), { description: 'Recipients charged this month by key, most first.' }),
 }, { additionalProperties: false });
 
@@ -42,19 +44,25 @@ export async function usageRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     const keys = await Promise.all(Object.entries(usage.byKey).map(async ([apiKeyId, used]) => {
       const key = await apiKeysOf(ctx.documents).get(apiKeyId);
       if (key) {
-        return {
+        return [{
           apiKeyId, name: key.name, projectId: key.projectId, environment: key.environment, used,
           limit: key.environment === 'development' ? allowances.developmentKeyRecipients : null,
-        };
+        }];
       }
+      // A member (or a key since deleted): its charges say which were development sends.
       const user = await usersOf(ctx.documents).get(apiKeyId);
-      return { apiKeyId, name: user ? `Test sends of ${user.email}` : apiKeyId, projectId: null, environment: null, used, limit: null };
+      const name = user ? `Test sends of ${user.email}` : apiKeyId;
+      const development = usage.developmentByKey[apiKeyId] ?? 0;
+      return [
+        { apiKeyId, name, projectId: null, environment: 'development' as const, used: development, limit: allowances.developmentKeyRecipients },
+        { apiKeyId, name, projectId: null, environment: 'production' as const, used: used - development, limit: null },
+      ].filter((row) => row.used > 0);
     }));
     return {
       month,
       resetsAt: monthEnd(month).toISOString(),
       recipients: { used: usage.workspaceRecipients, limit: allowances.workspaceRecipients },
-      keys: keys.sort((a, b) => b.used - a.used),
+      keys: keys.flat().sort((a, b) => b.used - a.used),
     };
   });
 }
