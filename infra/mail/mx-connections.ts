@@ -17,7 +17,7 @@
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
-import { asNodemailerError, isTlsFailure } from './smtp-replies.ts';
+import { asNodemailerError, isTlsFailure, parseSmtpReply, type NodemailerError } from './smtp-replies.ts';
 import { afterPendingReplies, quit, reset, setupDeadline, type SessionLog } from './pooled-sessions.ts';
 import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
 
@@ -75,13 +75,40 @@ export class SessionRefused extends Error {
   }
 }
 
+/** A server's reply that refused a session being set up (421 in the greeting or to EHLO). */
+export interface SetupReply {
+  smtpCode: number;
+  enhancedCode: string | null;
+}
+
+/**
+ * No session to the host could be set up, for some other reason than its TLS policy. `reply`:
+ * the latest reply with which one of its addresses refused, kept apart from the text because
+ * the site's backoff is decided by the code (a 421 there says to slow down as one to MAIL FROM does).
+ */
+export class SetupFailed extends Error {
+  readonly reply: SetupReply | null;
+  constructor(message: string, reply: SetupReply | null) {
+    super(message);
+    this.name = 'SetupFailed';
+    this.reply = reply;
+  }
+}
+
+/** The reply a failed setup ended with, when the server gave one (nodemailer's responseCode). */
+function setupReplyOf(error: NodemailerError): SetupReply | null {
+  if (!error.responseCode) return null;
+  const parsed = error.response ? parseSmtpReply(error.response) : null;
+  return { smtpCode: parsed?.code ?? error.responseCode, enhancedCode: parsed?.enhancedCode ?? null };
+}
+
 /** How long a refused session's verdict is remembered for its (requirement, address), by default. */
 export const REFUSAL_MEMORY_MS = 5 * 60_000;
 
 interface HostSlot {
   idle: Lease[];
   open: number;
-  /** Leases back from a transaction, not idle yet (release): an acquire waits for them. */
+  /** Leases back from a transaction, not idle yet (release): up to this many acquires wait for them rather than open others. */
   releasing: number;
   waiters: Array<() => void>;
 }
@@ -192,8 +219,11 @@ export class ConnectionPool {
         this.discard(idle);
         continue;
       }
-      // One on its way back from a transaction is waited for rather than another opened.
-      if (slot.releasing === 0 && slot.open < this.#max) {
+      // A connection on its way back from a transaction is waited for rather than another
+      // opened, but by one acquire each: with every returning one spoken for (each waiter
+      // takes one), a burst opens connections up to the limit instead of queueing behind them.
+      // Each release that makes one idle wakes one waiter.
+      if (slot.releasing <= slot.waiters.length && slot.open < this.#max) {
         slot.open++;
         try {
           return await this.#open(host, addresses, budget, requirement);
@@ -209,6 +239,7 @@ export class ConnectionPool {
 
   async #open(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
     let lastError: Error = new Error(`no address to connect to for ${host}`);
+    let reply: SetupReply | null = null;
     const refuse = (address: string, verdict: TlsVerdict, detail: string) => {
       this.#remember(requirement.key, address, verdict);
       return new SessionRefused(`${host} [${address}]: ${detail}`, verdict, address);
@@ -228,6 +259,7 @@ export class ConnectionPool {
         const error = asNodemailerError(caught);
         const tlsFailed = (error as { duringTls?: boolean }).duringTls === true || isTlsFailure(error);
         if (!tlsFailed) {
+          reply = setupReplyOf(error) ?? reply;
           lastError = new Error(`${host} [${address}]: ${error.message}`);
           continue;
         }
@@ -240,7 +272,9 @@ export class ConnectionPool {
           lease = await connect(this.#options, host, address, requirement.key, false);
           lease.note = `sent without TLS: STARTTLS failed (${error.message})`;
         } catch (plainCaught) {
-          lastError = new Error(`${host} [${address}]: ${asNodemailerError(plainCaught).message}`);
+          const plainError = asNodemailerError(plainCaught);
+          reply = setupReplyOf(plainError) ?? reply;
+          lastError = new Error(`${host} [${address}]: ${plainError.message}`);
           continue;
         }
       }
@@ -257,7 +291,7 @@ export class ConnectionPool {
       });
       return lease;
     }
-    throw lastError;
+    throw lastError instanceof SessionRefused ? lastError : new SetupFailed(lastError.message, reply);
   }
 
   #remember(key: string, address: string, verdict: TlsVerdict): void {

@@ -24,7 +24,7 @@ import net from 'node:net';
 import { domainToASCII } from 'node:url';
 import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type RecipientResult, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
-import { ConnectionPool, SessionRefused, type Lease, type SessionRequirement } from './mx-connections.ts';
+import { ConnectionPool, SessionRefused, SetupFailed, type Lease, type SessionRequirement, type SetupReply } from './mx-connections.ts';
 import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyLookup } from './mta-sts.ts';
 import { envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
@@ -241,8 +241,14 @@ export class MxTransport implements MailTransport {
     if (net.isIP(host)) found = [host];
     else {
       const [v4, v6] = await Promise.allSettled([this.#dns.addresses(host, 4), this.#dns.addresses(host, 6)]);
-      found = [v4, v6].flatMap((r) => (r.status === 'fulfilled' && r.value.kind === 'answer' ? r.value.records : []));
-      authenticated = [v4, v6].every((r) => r.status === 'fulfilled' && r.value.authenticated);
+      const answered = [v4, v6].flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      found = answered.flatMap((a) => (a.kind === 'answer' ? a.records : []));
+      // As Postfix judges each address by its own RRset: a lookup that failed (a timeout, or
+      // SERVFAIL, which a validating resolver also answers for a tampered RRset) gives no
+      // addresses and does not make the others insecure, or whoever can break one family's
+      // lookup turns DANE off for the host. An answer without the AD bit proves the zone
+      // unsigned, so a family that failed could not have been secure then either.
+      authenticated = answered.length > 0 && answered.every((a) => a.authenticated);
       codes = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [dnsCode(r.reason)] : r.value.kind === 'nxdomain' ? ['ENOTFOUND'] : r.value.kind === 'nodata' ? ['ENODATA'] : []));
     }
     const refused: string[] = [];
@@ -350,6 +356,8 @@ export class MxTransport implements MailTransport {
     let anyRefused = false;
     // Whether every failure so far was a TLS policy's (for the stage of the response).
     let onlyPolicy = true;
+    // The latest reply that refused a session (421 in the greeting…): a deferral carries its codes for the site's backoff.
+    let refusedWith: SetupReply | null = null;
     const considered = route.hosts.slice(0, MAX_MX_HOSTS_PER_DOMAIN);
     for (const host of considered) {
       if (budget.attempts <= 0) break;
@@ -385,8 +393,10 @@ export class MxTransport implements MailTransport {
         // A remembered refusal opened no session: it was reported when it happened.
         if (error instanceof SessionRefused) {
           if (!error.remembered) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
+        } else {
+          onlyPolicy = false;
+          if (error instanceof SetupFailed) refusedWith = error.reply ?? refusedWith;
         }
-        else onlyPolicy = false;
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
       }
@@ -417,7 +427,7 @@ export class MxTransport implements MailTransport {
     }
     const response = failures.join('; ');
     const stage = onlyPolicy && failures.length > 0 ? 'tls' : 'connection';
-    return addresses.map((address) => ({ address, result: 'deferred', smtpCode: null, enhancedCode: null, response, stage }));
+    return addresses.map((address) => ({ address, result: 'deferred', smtpCode: refusedWith?.smtpCode ?? null, enhancedCode: refusedWith?.enhancedCode ?? null, response, stage }));
   }
 
   async #transaction(lease: Lease, domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {

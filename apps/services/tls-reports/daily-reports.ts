@@ -1,4 +1,4 @@
-// Sends yesterday's TLS reports (RFC 8460): for every recipient domain Relay had sessions with
+// Sends each day's TLS reports (RFC 8460): for every recipient domain Relay had sessions with
 // that day and that publishes `_smtp._tls` with a rua, one gzipped JSON report, by mail
 // (multipart/report; report-type="tlsrpt", DKIM-signed) and/or HTTPS POST.
 //
@@ -9,7 +9,8 @@
 // Without RELAY_TLSRPT_FROM, mailto destinations are skipped (HTTPS ones are still posted).
 //
 // Each (day, domain) report is claimed first (a unique document), so several sender instances
-// send it once; a report whose sending failed is tried again on the next hourly pass for two days.
+// send it once. Each hourly pass looks at the last REPORT_DAYS days, not only yesterday, so a
+// report whose sending failed is tried again after the UTC day turns, up to MAX_ATTEMPTS times.
 // The claim is refreshed (compare-and-set) after each destination, so it is taken over as
 // abandoned only when its holder stopped, and a holder whose claim was taken over stops sending.
 // One instance runs one pass at a time, and a domain whose report throws is logged and left for
@@ -72,6 +73,13 @@ const STANDARD_LINES_PER_PAGE = 500;
 const CLAIM_STALE_MS = 2 * 60 * 60_000;
 const MAX_ATTEMPTS = 48;
 /**
+ * The days each hourly pass looks at: yesterday and the two before. A report's MAX_ATTEMPTS, one
+ * per pass, fit in the first two days after its own; the third takes over the claims an instance
+ * that stopped on the second left (stale after CLAIM_STALE_MS), and catches up on a report whose
+ * first passes did not run (every instance down) or could not look its domain up.
+ */
+const REPORT_DAYS = 3;
+/**
  * Destinations of one report at most (a rua's https ones first, then its mailto ones): each is a
  * POST or a mail recipient, and a record is the recipient domain's to write.
  */
@@ -95,15 +103,27 @@ function capped(destinations: TlsReportDestinations): { https: string[]; mailto:
   return { https, mailto, leftOut: destinations.https.length + destinations.mailto.length - https.length - mailto.length };
 }
 
-async function linesOfDay(documents: DocumentStore, day: string): Promise<Map<string, TlsSessionCountDoc[]>> {
-  const byDomain = new Map<string, TlsSessionCountDoc[]>();
+/** The recipient domains with sessions on `day`, each once: only their names are read, as most of a past day's reports are settled. */
+async function domainsOfDay(documents: DocumentStore, day: string): Promise<string[]> {
+  const domains: string[] = [];
   let after: Record<string, string> | undefined;
   for (;;) {
-    const page = await tlsSessionCounts(documents).find({ where: { day }, orderBy: [['domain', 'asc'], ['_id', 'asc']], limit: STANDARD_LINES_PER_PAGE, ...(after ? { after } : {}) });
-    for (const line of page) byDomain.set(line.domain, [...(byDomain.get(line.domain) ?? []), line]);
-    if (page.length < STANDARD_LINES_PER_PAGE) return byDomain;
+    const page = await tlsSessionCounts(documents).find({ where: { day }, orderBy: [['domain', 'asc'], ['_id', 'asc']], limit: STANDARD_LINES_PER_PAGE, fields: ['domain'], ...(after ? { after } : {}) });
+    for (const line of page) if (domains[domains.length - 1] !== line.domain) domains.push(line.domain);
+    if (page.length < STANDARD_LINES_PER_PAGE) return domains;
     const last = page[page.length - 1];
     after = { domain: last.domain, _id: last._id };
+  }
+}
+
+async function linesOf(documents: DocumentStore, day: string, domain: string): Promise<TlsSessionCountDoc[]> {
+  const lines: TlsSessionCountDoc[] = [];
+  let after: Record<string, string> | undefined;
+  for (;;) {
+    const page = await tlsSessionCounts(documents).find({ where: { day, domain }, orderBy: [['_id', 'asc']], limit: STANDARD_LINES_PER_PAGE, ...(after ? { after } : {}) });
+    lines.push(...page);
+    if (page.length < STANDARD_LINES_PER_PAGE) return lines;
+    after = { _id: page[page.length - 1]._id };
   }
 }
 
@@ -145,6 +165,15 @@ export async function reportMessage(
   });
 }
 
+/**
+ * Whether a report already claimed may be claimed again: it failed, or its holder stopped (the
+ * claim went stale); either way at most MAX_ATTEMPTS claims in all.
+ */
+function due(report: TlsReportDoc, now: Date): boolean {
+  if (report.attempts >= MAX_ATTEMPTS) return false;
+  return report.status === 'failed' || (report.status === 'sending' && Date.parse(report.updatedAt) + CLAIM_STALE_MS < now.getTime());
+}
+
 async function claim(documents: DocumentStore, day: string, domain: string, reportId: string, now: Date): Promise<Stored<TlsReportDoc> | null> {
   const reports = tlsReports(documents);
   const _id = `${day}|${domain}`;
@@ -155,10 +184,7 @@ async function claim(documents: DocumentStore, day: string, domain: string, repo
     if (!(error instanceof DuplicateKeyError)) throw error;
   }
   const current = await reports.get(_id);
-  if (!current) return null;
-  const retry = current.status === 'failed' && current.attempts < MAX_ATTEMPTS;
-  const abandoned = current.status === 'sending' && Date.parse(current.updatedAt) + CLAIM_STALE_MS < now.getTime();
-  if (!retry && !abandoned) return null;
+  if (!current || !due(current, now)) return null;
   const { _v, ...rest } = current;
   return reports.replace({ ...rest, status: 'sending', attempts: current.attempts + 1, updatedAt: now.toISOString() }, _v);
 }
@@ -172,17 +198,21 @@ interface PassContext {
 const warn = (deps: TlsReportingDeps, message: string, fields: Record<string, unknown>) =>
   deps.onWarning ? deps.onWarning(message, fields) : deps.onError(new Error(`${message} ${JSON.stringify(fields)}`));
 
-/** Sends the reports of `day` that are due; returns what happened to each domain's. */
+/** Sends the reports of `day` that are due (not claimed yet, failed, or abandoned); returns what happened to each domain's. */
 export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promise<TlsReportDoc[]> {
-  const lines = await linesOfDay(deps.documents, day);
+  const domains = await domainsOfDay(deps.documents, day);
   const signing = deps.from ? await senderDomain(deps.documents, deps.from) : null;
   const submitter = deps.from ? deps.from.slice(deps.from.lastIndexOf('@') + 1).toLowerCase() : 'relay';
   const identity: ReportIdentity = { organizationName: submitter, contactInfo: deps.from ?? `postmaster@${submitter}`, submitter };
   const done: TlsReportDoc[] = [];
-  for (const [domain, domainLines] of lines) {
+  for (const domain of domains) {
     // One domain's failure (its store writes, its report, its mail) is its own: the rest are sent.
     try {
-      const saved = await sendDomainReport(deps, { identity, submitter, signing }, day, domain, domainLines);
+      // A report settled already costs no DNS lookup and no reading of its lines; claim() still
+      // decides, by compare-and-set, between passes that find one due.
+      const current = await tlsReports(deps.documents).get(`${day}|${domain}`);
+      if (current && !due(current, deps.now())) continue;
+      const saved = await sendDomainReport(deps, { identity, submitter, signing }, day, domain, await linesOf(deps.documents, day, domain));
       if (saved) done.push(saved);
     } catch (error) {
       deps.onError(new Error(`TLS report for ${domain} (${day}): ${(error as Error).message}`, { cause: error }));
@@ -256,22 +286,30 @@ async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: 
   return tlsReports(deps.documents).replace({ ...rest, status, results, updatedAt: deps.now().toISOString() }, _v);
 }
 
-/** Runs sendTlsReports for yesterday (UTC) now and then every hour, until stopped. */
+/** The UTC days a pass at `now` looks at: yesterday first, then the earlier ones of REPORT_DAYS. */
+function reportDays(now: Date): string[] {
+  return Array.from({ length: REPORT_DAYS }, (_, i) => new Date(now.getTime() - (i + 1) * 86_400_000).toISOString().slice(0, 10));
+}
+
+/** Runs sendTlsReports for each of the last REPORT_DAYS days (UTC) now and then every hour, until stopped. */
 export function startTlsReporting(deps: TlsReportingDeps, everyMs = 3_600_000): { stop(): Promise<void> } {
   let running: Promise<unknown> | null = null;
   const pass = () => {
-    const yesterday = new Date(deps.now().getTime() - 86_400_000).toISOString().slice(0, 10);
+    const days = reportDays(deps.now());
     // A pass still sending (slow destinations) is not joined by another: the next hour's takes
     // what is left.
     if (running) {
-      warn(deps, 'TLS reports: the previous pass still runs, this one is skipped', { day: yesterday });
+      warn(deps, 'TLS reports: the previous pass still runs, this one is skipped', { days });
       return;
     }
-    running = sendTlsReports(deps, yesterday)
-      .catch((error) => deps.onError(new Error(`TLS reports: ${(error as Error).message}`, { cause: error })))
-      .finally(() => {
-        running = null;
-      });
+    running = (async () => {
+      // One day's failure (its lines unreadable) leaves the other days to be sent.
+      for (const day of days) {
+        await sendTlsReports(deps, day).catch((error) => deps.onError(new Error(`TLS reports (${day}): ${(error as Error).message}`, { cause: error })));
+      }
+    })().finally(() => {
+      running = null;
+    });
   };
   const timer = setInterval(pass, everyMs);
   timer.unref();
