@@ -245,7 +245,7 @@ test('retention prunes only the log\'s own records: the events stay, and a new g
     const [event] = await events.readStream(streams[0]);
     await log.publish(TOPIC, [eventRecord(event)]);
     assert.is(count(file, 'SELECT count(*) AS n FROM log_records'), 1);
-    assert.is(log.pruneBefore(new Date(Date.now() + 60_000)), 1);
+    assert.is(await log.pruneBefore(new Date(Date.now() + 60_000)), 1);
     assert.is(count(file, 'SELECT count(*) AS n FROM es_events'), 10);
     const c = collect(log, 'late');
     await waitUntil(() => c.records.length === 10, 'the new group read every event');

@@ -301,8 +301,8 @@ test('retention prunes old records but keeps offsets going and committed positio
   await waitUntil(() => seen.length === 3, 'the group read a, b, c');
   await early.stop();
 
-  assert.is(log.pruneBefore(new Date(Date.now() - 60_000)), 0, 'nothing is old yet');
-  assert.is(log.pruneBefore(new Date(Date.now() + 60_000)), 2, 'all but the partition\'s last record go');
+  assert.is(await log.pruneBefore(new Date(Date.now() - 60_000)), 0, 'nothing is old yet');
+  assert.is(await log.pruneBefore(new Date(Date.now() + 60_000)), 2, 'all but the partition\'s last record go');
   await log.publish(topic, [{ key: 'k', value: 'd' }]);
 
   const resumed: LogRecord[] = [];

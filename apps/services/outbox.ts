@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { isMissing } from '../../infra/mail/outbox-files.ts';
-import { listOutbox, outboxEmailIds, readOutbox, removeFromOutbox } from '../../infra/mail/outbox-transport.ts';
+import { listOutbox, outboxEmailIds, readOutbox, removeFromOutbox, removeLeftTemps } from '../../infra/mail/outbox-transport.ts';
 import type { EmailView } from '../../projections/email-view.ts';
 import { COLLECTIONS } from './collections.ts';
 import { BODY_RETENTION_MS, contentKeyState, unreadableContent } from './content-vault.ts';
@@ -135,6 +135,8 @@ export async function outboxMessage(documents: DocumentStore, dir: string, email
  * longer be read (key destroyed or expired); returns how many emails' files went. It looks at
  * the files, not at the keys destroyed in this sweep, so a copy the sweep missed (written
  * while its key was being destroyed, or left by a sweep that stopped halfway) goes next time.
+ * The temporary copies a write that died left go too: those of such emails, and any older
+ * than a write lasts (not counted: they were never a message in the outbox).
  */
 export async function deleteUnreadableOutboxCopies(documents: DocumentStore, dir: string, now: Date, batch = 500): Promise<number> {
   const ids = await outboxEmailIds(dir);
@@ -144,5 +146,6 @@ export async function deleteUnreadableOutboxCopies(documents: DocumentStore, dir
       if (await removeFromOutbox(dir, emailId)) deleted++;
     }
   }
+  await removeLeftTemps(dir, now, (emailIds) => unreadableContent(documents, emailIds, now), batch);
   return deleted;
 }

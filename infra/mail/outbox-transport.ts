@@ -5,7 +5,9 @@
 //   <dir>/<emailId>.envelope.json  [{ mailFrom, recipients }, …] every transaction of that email
 //
 // Both hold the body or the BCC: the retention sweep deletes them with the content key
-// (apps/services/outbox.ts).
+// (apps/services/outbox.ts), and with them the temporary copies (`.<emailId>.eml.<hex>.tmp`,
+// `.<emailId>.envelope.json.<hex>.tmp`) that a write which died left; those older than any
+// write lasts go sooner (removeLeftTemps; a starting thread deletes those too).
 //
 // An email sent as several transactions (one per VERP return path) is one .eml and one
 // envelope entry per transaction. Files are 0600 in a 0700 directory (messages hold personal
@@ -16,18 +18,25 @@
 // (the thread-pool round trips), as much as a third of an admission. The writes queued in one
 // turn of the loop go to it as one message, answered in one: waking another thread costs more
 // per message than the bytes do. The thread starts on the first send, is unref'd while idle,
-// and one that dies fails only the sends it held (the batches posted to it).
+// and one that dies fails only the writes it held (the batches posted to it).
+//
+// A write that fails (disk full, the outbox path not a directory, the thread lost) is an
+// outcome, as the port wants, not a throw: `deferred` (retried on the delivery schedule) while
+// nothing of it can have appeared, `unknown` once the .eml may have (a reader may have taken
+// the message as sent). A throw would leave the begun transaction open, to become
+// delivery_unknown at the claim's grace with nothing written.
 // Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
 // `recovering` until the next answer; work waits while a write is outstanding.
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
-import { notBegunOutcome, type MailTransport, type OutgoingMessage, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
-import { isMissing, readEnvelopes, type OutboxEnvelope } from './outbox-files.ts';
+import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
+import { ABANDONED_TEMP_AFTER_MS, isMissing, outboxTemps, readEnvelopes, removeTemp, type OutboxEnvelope, type OutboxTemp } from './outbox-files.ts';
 import type { OutboxWrite, OutboxWriteReply, OutboxWriteRequest, OutboxWriteResult } from './outbox-worker.ts';
 
 export type { OutboxEnvelope } from './outbox-files.ts';
+export { ABANDONED_TEMP_AFTER_MS } from './outbox-files.ts';
 
 const EMAIL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const WORKER_URL = new URL('./outbox-worker.ts', import.meta.url);
@@ -39,10 +48,16 @@ export interface OutboxEntry {
   modifiedAt: Date;
 }
 
-interface Write {
-  resolve: () => void;
-  reject: (error: unknown) => void;
-}
+/**
+ * What came of one write. `reason` goes to timelines and webhook payloads: an error code, never
+ * a path. `messagePlaced`: the .eml had appeared when it failed; null when the thread was lost
+ * and cannot say.
+ */
+type WriteResult = { ok: true } | { ok: false; reason: string; messagePlaced: boolean | null };
+
+type Write = (result: WriteResult) => void;
+
+const CLOSED: WriteResult = { ok: false, reason: 'the outbox transport is closed', messagePlaced: false };
 
 export class OutboxTransport implements MailTransport {
   readonly name = 'outbox';
@@ -73,33 +88,44 @@ export class OutboxTransport implements MailTransport {
     if (!EMAIL_ID.test(message.emailId)) throw new Error(`outbox: invalid email id ${JSON.stringify(message.emailId)}`);
     const previous = this.#pending.get(message.emailId) ?? Promise.resolve();
     // The file write is the transaction: the caller's mark comes right before it.
-    const work = previous.catch(() => undefined).then(async () => {
-      if (options.beginTransaction && !(await options.beginTransaction())) return false;
-      await this.#write(message);
-      return true;
+    const work = previous.catch(() => undefined).then(async (): Promise<WriteResult | null> => {
+      if (options.beginTransaction && !(await options.beginTransaction())) return null;
+      const result = await this.#write(message);
+      if (result.ok || result.messagePlaced !== null) return result;
+      // The thread died holding the write. Looked at before this email's next write can start:
+      // the message may have appeared only if its bytes are there.
+      return { ...result, messagePlaced: await holdsBytes(join(this.dir, `${message.emailId}.eml`), message.raw) };
     });
     this.#pending.set(message.emailId, work);
-    let written: boolean;
+    let result: WriteResult | null;
     try {
-      written = await work;
+      result = await work;
     } finally {
       if (this.#pending.get(message.emailId) === work) this.#pending.delete(message.emailId);
     }
-    if (!written) return { providerMessageId: null, recipients: [...new Set(message.envelope.recipients)].map(notBegunOutcome) };
+    const addresses = [...new Set(message.envelope.recipients)];
+    if (result === null) return { providerMessageId: null, recipients: addresses.map(notBegunOutcome) };
     // The file's name only: this text reaches timelines and webhook payloads, the server's paths must not.
+    if (!result.ok) {
+      const outcome: Omit<RecipientOutcome, 'address'> = result.messagePlaced
+        ? { result: 'unknown', smtpCode: null, enhancedCode: null, response: `${message.emailId}.eml was written to the outbox, then the write failed: ${result.reason}` }
+        : { result: 'deferred', smtpCode: null, enhancedCode: null, response: `not written to the outbox: ${result.reason}` };
+      return { providerMessageId: null, recipients: addresses.map((address) => ({ address, ...outcome })) };
+    }
     const response = `written to the outbox as ${message.emailId}.eml`;
     return {
       providerMessageId: message.messageId,
-      recipients: [...new Set(message.envelope.recipients)].map((address) => ({ address, result: 'accepted' as const, smtpCode: null, enhancedCode: null, response })),
+      recipients: addresses.map((address) => ({ address, result: 'accepted' as const, smtpCode: null, enhancedCode: null, response })),
     };
   }
 
-  #write(message: OutgoingMessage): Promise<void> {
-    if (this.#closed) return Promise.reject(new Error('the outbox transport is closed'));
+  /** Settles with what came of the write; never rejects. */
+  #write(message: OutgoingMessage): Promise<WriteResult> {
+    if (this.#closed) return Promise.resolve(CLOSED);
     const transaction: OutboxEnvelope = { mailFrom: message.envelope.mailFrom, recipients: [...message.envelope.recipients] };
     const request: OutboxWrite = { id: this.#nextId++, emailId: message.emailId, raw: message.raw, transaction };
-    return new Promise<void>((resolve, reject) => {
-      this.#queued.push({ request, write: { resolve, reject } });
+    return new Promise<WriteResult>((write) => {
+      this.#queued.push({ request, write });
       this.#posting ??= setImmediate(() => this.#post());
     });
   }
@@ -110,7 +136,7 @@ export class OutboxTransport implements MailTransport {
     const queued = this.#queued;
     this.#queued = [];
     if (this.#closed) {
-      for (const { write } of queued) write.reject(new Error('the outbox transport is closed'));
+      for (const { write } of queued) write(CLOSED);
       return;
     }
     const worker = this.#worker ?? this.#start();
@@ -148,8 +174,8 @@ export class OutboxTransport implements MailTransport {
       }
       if (this.#writes.size === 0) worker.unref();
       for (const [write, result] of answered) {
-        if ('error' in result) write.reject(Object.assign(new Error(result.error.message), result.error.code ? { code: result.error.code } : {}));
-        else write.resolve();
+        // The code only: the message names paths.
+        write('error' in result ? { ok: false, reason: result.error.code ?? 'an unexpected error', messagePlaced: result.error.messagePlaced } : { ok: true });
       }
     });
     // 'error' (an uncaught exception, out of memory) comes before 'exit'; either ends the thread.
@@ -158,13 +184,16 @@ export class OutboxTransport implements MailTransport {
     return worker;
   }
 
-  /** The sends the thread held fail (the sender tries them again); the next send starts a new one. */
+  /**
+   * The writes the thread held end unanswered (send() finds out what they left); the next send
+   * starts a new thread.
+   */
   #lost(worker: Worker, cause: Error): void {
     if (this.#worker !== worker) return;
     this.#worker = null;
     const lost = new Error(`the outbox thread stopped while writing: ${cause.message}`, { cause });
     if (!this.#closed) this.liveness.failed(lost, 'thread');
-    for (const write of this.#writes.values()) write.reject(lost);
+    for (const write of this.#writes.values()) write({ ok: false, reason: 'the outbox thread stopped while writing', messagePlaced: null });
     this.#writes.clear();
   }
 
@@ -175,6 +204,18 @@ export class OutboxTransport implements MailTransport {
     const worker = this.#worker;
     this.#worker = null;
     await worker?.terminate();
+  }
+}
+
+/** Whether the file holds exactly `bytes`; false when it is not there (nor its directory). */
+async function holdsBytes(path: string, bytes: Buffer): Promise<boolean> {
+  try {
+    return (await readFile(path)).equals(bytes);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    // Unreadable: it may be there.
+    return true;
   }
 }
 
@@ -214,6 +255,22 @@ export async function outboxEmailIds(dir: string): Promise<string[]> {
     if (emailId !== undefined && EMAIL_ID.test(emailId)) ids.add(emailId);
   }
   return [...ids];
+}
+
+/**
+ * Retention's step for the temporary copies that writes which died left: deletes those older
+ * than ABANDONED_TEMP_AFTER_MS at `now`, and those of the emails `unreadable` returns (whose
+ * content can no longer be read); how many went.
+ */
+export async function removeLeftTemps(dir: string, now: Date, unreadable: (emailIds: string[]) => Promise<string[]>, batch = 500): Promise<number> {
+  const temps = await outboxTemps(dir);
+  const abandoned = (temp: OutboxTemp) => now.getTime() - temp.modifiedAt.getTime() > ABANDONED_TEMP_AFTER_MS;
+  const ids = [...new Set(temps.filter((temp) => !abandoned(temp)).map((temp) => temp.emailId))];
+  const gone = new Set<string>();
+  for (let i = 0; i < ids.length; i += batch) for (const emailId of await unreadable(ids.slice(i, i + batch))) gone.add(emailId);
+  let removed = 0;
+  for (const temp of temps) if ((abandoned(temp) || gone.has(temp.emailId)) && await removeTemp(dir, temp)) removed++;
+  return removed;
 }
 
 /** Deletes an email's files from the outbox; false when it had none. */

@@ -4,7 +4,7 @@
 // in one turn of the sender's loop) and are answered in one message per batch: waking another
 // thread costs more per message than the bytes do.
 import { parentPort } from 'node:worker_threads';
-import { writeToOutbox, type OutboxEnvelope } from './outbox-files.ts';
+import { OutboxWriteFailed, writeToOutbox, type OutboxEnvelope } from './outbox-files.ts';
 
 export interface OutboxWrite {
   id: number;
@@ -19,7 +19,11 @@ export interface OutboxWriteRequest {
   writes: OutboxWrite[];
 }
 
-export type OutboxWriteResult = { id: number } | { id: number; error: { message: string; code?: string } };
+/**
+ * `messagePlaced`: the write had made the email's .eml appear (or replaced it) before it
+ * failed (OutboxWriteFailed).
+ */
+export type OutboxWriteResult = { id: number } | { id: number; error: { message: string; code?: string; messagePlaced: boolean } };
 
 /** One message from the thread: a result for each write of a request. */
 export type OutboxWriteReply = { results: OutboxWriteResult[] } | { ready: true };
@@ -32,8 +36,8 @@ async function written(dir: string, { id, emailId, raw, transaction }: OutboxWri
     await writeToOutbox(dir, emailId, Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), transaction);
     return { id };
   } catch (error) {
-    const { message, code } = error as NodeJS.ErrnoException;
-    return { id, error: { message: String(message ?? error), ...(typeof code === 'string' ? { code } : {}) } };
+    const failed = error instanceof OutboxWriteFailed ? error : new OutboxWriteFailed(error, false);
+    return { id, error: { message: failed.message, ...(failed.code ? { code: failed.code } : {}), messagePlaced: failed.messagePlaced } };
   }
 }
 

@@ -130,9 +130,19 @@ INSERT OR IGNORE INTO log_partition_ends (topic, partition, next_offset)
   SELECT topic, partition, max(record_offset) + 1 FROM log_records
   WHERE NOT EXISTS (SELECT 1 FROM log_partition_ends) GROUP BY topic, partition`;
 
+/**
+ * The records retention deletes (pruneBefore), `?` the cutoff: each partition's last record
+ * stays, except a view topic's, whose next offsets are the event store's counter's.
+ */
+const PRUNABLE = `appended_at < ? AND (record_offset <
+  (SELECT max(m.record_offset) FROM log_records m WHERE m.topic = log_records.topic AND m.partition = log_records.partition)
+  OR topic IN (SELECT topic FROM log_views))`;
+
 /** Statements of the reader: they see committed records only. */
 function prepareReads(db: DatabaseSync, batchSize: number) {
   return {
+    // Found through the appended_at index, without the write lock the DELETE takes.
+    prunable: db.prepare(`SELECT EXISTS (SELECT 1 FROM log_records WHERE ${PRUNABLE}) AS any`),
     // The batch size is written into the SQL: a bound LIMIT makes SQLite prepare the
     // statement again on every call.
     fetch: db.prepare(
@@ -187,12 +197,7 @@ function prepareStatements(db: DatabaseSync) {
     topicPartitions: db.prepare('SELECT partitions, EXISTS (SELECT 1 FROM log_views v WHERE v.topic = t.topic) AS view FROM log_topics t WHERE topic = ?'),
     createTopic: db.prepare('INSERT INTO log_topics (topic, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING'),
     endOffset: db.prepare('SELECT coalesce(max(record_offset) + 1, 0) AS next FROM log_records WHERE topic = ? AND partition = ?'),
-    // A view topic's next offsets are the event store's counter's: its last record need not stay.
-    prune: db.prepare(
-      `DELETE FROM log_records WHERE appended_at < ? AND (record_offset <
-         (SELECT max(m.record_offset) FROM log_records m WHERE m.topic = log_records.topic AND m.partition = log_records.partition)
-         OR topic IN (SELECT topic FROM log_views))`,
-    ),
+    prune: db.prepare(`DELETE FROM log_records WHERE ${PRUNABLE}`),
     insertRecord: db.prepare(
       'INSERT INTO log_records (topic, partition, record_offset, key, value, headers, appended_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
@@ -258,6 +263,8 @@ export class SqliteLog implements Log {
   #views: { reads: Views; counter: PartitionCounter } | null = null;
   readonly #consumers = new Set<GroupConsumer>();
   readonly #pruneTimer: NodeJS.Timeout | null;
+  /** The retention timer's prune while it runs: one at a time, and close() waits for it. */
+  #pruning: Promise<void> | null = null;
   #offsetReads: ReturnType<typeof prepareOffsetReads> | undefined;
   #closed = false;
 
@@ -283,12 +290,25 @@ export class SqliteLog implements Log {
       throw error;
     }
     const retentionMs = options.retentionMs ?? 7 * 24 * 60 * 60_000;
-    this.#pruneTimer = retentionMs > 0
-      ? setInterval(() => {
-        if (!this.#closed) this.pruneBefore(new Date(Date.now() - retentionMs));
-      }, PRUNE_EVERY_MS)
-      : null;
+    this.#pruneTimer = retentionMs > 0 ? setInterval(() => this.#prune(retentionMs), PRUNE_EVERY_MS) : null;
     this.#pruneTimer?.unref();
+  }
+
+  /**
+   * The retention timer's turn. A failure (the write lock held past the busy timeout by another
+   * process, a full disk) is a warning, as the consumers' are, and the next turn tries again: a
+   * throw from a timer would end the process.
+   */
+  #prune(retentionMs: number): void {
+    if (this.#closed || this.#pruning) return;
+    this.#pruning = this.pruneBefore(new Date(Date.now() - retentionMs)).then(
+      () => undefined,
+      (error: unknown) => {
+        if (!this.#closed) process.emitWarning(`the log's retention could not prune: ${errorOf(error).message}`, { code: 'RELAY_SQLITE_LOG' });
+      },
+    ).finally(() => {
+      this.#pruning = null;
+    });
   }
 
   /** Makes `topic` a view of es_events unless it exists already (as the log's own, or as a view). */
@@ -324,11 +344,16 @@ export class SqliteLog implements Log {
    * Deletes records appended before `cutoff`, except each partition's last one: it keeps the
    * partition's next offset, so offsets never go back and committed positions stay valid.
    * Only the log's own records: a view topic's events stay, as the event store keeps them.
-   * Returns how many records were deleted.
+   * Returns how many records were deleted. The DELETE is a write of the group commit, which waits
+   * for another connection's write lock on a timer rather than in sqlite's busy handler (the
+   * event loop would stop for up to its timeout); it runs only when the reader finds something
+   * to delete, so the usual turn, with nothing old enough, takes no lock at all.
    */
-  pruneBefore(cutoff: Date): number {
+  async pruneBefore(cutoff: Date): Promise<number> {
     this.#assertOpen();
-    return Number(this.#statements.prune.run(cutoff.toISOString()).changes);
+    const at = cutoff.toISOString();
+    if ((this.#reads.prunable.get(at) as { any: number }).any === 0) return 0;
+    return Number((await this.#connections.commits.runStatement(() => this.#statements.prune.run(at))).changes);
   }
 
   /** Like Kafka's createTopics, an existing topic is left as it is, whatever its partition count. */
@@ -423,7 +448,7 @@ export class SqliteLog implements Log {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#pruneTimer) clearInterval(this.#pruneTimer);
-    await Promise.all([...this.#consumers].map((c) => c.stop()));
+    await Promise.all([...[...this.#consumers].map((c) => c.stop()), this.#pruning]);
     await this.#connections.release();
   }
 
