@@ -135,8 +135,15 @@ EOF
 }
 
 random_cluster_id() {
-  # A Kafka Uuid: 16 random bytes, base64url without padding (22 chars).
-  head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+  # A Kafka Uuid: 16 random bytes, base64url without padding (22 chars). Drawn again while it
+  # starts with "-", as Kafka's own Uuid.randomUuid does: the storage tool would read such an
+  # id as an option (one start in 64 failed so).
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+    [[ "$id" != -* ]] && break
+  done
+  printf '%s' "$id"
 }
 
 cmd_start() {
