@@ -18,7 +18,6 @@
 // recovering the server pings them itself on a capped, doubling back-off (STORE_PROBE), and
 // stops once they answer, a lookup or recording succeeds, or the server stops. Work waits while
 // reports are being recorded; a listener that closes by itself stops it.
-import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
@@ -38,6 +37,7 @@ import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { ReportTargets, withBccAddresses, type ReportTarget } from '../services/feedback/report-targets.ts';
 import { SerialByKey } from '../services/serial-by-key.ts';
+import { readInboundTls } from './inbound-tls.ts';
 import { ReadRate } from './read-rate.ts';
 
 /**
@@ -205,9 +205,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   const readRate = new ReadRate(limits.dataBytesPerSecond, Math.min(limits.dataBytesPerSecond, MAX_REPORT_BYTES));
   const deps = { events: options.events, emails: options.emails, documents: options.documents, secrets: options.secrets, now: options.now, lanes };
   const reportTargets = new ReportTargets(deps);
-  const tls = options.tlsCertFile && options.tlsKeyFile
-    ? { cert: readFileSync(options.tlsCertFile), key: readFileSync(options.tlsKeyFile) }
-    : null;
+  const tls = options.tlsCertFile && options.tlsKeyFile ? readInboundTls(options.tlsCertFile, options.tlsKeyFile) : null;
 
   /** Closes a session with a 421 (the client retries later, elsewhere or here). */
   const cut = (connection: SMTPConnection, text: string) => connection.send(421, `${text}, closing connection`);
