@@ -10,6 +10,16 @@ import type { OutgoingRecord } from './ports/log.ts';
 /** Partitions of the events topic (where it is created; an existing topic keeps its count). */
 export const EVENTS_TOPIC_PARTITIONS = 8;
 
+/**
+ * The largest event, as encodeEvent writes it (UTF-8 bytes), that the events topic must carry:
+ * admission refuses an email whose event would be larger (apps/services/event-size.ts), and a
+ * log must take a record of this size with its key, headers and framing (the Kafka adapter
+ * creates topics with max.message.bytes 16 MiB). A send request is at most 10 MiB, its event up
+ * to about 14 MiB (sealed bodies are base64: 4 bytes for 3), so only an email whose template
+ * multiplied its variables can reach this.
+ */
+export const MAX_EVENT_BYTES = 15 * 1024 * 1024;
+
 export const eventRecordHeaders = (type: string, id: string): Record<string, string> => ({ 'event-type': type, 'event-id': id });
 
 export const encodeEvent = (event: StoredEvent): string => JSON.stringify(event);

@@ -4,7 +4,13 @@
 //
 // Events are published in batches: the subscription hands them over one by one, and every
 // event it has ready before the next turn of the event loop goes out in one publish (one
-// transaction on the embedded log, one produce request on Kafka), up to MAX_BATCH.
+// transaction on the embedded log, one produce request on Kafka), up to MAX_BATCH events and
+// MAX_BATCH_BYTES. A log that still refuses a batch for its size (a topic that takes smaller
+// records than Relay's) gets it in halves. A single event it refuses cannot be published, and
+// the forwarder cannot go past it (events stay in order): it is written to stderr at error
+// level with its id, once, and retried while the forwarder stays recovering (relay_part_up 0,
+// its liveness error naming the event) until the topic takes it. Admission keeps such events
+// from being written (apps/services/event-size.ts).
 //
 // Liveness (infra/liveness.ts): a failed read of the event store (the subscription reads again
 // from the last event it delivered), a failed publish (retried with the same batch) or a failed
@@ -18,7 +24,7 @@
 // same in every mode; it reads nothing and saves no checkpoint.
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
-import type { Log, OutgoingRecord } from '../../infra/ports/log.ts';
+import { RecordsTooLargeError, type Log, type OutgoingRecord } from '../../infra/ports/log.ts';
 import { Liveness } from '../../infra/liveness.ts';
 import { retryUntilDone } from '../../infra/retry.ts';
 import { COLLECTIONS } from '../services/collections.ts';
@@ -51,8 +57,32 @@ export interface ForwarderOptions {
 
 /** Events per publish at most; the subscription waits while this many are unpublished. */
 const MAX_BATCH = 500;
+/**
+ * Bytes per publish at most (keys, values, headers); an event larger than this goes alone.
+ * Kafka refuses one partition's records of a request together over the topic's
+ * max.message.bytes (16 MiB as infra/kafka/log.ts creates it): bounding the whole publish
+ * bounds each partition's share, whatever the topic's partition count.
+ */
+const MAX_BATCH_BYTES = 8 * 1024 * 1024;
+/** Bytes of unpublished events the subscription may hand over before it waits. */
+const MAX_PENDING_BYTES = 32 * 1024 * 1024;
 /** How long stop() keeps trying to publish what it holds before leaving it to the next start. */
 const STOP_GRACE_MS = 5_000;
+
+/** An event handed over by the subscription, not yet acknowledged by the log. */
+interface Pending {
+  record: OutgoingRecord;
+  /** Its record's size: key, value and headers, in UTF-8. */
+  bytes: number;
+  position: string;
+  event: Pick<StoredEvent, 'id' | 'type' | 'streamId'>;
+}
+
+function recordBytes(record: OutgoingRecord): number {
+  let bytes = Buffer.byteLength(record.key) + Buffer.byteLength(record.value);
+  for (const [name, value] of Object.entries(record.headers ?? {})) bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return bytes;
+}
 
 export interface Forwarder {
   stop(): Promise<void>;
@@ -118,17 +148,60 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   idleSave.unref();
 
   const abort = new AbortController();
-  let pending: Array<{ record: OutgoingRecord; position: string }> = [];
+  let pending: Pending[] = [];
+  let pendingBytes = 0;
   let publishing: Promise<void> | null = null;
+  // Events per publish for now: halved when the log refuses a batch for its size, doubled back after each publish.
+  let batchLimit = MAX_BATCH;
+  // The event last reported as one the log refuses: said once, not at every retry.
+  let reportedTooLarge: string | null = null;
+
+  const nextBatch = (): Pending[] => {
+    let count = 0;
+    let bytes = 0;
+    while (count < pending.length && count < batchLimit && (count === 0 || bytes + pending[count].bytes <= MAX_BATCH_BYTES)) bytes += pending[count++].bytes;
+    return pending.slice(0, count);
+  };
+
+  const publishBatch = async (batch: Pending[]): Promise<'published' | 'split'> => {
+    try {
+      await log.publish(topic, batch.map((p) => p.record));
+      return 'published';
+    } catch (error) {
+      if (!(error instanceof RecordsTooLargeError)) throw error;
+      if (batch.length > 1) {
+        failed('publish')(error);
+        return 'split';
+      }
+      const { event, bytes } = batch[0];
+      const stuck = new Error(
+        `event ${event.id} (${event.type} of ${event.streamId}, ${bytes} bytes) is larger than the log takes in one record; ` +
+          `nothing after it can be forwarded until the topic takes it (Kafka: raise its max.message.bytes): ${error.message}`,
+        { cause: error },
+      );
+      if (reportedTooLarge !== event.id) {
+        reportedTooLarge = event.id;
+        process.stderr.write(`[forwarder] ERROR ${stuck.message}\n`);
+      }
+      throw stuck;
+    }
+  };
 
   const publishPending = async () => {
     // Let the subscription hand over what it already has, so it goes out in one publish.
     await new Promise<void>((resolve) => setImmediate(resolve));
     while (pending.length > 0 && !abort.signal.aborted) {
-      const batch = pending.slice(0, MAX_BATCH);
-      const published = await retryUntilDone(() => log.publish(topic, batch.map((p) => p.record)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal, failed('publish'));
-      if (!published) return;
+      const batch = nextBatch();
+      let outcome = 'published' as 'published' | 'split';
+      const done = await retryUntilDone(async () => void (outcome = await publishBatch(batch)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal, failed('publish'));
+      if (!done) return;
+      if (outcome === 'split') {
+        batchLimit = Math.ceil(batch.length / 2);
+        continue;
+      }
+      batchLimit = Math.min(MAX_BATCH, batchLimit * 2);
       pending = pending.slice(batch.length);
+      for (const p of batch) pendingBytes -= p.bytes;
       acknowledged = batch[batch.length - 1].position;
       liveness.progress('publish');
       sinceSave += batch.length;
@@ -155,12 +228,12 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       },
     },
     async (event: StoredEvent) => {
-      pending.push({
-        record: eventRecord(event),
-        position: event.position,
-      });
+      const record = eventRecord(event);
+      const bytes = recordBytes(record);
+      pending.push({ record, bytes, position: event.position, event: { id: event.id, type: event.type, streamId: event.streamId } });
+      pendingBytes += bytes;
       kick();
-      while (pending.length >= MAX_BATCH && publishing) await publishing;
+      while ((pending.length >= MAX_BATCH || pendingBytes >= MAX_PENDING_BYTES) && publishing) await publishing;
     },
   );
 

@@ -15,9 +15,11 @@
 //   3. sender domain, 4. development recipients: the request's own validity for this key;
 //   5. suppressions: a valid request to a blocked recipient is stored as suppressed, which is
 //      an answer, not a rejection, so it keeps its rate slot and is never charged;
+//      then an email, accepted or suppressed, whose event the log could not carry is refused
+//      (413: ./event-size.ts; a template multiplies its variables);
 //   6. quota: charged last, once nothing else can refuse the email, and before the email's
 //      event is appended (see below); the email's content key is stored meanwhile, so that a
-//      request refused by anything before (rate limit, 3 to 5) has written nothing that
+//      request refused by anything before (rate limit, 3 to 5, size) has written nothing that
 //      outlives it, and a request refused by the quota takes its key back;
 //   7. append EmailAccepted / EmailSuppressed to the email's own stream, its body sealed with
 //      that key, which expires seven days after the admission (./content-vault.ts: a key an
@@ -55,7 +57,8 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { AdmissionFlow } from './admission-flow.ts';
 import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
-import { giveBackContentKey, sealWith, takeContentKey, type HeldContentKey } from './content-vault.ts';
+import { contentPlaintext, giveBackContentKey, sealPlaintext, takeContentKey, type HeldContentKey } from './content-vault.ts';
+import { checkEmailEventSize } from './event-size.ts';
 import type { Emails } from './email-stream.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
@@ -278,6 +281,10 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // behind. On the stream as loaded (no email on it: else this was a replay) the decision is
     // one event; the append below decides again, on the same state, with the sealed body.
     const [decided] = decideAdmission(commandFor(unsealed), loaded.state);
+    // An email whose event the log could never carry is refused here, before anything is
+    // written for it (./event-size.ts); its bodies are serialized once, for the seal below.
+    const plaintext = contentPlaintext({ html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
+    checkEmailEventSize(decided.data, plaintext.length);
 
     // 6. Quota: only an email that will be queued is charged. The content key is stored (or
     // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
@@ -301,7 +308,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     if (charge.status === 'rejected') throw charge.reason;
     if (key.status === 'rejected') throw key.reason;
 
-    const content = sealWith(held!.key, { html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
+    const content = sealPlaintext(held!.key, plaintext);
     // 7. A concurrent request with the same key that got in first makes this one its replay
     // (or a conflict): deciding again on the winner's stream says which.
     appending = true;

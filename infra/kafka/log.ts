@@ -12,8 +12,9 @@
 // - A consumer kafkajs gives up on (a crash it deems non-retriable) is started again after a
 //   back-off, so no error ends a consumer group member for good.
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Admin, Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, ISocketFactory, KafkaMessage, LogEntry, Producer } from 'kafkajs';
-import type { ConsumeOptions, ConsumerState, GroupPartitionOffsets, Log, LogConsumer, LogRecord, MembershipChange, OutgoingRecord } from '../ports/log.ts';
+import type { Admin, ConfigResourceTypes, Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, ISocketFactory, KafkaMessage, LogEntry, Producer } from 'kafkajs';
+import { RecordsTooLargeError, type ConsumeOptions, type ConsumerState, type GroupPartitionOffsets, type Log, type LogConsumer, type LogRecord, type MembershipChange, type OutgoingRecord } from '../ports/log.ts';
+import { MAX_EVENT_BYTES } from '../events-topic.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 // Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
 import './request-queue-fix.ts';
@@ -47,9 +48,10 @@ export interface KafkaLogOptions {
   /** How long ping() waits for the cluster. Default 3000 ms. */
   pingTimeoutMs?: number;
   /**
-   * max.message.bytes of topics this adapter creates. Default 16 MiB: a send request may be
-   * 10 MiB of JSON, and its event (bodies sealed, base64) is up to about 14 MiB; Kafka's
-   * 1 MB default would stop the forwarder at the first large email.
+   * max.message.bytes of topics this adapter creates, and the least it accepts of an existing
+   * one without a warning. Default 16 MiB: an email's event may be up to MAX_EVENT_BYTES (15 MiB,
+   * infra/events-topic.ts), and a record adds its key, headers and framing; Kafka's 1 MB default
+   * would stop the forwarder at the first large email.
    */
   maxMessageBytes?: number;
   /** How the clients open their broker connections (kafkajs's socketFactory, e.g. through a proxy). Default: plain TCP. */
@@ -143,6 +145,19 @@ function toRecord(topic: string, partition: number, message: KafkaMessage): LogR
   };
 }
 
+/** kafkajs's ConfigResourceTypes.TOPIC: its CommonJS module exports the enum in a way Node's named ESM imports do not see. */
+const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
+
+/** Kafka's answers to records too large for the topic; kafkajs does not retry them (it may wrap them in another error, as its cause). */
+const SIZE_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
+
+function refusedForSize(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (SIZE_REFUSALS.has((e as { type?: string }).type ?? '')) return true;
+  }
+  return false;
+}
+
 /** The errors after which kafkajs must rejoin the group before it may commit again. */
 function needsRejoin(error: unknown): boolean {
   const type = (error as { type?: unknown } | null)?.type;
@@ -216,11 +231,37 @@ export class KafkaLog implements Log {
     nonEmptyString('topic', topic);
     if (!Number.isInteger(partitions) || partitions < 1) throw new TypeError(`partitions must be an integer >= 1, got ${String(partitions)}`);
     // Resolves once the partitions have leaders; false (not an error) when the topic exists.
-    await this.#admin.createTopics({
+    const created = await this.#admin.createTopics({
       topics: [{ topic, numPartitions: partitions, configEntries: [{ name: 'max.message.bytes', value: String(this.#settings.maxMessageBytes) }] }],
       waitForLeaders: true,
     });
     this.#knownTopics.add(topic);
+    if (!created) await this.#warnIfRecordLimitBelow(topic, this.#settings.maxMessageBytes);
+  }
+
+  /**
+   * A topic created elsewhere (by hand, by an older Relay, or with the broker's 1 MB default)
+   * may take smaller records than Relay's events need: the forwarder would then be refused the
+   * large ones, and could not go past them. Only said, never changed: the topic is the operator's.
+   */
+  async #warnIfRecordLimitBelow(topic: string, needed: number): Promise<void> {
+    let value: string | undefined;
+    try {
+      const { resources } = await this.#admin.describeConfigs({
+        includeSynonyms: false,
+        resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: ['max.message.bytes'] }],
+      });
+      value = resources[0]?.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue;
+    } catch (error) {
+      process.stderr.write(`[kafka-log] WARN could not read max.message.bytes of topic ${topic} (${describe(errorOf(error))}); it must be at least ${needed}\n`);
+      return;
+    }
+    const limit = Number(value);
+    if (value !== undefined && Number.isFinite(limit) && limit >= needed) return;
+    process.stderr.write(
+      `[kafka-log] WARN topic ${topic} has max.message.bytes ${value ?? 'unknown'}, below the ${needed} Relay needs (an email's event may be up to ${MAX_EVENT_BYTES} bytes): ` +
+        `larger records will be refused and the forwarder cannot go past them; raise it (kafka-configs.sh --alter --entity-type topics --entity-name ${topic} --add-config max.message.bytes=${needed})\n`,
+    );
   }
 
   async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
@@ -229,12 +270,17 @@ export class KafkaLog implements Log {
     checkOutgoingRecords(records);
     if (records.length === 0) return;
     await this.#assertTopicExists(topic);
-    await this.#producer.send({
-      topic,
-      // -1: every in-sync replica has the records before send() resolves.
-      acks: -1,
-      messages: records.map((r) => ({ key: r.key, value: r.value, headers: { ...r.headers } })),
-    });
+    try {
+      await this.#producer.send({
+        topic,
+        // -1: every in-sync replica has the records before send() resolves.
+        acks: -1,
+        messages: records.map((r) => ({ key: r.key, value: r.value, headers: { ...r.headers } })),
+      });
+    } catch (error) {
+      if (refusedForSize(error)) throw new RecordsTooLargeError(`${topic}: ${errorOf(error).message}`, { cause: error });
+      throw error;
+    }
   }
 
   async consume(options: ConsumeOptions): Promise<LogConsumer> {

@@ -104,10 +104,26 @@ export interface LogConsumer {
   stop(): Promise<void>;
 }
 
+/**
+ * A publish the log refused for its size (Kafka: a record, or one partition's records of the
+ * request together, over the topic's max.message.bytes). Records of other partitions may have
+ * been written, as with any failed publish; the same records will be refused again: fewer at a
+ * time may pass, a single one never will.
+ */
+export class RecordsTooLargeError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'RecordsTooLargeError';
+  }
+}
+
 export interface Log {
   /** Creates the topic if it does not exist. */
   ensureTopic(topic: string, partitions: number): Promise<void>;
-  /** Appends records; resolves once the log has durably acknowledged all of them. */
+  /**
+   * Appends records; resolves once the log has durably acknowledged all of them. Throws
+   * RecordsTooLargeError when it refuses them for their size.
+   */
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   /** Joins a consumer group; several consumers of one group share the topic's partitions. */
   consume(options: ConsumeOptions): Promise<LogConsumer>;
