@@ -146,7 +146,7 @@ function longestUnencodedWord(value: string): number {
  * reads an encoded List-Unsubscribe as no URI at all, and one-click unsubscribe (RFC 8058) is
  * lost. So the composer writes them as given (uriListSentAsWritten) and admission holds them to
  * what that needs, as it does UNENCODED_HEADERS: ASCII, and no word too long for a line.
- * List-Id is not among them: its phrase is text and may be encoded.
+ * List-Id is not among them: its phrase may be encoded (LIST_ID_HEADER).
  */
 export const URI_LIST_HEADERS: readonly string[] = ['list-help', 'list-unsubscribe', 'list-subscribe', 'list-post', 'list-owner', 'list-archive', 'archived-at'];
 
@@ -180,8 +180,129 @@ export function uriListSentAsWritten(name: string, value: string): boolean {
   return URI_LIST_HEADERS.includes(name.toLowerCase()) && (headerTextProblem(value) ?? uriListProblem(value)) === null;
 }
 
+/**
+ * RFC 2919's List-Id, `[phrase] <list-id>`: structured, as the URI lists are, but with a phrase
+ * that may be any text. RFC 2047 5 allows encoded words in the phrase and nowhere else, and
+ * nodemailer would encode the whole value once it holds a '"' or a non-ASCII character (RFC
+ * 2919's own example quotes its phrase), so the composer writes the <list-id> as given and
+ * encodes only the phrase (structuredHeader). Admission holds the list-id to what it must be.
+ */
+export const LIST_ID_HEADER = 'list-id';
+/** RFC 2919 2: a list-id is at most 255 characters. */
+const MAX_LIST_ID_LENGTH = 255;
+/** RFC 2919 2: list-label "." list-id-namespace, each a dot-atom-text (RFC 5322 3.2.3), so ASCII. */
+const LIST_ID = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)+$/;
+
+/**
+ * Custom headers (lower-cased names) whose value is a list of mailboxes: RFC 5322's resent
+ * address fields, RFC 8098's Disposition-Notification-To, and Return-Receipt-To, Errors-To,
+ * Mail-Followup-To and Mail-Reply-To, which mail programs read as addresses though no standard
+ * defines them. RFC 2047 5 allows an encoded word in a display name but never in an address,
+ * and nodemailer would encode the whole value once it holds a '"' or a non-ASCII character: a
+ * receiver would read no address at all. So the composer writes each address as given and
+ * encodes only the display names (structuredHeader), as it does Sender's, and admission holds
+ * them to what that needs: mailboxes as domain/mailbox.ts reads them, separated by commas.
+ * Resent-Sender is one mailbox (RFC 5322 3.6.6).
+ */
+export const MAILBOX_LIST_HEADERS: readonly string[] = [
+  'resent-from', 'resent-sender', 'resent-to', 'resent-cc', 'resent-bcc',
+  'disposition-notification-to', 'return-receipt-to', 'errors-to', 'mail-followup-to', 'mail-reply-to',
+];
+
+/** A custom header the composer writes as structured: only the phrase or display names encoded. */
+export type StructuredHeader =
+  | { kind: 'mailboxes'; mailboxes: Mailbox[] }
+  | { kind: 'list-id'; phrase: string | null; listId: string };
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+/** A phrase as written: the text of a quoted-string, else the words themselves. */
+const phraseText = (phrase: string) => (/^".*"$/.test(phrase) ? phrase.slice(1, -1).replace(/\\(.)/g, '$1') : phrase);
+
+function parseListId(value: string): Parsed<{ phrase: string | null; listId: string }> {
+  const angle = /^(.*?)\s*<([^<>]*)>$/.exec(value.trim());
+  const usage = 'must be "<list-id>" or "phrase <list-id>" (RFC 2919)';
+  if (!angle) return { ok: false, reason: `${usage}: it is sent as a list-id, only the phrase RFC 2047 encoded` };
+  const phrase = angle[1].trim();
+  if (/[<>]/.test(phrase) && !/^".*"$/.test(phrase)) return { ok: false, reason: `${usage}: a phrase holding "<" or ">" must be quoted` };
+  const listId = angle[2].trim();
+  if (listId.length > MAX_LIST_ID_LENGTH || !LIST_ID.test(listId)) {
+    return {
+      ok: false,
+      reason: `${usage}, the list-id at most ${MAX_LIST_ID_LENGTH} ASCII characters: a label, a dot and a domain, e.g. <news.example.com> (it is sent as written, never RFC 2047 encoded)`,
+    };
+  }
+  return { ok: true, value: { phrase: phrase === '' ? null : phraseText(phrase), listId } };
+}
+
+/** The entries of a comma-separated list: split at the commas outside quoted strings and angle brackets. */
+function listEntries(value: string): string[] {
+  const entries: string[] = [];
+  let quoted = false;
+  let angled = false;
+  let start = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (c === '<') angled = true;
+    else if (c === '>') angled = false;
+    else if (c === ',' && !angled) {
+      entries.push(value.slice(start, i));
+      start = i + 1;
+    }
+  }
+  entries.push(value.slice(start));
+  return entries;
+}
+
+function parseMailboxList(lower: string, value: string): Parsed<Mailbox[]> {
+  const entries = listEntries(value);
+  const one = lower === 'resent-sender';
+  const usage = one
+    ? 'must be one mailbox, "address" or "Name <address>", whose address is ASCII: it is sent as an address, only the display name RFC 2047 encoded'
+    : 'must be mailboxes, "address" or "Name <address>" separated by commas, whose addresses are ASCII: it is sent as addresses, only display names RFC 2047 encoded';
+  if (one && entries.length > 1) return { ok: false, reason: `${usage} (it holds ${entries.length}: a display name holding a comma must be quoted)` };
+  const mailboxes: Mailbox[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const parsed = parseMailbox(entry);
+    if (!parsed.ok && entries.length === 1) return { ok: false, reason: `${usage} (${parsed.reason})` };
+    if (!parsed.ok) return { ok: false, reason: `${usage} (entry ${i + 1} ${parsed.reason}; a display name holding a comma must be quoted)` };
+    mailboxes.push(parsed.value);
+  }
+  return { ok: true, value: mailboxes };
+}
+
+/** The structured form of a List-Id or mailbox-list header as admission reads it, or why it cannot be sent so. */
+function parseStructured(lower: string, value: string): Parsed<StructuredHeader> | null {
+  // Empty, nodemailer leaves the header out, as the composer does an empty Sender.
+  if (value.trim() === '') return null;
+  if (lower === LIST_ID_HEADER) {
+    const parsed = parseListId(value);
+    return parsed.ok ? { ok: true, value: { kind: 'list-id', ...parsed.value } } : parsed;
+  }
+  if (!MAILBOX_LIST_HEADERS.includes(lower)) return null;
+  const parsed = parseMailboxList(lower, value);
+  return parsed.ok ? { ok: true, value: { kind: 'mailboxes', mailboxes: parsed.value } } : parsed;
+}
+
+/**
+ * How the composer writes this custom header when it is a List-Id or a list of mailboxes as
+ * admission takes them now; null for any other (and an empty one). One admitted before these
+ * rules goes as it went then, encoded where nodemailer would.
+ */
+export function structuredHeader(name: string, value: string): StructuredHeader | null {
+  if (headerTextProblem(value) !== null) return null;
+  const parsed = parseStructured(name.toLowerCase(), value);
+  return parsed?.ok ? parsed.value : null;
+}
+
 /** Why a custom header of this (lower-cased) name may not hold `value` as the message would carry it, or null. */
 function headerValueProblem(lower: string, value: string): string | null {
+  const structured = parseStructured(lower, value);
+  if (structured && !structured.ok) return structured.reason;
   if (lower === 'sender') {
     // Empty, the composer leaves it out. A display name is RFC 2047 encoded; the address is not.
     const parsed = value.trim() === '' ? null : parseMailbox(value);

@@ -11,7 +11,7 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
-import { uriListSentAsWritten } from '../../domain/email/send-request.ts';
+import { structuredHeader, uriListSentAsWritten, type StructuredHeader } from '../../domain/email/send-request.ts';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
 import { pooledRandomBytes } from '../secrets/random-pool.ts';
@@ -99,8 +99,9 @@ const MAX_LINE_LENGTH = 998;
 /**
  * Fields nodemailer (MimeNode.encodeHeaderValue) does not write as unstructured text: address
  * lists, msg-ids, the structured OTP-Token, its own Date and content fields. URI lists are
- * written as given (send-request.ts URI_LIST_HEADERS). Every other field is text, RFC 2047
- * encoded where it needs to be.
+ * written as given (send-request.ts URI_LIST_HEADERS), List-Id and the other mailbox lists with
+ * only their phrase or display names encoded (structuredHeader). Every other field is text,
+ * RFC 2047 encoded where it needs to be.
  */
 const NOT_TEXT_FIELDS = new Set([
   'from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'message-id', 'in-reply-to', 'content-id', 'otp-token', 'references',
@@ -120,9 +121,18 @@ const NOT_TEXT_FIELDS = new Set([
  * Mailboxes are at most 320 characters, so for a display name only the first can apply.
  */
 function forcedEncodedWords(fieldName: string, text: string): string | null {
+  if (!text.includes('=?') && fitsLines(fieldName, text)) return null;
+  return encodedWords(text);
+}
+
+/** Whether `text`, folded only at its whitespace, is no line longer than RFC 5322 allows after "<fieldName>: ". */
+function fitsLines(fieldName: string, text: string): boolean {
   let longest = 0;
   for (const [word] of text.matchAll(/\s*\S+/g)) longest = Math.max(longest, word.length);
-  if (!text.includes('=?') && fieldName.length + 2 + longest <= MAX_LINE_LENGTH) return null;
+  return fieldName.length + 2 + longest <= MAX_LINE_LENGTH;
+}
+
+function encodedWords(text: string): string {
   // Q for mostly Latin text, else B: nodemailer's choice (MimeNode._getTextEncoding).
   const latin = text.match(/[A-Za-z]/g)?.length ?? 0;
   const other = text.match(/[^\x00-\x7f]/g)?.length ?? 0;
@@ -137,12 +147,30 @@ const prepared = (value: string) => ({ prepared: true, foldLines: true, value })
  * (MimeNode._encodeAddressName, on the node whose headers are built); a quoted-string holding
  * an encoded word is decoded by most readers all the same (postal-mime does). It has no option
  * for a name, so the root node's is wrapped: names forcedEncodedWords picks are encoded whole.
+ * Returns the wrapped encoder, for List-Id's phrase.
  */
-function encodeDisplayNames(root: MimeNode): void {
+function encodeDisplayNames(root: MimeNode): (name: string) => string {
   const node = root as unknown as { _encodeAddressName?: (name: string) => string };
   const own = node._encodeAddressName;
   if (typeof own !== 'function') throw new Error('nodemailer\'s MimeNode has no _encodeAddressName any more: compose.ts cannot encode display names');
-  node._encodeAddressName = (name) => forcedEncodedWords('Reply-To', name) ?? own.call(root, name);
+  const encode = (name: string) => forcedEncodedWords('Reply-To', name) ?? own.call(root, name);
+  node._encodeAddressName = encode;
+  return encode;
+}
+
+/**
+ * A List-Id or mailbox list as structured text: each <list-id> and address as admitted, only
+ * the phrase and display names encoded, by the same rules as From's (the root's encoder).
+ * Mailboxes are at most 320 characters, so a line is too long only for a long List-Id phrase
+ * that needs quotes: it goes as encoded words.
+ */
+function structuredValue(root: MimeNode, fieldName: string, header: StructuredHeader, displayName: (name: string) => string): string {
+  if (header.kind === 'mailboxes') {
+    return root.encodeHeaderValue('To', header.mailboxes.map((m) => ({ name: m.displayName ?? '', address: m.address })));
+  }
+  if (header.phrase === null) return `<${header.listId}>`;
+  const phrase = displayName(header.phrase);
+  return `${fitsLines(fieldName, phrase) ? phrase : encodedWords(header.phrase)} <${header.listId}>`;
 }
 
 /**
@@ -183,7 +211,7 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     disableUrlAccess: true,
   });
   const root = composer.compile();
-  encodeDisplayNames(root);
+  const displayName = encodeDisplayNames(root);
   const subject = forcedEncodedWords('Subject', input.subject);
   if (subject !== null) root.setHeader('Subject', prepared(subject));
   // Added after compiling so they follow the standard headers instead of preceding them.
@@ -193,6 +221,12 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     // nor nodemailer's (it encodes text holding '"' or an encoded word look-alike such as "=?4f").
     if (uriListSentAsWritten(name, value)) {
       root.addHeader(name, prepared(value));
+      continue;
+    }
+    // List-Id and the address fields are structured too, but for a phrase or display names.
+    const structured = structuredHeader(name, value);
+    if (structured !== null) {
+      root.addHeader(name, prepared(structuredValue(root, name, structured, displayName)));
       continue;
     }
     const lower = name.toLowerCase();

@@ -134,18 +134,24 @@ async function senderDomain(documents: DocumentStore, from: string): Promise<Sen
   return domain ?? null;
 }
 
-/** The report message (RFC 8460 5.3): a human part and the gzipped JSON, DKIM-signed. */
+/**
+ * The report message (RFC 8460 5.3): a human part and the gzipped JSON, DKIM-signed, and its
+ * Message-ID (without angle brackets) for the transport.
+ */
 export async function reportMessage(
   report: TlsReport, gz: Buffer, identity: ReportIdentity, domain: string, day: string, from: string, to: string[], signing: SendingDomain, secrets: SecretBox, now: Date,
-): Promise<Buffer> {
+): Promise<{ raw: Buffer; messageId: string }> {
   const reportId = report['report-id'];
+  // The report id is a msg-id's content already (`<day>.<hash>@<submitter>`): one more
+  // "@<submitter>" would make it no msg-id (RFC 5322 3.6.4: id-left "@" id-right).
+  const messageId = reportId;
   const root = new MimeNode('multipart/report; report-type="tlsrpt"');
   root.setHeader({
     From: from,
     To: to.join(', '),
     Subject: `Report Domain: ${domain} Submitter: ${identity.submitter} Report-ID: <${reportId}>`,
     Date: now.toUTCString().replace('GMT', '+0000'),
-    'Message-ID': `<${reportId}@${identity.submitter}>`,
+    'Message-ID': `<${messageId}>`,
     'TLS-Report-Domain': domain,
     'TLS-Report-Submitter': identity.submitter,
   });
@@ -156,13 +162,14 @@ export async function reportMessage(
     .setHeader('Content-Disposition', `attachment; filename="${reportFileName(identity, domain, day, reportId)}"`)
     .setContent(gz);
   const unsigned = await root.build();
-  return dkimSign(unsigned, {
+  const raw = dkimSign(unsigned, {
     domainName: signing.name,
     keySelector: signing.dkimSelector,
     privateKey: dkimPrivateKeyOf(signing, secrets),
     headerFieldNames: ['From', 'To', 'Subject', 'Date', 'Message-ID', 'MIME-Version', 'Content-Type', 'TLS-Report-Domain', 'TLS-Report-Submitter'],
     oversigned: ['From', 'To', 'Subject', 'Date', 'Message-ID', 'TLS-Report-Domain', 'TLS-Report-Submitter'],
   });
+  return { raw, messageId };
 }
 
 /**
@@ -265,8 +272,8 @@ async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: 
         } else {
           const mailbox = parseMailbox(deps.from);
           const fromAddress = mailbox.ok ? mailbox.value.address : deps.from;
-          const raw = await reportMessage(report, gz, identity, domain, day, deps.from, mailto, signing, deps.secrets, deps.now());
-          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: mailto }, raw, messageId: `${reportId}@${submitter}` });
+          const { raw, messageId } = await reportMessage(report, gz, identity, domain, day, deps.from, mailto, signing, deps.secrets, deps.now());
+          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: mailto }, raw, messageId });
           for (const r of outcome.recipients) {
             results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
             delivered ||= r.result === 'delivered' || r.result === 'accepted';
