@@ -132,7 +132,27 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, base: options.inThread ? { thread: 'pipeline' } : {} });
   const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
-  const stores = await openStores(config, { commitHold: options.commitHold, readFault: options.readFault });
+  // Only the forwarder publishes and only processors consume: a process without them (the API
+  // alone) starts while the log is down, and reads it once it can (flow control and /metrics
+  // treat a log not connected yet as one they cannot read).
+  const usesLog = parts.some((part) => !threaded.includes(part) && (part === 'forwarder' || processorNamed(part) !== undefined));
+  let logFailing = false;
+  const stores = await openStores(config, {
+    commitHold: options.commitHold, readFault: options.readFault,
+    ...(usesLog ? {} : {
+      logInBackground: {
+        onRetry: (error: Error, failures: number, delayMs: number) => {
+          if (!logFailing) logger.warn({ err: error }, `the log cannot be reached; trying again in ${delayMs} ms, then with a doubling wait (this process only reads consumer groups' offsets from it, and runs meanwhile)`);
+          else logger.debug({ err: error, failures }, `the log still cannot be reached; trying again in ${delayMs} ms`);
+          logFailing = true;
+        },
+        onConnected: () => {
+          if (logFailing) logger.info('the log is connected');
+          logFailing = false;
+        },
+      },
+    }),
+  });
   // A refused secret key must not leave the store connections holding the process open.
   const opened = await openServices(config, stores, logger).catch(async (error) => {
     await stores.close();

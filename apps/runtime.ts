@@ -7,6 +7,7 @@ import { ConfigError, type RelayConfig } from '../infra/config.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
+import { ConnectingLog, type ConnectingLogOptions } from '../infra/connecting-log.ts';
 import { createDnsLookup } from '../infra/dns/resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
@@ -82,7 +83,17 @@ export interface StoreOptions {
   readFault?: ReadFault;
 }
 
-export async function openStores(config: RelayConfig, options: StoreOptions = {}): Promise<Stores> {
+export interface OpenStoresOptions extends StoreOptions {
+  /**
+   * For a process none of whose parts publishes to or consumes from the log (the API alone):
+   * a distributed log is connected behind the start, tried again until it answers (see
+   * infra/connecting-log.ts), so the process starts and serves while the brokers are down.
+   * Without it, a log that cannot be reached fails the start.
+   */
+  logInBackground?: Pick<ConnectingLogOptions, 'onRetry' | 'onConnected'>;
+}
+
+export async function openStores(config: RelayConfig, options: OpenStoresOptions = {}): Promise<Stores> {
   // Private to Relay's user: the stores hold personal data and the secret key file lives here.
   // An existing directory keeps its mode (README, Operations: chmod 700 it). With all three
   // URLs set nothing is created: a container's file system may be read-only to Relay's user.
@@ -244,10 +255,12 @@ async function openDocumentStore(config: RelayConfig, options: StoreOptions): Pr
   return { store: new SqliteDocumentStore(embeddedFiles(config.dataDir).documents, options), kind: 'sqlite' };
 }
 
-async function openLog(config: RelayConfig, options: StoreOptions): Promise<{ store: Log; kind: string }> {
+async function openLog(config: RelayConfig, options: OpenStoresOptions): Promise<{ store: Log; kind: string }> {
   if (config.kafkaBrokers) {
     const { KafkaLog } = await import('../infra/kafka/log.ts');
-    return { store: await KafkaLog.connect(config.kafkaBrokers), kind: 'kafka' };
+    const brokers = config.kafkaBrokers;
+    if (options.logInBackground) return { store: new ConnectingLog(() => KafkaLog.connect(brokers), options.logInBackground), kind: 'kafka' };
+    return { store: await KafkaLog.connect(brokers), kind: 'kafka' };
   }
   const { SqliteLog } = await import('../infra/sqlite/log.ts');
   const files = embeddedFiles(config.dataDir);

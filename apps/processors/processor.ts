@@ -255,11 +255,13 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     throw new Error(`${definition.name}: ${describe(target, record)} failed (attempt ${h.failures} of ${policy.attempts} before it is parked): ${failure.message}`, { cause: failure });
   }
 
+  // Only records of the partitions this instance owns are its work (see onMembership below).
+  const heldOnOwned = () => [...held].filter(([partition]) => ownedPartitions.includes(partition));
   const isStuck = (h: Held, now: number) => now - h.since >= policy.stuckAfterMs && (h.inFlight || now - h.lastAttemptAt <= HELD_FRESH_MS);
 
   function stuckRecord(now: number): StuckRecord | null {
     let oldest: [number, Held] | null = null;
-    for (const entry of held) if (isStuck(entry[1], now) && (!oldest || entry[1].since < oldest[1].since)) oldest = entry;
+    for (const entry of heldOnOwned()) if (isStuck(entry[1], now) && (!oldest || entry[1].since < oldest[1].since)) oldest = entry;
     if (!oldest) return null;
     const [partition, h] = oldest;
     const seconds = seconds1(now - h.since);
@@ -339,6 +341,9 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
           : change === 'joined' ? `${definition.name}: joined consumer group ${group}${partitions.length > 0 ? `, assigned ${owned}` : ''}`
           : `${definition.name}: assigned ${owned} of ${topic}`;
         ownedPartitions = change === 'left' ? [] : partitions;
+        // A record held on a partition that moved away is another member's now: it is handled
+        // there, and this instance would never let it go (apply or park it) here.
+        for (const partition of held.keys()) if (!ownedPartitions.includes(partition)) held.delete(partition);
         deps.onInfo?.(message, { processor: definition.name, group, memberId, partitions });
       },
     });
@@ -349,7 +354,7 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
   }
   liveness.reportStuck(() => stuckRecord(Date.now())?.reason ?? null);
   liveness.probeWaiting(async () => {
-    if (held.size > 0) return true;
+    if (heldOnOwned().length > 0) return true;
     if (ownedPartitions.length === 0) return false;
     const mine = new Set(ownedPartitions);
     const offsets = await deps.log.groupOffsets(topic, [group]);

@@ -12,7 +12,11 @@
 // however far behind the pipeline is: flow control slows clients down, it never refuses or
 // loses an email, and a stopped processor (which its own alerts report) costs each send at
 // most `maxWaitMs`. A backlog that cannot be read lets sends through: the log's readiness
-// check reports that failure, and admission must not depend on it.
+// check reports that failure, and admission must neither depend on it nor wait for it. A read
+// still unanswered when a send's wait runs out (a broker that is down: its client retries for
+// seconds before it gives up) counts as unknown, and the send goes ahead; while reads fail or
+// come late, sends go ahead at once, without waiting for the next read, which comes
+// `retryAfterFailureMs` after a failure, doubling up to MAX_RETRY_AFTER_FAILURE_MS.
 import { partitionLag, type Log } from '../../infra/ports/log.ts';
 
 export interface AdmissionFlowPolicy {
@@ -45,40 +49,59 @@ export interface AdmissionFlowOptions extends AdmissionFlowPolicy {
   onBacklog?: (records: number) => void;
   /** Each send that had to wait, once it goes ahead (relay_admission_flow_waits_total). */
   onWaited?: (outcome: Exclude<FlowOutcome, 'admitted'>, waitedMs: number) => void;
-  /** A backlog read that failed (logged once per failure streak by the caller). */
+  /** A backlog read that failed or answered too late for a send (logged once per failure streak by the caller). */
   onReadError?: (error: unknown) => void;
+  /** The wait before the read after a failed one; doubles at each failure in a row. Default 5 s. */
+  retryAfterFailureMs?: number;
 }
+
+/** The longest wait between backlog reads while they fail. */
+const MAX_RETRY_AFTER_FAILURE_MS = 60_000;
+
+/** A read that has not answered in time: what the backlog is, is not known. */
+const UNKNOWN = null;
 
 export class AdmissionFlow {
   readonly #options: AdmissionFlowOptions;
   readonly #refreshMs: number;
+  readonly #retryAfterFailureMs: number;
   #backlog = 0;
   #readAt = Number.NEGATIVE_INFINITY;
-  #reading: Promise<number> | null = null;
+  #reading: { answer: Promise<number | null>; startedAt: number } | null = null;
+  /** The last read failed or came too late: sends do not wait for the next one. */
+  #unreadable = false;
+  /** No read before this (performance.now()), after a failure. */
+  #retryAt = Number.NEGATIVE_INFINITY;
+  #nextRetryDelay: number;
   #waiting = 0;
 
   constructor(options: AdmissionFlowOptions) {
     this.#options = options;
     this.#refreshMs = options.refreshMs ?? 50;
+    this.#retryAfterFailureMs = options.retryAfterFailureMs ?? 5000;
+    this.#nextRetryDelay = this.#retryAfterFailureMs;
   }
 
-  /** Resolves when the send may go ahead: at once while the pipeline keeps up. */
+  /** Resolves when the send may go ahead: at once while the pipeline keeps up, after maxWaitMs at the latest. */
   async pass(): Promise<FlowOutcome> {
     if (this.#options.maxBacklog === 0) return 'admitted';
     const started = performance.now();
-    let waited = 0;
-    if (mayAdmit(this.#options, await this.#current(), waited)) return 'admitted';
+    let backlog = await this.#current(started + this.#options.maxWaitMs);
+    if (backlog === UNKNOWN || mayAdmit(this.#options, backlog, 0)) return 'admitted';
     this.#waiting++;
+    let waited = 0;
     try {
       do {
         // Until the next read can differ, or the wait runs out.
         await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(this.#refreshMs, this.#options.maxWaitMs - waited))));
+        backlog = await this.#current(started + this.#options.maxWaitMs);
         waited = performance.now() - started;
-      } while (!mayAdmit(this.#options, await this.#current(), waited));
+      } while (backlog !== UNKNOWN && !mayAdmit(this.#options, backlog, waited));
     } finally {
       this.#waiting--;
     }
-    const outcome = waited >= this.#options.maxWaitMs ? 'timed_out' : 'caught_up';
+    // Gone ahead without the backlog under the bound: as after the longest wait.
+    const outcome = backlog === UNKNOWN || waited >= this.#options.maxWaitMs ? 'timed_out' : 'caught_up';
     this.#options.onWaited?.(outcome, waited);
     return outcome;
   }
@@ -88,24 +111,52 @@ export class AdmissionFlow {
     return this.#waiting;
   }
 
-  /** The last backlog read, read again when older than refreshMs; one read at a time for all sends. */
-  #current(): Promise<number> | number {
-    if (performance.now() - this.#readAt < this.#refreshMs) return this.#backlog;
-    this.#reading ??= this.#options.backlog().then(
+  /**
+   * The last backlog read, read again when older than refreshMs; one read at a time for all
+   * sends. UNKNOWN when the read has not answered by `deadline` (nor within maxWaitMs of its
+   * start), and at once while reads fail or come late.
+   */
+  #current(deadline: number): Promise<number | null> | number | null {
+    const now = performance.now();
+    if (now - this.#readAt < this.#refreshMs) return this.#backlog;
+    if (!this.#reading && now >= this.#retryAt) this.#reading = { answer: this.#read(), startedAt: now };
+    const reading = this.#reading;
+    if (reading === null || this.#unreadable) return UNKNOWN;
+    const due = Math.min(deadline, reading.startedAt + this.#options.maxWaitMs) - now;
+    if (due <= 0) return UNKNOWN;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => {
+        if (this.#reading === reading && !this.#unreadable) {
+          this.#unreadable = true;
+          this.#options.onReadError?.(new Error(`the backlog read has not answered within ${Math.round(performance.now() - reading.startedAt)} ms`));
+        }
+        resolve(UNKNOWN);
+      }, due);
+    });
+    return Promise.race([reading.answer, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** One read; the sends that stopped waiting for it see its answer from their next pass on. */
+  #read(): Promise<number | null> {
+    return this.#options.backlog().then(
       (records) => {
         this.#backlog = records;
+        this.#readAt = performance.now();
+        this.#unreadable = false;
+        this.#nextRetryDelay = this.#retryAfterFailureMs;
         this.#options.onBacklog?.(records);
         return records;
       },
       (error: unknown) => {
         this.#options.onReadError?.(error);
-        this.#backlog = 0;
-        return 0;
+        this.#unreadable = true;
+        this.#retryAt = performance.now() + this.#nextRetryDelay;
+        this.#nextRetryDelay = Math.min(this.#nextRetryDelay * 2, MAX_RETRY_AFTER_FAILURE_MS);
+        return UNKNOWN;
       },
     ).finally(() => {
-      this.#readAt = performance.now();
       this.#reading = null;
     });
-    return this.#reading;
   }
 }

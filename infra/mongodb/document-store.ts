@@ -79,7 +79,24 @@ type Flavor = 'mongodb' | 'ferretdb';
 export interface MongoDocumentStoreOptions {
   /** Connection pool size (default: the driver's, or the URL's maxPoolSize). */
   maxPoolSize?: number;
+  /** How long an operation waits for each answer of the server (default: the URL's socketTimeoutMS, else SOCKET_TIMEOUT_MS). */
+  socketTimeoutMs?: number;
 }
+
+/**
+ * How long an operation waits for an answer on its connection before it fails (a
+ * MongoNetworkTimeoutError, and the connection is dropped), unless the URL sets socketTimeoutMS.
+ * The driver's default is no limit: a connection that stops answering (a stalled server, a
+ * half-open connection after a failover or a NAT dropping its state) would leave the operation
+ * pending for good, and the compare-and-set lock it holds with it, while new connections, and
+ * so ping(), work again. A failure is what the processors and the forwarder retry. Under the
+ * API's 30 s idle timeout (apps/api/connection-limits.ts), so that a request waiting on such a
+ * connection gets an error answer rather than a dropped connection. (The driver's timeoutMS
+ * does nothing in this major version.) A single query the server works on for longer without
+ * answering fails too: on MongoDB, with its indexes, none of Relay's comes close; on FerretDB a
+ * scan of a very large collection may (raise it in the URL then).
+ */
+export const SOCKET_TIMEOUT_MS = 25_000;
 
 /** Finds by at most this many _ids run as point reads on FerretDB (see the header). */
 const FERRETDB_POINT_READS = 16;
@@ -444,6 +461,8 @@ function clientOf(url: string, options: MongoDocumentStoreOptions): { client: Mo
       // Acknowledged once it survives the loss of a node (see the header).
       writeConcern: { w: 'majority', journal: true },
       ...(options.maxPoolSize === undefined ? {} : { maxPoolSize: options.maxPoolSize }),
+      // An option given here would override the URL's.
+      ...(options.socketTimeoutMs === undefined && urlSets(url, 'socketTimeoutMS') ? {} : { socketTimeoutMS: options.socketTimeoutMs ?? SOCKET_TIMEOUT_MS }),
     });
     return { client, database: databaseName(url) };
   } catch (error) {
@@ -453,6 +472,12 @@ function clientOf(url: string, options: MongoDocumentStoreOptions): { client: Mo
     if (error instanceof MongoError || (error as Error | null)?.name === 'MongoParseError') throw new MongoUrlError(withoutUserinfo((error as Error).message, url));
     throw error;
   }
+}
+
+/** Whether the URL's query names `option` (the driver reads option names in any case). */
+function urlSets(url: string, option: string): boolean {
+  const query = url.split('?')[1] ?? '';
+  return query.split('&').some((pair) => pair.split('=')[0].toLowerCase() === option.toLowerCase());
 }
 
 /** `message` with the URL's user name and password, as written and decoded, replaced by ***. */
@@ -549,7 +574,8 @@ export class MongoDocumentStore implements DocumentStore {
   async ping(): Promise<boolean> {
     if (this.#engine.closed) return false;
     try {
-      const reply = await this.#engine.client.db('admin').command({ ping: 1 }, { timeoutMS: PING_TIMEOUT_MS });
+      // The driver ignores timeoutMS; a signal does end the wait.
+      const reply = await this.#engine.client.db('admin').command({ ping: 1 }, { signal: AbortSignal.timeout(PING_TIMEOUT_MS) });
       return reply.ok === 1;
     } catch {
       return false;
