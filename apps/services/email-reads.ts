@@ -131,11 +131,19 @@ export async function listEmails(documents: DocumentStore, events: EventStore, s
   return { items, nextCursor: page.length > limit ? items[items.length - 1]._id : null };
 }
 
+// Each filter's index ends in the list's order (createdAt, _id, both descending), so a filtered
+// page is a seek into the filter's emails, newest first, and reads about a page of them; an
+// index that stopped at createdAt would leave the planner walking the whole project in
+// project_created's order, testing every email against the filter. ensureIndexes at start
+// replaces an index whose definition under its name changed.
+const LIST_ORDER: IndexSpec['fields'] = [['createdAt', 'desc'], ['_id', 'desc']];
+
 export const EMAIL_VIEW_INDEXES: IndexSpec[] = [
-  { name: 'project_created', fields: [['projectId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
-  { name: 'key_created', fields: [['projectId', 'asc'], ['apiKeyId', 'asc'], ['createdAt', 'desc'], ['_id', 'desc']] },
-  { name: 'project_sender', fields: [['projectId', 'asc'], ['fromAddress', 'asc'], ['createdAt', 'desc']] },
-  { name: 'project_domain', fields: [['projectId', 'asc'], ['fromDomain', 'asc'], ['createdAt', 'desc']] },
-  { name: 'project_status', fields: [['projectId', 'asc'], ['status', 'asc'], ['createdAt', 'desc']] },
-  { name: 'project_recipient', fields: [['projectId', 'asc'], ['toAddresses', 'asc'], ['createdAt', 'desc']] },
+  { name: 'project_created', fields: [['projectId', 'asc'], ...LIST_ORDER] },
+  { name: 'key_created', fields: [['projectId', 'asc'], ['apiKeyId', 'asc'], ...LIST_ORDER] },
+  { name: 'project_sender', fields: [['projectId', 'asc'], ['fromAddress', 'asc'], ...LIST_ORDER] },
+  { name: 'project_domain', fields: [['projectId', 'asc'], ['fromDomain', 'asc'], ...LIST_ORDER] },
+  { name: 'project_status', fields: [['projectId', 'asc'], ['status', 'asc'], ...LIST_ORDER] },
+  // Each To address is an entry of its own (arrayField), so `recipient` seeks as the others do.
+  { name: 'project_recipient', fields: [['projectId', 'asc'], ['toAddresses', 'asc'], ...LIST_ORDER], arrayField: 'toAddresses' },
 ];

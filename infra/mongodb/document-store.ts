@@ -52,6 +52,7 @@
 // dropTarget (so rename drops the target first: not atomic, unlike on MongoDB).
 import { MongoBulkWriteError, MongoClient, MongoError, MongoServerError, type Collection as MongoCollection, type Db, type Document, type IndexDescription } from 'mongodb';
 import {
+  checkArrayField,
   DuplicateKeyError,
   insertVersion,
   projectedFields,
@@ -353,6 +354,8 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
   #describe(spec: IndexSpec): IndexDescription {
     if (spec.name === '' || spec.name === '_id_') throw new Error(`invalid index name ${JSON.stringify(spec.name)}`);
     if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
+    // MongoDB makes any index over an array field multikey: arrayField asks nothing more of it.
+    checkArrayField(spec);
     // A Map keeps the field order even for names JavaScript would reorder (integer-like keys).
     const key = new Map(spec.fields.map(([field, direction]): [string, 1 | -1] => [checkField(field), direction === 'desc' ? -1 : 1]));
     const description: IndexDescription = { key, name: spec.name };

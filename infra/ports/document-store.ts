@@ -7,7 +7,7 @@
 // Semantics every adapter honours (the contract tests them):
 // - Equality is typed: 10 does not match "10", true does not match 1; null matches null
 //   and missing fields; `ne` also matches documents that lack the field.
-// - `contains` matches array fields only.
+// - `contains` matches array fields only; an index's `arrayField` lets it seek them.
 // - Ranges match values of the bound's type only.
 // - Missing/null sort fields sort first ascending, last descending; cursors may hold null.
 // - Unique indexes constrain only documents that have every indexed field non-null.
@@ -74,6 +74,25 @@ export interface IndexSpec {
   name: string;
   fields: Array<[field: string, direction: Direction]>;
   unique?: boolean;
+  /**
+   * The one field of `fields` that holds arrays: the index holds each element (MongoDB's
+   * multikey index), so a find with `contains` on it seeks the index like an equality would,
+   * in the index's order. Not with `unique`, nor with `_v` among the fields. Declared because
+   * an adapter without multikey indexes (SQLite) must know which field to take apart; it
+   * changes no query's answer.
+   */
+  arrayField?: string;
+}
+
+/** Throws on an arrayField the adapters cannot index: shared so they refuse the same specs. */
+export function checkArrayField(spec: IndexSpec): void {
+  if (spec.arrayField === undefined) return;
+  const problem = !spec.fields.some(([field]) => field === spec.arrayField) ? 'is not one of its fields'
+    : spec.arrayField === '_id' || spec.arrayField === '_v' ? 'cannot be _id or _v'
+    : spec.unique ? 'cannot be in a unique index'
+    : spec.fields.some(([field]) => field === '_v') ? 'cannot be indexed with _v'
+    : null;
+  if (problem) throw new Error(`index ${spec.name}: arrayField ${JSON.stringify(spec.arrayField)} ${problem}`);
 }
 
 export interface Versioned {

@@ -1,13 +1,15 @@
 // The embedded adapter of the document store port: one SQLite table per collection,
 // (id TEXT PRIMARY KEY, v INTEGER, doc TEXT JSON), and for each field a secondary index names
 // a column holding json_extract(doc, path), which the indexes are built on (./field-columns.ts:
-// an update leaves the indexes of the fields it does not change alone). Unique indexes do not
+// an update leaves the indexes of the fields it does not change alone); an index over an array
+// field is a side table kept by triggers (./array-indexes.ts). Unique indexes do not
 // constrain documents where any indexed field is missing or null (SQLite treats NULLs as
 // distinct), i.e. sparse semantics.
 // Tables are created on first write; reads of a collection that does not exist see it
 // empty. Several adapters may share one database file or connection.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import {
+  checkArrayField,
   DuplicateKeyError,
   insertVersion,
   projectedFields,
@@ -21,8 +23,9 @@ import {
 } from '../ports/document-store.ts';
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import { truncateWal } from './database.ts';
-import { fieldSql, findTail, quoteIdent, whereSql, type FieldColumns, type Fragment } from './document-query.ts';
-import { FIELD_COLUMN_PREFIX, fieldColumnsOf, forgetFieldColumns } from './field-columns.ts';
+import { dropArrayIndex, ensureArrayIndex, renameArrayIndexes, sideTablesOf, sideTableName } from './array-indexes.ts';
+import { fieldSql, findTail, fromSql, quoteIdent, whereSql, type ArrayIndexes, type FieldColumns, type Tail } from './document-query.ts';
+import { FIELD_COLUMN_PREFIX, fieldColumnsOf, forgetFieldColumns, readLayoutOf } from './field-columns.ts';
 
 const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
@@ -56,8 +59,14 @@ function isNoSuchTable(err: unknown): boolean {
   return err instanceof Error && sqliteErrcode(err) === 1 && err.message.startsWith('no such table');
 }
 
+/** A column of a field column's or a side table's (./array-indexes.ts) that a read knew of. */
 function isNoSuchFieldColumn(err: unknown): boolean {
-  return err instanceof Error && sqliteErrcode(err) === 1 && /^no such column: "?field:/.test(err.message);
+  return err instanceof Error && sqliteErrcode(err) === 1 && /^no such column: "?(field|key|each|type):/.test(err.message);
+}
+
+/** A table other than `table` is missing: a side table that a read knew of. */
+function isNoSuchSideTable(err: unknown, table: string): boolean {
+  return isNoSuchTable(err) && !(err as Error).message.endsWith(`: ${table}`) && !(err as Error).message.endsWith(`: main.${table}`);
 }
 
 function isUniqueViolation(err: unknown): err is Error {
@@ -122,16 +131,25 @@ class Engine {
   }
 
   /**
-   * A read that names `table`'s field columns as the reader saw them lately (committed ones
-   * only); `absent` when the table does not exist. A column that has gone since (the table
-   * was dropped and made again elsewhere) makes it look at the schema again, once.
+   * A read that names `table`'s field columns and array indexes' side tables as the reader saw
+   * them lately (committed ones only); `absent` when the table does not exist. A column or
+   * side table that has gone since (the table was dropped and made again elsewhere, an index
+   * redefined) makes it look at the schema again, once.
    */
-  readColumns<R>(table: string, fn: (columns: FieldColumns) => R, absent: R): R {
-    const run = () => this.read(() => fn(fieldColumnsOf(this.connections.reader, table)), absent);
+  readColumns<R>(table: string, fn: (columns: FieldColumns, arrays: ArrayIndexes) => R, absent: R): R {
+    const run = () => {
+      try {
+        const { columns, arrays } = readLayoutOf(this.connections.reader, table);
+        return fn(columns, arrays);
+      } catch (err) {
+        if (isNoSuchTable(err) && !isNoSuchSideTable(err, table)) return absent;
+        throw err;
+      }
+    };
     try {
       return run();
     } catch (err) {
-      if (!isNoSuchFieldColumn(err)) throw err;
+      if (!isNoSuchFieldColumn(err) && !isNoSuchSideTable(err, table)) throw err;
       forgetFieldColumns(this.connections.reader);
       return run();
     }
@@ -276,7 +294,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   readonly #table: string;
   readonly #quoted: string;
   /** The fixed statements' text, made once: the statement cache hashes it on every call. */
-  readonly #sql: { get: string; insert: string; replace: string; delete: string; deleteVersion: string; select: string };
+  readonly #sql: { get: string; insert: string; replace: string; delete: string; deleteVersion: string };
   /** The writes' text for a set of field columns (made once per set, as #sql). */
   readonly #columnSql = new WeakMap<FieldColumns, ColumnWrites>();
 
@@ -291,7 +309,6 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
       replace: `UPDATE ${quoted} SET v = v + 1, doc = ? WHERE id = ? AND v = ? RETURNING v`,
       delete: `DELETE FROM ${quoted} WHERE id = ?`,
       deleteVersion: `DELETE FROM ${quoted} WHERE id = ? AND v = ?`,
-      select: `SELECT id, v, doc FROM ${quoted}`,
     };
   }
 
@@ -346,11 +363,11 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const engine = this.#engine;
     if (options.fields !== undefined) {
       const fields = projectedFields(options.fields);
-      return engine.readColumns(this.#table, (columns) => this.#findFields(fields, findTail(options, columns)), []);
+      return engine.readColumns(this.#table, (columns, arrays) => this.#findFields(fields, findTail(options, columns, arrays)), []);
     }
-    const rows = engine.readColumns(this.#table, (columns) => {
-      const tail = findTail(options, columns);
-      return engine.readStatement(this.#sql.select + tail.sql).all(...tail.params) as unknown as Row[];
+    const rows = engine.readColumns(this.#table, (columns, arrays) => {
+      const tail = findTail(options, columns, arrays);
+      return engine.readStatement(`SELECT id, v, doc FROM ${fromSql(this.#quoted, tail)}${tail.sql}`).all(...tail.params) as unknown as Row[];
     }, []);
     return rows.map((row) => fromRow<T>(row));
   }
@@ -361,9 +378,9 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
    * which the result leaves out (a JSON null is the text 'null'). The big document is never
    * handed to JavaScript.
    */
-  #findFields(fields: string[], tail: Fragment): Array<Stored<T>> {
+  #findFields(fields: string[], tail: Tail): Array<Stored<T>> {
     const columns = fields.map((field, i) => `, doc -> ${fieldSql(field).path} AS f${i}`).join('');
-    const rows = this.#engine.readStatement(`SELECT id, v${columns} FROM ${this.#quoted}${tail.sql}`).all(...tail.params) as unknown as Array<Record<string, string | number | null>>;
+    const rows = this.#engine.readStatement(`SELECT id, v${columns} FROM ${fromSql(this.#quoted, tail)}${tail.sql}`).all(...tail.params) as unknown as Array<Record<string, string | number | null>>;
     return rows.map((row) => {
       const entries: Array<[string, unknown]> = [['_id', row.id]];
       fields.forEach((field, i) => {
@@ -377,14 +394,15 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   }
 
   async count(where?: Where): Promise<number> {
-    const row = this.#engine.readColumns(this.#table, (columns) => {
-      const filter = whereSql(where, columns);
-      return this.#engine.readStatement(`SELECT count(*) AS n FROM ${this.#quoted}${filter.sql}`).get(...filter.params) as { n: number };
+    const row = this.#engine.readColumns(this.#table, (columns, arrays) => {
+      const filter = whereSql(where, columns, arrays);
+      return this.#engine.readStatement(`SELECT count(*) AS n FROM ${fromSql(this.#quoted, filter)}${filter.sql}`).get(...filter.params) as { n: number };
     }, { n: 0 });
     return Number(row.n);
   }
 
   async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
+    for (const spec of indexes) checkArrayField(spec);
     const engine = this.#engine;
     await engine.commit(() => {
       engine.forget(this.#table);
@@ -404,6 +422,15 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
       for (const spec of indexes) {
         if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
         const name = indexName(this.#table, spec.name);
+        if (spec.arrayField !== undefined) {
+          if (ensureArrayIndex(engine.db, this.#table, name, spec, fieldColumns)) engine.schemaChanged();
+          continue;
+        }
+        // An array index under the name: the caller's current definition wins.
+        if (sideTablesOf(engine.db, this.#table).includes(sideTableName(name))) {
+          dropArrayIndex(engine.db, sideTableName(name));
+          engine.schemaChanged();
+        }
         const columns = spec.fields.map(([field, direction]) => `${fieldColumns.get(field) ?? fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
         const sql = `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${this.#quoted} (${columns})`;
         const existing = engine.db.prepare(`SELECT sql, tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name) as { sql: string; tbl_name: string } | undefined;
@@ -490,6 +517,7 @@ export class SqliteDocumentStore implements DocumentStore {
   async drop(name: string): Promise<void> {
     const table = tableName(name);
     await this.#engine.commit(() => {
+      for (const side of sideTablesOf(this.#engine.db, table)) dropArrayIndex(this.#engine.db, side);
       this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run();
       this.#engine.schemaChanged();
     });
@@ -504,6 +532,7 @@ export class SqliteDocumentStore implements DocumentStore {
     await engine.commit(() => {
       const found = engine.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(source);
       if (!found) throw new Error(`cannot rename collection ${from}: it does not exist`);
+      for (const side of sideTablesOf(engine.db, target)) dropArrayIndex(engine.db, side);
       engine.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(target)}`);
       engine.db.exec(`ALTER TABLE ${quoteIdent(source)} RENAME TO ${quoteIdent(target)}`);
       engine.schemaChanged();
@@ -517,6 +546,7 @@ export class SqliteDocumentStore implements DocumentStore {
         engine.db.exec(`DROP INDEX ${quoteIdent(index.name)}`);
         engine.db.exec(index.sql.replace(quoteIdent(index.name), quoteIdent(renamed)));
       }
+      renameArrayIndexes(engine.db, target, oldPrefix, target + INDEX_SEPARATOR);
     });
     engine.forget(source);
     engine.remember(target);

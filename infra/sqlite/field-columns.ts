@@ -12,8 +12,12 @@
 // it holds, the same value, only without the index; one it knows of that is gone (the table
 // dropped and made again elsewhere) fails with "no such column" and the read looks again
 // (./document-store.ts). A look costs a statement, and most reads would pay it for nothing.
+// The side tables of a table's array indexes (./array-indexes.ts) are looked at likewise, by
+// reads only (triggers fill them): one unknown yet leaves a `contains` to read the documents'
+// arrays, the same answer without the index; one gone makes the read look again.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { quoteIdent, type FieldColumns } from './document-query.ts';
+import { ARRAY_INDEX_COLUMNS_SQL, arrayIndexesFrom } from './array-indexes.ts';
+import { quoteIdent, type ArrayIndexes, type FieldColumns } from './document-query.ts';
 
 /** A column named `field:<path>` holds json_extract(doc, <path>). */
 export const FIELD_COLUMN_PREFIX = 'field:';
@@ -25,23 +29,27 @@ export const READ_RECHECK_MS = 1_000;
 class ConnectionColumns {
   readonly #version: StatementSync;
   readonly #tableInfo: StatementSync;
+  readonly #arrayIndexInfo: StatementSync;
   #seenVersion = -1;
   /** The write batch whose start was checked: a write of the same batch needs no check. */
   #checkedBatch = -1;
   /** When (performance.now()) a read checks the schema's version again. */
   #readCheckAfter = 0;
   readonly #tables = new Map<string, FieldColumns>();
+  readonly #arrays = new Map<string, ArrayIndexes>();
 
   constructor(db: DatabaseSync) {
     this.#version = db.prepare('PRAGMA schema_version');
     this.#tableInfo = db.prepare('SELECT name FROM pragma_table_info(?)');
+    this.#arrayIndexInfo = db.prepare(ARRAY_INDEX_COLUMNS_SQL);
   }
 
   of(table: string, batch: number | undefined): FieldColumns {
     if (batch === undefined ? performance.now() >= this.#readCheckAfter : batch !== this.#checkedBatch) {
       const version = Number((this.#version.get() as { schema_version: number }).schema_version);
-      if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT) {
+      if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT || this.#arrays.size >= TABLES_LIMIT) {
         this.#tables.clear();
+        this.#arrays.clear();
         this.#seenVersion = version;
       }
       this.#checkedBatch = batch ?? -1;
@@ -59,8 +67,19 @@ class ConnectionColumns {
     return columns;
   }
 
+  /** Call right after of(table) for a read, which checked the schema's version. */
+  arraysOf(table: string): ArrayIndexes {
+    let arrays = this.#arrays.get(table);
+    if (!arrays) {
+      arrays = arrayIndexesFrom(this.#arrayIndexInfo.all(table) as Array<{ side: string; column: string }>);
+      this.#arrays.set(table, arrays);
+    }
+    return arrays;
+  }
+
   forget(): void {
     this.#tables.clear();
+    this.#arrays.clear();
     this.#seenVersion = -1;
     this.#checkedBatch = -1;
     this.#readCheckAfter = 0;
@@ -86,6 +105,13 @@ function connectionColumns(db: DatabaseSync): ConnectionColumns {
  */
 export function fieldColumnsOf(db: DatabaseSync, table: string, batch?: number): FieldColumns {
   return connectionColumns(db).of(table, batch);
+}
+
+/** For a read: the field columns of `table`, as fieldColumnsOf gives them, and its array indexes' side tables. */
+export function readLayoutOf(db: DatabaseSync, table: string): { columns: FieldColumns; arrays: ArrayIndexes } {
+  const connection = connectionColumns(db);
+  const columns = connection.of(table, undefined);
+  return { columns, arrays: connection.arraysOf(table) };
 }
 
 /** After a schema change made on `db` (a table created, dropped, renamed; a column added), or a read that found a column gone. */

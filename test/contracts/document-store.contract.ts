@@ -575,6 +575,120 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.equal(ids(await coll.find({ orderBy: descending, after: { due: 10, _id: 'm3' } })), ['m2', 'm4', 'm6']);
   });
 
+  // An index with arrayField holds each element of the array (MongoDB's multikey index; the
+  // embedded store keeps a table of the elements). Whatever keeps it, finds must answer as the
+  // documents do, through every write and paging, and it must move and go with its collection.
+  interface Tagged {
+    _id: string;
+    group: string;
+    rank: number;
+    tags?: unknown;
+  }
+  const TAG_INDEX = { name: 'group_tags_rank', fields: [['group', 'asc'], ['tags', 'asc'], ['rank', 'desc'], ['_id', 'desc']], arrayField: 'tags' } satisfies Parameters<Collection<Tagged>['ensureIndexes']>[0][number];
+  const byRank: Array<[string, Direction]> = [['rank', 'desc'], ['_id', 'desc']];
+  const tagged: Tagged[] = [
+    { _id: 't1', group: 'g', rank: 3, tags: ['x', 'y', 'x'] },
+    { _id: 't2', group: 'g', rank: 1, tags: ['y', 7, true] },
+    { _id: 't3', group: 'g', rank: 2, tags: 'x' },
+    { _id: 't4', group: 'h', rank: 5, tags: ['x'] },
+    { _id: 't5', group: 'g', rank: 4, tags: [1, { x: 1 }, 'w'] },
+    { _id: 't6', group: 'g', rank: 6 },
+    { _id: 't7', group: 'g', rank: 3, tags: ['z', 'x'] },
+  ];
+  const tagIds = async (coll: Collection<Tagged>, where: Where) => {
+    const found = ids(await coll.find({ where, orderBy: byRank }));
+    assert.is(await coll.count(where), found.length, `count ${JSON.stringify(where)}`);
+    return found;
+  };
+
+  test('an index over an array field (arrayField): contains answers as the documents do, in order, through every write', async () => {
+    const coll = store.collection<Tagged>(collectionName('array_index'));
+    await coll.ensureIndexes([TAG_INDEX]);
+    for (const doc of tagged) await coll.insert(doc);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't1'], 'once each, however often the array holds it; never a string');
+    assert.equal(await tagIds(coll, { tags: { contains: 'x' } }), ['t4', 't7', 't1'], 'without the fields before it');
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 7 } }), ['t2']);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: '7' } }), [], 'typed');
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: true } }), ['t2'], 'true is not 1');
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 1 } }), ['t5'], '1 is not true');
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'y' }, rank: { gte: 1, lt: 3 } }), ['t2']);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'nothing' } }), []);
+    assert.equal(ids(await readAllPages(coll, { where: { group: 'g', tags: { contains: 'x' } }, orderBy: byRank, pageSize: 1 })), ['t7', 't1']);
+    assert.equal(await coll.find({ where: { group: 'g', tags: { contains: 'y' } }, orderBy: byRank, fields: ['rank'] }), [{ _id: 't1', rank: 3, _v: 1 }, { _id: 't2', rank: 1, _v: 1 }]);
+
+    await coll.replace({ ...tagged[0], tags: ['y'] }, 1);
+    await coll.replace({ ...tagged[2], tags: ['x'] }, 1);
+    await coll.replace({ ...tagged[6], rank: 9 }, 1);
+    await coll.replace({ ...tagged[3], group: 'g' }, 1);
+    await coll.replace({ ...tagged[4], tags: ['w', 'w'], rank: 4 }, 1);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't4', 't3'], 'elements, order and group as replaced');
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 1 } }), []);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'w' } }), ['t5']);
+    assert.is(await coll.delete('t7'), true);
+    assert.is(await coll.deleteWhere({ tags: { contains: 'w' } }), 1);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t4', 't3']);
+    assert.equal(await tagIds(coll, { tags: { contains: 'w' } }), []);
+    await coll.insert({ _id: 't7', group: 'g', rank: 0, tags: ['x'] });
+    if (coll.insertMany) await coll.insertMany([{ _id: 't8', group: 'g', rank: 7, tags: ['x', 'v'] }, { _id: 't9', group: 'g', rank: 8, tags: [] }]);
+    else await coll.insert({ _id: 't8', group: 'g', rank: 7, tags: ['x', 'v'] });
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t8', 't4', 't3', 't7']);
+  });
+
+  test('an index over an array field made over documents already there, and redefined from and to a plain index', async () => {
+    const coll = store.collection<Tagged>(collectionName('array_index_redefined'));
+    const plain = { name: TAG_INDEX.name, fields: TAG_INDEX.fields };
+    await coll.ensureIndexes([plain]);
+    for (const doc of tagged) await coll.insert(doc);
+    await coll.ensureIndexes([TAG_INDEX]);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't1']);
+    await coll.ensureIndexes([TAG_INDEX]);
+    await coll.insert({ _id: 't8', group: 'g', rank: 0, tags: ['x'] });
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't1', 't8']);
+    await coll.ensureIndexes([plain]);
+    await coll.replace({ ...tagged[0], tags: [] }, 1);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't8']);
+    await coll.ensureIndexes([TAG_INDEX]);
+    assert.equal(await tagIds(coll, { group: 'g', tags: { contains: 'x' } }), ['t7', 't8']);
+  });
+
+  test('an index over an array field moves with a rename and goes with a drop', async () => {
+    const sourceName = collectionName('array_index_rebuilt');
+    const targetName = collectionName('array_index_live');
+    const source = store.collection<Tagged>(sourceName);
+    const target = store.collection<Tagged>(targetName);
+    await target.ensureIndexes([TAG_INDEX]);
+    await target.insert({ _id: 'old', group: 'g', rank: 1, tags: ['x'] });
+    await source.ensureIndexes([TAG_INDEX]);
+    for (const doc of tagged) await source.insert(doc);
+    await store.rename(sourceName, targetName);
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), ['t7', 't1'], 'the source\'s documents, not the old target\'s');
+    await target.insert({ _id: 'new', group: 'g', rank: 8, tags: ['x'] });
+    await target.replace({ ...tagged[0], tags: ['y'] }, 1);
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), ['new', 't7'], 'kept after the rename');
+    // The source's name is free again, its index too.
+    await source.ensureIndexes([TAG_INDEX]);
+    await source.insert({ _id: 'again', group: 'g', rank: 1, tags: ['x'] });
+    assert.equal(await tagIds(source, { group: 'g', tags: { contains: 'x' } }), ['again']);
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), ['new', 't7']);
+    await store.drop(targetName);
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), []);
+    await target.insert({ _id: 'fresh', group: 'g', rank: 1, tags: ['x'] });
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), ['fresh'], 'without the index');
+    await target.ensureIndexes([TAG_INDEX]);
+    assert.equal(await tagIds(target, { group: 'g', tags: { contains: 'x' } }), ['fresh']);
+  });
+
+  test('an arrayField must be one of the index\'s fields, not _id, and not in a unique index', async () => {
+    const coll = store.collection<Tagged>(collectionName('array_index_refused'));
+    for (const spec of [
+      { name: 'elsewhere', fields: [['group', 'asc']], arrayField: 'tags' },
+      { name: 'unique', fields: [['tags', 'asc']], arrayField: 'tags', unique: true },
+      { name: 'id', fields: [['_id', 'asc']], arrayField: '_id' },
+    ] satisfies Parameters<Collection<Tagged>['ensureIndexes']>[0]) {
+      await coll.ensureIndexes([spec]).then(() => assert.unreachable(`${spec.name} accepted`), (err: unknown) => assert.instance(err, Error, spec.name));
+    }
+  });
+
   test('drop removes the documents and the indexes', async () => {
     const name = collectionName('drop');
     const coll = store.collection<Account>(name);
