@@ -33,7 +33,9 @@
 //                                   claims without an outcome (the sender's schedule: steps takeover and recover)
 //   relay_site_rate_per_minute, relay_site_limit_per_minute, relay_site_paused_seconds, relay_site_throttles
 //                                   each sender instance's recipient sites as it last reported them (relay sites)
-//   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out)
+//   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out);
+//                                   collector="pipeline_thread": 0 when the pipeline thread's registry did not
+//                                   answer in time (its last answer is shown instead: its counters never go down)
 //   process_*, nodejs_*             the process: start time, CPU, resident memory, heap, event-loop delay
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -211,10 +213,13 @@ export interface RelayMetrics {
    */
   dispatchRunFailures(part: string): CounterChild;
   /**
-   * Another registry of the same families to show on this page (the pipeline thread's):
-   * asked at each scrape; null when it could not answer in time.
+   * Another registry of the same families to show on this page (the pipeline thread's; its
+   * `collector` label, default pipeline_thread), asked at each scrape; null when it could not
+   * answer in time. Its last answer is shown then, and relay_metrics_collector_up{collector}
+   * is 0: left out, its counters would go down for a scrape, which Prometheus reads as a reset
+   * (rate() and increase() would count their whole value again once it answers).
    */
-  include(source: () => Promise<RegistrySnapshot | null>): void;
+  include(source: () => Promise<RegistrySnapshot | null>, collector?: string): void;
   /** The page /metrics serves. */
   render(): Promise<string>;
 }
@@ -314,6 +319,8 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted.', ['result']);
   const runFailures = registry.counter('relay_dispatch_run_failures_total',
     'Runs of due items that threw before they rescheduled their item, or ended without rescheduling it (either way retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
+  const up = registry.gauge('relay_metrics_collector_up',
+    '1 when the collector read its values for this scrape, 0 when it failed or timed out (pipeline_thread: the pipeline thread did not answer in time, and its last answer is shown).', ['collector']);
   if (options.process !== false) processMetrics(registry);
   const included: Array<() => Promise<RegistrySnapshot | null>> = [];
   const routes = new Map<string, RouteMetrics>();
@@ -369,11 +376,19 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     },
     webhookAttempts: byValue(webhookAttempts),
     dispatchRunFailures: byValue(runFailures),
-    include: (source) => void included.push(source),
+    include(source, collector = 'pipeline_thread') {
+      const status = up.labels(collector);
+      let last: RegistrySnapshot | null = null;
+      included.push(async () => {
+        const snapshot = await source();
+        status.set(snapshot === null ? 0 : 1);
+        if (snapshot !== null) last = snapshot;
+        return last;
+      });
+    },
     render: async () => registry.render((await Promise.all(included.map((source) => source()))).filter((s) => s !== null)),
   };
   if (sources) {
-    const up = registry.gauge('relay_metrics_collector_up', '1 when the collector read its values for this scrape, 0 when it failed or timed out.', ['collector']);
     const endOffset = registry.gauge('relay_log_end_offset', 'Offset the next record published to the partition gets.', ['topic', 'partition']);
     const committed = registry.gauge('relay_consumer_committed_offset', 'The consumer group\'s committed offset (the next record it will handle).', ['group', 'topic', 'partition']);
     const lag = registry.gauge('relay_consumer_lag', 'Records of the partition the consumer group has not handled yet.', ['group', 'topic', 'partition']);
@@ -467,6 +482,7 @@ export function countingAppends(store: EventStore, metrics: { eventsAppended(typ
     countAfter: (after, limit) => store.countAfter(after, limit),
     subscribeAll: (options, onEvent) => store.subscribeAll(options, onEvent),
     ping: () => store.ping(),
+    ...(store.writeFailure ? { writeFailure: () => store.writeFailure!() } : {}),
     close: () => store.close(),
   };
 }

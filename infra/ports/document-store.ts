@@ -165,6 +165,12 @@ export interface DocumentStore {
    */
   exists(name: string): Promise<boolean>;
   ping(): Promise<boolean>;
+  /**
+   * Why the store takes no writes now, as far as it knows, or null: /readyz shows it beside a
+   * check its ping failed (the embedded store: its WAL could not be synced, or writes fail on
+   * the file, a full disk, until one succeeds). Absent: the store cannot tell.
+   */
+  writeFailure?(): string | null;
   close(): Promise<void>;
   /**
    * Makes deleted documents unrecoverable from the store's own files, where the engine can

@@ -97,6 +97,12 @@ export interface EventStore {
   subscribeAll(options: SubscribeAllOptions, onEvent: (event: StoredEvent) => Promise<void>): Subscription;
   /** True when the store answers. */
   ping(): Promise<boolean>;
+  /**
+   * Why the store takes no writes now, as far as it knows, or null: /readyz shows it beside a
+   * check its ping failed (the embedded store: its WAL could not be synced, or writes fail on
+   * the file, a full disk, until one succeeds). Absent: the store cannot tell.
+   */
+  writeFailure?(): string | null;
   close(): Promise<void>;
 }
 

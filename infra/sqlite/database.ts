@@ -75,10 +75,19 @@ export function openDatabase(path: string): DatabaseSync {
 
 /**
  * Copies the WAL into the database and truncates it to zero bytes, so that pages as they were
- * before a deletion survive in neither file. False when a reader (another connection) kept
- * part of the WAL in use past the busy timeout: the next call does it.
+ * before a deletion survive in neither file. False at once when another connection holds the
+ * write lock or a reader keeps part of the WAL in use: the caller tries again later, on a timer.
+ * A checkpoint that waited for them inside sqlite's busy handler would block the event loop
+ * for the whole busy timeout (a backup or an export holds a read snapshot for minutes).
  */
 export function truncateWal(db: DatabaseSync): boolean {
-  const result = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number; log: number; checkpointed: number } | undefined;
-  return result === undefined || result.busy === 0;
+  // Executed, not prepared once: SQLite applies the busy timeout when it prepares a statement
+  // (see GroupCommit's tryBegin).
+  db.exec('PRAGMA busy_timeout = 0');
+  try {
+    const result = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number; log: number; checkpointed: number } | undefined;
+    return result === undefined || result.busy === 0;
+  } finally {
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
 }

@@ -31,6 +31,8 @@ const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
 const STATEMENT_CACHE_LIMIT = 256;
 const COLLECTION_CACHE_LIMIT = 1_000;
+/** purgeDeleted's tries while a reader keeps the WAL in use: the first after firstMs, doubling up to maxMs, for forMs in all. */
+const PURGE_RETRY = { firstMs: 5, maxMs: 100, forMs: 1_000 };
 
 interface Row {
   id: string;
@@ -557,8 +559,9 @@ export class SqliteDocumentStore implements DocumentStore {
     return found !== undefined;
   }
 
+  /** True when the file can be read and takes writes (see SqliteEventStore.ping). */
   async ping(): Promise<boolean> {
-    if (this.#engine.connections.commits.failure) return false;
+    if (this.#engine.closed || !(await this.#engine.connections.commits.writable())) return false;
     try {
       return (this.#engine.readStatement('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
     } catch {
@@ -566,18 +569,29 @@ export class SqliteDocumentStore implements DocumentStore {
     }
   }
 
+  writeFailure(): string | null {
+    return this.#engine.connections.commits.writeFailure?.message ?? null;
+  }
+
   /**
    * Makes documents deleted so far unrecoverable from this store's files (crypto-shredding,
    * apps/services/content-vault.ts): deletions are already zeroed in place (secure_delete);
-   * this empties the WAL, which still holds the pages as they were before. False when
-   * another connection's reader kept the WAL in use: call again later.
+   * this empties the WAL, which still holds the pages as they were before. While another
+   * connection keeps the WAL in use it tries again on a timer, for PURGE_RETRY.forMs at most
+   * (a reader's snapshot under load ends within that; a backup's or an export's does not),
+   * never waiting on the event loop. False when it could not: call again later.
    */
   async purgeDeleted(): Promise<boolean> {
     if (this.#engine.closed) throw new Error('document store is closed');
-    // The checkpoint cannot run inside a transaction: commit what is pending first.
-    await this.#engine.connections.commits.flush();
-    if (this.#engine.db.isTransaction) return false;
-    return truncateWal(this.#engine.db);
+    const deadline = Date.now() + PURGE_RETRY.forMs;
+    for (let delay = PURGE_RETRY.firstMs; !this.#engine.closed; delay = Math.min(delay * 2, PURGE_RETRY.maxMs)) {
+      // The checkpoint cannot run inside a transaction: commit what is pending first.
+      await this.#engine.connections.commits.flush();
+      if (!this.#engine.db.isTransaction && truncateWal(this.#engine.db)) return true;
+      if (Date.now() + delay > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+    return false;
   }
 
   async close(): Promise<void> {

@@ -365,15 +365,23 @@ export class SqliteEventStore implements EventStore {
     return subscription;
   }
 
-  /** True when the events table can be read (not only when the file opens), and the file takes writes. */
+  /**
+   * True when the events table can be read (not only when the file opens), and the file takes
+   * writes: false after a failed sync, and while writes fail on the file (a full disk) until
+   * one succeeds, the ping's own included (GroupCommit.writable).
+   */
   async ping(): Promise<boolean> {
-    if (this.#closed || this.#connections.commits.failure) return false;
+    if (this.#closed || !(await this.#connections.commits.writable())) return false;
     try {
       this.#reader.prepare('SELECT 1 FROM es_events LIMIT 1').get();
       return true;
     } catch {
       return false;
     }
+  }
+
+  writeFailure(): string | null {
+    return this.#connections.commits.writeFailure?.message ?? null;
   }
 
   /** Stops every subscription (waiting for in-flight handler calls), then closes an owned connection. */

@@ -27,6 +27,14 @@
 // file's lock until the loop turns, so a process that slept in sqlite's busy handler on one
 // file while holding a batch open on another could deadlock with a process doing the reverse.
 // BEGIN is tried without waiting, and retried on a timer (up to the busy timeout).
+//
+// A write that fails on the file itself (a full disk, an I/O error) is remembered until a
+// commit that wrote succeeds (writeFailure; a commit that changed nothing, such as a sweep that
+// found nothing to delete, appends nothing to the WAL and so says nothing of the disk): the
+// stores' ping reports it, so readiness does not answer ready while every write fails. Writes
+// keep being tried, and go through again once the disk has room; a ping meanwhile tries a write
+// of its own (writable()), so that readiness comes back with the room even when no traffic
+// reaches a process that is not ready.
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
@@ -102,6 +110,13 @@ export class GroupCommit implements DurabilityBarrier {
   #batchNumber = 0;
   /** Set for good when a sync of the WAL failed (#sync): no more writes, and no durable reads. */
   #failure: Error | null = null;
+  /** The last write that failed on the file itself (full disk, I/O error), until a commit that wrote succeeds. */
+  #writeFailure: Error | null = null;
+  /** The write writable() tries while #writeFailure is set; one at a time. */
+  #probe: Promise<boolean> | null = null;
+  /** While #writeFailure is set: total_changes() when the open batch began, and whether a probe wrote in it. */
+  #changesAtBegin: number | null = null;
+  #probedInBatch = false;
   #bytes = 0;
   #open = false;
   #inWork = false;
@@ -213,6 +228,32 @@ export class GroupCommit implements DurabilityBarrier {
     return this.#failure;
   }
 
+  /**
+   * Why writes on this connection fail now: the failed sync that stopped them, or the last
+   * write that failed on the file itself (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY) when no
+   * commit has succeeded since; null when they do not.
+   */
+  get writeFailure(): Error | null {
+    return this.#failure ?? this.#writeFailure;
+  }
+
+  /**
+   * False once a sync has failed; while the last write failed on the file itself, the answer
+   * of a write of its own (the database header's user_version set to what it holds: one page
+   * appended to the WAL, no data changed), which clears the failure when it commits. True
+   * otherwise, without writing.
+   */
+  writable(): Promise<boolean> {
+    if (this.#failure) return Promise.resolve(false);
+    if (!this.#writeFailure) return Promise.resolve(true);
+    this.#probe ??= this.runStatement(() => {
+      const { user_version: version } = this.#db.prepare('PRAGMA user_version').get() as { user_version: number };
+      this.#db.exec(`PRAGMA user_version = ${Number(version)}`);
+      this.#probedInBatch = true;
+    }).then(() => this.#writeFailure === null, () => false).finally(() => (this.#probe = null));
+    return this.#probe;
+  }
+
   /** Closes the WAL file handle; call after flush(), before closing the connection. */
   dispose(): void {
     if (typeof this.#walFd === 'number') closeSync(this.#walFd);
@@ -307,6 +348,8 @@ export class GroupCommit implements DurabilityBarrier {
   #begun(): void {
     this.#open = true;
     this.#batchNumber++;
+    this.#changesAtBegin = this.#writeFailure ? this.#totalChanges() : null;
+    this.#probedInBatch = false;
     let settle!: Pick<Settled, 'resolve' | 'reject'>;
     const durable = new Promise<void>((resolve, reject) => (settle = { resolve: () => resolve(), reject }));
     durable.catch(() => {}); // a failure nobody waits for: each write of the batch hears of it
@@ -431,6 +474,15 @@ export class GroupCommit implements DurabilityBarrier {
     }
     this.#open = false;
     this.#released?.notify();
+    if (failure === undefined) {
+      // A write of the batch may have failed on the file by itself (its statement undone, the
+      // transaction going on): the commit does not vouch for the file then.
+      const failed = batch.find((entry) => !entry.ok && failsOnFile(entry.value));
+      if (failed) this.#writeFailure = this.#failingWrites(failed.value);
+      else if (this.#writeFailure && (this.#probedInBatch || this.#totalChanges() > (this.#changesAtBegin ?? Infinity))) this.#writeFailure = null;
+    } else if (failsOnFile(failure)) {
+      this.#writeFailure = this.#failingWrites(failure);
+    }
     if (failure !== undefined) {
       for (const entry of batch) entry.reject(failure);
       if (batch.some((entry) => entry.early)) reportLostWrites(failure);
@@ -492,6 +544,16 @@ export class GroupCommit implements DurabilityBarrier {
     if (lost.some((entry) => entry.early)) reportLostWrites(this.#failure);
   }
 
+  /** Rows this connection has changed since it opened (cheap: a counter of the connection). */
+  #totalChanges(): number {
+    return Number((this.#db.prepare('SELECT total_changes() AS n').get() as { n: number | bigint }).n);
+  }
+
+  #failingWrites(error: unknown): Error {
+    const reason = error instanceof Error ? error.message : String(error);
+    return Object.assign(new Error(`writes to ${this.#db.location() ?? 'the database'} fail (${reason}): the last one failed and none has succeeded since`, { cause: error }), { code: 'ERR_RELAY_WRITES_FAILING' });
+  }
+
   /** One sync of the WAL at a time for readers: fdatasync covers the file, whoever wrote it. */
   #syncForReaders(counters: CommitCounters): Promise<void> {
     this.#readersSync ??= new Promise<void>((resolve, reject) => {
@@ -543,6 +605,13 @@ export class GroupCommit implements DurabilityBarrier {
 }
 
 const SQLITE_BUSY = 5;
+/** Primary result codes of a file that cannot be written: read-only, I/O error, full. */
+const FILE_FAILURES = new Set([8, 10, 13]);
+/** A write that failed on the file itself, not on what it wrote (a conflict, a constraint). */
+const failsOnFile = (error: unknown) => {
+  const code = (error as { errcode?: unknown } | null)?.errcode;
+  return typeof code === 'number' && FILE_FAILURES.has(code & 0xff);
+};
 const noop = () => {};
 const writesIn = (batch: Settled[]) => batch.filter((entry) => !entry.handle).length;
 

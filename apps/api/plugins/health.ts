@@ -1,7 +1,8 @@
 // /healthz says the process answers; /readyz says its stores answer and its long-running parts
 // work, so a load balancer only routes to a process that can do the work.
 //
-// What turns /readyz to 503: a store that does not answer, or a part of this process (the
+// What turns /readyz to 503: a store that does not answer or takes no writes (`stores.<store>.reason`
+// says why when the store knows: the embedded store on a full disk), or a part of this process (the
 // forwarder, a processor or its dispatcher, retention, inbound, a worker thread, the pipeline
 // thread) that apps/liveness.ts judges not ready: it stopped, it has been recovering for 60 s,
 // or it has had work waiting and made no progress for 60 s (a processor also when it held one
@@ -27,23 +28,27 @@ export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promi
       openapi: {
         summary: 'Readiness: the stores answer and this process\'s parts run; each part\'s liveness; counts parked events.',
         responses: {
-          200: { description: 'Ready: {"status": "ready", "checks": {…}, "parts": {"<part>": {"state", "since", "lastProgressAt", "workWaiting", "error", "stuck", "ready", "reason"}}, "parked": {…}}' },
-          503: { description: 'Not ready: "status": "not_ready", a check false (a part\'s "reason" says why).' },
+          200: { description: 'Ready: {"status": "ready", "checks": {…}, "stores": {"<store>": {"ready", "reason"}}, "parts": {"<part>": {"state", "since", "lastProgressAt", "workWaiting", "error", "stuck", "ready", "reason"}}, "parked": {…}}' },
+          503: { description: 'Not ready: "status": "not_ready", a check false (a store\'s or a part\'s "reason" says why).' },
         },
       },
     },
   }, async (_request, reply) => {
     const timeout = <T>(p: Promise<T>, fallback: T) =>
       Promise.race([p.catch(() => fallback), new Promise<T>((r) => setTimeout(() => r(fallback), 2000).unref())]);
+    const store = async (s: { ping(): Promise<boolean>; writeFailure?(): string | null }) => {
+      const ready = await timeout(s.ping(), false);
+      return { ready, reason: ready ? null : s.writeFailure?.() ?? 'its ping failed or did not answer within 2 s' };
+    };
     const [eventStore, documentStore, parts, parked] = await Promise.all([
-      timeout(ctx.events.ping(), false),
-      timeout(ctx.documents.ping(), false),
+      store(ctx.events),
+      store(ctx.documents),
       timeout(ctx.readiness(), { checks: { readiness: false }, parts: {} } as Readiness),
       timeout(countParked(ctx.documents, PARKING_NAMES), null),
     ]);
-    const checks: Record<string, boolean> = { eventStore, documentStore, ...parts.checks };
+    const checks: Record<string, boolean> = { eventStore: eventStore.ready, documentStore: documentStore.ready, ...parts.checks };
     const ready = Object.values(checks).every(Boolean);
     // parked: null when the count could not be read (documentStore says why).
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks, parts: parts.parts, parked });
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks, stores: { eventStore, documentStore }, parts: parts.parts, parked });
   });
 }
