@@ -9,15 +9,11 @@
 // as it was). Read back by postal-mime, an independent parser; through POST /v1/emails to the
 // outbox .eml, the DKIM signature checked by mailauth.
 import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import PostalMime, { decodeWords } from 'postal-mime';
 import { suite, test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { composeMessage } from '../infra/mail/compose.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, dkimResults, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { startOutboxSends, type OutboxSends } from './support/outbox-sends.ts';
 
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -57,37 +53,20 @@ test('a List-Unsubscribe admitted before these rules (not ASCII) still goes 7-bi
 
 test.run();
 
-interface Context { t: TestApp; tenant: DeliveryTenant; dns: TestDnsServer }
-const api = suite<Context>('URI-list headers through POST /v1/emails');
+const api = suite<{ sends: OutboxSends }>('URI-list headers through POST /v1/emails');
 
 api.before(async (ctx) => {
-  ctx.t = await startTestApp({}, { processors: true });
-  ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.dns = await startDnsServer(ctx.tenant.zone);
+  ctx.sends = await startOutboxSends({ fromName: 'News', local: 'news', subject: 'Weekly' });
 });
 api.after(async (ctx) => {
-  await ctx.t.close();
-  await ctx.dns.close();
+  await ctx.sends.close();
 });
 
-function post(ctx: Context, headers: Record<string, string>) {
-  return ctx.t.app.inject({
-    method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${ctx.tenant.key}` },
-    payload: { from: `News <news@${ctx.tenant.domain}>`, to: 'ann@example.org', subject: 'Weekly', text: 'Hi Ann', headers },
-  });
-}
+const post = (ctx: { sends: OutboxSends }, headers: Record<string, string>) => ctx.sends.post(headers);
 
-/** POST /v1/emails, accepted; the .eml written to the outbox, once mailauth verified its DKIM signature. */
-async function sent(ctx: Context, headers: Record<string, string>): Promise<Buffer> {
-  const response = await post(ctx, headers);
-  assert.is(response.statusCode, 202, response.body);
-  const id = response.json().id as string;
-  await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'sent', 'is sent', 10_000);
-  const raw = readFileSync(join(ctx.t.config.dataDir, 'outbox', `${id}.eml`));
-  const [verdict] = await dkimResults(ctx.dns, raw);
-  assert.is(verdict.status.result, 'pass', verdict.info);
-  // compose.ts signs the List- fields (RFC 8058 3.1 needs List-Unsubscribe-Post signed) and Archived-At.
-  const signed = (verdict.signingHeaders?.headers ?? []).map((line) => line.split(':')[0].toLowerCase());
+/** Sent to the outbox, its DKIM signature verified and covering the List- fields (RFC 8058 3.1 needs List-Unsubscribe-Post signed) and Archived-At. */
+async function sent(ctx: { sends: OutboxSends }, headers: Record<string, string>): Promise<Buffer> {
+  const { raw, signed } = await ctx.sends.sent(headers);
   for (const name of Object.keys(headers).filter((n) => /^(list-|archived-at$)/i.test(n))) assert.ok(signed.includes(name.toLowerCase()), `the signature covers ${name}`);
   return raw;
 }

@@ -8,46 +8,24 @@
 // value admitted before these rules goes as it went then. Through POST /v1/emails to the outbox
 // .eml (DKIM verified by mailauth, headers read by postal-mime), or composeMessage itself.
 import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import PostalMime, { decodeWords } from 'postal-mime';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { composeMessage } from '../infra/mail/compose.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, dkimResults, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { startOutboxSends, type OutboxSends } from './support/outbox-sends.ts';
 
-interface Context { t: TestApp; tenant: DeliveryTenant; dns: TestDnsServer }
+interface Context { sends: OutboxSends }
 const test = suite<Context>('structured custom headers on the wire');
 
 test.before(async (ctx) => {
-  ctx.t = await startTestApp({}, { processors: true });
-  ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.dns = await startDnsServer(ctx.tenant.zone);
+  ctx.sends = await startOutboxSends({ fromName: 'App', local: 'app', subject: 'Hello' });
 });
 test.after(async (ctx) => {
-  await ctx.t.close();
-  await ctx.dns.close();
+  await ctx.sends.close();
 });
 
-function post(ctx: Context, headers: Record<string, string>) {
-  return ctx.t.app.inject({
-    method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${ctx.tenant.key}` },
-    payload: { from: `App <app@${ctx.tenant.domain}>`, to: 'ann@example.org', subject: 'Hello', text: 'Hi Ann', headers },
-  });
-}
-
-async function sent(ctx: Context, headers: Record<string, string>): Promise<Buffer> {
-  const response = await post(ctx, headers);
-  assert.is(response.statusCode, 202, response.body);
-  const id = response.json().id as string;
-  await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'sent', 'is sent', 10_000);
-  const raw = readFileSync(join(ctx.t.config.dataDir, 'outbox', `${id}.eml`));
-  const [verdict] = await dkimResults(ctx.dns, raw);
-  assert.is(verdict.status.result, 'pass', verdict.info);
-  return raw;
-}
+const post = (ctx: Context, headers: Record<string, string>) => ctx.sends.post(headers);
+const sent = async (ctx: Context, headers: Record<string, string>): Promise<Buffer> => (await ctx.sends.sent(headers)).raw;
 
 /** The raw (unfolded, undecoded) value of a header field, as a structured-field parser sees it. */
 async function rawValue(raw: Buffer, name: string): Promise<string> {
