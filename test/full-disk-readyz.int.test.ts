@@ -70,6 +70,8 @@ test('/readyz is not ready while the disk is full and writes fail, and ready aga
     assert.is(full.report.checks.documentStore, false);
     assert.match(String(full.report.stores.eventStore?.reason), 'database or disk is full');
     assert.match(String(full.report.stores.documentStore?.reason), 'database or disk is full');
+    // Anyone who reaches the API reads /readyz: the reason names no path of the server.
+    assert.not.ok(JSON.stringify(full.report).includes(mount), 'the data directory is not in /readyz');
 
     // Space returns; no write comes meanwhile: readiness comes back by the ping's own write.
     rmSync(filler);

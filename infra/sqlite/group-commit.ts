@@ -551,7 +551,8 @@ export class GroupCommit implements DurabilityBarrier {
 
   #failingWrites(error: unknown): Error {
     const reason = error instanceof Error ? error.message : String(error);
-    return Object.assign(new Error(`writes to ${this.#db.location() ?? 'the database'} fail (${reason}): the last one failed and none has succeeded since`, { cause: error }), { code: 'ERR_RELAY_WRITES_FAILING' });
+    // No file path: /readyz, which anyone who reaches the API may read, shows this.
+    return Object.assign(new Error(`writes to the database file fail (${reason}): the last one failed and none has succeeded since`, { cause: error }), { code: 'ERR_RELAY_WRITES_FAILING' });
   }
 
   /** One sync of the WAL at a time for readers: fdatasync covers the file, whoever wrote it. */
