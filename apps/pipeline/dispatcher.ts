@@ -120,45 +120,15 @@ const MAX_BACKOFF_MS = 10_000;
 /** Items whose back-off after a failed run is remembered, at most (the oldest is forgotten first); so are the due times runs started from. */
 const MAX_FAILED_ITEMS = 1_000;
 
-/** The back-off of each item whose last run failed, by item id, in real time. */
-class FailedRuns {
-  readonly #entries = new Map<string, { delayMs: number; retryAt: number }>();
-  readonly #initialMs: number;
-  readonly #maxMs: number;
-
-  constructor(initialMs: number, maxMs: number) {
-    this.#initialMs = initialMs;
-    this.#maxMs = maxMs;
-  }
-
-  failed(id: string): void {
-    const previous = this.#entries.get(id);
-    const delayMs = previous ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
-    // Deleted first so that the map's order stays the order of the last failures.
-    this.#entries.delete(id);
-    this.#entries.set(id, { delayMs, retryAt: Date.now() + delayMs });
-    if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
-  }
-
-  succeeded(id: string): void {
-    this.#entries.delete(id);
-  }
-
-  /** How long until the item may run again (0: now). */
-  waitMs(id: string): number {
-    const entry = this.#entries.get(id);
-    return entry ? Math.max(0, entry.retryAt - Date.now()) : 0;
-  }
-
-}
-
 /**
- * The hold on each item whose run ended well but left it due at the time it started from, by
- * item id, in real time. A hold is on the item at that due time only: once the item is due at
- * another (rescheduled, by another instance say), it is free again, and its streak starts over.
+ * Items held back, by item id, in real time, each for a delay that doubles while it keeps coming
+ * back (the oldest forgotten past MAX_FAILED_ITEMS). Two kinds use it: items whose last run
+ * failed (held whatever their due time), and items whose run ended well but left them due at
+ * the time it started from (held at that due time only: once the item is due at another,
+ * rescheduled by another instance say, it is free again and its streak starts over).
  */
-class StuckRuns {
-  readonly #entries = new Map<string, { dueAt: DueTime; delayMs: number; retryAt: number }>();
+class HeldItems {
+  readonly #entries = new Map<string, { dueAt: DueTime | undefined; delayMs: number; retryAt: number }>();
   readonly #initialMs: number;
   readonly #maxMs: number;
 
@@ -167,21 +137,26 @@ class StuckRuns {
     this.#maxMs = maxMs;
   }
 
-  /** Holds the item due at `dueAt`; returns for how long (ms), doubling while it stays stuck at that time. */
-  hold(id: string, dueAt: DueTime): number {
+  /** Holds the item (at `dueAt` only, when given); returns for how long (ms). */
+  hold(id: string, dueAt?: DueTime): number {
     const previous = this.#entries.get(id);
-    const delayMs = previous?.dueAt === dueAt ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
+    const delayMs = previous && previous.dueAt === dueAt ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
+    // Deleted first so that the map's order stays the order of the last holds.
     this.#entries.delete(id);
     this.#entries.set(id, { dueAt, delayMs, retryAt: Date.now() + delayMs });
     if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
     return delayMs;
   }
 
+  release(id: string): void {
+    this.#entries.delete(id);
+  }
+
   /** How long until the item, due at `dueAt`, may run again (0: now). */
   waitMs(id: string, dueAt: DueTime): number {
     const entry = this.#entries.get(id);
     if (!entry) return 0;
-    if (entry.dueAt !== dueAt) {
+    if (entry.dueAt !== undefined && entry.dueAt !== dueAt) {
       this.#entries.delete(id);
       return 0;
     }
@@ -224,10 +199,10 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
   // Real time, whatever clock the items are scheduled by: liveness is judged against the wall clock.
   const liveness = options.liveness ?? new Liveness();
   const backoff = new Backoff({ initialDelayMs: options.pollMs, maxDelayMs: Math.max(options.pollMs, MAX_BACKOFF_MS) });
-  const failedRuns = new FailedRuns(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
+  const failedRuns = new HeldItems(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
   // Apart from failedRuns: a run that ends well clears its item's failures, but not a streak of
   // runs that leave it due.
-  const stuckRuns = new StuckRuns(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
+  const stuckRuns = new HeldItems(options.pollMs, Math.max(options.pollMs, MAX_BACKOFF_MS));
   const endedRuns = new EndedRuns();
   // Reads of the schedule begun, and which of them `ready` came from.
   let readsBegun = 0;
@@ -256,11 +231,11 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
     const work = source.run(item)
       .then(() => {
         succeeded = true;
-        failedRuns.succeeded(id);
+        failedRuns.release(id);
         endedRuns.ended(id, startedDueAt, readsBegun);
         liveness.progress('run');
       }, (error: Error) => {
-        failedRuns.failed(id);
+        failedRuns.hold(id);
         options.onRunFailed?.(error);
         options.onError(error);
       })
@@ -316,7 +291,7 @@ export function startDispatcher<T>(source: DueSource<T>, options: DispatcherOpti
         if (inFlight.has(id)) continue;
         const dueAt = source.dueAt(item);
         if (endedRuns.leftDue(id, dueAt, readyFrom)) stuck(item);
-        const waitMs = Math.max(failedRuns.waitMs(id), stuckRuns.waitMs(id, dueAt));
+        const waitMs = Math.max(failedRuns.waitMs(id, dueAt), stuckRuns.waitMs(id, dueAt));
         const key = source.key(item);
         if (waitMs > 0 || (perKey.get(key) ?? 0) >= options.perKey(key)) {
           heldBack = true;

@@ -68,11 +68,12 @@ export async function removeTemp(dir: string, temp: OutboxTemp): Promise<boolean
   });
 }
 
+/** Whether a temporary copy is older than ABANDONED_TEMP_AFTER_MS at `now`: left by a write that died. */
+export const isAbandoned = (temp: OutboxTemp, now: Date): boolean => now.getTime() - temp.modifiedAt.getTime() > ABANDONED_TEMP_AFTER_MS;
+
 /** Deletes the temporary copies in `dir` older than ABANDONED_TEMP_AFTER_MS at `now`. */
 async function removeAbandonedTemps(dir: string, now: Date): Promise<void> {
-  for (const temp of await outboxTemps(dir)) {
-    if (now.getTime() - temp.modifiedAt.getTime() > ABANDONED_TEMP_AFTER_MS) await removeTemp(dir, temp);
-  }
+  for (const temp of await outboxTemps(dir)) if (isAbandoned(temp, now)) await removeTemp(dir, temp);
 }
 
 /**

@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
-import { ABANDONED_TEMP_AFTER_MS, isMissing, outboxTemps, readEnvelopes, removeTemp, type OutboxEnvelope, type OutboxTemp } from './outbox-files.ts';
+import { isAbandoned, isMissing, outboxTemps, readEnvelopes, removeTemp, type OutboxEnvelope, type OutboxTemp } from './outbox-files.ts';
 import type { OutboxWrite, OutboxWriteReply, OutboxWriteRequest, OutboxWriteResult } from './outbox-worker.ts';
 
 export type { OutboxEnvelope } from './outbox-files.ts';
@@ -264,7 +264,7 @@ export async function outboxEmailIds(dir: string): Promise<string[]> {
  */
 export async function removeLeftTemps(dir: string, now: Date, unreadable: (emailIds: string[]) => Promise<string[]>, batch = 500): Promise<number> {
   const temps = await outboxTemps(dir);
-  const abandoned = (temp: OutboxTemp) => now.getTime() - temp.modifiedAt.getTime() > ABANDONED_TEMP_AFTER_MS;
+  const abandoned = (temp: OutboxTemp) => isAbandoned(temp, now);
   const ids = [...new Set(temps.filter((temp) => !abandoned(temp)).map((temp) => temp.emailId))];
   const gone = new Set<string>();
   for (let i = 0; i < ids.length; i += batch) for (const emailId of await unreadable(ids.slice(i, i + batch))) gone.add(emailId);
