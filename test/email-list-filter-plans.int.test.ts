@@ -113,9 +113,28 @@ for (const { query, index, seek } of FILTERS) {
     const windowed = await listStatements(ctx, `?${query}&${WINDOW}`);
     assertSeeks(planOf(ctx.file, windowed.ran[0]), index, seek, `${query} with both dates`);
     const paged = await listStatements(ctx, `?${query}&cursor=em_seed${String(EMAILS - 1).padStart(15, '0')}`);
-    assertSeeks(planOf(ctx.file, paged.ran[0]), index, seek, `${query} after a cursor`);
+    assertSeeksFromCursor(planOf(ctx.file, paged.ran[0]), index, seek, `${query} after a cursor`);
   });
 }
+
+// A later page must start its read at the cursor. Without a bound on createdAt the plan still
+// names the index, but walks it from the newest email to the cursor: about k pages of entries
+// to reach page k, so paging through a project's history costs its square.
+function assertSeeksFromCursor(plan: string[], index: string, seek: RegExp, label: string): void {
+  assertSeeks(plan, index, seek, label);
+  assert.match(plan[0], /createdAt<\?/, `the read starts at the cursor: ${label}: ${plan.join(' | ')}`);
+}
+
+test('a later page of the unfiltered list starts its read at the cursor', async (ctx) => {
+  const { ran, body } = await listStatements(ctx, `?limit=2&cursor=em_seed${String(EMAILS - 10).padStart(15, '0')}`);
+  assert.equal(body.emails.map((e) => e.id), [`em_seed${String(EMAILS - 11).padStart(15, '0')}`, `em_seed${String(EMAILS - 12).padStart(15, '0')}`]);
+  assert.is(ran.length, 1, 'one read: a page filled before any email without createdAt is looked for');
+  const plan = planOf(ctx.file, ran[0]);
+  const shown = plan.join(' | ');
+  assert.ok(plan[0].startsWith('SEARCH ') && plan[0].includes(` INDEX ${EMAILS_TABLE}__project_created `), shown);
+  assert.match(plan[0], /\(field:projectId=\? AND field:createdAt<\?\)/, `the read starts at the cursor: ${shown}`);
+  assert.not.ok(plan.some((step) => step.includes('TEMP B-TREE')), `the order comes from the index: ${shown}`);
+});
 
 test('filters that match answer as before: a page of the matches, newest first, then the next', async (ctx) => {
   const { w, real } = ctx;

@@ -307,6 +307,12 @@ export function orderBySql(orderBy: Array<[string, Direction]>, columns?: FieldC
 export interface Tail extends Fragment {
   /** The quoted side table of an array index that the query reads through (fromSql). */
   through?: string;
+  /**
+   * The rows that follow this tail's in the order, read by a query of their own: set for a
+   * cursor on a descending first field (see findTail). Read it only when this tail's rows fell
+   * short of the limit, and append what it gives.
+   */
+  then?: Tail;
 }
 
 /** The FROM of a query over `table` (quoted) with this tail. */
@@ -316,27 +322,52 @@ export function fromSql(table: string, tail: Tail): string {
   return tail.through === undefined ? table : `${tail.through} JOIN ${table} ON ${table}.id = ${tail.through}.${SIDE_REF}`;
 }
 
-/** WHERE/ORDER BY/LIMIT tail of a SELECT over the collection's table (FROM fromSql). */
+/**
+ * WHERE/ORDER BY/LIMIT tail of a SELECT over the collection's table (FROM fromSql).
+ *
+ * After a cursor whose first field is descending and not null, the rows left are the field's
+ * values up to the cursor's, then the rows without it (NULL sorts last descending). SQLite
+ * seeks an index only on a range, and `f < ? OR f IS NULL` is none: it would walk the index
+ * from its start to the cursor, about k pages of entries to reach page k. So the tail bounds
+ * the field (`f <= ?`, a range, which leaves NULL out) and `then` reads the NULL rows, which
+ * follow every other in this order.
+ */
 export function findTail(options: FindOptions, fieldColumns?: FieldColumns, arrays?: ArrayIndexes): Tail {
   const source = sourceFor(options.where, fieldColumns, arrays);
   const { columns } = source;
-  const parts = whereParts(options.where, source);
+  const filter = whereParts(options.where, source);
+  const parts = [...filter];
   let orderBy = options.orderBy;
+  let nulls: Fragment | undefined;
   if (options.after) {
     if (!orderBy || orderBy.length === 0) orderBy = [['_id', 'asc']];
+    const [[firstField, firstDirection]] = orderBy;
+    const first = options.after[firstField];
+    if (firstDirection === 'desc' && first !== undefined && first !== null) {
+      const f = fieldOf(firstField, columns);
+      nulls = { sql: `${f.value} IS NULL`, params: [] };
+      parts.push({ sql: `${f.value} <= ?`, params: [bindScalar(first)] });
+    }
     parts.push(keysetAfter(orderBy, options.after, columns));
   }
+  const through = source.through?.index.table;
+  const tail = { ...tailOf(parts, orderBy, options.limit, columns), through };
+  if (!nulls) return tail;
+  return { ...tail, then: { ...tailOf([...filter, nulls], orderBy, options.limit, columns), through } };
+}
+
+function tailOf(parts: Fragment[], orderBy: FindOptions['orderBy'], limit: number | undefined, columns: FieldColumns | undefined): Fragment {
   const where = and(parts);
   let sql = parts.length > 0 ? ` WHERE ${where.sql}` : '';
   const params = [...where.params];
   if (orderBy && orderBy.length > 0) sql += ` ORDER BY ${orderBySql(orderBy, columns)}`;
-  if (options.limit !== undefined) {
-    if (!Number.isInteger(options.limit) || options.limit < 0) throw new Error(`invalid limit ${options.limit}`);
+  if (limit !== undefined) {
+    if (!Number.isInteger(limit) || limit < 0) throw new Error(`invalid limit ${limit}`);
     // Written into the SQL (it is a checked integer): a bound LIMIT makes the bundled SQLite
     // prepare the statement again on every call.
-    sql += ` LIMIT ${options.limit}`;
+    sql += ` LIMIT ${limit}`;
   }
-  return { sql, params, through: source.through?.index.table };
+  return { sql, params };
 }
 
 /** The WHERE of a query over the collection's table (FROM fromSql); without `arrays`, over that table alone (a DELETE's). */

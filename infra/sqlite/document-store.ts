@@ -267,6 +267,16 @@ interface ColumnWrites {
   update(changed: string[]): string;
 }
 
+/** The rows of a tail, then of the tails that follow it (Tail.then) while the limit is not reached. */
+function readTails<R>(tail: Tail, limit: number | undefined, read: (tail: Tail) => R[]): R[] {
+  const rows = read(tail);
+  for (let next = tail.then; next && (limit === undefined || rows.length < limit); next = next.then) {
+    const more = read(next);
+    rows.push(...(limit === undefined ? more : more.slice(0, limit - rows.length)));
+  }
+  return rows;
+}
+
 function columnWrites(table: string, columns: FieldColumns, plainInsert: string): ColumnWrites {
   const fields = [...columns.keys()];
   if (fields.length === 0) return { insert: plainInsert, fields, compare: null, update: () => { throw new Error('no field columns'); } };
@@ -365,12 +375,10 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     const engine = this.#engine;
     if (options.fields !== undefined) {
       const fields = projectedFields(options.fields);
-      return engine.readColumns(this.#table, (columns, arrays) => this.#findFields(fields, findTail(options, columns, arrays)), []);
+      return engine.readColumns(this.#table, (columns, arrays) => readTails(findTail(options, columns, arrays), options.limit, (tail) => this.#findFields(fields, tail)), []);
     }
-    const rows = engine.readColumns(this.#table, (columns, arrays) => {
-      const tail = findTail(options, columns, arrays);
-      return engine.readStatement(`SELECT id, v, doc FROM ${fromSql(this.#quoted, tail)}${tail.sql}`).all(...tail.params) as unknown as Row[];
-    }, []);
+    const rows = engine.readColumns(this.#table, (columns, arrays) => readTails(findTail(options, columns, arrays), options.limit, (tail) =>
+      engine.readStatement(`SELECT id, v, doc FROM ${fromSql(this.#quoted, tail)}${tail.sql}`).all(...tail.params) as unknown as Row[]), []);
     return rows.map((row) => fromRow<T>(row));
   }
 

@@ -1,6 +1,6 @@
 // What a page of GET /v1/emails costs on the embedded store with and without a filter, over a
 // project's long history: each filter (status, sender, domain, recipient) matching nothing,
-// matching one email, and matching every email, within two dates, and on a later page, against
+// matching one email, and matching every email, within two dates, and on a later and a deep page, against
 // the unfiltered first page. node:sqlite is synchronous, so a read's time is time the event
 // loop is held for every tenant; a filtered page should cost about what an unfiltered one
 // does, not a walk of the project (apps/services/email-reads.ts, EMAIL_VIEW_INDEXES; which
@@ -63,6 +63,8 @@ try {
 
   const window = `after=${new Date(start).toISOString()}&before=${new Date(Date.parse(real.createdAt) + 1000).toISOString()}`;
   const cursor = `cursor=${seedId(EMAILS - 100)}`;
+  // Near the oldest email: a read that walks the index from the newest to its cursor shows here.
+  const deepCursor = `cursor=${seedId(100)}`;
   const baseline = await timed('');
   const rows: Array<[string, string]> = [
     ['status: none', '?status=complained'],
@@ -72,6 +74,9 @@ try {
     ['sender: all', `?sender=${real.fromAddress}`],
     ['domain: none', '?domain=other.test'],
     ['domain: all, later page', `?domain=${real.fromDomain}&${cursor}`],
+    ['unfiltered, deep page', `?${deepCursor}`],
+    ['status: all, deep page', `?status=${real.status}&${deepCursor}`],
+    ['recipient: none, deep page', `?recipient=nobody@acme.test&${deepCursor}`],
     ['recipient: none', '?recipient=nobody@acme.test'],
     ['recipient: one', `?recipient=customer${Math.floor(EMAILS / 2)}@${w.domain}`],
     ['recipient: none, two dates', `?recipient=nobody@acme.test&${window}`],
