@@ -66,12 +66,23 @@ export class SessionRefused extends Error {
   readonly address: string;
   /** The refusal of an earlier session, remembered: no connection was made this time. */
   readonly remembered: boolean;
-  constructor(message: string, verdict: TlsVerdict, address: string, remembered = false) {
+  /**
+   * A reply with which another address of the host refused a session before this refusal ended
+   * the attempt (a 421 greeting…). The refusal has no reply code of its own, and the site's
+   * backoff is decided by that code, so it must not be lost with the other address.
+   */
+  readonly earlier: SetupFailed | null;
+  constructor(message: string, verdict: TlsVerdict, address: string, remembered = false, earlier: SetupFailed | null = null) {
     super(message);
     this.name = 'SessionRefused';
     this.verdict = verdict;
     this.address = address;
     this.remembered = remembered;
+    this.earlier = earlier;
+  }
+
+  after(earlier: SetupFailed): SessionRefused {
+    return new SessionRefused(this.message, this.verdict, this.address, this.remembered, earlier);
   }
 }
 
@@ -239,7 +250,8 @@ export class ConnectionPool {
 
   async #open(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
     let lastError: Error = new Error(`no address to connect to for ${host}`);
-    let reply: SetupReply | null = null;
+    // The latest address that refused with a reply: its codes go with whichever failure ends the attempt.
+    let replied: SetupFailed | null = null;
     const refuse = (address: string, verdict: TlsVerdict, detail: string) => {
       this.#remember(requirement.key, address, verdict);
       return new SessionRefused(`${host} [${address}]: ${detail}`, verdict, address);
@@ -259,8 +271,9 @@ export class ConnectionPool {
         const error = asNodemailerError(caught);
         const tlsFailed = (error as { duringTls?: boolean }).duringTls === true || isTlsFailure(error);
         if (!tlsFailed) {
-          reply = setupReplyOf(error) ?? reply;
           lastError = new Error(`${host} [${address}]: ${error.message}`);
+          const reply = setupReplyOf(error);
+          if (reply) replied = new SetupFailed(lastError.message, reply);
           continue;
         }
         if (requirement.required) {
@@ -273,8 +286,9 @@ export class ConnectionPool {
           lease.note = `sent without TLS: STARTTLS failed (${error.message})`;
         } catch (plainCaught) {
           const plainError = asNodemailerError(plainCaught);
-          reply = setupReplyOf(plainError) ?? reply;
           lastError = new Error(`${host} [${address}]: ${plainError.message}`);
+          const reply = setupReplyOf(plainError);
+          if (reply) replied = new SetupFailed(lastError.message, reply);
           continue;
         }
       }
@@ -291,7 +305,8 @@ export class ConnectionPool {
       });
       return lease;
     }
-    throw lastError instanceof SessionRefused ? lastError : new SetupFailed(lastError.message, reply);
+    if (lastError instanceof SessionRefused) throw replied ? lastError.after(replied) : lastError;
+    throw new SetupFailed(lastError.message, replied?.reply ?? null);
   }
 
   #remember(key: string, address: string, verdict: TlsVerdict): void {

@@ -393,6 +393,12 @@ export class MxTransport implements MailTransport {
         // A remembered refusal opened no session: it was reported when it happened.
         if (error instanceof SessionRefused) {
           if (!error.remembered) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
+          // Still a deferral, but not a policy's alone: the host's reply decides the site's backoff.
+          if (error.earlier) {
+            onlyPolicy = false;
+            refusedWith = error.earlier.reply ?? refusedWith;
+            failures.push(error.earlier.message);
+          }
         } else {
           onlyPolicy = false;
           if (error instanceof SetupFailed) refusedWith = error.reply ?? refusedWith;
