@@ -1,10 +1,10 @@
 // Saving a template does the work each send of it will do, within the same time and heap
 // limits, so a template no send could render is refused at save (400 naming it), not saved and
 // then refused at every send (each stopping the shared rendering thread): handlebars generates
-// its code at save (it otherwise waits for the first rendering), and the html is sanitized with
-// every {{#if}}/{{#unless}} branch taken and every value empty. Elements nested more than
-// 50,000 deep are refused at once rather than sanitized for the whole time limit (200,000
-// unclosed <b> took ~10 s).
+// its code at save (it otherwise waits for the first rendering), and the html is sanitized, every
+// value empty, on its deepest rendering and with every {{#if}}/{{#unless}} branch taken. Elements
+// nested more than 50,000 deep on that rendering are refused at once rather than sanitized for
+// the whole time limit (200,000 unclosed <b> took ~10 s).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MAX_HTML_DEPTH } from '../infra/rendering/sanitize.ts';
@@ -33,7 +33,7 @@ function expectError(response: { statusCode: number; body: string; json(): any }
   assert.match(response.json().error.message, message);
 }
 
-const tooDeep = /^body\.html: elements nest more than 50,000 deep \(every \{\{#if\}\} and \{\{#unless\}\} branch taken\); close them or flatten the html$/;
+const tooDeep = /^body\.html: elements nest more than 50,000 deep on the deepest rendering \(each \{\{#if\}\} and \{\{#unless\}\} taking its deepest branch\); close them or flatten the html$/;
 
 test(`600 KB of unclosed <b> (200,000 nested elements, ~10 s to sanitize) is refused at save for its depth; ${MAX_HTML_DEPTH.toLocaleString('en-US')} nested elements are saved`, async ({ w }) => {
   expectError(await save(w, 'nested', { html: `<p>{{v}}</p>${'<b>'.repeat(200_000)}` }), 400, 'validation_error', tooDeep);

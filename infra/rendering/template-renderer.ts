@@ -5,6 +5,7 @@
 import { MAX_SUBJECT_LENGTH } from '../../domain/email/send-request.ts';
 import { RelayError } from '../../domain/errors.ts';
 import { characterCount } from '../../domain/text.ts';
+import { deepestRendering } from '../../domain/templates/deepest-rendering.ts';
 import { analyzeTemplateAst, variablesOf, type FieldAnalysis, type TemplateNode } from '../../domain/templates/syntax.ts';
 import { checkVariableCount, invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
 import { compileParsed, escapedLength, parseTemplate, type RenderFunction } from './handlebars-environment.ts';
@@ -100,7 +101,8 @@ export interface CompiledTemplate {
    * template no send could render is refused then (400 validation_error naming the field), not
    * at every send: at most MAX_VARIABLES variables, the literal text of each field (every branch
    * taken) within MAX_RENDERED_BODY_LENGTH, handlebars' code generated (it waits for the first
-   * rendering otherwise), and the html sanitized with every branch taken and every value empty,
+   * rendering otherwise), and the html sanitized, every value empty, on its deepest rendering
+   * (domain/templates/deepest-rendering.ts: refused when too deep) and with every branch taken,
    * which bounds what sanitizing costs a send apart from its values. Run within the save's time
    * and heap limits, it refuses a template whose sends could not fit them.
    */
@@ -156,7 +158,7 @@ function checkStaticSize(field: CompiledField): void {
   }
 }
 
-/** Sanitizes a rendering's html: nested too deep, it is 422 naming the values, which chose its branches (a save refuses html too deep with every branch taken). */
+/** Sanitizes a rendering's html: nested too deep, it is 422 naming the values, which chose its branches (a save refuses html too deep on its deepest rendering). */
 function sanitizeRendered(html: string, variablesField: string): string {
   try {
     return sanitizeEmailHtml(html);
@@ -202,13 +204,22 @@ export async function compileTemplate(source: TemplateSource, prefix = 'body'): 
       const empty: TemplateVariables = Object.assign(Object.create(null), Object.fromEntries(variables.map((name) => [name, ''])));
       for (const field of fields) field.render(empty);
       if (!html) return;
+      const deepest = deepestRendering(html.ast).text;
       try {
-        sanitizeEmailHtml(everyBranch(html.ast).join(''));
+        sanitizeEmailHtml(deepest);
       } catch (error) {
         if (error instanceof HtmlTooDeepError) {
-          throw new RelayError('validation_error', `${html.field}: ${error.message} (every {{#if}} and {{#unless}} branch taken); close them or flatten the html`);
+          throw new RelayError('validation_error', `${html.field}: ${error.message} on the deepest rendering (each {{#if}} and {{#unless}} taking its deepest branch); close them or flatten the html`);
         }
         throw error;
+      }
+      const every = everyBranch(html.ast).join('');
+      if (every === deepest) return;
+      try {
+        sanitizeEmailHtml(every);
+      } catch (error) {
+        // The branches of a block nest in each other here as no rendering's do: the depth is the deepest rendering's to judge.
+        if (!(error instanceof HtmlTooDeepError)) throw error;
       }
     },
   };
