@@ -89,10 +89,10 @@ test('the HTML part alone: its own policy (nothing runs, no remote image unless 
   const off = await call(ctx.t, 'GET', url, { as: ctx.viewer });
   assert.is(off.statusCode, 200);
   assert.is(off.headers['content-type'], 'text/html; charset=utf-8');
-  assert.is(off.headers['content-security-policy'], "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'; form-action 'none'; base-uri 'none'; sandbox");
+  assert.is(off.headers['content-security-policy'], "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'; form-action 'none'; base-uri 'none'; sandbox allow-popups allow-popups-to-escape-sandbox");
   assert.is(off.headers['x-content-type-options'], 'nosniff');
   assert.is(off.headers['referrer-policy'], 'no-referrer');
-  assert.is(off.body, '<p>Hello <script>alert(1)</script></p>');
+  assert.is(off.body, '<base target="_blank"><p>Hello <script>alert(1)</script></p>');
   const on = await call(ctx.t, 'GET', `${url}?remote_images=on`, { as: ctx.viewer });
   assert.is(on.headers['content-security-policy'], messageCsp(true));
   assert.match(messageCsp(true), /img-src data: https: http:;/);
@@ -104,7 +104,7 @@ test('the HTML part is answered to the dashboard\'s frame, and refused to a brow
   const url = `/v1/projects/${ctx.projectId}/emails/${ctx.htmlEmail}/message.html`;
   const framed = await call(ctx.t, 'GET', url, { as: ctx.viewer, headers: { 'sec-fetch-dest': 'iframe' } });
   assert.is(framed.statusCode, 200);
-  assert.is(framed.body, '<p>Hello <script>alert(1)</script></p>');
+  assert.is(framed.body, '<base target="_blank"><p>Hello <script>alert(1)</script></p>');
   const opened = await call(ctx.t, 'GET', url, { as: ctx.viewer, headers: { 'sec-fetch-dest': 'document' } });
   assert.is(opened.statusCode, 403);
   assert.is(errorCode(opened), 'forbidden');

@@ -28,13 +28,38 @@ const HtmlQuery = Type.Object(
  * frame it. `sandbox` makes the document sandboxed (an opaque origin, no scripts, no meta
  * refresh or other navigation of its own) wherever it is opened, not only inside the
  * dashboard's <iframe sandbox>: a member who follows a link straight to it, from anywhere,
- * carries the session cookie (SameSite=Lax rides on top-level GETs).
+ * carries the session cookie (SameSite=Lax rides on top-level GETs). Its one allowance is the
+ * reader's click on a link (LINKS_IN_NEW_TABS): a new tab, outside the sandbox so that the
+ * linked page works; it gets no referrer (Referrer-Policy) and no opener (the implied noopener
+ * of target=_blank, and the dashboard's Cross-Origin-Opener-Policy for a frame of another
+ * origin, which covers rel=opener).
  */
 export function messageCsp(remoteImages: boolean): string {
   return [
     "default-src 'none'", `img-src data:${remoteImages ? ' https: http:' : ''}`, "style-src 'unsafe-inline'",
-    "frame-ancestors 'self'", "form-action 'none'", "base-uri 'none'", 'sandbox',
+    "frame-ancestors 'self'", "form-action 'none'", "base-uri 'none'", 'sandbox allow-popups allow-popups-to-escape-sandbox',
   ].join('; ');
+}
+
+/**
+ * A link in the part opens in a new tab: navigating the frame itself would take it to an origin
+ * the dashboard's frame-src refuses. Without an href the base element is not governed by
+ * base-uri. javascript: links stay dead (no script runs here, and default-src 'none'); a data:
+ * one, where a browser opens it at all, is an opaque origin with no opener, as any site is.
+ */
+const LINKS_IN_NEW_TABS = '<base target="_blank">';
+
+/**
+ * What may precede the doctype while the parser is still in its initial mode (white space,
+ * comments, an <?xml …?>), and the doctype: the base element goes after it, as an element
+ * before the doctype would have the doctype ignored and the part rendered in quirks mode. The
+ * first base with a target wins, so a target of the sender's own base comes too late.
+ */
+const PROLOG = /^(?:\s|<!--(?:>|->|[\s\S]*?--!?>)|<\?[^>]*>)*(?:<!doctype[^>]*>)?/i;
+
+function framedMessageHtml(html: string): string {
+  const at = PROLOG.exec(html)![0].length;
+  return `${html.slice(0, at)}${LINKS_IN_NEW_TABS}${html.slice(at)}`;
 }
 
 /**
@@ -92,6 +117,6 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
       'x-content-type-options': 'nosniff',
       'referrer-policy': 'no-referrer',
       'cache-control': 'private, no-store',
-    }).type('text/html; charset=utf-8').send(message.html);
+    }).type('text/html; charset=utf-8').send(framedMessageHtml(message.html));
   });
 }

@@ -1,9 +1,11 @@
 // The message itself, while its bodies are retained: the HTML part framed from its own route
-// (its own CSP, <iframe sandbox> with neither allow-scripts nor allow-same-origin, remote
-// images blocked until the reader asks), the text part, the headers, and the raw source as the
-// outbox wrote it. After seven days: "content expired".
+// (its own CSP, <iframe sandbox> with neither allow-scripts nor allow-same-origin and its links
+// opening in new tabs: email-frame.ts; remote images blocked until the reader asks), the text
+// part, the headers, and the raw source as the outbox wrote it. After seven days: "content
+// expired".
 import { ApiError, get, request } from '../api.ts';
 import type { PageContext } from '../context.ts';
+import { EMAIL_FRAME_SANDBOX } from '../email-frame.ts';
 import { facts, fill, h, notice, section, table, when, type Child } from '../dom.ts';
 
 interface EmailMessage {
@@ -14,7 +16,7 @@ interface EmailMessage {
 function htmlPart(path: string): HTMLElement {
   let remote = false;
   const frame = h('iframe', {
-    sandbox: '', src: `${path}.html`, title: 'The HTML part of the message', class: 'message-frame', referrerpolicy: 'no-referrer',
+    sandbox: EMAIL_FRAME_SANDBOX, src: `${path}.html`, title: 'The HTML part of the message', class: 'message-frame', referrerpolicy: 'no-referrer',
   });
   const state = h('span', { role: 'status' });
   const toggle = h('button', { type: 'button', class: 'secondary small' });

@@ -4,6 +4,7 @@
 // "Send a test" sends the saved template to one address the project may send to.
 import { ApiError, api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
+import { EMAIL_FRAME_SANDBOX, previewSrcdoc } from '../email-frame.ts';
 import { append, field, fill, form, h, notice, section, value, when, type Child } from '../dom.ts';
 
 interface Template {
@@ -54,7 +55,7 @@ export async function render(ctx: PageContext): Promise<void> {
 
   // --- live preview -------------------------------------------------------------------
   const previewSubject = h('p', { class: 'preview-subject' });
-  const previewFrame = h('iframe', { sandbox: '', title: 'Preview of the HTML part', class: 'message-frame' });
+  const previewFrame = h('iframe', { sandbox: EMAIL_FRAME_SANDBOX, title: 'Preview of the HTML part', class: 'message-frame' });
   const previewText = h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Preview of the text part' });
   const previewState = h('div', { 'aria-live': 'polite' });
   let timer: number | undefined;
@@ -80,7 +81,7 @@ export async function render(ctx: PageContext): Promise<void> {
       if (mine !== asked) return;
       fill(previewState);
       previewSubject.textContent = `Subject: ${rendered.subject}`;
-      previewFrame.srcdoc = rendered.html;
+      previewFrame.srcdoc = previewSrcdoc(rendered.html);
       previewText.textContent = rendered.text;
     } catch (error) {
       if (mine !== asked) return;
