@@ -14,6 +14,8 @@
 //   relay_events_appended_total     events this process appended to the event store, by type
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
+//   relay_domain_rechecks_total, relay_domains_failed_total, relay_domain_recheck_runs_total
+//                                   the periodic DNS re-check of verified sending domains (apps/services/domain-recheck.ts)
 // Declared here, set by the parts that own them (see each definition):
 //   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting, relay_part_ready
 //                                   liveness of each long-running part of this process (and of its pipeline
@@ -153,6 +155,20 @@ export interface RetentionMetrics {
   removed(kind: RetentionKind, count: number): void;
 }
 
+/** What one re-check of a sending domain found (domain/domain-recheck.ts RecheckVerdict). */
+export type DomainRecheckResult = 'passed' | 'wrong' | 'inconclusive';
+const DOMAIN_RECHECK_RESULTS: readonly DomainRecheckResult[] = ['passed', 'wrong', 'inconclusive'];
+
+/** The periodic re-check of DNS-verified sending domains, run with the retention part. */
+export interface DomainRecheckMetrics {
+  /** One domain re-checked, by what DNS showed. */
+  rechecked(result: DomainRecheckResult): void;
+  /** A domain the re-check failed: its records wrong at every re-check for the grace period. */
+  failed(): void;
+  /** A pass over the due domains that ended (ok) or threw (a store error; retried). */
+  passed(ok: boolean): void;
+}
+
 /** A long-running part's liveness (forwarder, each processor, retention, inbound, ...). */
 export interface PartMetrics {
   /** 1 while the part runs, 0 while it recovers from a failure or has stopped. */
@@ -203,6 +219,7 @@ export interface RelayMetrics {
   /** kind: the finding's outcome (hard_bounced, soft_bounced, delayed, delivered, complained, undetermined). */
   feedbackReports(kind: string, effect: FeedbackEffect): CounterChild;
   retention: RetentionMetrics;
+  domainRecheck: DomainRecheckMetrics;
   parts: PartMetrics;
   delivery: DeliveryMetrics;
   webhookAttempts(result: WebhookResultLabel): CounterChild;
@@ -304,6 +321,11 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const retentionLast = registry.gauge('relay_retention_last_success_timestamp_seconds', 'Unix time of the last retention pass that completed every step, in seconds.');
   const retentionRemoved = registry.counter('relay_retention_removed_total',
     'What retention removed, by kind (bodies, outbox_copies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots, sign_in_failures, tls_session_counts, tls_reports, site_snapshots, mta_sts_policies).', ['kind']);
+  const rechecks = registry.counter('relay_domain_rechecks_total',
+    'Re-checks of DNS-verified sending domains, by result (passed; wrong: a required record missing or wrong; inconclusive: a lookup failed, which changes nothing).', ['result']);
+  const domainsFailed = registry.counter('relay_domains_failed_total',
+    'Sending domains the re-check failed because their required records were missing or wrong at every re-check for the grace period (RELAY_DOMAIN_RECHECK_GRACE_MS).');
+  const recheckRuns = registry.counter('relay_domain_recheck_runs_total', 'Passes of the domain re-check, by result (ok; failed: a store error, retried).', ['result']);
   const partUp = registry.gauge('relay_part_up', '1 while the part (forwarder, a processor, retention, inbound, ...) runs; 0 while it recovers from a failure or has stopped.', ['part']);
   const partProgress = registry.gauge('relay_part_last_progress_seconds', 'Unix time of the part\'s last progress (a record handled, a step done, a pass ended), in seconds.', ['part']);
   const partWaiting = registry.gauge('relay_part_work_waiting', '1 while the part has work waiting (lag, due items), 0 when it is idle.', ['part']);
@@ -328,6 +350,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const removed = byValue(retentionRemoved);
   const runOk = retentionRuns.labels('ok');
   const runFailed = retentionRuns.labels('failed');
+  // Every series from 0, so that the first failure after a start is an increase an alert sees.
+  const recheckResults = new Map(DOMAIN_RECHECK_RESULTS.map((result) => [result, rechecks.labels(result)]));
+  const domainsFailedTotal = domainsFailed.labels();
+  const recheckRunResults = { ok: recheckRuns.labels('ok'), failed: recheckRuns.labels('failed') };
   const metrics: RelayMetrics = {
     registry,
     route(pattern) {
@@ -365,6 +391,11 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       },
       failed: () => runFailed.inc(),
       removed: (kind, count) => removed(kind).inc(count),
+    },
+    domainRecheck: {
+      rechecked: (result) => recheckResults.get(result)!.inc(),
+      failed: () => domainsFailedTotal.inc(),
+      passed: (ok) => (ok ? recheckRunResults.ok : recheckRunResults.failed).inc(),
     },
     parts: { up: byValue(partUp), lastProgress: byValue(partProgress), workWaiting: byValue(partWaiting), ready: byValue(partReady) },
     // Gauges without labels get their sample when first set: until then the page shows none.

@@ -22,9 +22,11 @@ import { AdmissionFlow, slowestGroupBacklog } from './services/admission-flow.ts
 import { emailsOf } from './services/email-stream.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
+import { startDomainRecheck } from './services/domain-recheck.ts';
 
 /**
- * retention: destroys message bodies past their seven days (apps/pipeline/retention.ts);
+ * retention: destroys message bodies past their seven days (apps/pipeline/retention.ts), and
+ * re-checks verified sending domains' DNS (apps/services/domain-recheck.ts);
  * inbound: the feedback SMTP server (apps/inbound/inbound-server.ts).
  */
 export type Part = 'api' | 'forwarder' | 'retention' | 'inbound' | ProcessorName;
@@ -123,6 +125,44 @@ function admissionFlowOf(config: RelayConfig, parts: readonly Part[], stores: St
   });
   metrics.registry.collect(() => metrics.admissionFlow.waiting.set(flow.waiting));
   return flow;
+}
+
+/**
+ * The re-check of verified sending domains, run beside the retention passes: what it finds is
+ * counted, and a domain that starts failing, fails or recovers is logged, naming it. Its own
+ * failures (a store error) are logged and counted but leave the part's liveness alone: the
+ * next pass retries, and sending must not stop over it.
+ */
+function startDomainRecheckOf(config: RelayConfig, stores: Stores, services: Services, metrics: RelayMetrics, logger: Logger, now: () => Date) {
+  const part = 'retention';
+  const { graceMs } = config.domainRecheck;
+  return startDomainRecheck({
+    documents: stores.documents, config, dns: services.dns, policy: config.domainRecheck, now,
+    onRechecked: ({ domain, verdict, outcome, wrong }) => {
+      metrics.domainRecheck.rechecked(verdict);
+      const fields = { part, domainId: domain._id, domain: domain.name, workspaceId: domain.workspaceId };
+      const records = wrong.map((r) => `${r.purpose} ${r.type} ${r.name}: ${r.status}`);
+      if (outcome.change === 'started_failing') {
+        const failsAt = new Date(Date.parse(outcome.failingSince!) + graceMs).toISOString();
+        logger.warn({ ...fields, records, failsAt }, `sending domain fails its DNS re-check: a required record is missing or wrong; it stays verified, and fails at ${failsAt} unless a check passes before`);
+      } else if (outcome.change === 'still_failing') {
+        logger.info({ ...fields, records, failingSince: outcome.failingSince }, 'sending domain still fails its DNS re-check');
+      } else if (outcome.change === 'failed') {
+        metrics.domainRecheck.failed();
+        logger.warn({ ...fields, records }, 'sending domain failed: its records were missing or wrong at every DNS re-check for the grace period; sends from it are refused (domain_not_verified) until it is verified again');
+      } else if (outcome.change === 'recovered') {
+        logger.info(fields, 'sending domain passes its DNS re-check again');
+      }
+    },
+    onPass: (report) => {
+      metrics.domainRecheck.passed(true);
+      if (report.rechecked > 0) logger.debug({ part, ...report }, 'sending domains re-checked');
+    },
+    onError: (error) => {
+      metrics.domainRecheck.passed(false);
+      logger.error({ err: error, part }, 'domain re-check pass failed (will retry)');
+    },
+  });
 }
 
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
@@ -283,7 +323,8 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
           },
         }));
         liveness.add(part, tracker);
-        running.set(part, { stop: () => retention.stop().finally(() => tracker.stopped()) });
+        const rechecks = startDomainRecheckOf(config, stores, services, metrics, logger, now);
+        running.set(part, { stop: () => Promise.all([retention.stop(), rechecks.stop()]).then(() => {}).finally(() => tracker.stopped()) });
       } else {
         const definition = processorNamed(part)!;
         const processor = await inPart(part, () => startProcessor(definition, {

@@ -207,6 +207,13 @@ export interface SendingDomain {
   verifiedBy: 'dns' | 'operator' | null;
   /** Why an operator marked the domain verified. */
   operatorNote: string | null;
+  /**
+   * The periodic re-check (domain/domain-recheck.ts): since when every re-check found a required
+   * record wrong, null (or absent) while none does; and when a process took the domain's
+   * re-check, so that others leave it alone meanwhile.
+   */
+  recheckFailingSince?: string | null;
+  recheckClaimedAt?: string | null;
   /** Projects of the same workspace that may send from this domain. */
   projectIds: string[];
   createdAt: string;

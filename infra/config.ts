@@ -6,6 +6,7 @@ import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { parseShapingFile, ShapingFileError, type ShapingRule } from '../domain/delivery/sites.ts';
+import { DEFAULT_RECHECK_POLICY, type RecheckPolicy } from '../domain/domain-recheck.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
@@ -72,6 +73,12 @@ export interface RelayConfig {
   admissionFlow: { maxBacklog: number; maxWaitMs: number; groups: string[] | null };
   /** How long a stop on SIGTERM/SIGINT may take before the process exits 1 saying what it still waited for (RELAY_SHUTDOWN_TIMEOUT_MS). */
   shutdownTimeoutMs: number;
+  /**
+   * The retention part's re-check of DNS-verified sending domains: each at most once per
+   * `intervalMs` (RELAY_DOMAIN_RECHECK_INTERVAL_MS), failed once its records were wrong at every
+   * re-check for `graceMs` (RELAY_DOMAIN_RECHECK_GRACE_MS).
+   */
+  domainRecheck: RecheckPolicy;
   /** Relay's own secret (RELAY_SECRET_KEY); null = a key file in the data dir. */
   secretKey: string | null;
   /** Keys that still open values sealed before a rotation (RELAY_SECRET_KEY_PREVIOUS). */
@@ -137,6 +144,15 @@ function hostPort(variable: string, item: string): string {
   if (!match) throw new ConfigError(variable, `"${item}" is not a host or host:port`);
   if (match[2] !== undefined && Number(match[2]) > 65535) throw new ConfigError(variable, `"${item}": the port must be from 0 to 65535`);
   return item;
+}
+
+/** A whole number of milliseconds from `min` to `max`; `fallback` when unset. */
+function wholeMs(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  const ms = Number(raw);
+  if (!(/^\d+$/.test(raw) && ms >= min && ms <= max)) throw new ConfigError(name, `must be a whole number of milliseconds from ${min} to ${max}, got "${raw}"`);
+  return ms;
 }
 
 /** A comma-separated list; null when unset. Set with no item in it ("," or " , ") is an error, not "none". */
@@ -368,20 +384,14 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (backlogRaw !== undefined && !(/^\d+$/.test(backlogRaw) && maxBacklog <= 10_000_000)) {
     throw new ConfigError('RELAY_ADMISSION_BACKLOG', `must be a whole number of records from 0 (off) to 10000000, got "${backlogRaw}"`);
   }
-  const maxWaitRaw = text(env, 'RELAY_ADMISSION_MAX_WAIT_MS');
-  const maxWaitMs = maxWaitRaw === undefined ? 1000 : Number(maxWaitRaw);
   // Well inside the API's 30 s request timeout: a send held longer could see its connection
   // cut while it is still admitted, and its client would send it again.
-  if (maxWaitRaw !== undefined && !(/^\d+$/.test(maxWaitRaw) && maxWaitMs >= 1 && maxWaitMs <= 10_000)) {
-    throw new ConfigError('RELAY_ADMISSION_MAX_WAIT_MS', `must be a whole number of milliseconds from 1 to 10000, got "${maxWaitRaw}"`);
-  }
-  const shutdownRaw = text(env, 'RELAY_SHUTDOWN_TIMEOUT_MS');
+  const maxWaitMs = wholeMs(env, 'RELAY_ADMISSION_MAX_WAIT_MS', 1000, 1, 10_000);
   // Under the 30 s a supervisor usually grants before SIGKILL, so the process can still say
   // what it was waiting for (terminationGracePeriodSeconds, systemd's TimeoutStopSec).
-  const shutdownTimeoutMs = shutdownRaw === undefined ? 25_000 : Number(shutdownRaw);
-  if (shutdownRaw !== undefined && !(/^\d+$/.test(shutdownRaw) && shutdownTimeoutMs >= 100 && shutdownTimeoutMs <= 3_600_000)) {
-    throw new ConfigError('RELAY_SHUTDOWN_TIMEOUT_MS', `must be a whole number of milliseconds from 100 to 3600000, got "${shutdownRaw}"`);
-  }
+  const shutdownTimeoutMs = wholeMs(env, 'RELAY_SHUTDOWN_TIMEOUT_MS', 25_000, 100, 3_600_000);
+  const recheckIntervalMs = wholeMs(env, 'RELAY_DOMAIN_RECHECK_INTERVAL_MS', DEFAULT_RECHECK_POLICY.intervalMs, 60_000, 7 * 24 * 3_600_000);
+  const recheckGraceMs = wholeMs(env, 'RELAY_DOMAIN_RECHECK_GRACE_MS', DEFAULT_RECHECK_POLICY.graceMs, 3_600_000, 30 * 24 * 3_600_000);
   const flowGroups = list(env, 'RELAY_ADMISSION_BACKLOG_GROUPS', (variable, item) => {
     if (!/^[a-z][a-z0-9-]{0,63}$/.test(item)) throw new ConfigError(variable, `"${item}" is not a processor name`);
     return item;
@@ -437,6 +447,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     pipelineThread: pipelineThreadRaw !== 'off',
     admissionFlow: { maxBacklog, maxWaitMs, groups: flowGroups },
     shutdownTimeoutMs,
+    domainRecheck: { intervalMs: recheckIntervalMs, graceMs: recheckGraceMs },
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
     previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     inbound,

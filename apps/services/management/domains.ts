@@ -1,6 +1,7 @@
 // Sending domains: created with a fresh DKIM key, verified against real DNS, and connected
 // to the projects of their workspace that may send from them. Only verified domains can be
 // connected; admission (apps/services/admission.ts) sends only from domains that are both.
+import { afterRecheck, isRechecked, recheckDue, recheckVerdict, type RecheckOutcome, type RecheckPolicy, type RecheckVerdict } from '../../../domain/domain-recheck.ts';
 import { RelayError, conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { MAIL_FROM_SUBDOMAIN, statusAfterCheck, type SendingDomain } from '../../../domain/management.ts';
 import {
@@ -190,8 +191,83 @@ export async function verifyDomain(
       verifiedAt: seen ? at : status === 'verified' ? current.verifiedAt : null,
       verifiedBy: verified ? 'dns' : status === 'verified' ? current.verifiedBy : null,
       operatorNote: verified ? null : current.operatorNote,
+      // A passing check ends a run of wrong re-checks; one that failed a lookup says nothing.
+      recheckFailingSince: status === 'verified' && !verified ? current.recheckFailingSince ?? null : null,
     };
   });
+}
+
+export interface RecheckResult {
+  domain: Pick<SendingDomain, '_id' | 'workspaceId' | 'name'>;
+  verdict: RecheckVerdict;
+  outcome: RecheckOutcome;
+  /** The required records found missing or wrong. */
+  wrong: Array<{ purpose: string; name: string; type: string; status: string }>;
+}
+
+/**
+ * The periodic re-check of one DNS-verified domain (domain/domain-recheck.ts): claims it, asks
+ * DNS, and stores the checks and lastCheckedAt as verifyDomain does, with the status the
+ * re-check rule gives. Several processes may run it at once: the claim (a compare-and-set)
+ * lets one of them ask DNS, and the outcome is stored only while that claim holds and no
+ * other check was stored meanwhile, so none is counted twice or written over. Null when the
+ * domain was not due (any more), or its records cannot be built (it was stored before
+ * createDomain refused such names: no check can say anything of it).
+ */
+export async function recheckDomain(
+  documents: DocumentStore,
+  config: Pick<RelayConfig, 'mailHost'>,
+  lookup: DnsLookup,
+  domainId: string,
+  policy: RecheckPolicy,
+  now: Date,
+): Promise<RecheckResult | null> {
+  const at = now.toISOString();
+  let claimed = false as boolean;
+  const taken = await updateDomainIfThere(documents, domainId, (current) => {
+    claimed = recheckDue(current, now, policy) && shownRecords(current, config).length > 0;
+    return claimed ? { ...current, recheckClaimedAt: at } : null;
+  });
+  if (taken === null || !claimed) return null;
+  const { checks } = await verifySendingDomain(settingsOf(taken, config), lookup);
+  const verdict = recheckVerdict(checks);
+  let outcome = null as RecheckOutcome | null;
+  const stored = await updateDomainIfThere(documents, domainId, (current) => {
+    outcome = null;
+    // A check was stored since the claim (a manual one: as fresh as ours), the claim lapsed and
+    // another process took the domain, or an operator vouched for it: nothing to store.
+    if (current.recheckClaimedAt !== at || current.lastCheckedAt !== taken.lastCheckedAt || !isRechecked(current)) return null;
+    outcome = afterRecheck(current, verdict, now, policy);
+    const verified = outcome.status === 'verified';
+    return {
+      ...current,
+      status: outcome.status,
+      checks,
+      lastCheckedAt: at,
+      verifiedAt: verified ? current.verifiedAt : null,
+      verifiedBy: verified ? current.verifiedBy : null,
+      recheckFailingSince: outcome.failingSince,
+      recheckClaimedAt: null,
+    };
+  });
+  if (stored === null || outcome === null) return null;
+  return {
+    domain: { _id: stored._id, workspaceId: stored.workspaceId, name: stored.name },
+    verdict,
+    outcome,
+    wrong: checks.filter((c) => c.required && (c.status === 'missing' || c.status === 'mismatch'))
+      .map(({ purpose, name, type, status }) => ({ purpose, name, type, status })),
+  };
+}
+
+/** updateDocument, or null when the domain is gone. */
+async function updateDomainIfThere(documents: DocumentStore, domainId: string, change: (current: SendingDomain) => SendingDomain | null): Promise<SendingDomain | null> {
+  try {
+    return await updateDocument(domainsOf(documents), domainId, 'domain', change);
+  } catch (error) {
+    if (error instanceof RelayError && error.code === 'not_found') return null;
+    throw error;
+  }
 }
 
 /** The operator's override for domains DNS cannot show (local and test setups); the reason is kept. */
@@ -204,6 +280,7 @@ export async function markDomainVerified(documents: DocumentStore, domainId: str
     verifiedAt: now.toISOString(),
     verifiedBy: 'operator',
     operatorNote: note.slice(0, 500),
+    recheckFailingSince: null,
   }));
 }
 
