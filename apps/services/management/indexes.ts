@@ -14,9 +14,13 @@ export async function ensureManagementIndexes(documents: DocumentStore): Promise
     ]),
     documents.collection(COLLECTIONS.projects).ensureIndexes([
       { name: 'workspace_name', fields: [['workspaceId', 'asc'], ['name', 'asc']], unique: true },
+      // The DNS re-check's pass (apps/services/domain-recheck.ts): the verified domains due.
+      { name: 'recheck_due', fields: [['status', 'asc'], ['verifiedBy', 'asc'], ['lastCheckedAt', 'asc']] },
     ]),
     documents.collection(COLLECTIONS.domains).ensureIndexes([
       { name: 'workspace_name', fields: [['workspaceId', 'asc'], ['name', 'asc']], unique: true },
+      // The DNS re-check's pass (apps/services/domain-recheck.ts): the verified domains due.
+      { name: 'recheck_due', fields: [['status', 'asc'], ['verifiedBy', 'asc'], ['lastCheckedAt', 'asc']] },
     ]),
     documents.collection(COLLECTIONS.apiKeys).ensureIndexes([
       { name: 'secret', fields: [['secretHash', 'asc']], unique: true },
