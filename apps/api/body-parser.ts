@@ -4,10 +4,11 @@
 // (JSON.parse recurses), with no key and no session. And it decoded bytes that are not UTF-8
 // into U+FFFD without a word, so a Latin-1 "Café" was stored as "Caf\uFFFD".
 //
-// Here, in this order: a request no route serves is answered without its body being looked
-// at; a charset other than UTF-8 and bytes that are not UTF-8 are refused (JSON between
-// systems is UTF-8: RFC 8259 §8.1); then the route's bounds are scanned before JSON.parse
-// (apps/api/json-body.ts), so no body costs more than a linear pass and a bounded parse.
+// A request no route serves never gets here: it is answered before its body is read
+// (apps/api/connection-limits.ts). Here, in this order: a charset other than UTF-8 and bytes
+// that are not UTF-8 are refused (JSON between systems is UTF-8: RFC 8259 §8.1); then the
+// route's bounds are scanned before JSON.parse (apps/api/json-body.ts), so no body costs more
+// than a linear pass and a bounded parse.
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { RelayError } from '../../domain/errors.ts';
@@ -55,8 +56,6 @@ export function jsonBodyParser(app: FastifyInstance): (request: FastifyRequest, 
     return parser;
   };
   return (request, body, done) => {
-    // Its answer is 404 whatever the body holds.
-    if (request.is404) return done(null, undefined);
     const charset = charsetOf(request.headers['content-type']);
     if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
       const named = /^[a-z0-9._:+-]{1,40}$/.test(charset) ? `charset=${charset}` : 'that charset';

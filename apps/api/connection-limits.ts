@@ -36,7 +36,7 @@ export interface ConnectionLimits {
    * `lingerMs` at the latest. Discarded bytes are not held: they do not count against the body budget. */
   lingerMs: number;
   lingerBytes: number;
-  /** The same bounds after a 401 (and `unauthenticatedLingerMs` after a parser error or a timeout). */
+  /** The same bounds after a 401 or a 404 for a request no route serves (and `unauthenticatedLingerMs` after a parser error or a timeout). */
   unauthenticatedLingerMs: number;
   unauthenticatedLingerBytes: number;
 }
@@ -281,19 +281,32 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     return payload.pipe(metered);
   });
 
-  // A request pipelined behind a refused body arrives once that body has been read to its end,
-  // on a connection that is closing: its answer could not be written, so it is not run at all.
   app.addHook('onRequest', async (request, reply) => {
-    if (closing.has(request.raw.socket)) reply.hijack();
+    // A request pipelined behind a refused body arrives once that body has been read to its end,
+    // on a connection that is closing: its answer could not be written, so it is not run at all.
+    if (closing.has(request.raw.socket)) {
+      reply.hijack();
+      return;
+    }
+    // A request no route serves is answered by the not-found handler now, before preParsing:
+    // its answer never depends on the body, so the body takes no budget and is not waited for
+    // (anyone could otherwise hold the budget with stalled uploads to any path). Returning the
+    // reply ends the hook chain once the answer is out.
+    if (request.is404) {
+      request.routeOptions.handler.call(app, request, reply);
+      return reply;
+    }
   });
 
-  // A refusal sent before the body is in (401 from the key check, 413, 503 above, 400 for a
-  // media type) closes the connection after a bounded drain; every 401 closes it: a caller
-  // that failed to identify itself keeps no connection.
+  // A refusal sent before the body is in (401 from the key check, the 404 above, 413, 503
+  // above, 400 for a media type) closes the connection after a bounded drain. Every 401 and
+  // every answer to a request no route serves closes it, within the unauthenticated bounds: a
+  // caller that failed to identify itself, or asked for nothing this API serves, keeps no
+  // connection.
   app.addHook('onSend', async (request, reply, payload) => {
     // (light-my-request's injected requests have no `complete`: they are always read in full.)
     const unread = request.raw.complete === false;
-    const unauthenticated = reply.statusCode === 401;
+    const unauthenticated = reply.statusCode === 401 || request.is404;
     if (unread || unauthenticated) reply.header('connection', 'close');
     if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated), () => meteredBodies.get(request.raw)?.size ?? 0);
     return payload;

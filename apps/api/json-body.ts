@@ -1,10 +1,17 @@
 // JSON request bodies whose numbers arrive exactly as sent. JSON.parse reads every number as
 // an IEEE-754 double and says nothing when that changes it: 1e400 becomes Infinity (stored as
 // null), 1e-400 becomes 0, a 30-digit integer loses its last digits. Only the raw text shows
-// the difference, so this parser, a drop-in for fastify's own JSON parser (same parsing, same
-// refusal of __proto__ and constructor.prototype), also looks at the text of every number that
-// could have been changed and refuses the body (400 validation_error naming the field, e.g.
+// the difference, so this parser, a drop-in for fastify's own JSON parser (same parsing and
+// refusals of malformed JSON), also looks at the text of every number that could have been
+// changed and refuses the body (400 validation_error naming the field, e.g.
 // "body.metadata.amount") when one does not come back as the same decimal value.
+//
+// Keys named __proto__, constructor or prototype are data like any other, not refused as
+// fastify's prototype-poisoning guard would ("Body is not valid JSON"): a tag may be named
+// __proto__ (tag names are [A-Za-z0-9_-]+) and metadata is free-form. JSON.parse makes such a
+// key an own data property and never sets a prototype; what reads a body copies its objects
+// with spreads, Object.entries and Object.fromEntries (which keep it an own property), never by
+// assigning `copy[key] = value` onto a plain object, where __proto__ would set the copy's prototype.
 //
 // "The same decimal value": the number as JSON.stringify writes it again, compared as a decimal
 // with the text sent. 1.0, 1e2, 0.1, -0 and 5e-324 are kept; 1e-400, 1e400,
@@ -216,12 +223,13 @@ type Done = (error: Error | null, body?: unknown) => void;
 type StringParser = (request: FastifyRequest, body: string, done: Done) => void;
 
 /**
- * fastify's JSON parser (prototype-poisoning refusals as configured: 'error') behind the scan:
- * a bound passed is refused before parsing, an inexact number after (a malformed body keeps
- * fastify's own answer). For addContentTypeParser('application/json', { parseAs: 'string' }, …).
+ * fastify's JSON parser behind the scan, keeping __proto__ and constructor keys as the own data
+ * properties JSON.parse makes of them ('ignore': no prototype-poisoning refusal, nothing
+ * removed): a bound passed is refused before parsing, an inexact number after (a malformed body
+ * keeps fastify's own answer). For addContentTypeParser('application/json', { parseAs: 'string' }, …).
  */
 export function exactJsonParser(app: FastifyInstance, bounds?: JsonBounds): StringParser {
-  const parse = app.getDefaultJsonParser('error', 'error') as unknown as StringParser;
+  const parse = app.getDefaultJsonParser('ignore', 'ignore') as unknown as StringParser;
   return (request, body, done) => {
     const scan = scanJson(body, bounds);
     if (scan.bound) return done(new RelayError('validation_error', `${scan.bound.path}: ${scan.bound.reason}`));
