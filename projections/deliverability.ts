@@ -3,7 +3,8 @@
 // Each document folds one email: for each visible recipient (To, then CC, by recipient index;
 // BCC recipients are never counted, as nowhere in reads), its recipient domain, its status under
 // the one outcome model (domain/email/outcomes.ts: the sender's outcomes replace, reports only
-// move a recipient up) and the instant it first reached each counted outcome. The counts per project ×
+// move a recipient up), the instant it first reached each counted outcome and, for a failure, the
+// reply that brought it there. The counts per project ×
 // UTC hour × sending domain × recipient domain × outcome, and the latency histograms, are derived
 // from these documents (countsOf), never kept as counters:
 // - an event applied twice counts once by construction: the document's stream revision guards it
@@ -42,6 +43,8 @@ export type Outcome = (typeof OUTCOMES)[number];
 
 /** The outcomes that are failures: what ranks recipient domains. */
 export const FAILURES = ['hard_bounced', 'soft_bounced', 'rejected', 'failed'] as const satisfies readonly Outcome[];
+export type Failure = (typeof FAILURES)[number];
+const isFailure = (outcome: Outcome): outcome is Failure => (FAILURES as readonly Outcome[]).includes(outcome);
 
 const COUNTED_STATUS: Partial<Record<Status, Outcome>> = {
   queued: 'accepted', suppressed: 'suppressed', sent: 'sent', delivered: 'delivered', delayed: 'delayed',
@@ -60,8 +63,18 @@ export interface DeliverabilityRecipient {
   status: Status;
   /** When the recipient first reached each outcome. */
   reached: Partial<Record<Outcome, string>>;
-  /** The reply of its latest failure, if it failed. */
-  reply: FailureReply | null;
+  /**
+   * The reply of each failure outcome it reached, from the event that first reached it: counted
+   * with that outcome, at its instant in `reached`, as a later failure's reply would not be.
+   * Absent in documents written before it (see `reply`).
+   */
+  replies?: Partial<Record<Failure, FailureReply>>;
+  /**
+   * Documents written before `replies` hold only the reply of the recipient's latest failure: a
+   * failure outcome without its own reply is counted with it (countsOf). This version only keeps
+   * it where it was; `relay projections rebuild deliverability` rewrites those documents without it.
+   */
+  reply?: FailureReply | null;
 }
 
 export interface DeliverabilityEmail {
@@ -114,12 +127,12 @@ export const maskedReply = (text: string): string => text.replace(ADDRESS, '<add
 
 function reach(recipient: DeliverabilityRecipient, status: Status, at: string, reply: FailureReply | null): DeliverabilityRecipient {
   const outcome = COUNTED_STATUS[status];
-  const reached = { ...recipient.reached };
-  if (outcome && reached[outcome] === undefined) reached[outcome] = at;
+  if (!outcome || recipient.reached[outcome] !== undefined) return { ...recipient, status };
+  const reached = { ...recipient.reached, [outcome]: at };
   // Delivered by Relay itself (MX delivery), or reported before the sender's own outcome: it was sent then too.
   if (outcome === 'delivered' && reached.sent === undefined) reached.sent = at;
-  const isFailure = (FAILURES as readonly string[]).includes(status);
-  return { ...recipient, status, reached, reply: isFailure && reply ? reply : recipient.reply };
+  const replies = isFailure(outcome) && reply ? { ...recipient.replies, [outcome]: reply } : recipient.replies;
+  return { ...recipient, status, reached, ...(replies ? { replies } : {}) };
 }
 
 function withRecipients(email: DeliverabilityEmail, revision: number, recipients: DeliverabilityRecipient[]): DeliverabilityEmail {
@@ -179,7 +192,7 @@ export function applyToDeliverability(email: DeliverabilityEmail | null, event: 
     case 'EmailSuppressed': {
       const data = event.data;
       const status: Status = event.type === 'EmailAccepted' ? 'queued' : 'suppressed';
-      const blank = (address: string): DeliverabilityRecipient => ({ domain: domainOf(address), status, reached: {}, reply: null });
+      const blank = (address: string): DeliverabilityRecipient => ({ domain: domainOf(address), status, reached: {}, replies: {} });
       return withRecipients(
         { _id: data.emailId, projectId: data.projectId, sendingDomain: data.fromDomain, admittedAt: data.occurredAt, firstAt: data.occurredAt, lastAt: data.occurredAt, span: 0, recipients: [], streamRevision: event.revision },
         event.revision,
@@ -223,7 +236,7 @@ export function countsOf(email: Pick<DeliverabilityEmail, 'recipients'>): { cont
     for (const outcome of OUTCOMES) {
       const at = r.reached[outcome];
       if (at === undefined) continue;
-      contributions.push({ at, recipientDomain: r.domain, outcome, reply: (FAILURES as readonly string[]).includes(outcome) ? r.reply : null });
+      contributions.push({ at, recipientDomain: r.domain, outcome, reply: isFailure(outcome) ? (r.replies?.[outcome] ?? r.reply ?? null) : null });
     }
     const { accepted, sent, delivered } = r.reached;
     if (accepted !== undefined && sent !== undefined) latencies.push({ at: sent, recipientDomain: r.domain, latency: 'accepted_to_sent', ms: Math.max(0, Date.parse(sent) - Date.parse(accepted)) });

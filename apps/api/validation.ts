@@ -4,15 +4,13 @@
 import type { FastifyInstance } from 'fastify';
 import { FormatRegistry, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { daysIn } from '../../domain/calendar.ts';
 import { RelayError } from '../../domain/errors.ts';
 
 // RFC 3339 §5.6: "T" and "Z" may be lower case; years run from 0000. Checked field by field:
 // Date.parse leaves lower case to an implementation-defined fallback and rolls 02-30 over to
 // March, and Date.UTC reads years 0-99 as 1900-1999.
 const RFC3339_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
-
-const isLeapYear = (year: number) => year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-const daysIn = (year: number, month: number) => (month === 2 ? (isLeapYear(year) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31);
 
 /**
  * An RFC 3339 date-time whose calendar date exists. A leap second (":60") is refused: Relay's

@@ -4,7 +4,7 @@ import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { loadConfig } from '../../infra/config.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
-import { CSV_COLUMNS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
+import { CSV_COLUMNS, TIME_FORMS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { isOutputClosed, lineWriter } from './output.ts';
@@ -13,7 +13,9 @@ import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
 const POSITION_FORMAT = [
   'Positions are the event store\'s place of an event in the global order, opaque: pass back what was printed.',
   'Embedded store: a decimal integer ("1", "2", …, with gaps); EventStoreDB: "<commit>/<prepare>".',
-  'Times are ISO 8601 (2026-11-01 or 2026-11-01T10:00:00Z) and compare with recordedAt, when the store recorded the event.',
+  'Times are ISO 8601, UTC unless an offset is given: 2026-11-01 (midnight), 2026-11-01T10:00:00 (or a space for the T),',
+  '2026-11-01T12:00:00+02:00; a date or time of day that does not exist is refused. They compare with recordedAt, when the',
+  'store recorded the event.',
 ];
 
 const EVENTS_USAGE = [
@@ -49,8 +51,8 @@ function noStreamHint(given: string, stream: string): string {
 function boundOf(text: string | undefined, name: string): Bound | null | 'bad' {
   if (text === undefined) return null;
   const bound = parseBound(text);
-  if (!bound) {
-    console.error(`relay: ${name} must be a time (2026-11-01T10:00:00Z) or a position, got ${JSON.stringify(text)}\n\n${EVENTS_USAGE}`);
+  if ('problem' in bound) {
+    console.error(`relay: ${name}: ${bound.problem}\n\n${EVENTS_USAGE}`);
     return 'bad';
   }
   return bound;
@@ -91,8 +93,10 @@ export async function events(args: string[]): Promise<number> {
   if (!values.stream && values.from !== undefined) return refuse('--from goes with --stream; use --after or --since for the global order');
   const since = values.since === undefined ? null : parseBound(values.since);
   const until = values.until === undefined ? null : parseBound(values.until);
-  if ((since && !('time' in since)) || (values.since !== undefined && !since)) return refuse(`--since must be a time (2026-11-01T10:00:00Z), got ${JSON.stringify(values.since)}`);
-  if ((until && !('time' in until)) || (values.until !== undefined && !until)) return refuse(`--until must be a time (2026-11-01T10:00:00Z), got ${JSON.stringify(values.until)}`);
+  if (since && 'problem' in since) return refuse(`--since: ${since.problem}`);
+  if (until && 'problem' in until) return refuse(`--until: ${until.problem}`);
+  if (since && !('time' in since)) return refuse(`--since must be a time, got ${JSON.stringify(values.since)}; write ${TIME_FORMS}`);
+  if (until && !('time' in until)) return refuse(`--until must be a time, got ${JSON.stringify(values.until)}; write ${TIME_FORMS}`);
   if (since && values.after) return refuse('--after and --since both say where to start: give one');
   if (until && values.follow) return refuse('--until ends the output; --follow never does: give one');
   const known = new Set(eventCatalog().map((e) => e.type));

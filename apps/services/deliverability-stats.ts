@@ -190,7 +190,8 @@ export function statsSum(query: StatsQuery): { add(email: Summed): void; result(
 }
 
 const PAGE = 1000;
-const READ_FIELDS = ['sendingDomain', 'recipients'] as const;
+// _id (which comes back anyway) tells a document met again in a later seek, and places the cursor.
+const READ_FIELDS = ['_id', 'sendingDomain', 'recipients'] as const;
 
 /** What range reads seek on: a project's emails by span class, then first instant. */
 const RANGE_INDEX: IndexSpec = { name: 'project_span_first', fields: [['projectId', 'asc'], ['span', 'asc'], ['firstAt', 'asc'], ['_id', 'asc']] };
@@ -207,9 +208,15 @@ const SEEKS: Array<{ span: number | null; windowMs: number | null }> = [
   { span: null, windowMs: null },
 ];
 
-/** The emails of a project with something counted in [from, to), read a page at a time. */
+/**
+ * The emails of a project with something counted in [from, to), read a page at a time, each once.
+ * The seeks are separate reads, and the processor moves a document on to a higher class as its
+ * outcomes come: one summed in a class already read could be met again in a later one, so the
+ * ids yielded are kept for the read (no more than the documents it sums) and skipped when met again.
+ */
 async function* emailsActiveIn(documents: DocumentStore, projectId: string, from: Date, to: Date) {
   const emails = documents.collection<DeliverabilityEmail>(COLLECTIONS.deliverability);
+  const summed = new Set<string>();
   for (const { span, windowMs } of SEEKS) {
     const firstAt = windowMs === null ? { lt: to.toISOString() } : { gte: new Date(from.getTime() - windowMs).toISOString(), lt: to.toISOString() };
     let after: Record<string, Scalar> | undefined;
@@ -221,7 +228,11 @@ async function* emailsActiveIn(documents: DocumentStore, projectId: string, from
         limit: PAGE,
         fields: [...READ_FIELDS, 'firstAt'],
       });
-      yield* page;
+      for (const email of page) {
+        if (summed.has(email._id)) continue;
+        summed.add(email._id);
+        yield email;
+      }
       if (page.length < PAGE) break;
       const last = page[page.length - 1];
       after = { projectId, span, firstAt: last.firstAt, _id: last._id };

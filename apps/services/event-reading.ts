@@ -4,6 +4,7 @@
 // and redaction. Memory stays flat whatever the length of the history: one batch at a time (and,
 // for a project filter, one number per email stream met within the bounds).
 import { createHash } from 'node:crypto';
+import { daysIn } from '../../domain/calendar.ts';
 import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { parseMailbox } from '../../domain/mailbox.ts';
@@ -16,13 +17,36 @@ import type { EventFilter, EventStore, StoredEvent } from '../../infra/ports/eve
 /** Where reading starts or stops: a global position (exclusive start, inclusive end) or an instant (recordedAt). */
 export type Bound = { position: string } | { time: Date };
 
-/** `2026-11-01`, `2026-11-01T10:00:00Z`: an instant; anything else is taken for a position of the store. */
-export function parseBound(text: string): Bound | null {
-  if (/^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text)) {
-    const time = new Date(/T|\s/.test(text) ? text : `${text}T00:00:00Z`);
-    return Number.isNaN(time.getTime()) ? null : { time };
-  }
-  return text === '' ? null : { position: text };
+/** How a time bound is written, for messages. */
+export const TIME_FORMS = '2026-11-01, 2026-11-01T10:00:00 or 2026-11-01T10:00:00+02:00, UTC unless an offset is given';
+
+// A date; then optionally a time of day (seconds and their fraction optional, "T" or a space
+// before it); then optionally "Z" or an offset.
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(?:[Zz]|([+-])(\d{2}):?(\d{2}))?)?$/;
+
+/**
+ * A bound as written on the command line: text that starts with a date is an instant, anything
+ * else a position of the store. An instant is UTC unless an offset is given, whatever the
+ * machine's time zone: recordedAt, which it is compared with, is UTC, and a command must select
+ * the same events wherever it runs. A date or time of day that does not exist (2026-02-30,
+ * 24:00) is a problem, not carried over into the next month or day as Date would.
+ */
+export function parseBound(text: string): Bound | { problem: string } {
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text)) return text === '' ? { problem: 'nothing given' } : { position: text };
+  const m = DATE_TIME.exec(text);
+  if (!m) return { problem: `${JSON.stringify(text)} is no time; write ${TIME_FORMS}` };
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map((part) => Number(part ?? 0));
+  const [fraction = '', sign, offsetHours = '0', offsetMinutes = '0'] = m.slice(7);
+  if (month < 1 || month > 12) return { problem: `${text} does not exist: there is no month ${m[2]}` };
+  if (day < 1 || day > daysIn(year, month)) return { problem: `${text} does not exist: ${m[1]}-${m[2]} has ${daysIn(year, month)} days` };
+  if (hour > 23 || minute > 59 || second > 59) return { problem: `${text} does not exist: hours go up to 23, minutes and seconds up to 59` };
+  if (Number(offsetHours) > 23 || Number(offsetMinutes) > 59) return { problem: `${text}: ${sign}${offsetHours}:${offsetMinutes} is no offset from UTC` };
+  // setUTCFullYear, unlike Date.UTC, takes years 0 to 99 as written.
+  const written = new Date(0);
+  written.setUTCFullYear(year, month - 1, day);
+  written.setUTCHours(hour, minute, second, Number(fraction.padEnd(3, '0').slice(0, 3)));
+  const offsetMs = sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000;
+  return { time: new Date(written.getTime() - offsetMs) };
 }
 
 export interface ReadOptions {

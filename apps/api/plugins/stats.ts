@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static } from '@sinclair/typebox';
 import { validationError } from '../../../domain/errors.ts';
-import { projectStats, type Granularity, type StatsQuery as Query } from '../../services/deliverability-stats.ts';
+import { ceilTo, floorTo, projectStats, type Granularity, type StatsQuery as Query } from '../../services/deliverability-stats.ts';
 import { renderStatsChart } from '../../services/stats-chart.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
@@ -37,8 +37,9 @@ async function statsQueryOf(ctx: ApiContext, request: StatsRequest): Promise<Que
   const from = request.query.from === undefined ? new Date(Math.max(to.getTime() - DAY_MS, FIRST_INSTANT)) : instantOf(request.query.from, 'from');
   if (!(from < to)) throw validationError('query.from must be before query.to');
   const granularity = request.query.granularity ?? (to.getTime() - from.getTime() <= 3 * DAY_MS ? 'hour' : 'day');
-  if (to.getTime() - from.getTime() > MAX_RANGE_DAYS[granularity] * DAY_MS) {
-    throw validationError(`query: a range of ${granularity}s covers at most ${MAX_RANGE_DAYS[granularity]} days`);
+  // The limit bounds the periods an answer holds: those of the range rounded out to whole periods.
+  if (ceilTo(to.getTime(), granularity) - floorTo(from.getTime(), granularity) > MAX_RANGE_DAYS[granularity] * DAY_MS) {
+    throw validationError(`query: a range of ${granularity}s covers at most ${MAX_RANGE_DAYS[granularity]} days, from and to rounded out to whole ${granularity}s`);
   }
   return { projectId: project._id, from, to, granularity, groupBy: request.query.groupBy ?? null };
 }
