@@ -168,8 +168,34 @@ function startDomainRecheckOf(config: RelayConfig, stores: Stores, services: Ser
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
 export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
 
-export async function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): Promise<RunningRelay> {
+/**
+ * Starts the parts. A stop that comes meanwhile (stopOnSignals) gives the start up through what
+ * this returns: see StartingRelay.abandon.
+ */
+export function startRelay(config: RelayConfig, parts: readonly Part[], options: RelayOptions = {}): StartingRelay {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, base: options.inThread ? { thread: 'pipeline' } : {} });
+  const steps = new StartSteps();
+  let abandoned: (() => void) | null = null;
+  const started = startParts(config, parts, options, logger, steps).then((relay) => {
+    steps.current = null;
+    return relay;
+  }, (error: unknown) => {
+    steps.current = null;
+    // Before the start rejects: a caller awaiting it would report the start as failed.
+    if (error instanceof StartAbandonedError) abandoned?.();
+    throw error;
+  });
+  return Object.assign(started, {
+    logger,
+    waitingFor: () => steps.current,
+    abandon(then: () => void) {
+      abandoned = then;
+      steps.abandon();
+    },
+  });
+}
+
+async function startParts(config: RelayConfig, parts: readonly Part[], options: RelayOptions, logger: Logger, steps: StartSteps): Promise<RunningRelay> {
   const threaded = options.pipelineThread === true ? parts.filter((part) => PIPELINE_PARTS.includes(part)) : [];
   if (threaded.length > 0 || options.inThread) wakeOtherThreads();
   // Only the forwarder publishes and only processors consume: a process without them (the API
@@ -178,7 +204,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const usesLog = parts.some((part) => !threaded.includes(part) && (part === 'forwarder' || processorNamed(part) !== undefined));
   let logFailing = false;
   const stores = await openStores(config, {
-    commitHold: options.commitHold, readFault: options.readFault,
+    commitHold: options.commitHold, readFault: options.readFault, abandon: steps.signal,
     ...(usesLog ? {} : {
       logInBackground: {
         onRetry: (error: Error, failures: number, delayMs: number) => {
@@ -201,8 +227,6 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const running = new Map<Part, Stoppable>();
   const now = options.now ?? (() => new Date());
   const reportError = (part: Part) => (error: Error) => logger.error({ err: error, part }, `${part} error (will retry)`);
-  // Each failure of a part that retries by itself; its change of state is logged by `liveness`.
-  const reportRetry = (part: Part) => (error: Error) => logger.debug({ err: error, part }, `${part}: failed, retrying`);
   // A part this process runs is listed, not ready, until it has started and reports for itself:
   // /readyz answers while the parts start (the listeners are bound first), and so does /metrics.
   const liveness = new PartsLiveness({ stuckAfterMs: options.processorPolicy?.stuckAfterMs, logger, expected: parts.filter((part) => part !== 'api') });
@@ -217,7 +241,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
   const services: Services = { ...opened, emails: emailsOf(events, opened.policies) };
   let metricsServer: { url: string; close(): Promise<void> } | null = null;
   let pipeline: PipelineThread | null = null;
-  const inPart = options.runPart ?? (<T>(_part: Part, start: () => Promise<T>) => start());
+  const inPart = <T>(part: Part, start: () => Promise<T>): Promise<T> => steps.run(part, () => (options.runPart ? options.runPart(part, start) : start()));
   const partsReady = async () => (await liveness.verdicts()).ready;
   // The parts' liveness on /metrics, read at each scrape, from the start on, with the verdict
   // /readyz gives; the pipeline thread's parts come through this process's view of them, not
@@ -230,7 +254,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
         ? `delivery: outbox — messages are written to ${services.outboxDir} and not sent (set RELAY_DELIVERY=smtp or mx to send)`
         : `delivery: ${config.delivery}`);
     }
-    await prepareStores(stores.documents);
+    await steps.run('stores', () => prepareStores(stores.documents));
     // Every listener first, before any part consumes, claims or sends: a port that is taken
     // stops the start here (one line naming the variable), with nothing delivered. Every process
     // answers /healthz and /readyz; only the api part serves the /v1 routes.
@@ -279,9 +303,10 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
       running.set(part, inbound);
     }
     if (threaded.length > 0) {
-      pipeline = await startPipelineThread({ config, parts: threaded, processorPolicy: options.processorPolicy }, {
+      pipeline = await steps.run('pipeline thread', () => startPipelineThread({ config, parts: threaded, processorPolicy: options.processorPolicy }, {
+        abandon: steps.signal,
         onExit: options.onPipelineExit ?? ((error) => logger.error({ err: error }, 'pipeline thread ended')),
-      });
+      }));
       const thread = pipeline;
       metrics.include(() => thread.metrics());
       liveness.add('pipeline-thread', pipeline.liveness);
@@ -290,7 +315,7 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     for (const part of parts) {
       if (threaded.includes(part) || part === 'api' || part === 'inbound') continue;
       if (part === 'forwarder') {
-        const forwarder = await inPart(part, () => startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, onError: reportRetry(part) }));
+        const forwarder = await inPart(part, () => startForwarder({ events, log: stores.log, documents: stores.documents, namespace: config.logNamespace, logger }));
         liveness.add(part, forwarder.liveness);
         running.set(part, forwarder);
       } else if (part === 'retention') {
@@ -347,10 +372,16 @@ export async function startRelay(config: RelayConfig, parts: readonly Part[], op
     liveness.watch();
   } catch (error) {
     liveness.stopWatching();
+    steps.current = 'api';
     await api?.close().catch(() => {});
     await metricsServer?.close().catch(() => {});
-    for (const part of [...running.values()].reverse()) await part.stop().catch(() => {});
+    for (const [part, started] of [...running.entries()].reverse()) {
+      steps.current = part;
+      await started.stop().catch(() => {});
+    }
+    steps.current = 'pipeline thread';
     await pipeline?.stop().catch(() => {});
+    steps.current = 'stores';
     await services.close();
     await stores.close();
     throw error;
@@ -407,6 +438,50 @@ async function bound<T>(what: string, host: string, port: number, variables: { h
   }
 }
 
+/** A start given up because a stop came while it ran (StartingRelay.abandon). */
+export class StartAbandonedError extends Error {
+  constructor(step: string | null) {
+    super(`the start was given up: a stop came while it waited for ${step ?? 'nothing'}`);
+    this.name = 'StartAbandonedError';
+  }
+}
+
+/** A start in progress: the running relay once started, and what a stop that comes meanwhile needs. */
+export interface StartingRelay extends Promise<RunningRelay> {
+  /** The process's logger, from the start on. */
+  readonly logger: Logger;
+  /** The step the start is at (`stores`, a part, `pipeline thread`), then what giving it up waits for; null once it ended. */
+  waitingFor(): string | null;
+  /**
+   * Gives the start up: no step begins after the one in progress. Waiting for the stores to open
+   * (a broker or a database that does not answer) ends at once; a part's start is let finish,
+   * so that it stops as a part does (a delivery in flight is never cut); what started is then
+   * stopped. `then` is called once all of it is, just before the start rejects with
+   * StartAbandonedError; a start that finished anyway resolves as usual, for the caller to stop.
+   */
+  abandon(then: () => void): void;
+}
+
+/** The step a start is at, and its abandonment: no step begins once it was given up. */
+class StartSteps {
+  readonly #abort = new AbortController();
+  current: string | null = 'stores';
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  abandon(): void {
+    if (!this.#abort.signal.aborted) this.#abort.abort(new StartAbandonedError(this.current));
+  }
+
+  run<T>(step: string, work: () => Promise<T>): Promise<T> {
+    this.#abort.signal.throwIfAborted();
+    this.current = step;
+    return work();
+  }
+}
+
 /**
  * Stops the process: exit `code` once the stop is done, 1 when it failed or did not finish within
  * `timeoutMs` (a handler that never settles, a peer that never answers). Past the deadline it
@@ -414,10 +489,18 @@ async function bound<T>(what: string, host: string, port: number, variables: { h
  * than a process that hangs until its SIGKILL.
  */
 export function stopAndExit(relay: RunningRelay, timeoutMs: number, code = 0): Promise<never> {
+  exitAtDeadline(relay.logger, timeoutMs, () => ({ waitingFor: relay.stopWaitingFor() }));
+  return stopThenExit(relay, code);
+}
+
+function exitAtDeadline(logger: Logger, timeoutMs: number, waiting: () => Record<string, unknown>): void {
   setTimeout(() => {
-    relay.logger.error({ waitingFor: relay.stopWaitingFor(), timeoutMs }, 'shutdown did not finish in time; exiting');
+    logger.error({ ...waiting(), timeoutMs }, 'shutdown did not finish in time; exiting');
     process.exit(1);
   }, timeoutMs);
+}
+
+function stopThenExit(relay: RunningRelay, code = 0): Promise<never> {
   return relay.stop().then(
     () => process.exit(code),
     (error) => {
@@ -430,18 +513,34 @@ export function stopAndExit(relay: RunningRelay, timeoutMs: number, code = 0): P
 /**
  * Stops gracefully on SIGTERM/SIGINT within `timeoutMs` (stopAndExit); a second signal exits at
  * once. Given the start itself, a signal that comes while the parts are still starting (/readyz
- * may already answer: a part is listed once it reports) stops them once started, instead of
- * killing the process mid-start.
+ * may already answer: a part is listed once it reports) gives the start up (StartingRelay.abandon)
+ * under the same deadline, counted from the signal: exit 0 once what started has stopped, 1 with
+ * what it still waited for at the deadline (`duringStart: true`).
  */
-export function stopOnSignals(starting: RunningRelay | Promise<RunningRelay>, timeoutMs: number): void {
+export function stopOnSignals(starting: RunningRelay | StartingRelay, timeoutMs: number): void {
+  let relay: RunningRelay | null = starting instanceof Promise ? null : starting;
+  if (starting instanceof Promise) starting.then((started) => (relay = started), () => {});
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) process.exit(130);
     signalled = true;
-    Promise.resolve(starting).then((relay) => {
+    if (relay) {
       relay.logger.info({ signal }, 'shutting down');
-      return stopAndExit(relay, timeoutMs);
-    }, () => process.exit(1));
+      void stopAndExit(relay, timeoutMs);
+      return;
+    }
+    const start = starting as StartingRelay;
+    const step = start.waitingFor();
+    start.logger.info({ signal, starting: step }, 'shutting down');
+    exitAtDeadline(start.logger, timeoutMs, () => ({ waitingFor: relay ? relay.stopWaitingFor() : start.waitingFor(), duringStart: true }));
+    start.abandon(() => {
+      start.logger.info({ abandoned: step }, 'stopped before the start finished');
+      process.exit(0);
+    });
+    start.then((started) => stopThenExit(started), (error) => {
+      start.logger.error({ err: error }, 'the start failed while shutting down');
+      process.exit(1);
+    });
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

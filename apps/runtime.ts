@@ -91,6 +91,12 @@ export interface OpenStoresOptions extends StoreOptions {
    * Without it, a log that cannot be reached fails the start.
    */
   logInBackground?: Pick<ConnectingLogOptions, 'onRetry' | 'onConnected'>;
+  /**
+   * Gives the opening up (a stop came while a store did not answer yet): openStores rejects with
+   * the signal's reason at once, having closed the stores already open, and a store that opens
+   * later is closed as it does.
+   */
+  abandon?: AbortSignal;
 }
 
 export async function openStores(config: RelayConfig, options: OpenStoresOptions = {}): Promise<Stores> {
@@ -108,11 +114,11 @@ export async function openStores(config: RelayConfig, options: OpenStoresOptions
   }
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
-    const events = await openEventStore(config, options);
+    const events = await unlessAbandoned(openEventStore(config, options), options.abandon);
     opened.push(events.store);
-    const documents = await openDocumentStore(config, options);
+    const documents = await unlessAbandoned(openDocumentStore(config, options), options.abandon);
     opened.push(documents.store);
-    const log = await openLog(config, options);
+    const log = await unlessAbandoned(openLog(config, options), options.abandon);
     opened.push(log.store);
     return {
       events: events.store,
@@ -127,6 +133,20 @@ export async function openStores(config: RelayConfig, options: OpenStoresOptions
     for (const store of opened.reverse()) await store.close().catch(() => {});
     throw error;
   }
+}
+
+/** A store as it opens, unless `abandon` aborts first: then the signal's reason, and the store closed once it opens. */
+function unlessAbandoned<T extends { store: { close(): Promise<void> } }>(opening: Promise<T>, abandon: AbortSignal | undefined): Promise<T> {
+  if (!abandon) return opening;
+  return new Promise<T>((resolve, reject) => {
+    const giveUp = () => {
+      reject(abandon.reason);
+      opening.then(({ store }) => store.close(), () => {}).catch(() => {});
+    };
+    if (abandon.aborted) return giveUp();
+    abandon.addEventListener('abort', giveUp, { once: true });
+    opening.then(resolve, reject).finally(() => abandon.removeEventListener('abort', giveUp));
+  });
 }
 
 /** The times of delivery and webhooks: the domain's, scaled by RELAY_DELIVERY_RETRY_SCALE and RELAY_WEBHOOK_RETRY_SCALE (tests). */

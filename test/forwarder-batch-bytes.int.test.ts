@@ -6,12 +6,14 @@
 // - a backlog of 18 emails with 1 MiB bodies on one partition (over 16 MiB together) is forwarded;
 // - on a topic that takes smaller records than Relay's (created beforehand with max.message.bytes
 //   3 MiB), starting says so on stderr, a batch of 1 MiB events it refuses is published in
-//   smaller parts, and a single event it can never take is reported at error level with its id
-//   (and in the forwarder's liveness), the forwarder staying on the event before it.
+//   smaller parts, and a single event it can never take is logged at error level with its id,
+//   stream and position (and in the forwarder's liveness), the forwarder staying on the event
+//   before it.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startForwarder, type Forwarder } from '../apps/pipeline/forwarder.ts';
@@ -32,6 +34,8 @@ interface Context {
   log: KafkaLog;
   namespace: string;
   errors: string[];
+  /** The forwarder's log lines. */
+  logged: Array<Record<string, any>>;
   forwarder?: Forwarder;
 }
 
@@ -44,6 +48,7 @@ test.before.each(async (ctx) => {
   ctx.log = await KafkaLog.connect(brokers, { logLevel: 'nothing' });
   ctx.namespace = `fwd-bytes-${randomUUID().slice(0, 8)}`;
   ctx.errors = [];
+  ctx.logged = [];
   ctx.forwarder = undefined;
 });
 
@@ -87,8 +92,11 @@ async function capturingStderr<T>(lines: string[], run: () => Promise<T>): Promi
   }
 }
 
-const start = (ctx: Context) =>
-  startForwarder({ events: ctx.events, log: ctx.log, documents: ctx.documents, namespace: ctx.namespace, onError: (e) => ctx.errors.push(e.message) });
+const start = (ctx: Context) => startForwarder({
+  events: ctx.events, log: ctx.log, documents: ctx.documents, namespace: ctx.namespace, onError: (e) => ctx.errors.push(e.message),
+  logger: pino({ level: 'debug' }, { write: (line: string) => void ctx.logged.push(JSON.parse(line)) }),
+});
+const refusedEvent = (ctx: Context) => ctx.logged.find((line) => line.level === 50 && line.msg.startsWith('forwarder: an event is larger than the log takes'));
 
 (brokers.length > 0 ? test : test.skip)('a backlog of 18 emails with 1 MiB bodies on one partition is forwarded (not retried forever as one too-large batch)', async (ctx) => {
   const appended = await appendBodies(ctx.events, streamsOnPartitionZero(18), MiB);
@@ -113,15 +121,22 @@ const start = (ctx: Context) =>
   const stderr: string[] = [];
   await capturingStderr(stderr, async () => {
     ctx.forwarder = await start(ctx);
-    await waitUntil(() => stderr.some((line) => line.includes('[forwarder] ERROR')), 'the forwarder to report the record it cannot publish', 15_000);
+    await waitUntil(() => refusedEvent(ctx) !== undefined, 'the forwarder to report the record it cannot publish', 15_000);
   });
   const forwarder = ctx.forwarder!;
   assert.ok(stderr.some((line) => line.includes(`WARN topic ${topic} has max.message.bytes ${3 * MiB}, below the ${16 * MiB} Relay needs`)), stderr.join(''));
   assert.is(forwarder.position(), fitting.at(-1)!.position, `the six 1 MiB events are not all forwarded: ${[...new Set(ctx.errors)].join(' | ')}`);
   assert.ok(ctx.errors.some((e) => e.includes(': The request included a message larger')), 'the batch of six was refused once at least');
-  const report = stderr.find((line) => line.includes('[forwarder] ERROR'))!;
-  assert.match(report, `event ${tooLarge.id} (EmailAccepted of ${first}`);
-  assert.match(report, /larger than the log takes in one record/);
+  const report = refusedEvent(ctx)!;
+  assert.is(report.part, 'forwarder');
+  assert.is(report.eventId, tooLarge.id);
+  assert.is(report.type, 'EmailAccepted');
+  assert.is(report.streamId, first);
+  assert.is(report.position, tooLarge.position);
+  assert.match(report.err.message, /The request included a message larger/);
+  assert.not.ok(JSON.stringify(report).includes('AAAA'), 'the event\'s data is not logged');
+  await waitUntil(() => ctx.errors.filter((e) => e.includes(tooLarge.id)).length >= 3, 'the forwarder to retry the event');
+  assert.is(ctx.logged.filter((line) => line.level === 50).length, 1, 'reported once, not at every retry');
   const status = forwarder.liveness.snapshot();
   assert.is(status.state, 'recovering');
   assert.match(status.error ?? '', tooLarge.id);

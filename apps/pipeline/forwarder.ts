@@ -7,16 +7,23 @@
 // transaction on the embedded log, one produce request on Kafka), up to MAX_BATCH events and
 // MAX_BATCH_BYTES. A log that still refuses a batch for its size (a topic that takes smaller
 // records than Relay's) gets it in halves. A single event it refuses cannot be published, and
-// the forwarder cannot go past it (events stay in order): it is written to stderr at error
-// level with its id, once, and retried while the forwarder stays recovering (relay_part_up 0,
-// its liveness error naming the event) until the topic takes it. Admission keeps such events
-// from being written (apps/services/event-size.ts).
+// the forwarder cannot go past it (events stay in order): it is logged at error level with its
+// id, once, and retried while the forwarder stays recovering (relay_part_up 0, its liveness
+// error naming the event) until the topic takes it. Admission keeps such events from being
+// written (apps/services/event-size.ts).
 //
 // Liveness (infra/liveness.ts): a failed read of the event store (the subscription reads again
 // from the last event it delivered), a failed publish (retried with the same batch) or a failed
 // checkpoint save makes it `recovering` until the next success; each batch the log acknowledged
 // is progress; work waits while an event follows the acknowledged position. Only stop() or a
 // subscription ended for good (a refused configuration) stops it.
+//
+// Logs (the part's logger, each line with `part: 'forwarder'`): the first failure of a place
+// (read, publish, checkpoint) in a row is a warn line with the error and where the forwarder
+// stands (the positions, and the stream and id of the event a publish begins with), each retry
+// after it a debug line, until a call there succeeds; an event the log refuses and a
+// subscription ended for good are error lines. Ids, types and positions only: an event's data
+// (addresses, subjects) is never logged.
 //
 // Where the log serves the events topic from the event store's own rows (Log.followsEventStore:
 // the embedded log in the event store's file) there is nothing to forward: the forwarder runs
@@ -26,6 +33,7 @@ import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import { RecordsTooLargeError, type Log, type OutgoingRecord } from '../../infra/ports/log.ts';
 import { Liveness } from '../../infra/liveness.ts';
+import { createLogger, type Logger } from '../../infra/logging.ts';
 import { retryUntilDone } from '../../infra/retry.ts';
 import { COLLECTIONS } from '../services/collections.ts';
 import { eventRecord } from '../../infra/events-topic.ts';
@@ -53,7 +61,24 @@ export interface ForwarderOptions {
   liveness?: Liveness;
   /** Told each failure: retried (the forwarder is recovering), or the one that stopped it. */
   onError?: (error: Error) => void;
+  /** The process's logger (infra/logging.ts); without one, JSON lines on stdout at info. */
+  logger?: ForwarderLogger;
 }
+
+/** What the forwarder logs with: a pino logger, or anything that takes its calls. */
+export type ForwarderLogger = Pick<Logger, 'error' | 'warn' | 'debug'>;
+
+/** The places that fail and retry, as liveness names them. */
+type Place = 'read' | 'publish' | 'checkpoint';
+
+const FAILED: Record<Place, string> = {
+  read: 'forwarder: reading the event store failed; it reads again after the last event it was handed',
+  publish: 'forwarder: publishing to the log failed; the same events are published again',
+  checkpoint: 'forwarder: saving its position failed; it is saved again after the next batch or within 250 ms',
+};
+
+/** A single event the log refuses for its size: reported at error once, not as a failure to retry. */
+class EventTooLargeError extends Error {}
 
 /** Events per publish at most; the subscription waits while this many are unpublished. */
 const MAX_BATCH = 500;
@@ -98,9 +123,20 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   const id = forwarderCheckpointId(options.namespace);
   const every = options.checkpointEvery ?? 100;
   const liveness = options.liveness ?? new Liveness();
-  const failed = (place: 'read' | 'publish' | 'checkpoint') => (error: unknown) => {
+  const logger = options.logger ?? createLogger({ level: 'info', format: 'json' });
+  // The places failing now: their next failures are retries, logged at debug.
+  const failing = new Set<Place>();
+  const failed = (place: Place, where: () => Record<string, unknown>) => (error: unknown, retryInMs?: number) => {
     liveness.failed(error, place);
     options.onError?.(error as Error);
+    const again = failing.has(place) || error instanceof EventTooLargeError;
+    failing.add(place);
+    logger[again ? 'debug' : 'warn']({ part: 'forwarder', topic, ...where(), retryInMs, err: error }, FAILED[place]);
+  };
+  const succeeded = (place: Place, progress = false) => {
+    failing.delete(place);
+    if (progress) liveness.progress(place);
+    else liveness.succeeded(place);
   };
   await log.ensureTopic(topic, EVENTS_TOPIC_PARTITIONS);
   if (log.followsEventStore?.(topic)) {
@@ -136,7 +172,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     version = next._v;
     saved = position;
     sinceSave = 0;
-    liveness.succeeded('checkpoint');
+    succeeded('checkpoint');
   };
   let saving: Promise<void> = Promise.resolve();
   const save = (): Promise<void> => {
@@ -144,7 +180,8 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     saving = run.catch(() => {});
     return run;
   };
-  const idleSave = setInterval(() => void save().catch(failed('checkpoint')), 250);
+  const saveFailed = failed('checkpoint', () => ({ position: acknowledged, savedPosition: saved }));
+  const idleSave = setInterval(() => void save().catch(saveFailed), 250);
   idleSave.unref();
 
   const abort = new AbortController();
@@ -163,6 +200,12 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     return pending.slice(0, count);
   };
 
+  /** Where a batch begins and ends, for the log: positions, and the first event's stream and id. */
+  const batchFields = (batch: Pending[]) => ({
+    position: batch[0].position, lastPosition: batch[batch.length - 1].position, events: batch.length,
+    bytes: batch.reduce((sum, p) => sum + p.bytes, 0), streamId: batch[0].event.streamId, eventId: batch[0].event.id,
+  });
+
   const publishBatch = async (batch: Pending[]): Promise<'published' | 'split'> => {
     try {
       await log.publish(topic, batch.map((p) => p.record));
@@ -170,18 +213,21 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     } catch (error) {
       if (!(error instanceof RecordsTooLargeError)) throw error;
       if (batch.length > 1) {
-        failed('publish')(error);
+        failed('publish', () => ({ ...batchFields(batch), split: true }))(error);
         return 'split';
       }
-      const { event, bytes } = batch[0];
-      const stuck = new Error(
+      const { event, bytes, position } = batch[0];
+      const stuck = new EventTooLargeError(
         `event ${event.id} (${event.type} of ${event.streamId}, ${bytes} bytes) is larger than the log takes in one record; ` +
           `nothing after it can be forwarded until the topic takes it (Kafka: raise its max.message.bytes): ${error.message}`,
         { cause: error },
       );
       if (reportedTooLarge !== event.id) {
         reportedTooLarge = event.id;
-        process.stderr.write(`[forwarder] ERROR ${stuck.message}\n`);
+        logger.error(
+          { part: 'forwarder', topic, eventId: event.id, type: event.type, streamId: event.streamId, position, bytes, err: error },
+          'forwarder: an event is larger than the log takes in one record; nothing after it is forwarded until the topic takes it (Kafka: raise its max.message.bytes)',
+        );
       }
       throw stuck;
     }
@@ -193,7 +239,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     while (pending.length > 0 && !abort.signal.aborted) {
       const batch = nextBatch();
       let outcome = 'published' as 'published' | 'split';
-      const done = await retryUntilDone(async () => void (outcome = await publishBatch(batch)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal, failed('publish'));
+      const done = await retryUntilDone(async () => void (outcome = await publishBatch(batch)), { initialDelayMs: 50, maxDelayMs: 5_000 }, abort.signal, failed('publish', () => batchFields(batch)));
       if (!done) return;
       if (outcome === 'split') {
         batchLimit = Math.ceil(batch.length / 2);
@@ -203,9 +249,9 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       pending = pending.slice(batch.length);
       for (const p of batch) pendingBytes -= p.bytes;
       acknowledged = batch[batch.length - 1].position;
-      liveness.progress('publish');
+      succeeded('publish', true);
       sinceSave += batch.length;
-      if (sinceSave >= every) await save().catch(failed('checkpoint'));
+      if (sinceSave >= every) await save().catch(saveFailed);
     }
   };
   const kick = () => {
@@ -216,20 +262,24 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     });
   };
 
+  // The position of the last event the subscription handed over: it reads again after it.
+  let handedOver = acknowledged;
   const subscription: Subscription = events.subscribeAll(
     {
       after: acknowledged,
-      onReadFailed: failed('read'),
-      onReadResumed: () => liveness.succeeded('read'),
+      onReadFailed: failed('read', () => ({ after: handedOver })),
+      onReadResumed: () => succeeded('read'),
       // Only an error no retry can change ends a subscription.
       onError: (error) => {
         liveness.stopped(error);
         options.onError?.(error);
+        logger.error({ part: 'forwarder', topic, after: handedOver, position: acknowledged, err: error }, 'forwarder: stopped, reading the event store failed for good; nothing more is forwarded until it restarts');
       },
     },
     async (event: StoredEvent) => {
       const record = eventRecord(event);
       const bytes = recordBytes(record);
+      handedOver = event.position;
       pending.push({ record, bytes, position: event.position, event: { id: event.id, type: event.type, streamId: event.streamId } });
       pendingBytes += bytes;
       kick();

@@ -9,6 +9,11 @@
 // progress; one not given within ANSWER_TIMEOUT_MS makes it `recovering` (its event loop is
 // blocked) and its parts are shown as last reported; once it ended, it and its parts are
 // `stopped`.
+//
+// A stop while the thread still starts (hooks.abandon: the process got a signal meanwhile) asks
+// the thread to give its own start up as a process does (apps/relay.ts, StartingRelay.abandon);
+// it says `stopped` once what it started has stopped, and startPipelineThread then rejects with
+// the abandonment. One that finished starting anyway answers `ready` and is stopped as usual.
 import { Worker } from 'node:worker_threads';
 import type { RelayConfig } from '../../infra/config.ts';
 import { Liveness, type PartStatus } from '../../infra/liveness.ts';
@@ -30,6 +35,8 @@ export interface PipelineThread {
 export interface PipelineHooks {
   /** The thread ended without being asked to (it failed, or its parts could not run). */
   onExit(error: Error): void;
+  /** Aborted when the start is given up: the thread stops, and a start still under way rejects with the signal's reason. */
+  abandon?: AbortSignal;
 }
 
 /** Messages from the thread. */
@@ -89,11 +96,19 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
       asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.parts);
       asked.delete(message.id);
     } else if (message.kind === 'stopped') {
+      // Its start given up: what it started is stopped, its stores closed (a store still
+      // opening is let go with the thread).
+      if (starting) failStart(hooks.abandon?.reason ?? new Error('the pipeline thread stopped while starting'));
       // Its parts are stopped and its stores closed: whatever still keeps the thread alive
       // (a handle nobody closed) must not hold up the process's exit.
       setTimeout(() => void worker.terminate(), STOPPED_GRACE_MS).unref();
     }
   });
+  hooks.abandon?.addEventListener('abort', () => {
+    if (stopping) return;
+    stopping = true;
+    worker.postMessage({ kind: 'stop' } satisfies ToPipeline);
+  }, { once: true });
   worker.on('error', (error) => {
     failure = error;
     failStart(error);
