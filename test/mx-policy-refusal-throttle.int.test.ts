@@ -32,8 +32,9 @@ const test = suite<Context>('mx: a 421 from one address of a host survives a TLS
 
 test.before(async (ctx) => {
   ctx.ca = makeTestCa();
-  ctx.policies = await startPolicyServer(ctx.ca.issue(['mta-sts.strict.test']));
+  ctx.policies = await startPolicyServer(ctx.ca.issue(['mta-sts.strict.test', 'mta-sts.flip.test']));
   ctx.policies.policies.set('strict.test', policyText('enforce', ['mx.strict.test']));
+  ctx.policies.policies.set('flip.test', policyText('enforce', ['mx.flip.test']));
   ctx.dns = await startDnsServer([
     { name: 'strict.test', type: 'MX', data: { preference: 10, exchange: 'mx.strict.test' } },
     // In this order: the transport tries IPv4 addresses as DNS lists them.
@@ -41,6 +42,12 @@ test.before(async (ctx) => {
     { name: 'mx.strict.test', type: 'A', data: '127.0.0.2' },
     { name: '_mta-sts.strict.test', type: 'TXT', data: 'v=STSv1; id=s1' },
     { name: 'mta-sts.strict.test', type: 'A', data: '127.0.0.1' },
+    // The same two servers in the other order: the policy refuses the first address tried.
+    { name: 'flip.test', type: 'MX', data: { preference: 10, exchange: 'mx.flip.test' } },
+    { name: 'mx.flip.test', type: 'A', data: '127.0.0.2' },
+    { name: 'mx.flip.test', type: 'A', data: '127.0.0.1' },
+    { name: '_mta-sts.flip.test', type: 'TXT', data: 'v=STSv1; id=f1' },
+    { name: 'mta-sts.flip.test', type: 'A', data: '127.0.0.1' },
   ]);
 });
 
@@ -57,11 +64,11 @@ const listen = (server: net.Server, port: number, host: string) =>
   });
 
 /**
- * Sends `sends` messages in turn to ann@strict.test through one transport: 127.0.0.1 talks as
+ * Sends `sends` messages in turn to ann@<domain> through one transport: 127.0.0.1 talks as
  * `first` says, 127.0.0.2 is an SMTP server that `secondTls` sets up. With every outcome, the
  * site's state, what each server saw and the TLS sessions reported.
  */
-async function sendToStrict(ctx: Context, first: (socket: net.Socket) => void, secondTls: 'none' | 'wrong-name', sends = 1) {
+async function sendToStrict(ctx: Context, first: (socket: net.Socket) => void, secondTls: 'none' | 'wrong-name', sends = 1, domain = 'strict.test') {
   const seen = { first: 0, second: 0, mailFrom: 0 };
   const firstServer = net.createServer((socket) => {
     seen.first++;
@@ -105,10 +112,10 @@ async function sendToStrict(ctx: Context, first: (socket: net.Socket) => void, s
   try {
     const outcomes = [];
     for (let i = 0; i < sends; i++) {
-      const outcome = await transport.send({ emailId: `em_${i}`, envelope: { mailFrom: 'b@bounce.example.test', recipients: ['ann@strict.test'] }, raw: Buffer.from('Subject: x\r\n\r\nhi\r\n'), messageId: `${i}@example.test` });
+      const outcome = await transport.send({ emailId: `em_${i}`, envelope: { mailFrom: 'b@bounce.example.test', recipients: [`ann@${domain}`] }, raw: Buffer.from('Subject: x\r\n\r\nhi\r\n'), messageId: `${i}@example.test` });
       outcomes.push(outcome.recipients[0]);
     }
-    return { outcomes, site: sites.snapshot().find((s) => s.site === 'mx.strict.test'), seen, sessions };
+    return { outcomes, site: sites.snapshot().find((s) => s.site === `mx.${domain}`), seen, sessions };
   } finally {
     await mx.close();
     firstServer.close();
@@ -159,6 +166,14 @@ test('control: the first address closes without a reply: deferred as a TLS polic
   assert.match(r.response, /MTA-STS \(enforce\) of strict\.test/);
   assert.is(site!.throttles, 0);
   assert.is(site!.pausedUntil, null);
+});
+
+test('a policy refusal at the first address, then an address that fails without a reply: the refusal is still reported for TLS reporting, and named', async (ctx) => {
+  const { outcomes: [r], seen, sessions } = await sendToStrict(ctx, (socket) => socket.destroy(), 'none', 1, 'flip.test');
+  assert.equal(seen, { first: 1, second: 1, mailFrom: 0 });
+  assert.equal(sessions.map((s) => [s.receivingIp, s.result]), [['127.0.0.2', 'starttls-not-supported']], 'the refusal was reported');
+  assert.is(r.result, 'deferred');
+  assert.match(r.response, /mx\.flip\.test \[127\.0\.0\.2\]: MTA-STS \(enforce\) of flip\.test/);
 });
 
 test.run();

@@ -72,6 +72,8 @@ export class SessionRefused extends Error {
    * backoff is decided by that code, so it must not be lost with the other address.
    */
   readonly earlier: SetupFailed | null;
+  /** The sessions a policy refused during the attempt, this one included unless remembered: each to be reported (see SetupFailed). */
+  refusals: readonly SessionRefused[] = [];
   constructor(message: string, verdict: TlsVerdict, address: string, remembered = false, earlier: SetupFailed | null = null) {
     super(message);
     this.name = 'SessionRefused';
@@ -99,6 +101,11 @@ export interface SetupReply {
  */
 export class SetupFailed extends Error {
   readonly reply: SetupReply | null;
+  /**
+   * Sessions a policy refused at other addresses of the host before this failure ended the
+   * attempt: TLS reporting counts each (RFC 8460), whatever ended the attempt.
+   */
+  refusals: readonly SessionRefused[] = [];
   constructor(message: string, reply: SetupReply | null) {
     super(message);
     this.name = 'SetupFailed';
@@ -252,9 +259,12 @@ export class ConnectionPool {
     let lastError: Error = new Error(`no address to connect to for ${host}`);
     // The latest address that refused with a reply: its codes go with whichever failure ends the attempt.
     let replied: SetupFailed | null = null;
+    const refusals: SessionRefused[] = [];
     const refuse = (address: string, verdict: TlsVerdict, detail: string) => {
       this.#remember(requirement.key, address, verdict);
-      return new SessionRefused(`${host} [${address}]: ${detail}`, verdict, address);
+      const refused = new SessionRefused(`${host} [${address}]: ${detail}`, verdict, address);
+      refusals.push(refused);
+      return refused;
     };
     for (const address of addresses) {
       if (budget.attempts <= 0) break;
@@ -305,8 +315,11 @@ export class ConnectionPool {
       });
       return lease;
     }
-    if (lastError instanceof SessionRefused) throw replied ? lastError.after(replied) : lastError;
-    throw new SetupFailed(lastError.message, replied?.reply ?? null);
+    const failed = lastError instanceof SessionRefused
+      ? (replied ? lastError.after(replied) : lastError)
+      : new SetupFailed(lastError.message, replied?.reply ?? null);
+    failed.refusals = refusals;
+    throw failed;
   }
 
   #remember(key: string, address: string, verdict: TlsVerdict): void {

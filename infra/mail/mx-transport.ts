@@ -390,9 +390,12 @@ export class MxTransport implements MailTransport {
       try {
         lease = await this.#pool.acquire(host, resolved.addresses, budget, policy.requirement);
       } catch (error) {
-        // A remembered refusal opened no session: it was reported when it happened.
+        // Every session a policy refused in the attempt is reported, whatever ended it; a
+        // remembered refusal opened no session: it was reported when it happened.
+        if (error instanceof SessionRefused || error instanceof SetupFailed) {
+          for (const refused of error.refusals) this.#report(domain, policy.applied, policy.judge(refused.verdict), host, refused.address);
+        }
         if (error instanceof SessionRefused) {
-          if (!error.remembered) this.#report(domain, policy.applied, policy.judge(error.verdict), host, error.address);
           // Still a deferral, but not a policy's alone: the host's reply decides the site's backoff.
           if (error.earlier) {
             onlyPolicy = false;
@@ -401,7 +404,10 @@ export class MxTransport implements MailTransport {
           }
         } else {
           onlyPolicy = false;
-          if (error instanceof SetupFailed) refusedWith = error.reply ?? refusedWith;
+          if (error instanceof SetupFailed) {
+            refusedWith = error.reply ?? refusedWith;
+            failures.push(...error.refusals.map((refused) => refused.message));
+          }
         }
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
