@@ -24,15 +24,39 @@ let subjects = 0;
 const dev = (): RateSubject => ({ keyId: `key_dev_${++subjects}`, workspaceId: `ws_${subjects}`, environment: 'development' });
 const live = (workspaceId = `ws_${++subjects}`): RateSubject => ({ keyId: `key_live_${++subjects}`, workspaceId, environment: 'production' });
 
-async function attempt(limiter: RateLimiter, subject: RateSubject, now: Date): Promise<RateReservation | RelayError> {
+/** A send's reservation, answered at once (kept) unless `decided` is false: then the test keeps or releases it. */
+async function attempt(limiter: RateLimiter, subject: RateSubject, now: Date, decided = true): Promise<RateReservation | RelayError> {
   try {
-    return await limiter.reserve(subject, now);
+    const reservation = await limiter.reserve(subject, now);
+    if (decided) reservation.keep();
+    return reservation;
   } catch (error) {
     if (error instanceof RelayError && error.code === 'rate_limit_exceeded') return error;
     throw error;
   }
 }
 const granted = (results: Array<RateReservation | RelayError>) => results.filter((r) => !(r instanceof RelayError)) as RateReservation[];
+/** A send admitted: its reservation kept. */
+async function admitted(limiter: RateLimiter, subject: RateSubject, now: Date): Promise<RateReservation> {
+  const reservation = await limiter.reserve(subject, now);
+  reservation.keep();
+  return reservation;
+}
+
+/** `documents`, recording each call to a collection's methods as "<collection>.<method>" in `calls`. */
+function watched(documents: DocumentStore, calls: string[]): DocumentStore {
+  return new Proxy(documents, {
+    get(target, property, receiver) {
+      if (property !== 'collection') return Reflect.get(target, property, receiver);
+      return (name: string) => new Proxy(target.collection(name), {
+        get(coll, method, r) {
+          const value = Reflect.get(coll, method, r);
+          return typeof value === 'function' ? (...args: unknown[]) => (calls.push(`${name}.${String(method)}`), value.apply(coll, args)) : value;
+        },
+      });
+    },
+  });
+}
 
 interface TwoProcesses {
   docsA: DocumentStore;
@@ -118,12 +142,57 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     assert.instance(await attempt(a, subject, at(400)), RelayError);
   });
 
+  test('a request finding the window full of its process\'s undecided slots waits: it takes one given back, and is refused once the rest are kept', async () => {
+    const calls: string[] = [];
+    const a = limiter(watched(docsA, calls), { undecidedWaitMs: 60_000 });
+    const subject = dev();
+    const held = granted(await Promise.all(Array.from({ length: 15 }, (_, i) => attempt(a, subject, at(i), false))));
+    assert.is(held.length, 15);
+
+    let first: RateReservation | RelayError | undefined;
+    const firstDone = attempt(a, subject, at(100), false).then((r) => (first = r));
+    // It walked the window's numbers and looked at its slots for any given back: none.
+    await waitUntil(() => calls.includes(`${RATE_SLOTS}.find`), 'the full window is looked at');
+    await settle(50);
+    assert.is(first, undefined, 'not refused while undecided slots fill the window');
+    await held[3].release(); // a rejection
+    await firstDone;
+    assert.not.instance(first, RelayError, 'the slot given back is taken by the waiting request');
+
+    // Another one waits (up to a minute) while slots are undecided, and is refused as soon as
+    // the last of them is kept.
+    calls.length = 0;
+    const waitStarted = performance.now();
+    const second = attempt(a, subject, at(30_000)); // late enough to look at the slots again
+    await waitUntil(() => calls.includes(`${RATE_SLOTS}.find`), 'the full window is looked at again');
+    await settle(50);
+    for (const [i, reservation] of held.entries()) if (i !== 3) reservation.keep();
+    (first as RateReservation).keep();
+    assert.instance(await second, RelayError, 'refused once every slot of the window is kept');
+    assert.ok(performance.now() - waitStarted < 5_000, 'woken by the last keep');
+
+    const started = performance.now();
+    assert.instance(await attempt(a, subject, at(30_001)), RelayError);
+    assert.ok(performance.now() - started < 5_000, 'a window full of kept slots is refused without waiting');
+  });
+
+  test('a request waits for undecided slots only so long, then is refused', async () => {
+    const a = limiter(docsA, { undecidedWaitMs: 50 });
+    const subject = dev();
+    const held = granted(await Promise.all(Array.from({ length: 15 }, (_, i) => attempt(a, subject, at(i), false))));
+    assert.is(held.length, 15);
+    const started = performance.now();
+    assert.instance(await attempt(a, subject, at(100)), RelayError);
+    assert.ok(performance.now() - started >= 45, 'it waited');
+    await Promise.all(held.map((r) => r.release()));
+  });
+
   test('a development window opens with the first granted request and lasts 60 s, for every process', async () => {
     const a = limiter(docsA);
     const b = limiter(docsB);
     const subject = dev();
-    await a.reserve(subject, at(10_000));
-    for (let i = 0; i < 14; i++) await b.reserve(subject, at(30_000 + i));
+    await admitted(a, subject, at(10_000));
+    for (let i = 0; i < 14; i++) await admitted(b, subject, at(30_000 + i));
     const refused = (await attempt(a, subject, at(69_999))) as RelayError;
     assert.instance(refused, RelayError);
     assert.is(refused.details.retryAfterSeconds, 1);
@@ -136,8 +205,8 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     const rejected = await a.reserve(subject, at(0));
     await rejected.release();
     assert.is(await docsA.collection(RATE_WINDOWS).count({ scope: `key:${subject.keyId}` }), 0);
-    await a.reserve(subject, at(50_000));
-    for (let i = 0; i < 14; i++) await a.reserve(subject, at(70_000));
+    await admitted(a, subject, at(50_000));
+    for (let i = 0; i < 14; i++) await admitted(a, subject, at(70_000));
     const refused = (await attempt(a, subject, at(70_000))) as RelayError;
     assert.instance(refused, RelayError);
     assert.is(refused.details.retryAfterSeconds, 40, 'the window runs from 50 s, not from 0 s');
@@ -147,8 +216,8 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     const a = limiter(docsA);
     const filler = live('ws_full');
     const second = live('ws_full');
-    for (let i = 0; i < 100; i++) await a.reserve(filler, at(5_000));
-    for (let i = 0; i < 100; i++) await a.reserve(second, at(5_000));
+    for (let i = 0; i < 100; i++) await admitted(a, filler, at(5_000));
+    for (let i = 0; i < 100; i++) await admitted(a, second, at(5_000));
     const blocked = live('ws_full');
     for (let i = 0; i < 3; i++) assert.instance(await attempt(a, blocked, at(5_000)), RelayError);
     assert.is(await docsA.collection(RATE_SLOTS).count({ scope: `key:${blocked.keyId}` }), 0);
@@ -173,18 +242,7 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
 
   test('a request in a window with room only inserts: one slot per policy, nothing read or counted', async () => {
     const calls: string[] = [];
-    const watched = new Proxy(docsA, {
-      get(target, property, receiver) {
-        if (property !== 'collection') return Reflect.get(target, property, receiver);
-        return (name: string) => new Proxy(target.collection(name), {
-          get(coll, method, r) {
-            const value = Reflect.get(coll, method, r);
-            return typeof value === 'function' ? (...args: unknown[]) => (calls.push(`${name}.${String(method)}`), value.apply(coll, args)) : value;
-          },
-        });
-      },
-    });
-    const a = limiter(watched);
+    const a = limiter(watched(docsA, calls));
     const subject = live();
     for (let i = 0; i < 5; i++) await a.reserve(subject, at(2_000_000 + i));
     assert.equal(calls, Array.from({ length: 5 }, () => [`${RATE_SLOTS}.insert`, `${RATE_SLOTS}.insert`]).flat());

@@ -9,8 +9,11 @@
 //      since (domain removed, quota used up, block lifted), so a client's retry is safe;
 //   2. rate limit: a slot is taken before any rule is looked at, so that a burst cannot get
 //      past the limit while its first requests are still being checked; replays take one too
-//      (spec: replays count), and every later rejection gives it back (rejections do not);
-//      then a send body that is valid waits while the pipeline is too far behind (flow control,
+//      (spec: replays count), and every later rejection gives it back (rejections do not).
+//      Until then the slot is undecided: a request that finds the window full of this
+//      process's undecided slots waits for them rather than be refused for requests that may
+//      yet be rejected (./rate-limits.ts); an answer keeps the slot (rate.keep()). Then a send
+//      body that is valid waits while the pipeline is too far behind (flow control,
 //      ./admission-flow.ts);
 //   3. sender domain, 4. development recipients: the request's own validity for this key;
 //   5. suppressions: a valid request to a blocked recipient is stored as suppressed, which is
@@ -253,7 +256,10 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
 
   // 2. Rate limit.
   const rate = await deps.rateLimits.reserve(sender, deps.now());
-  if (replay) return { ...replay, rate, replayed: true };
+  if (replay) {
+    rate.keep();
+    return { ...replay, rate, replayed: true };
+  }
 
   let held: HeldContentKey | null = null;
   let appending = false;
@@ -313,6 +319,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // (or a conflict): deciding again on the winner's stream says which.
     appending = true;
     const handled = await emails.handle(emailId, commandFor({ ...unsealed, content }), { origin: request.origin, loaded });
+    rate.keep();
     return { ...handled.state.admission!, rate, replayed: handled.events.length === 0 };
   } catch (error) {
     await rate.release().catch(() => {});

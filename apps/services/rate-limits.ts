@@ -7,6 +7,16 @@
 // never holds more than `limit` requests. A request that is then rejected deletes its slot:
 // rejected requests do not count, replays and suppressed sends keep theirs.
 //
+// A send takes its slot before it is checked (apps/services/admission.ts), so a window can be
+// full of slots whose requests are still being decided, some of which will be given back. A
+// request that finds the window full while this process holds such undecided slots in it waits
+// until one is given back (it takes it) or all are kept (429), for at most UNDECIDED_WAIT_MS: a
+// rejection in flight never turns a valid request away, and no burst gets past the limit. A
+// window full of kept slots is refused at once, from memory, as before. Another process's
+// undecided slots cannot be told from kept ones without reading them on every request, so a
+// request may still be refused 429 while rejections that another API process is deciding hold
+// the window's last slots.
+//
 // Nothing is counted on the way: a request costs one insert per policy and no read. Each
 // process walks a window's slot numbers from its own random starting point (processes sharing
 // a window rarely try the same number; a taken one costs a failed insert and the walk goes on)
@@ -63,6 +73,8 @@ export interface RateReservation {
   standings: RateStanding[];
   /** Gives the slots back: for a request that ends up rejected. */
   release(): Promise<void>;
+  /** The request was answered (accepted, suppressed, replayed): its slots count and stay taken. */
+  keep(): void;
 }
 
 interface Claimed {
@@ -72,6 +84,9 @@ interface Claimed {
   slot: number;
   /** This claim opened a first-request window: if it is given back, the window never started. */
   opened: WindowDoc | null;
+  hint: Hint;
+  /** Its request is still being decided: it will be kept or given back. */
+  undecided: boolean;
 }
 
 interface Hint {
@@ -85,11 +100,26 @@ interface Hint {
   /** When (request clock) this process may look for slots given back by others again. */
   lookAfterMs: number;
   lookGapMs: number;
+  /** Slots this process holds (or is inserting) for requests still being decided. */
+  undecided: number;
+  /** Requests that found the window full, waiting for an undecided slot to be decided. */
+  waiting: Set<() => void>;
 }
 
 export interface RateLimiterOptions {
   /** How often expired slots are deleted. */
   sweepEveryMs?: number;
+  /** The longest a request waits for undecided slots of a full window before it is refused. */
+  undecidedWaitMs?: number;
+}
+
+export interface ReserveOptions {
+  /**
+   * The request is decided later: the caller ends the reservation with keep() or release(),
+   * and until then requests finding the window full wait for it. Otherwise (previews) it counts
+   * once taken.
+   */
+  undecided?: boolean;
 }
 
 const SWEEP_EVERY_MS = 10_000;
@@ -97,6 +127,12 @@ const SWEEP_EVERY_MS = 10_000;
 const SLOT_GRACE_MS = 10_000;
 /** First wait between two looks at a full window's slots; it doubles while they find nothing. */
 const FIRST_LOOK_GAP_MS = 100;
+/**
+ * A guard, not a pace: undecided requests settle within an admission's time (its flow-control
+ * wait, RELAY_ADMISSION_MAX_WAIT_MS, 1 s by default, and a few store writes); this only ends the
+ * wait of a request behind one that hangs, well before the HTTP request timeout (30 s).
+ */
+const UNDECIDED_WAIT_MS = 10_000;
 
 export async function ensureRateLimitIndexes(documents: DocumentStore): Promise<void> {
   // A window's slots are found by the _id prefix they share (the primary key), so the only
@@ -117,6 +153,7 @@ export class RateLimiter {
   /** The running first-request window of each scope, as last seen. */
   readonly #openWindows = new Map<string, WindowDoc>();
   readonly #sweepEveryMs: number;
+  readonly #undecidedWaitMs: number;
   /** The latest request's time: the sweeper's clock. */
   #latestRequestMs: number | null = null;
   #timer: ReturnType<typeof setInterval> | null = null;
@@ -126,6 +163,7 @@ export class RateLimiter {
   constructor(documents: DocumentStore, options: RateLimiterOptions = {}) {
     this.#documents = documents;
     this.#sweepEveryMs = options.sweepEveryMs ?? SWEEP_EVERY_MS;
+    this.#undecidedWaitMs = options.undecidedWaitMs ?? UNDECIDED_WAIT_MS;
   }
 
   get #slots() {
@@ -136,28 +174,39 @@ export class RateLimiter {
     return this.#documents.collection<WindowDoc>(RATE_WINDOWS);
   }
 
-  /** Takes a slot of every policy of the subject, or throws rate_limit_exceeded having taken none. */
+  /**
+   * Takes a slot of every policy of the subject for a send still to be decided, or throws
+   * rate_limit_exceeded having taken none. The caller ends it with keep() or release().
+   */
   reserve(subject: RateSubject, now: Date): Promise<RateReservation> {
-    return this.reserveIn(ratePoliciesFor(subject.environment).map((policy) => ({ policy, scope: scopeOf(policy, subject) })), now);
+    return this.reserveIn(ratePoliciesFor(subject.environment).map((policy) => ({ policy, scope: scopeOf(policy, subject) })), now, { undecided: true });
   }
 
   /**
    * Takes a slot of each policy in its scope (e.g. "preview:<session>"), in order, or throws
    * having taken none: rate_limit_exceeded, or the store's error.
    */
-  async reserveIn(limits: Array<{ policy: RatePolicy; scope: string }>, now: Date): Promise<RateReservation> {
+  async reserveIn(limits: Array<{ policy: RatePolicy; scope: string }>, now: Date, options: ReserveOptions = {}): Promise<RateReservation> {
     const nowMs = now.getTime();
+    const undecided = options.undecided ?? false;
     this.#observe(nowMs);
+    const waitUntil = performance.now() + this.#undecidedWaitMs;
     // One policy after the other, the narrowest first: a request its key refuses never holds
     // a slot of its workspace, even for a moment, so it cannot crowd out another key's request.
     const claimed: Claimed[] = [];
     const standings: RateStanding[] = [];
     for (const { policy, scope } of limits) {
       let current: { window: RateWindow; opened: WindowDoc | null } | null = null;
+      let hint: Hint;
       let slot: number | null;
       try {
-        current = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
-        slot = await this.#claim(scope, current.window, policy.limit, nowMs);
+        for (;;) {
+          // Again after a wait: a first-request window whose slots were all given back meanwhile never started.
+          current = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
+          hint = this.#hint(scope, current.window, policy.limit);
+          slot = await this.#claim(hint, scope, current.window, policy.limit, nowMs, undecided);
+          if (slot !== null || !(await this.#decidedMeanwhile(hint, waitUntil))) break;
+        }
       } catch (error) {
         // The request fails, which is a rejection: it keeps no slot, and a window it opened never started.
         await this.#giveBack(claimed);
@@ -173,7 +222,7 @@ export class RateLimiter {
           standing: { policy, remaining: 0, reset: resetSeconds(window, nowMs) } satisfies RateStanding,
         });
       }
-      claimed.push({ policy, scope, window, slot, opened });
+      claimed.push({ policy, scope, window, slot, opened, hint, undecided });
       standings.push({ policy, remaining: this.#remaining(scope, window, policy.limit), reset: resetSeconds(window, nowMs) });
     }
     let released = false;
@@ -183,6 +232,9 @@ export class RateLimiter {
         if (released) return;
         released = true;
         await this.#giveBack(claimed);
+      },
+      keep: () => {
+        for (const claim of claimed) this.#decided(claim);
       },
     };
   }
@@ -194,7 +246,8 @@ export class RateLimiter {
   sweep(nowMs: number | null = this.#latestRequestMs): Promise<number> {
     if (this.#sweeping) return this.#sweeping;
     if (nowMs === null) return Promise.resolve(0);
-    for (const [key, hint] of this.#hints) if (hint.endMs <= nowMs) this.#hints.delete(key);
+    // A window's requests still waiting for its slots keep its hint: else they would walk it again, insert by insert.
+    for (const [key, hint] of this.#hints) if (hint.endMs <= nowMs && hint.waiting.size === 0) this.#hints.delete(key);
     for (const [scope, window] of this.#openWindows) if (!windowRuns(window, nowMs)) this.#openWindows.delete(scope);
     const sweeping = this.#slots.deleteWhere({ expiresAt: { lt: nowMs } })
       .catch(() => 0) // garbage stays for the next sweep
@@ -252,14 +305,16 @@ export class RateLimiter {
     const key = `${scope}|${window.key}`;
     let hint = this.#hints.get(key);
     if (!hint) {
-      hint = { start: Math.floor(Math.random() * limit), tried: 0, free: [], endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS };
+      hint = {
+        start: Math.floor(Math.random() * limit), tried: 0, free: [], endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS,
+        undecided: 0, waiting: new Set(),
+      };
       this.#hints.set(key, hint);
     }
     return hint;
   }
 
-  async #claim(scope: string, window: RateWindow, limit: number, nowMs: number): Promise<number | null> {
-    const hint = this.#hint(scope, window, limit);
+  async #claim(hint: Hint, scope: string, window: RateWindow, limit: number, nowMs: number, undecided: boolean): Promise<number | null> {
     let looked = false;
     for (;;) {
       let slot = hint.free.shift();
@@ -274,13 +329,52 @@ export class RateLimiter {
         hint.lookGapMs = hint.free.length > 0 ? FIRST_LOOK_GAP_MS : hint.lookGapMs * 2;
         continue;
       }
+      // Counted from the moment the number is taken, not once inserted: a request that finds the
+      // window full while this insert is on its way must wait for it rather than be refused.
+      if (undecided) hint.undecided++;
       try {
         await this.#slots.insert({ _id: slotId(scope, window, slot), scope, window: window.key, slot, expiresAt: window.endMs + SLOT_GRACE_MS });
         return slot;
       } catch (error) {
+        if (undecided) this.#settled(hint);
         if (!(error instanceof DuplicateKeyError)) throw error;
       }
     }
+  }
+
+  /**
+   * For a request that found the window full: whether to claim again, once a slot was given
+   * back or the undecided slots of this process in the window changed. False at once when there
+   * are none (the window is full of kept requests), or when the wait ran out.
+   */
+  #decidedMeanwhile(hint: Hint, waitUntil: number): Promise<boolean> {
+    if (hint.free.length > 0) return Promise.resolve(true);
+    const left = waitUntil - performance.now();
+    if (hint.undecided === 0 || left <= 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        hint.waiting.delete(wake);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        hint.waiting.delete(wake);
+        resolve(false);
+      }, left);
+      hint.waiting.add(wake);
+    });
+  }
+
+  /** One undecided slot of the window is decided (kept or given back): its waiters claim again. */
+  #settled(hint: Hint): void {
+    hint.undecided--;
+    for (const wake of [...hint.waiting]) wake();
+  }
+
+  #decided(claim: Claimed): void {
+    if (!claim.undecided) return;
+    claim.undecided = false;
+    this.#settled(claim.hint);
   }
 
   /** Requests the window still allows as far as this process knows: numbers not tried yet, and free ones. */
@@ -298,12 +392,14 @@ export class RateLimiter {
     for (const claim of [...claimed].reverse()) {
       try {
         await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
-        const hint = this.#hints.get(`${claim.scope}|${claim.window.key}`);
-        if (hint && !hint.free.includes(claim.slot)) hint.free.push(claim.slot);
-        if (claim.opened) await this.#dropIfUnused(claim.scope, claim.window, claim.opened);
+        if (!claim.hint.free.includes(claim.slot)) claim.hint.free.push(claim.slot);
       } catch {
-        // counted until the window ends
+        this.#decided(claim); // counted until the window ends
+        continue;
       }
+      // Its waiters wake once the slot is free, and the window gone if it never started: they look for the window again.
+      if (claim.opened) await this.#dropIfUnused(claim.scope, claim.window, claim.opened).catch(() => {});
+      this.#decided(claim);
     }
   }
 
