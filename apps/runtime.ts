@@ -97,13 +97,24 @@ export interface OpenStoresOptions extends StoreOptions {
    * later is closed as it does.
    */
   abandon?: AbortSignal;
+  /**
+   * Leaves the log unopened, for what neither publishes to it nor reads it (the operator's
+   * commands on documents and events): they work, and at once, while the brokers are down.
+   */
+  withoutLog?: true;
 }
 
-export async function openStores(config: RelayConfig, options: OpenStoresOptions = {}): Promise<Stores> {
+/** The stores without the log (openStores with `withoutLog`). */
+export type StoresWithoutLog = Omit<Stores, 'log'>;
+
+export function openStores(config: RelayConfig, options: OpenStoresOptions & { withoutLog: true }): Promise<StoresWithoutLog>;
+export function openStores(config: RelayConfig, options?: OpenStoresOptions & { withoutLog?: undefined }): Promise<Stores>;
+export async function openStores(config: RelayConfig, options: OpenStoresOptions = {}): Promise<Stores | StoresWithoutLog> {
   // Private to Relay's user: the stores hold personal data and the secret key file lives here.
-  // An existing directory keeps its mode (README, Operations: chmod 700 it). With all three
-  // URLs set nothing is created: a container's file system may be read-only to Relay's user.
-  if (usesDataDir(config)) {
+  // An existing directory keeps its mode (README, Operations: chmod 700 it). With the URLs of
+  // the stores it opens set nothing is created: a container's file system may be read-only to
+  // Relay's user.
+  if (options.withoutLog ? !config.eventStoreUrl || !config.mongodbUrl : usesDataDir(config)) {
     try {
       mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
     } catch (error) {
@@ -118,6 +129,12 @@ export async function openStores(config: RelayConfig, options: OpenStoresOptions
     opened.push(events.store);
     const documents = await unlessAbandoned(openDocumentStore(config, options), options.abandon);
     opened.push(documents.store);
+    const close = async () => {
+      for (const store of opened.reverse()) await store.close().catch(() => {});
+    };
+    if (options.withoutLog) {
+      return { events: events.store, documents: documents.store, kinds: { events: events.kind, documents: documents.kind, log: 'none' }, close };
+    }
     const log = await unlessAbandoned(openLog(config, options), options.abandon);
     opened.push(log.store);
     return {
@@ -125,9 +142,7 @@ export async function openStores(config: RelayConfig, options: OpenStoresOptions
       documents: documents.store,
       log: log.store,
       kinds: { events: events.kind, documents: documents.kind, log: log.kind },
-      close: async () => {
-        for (const store of opened.reverse()) await store.close().catch(() => {});
-      },
+      close,
     };
   } catch (error) {
     for (const store of opened.reverse()) await store.close().catch(() => {});
@@ -163,7 +178,7 @@ export const policiesOf = (config: Pick<RelayConfig, 'deliveryRetryScale' | 'web
 export async function openServices(config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>, log?: SessionLog): Promise<Services> {
   const secrets = await openSecretBox(config);
   const rateLimits = new RateLimiter(stores.documents);
-  const outboxDir = join(config.dataDir, 'outbox');
+  const outboxDir = outboxDirOf(config);
   let transport: MailTransport | null = null;
   let mx: MxDelivery | null = null;
   let sites: SiteRegistry | null = null;
@@ -205,6 +220,9 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
     },
   };
 }
+
+/** Where the outbox transport writes its messages (RELAY_DELIVERY=outbox). */
+export const outboxDirOf = (config: Pick<RelayConfig, 'dataDir'>): string => join(config.dataDir, 'outbox');
 
 async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
   try {

@@ -1,7 +1,8 @@
 // The commands that read or maintain a Relay (events, parked, sites, webhooks list, outbox,
-// projections) refuse a RELAY_DATA_DIR that holds no Relay's stores, a typo or a wrong working
-// directory: exit 1 saying which store is missing, and nothing created there (no relay.db, no
-// secret.key), rather than an empty store and "nothing here" with exit 0.
+// projections, and workspace and domain commands, whose workspace or domain must exist) refuse
+// a RELAY_DATA_DIR that holds no Relay's stores, a typo or a wrong working directory: exit 1
+// saying which store is missing, and nothing created there (no relay.db, no secret.key), rather
+// than an empty store and "nothing here" with exit 0 (or "not found" and a new empty Relay).
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,10 +24,17 @@ typo('relay events refuses and creates nothing', async ({ root }) => {
   assert.not.ok(existsSync(dataDir));
 });
 
-for (const args of [['parked', 'list'], ['sites'], ['webhooks', 'list', 'prj_1'], ['outbox', 'list'], ['projections', 'scratch'], ['projections', 'rebuild', 'emails'], ['projections', 'drop', 'emails_check', '--force']]) {
+const commands = [
+  ['parked', 'list'], ['sites'], ['webhooks', 'list', 'prj_1'], ['outbox', 'list'], ['projections', 'scratch'], ['projections', 'rebuild', 'emails'],
+  ['projections', 'drop', 'emails_check', '--force'],
+  ['workspace', 'activate', 'ws_1'], ['workspace', 'deactivate', 'ws_1'], ['workspace', 'quota', 'ws_1'], ['workspace', 'quota', 'ws_1', '--recipients', '10'],
+  ['domain', 'verify', 'dom_1'], ['domain', 'mark-verified', 'dom_1', '--reason', 'local'],
+];
+for (const args of commands) {
   typo(`relay ${args.join(' ')} refuses a data directory with no Relay instead of reporting an empty one`, async ({ root }) => {
     const dataDir = join(root, 'dtaa');
-    const run = await runRelay(args, { RELAY_DATA_DIR: dataDir });
+    // An unanswered resolver: domain verify must not get as far as asking DNS.
+    const run = await runRelay(args, { RELAY_DATA_DIR: dataDir, RELAY_DNS_SERVERS: '127.0.0.1:9' });
     assert.not.ok(existsSync(dataDir), `created ${dataDir} (exit ${run.code}; stdout ${JSON.stringify(run.stdout)}; stderr ${JSON.stringify(run.stderr)})`);
     assert.is(run.code, 1, `exit ${run.code}: ${run.stdout}${run.stderr}`);
     assert.match(run.stderr, /^relay: no (event|document) store in .*dtaa: RELAY_DATA_DIR must name the data directory of a Relay/, run.stderr);

@@ -5,30 +5,28 @@ import { notFound, RelayError } from '../../domain/errors.ts';
 import type { Environment } from '../../domain/management.ts';
 import { allowancesOf, DEFAULT_ALLOWANCES, MAX_ALLOWANCE, monthEnd } from '../../domain/usage/quota.ts';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
-import type { DocumentStore } from '../../infra/ports/document-store.ts';
-import { openServices, openStores } from '../runtime.ts';
-import type { Services } from '../services/services.ts';
+import { createDnsLookup } from '../../infra/dns/resolver.ts';
+import { openServices, openStores, type StoresWithoutLog } from '../runtime.ts';
 import { domainView, markDomainVerified, verifyDomain } from '../services/management/domains.ts';
 import { ensureManagementIndexes } from '../services/management/indexes.ts';
 import { runSetup } from '../services/management/setup.ts';
 import { createUser } from '../services/management/users.ts';
 import { setWorkspaceActivation, setWorkspaceAllowances, workspacesOf } from '../services/management/workspaces.ts';
+import { UsageLedger } from '../services/usage-ledger.ts';
 import { asksForHelp, type Command } from './command.ts';
+import { openExistingStores } from './existing-stores.ts';
+import { printable } from './printable.ts';
 
 const EXIT_USAGE = 2;
 const EXIT_NOT_VERIFIED = 3;
 
-/**
- * Lines for the operator's terminal. Names, messages and DNS answers come from customers, so
- * control characters other than line breaks are shown escaped instead of reaching the
- * terminal (where ESC sequences could rewrite what the operator sees).
- */
-const printable = (text: string) =>
-  text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+/** Lines for the operator's terminal: names, messages and DNS answers come from customers. */
 const err = (line: string) => process.stderr.write(`${printable(line)}\n`);
 const out = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 class UsageError extends Error {}
+/** No Relay to act on; openExistingStores said why. */
+class NoRelayError extends Error {}
 
 function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
   try {
@@ -38,18 +36,19 @@ function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[]
   }
 }
 
-/** Opens the stores, makes sure the management indexes exist, runs `work`, closes. */
-async function withDocuments<T>(work: (documents: DocumentStore, config: RelayConfig, services: Services) => Promise<T>): Promise<T> {
+/**
+ * Opens the stores, makes sure the management indexes exist, runs `work`, closes. Only `setup`
+ * and `user create` may make a new Relay ('create'); the others act on a workspace or domain
+ * that must exist, so a data directory holding no Relay is refused instead of made ('existing').
+ * No task uses the log: it stays closed, so they work while Kafka's brokers are down.
+ */
+async function withStores<T>(open: 'create' | 'existing', work: (stores: StoresWithoutLog, config: RelayConfig) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  const stores = await openStores(config);
+  const stores = open === 'create' ? await openStores(config, { withoutLog: true }) : await openExistingStores(config);
+  if (!stores) throw new NoRelayError();
   try {
-    const services = await openServices(config, stores);
-    try {
-      await ensureManagementIndexes(stores.documents);
-      return await work(stores.documents, config, services);
-    } finally {
-      await services.close();
-    }
+    await ensureManagementIndexes(stores.documents);
+    return await work(stores, config);
   } finally {
     await stores.close();
   }
@@ -73,6 +72,7 @@ function command(usage: string, body: (args: string[]) => Promise<number>): Comm
         err(`relay: ${error.code}: ${error.message}`);
         return 1;
       }
+      if (error instanceof NoRelayError) return 1;
       throw error;
     }
   };
@@ -95,7 +95,7 @@ export const userCommand: Command = command(
       if (process.stdin.isTTY) throw new UsageError('give the password with --password, RELAY_PASSWORD or on stdin');
       password = await readStdin();
     }
-    const user = await withDocuments((documents) => createUser(documents, { email: values.email!, password: password! }, new Date()));
+    const user = await withStores('create', ({ documents }) => createUser(documents, { email: values.email!, password: password! }, new Date()));
     if (values.json) out({ userId: user._id, email: user.email });
     else process.stdout.write(`${user._id}\n`);
     err(`created user ${user.email} (${user._id})`);
@@ -128,13 +128,18 @@ async function workspaceQuota(workspaceId: string, values: { recipients?: string
     developmentKeyRecipients: allowanceArgument('dev-key-recipients', values['dev-key-recipients']),
   };
   const now = new Date();
-  const { workspace, usage } = await withDocuments(async (documents, _config, services) => {
+  const { workspace, usage } = await withStores('existing', async ({ documents, events }) => {
     const changed = changes.workspaceRecipients !== undefined || changes.developmentKeyRecipients !== undefined;
     const workspace = changed
       ? await setWorkspaceAllowances(documents, workspaceId, changes)
       : await workspacesOf(documents).get(workspaceId);
     if (!workspace) throw notFound(`workspace ${workspaceId} not found`);
-    return { workspace, usage: await services.usage.usage(workspaceId, now) };
+    const ledger = new UsageLedger(events);
+    try {
+      return { workspace, usage: await ledger.usage(workspaceId, now) };
+    } finally {
+      ledger.close();
+    }
   });
   const allowances = allowancesOf(workspace.allowances);
   const resetsAt = monthEnd(usage.month).toISOString();
@@ -159,7 +164,7 @@ export const workspaceCommand: Command = command(WORKSPACE_USAGE, async (args) =
   }
   if (action === 'quota') return workspaceQuota(workspaceId, values);
   if (values.recipients !== undefined || values['dev-key-recipients'] !== undefined || values.json) throw new UsageError(`workspace ${action} takes no options`);
-  const workspace = await withDocuments((documents) => setWorkspaceActivation(documents, workspaceId, action === 'activate', new Date()));
+  const workspace = await withStores('existing', ({ documents }) => setWorkspaceActivation(documents, workspaceId, action === 'activate', new Date()));
   err(`workspace ${workspace.name} (${workspace._id}) is ${workspace.activated ? `activated since ${workspace.activatedAt}` : 'not activated'}`);
   return 0;
 });
@@ -172,8 +177,8 @@ export const domainCommand: Command = command(
     const [action, domainId] = positionals;
     if (!domainId || positionals.length !== 2) throw new UsageError('expected: domain verify|mark-verified <domainId>');
     if (action === 'verify') {
-      const view = await withDocuments(async (documents, config, services) =>
-        domainView(await verifyDomain(documents, config, services.dns, domainId, new Date()), config),
+      const view = await withStores('existing', async ({ documents }, config) =>
+        domainView(await verifyDomain(documents, config, createDnsLookup(config.dnsServers), domainId, new Date()), config),
       );
       if (values.json) out(view);
       for (const check of view.checks ?? []) err(`${check.status.padEnd(8)} ${check.type.padEnd(3)} ${check.name}${check.required ? '' : ' (recommended)'}: ${check.message}`);
@@ -182,7 +187,7 @@ export const domainCommand: Command = command(
     }
     if (action === 'mark-verified') {
       if (!values.reason?.trim()) throw new UsageError('--reason is required: it is kept with the domain');
-      const domain = await withDocuments((documents) => markDomainVerified(documents, domainId, `operator: ${values.reason}`, new Date()));
+      const domain = await withStores('existing', ({ documents }) => markDomainVerified(documents, domainId, `operator: ${values.reason}`, new Date()));
       err(`domain ${domain.name} (${domain._id}) marked verified by the operator`);
       return 0;
     }
@@ -217,34 +222,42 @@ export const setupCommand: Command = command(SETUP_USAGE, async (args) => {
   const environment = values.environment ?? 'development';
   if (environment !== 'development' && environment !== 'production') throw new UsageError('--environment must be development or production');
   const trustDomain = values['trust-domain'] ?? false;
-  const outcome = await withDocuments((documents, config, services) =>
-    runSetup(
-      {
-        documents,
-        config,
-        secrets: services.secrets,
-        dns: trustDomain && config.dnsServers.length === 0 ? null : services.dns,
-        now: () => new Date(),
-        log: (line) => err(line),
-      },
-      {
-        email: values.email ?? 'owner@relay.localhost',
-        password: values.password ?? process.env.RELAY_PASSWORD,
-        workspace: values.workspace ?? 'Default',
-        project: values.project ?? 'Default',
-        environment: environment as Environment,
-        domain: values.domain ?? 'example.test',
-        activate: values.activate ?? false,
-        trustDomain,
-      },
-    ),
-  );
+  const outcome = await withStores('create', async (stores, config) => {
+    // The secret key seals the DKIM key of a domain setup creates: setup may make its file.
+    const services = await openServices(config, stores);
+    try {
+      return await runSetup(
+        {
+          documents: stores.documents,
+          config,
+          secrets: services.secrets,
+          dns: trustDomain && config.dnsServers.length === 0 ? null : services.dns,
+          now: () => new Date(),
+          log: (line) => err(line),
+        },
+        {
+          email: values.email ?? 'owner@relay.localhost',
+          password: values.password ?? process.env.RELAY_PASSWORD,
+          workspace: values.workspace ?? 'Default',
+          project: values.project ?? 'Default',
+          environment: environment as Environment,
+          domain: values.domain ?? 'example.test',
+          activate: values.activate ?? false,
+          trustDomain,
+        },
+      );
+    } finally {
+      await services.close();
+    }
+  });
   if (!outcome.ok) {
     if (values.json) out(outcome);
     err(`relay: ${outcome.message}. Records to publish:`);
     for (const record of outcome.records) {
       err(`  ${record.type.padEnd(3)} ${record.name}  ${record.type === 'MX' ? `${record.priority} ` : ''}${record.value}${record.required ? '' : '  (recommended)'}`);
     }
+    // The user exists from now on: its password is told now or never.
+    if (outcome.password) err(`generated password for ${outcome.email}: ${outcome.password}`);
     return EXIT_NOT_VERIFIED;
   }
   const { result } = outcome;

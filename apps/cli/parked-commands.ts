@@ -7,13 +7,14 @@ import { RETRY_GROUP_HEADER } from '../processors/processor.ts';
 import { processorNamed } from '../processors/registry.ts';
 import { EVENTS_TOPIC_PARTITIONS } from '../pipeline/topics.ts';
 import { eventRecord } from '../../infra/events-topic.ts';
-import type { Stores } from '../runtime.ts';
+import type { Stores, StoresWithoutLog } from '../runtime.ts';
 import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,
 } from '../services/parked-events.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
+import { printable } from './printable.ts';
 
 const USAGE = [
   'usage: relay parked list [--processor NAME] [--limit N] [--json]',
@@ -28,8 +29,10 @@ const USAGE = [
 const EXIT_USAGE = 2;
 const EXIT_PENDING = 75; // sysexits EX_TEMPFAIL
 
-const line = (p: ParkedEvent) =>
-  `${p._id}  ${p.processor}  ${p.type ?? '?'} ${p.streamId}${p.revision === null ? '' : `@${p.revision}`}  attempts ${p.attempts}  last ${p.lastFailedAt}  ${p.error.replace(/\s+/g, ' ')}`;
+// The error is a processor's message, often quoting what a customer sent.
+const line = (p: ParkedEvent) => printable(
+  `${p._id}  ${p.processor}  ${p.type ?? '?'} ${p.streamId}${p.revision === null ? '' : `@${p.revision}`}  attempts ${p.attempts}  last ${p.lastFailedAt}  ${p.error.replace(/\s+/g, ' ')}`,
+);
 
 const view = ({ _v, ...p }: ParkedEvent & { _v?: number }) => {
   void _v;
@@ -64,7 +67,7 @@ export async function parked(args: string[]): Promise<number> {
     if (id !== undefined) return refuse(`unexpected argument ${JSON.stringify(id)}`);
     if (values.wait !== undefined) return refuse('--wait goes with retry');
     if (values.limit !== undefined && !/^[1-9]\d{0,3}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1 to 9999, got ${JSON.stringify(values.limit)}`);
-    return withStores(async (stores) => {
+    return withStores(await openExistingStores(loadConfig()), async (stores) => {
       const found = await listParked(stores.documents, { processor: values.processor, limit: Number(values.limit ?? 100) });
       if (values.json) console.log(JSON.stringify({ parked: found.map(view) }));
       else if (found.length === 0) console.error(values.processor ? `(no parked events of ${values.processor})` : '(no parked events)');
@@ -77,26 +80,31 @@ export async function parked(args: string[]): Promise<number> {
     if (values.processor !== undefined || values.limit !== undefined) return refuse('--processor and --limit go with list');
     if (verb === 'dismiss' && (values.wait !== undefined || values.json)) return refuse('dismiss takes no options');
     if (values.wait !== undefined && !/^\d{1,4}$/.test(values.wait)) return refuse(`--wait must be a number of seconds, got ${JSON.stringify(values.wait)}`);
-    return withStores(async (stores) => {
-      const found = await parkedEventsOf(stores.documents).get(id);
-      if (!found) {
-        console.error(`relay: no parked event ${id} (relay parked list)`);
-        return 1;
-      }
-      if (verb === 'dismiss') {
+    if (verb === 'dismiss') {
+      return withStores(await openExistingStores(loadConfig()), async (stores) => {
+        if (!(await parkedEventsOf(stores.documents).get(id))) return noParked(id);
         await resolveParked(stores.documents, id);
         console.log(`dismissed ${id}`);
         return 0;
-      }
+      });
+    }
+    // A retry publishes the event to its processor's topic again: the one use of the log.
+    return withStores(await openExistingStores(loadConfig(), ['events', 'documents'], { log: true }), async (stores) => {
+      const found = await parkedEventsOf(stores.documents).get(id);
+      if (!found) return noParked(id);
       return retry(stores, found, Number(values.wait ?? 30), values.json === true);
     });
   }
   return refuse(verb === undefined ? 'which one: list, retry or dismiss?' : `unknown subcommand ${JSON.stringify(verb)}`);
 }
 
-async function withStores(work: (stores: Stores) => Promise<number>): Promise<number> {
-  // Parked events are read from the document store and retried from the event store.
-  const stores = await openExistingStores(loadConfig());
+function noParked(id: string): number {
+  console.error(`relay: no parked event ${id} (relay parked list)`);
+  return 1;
+}
+
+/** Parked events are read from the document store and retried from the event store. */
+async function withStores<S extends StoresWithoutLog>(stores: S | null, work: (stores: S) => Promise<number>): Promise<number> {
   if (!stores) return 1;
   try {
     await ensureParkedIndexes(stores.documents);
@@ -107,7 +115,7 @@ async function withStores(work: (stores: Stores) => Promise<number>): Promise<nu
 }
 
 /** The event as the event store holds it (the source of truth; the log may have pruned it). */
-async function storedEvent(stores: Stores, parked: ParkedEvent): Promise<StoredEvent | null> {
+async function storedEvent(stores: StoresWithoutLog, parked: ParkedEvent): Promise<StoredEvent | null> {
   if (parked.revision === null) return null;
   const [event] = await stores.events.readStream(parked.streamId, { fromRevision: parked.revision, maxCount: 1 });
   return event && event.id === parked.eventId ? event : null;
@@ -116,7 +124,7 @@ async function storedEvent(stores: Stores, parked: ParkedEvent): Promise<StoredE
 async function retry(stores: Stores, parked: ParkedEvent, waitSeconds: number, json: boolean): Promise<number> {
   const report = (outcome: 'applied' | 'failed' | 'sent' | 'pending', message: string, error?: string) => {
     if (json) console.log(JSON.stringify({ id: parked._id, outcome, ...(error ? { error } : {}) }));
-    else (outcome === 'failed' || outcome === 'pending' ? console.error : console.log)(message);
+    else (outcome === 'failed' || outcome === 'pending' ? console.error : console.log)(printable(message));
   };
   const event = await storedEvent(stores, parked);
   if (!event) {

@@ -6,6 +6,7 @@ import { loadConfig } from '../../infra/config.ts';
 import { siteSnapshots, type SiteSnapshot } from '../services/delivery/sites.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
+import { printable } from './printable.ts';
 
 const USAGE = [
   'usage: relay sites [--json]',
@@ -14,13 +15,16 @@ const USAGE = [
   'when it is paused after throttling replies, counts, and the latest throttling reply.',
 ].join('\n');
 
+// Site names are MX host names from DNS and the reply is the remote server's text, both chosen
+// by whoever runs a recipient domain: shown printable.
 export function sitesTable(snapshots: SiteSnapshot[]): string {
   const rows = [['SITE', 'INSTANCE', 'CONN', 'PER CONN', 'LIMIT/MIN', 'RATE/MIN', 'PAUSED UNTIL', 'DELIVERED', 'DEFERRED', 'THROTTLES', 'LAST THROTTLING REPLY']];
   for (const s of [...snapshots].sort((a, b) => a.site.localeCompare(b.site) || a.instance.localeCompare(b.instance))) {
+    const site = printable(s.site);
     rows.push([
-      s.site.length > 48 ? `${s.site.slice(0, 45)}...` : s.site, s.instance, String(s.limits.connections), String(s.limits.messagesPerConnection),
+      site.length > 48 ? `${site.slice(0, 45)}...` : site, s.instance, String(s.limits.connections), String(s.limits.messagesPerConnection),
       String(s.limits.messagesPerMinute), String(s.rate), s.pausedUntil ?? '-', String(s.delivered), String(s.deferred), String(s.throttles),
-      (s.recent[0] ?? '-').replace(/\s+/g, ' ').slice(0, 60),
+      printable((s.recent[0] ?? '-').replace(/\s+/g, ' ')).slice(0, 60),
     ]);
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));

@@ -54,7 +54,13 @@ export interface SetupResult {
 
 export type SetupOutcome =
   | { ok: true; result: SetupResult }
-  | { ok: false; error: 'domain_not_verified'; message: string; domainId: string; domain: string; records: DomainRecordView[]; checks: RecordCheck[] | null };
+  | {
+    ok: false; error: 'domain_not_verified'; message: string; domainId: string; domain: string; records: DomainRecordView[]; checks: RecordCheck[] | null;
+    /** The user's; `password` as in SetupResult: the user stays, and a rerun reuses it without one. */
+    email: string; password?: string;
+  };
+
+type Progress = { ok: true; result: Omit<SetupResult, 'password'> } | Omit<Extract<SetupOutcome, { ok: false }>, 'email' | 'password'>;
 
 export interface SetupDeps {
   documents: DocumentStore;
@@ -105,12 +111,24 @@ function checkOptions(options: SetupOptions): void {
 }
 
 export async function runSetup(deps: SetupDeps, options: SetupOptions): Promise<SetupOutcome> {
-  const { documents, now, log } = deps;
   checkOptions(options);
-  await ensureManagementIndexes(documents);
-
+  await ensureManagementIndexes(deps.documents);
   const { user, generatedPassword } = await ensureUser(deps, options);
+  let progress: Progress;
+  try {
+    progress = await setUpFor(deps, options, user);
+  } catch (error) {
+    // The user stays whatever failed after it was made: the only time its password can be told.
+    if (generatedPassword !== undefined) deps.log(`generated password for ${user.email}: ${generatedPassword}`);
+    throw error;
+  }
+  const told = generatedPassword === undefined ? {} : { password: generatedPassword };
+  return progress.ok ? { ok: true, result: { ...progress.result, ...told } } : { ...progress, email: user.email, ...told };
+}
 
+/** Everything after the user: its workspace, project, domain, key and session. */
+async function setUpFor(deps: SetupDeps, options: SetupOptions, user: User): Promise<Progress> {
+  const { documents, now, log } = deps;
   // Workspace: one the user owns with that name, else a new one.
   const workspaceName = options.workspace.trim();
   const owned = (await listWorkspacesOf(documents, user._id)).find((w) => w.role === 'owner' && w.name === workspaceName);
@@ -201,7 +219,6 @@ export async function runSetup(deps: SetupDeps, options: SetupOptions): Promise<
       apiKey: secret,
       keyId: key._id,
       sessionCookie: `${sessionCookieNameFor(deps.config.env)}=${token}`,
-      ...(generatedPassword === undefined ? {} : { password: generatedPassword }),
     },
   };
 }
