@@ -193,7 +193,11 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       },
     },
   }, async (request, reply) => {
-    const principal = principalOf(request);
+    // Again once the body is in: a body may take up to the request timeout to arrive, and a key
+    // revoked (or a workspace deactivated) meanwhile must refuse the send as it refuses the
+    // next request. The reads are reused (management/reused-reads.ts), so this costs little.
+    const principal = await authenticateApiKey(ctx, request.headers.authorization);
+    requirePermission(principal, 'email:send');
     const idempotencyKey = idempotencyKeyOf(request);
     const body = request.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RelayError('validation_error', 'body: must be a JSON object');
