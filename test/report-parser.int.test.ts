@@ -237,6 +237,13 @@ dsn('given a quoted local part in Final-Recipient, when parsed, then the address
   assert.is(only(report).address, '"odd..name"@example.net');
 });
 
+dsn('given Final-Recipient with a quoted local part holding an escaped quote, when parsed, then that address, as written', async () => {
+  // "a\"b"@example.org: admission accepts it, and it is its own canonical form.
+  const report = await parseReport(postfixDsn([{ address: '"A\\"b"@Example.org', action: 'failed', status: '5.1.1', diagnostic: '550 5.1.1 user unknown' }]));
+  const rcpt = only(report);
+  assert.equal([rcpt.address, rcpt.outcome], ['"a\\"b"@example.org', 'hard_bounced']);
+});
+
 dsn.run();
 
 const arf = suite('complaints (RFC 5965)');
@@ -300,6 +307,12 @@ arf('given not-spam and auth-failure reports, when parsed, then no complaint out
     assert.is(report.complaint!.feedbackType, type);
     assert.is(only(report).outcome, 'undetermined', type);
   }
+});
+
+arf('given Original-Rcpt-To with a quoted local part holding an escaped quote, when parsed, then that address', async () => {
+  const report = await parseReport(arfReport(['Feedback-Type: abuse', 'User-Agent: x/1', 'Version: 1', 'Original-Rcpt-To: <"a\\"b"@example.net>']));
+  assert.is(only(report).address, '"a\\"b"@example.net');
+  assert.is(report.complaint!.originalRecipient, '"a\\"b"@example.net');
 });
 
 arf.run();
@@ -368,6 +381,22 @@ texts('given an auto-reply, when parsed, then no recipients', async () => {
   const report = await parseReport(['From: kim@example.net', `To: ${RETURN_PATH}`, 'Subject: Out of Office: Your receipt', 'Auto-Submitted: auto-replied', '', 'I am away until Monday. For urgent matters write to bob@example.net.'].join('\n'));
   assert.is(report.kind, 'text');
   assert.equal(report.recipients, []);
+});
+
+texts('given a qmail bounce naming a quoted local part with an escaped quote, when parsed, then that address', async () => {
+  const raw = [
+    'From: MAILER-DAEMON@mx.example.net',
+    `To: ${RETURN_PATH}`,
+    'Subject: failure notice',
+    '',
+    "I'm afraid I wasn't able to deliver your message to the following addresses.",
+    "This is a permanent error; I've given up. Sorry it didn't work out.",
+    '',
+    '<"a\\"b"@example.net>:',
+    'Sorry, no mailbox here by that name. (#5.1.1)',
+    '',
+  ].join('\n');
+  assert.equal((await parseReport(raw)).recipients.map((r) => [r.address, r.outcome]), [['"a\\"b"@example.net', 'hard_bounced']]);
 });
 
 texts.run();
@@ -439,6 +468,15 @@ fuzz('given input beyond MAX_REPORT_BYTES and thousands of recipients, when pars
 fuzz('given values that are not a Buffer or a string, when parsed, then an empty text report', async () => {
   for (const value of [null, undefined, 42, {}]) {
     assert.equal((await parseReport(value as unknown as string)).recipients, []);
+  }
+});
+
+fuzz('given quotes and backslashes where addresses are read, when parsed, then bounded', async () => {
+  const soups = ['"\\'.repeat(400), '"' + '\\"'.repeat(600), '"' + 'a\\'.repeat(600) + '@', ('"' + 'x'.repeat(61) + '\\').repeat(30) + '@example.net'];
+  for (const [i, soup] of soups.entries()) {
+    const field = postfixDsn([{ address: `${soup}@example.net`, action: 'failed', status: '5.1.1' }]);
+    await survives(`Final-Recipient soup ${i}`, field, 1_000);
+    await survives(`text soup ${i}`, `From: MAILER-DAEMON@x.example\r\nSubject: Undelivered\r\n\r\n${Array.from({ length: 200 }, () => `<${soup}@example.net>:`).join('\n')}`, 1_000);
   }
 });
 

@@ -27,6 +27,7 @@ import {
   type Classification,
   type ReportOutcome,
 } from '../../domain/feedback/classify.ts';
+import { parseAddress } from '../../domain/mailbox.ts';
 
 export interface ParsedReportRecipient {
   /** Lower-cased bare address: Final-Recipient, else Original-Recipient; for texts, the address the text names. */
@@ -325,7 +326,11 @@ function looksLikeBounce(email: Email, notice: string): boolean {
   return failure || BOUNCE_SENDER.test(from) || BOUNCE_SUBJECT.test(subject) || /^mail delivery/i.test(email.from?.name ?? '');
 }
 
-const ADDRESS_SOURCE = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,64}(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,64}){0,16}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?){1,16}";
+// Local parts as domain/mailbox.ts reads them (a dot-atom, or a quoted string whose quoted pairs
+// may escape a quote), each part bounded; the quoted string's two alternatives share no first
+// character, so no input makes it backtrack.
+const LOCAL_PART_SOURCE = "(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,64}(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,64}){0,16}|\"(?:[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\[\\x20-\\x7e]){0,62}\")";
+const ADDRESS_SOURCE = `${LOCAL_PART_SOURCE}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?){1,16}`;
 const ADDRESS = new RegExp(`(?<![\\w.+/=-])${ADDRESS_SOURCE}`, 'g');
 /** Where bounce texts name the recipient: an address opening a line, in RCPT TO, or a transcript's "<a>...". */
 const RECIPIENT_LINE = new RegExp(`^\\s{0,12}(?:"[^"]{0,100}"\\s*)?<?(${ADDRESS_SOURCE})>?(?:\\s*$|\\s*:|\\s+on\\s|\\s*\\(|\\s*<mailto:|\\s*\\.\\.\\.|\\s+[-–]\\s)`);
@@ -498,8 +503,10 @@ function typedAddress(value: string | null): string | null {
   const type = semicolon >= 0 ? value.slice(0, semicolon).trim().toLowerCase() : 'rfc822';
   if (type !== 'rfc822' && type !== 'utf-8' && type !== '') return null;
   const raw = (semicolon >= 0 ? value.slice(semicolon + 1) : value).trim().replace(/^<|>$/g, '').trim();
-  // DSN fields hold the address as given, quoted local parts and odd dots included.
-  if (raw.length <= 320 && /^(?:"[^"\r\n]{1,128}"|[^\s"@<>()]{1,128})@[A-Za-z0-9.-]{1,255}$/.test(raw) && /@[A-Za-z0-9]/.test(raw)) return raw.toLowerCase();
+  // DSN fields hold the address as given: as admission reads it (parseAddress, quoted pairs
+  // included), or with odd dots or other characters admission refuses.
+  if (parseAddress(raw).ok) return raw.toLowerCase();
+  if (raw.length <= 320 && /^(?:"(?:[^"\\\r\n]|\\[^\r\n]){1,128}"|[^\s"@<>()]{1,128})@[A-Za-z0-9.-]{1,255}$/.test(raw) && /@[A-Za-z0-9]/.test(raw)) return raw.toLowerCase();
   return bareAddress(raw);
 }
 

@@ -1,12 +1,20 @@
 // Hard bounces and complaints block the recipient across the workspace (spec). The entry has
-// the same shape and id as a manual block, so an owner or admin removes it the same way.
+// the same shape and id as a manual block, so an owner or admin removes it the same way, even
+// while the block is being recorded: its event is appended and the entry settled as for a
+// manual addition (apps/services/management/suppressions.ts, top), so a removal that overlaps
+// ends with the history's last word RecipientUnsuppressed, as the list has it.
+//
+// The suppressor's input may come again (at-least-once). An entry already there is not written
+// again and its event not appended again; when it is this very event's, it is only settled once
+// more, since the first handling may have stopped between its event and its settling.
 import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../../domain/email/events.ts';
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
-import { recordSuppressionChange, suppressionsOf } from '../management/suppressions.ts';
+import { recordAddition, settleAddition, suppressionsOf } from '../management/suppressions.ts';
+import type { RecipientSuppressed } from '../../../domain/suppressions/events.ts';
 import { originOfEvent } from '../../../domain/events/metadata.ts';
 import { recipientAddress } from './report-targets.ts';
 
@@ -43,23 +51,25 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
     const address = await recipientAddress(deps, state, block.index);
     if (!address) continue;
     const createdAt = new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString();
-    try {
-      await entries.insert({ _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: block.reason, emailId, createdAt, lastEventId: event.id });
-    } catch (error) {
-      // Blocked already (manually, or by an earlier report): one entry per address is enough.
-      if (!(error instanceof DuplicateKeyError)) throw error;
-      continue;
-    }
-    // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
-    // consumer's deferred-durability round the entry is durable only once this returns.
-    await durableSoFar();
-    await recordSuppressionChange(deps.events, {
+    const change: RecipientSuppressed = {
       type: 'RecipientSuppressed',
       data: {
         workspaceId, address, reason: block.reason, occurredAt: createdAt,
         by: { kind: 'email_event', emailId, eventId: event.id, reportId: event.type === 'RecipientReported' ? event.data.reportId : null },
       },
-    }, originOfEvent(event));
+    };
+    try {
+      await entries.insert({ _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: block.reason, emailId, createdAt, lastEventId: event.id });
+    } catch (error) {
+      // Blocked already (manually, or by an earlier report): one entry per address is enough.
+      if (!(error instanceof DuplicateKeyError)) throw error;
+      if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await settleAddition(deps, change, originOfEvent(event), deps.now);
+      continue;
+    }
+    // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
+    // consumer's deferred-durability round the entry is durable only once this returns.
+    await durableSoFar();
+    await recordAddition(deps, change, originOfEvent(event), deps.now);
     added++;
   }
   return added;

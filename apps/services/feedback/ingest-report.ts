@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { ReportedOutcome } from '../../../domain/email/events.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
+import { canonicalAddress } from '../../../domain/mailbox.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import type { ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { Emails } from '../email-stream.ts';
@@ -62,8 +63,12 @@ interface Finding {
 /** What the report says about this target, if anything. */
 function findingsFor(parsed: ParsedReport, target: ReportTarget): Finding[] {
   const named = parsed.recipients.filter((r) => r.address !== '');
-  // A forwarded recipient's DSN names the address it reached, and the one sent to as Original-Recipient.
-  const matching = named.filter((r) => target.address !== null && (r.address === target.address || r.originalAddress === target.address));
+  // A report names an address as its writer spelt it; a recipient's is in the canonical form
+  // (`"ann"@d` is ann@d), so both are compared in it. A forwarded recipient's DSN names the
+  // address it reached, and the one sent to as Original-Recipient.
+  const wanted = target.address === null ? null : canonicalAddress(target.address);
+  const isTarget = (address: string | undefined) => wanted !== null && address !== undefined && canonicalAddress(address) === wanted;
+  const matching = named.filter((r) => isTarget(r.address) || isTarget(r.originalAddress));
   if (matching.length > 0) return matching.map((r) => ({ outcome: r.outcome, status: r.status, diagnosticCode: r.diagnosticCode, reason: r.reason }));
   // A bounce is the receiving system's word about the address it names: one about another
   // address is not about this copy. A BCC recipient whose address is gone (retention) cannot be

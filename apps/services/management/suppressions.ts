@@ -11,12 +11,24 @@
 // leaves an entry whose event is missing; retrying finds the entry and answers 409), a removal
 // appends the event first and then deletes the entry (a crash leaves the address blocked; the
 // remover's retry deletes it and records the removal once more).
+//
+// An addition and a removal of one address may overlap, in any processes, with no lock across
+// the stores; two rules keep the history's last word on the address the list's once both are
+// done. A removal deletes the entry only at the version it read before appending its event, and
+// otherwise reads and records again. An addition, once its event is appended, settles the entry
+// (settleAddition): it rewrites whatever entry is there (a compare-and-set that changes only its
+// version), so a removal that read it earlier, whose event may come before the addition's, fails
+// to delete it and records itself again, after; or, finding the entry gone (removed while the
+// addition was being recorded), it appends a RecipientUnsuppressed after its own event, naming
+// its own cause: the addition gave way to that removal. (Only a new addition of the address
+// between that read and that append can leave the list blocking more than the history says,
+// which the order above allows anyway.)
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { canonicalAddress, parseAddress } from '../../../domain/mailbox.ts';
 import { randomUUID } from 'node:crypto';
 import { originOfRequest, type CommandOrigin } from '../../../domain/events/metadata.ts';
-import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
+import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type RecipientSuppressed, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
 import { DuplicateKeyError, type DocumentStore, type Where } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { COLLECTIONS } from '../collections.ts';
@@ -63,6 +75,31 @@ export async function recordSuppressionChange(events: EventStore, change: Suppre
   }], { expectedRevision: 'any' });
 }
 
+/**
+ * Appends an addition's RecipientSuppressed, its entry being on the list, and settles the entry
+ * (top of this file): after it, no removal that began before the event can leave the history
+ * saying the address is blocked while the list does not.
+ */
+export async function recordAddition(stores: SuppressionStores, change: RecipientSuppressed, origin: CommandOrigin, now: () => Date): Promise<void> {
+  await recordSuppressionChange(stores.events, change, origin);
+  await settleAddition(stores, change, origin, now);
+}
+
+/** The second half of recordAddition, for an addition whose event may already be appended. */
+export async function settleAddition(stores: SuppressionStores, change: RecipientSuppressed, origin: CommandOrigin, now: () => Date): Promise<void> {
+  const { workspaceId, address, reason, by } = change.data;
+  const entries = suppressionsOf(stores.documents);
+  for (;;) {
+    const entry = await entries.get(suppressionIdOf(workspaceId, address));
+    if (!entry) {
+      await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason, by, occurredAt: now().toISOString() } }, origin);
+      return;
+    }
+    const { _v, ...unchanged } = entry;
+    if (await entries.replace(unchanged, _v)) return;
+  }
+}
+
 export async function addSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<SuppressionEntry> {
   const address = normalizeSuppressedAddress(input, 'body.address');
   let entry: SuppressionEntry;
@@ -74,17 +111,21 @@ export async function addSuppression(stores: SuppressionStores, workspaceId: str
     if (error instanceof DuplicateKeyError) throw conflict(`${address} is already suppressed in this workspace`);
     throw error;
   }
-  await recordSuppressionChange(stores.events, { type: 'RecipientSuppressed', data: { workspaceId, address, reason: 'manual', by, occurredAt: now.toISOString() } }, origin);
+  await recordAddition(stores, { type: 'RecipientSuppressed', data: { workspaceId, address, reason: 'manual', by, occurredAt: now.toISOString() } }, origin, () => now);
   return entry;
 }
 
 export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<void> {
   const address = normalizeSuppressedAddress(input, 'path.address');
   const entries = suppressionsOf(stores.documents);
-  const entry = await entries.get(suppressionIdOf(workspaceId, address));
-  if (!entry) throw notFound(`${address} is not suppressed in this workspace`);
-  await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } }, origin);
-  if (!(await entries.delete(entry._id))) throw notFound(`${address} is not suppressed in this workspace`);
+  for (;;) {
+    const entry = await entries.get(suppressionIdOf(workspaceId, address));
+    if (!entry) throw notFound(`${address} is not suppressed in this workspace`);
+    await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } }, origin);
+    // Changed or gone since it was read: an addition settled it after its own event, which may
+    // come after this removal's, so the removal is recorded again (or another removal took it).
+    if (await entries.delete(entry._id, entry._v)) return;
+  }
 }
 
 /**
