@@ -13,6 +13,12 @@ test('given _smtp._tls records, then mailto and https destinations are read, any
   assert.is(parseTlsRptRecord('v=spf1 -all'), null);
   assert.is(parseTlsRptRecord('v=TLSRPTv1;'), null, 'no rua');
   assert.is(parseTlsRptRecord('v=TLSRPTv1; rua=mailto:not an address'), null);
+  // Decoded, an address must be a bare one as domain/mailbox.ts reads it: a comma only in a
+  // quoted local part, no angle brackets, no surrounding space.
+  assert.equal(
+    parseTlsRptRecord('v=TLSRPTv1; rua=mailto:ops%2Cteam@example.com,mailto:%22ops%2Cteam%22@example.com,mailto:%22a%3Cb%3E%22@example.com,mailto:%3Ctls@example.com%3E,mailto:%20tls@example.com'),
+    { mailto: ['"ops,team"@example.com'], https: [] },
+  );
 });
 
 const line = (over: Partial<TlsSessionCount>): TlsSessionCount => ({

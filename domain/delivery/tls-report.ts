@@ -2,6 +2,7 @@
 // record, section 3) and the aggregate report of one UTC day (the JSON of section 4), built
 // from the session counts the MX transport recorded. Pure: the counts come in, the report goes
 // out; apps/services/tls-reports/ stores counts and delivers reports.
+import { parseMailbox } from '../mailbox.ts';
 
 /** One line of counts: sessions of one day to one recipient domain with the same policy, outcome and MX. */
 export interface TlsSessionCount {
@@ -43,7 +44,11 @@ export function parseTlsRptRecord(record: string): TlsReportDestinations | null 
       } catch {
         continue;
       }
-      if (/^[^\s<>@]+@[A-Za-z0-9.-]+$/.test(address)) destinations.mailto.push(address);
+      // The decoded address goes to RCPT TO and the To field as it is, so it must be an address
+      // as a send's recipient is: `mailto:ops%2Cteam@…` decodes to none (its comma unquoted), nor
+      // does `"a<b>"@…`, whose brackets nodemailer would drop from the To field.
+      const parsed = parseMailbox(address);
+      if (parsed.ok && parsed.value.address === address) destinations.mailto.push(address);
     } else if (/^https:\/\/[^\s]+$/i.test(raw)) destinations.https.push(raw);
   }
   return destinations.mailto.length + destinations.https.length > 0 ? destinations : null;

@@ -154,6 +154,26 @@ export const URI_LIST_HEADERS: readonly string[] = ['list-help', 'list-unsubscri
 const MAX_LINE_LENGTH = 998;
 
 /**
+ * The length of the lines nodemailer folds header fields into, at whitespace (foldLines): a
+ * run of whitespace that fills such a line is folded inside, into lines of only whitespace,
+ * obs-FWS that RFC 5322 4 says must not be generated. The composer writes such text as encoded
+ * words; a header sent as written may hold no such run (whitespaceRunProblem).
+ */
+export const FOLDED_LINE_LENGTH = 76;
+
+/**
+ * Why a header sent as written and folded as it is (a URI list, In-Reply-To, OTP-Token) cannot
+ * hold `value`, or null. References is not folded as written: nodemailer joins its ids with one
+ * space.
+ */
+function whitespaceRunProblem(value: string): string | null {
+  let longest = 0;
+  for (const [run] of value.matchAll(/\s+/g)) longest = Math.max(longest, run.length);
+  if (longest < FOLDED_LINE_LENGTH) return null;
+  return `must not hold a run of more than ${FOLDED_LINE_LENGTH - 1} whitespace characters: this header is sent as written, folded at its whitespace into lines of ${FOLDED_LINE_LENGTH}, and a line of only whitespace must not be generated (RFC 5322 4.2)`;
+}
+
+/**
  * Why a URI-list header's value cannot be sent as written, or null. It is folded only at the
  * whitespace the client wrote (between entries, after ", "), never inside <…>: RFC 2369 2 asks
  * readers to ignore whitespace there, but one that does not would read a URI with a space in it,
@@ -308,11 +328,11 @@ function headerValueProblem(lower: string, value: string): string | null {
     const parsed = value.trim() === '' ? null : parseMailbox(value);
     return parsed === null || parsed.ok ? null : `must be one mailbox, "address" or "Name <address>", whose address is ASCII (${parsed.reason})`;
   }
-  if (URI_LIST_HEADERS.includes(lower)) return uriListProblem(value);
+  if (URI_LIST_HEADERS.includes(lower)) return uriListProblem(value) ?? whitespaceRunProblem(value);
   if (!UNENCODED_HEADERS.includes(lower)) return null;
   if (/[^\x00-\x7f]/.test(value)) return 'must hold only ASCII characters: this header is sent as written, not RFC 2047 encoded';
   if (longestUnencodedWord(value) > MAX_UNENCODED_WORD_LENGTH) return `must not hold a word longer than ${MAX_UNENCODED_WORD_LENGTH} characters: this header is sent as written and a word cannot be folded`;
-  return null;
+  return lower === 'references' ? null : whitespaceRunProblem(value);
 }
 
 export function checkHeaders(headers: Record<string, string> | undefined): Record<string, string> {

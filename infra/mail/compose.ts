@@ -11,7 +11,7 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
-import { structuredHeader, uriListSentAsWritten, type StructuredHeader } from '../../domain/email/send-request.ts';
+import { FOLDED_LINE_LENGTH, structuredHeader, uriListSentAsWritten, type StructuredHeader } from '../../domain/email/send-request.ts';
 import { parseMailbox } from '../../domain/mailbox.ts';
 import { normalizeDomainName } from '../../domain/sending-domain.ts';
 import { pooledRandomBytes } from '../secrets/random-pool.ts';
@@ -110,18 +110,24 @@ const NOT_TEXT_FIELDS = new Set([
 
 /**
  * Header text (a subject, a display name, a custom text field's value) as RFC 2047 encoded
- * words when nodemailer would write it so that a reader sees other text or a line is too long,
- * else null (nodemailer's own encoding is right):
+ * words when nodemailer would write it so that a reader sees other text or none, or a line is
+ * too long or only whitespace, else null (nodemailer's own encoding is right):
  *  - text holding "=?": nodemailer keeps what is already a valid encoded word as it is, and
  *    every reader decodes it, so `=?UTF-8?Q?=E2=80=AE?=` would show the U+202E that admission
  *    refuses in header text (send-request.ts headerTextProblem). Encoded, it reads as written;
  *  - a word that, with what goes before it on its line (the field name and ": ", or the
  *    fold's whitespace), is longer than a line: nodemailer folds only at whitespace. Encoded
- *    words are at most 52 characters and fold between them.
- * Mailboxes are at most 320 characters, so for a display name only the first can apply.
+ *    words are at most 52 characters and fold between them;
+ *  - a run of whitespace that a fold would leave alone on a line (foldsToBlankLine): encoded
+ *    words hold the spaces and fold between words;
+ *  - text of only whitespace, which admission accepts (a subject is 1 to 998 characters):
+ *    nodemailer leaves out a field whose value trims to nothing. Encoded, the field is there
+ *    and reads as given. (An empty value cannot be an encoded word and stays left out.)
+ * Mailboxes are at most 320 characters, so for a display name the second cannot apply.
  */
 function forcedEncodedWords(fieldName: string, text: string): string | null {
-  if (!text.includes('=?') && fitsLines(fieldName, text)) return null;
+  const blank = text !== '' && text.trim() === '';
+  if (!text.includes('=?') && !blank && fitsLines(fieldName, text) && !foldsToBlankLine(fieldName, text)) return null;
   return encodedWords(text);
 }
 
@@ -130,6 +136,19 @@ function fitsLines(fieldName: string, text: string): boolean {
   let longest = 0;
   for (const [word] of text.matchAll(/\s*\S+/g)) longest = Math.max(longest, word.length);
   return fieldName.length + 2 + longest <= MAX_LINE_LENGTH;
+}
+
+const LINE_OF_WHITESPACE = new RegExp(`\\s{${FOLDED_LINE_LENGTH},}`);
+
+/**
+ * Whether nodemailer, folding "<fieldName>: <text>" at whitespace into lines of FOLDED_LINE_LENGTH
+ * (mimeFuncs.foldLines), could write a line of only whitespace: obs-FWS (RFC 5322 4.2), which
+ * must not be generated. A fold goes before a run of whitespace, so the run starts the next
+ * line: alone on it when the run fills the line, or ends the text.
+ */
+function foldsToBlankLine(fieldName: string, text: string): boolean {
+  if (LINE_OF_WHITESPACE.test(text)) return true;
+  return /\s$/.test(text) && fieldName.length + 2 + text.length >= FOLDED_LINE_LENGTH;
 }
 
 function encodedWords(text: string): string {
@@ -219,8 +238,10 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     if (isComposerOwned(name)) continue;
     // A list of <URI> (List-Unsubscribe and kin) is structured: no encoded word, neither ours
     // nor nodemailer's (it encodes text holding '"' or an encoded word look-alike such as "=?4f").
+    // Whitespace around a structured value (this, In-Reply-To, OTP-Token) is no part of it, and
+    // a fold before whitespace that ends the field would leave it alone on a line: trimmed.
     if (uriListSentAsWritten(name, value)) {
-      root.addHeader(name, prepared(value));
+      root.addHeader(name, prepared(value.trim()));
       continue;
     }
     // List-Id and the address fields are structured too, but for a phrase or display names.
@@ -230,8 +251,14 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
       continue;
     }
     const lower = name.toLowerCase();
-    const encoded = NOT_TEXT_FIELDS.has(lower) ? null : forcedEncodedWords(name, value);
-    root.addHeader(name, lower === 'sender' ? sender(value) : encoded === null ? value : prepared(encoded));
+    if (lower === 'sender') {
+      root.addHeader(name, sender(value));
+    } else if (NOT_TEXT_FIELDS.has(lower)) {
+      root.addHeader(name, value.trim());
+    } else {
+      const encoded = forcedEncodedWords(name, value);
+      root.addHeader(name, encoded === null ? value : prepared(encoded));
+    }
   }
   const unsigned = messageBytes(root) ?? await root.build();
 

@@ -148,7 +148,8 @@ export async function reportMessage(
   const root = new MimeNode('multipart/report; report-type="tlsrpt"');
   root.setHeader({
     From: from,
-    To: to.join(', '),
+    // Address objects: a joined string would be parsed again, and could name others than RCPT TO.
+    To: to.map((address) => ({ name: '', address })),
     Subject: `Report Domain: ${domain} Submitter: ${identity.submitter} Report-ID: <${reportId}>`,
     Date: now.toUTCString().replace('GMT', '+0000'),
     'Message-ID': `<${messageId}>`,
