@@ -338,7 +338,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const openClaims = registry.gauge('relay_delivery_open_claims', 'Delivery claims without an outcome yet.');
   const oldestClaim = registry.gauge('relay_delivery_oldest_open_claim_age_seconds', 'Age of the oldest delivery claim without an outcome, in seconds (0 when there is none).');
   const webhookAttempts = registry.counter('relay_webhook_attempts_total',
-    'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted.', ['result']);
+    'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted, endpoint_unsubscribed.', ['result']);
   const runFailures = registry.counter('relay_dispatch_run_failures_total',
     'Runs of due items that threw before they rescheduled their item, or ended without rescheduling it (either way retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
   const up = registry.gauge('relay_metrics_collector_up',

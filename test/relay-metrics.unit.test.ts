@@ -9,7 +9,7 @@ const test = suite('metric labels');
 test('a webhook attempt\'s result: the status class when a status came back, else the error code, else network_error', () => {
   assert.equal([200, 204, 302, 410, 503].map((status) => webhookResultOf(status, status < 300 ? null : 'http_error')), ['2xx', '2xx', '3xx', '4xx', '5xx']);
   assert.is(webhookResultOf(302, 'redirect'), '3xx');
-  for (const code of ['timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure', 'unsafe_destination', 'endpoint_disabled', 'endpoint_deleted']) {
+  for (const code of ['timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure', 'unsafe_destination', 'endpoint_disabled', 'endpoint_deleted', 'endpoint_unsubscribed']) {
     assert.is(webhookResultOf(null, code), code);
   }
   assert.is(webhookResultOf(null, 'network_error'), 'network_error');

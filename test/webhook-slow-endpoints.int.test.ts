@@ -4,7 +4,9 @@
 // others', so another project's delivery starts while they hang. An endpoint is known slow once a
 // request of its ended slowly: the first requests to a new hanging endpoint may take every slot
 // until they time out, and these tests let them time out (a stand-in egress reports `timeout`, as
-// the real one does after 15 s) before the hanging that must not starve anyone.
+// the real one does after 15 s) before the hanging that must not starve anyone. The hanging
+// endpoints are spread over projects that each stay within a project's own share of the requests
+// in flight (16 of 64: webhook-project-share.int.test.ts).
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +15,6 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Dispatcher } from '../apps/pipeline/dispatcher.ts';
 import { deliveriesOf } from '../apps/services/webhooks/deliveries.ts';
-import { MAX_ENDPOINTS_PER_PROJECT } from '../apps/services/webhooks/endpoints.ts';
 import type { AttemptResult } from '../infra/ports/http-egress.ts';
 import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
@@ -23,10 +24,11 @@ import { dueAt, OK, startWebhookDispatcher, stopAnswering } from './support/webh
 
 /** What the egress reports for a request that hit the attempt's 15 s limit. */
 const TIMED_OUT: AttemptResult = { httpStatus: null, errorCode: 'timeout', durationMs: 15_000, responseSnippet: null };
-/** The processor's requests in flight, its bound per endpoint, and the share slow endpoints may hold: half. */
+/** The processor's requests in flight, its bound per endpoint, the share slow endpoints may hold (half) and a project's (a quarter). */
 const CONCURRENCY = 64;
 const PER_ENDPOINT = 4;
 const SLOW_SHARE = CONCURRENCY / 2;
+const PROJECT_SHARE = CONCURRENCY / 4;
 
 interface Context {
   dir: string;
@@ -91,22 +93,24 @@ async function looksPass(dispatcher: Dispatcher, looks: number): Promise<void> {
 const statusOf = async (ctx: Context, id: string) => (await deliveriesOf(ctx.documents).get(id))?.status;
 const unanswered = (ctx: Context) => ctx.held.length;
 
-test('16 hanging endpoints of one project, once their requests timed out, hold half of the slots; another project\'s delivery is made meanwhile', async (ctx) => {
+test('16 hanging endpoints of four projects, once their requests timed out, hold half of the slots; another project\'s delivery is made meanwhile', async (ctx) => {
   const slowEndpoints = 16;
-  assert.ok(slowEndpoints < MAX_ENDPOINTS_PER_PROJECT, 'within one project\'s allowance');
+  const projects = 4;
   assert.is(slowEndpoints * PER_ENDPOINT, CONCURRENCY, 'enough to take every slot');
+  assert.is((slowEndpoints / projects) * PER_ENDPOINT, PROJECT_SHARE, 'each project within its own share');
   for (let e = 0; e < slowEndpoints; e++) {
     const id = `prja-ep${String(e).padStart(2, '0')}`;
-    await addEndpoint(ctx, id, 'prja');
+    const projectId = `prja${e % projects}`;
+    await addEndpoint(ctx, id, projectId);
     // A backlog of 10 emails' events each, all due before project B's.
-    for (let i = 0; i < 10; i++) await addDelivery(ctx, `whd_${id}_${i}`, id, 'prja', at(i * 100 + e));
+    for (let i = 0; i < 10; i++) await addDelivery(ctx, `whd_${id}_${i}`, id, projectId, at(i * 100 + e));
   }
   await addEndpoint(ctx, 'prjb-fast', 'prjb');
   await addDelivery(ctx, 'whd_prjb', 'prjb-fast', 'prjb', at(5_000));
   const dispatcher = await startWebhooks(ctx, 'prja', () => null);
   try {
-    // Nothing is known of project A's endpoints yet: their first requests take every slot...
-    await waitUntil(() => unanswered(ctx) === CONCURRENCY, 'the first requests to project A\'s endpoints hang', 5_000);
+    // Nothing is known of the A projects' endpoints yet: their first requests take every slot...
+    await waitUntil(() => unanswered(ctx) === CONCURRENCY, 'the first requests to the A projects\' endpoints hang', 5_000);
     // ... until they time out, which makes each endpoint slow.
     for (const held of ctx.held.splice(0)) held.resolve(TIMED_OUT);
     // Their backlog (96 deliveries) is still due before project B's, and every request hangs again.
@@ -121,12 +125,14 @@ test('16 hanging endpoints of one project, once their requests timed out, hold h
 });
 
 test('slow endpoints that cannot start, with more deliveries due than a read of the schedule holds, are left out of the read: another project\'s delivery is made', async (ctx) => {
-  // 40 endpoints (two projects' worth), each known slow after one request that timed out.
+  // 40 endpoints (two projects' worth, over ten projects, so that no project reaches its share
+  // before slow endpoints hold theirs), each known slow after one request that timed out.
   const slowEndpoints = 40;
   const ids = Array.from({ length: slowEndpoints }, (_, e) => `prja-ep${String(e).padStart(2, '0')}`);
+  const projectOf = (e: number) => `prja${e % 10}`;
   for (const [e, id] of ids.entries()) {
-    await addEndpoint(ctx, id, e < 20 ? 'prja' : 'prja2');
-    await addDelivery(ctx, `whd_${id}_first`, id, 'prja', at(e));
+    await addEndpoint(ctx, id, projectOf(e));
+    await addDelivery(ctx, `whd_${id}_first`, id, projectOf(e), at(e));
   }
   const dispatcher = await startWebhooks(ctx, 'prja', () => null);
   try {
@@ -138,7 +144,7 @@ test('slow endpoints that cannot start, with more deliveries due than a read of 
     // 8 endpoints take the slow endpoints' 32 slots, and the other 32 endpoints' 640 deliveries
     // would fill every read of 128 due deliveries in front of project B's.
     for (const [e, id] of ids.entries()) {
-      for (let i = 0; i < 20; i++) await addDelivery(ctx, `whd_${id}_${String(i).padStart(2, '0')}`, id, 'prja', at(1_000 + e * 100 + i));
+      for (let i = 0; i < 20; i++) await addDelivery(ctx, `whd_${id}_${String(i).padStart(2, '0')}`, id, projectOf(e), at(1_000 + e * 100 + i));
     }
     await addEndpoint(ctx, 'prjb-fast', 'prjb');
     await addDelivery(ctx, 'whd_prjb', 'prjb-fast', 'prjb', at(10_000));

@@ -3,9 +3,10 @@
 // project (apps/services/webhooks/deliveries.ts), and runs the deliveries that are due
 // (apps/services/webhooks/attempt.ts) through the dispatcher (apps/pipeline/dispatcher.ts).
 // Requests happen outside the consumer's handler; each endpoint has a bound on its requests in
-// flight, and slow endpoints together hold at most half of the instance's
-// (apps/services/webhooks/slow-endpoints.ts), so slow or failing endpoints never delay the
-// deliveries of those that answer.
+// flight, slow endpoints together hold at most half of the instance's
+// (apps/services/webhooks/slow-endpoints.ts) and each project's endpoints at most a quarter
+// (apps/services/webhooks/project-shares.ts), so slow or failing endpoints never delay the
+// deliveries of those that answer, nor one project's endpoints another's.
 import { emailIdOfStream } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
 import { webhookEventsOf } from '../../domain/webhooks/events.ts';
@@ -17,6 +18,7 @@ import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
 import { WEBHOOK_RESULT_LABELS, webhookResultOf } from '../services/webhooks/attempt-result.ts';
 import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAfter, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
 import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT, resealSigningSecrets } from '../services/webhooks/endpoints.ts';
+import { ProjectShares } from '../services/webhooks/project-shares.ts';
 import { SlowEndpoints } from '../services/webhooks/slow-endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { defineProcessor } from './processor.ts';
@@ -26,6 +28,12 @@ const CONCURRENCY = 64;
 const PER_ENDPOINT = 4;
 /** Requests in flight that slow endpoints may hold together: half, so the others always have the rest. */
 const SLOW_SHARE = CONCURRENCY / 2;
+/**
+ * Requests in flight that one project's endpoints may hold together, however they fail: a
+ * quarter while another project has deliveries due, three quarters while none has.
+ */
+const PROJECT_SHARE = CONCURRENCY / 4;
+const PROJECT_ALONE = (CONCURRENCY * 3) / 4;
 /** Longest sleep between looks at the schedule: attempts start within this of their due time. */
 const MAX_SLEEP_MS = 250;
 
@@ -41,6 +49,7 @@ export const webhooks = defineProcessor({
     for (const result of WEBHOOK_RESULT_LABELS) deps.metrics?.webhookAttempts(result);
     const runFailures = deps.metrics?.dispatchRunFailures('webhooks');
     const slow = new SlowEndpoints({ share: SLOW_SHARE, perEndpoint: PER_ENDPOINT });
+    const projects = new ProjectShares({ share: PROJECT_SHARE, alone: PROJECT_ALONE });
     const attempt = {
       documents: deps.documents, egress: deps.services.egress, secrets: deps.services.secrets, now: deps.now,
       dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
@@ -49,9 +58,11 @@ export const webhooks = defineProcessor({
     };
     return startDispatcher<Stored<WebhookDelivery>>({
       // Endpoints at their bound are left out of the read, so their backlog cannot hide another's
-      // deliveries; so are slow endpoints while they hold their share of the requests in flight.
+      // deliveries; so are slow endpoints while they hold their share of the requests in flight,
+      // and projects holding theirs.
       due: async (now, limit, full) => {
-        const due = await dueDeliveries(deps.documents, now, limit, slow.leftOut(full));
+        const endpoints = slow.leftOut(full);
+        const due = await projects.due((leftOut) => dueDeliveries(deps.documents, now, limit, endpoints, leftOut));
         slow.read(due.map((delivery) => delivery.endpointId));
         return due;
       },
@@ -61,11 +72,15 @@ export const webhooks = defineProcessor({
       key: (delivery) => delivery.endpointId,
       run: (delivery) => {
         slow.started(delivery.endpointId);
+        projects.started(delivery.projectId, delivery.endpointId);
         return attemptWebhookDelivery(attempt, delivery).catch((error: Error) => {
           throw new Error(`webhook delivery ${delivery._id} failed: ${error.message}`, { cause: error });
-        }).finally(() => slow.ended(delivery.endpointId));
+        }).finally(() => {
+          slow.ended(delivery.endpointId);
+          projects.ended(delivery.projectId);
+        });
       },
-    }, { concurrency: CONCURRENCY, perKey: (endpointId) => slow.bound(endpointId), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
+    }, { concurrency: CONCURRENCY, perKey: (endpointId) => (projects.holdsShare(endpointId) ? 0 : slow.bound(endpointId)), pollMs: MAX_SLEEP_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
   },
   async handle(stored, dispatcher, deps) {
     const event = upcastEmailEvent(stored);

@@ -5,12 +5,13 @@
  * Webhook attempt results: 2xx, 3xx, 4xx, 5xx (by the status class), or the attempt's error code
  * when no status came back: timeout, connection_refused, connection_reset, tls_error,
  * dns_failure, unsafe_destination, network_error; signing_failed for an attempt whose endpoint's
- * secret could not be opened; endpoint_disabled and endpoint_deleted for a delivery closed
- * without a request.
+ * secret could not be opened; endpoint_disabled, endpoint_deleted and endpoint_unsubscribed
+ * (its event type no longer subscribed to) for a delivery closed without a request.
  */
 export const WEBHOOK_RESULT_LABELS = [
   '2xx', '3xx', '4xx', '5xx', 'timeout', 'connection_refused', 'connection_reset', 'tls_error', 'dns_failure',
   'unsafe_destination', 'network_error', 'signing_failed', 'endpoint_disabled', 'endpoint_deleted',
+  'endpoint_unsubscribed',
 ] as const;
 export type WebhookResultLabel = (typeof WEBHOOK_RESULT_LABELS)[number];
 

@@ -13,7 +13,7 @@ import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
 import type { WebhookAttemptLog, WebhookDeliveryView } from '../../../projections/email-view.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored, type Where } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { disableGenerationOf, type WebhookEndpoint } from './endpoints.ts';
+import { disableGenerationOf, endpointsOf, type WebhookEndpoint } from './endpoints.ts';
 
 export interface WebhookDelivery {
   _id: string;
@@ -90,6 +90,7 @@ const DUE_ORDER: Array<[string, 'asc']> = [['nextAttemptAt', 'asc'], ['_id', 'as
  */
 function endpointsBetween(skipped: ReadonlySet<string>): Where[] {
   const bounds = [...skipped].sort();
+  if (bounds.length === 0) return [{ status: 'pending' }];
   const ranges: Where[] = [{ status: 'pending', endpointId: { lt: bounds[0] } }];
   for (let i = 0; i < bounds.length; i++) {
     ranges.push({ status: 'pending', endpointId: i + 1 < bounds.length ? { gt: bounds[i], lt: bounds[i + 1] } : { gt: bounds[i] } });
@@ -105,29 +106,40 @@ const WINDOW_FACTOR = 4;
 
 /**
  * Deliveries due at `now`, earliest first, at most `limit`, but none of the endpoints in
- * `skipped` (those with no room for another request): a slow endpoint's backlog, however long,
- * never fills the window in front of another endpoint's deliveries.
+ * `skipped` (those with no room for another request) nor of the projects in `skippedProjects`
+ * (those holding their share of the requests in flight: ./project-shares.ts): a slow endpoint's
+ * backlog, or a project's, however long, never fills the window in front of another's deliveries.
  *
- * With endpoints skipped, the `due` index is read first, a few fields of at most
- * WINDOW_FACTOR × `limit` rows, leaving out the skipped endpoints' rows as they come: that look
- * costs what is due, however many deliveries wait for later. Only when the skipped endpoints'
- * own due rows fill that window is the read split into ranges between them (`pending` index),
- * which skip those rows entirely but scan every pending delivery of the other endpoints.
+ * With endpoints or projects skipped, the `due` index is read first, a few fields of at most
+ * WINDOW_FACTOR × `limit` rows, leaving out the skipped rows as they come: that look costs what is
+ * due, however many deliveries wait for later. Only when the skipped rows fill that window is the
+ * read split into ranges between the skipped endpoints (`pending` index), which skip those rows
+ * entirely but scan every pending delivery of the other endpoints; a skipped project's endpoints
+ * are skipped there (those it has, and those the window found), and any of its deliveries the
+ * ranges still find (an endpoint deleted since) are left out of the answer.
  */
-export async function dueDeliveries(documents: DocumentStore, now: Date, limit: number, skipped: ReadonlySet<string>): Promise<Array<Stored<WebhookDelivery>>> {
+export async function dueDeliveries(
+  documents: DocumentStore, now: Date, limit: number, skipped: ReadonlySet<string>, skippedProjects: ReadonlySet<string> = new Set(),
+): Promise<Array<Stored<WebhookDelivery>>> {
   const deliveries = deliveriesOf(documents);
   const due = { nextAttemptAt: { lte: now.toISOString() } };
-  if (skipped.size === 0) return deliveries.find({ where: due, orderBy: DUE_ORDER, limit });
-  const window = await deliveries.find({ where: due, orderBy: DUE_ORDER, limit: limit * WINDOW_FACTOR, fields: ['endpointId'] });
-  const wanted = window.filter((delivery) => !skipped.has(delivery.endpointId)).slice(0, limit);
+  if (skipped.size === 0 && skippedProjects.size === 0) return deliveries.find({ where: due, orderBy: DUE_ORDER, limit });
+  const window = await deliveries.find({ where: due, orderBy: DUE_ORDER, limit: limit * WINDOW_FACTOR, fields: ['endpointId', 'projectId'] });
+  const left = (delivery: Pick<WebhookDelivery, 'endpointId' | 'projectId'>) => skipped.has(delivery.endpointId) || skippedProjects.has(delivery.projectId);
+  const wanted = window.filter((delivery) => !left(delivery)).slice(0, limit);
   if (wanted.length === limit || window.length < limit * WINDOW_FACTOR) {
     if (wanted.length === 0) return [];
     // Read again whole: one that changed in between is no longer due, or no longer pending (takeAttempt checks both).
     return (await deliveries.find({ where: { _id: { in: wanted.map((delivery) => delivery._id) } } })).sort(byDue);
   }
-  const parts = await Promise.all(endpointsBetween(skipped).map((endpoints) =>
-    deliveries.find({ where: { ...endpoints, ...due }, orderBy: DUE_ORDER, limit })));
-  return parts.flat().sort(byDue).slice(0, limit);
+  const endpoints = new Set(skipped);
+  for (const delivery of window) if (skippedProjects.has(delivery.projectId)) endpoints.add(delivery.endpointId);
+  for (const projectId of skippedProjects) {
+    for (const endpoint of await endpointsOf(documents).find({ where: { projectId }, fields: ['_id'] })) endpoints.add(endpoint._id);
+  }
+  const parts = await Promise.all(endpointsBetween(endpoints).map((range) =>
+    deliveries.find({ where: { ...range, ...due }, orderBy: DUE_ORDER, limit })));
+  return parts.flat().filter((delivery) => !left(delivery)).sort(byDue).slice(0, limit);
 }
 
 /**
@@ -166,15 +178,16 @@ export async function recordAttempt(
   }, _v);
 }
 
-/** Why a delivery ends without a request: its endpoint was disabled or deleted. */
+/** Why an endpoint's pending deliveries all end without a request: it was disabled or deleted. */
 export type EndpointClosed = 'endpoint_disabled' | 'endpoint_deleted';
+/** Why a delivery ends without a request: its endpoint was closed, or no longer subscribes to the delivery's event type. */
+export type DeliveryClosed = EndpointClosed | 'endpoint_unsubscribed';
 
 /**
- * Closes a delivery whose endpoint is gone or disabled, without a request (`reason` in its
- * attempt log); false when it is no longer pending or changed since it was read (compare-and-set)
- * and nothing was written.
+ * Closes a delivery, without a request (`reason` in its attempt log); false when it is no longer
+ * pending or changed since it was read (compare-and-set) and nothing was written.
  */
-export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, reason: EndpointClosed, now: Date): Promise<boolean> {
+export async function abandon(documents: DocumentStore, delivery: Stored<WebhookDelivery>, reason: DeliveryClosed, now: Date): Promise<boolean> {
   if (delivery.status !== 'pending') return false;
   const { _v, ...body } = delivery;
   return (await deliveriesOf(documents).replace({

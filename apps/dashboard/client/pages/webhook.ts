@@ -92,8 +92,9 @@ export async function render(ctx: PageContext): Promise<void> {
   drawSummary();
   ctx.main.append(h('p', null, h('a', { href: list }, '← All endpoints')), status, summary);
   if (ctx.can.write) {
+    const url = h('input', { name: 'url', type: 'url', required: true, maxlength: 2048, value: endpoint.url });
     ctx.main.append(section('Settings', form({ 'aria-label': 'Endpoint settings' }, [
-      field('URL', h('input', { name: 'url', type: 'url', required: true, maxlength: 2048, value: endpoint.url })),
+      field('URL', url),
       checkboxes('Events', 'events', ctx.settings.webhookEvents, endpoint.events),
       field('Description', h('input', { name: 'description', maxlength: 500, value: endpoint.description ?? '' })),
       h('div', { class: 'actions' },
@@ -104,7 +105,12 @@ export async function render(ctx: PageContext): Promise<void> {
       const events = checkedValues(element, 'events');
       if (events.length === 0) throw new Error('Choose at least one event.');
       const description = value(element, 'description').trim();
-      endpoint = await api<Endpoint>('PATCH', path, { url: value(element, 'url'), events, description: description || null });
+      // A URL sent is checked again (it must resolve publicly now): sent only when changed, so the
+      // events and the description can be edited while its host does not resolve.
+      const changed = url.value !== endpoint.url ? { url: url.value } : {};
+      endpoint = await api<Endpoint>('PATCH', path, { ...changed, events, description: description || null });
+      // As stored (normalized), so that saving again without a change does not send it.
+      url.value = endpoint.url;
       fill(status, notice('success', 'Saved.'));
       drawSummary();
     })));
