@@ -41,13 +41,14 @@ export class ProjectShares {
   /**
    * Reads the schedule (`read`: the deliveries due, leaving out the projects given) so that a
    * project holds no more than its share: first leaving out the projects at `share`; when that
-   * finds nothing due, no other project waits, and the read is made again leaving out only those
-   * at `alone`.
+   * finds nothing due and only one project is at its share, no other project waits, and the read
+   * is made again leaving out only those at `alone`.
    */
   async due<T extends { endpointId: string; projectId: string }>(read: (leftOut: ReadonlySet<string>) => Promise<T[]>): Promise<T[]> {
     const atShare = this.#atLeast(this.#share);
     let due = await read(atShare);
-    this.#othersIdle = due.length === 0 && atShare.size > 0;
+    // Alone: one project at its share and nothing due of any other. Two at their share are not.
+    this.#othersIdle = due.length === 0 && atShare.size === 1;
     if (this.#othersIdle) due = await read(this.#atLeast(this.#alone));
     this.read(due);
     return due;
