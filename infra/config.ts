@@ -449,7 +449,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     shutdownTimeoutMs,
     domainRecheck: { intervalMs: recheckIntervalMs, graceMs: recheckGraceMs },
     secretKey: text(env, 'RELAY_SECRET_KEY') ?? null,
-    previousSecretKeys: (text(env, 'RELAY_SECRET_KEY_PREVIOUS') ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    previousSecretKeys: list(env, 'RELAY_SECRET_KEY_PREVIOUS', (_variable, key) => key) ?? [],
     inbound,
     webhookAllow,
     webhookRetryScale,

@@ -288,6 +288,12 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       reply.hijack();
       return;
     }
+    // Node's parser refuses most other versions itself (clientErrorHandler), but takes HTTP/0.9
+    // and HTTP/2.0 request lines: a client that speaks neither 1.0 nor 1.1 is not served either.
+    if (request.raw.httpVersionMajor !== 1 || request.raw.httpVersionMinor > 1) {
+      reply.header('connection', 'close');
+      throw new RelayError('http_version_not_supported', 'request: only HTTP/1.0 and HTTP/1.1 are served');
+    }
     // A request no route serves is answered by the not-found handler now, before preParsing:
     // its answer never depends on the body, so the body takes no budget and is not waited for
     // (anyone could otherwise hold the budget with stalled uploads to any path). Returning the
