@@ -1,6 +1,6 @@
 // The liveness of every long-running part of a process (infra/liveness.ts has the shape), and
-// the one rule that judges it, for /readyz, /metrics and the log alike. A part is not ready
-// when it
+// the one rule that judges it, for /readyz, /metrics and the log alike (the stores' rule too:
+// judgeStore, watchStoreWrites). A part is not ready when it
 //   - has stopped (asked to, or ended by a fatal error),
 //   - has been recovering for `stuckAfterMs` (its reads or writes keep failing), or
 //   - has had work waiting for `stuckAfterMs` (default 60 s) and made no progress in that
@@ -63,6 +63,60 @@ export function answerWithin<T>(promise: Promise<T>, ms: number, late: () => T):
     const timer = setTimeout(() => resolve(late()), ms);
     promise.then((value) => resolve(value), () => resolve(late())).finally(() => clearTimeout(timer));
   });
+}
+
+/** A store as readiness sees it (the event store, the document store, the log). */
+export interface JudgedStore {
+  ping(): Promise<boolean>;
+  /** Why it takes no writes, when it can tell (infra/ports: the embedded stores). */
+  writeFailure?(): string | null;
+}
+
+export interface StoreVerdict {
+  ready: boolean;
+  /** Why it is not ready; null when it is. */
+  reason: string | null;
+}
+
+/**
+ * The rule for a store, for /readyz (`stores.<store>`, `checks.log`) and relay_store_ready
+ * alike: ready when its ping answers true within PING_TIMEOUT_MS. A ping only reads, unless the
+ * store remembers that its writes fail: then it tries one write of its own (one at a time),
+ * which is how readiness comes back once they go through again.
+ */
+export async function judgeStore(store: JudgedStore): Promise<StoreVerdict> {
+  const ready = await answerWithin(store.ping(), PING_TIMEOUT_MS, () => false);
+  return { ready, reason: ready ? null : store.writeFailure?.() ?? `its ping failed or did not answer within ${PING_TIMEOUT_MS / 1000} s` };
+}
+
+/** How often watchStoreWrites looks: it reads what each store remembers, no I/O. */
+export const STORE_WATCH_MS = 1_000;
+
+/**
+ * Logs each store whose writes start failing (error, once per cause: `stores` names them, the
+ * reason is the store's own) and each that takes writes again (info), looking every `everyMs`
+ * at what the store remembers (writeFailure), so a failure shows in the log when it happens,
+ * not only when /readyz or a scrape asks. Stores that cannot tell are left alone. Returns stop.
+ */
+export function watchStoreWrites(stores: Record<string, JudgedStore>, logger: Logger, everyMs = STORE_WATCH_MS): () => void {
+  const told = new Map<string, string>();
+  const look = () => {
+    for (const [store, judged] of Object.entries(stores)) {
+      const reason = judged.writeFailure?.() ?? null;
+      const before = told.get(store) ?? null;
+      if (reason === before) continue;
+      if (reason === null) {
+        told.delete(store);
+        logger.info({ store }, `${store} takes writes again`);
+      } else {
+        told.set(store, reason);
+        logger.error({ store, reason }, `${store} takes no writes: ${reason}; /readyz answers 503 and relay_store_ready{store="${store}"} is 0 while it lasts`);
+      }
+    }
+  };
+  const timer = setInterval(look, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /** A status within PROBE_TIMEOUT_MS; past it, what is known without the probe, with work taken as waiting. */

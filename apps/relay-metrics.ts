@@ -13,6 +13,7 @@
 //                                   sends held while the pipeline was behind (apps/services/admission-flow.ts)
 //   relay_events_appended_total     events this process appended to the event store, by type
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
+//   relay_inbound_refused_total     sessions and reports the inbound server refused for want of room, by reason
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
 //   relay_domain_rechecks_total, relay_domains_failed_total, relay_domain_recheck_runs_total
 //                                   the periodic DNS re-check of verified sending domains (apps/services/domain-recheck.ts)
@@ -20,6 +21,9 @@
 //   relay_part_up, relay_part_last_progress_seconds, relay_part_work_waiting, relay_part_ready
 //                                   liveness of each long-running part of this process (and of its pipeline
 //                                   thread), read at each scrape (apps/liveness.ts); ready is /readyz's verdict
+//   relay_store_ready               by store (event_store, document_store, log): /readyz's verdict of each store
+//                                   it checks (apps/liveness.ts judgeStore), read at each scrape
+//   relay_inbound_connections       the inbound server's open SMTP connections, read at each scrape
 //   relay_delivery_attempts_total, relay_delivery_latency_seconds                 the sender (apps/services/delivery/outcome-report.ts)
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
 //   relay_dispatch_run_failures_total  by part: the parts with a dispatcher (sender, webhooks), from 0 at their start
@@ -185,6 +189,25 @@ export interface PartMetrics {
   ready(part: string): GaugeChild;
 }
 
+/** The stores /readyz checks: relay_store_ready's label. */
+export type StoreLabel = 'event_store' | 'document_store' | 'log';
+
+/**
+ * Why the inbound server refused a session or a report for want of room (the client is told
+ * 4xx and may retry; a sender that gives up loses its report): too_many_connections (its
+ * connections are all taken: 421), too_many_from_client (the client's network holds its share:
+ * 421 4.7.0), parser_busy (reports waiting for a parser: 451 4.3.2), no_room (the bytes of the
+ * reports in flight: 452 4.3.1, at MAIL FROM or at the end of DATA).
+ */
+export const INBOUND_REFUSAL_REASONS = ['too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room'] as const;
+export type InboundRefusalReason = (typeof INBOUND_REFUSAL_REASONS)[number];
+
+/** The inbound server's load: its refusals, counted as they happen, and its connections, set at each scrape. */
+export interface InboundMetrics {
+  refused(reason: InboundRefusalReason): CounterChild;
+  readonly connections: GaugeChild;
+}
+
 /** Transports (RELAY_DELIVERY) and recipient outcomes of delivery attempts. */
 export type DeliveryTransportLabel = 'outbox' | 'smtp' | 'mx';
 export type DeliveryOutcomeLabel = 'sent' | 'delivered' | 'deferred' | 'bounced' | 'failed' | 'unknown';
@@ -221,6 +244,13 @@ export interface RelayMetrics {
   retention: RetentionMetrics;
   domainRecheck: DomainRecheckMetrics;
   parts: PartMetrics;
+  /**
+   * 1 while /readyz counts the store ready, 0 while it does not (it does not answer, or takes no
+   * writes: a full disk, a failed sync, its write lock held by another process): the same
+   * verdict (apps/liveness.ts judgeStore), set at each scrape by the process that checks it.
+   */
+  storeReady(store: StoreLabel): GaugeChild;
+  inbound: InboundMetrics;
   delivery: DeliveryMetrics;
   webhookAttempts(result: WebhookResultLabel): CounterChild;
   /**
@@ -331,6 +361,11 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const partWaiting = registry.gauge('relay_part_work_waiting', '1 while the part has work waiting (lag, due items), 0 when it is idle.', ['part']);
   const partReady = registry.gauge('relay_part_ready',
     '1 while /readyz counts the part ready; 0 while it does not (stopped, recovering or stuck for too long, or still starting): /readyz\'s parts.<part>.reason says why.', ['part']);
+  const storeReady = registry.gauge('relay_store_ready',
+    '1 while /readyz counts the store (event_store, document_store, log) ready; 0 while it does not answer or takes no writes (a full disk, a failed sync, its write lock held by another process): /readyz\'s stores.<store>.reason says why.', ['store']);
+  const inboundRefused = registry.counter('relay_inbound_refused_total',
+    'Sessions and reports the inbound SMTP server refused for want of room, by reason (too_many_connections, too_many_from_client, parser_busy, no_room): the sender may retry, or give up and lose its report.', ['reason']);
+  const inboundConnections = registry.gauge('relay_inbound_connections', 'Open connections to the inbound SMTP server.');
   const deliveryAttempts = registry.counter('relay_delivery_attempts_total',
     'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, bounced, failed, unknown).', ['transport', 'outcome']);
   const deliveryLatency = registry.histogram('relay_delivery_latency_seconds',
@@ -398,6 +433,12 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
       passed: (ok) => (ok ? recheckRunResults.ok : recheckRunResults.failed).inc(),
     },
     parts: { up: byValue(partUp), lastProgress: byValue(partProgress), workWaiting: byValue(partWaiting), ready: byValue(partReady) },
+    storeReady: byValue(storeReady),
+    // Series made by the process that runs the inbound server (their first use): none elsewhere.
+    inbound: {
+      refused: byValue(inboundRefused),
+      get connections() { return inboundConnections.labels(); },
+    },
     // Gauges without labels get their sample when first set: until then the page shows none.
     delivery: {
       attempts: byPair(deliveryAttempts),

@@ -11,8 +11,10 @@ import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './p
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './pipeline/retention.ts';
 import { Liveness } from '../infra/liveness.ts';
-import { answerWithin, PartsLiveness, PING_TIMEOUT_MS } from './liveness.ts';
-import { countingAppends, createRelayMetrics, FEEDBACK_EFFECTS, listenForMetrics, type RelayMetrics, type RetentionKind } from './relay-metrics.ts';
+import { judgeStore, PartsLiveness, watchStoreWrites, type JudgedStore } from './liveness.ts';
+import {
+  countingAppends, createRelayMetrics, FEEDBACK_EFFECTS, INBOUND_REFUSAL_REASONS, listenForMetrics, type RelayMetrics, type RetentionKind, type StoreLabel,
+} from './relay-metrics.ts';
 import { REPORT_OUTCOMES } from '../domain/feedback/classify.ts';
 import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
@@ -247,6 +249,17 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   // /readyz gives; the pipeline thread's parts come through this process's view of them, not
   // the thread's own registry.
   if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
+  // The stores /readyz checks, judged alike for relay_store_ready at each scrape (the log only
+  // where /readyz checks it: a process that uses it), and their writes watched for the log.
+  const checksLog = parts.some((part) => part !== 'api');
+  const checkedStores: Partial<Record<StoreLabel, JudgedStore>> = { event_store: stores.events, document_store: stores.documents, ...(checksLog ? { log: stores.log } : {}) };
+  let stopStoreWatch: (() => void) | null = null;
+  if (!options.inThread) {
+    metrics.registry.collect(async () => {
+      await Promise.all(Object.entries(checkedStores).map(async ([store, judged]) => metrics.storeReady(store as StoreLabel).set((await judgeStore(judged)).ready ? 1 : 0)));
+    });
+    stopStoreWatch = watchStoreWrites({ event_store: stores.events, document_store: stores.documents }, logger);
+  }
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
     if (parts.includes('sender') && !threaded.includes('sender')) {
@@ -271,8 +284,8 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
         // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
         readiness: async () => {
-          const [verdicts, log] = await Promise.all([liveness.verdicts(), parts.some((part) => part !== 'api') ? answerWithin(stores.log.ping(), PING_TIMEOUT_MS, () => false) : null]);
-          return { checks: { ...verdicts.ready, ...(log === null ? {} : { log }) }, parts: verdicts.parts };
+          const [verdicts, log] = await Promise.all([liveness.verdicts(), checkedStores.log ? judgeStore(checkedStores.log) : null]);
+          return { checks: { ...verdicts.ready, ...(log === null ? {} : { log: log.ready }) }, parts: verdicts.parts };
         },
       }, { logger, routes: parts.includes('api') ? 'all' : 'health', metricsRoute: config.metrics.enabled && config.metrics.port === null }));
       const http = api;
@@ -288,6 +301,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
       const part = 'inbound';
       // Every series from 0: the first report after a start is then an increase an alert sees.
       for (const kind of REPORT_OUTCOMES) for (const effect of FEEDBACK_EFFECTS) metrics.feedbackReports(kind, effect);
+      for (const reason of INBOUND_REFUSAL_REASONS) metrics.inbound.refused(reason);
       const tracker = new Liveness();
       liveness.add(part, tracker);
       const inbound = await bound('the feedback SMTP server', config.inbound.host, config.inbound.port, { host: 'RELAY_INBOUND_SMTP_HOST', port: 'RELAY_INBOUND_SMTP_PORT' }, () => inPart(part, () => startInbound({
@@ -298,7 +312,12 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
           for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
           logger.info({ part, format, recorded }, 'report received');
         },
+        onRefused: (reason) => metrics.inbound.refused(reason).inc(),
+        onRefusing: (reason, count) => logger.warn({ part, reason, refused: count },
+          `the feedback SMTP server refused ${count} session(s) or report(s) for want of room (${reason}) since its last such line; senders retry later, and a sender that gives up loses its bounce or complaint report`),
       })));
+      const server = inbound;
+      metrics.registry.collect(() => metrics.inbound.connections.set(server.connections()));
       logger.info({ part, port: inbound.port }, `feedback SMTP server listening on ${config.inbound.host}:${inbound.port}`);
       running.set(part, inbound);
     }
@@ -372,6 +391,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
     liveness.watch();
   } catch (error) {
     liveness.stopWatching();
+    stopStoreWatch?.();
     steps.current = 'api';
     await api?.close().catch(() => {});
     await metricsServer?.close().catch(() => {});
@@ -393,6 +413,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
     stop() {
       stopping ??= (async () => {
         liveness.stopWatching();
+        stopStoreWatch?.();
         // Requests and reports first (they append events), then the other parts in reverse start
         // order, so that the forwarder still forwards what the last of them appended.
         waitingFor = 'api';

@@ -2,7 +2,7 @@
 // never an id, an address or a raw status line.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { webhookResultOf } from '../apps/relay-metrics.ts';
+import { createRelayMetrics, INBOUND_REFUSAL_REASONS, webhookResultOf } from '../apps/relay-metrics.ts';
 
 const test = suite('metric labels');
 
@@ -15,6 +15,24 @@ test('a webhook attempt\'s result: the status class when a status came back, els
   assert.is(webhookResultOf(null, 'network_error'), 'network_error');
   assert.is(webhookResultOf(null, 'something new'), 'network_error', 'an unknown code does not make a new series');
   assert.is(webhookResultOf(999, null), 'network_error', 'nor does a status out of range');
+});
+
+test('the inbound server\'s refusal reasons and the stores /readyz checks: fixed sets, each its own series', async () => {
+  assert.equal([...INBOUND_REFUSAL_REASONS], ['too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room']);
+  const metrics = createRelayMetrics(undefined, { process: false });
+  for (const reason of INBOUND_REFUSAL_REASONS) metrics.inbound.refused(reason);
+  metrics.inbound.refused('no_room').inc();
+  metrics.inbound.connections.set(3);
+  metrics.storeReady('event_store').set(0);
+  metrics.storeReady('document_store').set(1);
+  metrics.storeReady('log').set(1);
+  const lines = (await metrics.render()).split('\n').filter((line) => /^relay_(inbound|store)_/.test(line));
+  assert.equal(lines, [
+    'relay_store_ready{store="event_store"} 0', 'relay_store_ready{store="document_store"} 1', 'relay_store_ready{store="log"} 1',
+    'relay_inbound_refused_total{reason="too_many_connections"} 0', 'relay_inbound_refused_total{reason="too_many_from_client"} 0',
+    'relay_inbound_refused_total{reason="parser_busy"} 0', 'relay_inbound_refused_total{reason="no_room"} 1',
+    'relay_inbound_connections 3',
+  ]);
 });
 
 test.run();

@@ -18,6 +18,11 @@
 // recovering the server pings them itself on a capped, doubling back-off (STORE_PROBE), and
 // stops once they answer, a lookup or recording succeeds, or the server stops. Work waits while
 // reports are being recorded; a listener that closes by itself stops it.
+//
+// A refusal for want of room (every connection taken, the client's share taken, the parsers
+// busy, no room for the report's bytes) loses nothing at once, but a flood that lasts makes
+// senders give up on their reports: each one is told (onRefused: relay_inbound_refused_total),
+// and at most once a minute per reason with how many (onRefusing: a warn line).
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
@@ -33,6 +38,7 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { Liveness } from '../../infra/liveness.ts';
 import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { answerWithin, PING_TIMEOUT_MS } from '../liveness.ts';
+import type { InboundRefusalReason } from '../relay-metrics.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { ReportTargets, withBccAddresses, type ReportTarget } from '../services/feedback/report-targets.ts';
@@ -49,6 +55,8 @@ const MAX_RECIPIENTS_PER_MESSAGE = 50;
 const TYPICAL_REPORT_BYTES = 64 * 1024;
 /** While a store failure keeps the server `recovering`: when it pings the stores (1 s, doubling up to 1 min). */
 export const STORE_PROBE: RetryPolicy = { initialDelayMs: 1_000, maxDelayMs: 60_000 };
+/** Refusals of one reason are told (onRefusing) at most this often: the first at once, the others summed. */
+export const REFUSALS_TOLD_EVERY_MS = 60_000;
 
 export interface InboundOptions {
   host: string;
@@ -70,6 +78,15 @@ export interface InboundOptions {
   liveness?: Liveness;
   onError: (error: Error) => void;
   onReport?: (result: IngestResult) => void;
+  /** Each session or report refused for want of room (the client is told 4xx), by reason. */
+  onRefused?: (reason: InboundRefusalReason) => void;
+  /**
+   * The first refusal of a reason, then every REFUSALS_TOLD_EVERY_MS while they go on: how many
+   * there were since it was last told (the caller logs it at warn).
+   */
+  onRefusing?: (reason: InboundRefusalReason, count: number) => void;
+  /** Tests: how often refusals of one reason are told (default REFUSALS_TOLD_EVERY_MS). */
+  refusalsToldEveryMs?: number;
   /** The back-off of the stores' pings while recovering from a store failure (default STORE_PROBE). */
   storeProbe?: RetryPolicy;
   /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
@@ -84,6 +101,8 @@ export interface InboundServer {
   sessionsHeld(): number;
   /** Whether it is looking for its stores' recovery (a ping scheduled or under way): never once running again or stopped. */
   probingStores(): boolean;
+  /** Open connections (smtp-server's, refused ones still closing left out). */
+  connections(): number;
   stop(): Promise<void>;
 }
 
@@ -122,13 +141,20 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const smtpError = (code: number, text: string) => Object.assign(new Error(text), { responseCode: code });
 const ENHANCED_CODE = /^[245]\.\d{1,3}\.\d{1,3} /;
 
-/** smtp-server with a hook on each connection it opens (deadlines and replies are set per connection). */
+/**
+ * smtp-server with a hook on each connection it opens (deadlines and replies are set per
+ * connection), and on each it refuses itself: past maxClients it answers 421 "Too many connected
+ * clients" and closes the connection within connect(), before any handler of ours runs, so a
+ * connection it no longer holds once connect() returns is one it refused.
+ */
 class FeedbackSmtpServer extends SMTPServer {
   readonly #opened: (connection: SMTPConnection) => void;
+  readonly #full: () => void;
 
-  constructor(options: SMTPServerOptions, opened: (connection: SMTPConnection) => void) {
+  constructor(options: SMTPServerOptions, opened: (connection: SMTPConnection) => void, full: () => void) {
     super(options);
     this.#opened = opened;
+    this.#full = full;
   }
 
   override connect(socket: Socket, socketOptions?: Parameters<SMTPServer['connect']>[1]): void {
@@ -136,6 +162,46 @@ class FeedbackSmtpServer extends SMTPServer {
     for (const connection of this.connections) {
       if (connection._socket === socket) return this.#opened(connection);
     }
+    this.#full();
+  }
+}
+
+/** Refusals by reason, told at most once per reason and interval: the first at once, the ones after it summed at the interval's end. */
+class RefusalTally {
+  readonly #tell: (reason: InboundRefusalReason, count: number) => void;
+  readonly #everyMs: number;
+  /** Reasons told within the interval, with the refusals since. */
+  readonly #window = new Map<InboundRefusalReason, { count: number; timer: NodeJS.Timeout }>();
+
+  constructor(everyMs: number, tell: (reason: InboundRefusalReason, count: number) => void) {
+    this.#everyMs = everyMs;
+    this.#tell = tell;
+  }
+
+  add(reason: InboundRefusalReason): void {
+    const open = this.#window.get(reason);
+    if (open) open.count++;
+    else this.#told(reason, 1);
+  }
+
+  /** Tells what is still untold. */
+  stop(): void {
+    for (const [reason, { count, timer }] of this.#window) {
+      clearTimeout(timer);
+      if (count > 0) this.#tell(reason, count);
+    }
+    this.#window.clear();
+  }
+
+  #told(reason: InboundRefusalReason, count: number): void {
+    this.#tell(reason, count);
+    const timer = setTimeout(() => {
+      const { count: since } = this.#window.get(reason)!;
+      this.#window.delete(reason);
+      if (since > 0) this.#told(reason, since);
+    }, this.#everyMs);
+    timer.unref();
+    this.#window.set(reason, { count: 0, timer });
   }
 }
 
@@ -160,6 +226,11 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     threads: limits.parseThreads, budgetMs: limits.parseBudgetMs, maxWaiting: limits.parseWaiting, workerUrl: options.parserWorkerUrl,
   });
   const lanes = new SerialByKey();
+  const tally = new RefusalTally(options.refusalsToldEveryMs ?? REFUSALS_TOLD_EVERY_MS, (reason, count) => options.onRefusing?.(reason, count));
+  const refused = (reason: InboundRefusalReason) => {
+    options.onRefused?.(reason);
+    tally.add(reason);
+  };
 
   // The stores' failures and successes, and the probe that looks for their recovery while no
   // report comes to do it: one timer or one ping at a time, none once running again or stopping.
@@ -236,6 +307,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     onConnect(session, callback) {
       const network = slots.take(session.remoteAddress);
       if (network === null) {
+        refused('too_many_from_client');
         return callback(smtpError(421, `4.7.0 ${options.hostname} Error: too many connections from ${clientNetworkOf(session.remoteAddress)}, try again later`));
       }
       counted.set(session.id, network);
@@ -246,6 +318,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       // client that announced its size learns now when the reports in flight leave no room.
       const announced = Number(address.args && (address.args as Record<string, string>).SIZE) || 0;
       if (limits.dataBytesInFlight - budget.held < Math.min(announced || TYPICAL_REPORT_BYTES, MAX_KEPT_BYTES)) {
+        refused('no_room');
         return callback(smtpError(452, '4.3.1 Insufficient system storage for a report now, try again later'));
       }
       transactions.set(session.id, { targets: [], rcpts: 0 });
@@ -289,7 +362,10 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
         clearTimeout(deadline);
         // Over the size limit: smtp-server answers 552 5.3.4 itself (rejectOversized).
         if (stream.sizeExceeded) return 'Report too large';
-        if (!report.bytes) throw smtpError(452, '4.3.1 Insufficient system storage for this report now, try again later');
+        if (!report.bytes) {
+          refused('no_room');
+          throw smtpError(452, '4.3.1 Insufficient system storage for this report now, try again later');
+        }
         const parsed = await parser.parse(report.bytes);
         const origin = { correlationId: `inbound-${randomUUID()}`, causationId: `smtp-${session.id}` };
         recording++;
@@ -306,7 +382,10 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       receive().then((message) => callback(null, message), (error: Error & { responseCode?: number }) => {
         if (error.responseCode) return callback(error);
         if (error instanceof ReportOverBudgetError) return callback(smtpError(554, `5.3.4 Report too complex to read within ${seconds(limits.parseBudgetMs)}`));
-        if (error instanceof ReportParserBusyError) return callback(smtpError(451, '4.3.2 Too many reports being read now, try again later'));
+        if (error instanceof ReportParserBusyError) {
+          refused('parser_busy');
+          return callback(smtpError(451, '4.3.2 Too many reports being read now, try again later'));
+        }
         // The client went away mid-transfer: nobody to answer.
         if (stream.destroyed && !stream.readableEnded) return callback(error);
         options.onError(error);
@@ -325,7 +404,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       counted.delete(session.id);
       slots.give(network);
     },
-  }, opened);
+  }, opened, () => refused('too_many_connections'));
   // A failure to bind is the start's to report (it rejects below), not an error to retry.
   let listening = false;
   server.on('error', (error) => {
@@ -357,10 +436,12 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     liveness,
     sessionsHeld: () => new Set([...transactions.keys(), ...connections.keys(), ...counted.keys()]).size,
     probingStores: () => probeTimer !== null || probing !== null,
+    connections: () => server.connections.size,
     stop: async () => {
       stopping = true;
       stopProbe();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      tally.stop();
       // A ping under way ends before the stores may be closed.
       await probing;
       await parser.close();

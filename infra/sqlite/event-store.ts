@@ -367,8 +367,9 @@ export class SqliteEventStore implements EventStore {
 
   /**
    * True when the events table can be read (not only when the file opens), and the file takes
-   * writes: false after a failed sync, and while writes fail on the file (a full disk) until
-   * one succeeds, the ping's own included (GroupCommit.writable).
+   * writes: false after a failed sync, and while writes fail on the file (a full disk) or on
+   * its write lock held by another connection past the busy timeout, until one succeeds, the
+   * ping's own included (GroupCommit.writable).
    */
   async ping(): Promise<boolean> {
     if (this.#closed || !(await this.#connections.commits.writable())) return false;

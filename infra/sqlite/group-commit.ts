@@ -28,13 +28,15 @@
 // file while holding a batch open on another could deadlock with a process doing the reverse.
 // BEGIN is tried without waiting, and retried on a timer (up to the busy timeout).
 //
-// A write that fails on the file itself (a full disk, an I/O error) is remembered until a
-// commit that wrote succeeds (writeFailure; a commit that changed nothing, such as a sweep that
-// found nothing to delete, appends nothing to the WAL and so says nothing of the disk): the
-// stores' ping reports it, so readiness does not answer ready while every write fails. Writes
-// keep being tried, and go through again once the disk has room; a ping meanwhile tries a write
-// of its own (writable()), so that readiness comes back with the room even when no traffic
-// reaches a process that is not ready.
+// A write that fails on the file itself (a full disk, an I/O error), or because another
+// connection held the write lock past the busy timeout (a sqlite3 shell or a backup tool left in
+// a transaction: every write would fail the same way), is remembered until a commit that wrote
+// succeeds (writeFailure; a commit that changed nothing, such as a sweep that found nothing to
+// delete, appends nothing to the WAL and so says nothing of the disk): the stores' ping reports
+// it, so readiness does not answer ready while every write fails. Writes keep being tried, and
+// go through again once the disk has room or the lock is let go; a ping meanwhile tries a write
+// of its own (writable()), so that readiness comes back even when no traffic reaches a process
+// that is not ready.
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
@@ -110,7 +112,7 @@ export class GroupCommit implements DurabilityBarrier {
   #batchNumber = 0;
   /** Set for good when a sync of the WAL failed (#sync): no more writes, and no durable reads. */
   #failure: Error | null = null;
-  /** The last write that failed on the file itself (full disk, I/O error), until a commit that wrote succeeds. */
+  /** The last write that failed on the file itself (full disk, I/O error) or on a lock held past the busy timeout, until a commit that wrote succeeds. */
   #writeFailure: Error | null = null;
   /** The write writable() tries while #writeFailure is set; one at a time. */
   #probe: Promise<boolean> | null = null;
@@ -230,15 +232,16 @@ export class GroupCommit implements DurabilityBarrier {
 
   /**
    * Why writes on this connection fail now: the failed sync that stopped them, or the last
-   * write that failed on the file itself (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY) when no
-   * commit has succeeded since; null when they do not.
+   * write that failed on the file itself (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY) or found
+   * the write lock held past the busy timeout (SQLITE_BUSY), when no commit has succeeded since;
+   * null when they do not. Its message names no file (/readyz shows it).
    */
   get writeFailure(): Error | null {
     return this.#failure ?? this.#writeFailure;
   }
 
   /**
-   * False once a sync has failed; while the last write failed on the file itself, the answer
+   * False once a sync has failed; while the last write failed (writeFailure), the answer
    * of a write of its own (the database header's user_version set to what it holds: one page
    * appended to the WAL, no data changed), which clears the failure when it commits. True
    * otherwise, without writing.
@@ -290,6 +293,7 @@ export class GroupCommit implements DurabilityBarrier {
       try {
         begun = this.#tryBegin();
       } catch (error) {
+        if (failsOnFile(error)) this.#writeFailure = this.#failingWrites(error);
         entry.reject(error);
         return;
       }
@@ -438,10 +442,13 @@ export class GroupCommit implements DurabilityBarrier {
       }
       if (!begun) {
         // Held past the busy timeout (or BEGIN failed otherwise): these writes fail, as a
-        // blocking BEGIN would have after the same wait.
+        // blocking BEGIN would have after the same wait, and so would every other one while
+        // the holder keeps it: remembered, as a write that failed on the file is.
         const queued = this.#queued;
         this.#queued = [];
         const error = failure ?? Object.assign(new Error('database is locked'), { errcode: SQLITE_BUSY, code: 'ERR_SQLITE_ERROR' });
+        if (failure === null) this.#writeFailure = this.#lockHeld(deadline - BUSY_TIMEOUT_MS);
+        else if (failsOnFile(failure)) this.#writeFailure = this.#failingWrites(failure);
         for (const entry of queued) entry.reject(error);
         return;
       }
@@ -553,6 +560,19 @@ export class GroupCommit implements DurabilityBarrier {
     const reason = error instanceof Error ? error.message : String(error);
     // No file path: /readyz, which anyone who reaches the API may read, shows this.
     return Object.assign(new Error(`writes to the database file fail (${reason}): the last one failed and none has succeeded since`, { cause: error }), { code: 'ERR_RELAY_WRITES_FAILING' });
+  }
+
+  /**
+   * Writes found the lock held from `since` on, past the busy timeout. The first such wait
+   * dates it: later ones that fail too keep that date, so the reason says how long it lasts.
+   */
+  #lockHeld(since: number): Error {
+    const known = this.#writeFailure as (Error & { code?: string }) | null;
+    if (known?.code === 'ERR_RELAY_WRITE_LOCK_HELD') return known;
+    // No file path: /readyz shows this.
+    return Object.assign(new Error(
+      `writes to the database file fail: its write lock has been held by another connection since ${new Date(since).toISOString()}, past the ${BUSY_TIMEOUT_MS / 1000} s busy timeout (a sqlite3 shell or a backup tool in a transaction, or a hung process)`,
+    ), { code: 'ERR_RELAY_WRITE_LOCK_HELD', errcode: SQLITE_BUSY });
   }
 
   /** One sync of the WAL at a time for readers: fdatasync covers the file, whoever wrote it. */

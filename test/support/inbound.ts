@@ -20,7 +20,7 @@ export interface InboundFixture {
   close(): Promise<void>;
 }
 
-export async function startInboundFixture(options: Partial<Pick<InboundOptions, 'limits' | 'parserWorkerUrl' | 'maxConnectionsPerClient' | 'storeProbe'>> & {
+export async function startInboundFixture(options: Partial<Pick<InboundOptions, 'limits' | 'parserWorkerUrl' | 'maxConnectionsPerClient' | 'storeProbe' | 'onRefused' | 'onRefusing' | 'refusalsToldEveryMs'>> & {
   /** The event store the server uses (tests wrap the real one to watch or hold it). */
   events?: (real: EventStore) => EventStore;
   /** The document store the server uses (tests wrap the real one to watch it). */
@@ -36,6 +36,7 @@ export async function startInboundFixture(options: Partial<Pick<InboundOptions, 
     documents: options.documents ? options.documents(t.stores.documents) : t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
     onError: (error) => errors.push(error),
     limits: options.limits, parserWorkerUrl: options.parserWorkerUrl, maxConnectionsPerClient: options.maxConnectionsPerClient, storeProbe: options.storeProbe,
+    onRefused: options.onRefused, onRefusing: options.onRefusing, refusalsToldEveryMs: options.refusalsToldEveryMs,
   });
   return {
     t, tenant, inbound, errors,

@@ -2,7 +2,9 @@
 // work, so a load balancer only routes to a process that can do the work.
 //
 // What turns /readyz to 503: a store that does not answer or takes no writes (`stores.<store>.reason`
-// says why when the store knows: the embedded store on a full disk), or a part of this process (the
+// says why when the store knows: the embedded store on a full disk, after a failed sync, or with
+// its write lock held by another process past the busy timeout; apps/liveness.ts judgeStore, the
+// rule relay_store_ready shows too), or a part of this process (the
 // forwarder, a processor or its dispatcher, retention, inbound, a worker thread, the pipeline
 // thread) that apps/liveness.ts judges not ready: it stopped, it has been recovering for 60 s,
 // or it has had work waiting and made no progress for 60 s (a processor also when it held one
@@ -15,6 +17,7 @@
 // warn when parked: alert on `parked.total > 0`, then `relay parked list` / `relay parked retry`.
 import type { FastifyInstance } from 'fastify';
 import type { ApiContext, Readiness } from '../context.ts';
+import { judgeStore } from '../../liveness.ts';
 import { PROCESSORS } from '../../processors/registry.ts';
 import { countParked, rebuildGroup } from '../../services/parked-events.ts';
 import { PROJECTIONS } from '../../services/projection-registry.ts';
@@ -36,13 +39,9 @@ export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promi
   }, async (_request, reply) => {
     const timeout = <T>(p: Promise<T>, fallback: T) =>
       Promise.race([p.catch(() => fallback), new Promise<T>((r) => setTimeout(() => r(fallback), 2000).unref())]);
-    const store = async (s: { ping(): Promise<boolean>; writeFailure?(): string | null }) => {
-      const ready = await timeout(s.ping(), false);
-      return { ready, reason: ready ? null : s.writeFailure?.() ?? 'its ping failed or did not answer within 2 s' };
-    };
     const [eventStore, documentStore, parts, parked] = await Promise.all([
-      store(ctx.events),
-      store(ctx.documents),
+      judgeStore(ctx.events),
+      judgeStore(ctx.documents),
       timeout(ctx.readiness(), { checks: { readiness: false }, parts: {} } as Readiness),
       timeout(countParked(ctx.documents, PARKING_NAMES), null),
     ]);
