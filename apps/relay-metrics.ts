@@ -210,7 +210,7 @@ export interface InboundMetrics {
 
 /** Transports (RELAY_DELIVERY) and recipient outcomes of delivery attempts. */
 export type DeliveryTransportLabel = 'outbox' | 'smtp' | 'mx';
-export type DeliveryOutcomeLabel = 'sent' | 'delivered' | 'deferred' | 'bounced' | 'failed' | 'unknown';
+export type DeliveryOutcomeLabel = 'sent' | 'delivered' | 'deferred' | 'hard_bounced' | 'soft_bounced' | 'failed' | 'unknown';
 
 /**
  * The sender's metrics, declared here and set by the sender's dispatcher.
@@ -367,7 +367,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     'Sessions and reports the inbound SMTP server refused for want of room, by reason (too_many_connections, too_many_from_client, parser_busy, no_room): the sender may retry, or give up and lose its report.', ['reason']);
   const inboundConnections = registry.gauge('relay_inbound_connections', 'Open connections to the inbound SMTP server.');
   const deliveryAttempts = registry.counter('relay_delivery_attempts_total',
-    'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, bounced, failed, unknown).', ['transport', 'outcome']);
+    'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, hard_bounced, soft_bounced, failed, unknown).', ['transport', 'outcome']);
   const deliveryLatency = registry.histogram('relay_delivery_latency_seconds',
     'Time from an email\'s acceptance to a recipient\'s first sent or delivered outcome, by transport, in seconds.', ['transport'], DELIVERY_LATENCY_BUCKETS);
   const openClaims = registry.gauge('relay_delivery_open_claims', 'Delivery claims without an outcome yet.');

@@ -27,7 +27,7 @@ export const UNUSABLE_LOG_INTERVAL_MS = 60_000;
 /** Stages at which a smarthost refuses us rather than a recipient: no email can go out while they fail. */
 const TRANSPORT_STAGES: ReadonlySet<string> = new Set(['connection', 'tls']);
 
-const DELIVERY_OUTCOMES: readonly DeliveryOutcomeLabel[] = ['sent', 'delivered', 'deferred', 'bounced', 'failed', 'unknown'];
+const DELIVERY_OUTCOMES: readonly DeliveryOutcomeLabel[] = ['sent', 'delivered', 'deferred', 'hard_bounced', 'soft_bounced', 'failed', 'unknown'];
 
 const domainOfAddress = (address: string | null): string | null => (address === null ? null : address.slice(address.lastIndexOf('@') + 1));
 
@@ -37,8 +37,10 @@ function outcomeLabel(status: Status, result: RecipientResultReport['result'] | 
     case 'sent': return 'sent';
     case 'delivered': return 'delivered';
     case 'delayed': return 'deferred';
-    case 'hard_bounced':
-    case 'soft_bounced': return 'bounced';
+    // Apart: a soft bounce (a full mailbox, a policy refusal, a deferral past the retry window)
+    // says nothing against the address, and the bounce rate providers watch counts hard ones.
+    case 'hard_bounced': return 'hard_bounced';
+    case 'soft_bounced': return 'soft_bounced';
     default: return result === 'unknown' ? 'unknown' : 'failed';
   }
 }
