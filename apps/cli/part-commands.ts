@@ -7,7 +7,8 @@ import { asksForHelp } from './command.ts';
 async function runParts(parts: Part[]): Promise<number> {
   const config = loadConfig();
   // Loaded once the configuration is known good (see start-command.ts).
-  const { startRelay, stopOnSignals } = await import('../relay.ts');
+  const { startRelay } = await import('../relay.ts');
+  const { stopOnSignals } = await import('../process-lifecycle.ts');
   const starting = startRelay(config, parts);
   stopOnSignals(starting, config.shutdownTimeoutMs);
   await starting;

@@ -18,7 +18,8 @@ export async function start(args: string[]): Promise<number> {
   const config = loadConfig();
   // Loaded once the configuration is known good: a bad variable is reported without waiting
   // for the whole service's code to load.
-  const { ALL_PARTS, startRelay, stopAndExit, stopOnSignals } = await import('../relay.ts');
+  const { ALL_PARTS, startRelay } = await import('../relay.ts');
+  const { stopAndExit, stopOnSignals } = await import('../process-lifecycle.ts');
   let relay: RunningRelay | null = null;
   const starting = startRelay(config, ALL_PARTS, {
     // The API on this thread, the pipeline on one of its own (RELAY_PIPELINE_THREAD=off: all on this one).

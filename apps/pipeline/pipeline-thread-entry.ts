@@ -2,7 +2,8 @@
 // own would, without an HTTP server, and reports to the main thread.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { FromPipeline, PipelineThreadData, ToPipeline } from './pipeline-thread.ts';
-import { StartAbandonedError, startRelay, type RunningRelay } from '../relay.ts';
+import { StartAbandonedError } from '../process-lifecycle.ts';
+import { startRelay, type RunningRelay } from '../relay.ts';
 
 const port = parentPort!;
 const { config, parts, processorPolicy } = workerData as PipelineThreadData;
