@@ -45,4 +45,13 @@ test('subject "   " and X-Flag "  ": accepted, and the message carries both fiel
   assert.is(fields['x-flag'], '  ', 'X-Flag reads as the spaces given');
 });
 
+test('In-Reply-To and References of only spaces are left out: a message id list cannot be empty, and nodemailer would write "<>"', async (ctx) => {
+  const id = await send(ctx.t, ctx.tenant.key, { from: `a@${ctx.tenant.domain}`, to: 'ann@example.org', subject: 'Re', text: 'Hi', headers: { 'In-Reply-To': '  ', References: ' ' } });
+  await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'sent', 'is sent', 10_000);
+  const raw = readFileSync(join(ctx.t.config.dataDir, 'outbox', `${id}.eml`)).toString('latin1');
+  const head = raw.slice(0, raw.indexOf('\r\n\r\n'));
+  assert.not.match(head, /^(In-Reply-To|References):/im, head);
+  assert.match(head, /^Subject: Re$/m, 'the rest of the header is there');
+});
+
 test.run();

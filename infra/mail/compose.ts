@@ -254,7 +254,9 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     if (lower === 'sender') {
       root.addHeader(name, sender(value));
     } else if (NOT_TEXT_FIELDS.has(lower)) {
-      root.addHeader(name, value.trim());
+      // A structured field of only whitespace has nothing to say (an empty message id list would
+      // go out as "<>"): left out, as nodemailer leaves out an empty text field.
+      if (value.trim() !== '') root.addHeader(name, value.trim());
     } else {
       const encoded = forcedEncodedWords(name, value);
       root.addHeader(name, encoded === null ? value : prepared(encoded));
