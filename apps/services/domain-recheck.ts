@@ -14,6 +14,7 @@ import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { domainsOf, recheckDomain, type RecheckResult } from './management/domains.ts';
+import { mapLimited } from './map-limited.ts';
 
 /** Domains read per page of a pass. */
 export const RECHECK_PAGE_SIZE = 100;
@@ -60,7 +61,7 @@ export async function recheckDomains(options: RecheckPassOptions): Promise<Reche
       ...(after ? { after } : {}),
       fields: ['_id'],
     });
-    await eachAtMost(page, options.concurrency ?? RECHECK_CONCURRENCY, async ({ _id }) => {
+    await mapLimited(page, options.concurrency ?? RECHECK_CONCURRENCY, async ({ _id }) => {
       if (signal?.aborted) return;
       const result = await recheckDomain(documents, options.config, options.dns, _id, policy, options.now());
       if (result === null) return;
@@ -72,24 +73,6 @@ export async function recheckDomains(options: RecheckPassOptions): Promise<Reche
     after = { _id: page[page.length - 1]._id };
   }
   return report;
-}
-
-/** Runs `work` on every item, at most `limit` at once; the first failure stops new work and is thrown once the running ones end. */
-async function eachAtMost<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failure: { error: unknown } | null = null;
-  const worker = async () => {
-    while (failure === null && next < items.length) {
-      const item = items[next++];
-      try {
-        await work(item);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failure !== null) throw (failure as { error: unknown }).error;
 }
 
 export interface DomainRecheckRunOptions extends Omit<RecheckPassOptions, 'signal'> {

@@ -35,6 +35,7 @@ import { findDomainByName } from '../management/domains.ts';
 import { reusedReads } from '../management/reused-reads.ts';
 import type { SendRateGate } from '../send-rate.ts';
 import { syncWorkItem, type WorkItem } from './work-items.ts';
+import { mapLimited } from '../map-limited.ts';
 
 export interface DeliveryDeps {
   events: EventStore;
@@ -99,18 +100,6 @@ function report(target: Target, outcome: RecipientOutcome | undefined, providerM
       ...(outcome.stage ? { stage: outcome.stage } : {}), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
   return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
-}
-
-async function mapLimited<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await work(items[i]);
-    }
-  }));
-  return results;
 }
 
 /** The exact bytes: headers as admitted, bodies as rendered at admission, DKIM-signed with the domain's key. */
