@@ -208,6 +208,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   let logFailing = false;
   const stores = await openStores(config, {
     commitHold: options.commitHold, readFault: options.readFault, abandon: steps.signal,
+    logClientLines: ({ level, source, message, fields }) => logger[level]({ component: source, ...fields }, message),
     ...(usesLog ? {} : {
       logInBackground: {
         onRetry: (error: Error, failures: number, delayMs: number) => {

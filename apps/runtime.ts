@@ -7,6 +7,7 @@ import { ConfigError, type RelayConfig } from '../infra/config.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
+import type { KafkaLogLine } from '../infra/kafka/log.ts';
 import { ConnectingLog, type ConnectingLogOptions } from '../infra/connecting-log.ts';
 import { createDnsLookup } from '../infra/dns/resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
@@ -102,6 +103,8 @@ export interface OpenStoresOptions extends StoreOptions {
    * commands on documents and events): they work, and at once, while the brokers are down.
    */
   withoutLog?: true;
+  /** Where a distributed log's client writes its lines: the process's structured logger. Default: text on stderr. */
+  logClientLines?: (line: KafkaLogLine) => void;
 }
 
 /** The stores without the log (openStores with `withoutLog`). */
@@ -297,8 +300,9 @@ async function openLog(config: RelayConfig, options: OpenStoresOptions): Promise
   if (config.kafkaBrokers) {
     const { KafkaLog } = await import('../infra/kafka/log.ts');
     const brokers = config.kafkaBrokers;
-    if (options.logInBackground) return { store: new ConnectingLog(() => KafkaLog.connect(brokers), options.logInBackground), kind: 'kafka' };
-    return { store: await KafkaLog.connect(brokers), kind: 'kafka' };
+    const connect = () => KafkaLog.connect(brokers, { logLine: options.logClientLines });
+    if (options.logInBackground) return { store: new ConnectingLog(connect, options.logInBackground), kind: 'kafka' };
+    return { store: await connect(), kind: 'kafka' };
   }
   const { SqliteLog } = await import('../infra/sqlite/log.ts');
   const files = embeddedFiles(config.dataDir);

@@ -70,6 +70,31 @@ unreachable('starts, admits an email, and says on /metrics that the log cannot b
   }
 });
 
+unreachable('writes the Kafka client\'s complaints as structured log lines, not as text on stderr', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-api-kafka-lines-'));
+  try {
+    await setUp(dataDir);
+    const port = await freePort();
+    const api = spawnRelay(['api'], {
+      RELAY_DATA_DIR: dataDir, PORT: String(port), RELAY_KAFKA_BROKERS: `127.0.0.1:${await freePort()}`, RELAY_LOG_FORMAT: 'json',
+    });
+    try {
+      const kafkajsLine = () => api.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((entry) => entry.component === 'kafkajs');
+      await waitUntil(() => api.child.exitCode !== null || kafkajsLine() !== undefined, 'a log line from the Kafka client', 20_000);
+      const entry = kafkajsLine();
+      assert.ok(entry, `no structured line from the Kafka client:\n${api.output()}`);
+      assert.type(entry.msg, 'string');
+      assert.ok(Number(entry.level) >= 40, `a connection refused is a warning or an error: ${JSON.stringify(entry)}`);
+      assert.equal(api.output().split('\n').filter((line) => line.startsWith('[kafkajs]') || line.startsWith('[kafka-log]')), []);
+    } finally {
+      await api.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 unreachable.run();
 
 const returning = skippableSuite('relay api started while Kafka was down, once it is back', process.env.RELAY_KAFKA_BROKERS ? undefined : 'the engines are not installed here (eval "$(bash infra/engines/engines.sh up)")');

@@ -43,8 +43,13 @@ export interface KafkaLogOptions {
    * holds up only its own partition, as in the embedded log.
    */
   partitionsConsumedConcurrently?: number;
-  /** kafkajs messages at this level or more severe go to stderr. Default 'warn'. */
+  /** kafkajs messages at this level or more severe are logged. Default 'warn'. */
   logLevel?: 'nothing' | 'error' | 'warn' | 'info';
+  /**
+   * Where kafkajs's lines and this adapter's own go: a process's structured logger. Default:
+   * text lines on stderr (`[kafkajs] …`, `[kafka-log] …`), for tools that have no logger.
+   */
+  logLine?: (line: KafkaLogLine) => void;
   /** How long ping() waits for the cluster. Default 3000 ms. */
   pingTimeoutMs?: number;
   /**
@@ -58,7 +63,16 @@ export interface KafkaLogOptions {
   socketFactory?: ISocketFactory;
 }
 
+/** A line of kafkajs's log (repeats held back) or of this adapter's own. */
+export interface KafkaLogLine {
+  level: 'error' | 'warn' | 'info';
+  source: 'kafkajs' | 'kafka-log';
+  message: string;
+  fields: Record<string, unknown>;
+}
+
 interface Settings {
+  logLine: (line: KafkaLogLine) => void;
   maxMessageBytes: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
@@ -85,28 +99,33 @@ function isRoutine(namespace: string, message: string): boolean {
 /** How long a message kafkajs repeats (a broker down: every client, every retry) is held back after it was written. */
 const REPEAT_WINDOW_MS = 60_000;
 
-function logToStderr(): (entry: LogEntry) => void {
+const toStderr = ({ level, source, message, fields }: KafkaLogLine): void => {
+  const held = typeof fields.heldBack === 'number' ? ` (${fields.heldBack} more like this since it was last written)` : '';
+  process.stderr.write(`[${source}] ${level.toUpperCase()} ${message}${held}\n`);
+};
+
+function logThrough(logLine: (line: KafkaLogLine) => void): () => (entry: LogEntry) => void {
   // While a broker is down every client logs every retry: each distinct line is written once
   // per minute, with how many like it were held back since (Relay's own log says which part
   // is recovering and when it recovered).
   const lastWritten = new Map<string, { at: number; held: number }>();
-  return ({ namespace, level, log }: LogEntry) => {
+  return () => ({ namespace, level, log }: LogEntry) => {
     const { message, error } = log as { message?: unknown; error?: unknown };
     const text = String(message).replace(/Restarting the consumer in \d+ms/, 'Restarting the consumer');
     if (isRoutine(namespace, text)) return;
-    const label = level === logLevel.ERROR ? 'ERROR' : level === logLevel.WARN ? 'WARN' : 'INFO';
+    const severity = level === logLevel.ERROR ? 'error' : level === logLevel.WARN ? 'warn' : 'info';
     const detail = error !== undefined && !text.includes(String(error)) ? ` (${String(error)})` : '';
-    const line = `${label} ${namespace}: ${text}${detail}`;
+    const line = `${namespace}: ${text}${detail}`;
     const now = Date.now();
-    const seen = lastWritten.get(line);
+    const key = `${severity} ${line}`;
+    const seen = lastWritten.get(key);
     if (seen && now - seen.at < REPEAT_WINDOW_MS) {
       seen.held++;
       return;
     }
     if (lastWritten.size > 1000) lastWritten.clear();
-    lastWritten.set(line, { at: now, held: 0 });
-    const held = seen && seen.held > 0 ? ` (${seen.held} more like this since it was last written)` : '';
-    process.stderr.write(`[kafkajs] ${line}${held}\n`);
+    lastWritten.set(key, { at: now, held: 0 });
+    logLine({ level: severity, source: 'kafkajs', message: line, fields: seen && seen.held > 0 ? { heldBack: seen.held } : {} });
   };
 }
 
@@ -184,6 +203,7 @@ export class KafkaLog implements Log {
   static async connect(brokers: string[], options: KafkaLogOptions = {}): Promise<KafkaLog> {
     if (!Array.isArray(brokers) || brokers.length === 0) throw new TypeError('at least one Kafka broker address is needed');
     const settings: Settings = {
+      logLine: options.logLine ?? toStderr,
       sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 1000,
       rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 60_000,
@@ -199,7 +219,7 @@ export class KafkaLog implements Log {
       brokers,
       connectionTimeout: 3000,
       logLevel: LOG_LEVELS[options.logLevel ?? 'warn'],
-      logCreator: logToStderr,
+      logCreator: logThrough(settings.logLine),
       ...(options.socketFactory ? { socketFactory: options.socketFactory } : {}),
     });
     const producer = kafka.producer({
@@ -253,15 +273,16 @@ export class KafkaLog implements Log {
       });
       value = resources[0]?.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue;
     } catch (error) {
-      process.stderr.write(`[kafka-log] WARN could not read max.message.bytes of topic ${topic} (${describe(errorOf(error))}); it must be at least ${needed}\n`);
+      this.#settings.logLine({ level: 'warn', source: 'kafka-log', message: `could not read max.message.bytes of topic ${topic} (${describe(errorOf(error))}); it must be at least ${needed}`, fields: { topic } });
       return;
     }
     const limit = Number(value);
     if (value !== undefined && Number.isFinite(limit) && limit >= needed) return;
-    process.stderr.write(
-      `[kafka-log] WARN topic ${topic} has max.message.bytes ${value ?? 'unknown'}, below the ${needed} Relay needs (an email's event may be up to ${MAX_EVENT_BYTES} bytes): ` +
-        `larger records will be refused and the forwarder cannot go past them; raise it (kafka-configs.sh --alter --entity-type topics --entity-name ${topic} --add-config max.message.bytes=${needed})\n`,
-    );
+    this.#settings.logLine({
+      level: 'warn', source: 'kafka-log', fields: { topic },
+      message: `topic ${topic} has max.message.bytes ${value ?? 'unknown'}, below the ${needed} Relay needs (an email's event may be up to ${MAX_EVENT_BYTES} bytes): ` +
+        `larger records will be refused and the forwarder cannot go past them; raise it (kafka-configs.sh --alter --entity-type topics --entity-name ${topic} --add-config max.message.bytes=${needed})`,
+    });
   }
 
   async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
@@ -453,7 +474,7 @@ class GroupConsumer implements LogConsumer {
     const delay = this.#restartDelay;
     this.#restartDelay = Math.min(delay * 2, MAX_RESTART_DELAY_MS);
     const { group, topic } = this.#options;
-    process.stderr.write(`[kafka-log] WARN consumer of group ${group} on ${topic} ${what}; restarting it in ${delay} ms\n`);
+    this.#settings.logLine({ level: 'warn', source: 'kafka-log', message: `consumer of group ${group} on ${topic} ${what}; restarting it in ${delay} ms`, fields: { group, topic } });
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
