@@ -146,6 +146,18 @@ function hostPort(variable: string, item: string): string {
   return item;
 }
 
+/**
+ * A Kafka bootstrap broker: host:port, the port 9092 (Kafka's own default) when left out. The
+ * client splits an address at its first colon, so an IPv6 literal cannot name a broker.
+ */
+function brokerAddress(variable: string, item: string): string {
+  const match = /^([A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(item);
+  if (!match) throw new ConfigError(variable, `"${item}" is not a host or host:port (an IPv6 address needs a name: the Kafka client cannot connect to one)`);
+  const brokerPort = Number(match[2] ?? 9092);
+  if (brokerPort < 1 || brokerPort > 65535) throw new ConfigError(variable, `"${item}": the port must be from 1 to 65535`);
+  return `${match[1]}:${brokerPort}`;
+}
+
 /** A whole number of milliseconds from `min` to `max`; `fallback` when unset. */
 function wholeMs(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = text(env, name);
@@ -426,7 +438,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     logFormat,
     eventStoreUrl: storeUrl(env, 'RELAY_EVENTSTORE_URL', ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover'], 'esdb://user:pass@host:2113?tls=false',
       (raw) => adapter.esdb().eventStoreUrlProblem(raw)),
-    kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS'),
+    kafkaBrokers: list(env, 'RELAY_KAFKA_BROKERS', brokerAddress),
     mongodbUrl: storeUrl(env, 'RELAY_MONGODB_URL', ['mongodb', 'mongodb+srv'], 'mongodb://user:pass@host:27017/database',
       (raw) => adapter.mongodb().mongoUrlProblem(raw)),
     mailHost,

@@ -208,7 +208,14 @@ test('list variables: a port above 65535 or a list with no item left is an error
   ] as const) {
     assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && e.variable === variable, JSON.stringify(env));
   }
-  assert.equal(loadConfig({ RELAY_KAFKA_BROKERS: 'k1:65535, ,k2' }).kafkaBrokers, ['k1:65535', 'k2']);
+  assert.equal(loadConfig({ RELAY_KAFKA_BROKERS: 'k1:65535, ,k2' }).kafkaBrokers, ['k1:65535', 'k2:9092']);
+});
+
+test('RELAY_KAFKA_BROKERS: port 0 and IPv6 literals (which the Kafka client splits at their first colon) are refused; a broker without a port is on 9092', () => {
+  for (const brokers of ['k1:0', 'k1:9092,k2:0', '[::1]:9092', '::1', '10.0.0.1:']) {
+    assert.throws(() => loadConfig({ RELAY_KAFKA_BROKERS: brokers }), (e: unknown) => e instanceof ConfigError && e.variable === 'RELAY_KAFKA_BROKERS', brokers);
+  }
+  assert.equal(loadConfig({ RELAY_KAFKA_BROKERS: '10.0.0.1,kafka-0.internal:19092' }).kafkaBrokers, ['10.0.0.1:9092', 'kafka-0.internal:19092']);
 });
 
 test('an unparsable or wrong-scheme URL variable never shows its value, only scheme and host', () => {
