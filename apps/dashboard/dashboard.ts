@@ -8,7 +8,7 @@ import { stripTypeScriptTypes } from 'node:module';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { isFinalDeliveryStatus, STATUSES } from '../../domain/email/status.ts';
+import { STATUSES } from '../../domain/email/status.ts';
 import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../domain/webhooks/events.ts';
 import type { RelayConfig } from '../../infra/config.ts';
@@ -60,7 +60,6 @@ export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 
   return {
     dashboardOrigin: config.dashboardOrigin,
     statuses: [...STATUSES],
-    finalStatuses: STATUSES.filter(isFinalDeliveryStatus),
     webhookEvents: [...WEBHOOK_EVENT_TYPES],
     permissions: [...PERMISSIONS],
     roles: Object.fromEntries(ROLES.map((role) => [role, {

@@ -16,12 +16,6 @@ export interface Capabilities {
 export interface Settings {
   dashboardOrigin: string;
   statuses: string[];
-  /**
-   * Statuses after which Relay sends nothing more to a recipient: a page following an email
-   * stops once all its recipients are at one (a report that arrives later, a bounce after a
-   * delivery, shows on the next visit).
-   */
-  finalStatuses: string[];
   webhookEvents: string[];
   permissions: string[];
   roles: Record<Role, Capabilities>;

@@ -1,14 +1,13 @@
 // Pages that follow something as it happens (the email list, an email's timeline) read it
-// again every few seconds while the tab is visible, and stop once the load says it is done.
+// again every few seconds while the tab is visible, less often while nothing changes.
 
 export const POLL_MS = 2000;
 
 /**
- * What a load saw: `done` when what it follows can no longer change (no further load),
- * `unchanged` when nothing moved since the last one (the wait may grow), and anything else
- * (`changed`, nothing) when it moved.
+ * What a load saw: `unchanged` when nothing moved since the last one (the wait may grow), and
+ * anything else (`changed`, nothing) when it moved.
  */
-export type Seen = 'done' | 'changed' | 'unchanged' | void;
+export type Seen = 'changed' | 'unchanged' | void;
 
 export interface PollOptions {
   /** The wait after a change, and the first one. */
@@ -32,7 +31,6 @@ export function livePoll(load: () => Promise<Seen>, { intervalMs = POLL_MS, maxI
       // A failed refresh (Relay restarting) leaves the last view; a later one tries again.
       seen = 'unchanged';
     }
-    if (seen === 'done') return;
     delay = seen === 'unchanged' ? Math.min(maxIntervalMs, Math.round(delay * BACKOFF)) : intervalMs;
     schedule();
   };

@@ -79,10 +79,6 @@ export async function render(ctx: PageContext): Promise<void> {
   let shown = '';
   async function load(): Promise<Seen> {
     const email = await get<EmailDetail>(path);
-    // The email's status is its highest recipient's: a delivered one can stand beside one
-    // still delayed, so every recipient must be done, not only the status shown.
-    const final = (status: string) => ctx.settings.finalStatuses.includes(status);
-    const done = final(email.status) && email.recipients.every((r) => final(r.status));
     const seen = JSON.stringify(email);
     const changed = seen !== shown;
     if (changed) {
@@ -90,10 +86,12 @@ export async function render(ctx: PageContext): Promise<void> {
       ctx.title(email.subject);
       fill(body, draw(ctx, email));
     }
-    return done ? 'done' : changed ? 'changed' : 'unchanged';
+    return changed ? 'changed' : 'unchanged';
   }
-  const first = await load();
+  await load();
   ctx.main.append(back, body);
-  // A wait that grows while nothing moves: a delayed email may wait minutes for its next attempt.
-  if (first !== 'done') livePoll(load, { maxIntervalMs: 30_000 });
+  // Followed for as long as the page is open, with a wait that grows while nothing moves: no
+  // status is the last word (a bounce report or a complaint may come days after "sent" or
+  // "delivered"), and a delayed email may wait minutes for its next attempt.
+  livePoll(load, { maxIntervalMs: 30_000 });
 }
