@@ -150,7 +150,7 @@ export type FeedbackEffect = (typeof FEEDBACK_EFFECTS)[number];
 /** What one retention pass removed, by kind (bodies: message bodies' content keys; outbox_copies: emails whose outbox files went). */
 export type RetentionKind =
   | 'bodies' | 'outbox_copies' | 'webhook_deliveries' | 'work_items' | 'sessions' | 'invitations' | 'rate_limit_slots' | 'rate_limit_windows' | 'send_rate_slots' | 'sign_in_failures'
-  | 'tls_session_counts' | 'tls_reports' | 'site_snapshots' | 'mta_sts_policies';
+  | 'tls_session_counts' | 'tls_reports' | 'site_snapshots' | 'mta_sts_policies' | 'suppression_sources';
 
 export interface RetentionMetrics {
   /** A pass that completed every step: counts it and sets the time of the last success. */
@@ -350,7 +350,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const retentionRuns = registry.counter('relay_retention_runs_total', 'Retention passes, by result (ok: every step completed; failed).', ['result']);
   const retentionLast = registry.gauge('relay_retention_last_success_timestamp_seconds', 'Unix time of the last retention pass that completed every step, in seconds.');
   const retentionRemoved = registry.counter('relay_retention_removed_total',
-    'What retention removed, by kind (bodies, outbox_copies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots, sign_in_failures, tls_session_counts, tls_reports, site_snapshots, mta_sts_policies).', ['kind']);
+    'What retention removed, by kind (bodies, outbox_copies, webhook_deliveries, work_items, sessions, invitations, rate_limit_slots, rate_limit_windows, send_rate_slots, sign_in_failures, tls_session_counts, tls_reports, site_snapshots, mta_sts_policies, suppression_sources).', ['kind']);
   const rechecks = registry.counter('relay_domain_rechecks_total',
     'Re-checks of DNS-verified sending domains, by result (passed; wrong: a required record missing or wrong; inconclusive: a lookup failed, which changes nothing).', ['result']);
   const domainsFailed = registry.counter('relay_domains_failed_total',

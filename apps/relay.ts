@@ -90,7 +90,7 @@ const RETENTION_KINDS: Record<keyof PruneReport, RetentionKind> = {
   webhookDeliveries: 'webhook_deliveries', workItems: 'work_items', sessions: 'sessions', invitations: 'invitations',
   rateLimitSlots: 'rate_limit_slots', rateLimitWindows: 'rate_limit_windows', sendRateSlots: 'send_rate_slots',
   signInFailures: 'sign_in_failures', tlsSessionCounts: 'tls_session_counts', tlsReports: 'tls_reports', siteSnapshots: 'site_snapshots',
-  mtaStsPolicies: 'mta_sts_policies',
+  mtaStsPolicies: 'mta_sts_policies', suppressionSources: 'suppression_sources',
 };
 
 /** The groups whose lag API clients feel: an email listed (projector) and sent (sender). */

@@ -38,6 +38,11 @@ export const OPERATIONAL_RETENTION = {
   siteSnapshotMs: DAY_MS,
   /** An MTA-STS policy once its max_age has run out: the next delivery to the domain fetches it again. */
   expiredMtaStsPolicyMs: 0,
+  /**
+   * The suppressor's record of a bounce or complaint it handled, 30 days after, as long as the
+   * webhooks' per-event dedupe: the same event handled again after that blocks its address again.
+   */
+  handledSuppressionSourceMs: 30 * DAY_MS,
 } as const;
 
 /** The instant before which data of this kind is past its period at `now`. */

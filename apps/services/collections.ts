@@ -13,6 +13,8 @@ export const COLLECTIONS = {
   domains: 'domains',
   apiKeys: 'api_keys',
   suppressions: 'suppressions',
+  /** The bounces and complaints the suppressor is done with, kept past a removal of their entry (apps/services/management/suppression-sources.ts). */
+  suppressionSources: 'suppression_sources',
   emails: 'emails',
   /** One document per email: its recipients' outcomes, what deliverability stats are summed from (projections/deliverability.ts). */
   deliverability: 'deliverability',

@@ -2,7 +2,8 @@
 // the running service needs for a while and would otherwise keep for ever (webhook deliveries
 // with their attempt logs, delivery work items left behind, expired sessions, lapsed
 // invitations, rate-limit slots and windows, sign-in failures no longer counted, TLS session
-// counts and reports, stopped senders' site snapshots, expired MTA-STS policies). Each kind is one deleteWhere on its own period,
+// counts and reports, stopped senders' site snapshots, expired MTA-STS policies, the suppressor's
+// handled bounces and complaints). Each kind is one deleteWhere on its own period,
 // safe in several processes at once; nothing here touches an event or a read model.
 import type { DeliveryPolicy } from '../../domain/email/delivery.ts';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
@@ -13,6 +14,7 @@ import { COLLECTIONS } from './collections.ts';
 import { syncWorkItem, workItems } from './delivery/work-items.ts';
 import { sessionsOf } from './management/sessions.ts';
 import { pruneSignInThrottles } from './management/sign-in-throttle.ts';
+import { suppressionSourcesOf } from './management/suppression-sources.ts';
 import { invitationsOf } from './management/workspaces.ts';
 import { deliveriesOf } from './webhooks/deliveries.ts';
 
@@ -31,6 +33,7 @@ export interface PruneReport {
   tlsReports: number;
   siteSnapshots: number;
   mtaStsPolicies: number;
+  suppressionSources: number;
 }
 
 export interface PruneDeps {
@@ -68,6 +71,7 @@ export async function pruneOperationalData(deps: PruneDeps, now: Date): Promise<
     tlsReports: await documents.collection(COLLECTIONS.tlsReports).deleteWhere({ day: { lt: utcDay(before(OPERATIONAL_RETENTION.tlsReportMs)) } }),
     siteSnapshots: await documents.collection(COLLECTIONS.sites).deleteWhere({ updatedAt: { lt: iso(OPERATIONAL_RETENTION.siteSnapshotMs) } }),
     mtaStsPolicies: await documents.collection(COLLECTIONS.mtaStsPolicies).deleteWhere({ expiresAt: { lte: ms(OPERATIONAL_RETENTION.expiredMtaStsPolicyMs) } }),
+    suppressionSources: await suppressionSourcesOf(documents).deleteWhere({ handledAt: { lt: iso(OPERATIONAL_RETENTION.handledSuppressionSourceMs) } }),
   };
 }
 

@@ -4,15 +4,18 @@
 // manual addition (apps/services/management/suppressions.ts, top), so a removal that overlaps
 // ends with the history's last word RecipientUnsuppressed, as the list has it.
 //
-// The suppressor's input may come again (at-least-once). An entry already there is not written
-// again and its event not appended again; when it is this very event's, it is only settled once
-// more, since the first handling may have stopped between its event and its settling.
+// The suppressor's input may come again (at-least-once). An event it is done with for an address
+// is not acted on again, even once an owner removed the entry (../management/suppression-sources.ts).
+// Otherwise an entry already there is not written again and its event not appended again; when it
+// is this very event's, it is only settled once more, since the first handling may have stopped
+// between its event and its settling.
 import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../../domain/email/events.ts';
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
+import { markHandled, wasHandled } from '../management/suppression-sources.ts';
 import { recordAddition, settleAddition, suppressionsOf } from '../management/suppressions.ts';
 import type { RecipientSuppressed } from '../../../domain/suppressions/events.ts';
 import { originOfEvent } from '../../../domain/events/metadata.ts';
@@ -50,6 +53,8 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
   for (const block of blocks) {
     const address = await recipientAddress(deps, state, block.index);
     if (!address) continue;
+    const source = { workspaceId, eventId: event.id, address };
+    if (await wasHandled(deps.documents, source)) continue;
     const createdAt = new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString();
     const change: RecipientSuppressed = {
       type: 'RecipientSuppressed',
@@ -64,12 +69,14 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
       // Blocked already (manually, or by an earlier report): one entry per address is enough.
       if (!(error instanceof DuplicateKeyError)) throw error;
       if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await settleAddition(deps, change, originOfEvent(event), deps.now);
+      await markHandled(deps.documents, source, deps.now());
       continue;
     }
     // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
     // consumer's deferred-durability round the entry is durable only once this returns.
     await durableSoFar();
     await recordAddition(deps, change, originOfEvent(event), deps.now);
+    await markHandled(deps.documents, source, deps.now());
     added++;
   }
   return added;

@@ -3,6 +3,7 @@
 // DuplicateKeyError (409 conflict), never a second document.
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
+import { ensureSuppressionSourceIndexes } from './suppression-sources.ts';
 
 export async function ensureManagementIndexes(documents: DocumentStore): Promise<void> {
   await Promise.all([
@@ -33,5 +34,6 @@ export async function ensureManagementIndexes(documents: DocumentStore): Promise
     documents.collection(COLLECTIONS.suppressions).ensureIndexes([
       { name: 'workspace', fields: [['workspaceId', 'asc'], ['_id', 'asc']] },
     ]),
+    ensureSuppressionSourceIndexes(documents),
   ]);
 }

@@ -33,6 +33,7 @@ import { DuplicateKeyError, type DocumentStore, type Where } from '../../../infr
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { CONTROL_CHARACTERS } from './names.ts';
+import { markHandled } from './suppression-sources.ts';
 
 export const suppressionsOf = (documents: DocumentStore) => documents.collection<SuppressionEntry>(COLLECTIONS.suppressions);
 
@@ -122,6 +123,8 @@ export async function removeSuppression(stores: SuppressionStores, workspaceId: 
     const entry = await entries.get(suppressionIdOf(workspaceId, address));
     if (!entry) throw notFound(`${address} is not suppressed in this workspace`);
     await recordSuppressionChange(stores.events, { type: 'RecipientUnsuppressed', data: { workspaceId, address, reason: entry.reason, by, occurredAt: now.toISOString() } }, origin);
+    // Before the entry goes: its bounce or complaint, handled again later, must not bring it back.
+    if (entry.lastEventId !== null) await markHandled(stores.documents, { workspaceId, eventId: entry.lastEventId, address: entry.address }, now);
     // Changed or gone since it was read: an addition settled it after its own event, which may
     // come after this removal's, so the removal is recorded again (or another removal took it).
     if (await entries.delete(entry._id, entry._v)) return;
