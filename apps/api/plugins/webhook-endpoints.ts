@@ -1,6 +1,7 @@
 // Webhook endpoints (session API): members read, write roles change; the signing secret is in
-// the answer to creation and rotation only. Disabling or deleting one is answered once the
-// endpoint's change is durable; its pending deliveries end after, in the background, and
+// the answer to creation and rotation only. Disabling or deleting one, or taking event types out
+// of its events, is answered once the endpoint's change is durable; its pending deliveries (of
+// those types) end after, in the background, and
 // closing the server waits for that work to leave off (the rest ends as it falls due).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
@@ -27,7 +28,7 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
     documents: ctx.documents,
     now: ctx.now,
     onEnded: (reason, count) => ctx.metrics.webhookAttempts(reason).inc(count),
-    onError: (error, endpointId) => app.log.error({ err: error, endpointId }, 'ending the pending deliveries of a disabled or deleted webhook endpoint failed; the rest end as each falls due'),
+    onError: (error, endpointId) => app.log.error({ err: error, endpointId }, 'ending the pending deliveries of a webhook endpoint disabled, deleted or unsubscribed from event types failed; the rest end as each falls due'),
   });
   // Before the stores close (apps/relay.ts closes the API first): no batch writes after that.
   app.addHook('onClose', () => endings.stop());

@@ -9,16 +9,17 @@
 // by an attempt to it). So every delivery pending at such a change ends, whether or not that
 // background run reached it before the process stopped or crashed, and so does one whose fan-out
 // read the endpoint before the change but inserted it after that run had read past it.
-// A delivery of an event type the endpoint no longer subscribes to ends the same way, as it falls
-// due or once its request in flight is recorded (endpoint_unsubscribed): the types are the
+// A delivery of an event type the endpoint no longer subscribes to ends the same way
+// (endpoint_unsubscribed): shortly after the change by the background run, or, where that did not
+// reach it, as it falls due or once its request in flight is recorded. The types are the
 // endpoint's at each attempt, as its URL is. Once ended it stays so, whatever the types become.
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import type { AttemptResult, HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
-import { abandon, recordAttempt, takeAttempt, type DeliveryClosed, type WebhookDelivery } from './deliveries.ts';
-import { disableGenerationOf, endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
+import { abandon, closedReason, recordAttempt, takeAttempt, type WebhookDelivery } from './deliveries.ts';
+import { endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
 import { signatureHeaders } from './signature.ts';
 
 export interface WebhookAttemptDeps {
@@ -86,16 +87,9 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
  */
 async function openEndpoint(deps: WebhookAttemptDeps, delivery: Stored<WebhookDelivery>): Promise<WebhookEndpoint | null> {
   const endpoint = await endpointsOf(deps.documents).get(delivery.endpointId);
-  const reason = endpoint ? closedReason(endpoint, delivery) : 'endpoint_deleted';
+  const reason = closedReason(endpoint, delivery);
   if (reason === null) return endpoint;
   // Not written when the delivery changed meanwhile (endPendingDeliveries ended it, or an attempt took it).
   if (await abandon(deps.documents, delivery, reason, deps.now())) deps.onResult?.(null, reason);
-  return null;
-}
-
-/** Why the endpoint no longer takes the delivery (null: it does). */
-function closedReason(endpoint: WebhookEndpoint, delivery: WebhookDelivery): DeliveryClosed | null {
-  if (!endpoint.enabled || disableGenerationOf(delivery) < disableGenerationOf(endpoint)) return 'endpoint_disabled';
-  if (!(endpoint.events as readonly string[]).includes(delivery.type)) return 'endpoint_unsubscribed';
   return null;
 }

@@ -5,8 +5,9 @@
 // compare-and-set before its request is made, so one dispatcher makes it; one that dies
 // mid-attempt leaves it due again after a lease (at-least-once, as the spec's receivers expect).
 // Disabling or deleting an endpoint ends its pending deliveries shortly after, in the background
-// (endPendingDeliveries, run by ./delivery-endings.ts), and any of them left pending then (a crash,
-// a stop) as it falls due (./attempt.ts).
+// (endPendingDeliveries, run by ./delivery-endings.ts), and so does taking an event type out of
+// its events for the deliveries of that type; any of them left pending then (a crash, a stop)
+// ends as it falls due (./attempt.ts).
 import { createHash } from 'node:crypto';
 import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
@@ -184,6 +185,18 @@ export type EndpointClosed = 'endpoint_disabled' | 'endpoint_deleted';
 export type DeliveryClosed = EndpointClosed | 'endpoint_unsubscribed';
 
 /**
+ * Why the endpoint (null: gone) no longer takes the delivery, or null when it does: what an
+ * attempt ends a delivery for (./attempt.ts), and what a background run ends one for when the
+ * endpoint's event types were cut (endPendingDeliveries), so that both give the same reason.
+ */
+export function closedReason(endpoint: WebhookEndpoint | null, delivery: WebhookDelivery): DeliveryClosed | null {
+  if (!endpoint) return 'endpoint_deleted';
+  if (!endpoint.enabled || disableGenerationOf(delivery) < disableGenerationOf(endpoint)) return 'endpoint_disabled';
+  if (!(endpoint.events as readonly string[]).includes(delivery.type)) return 'endpoint_unsubscribed';
+  return null;
+}
+
+/**
  * Closes a delivery, without a request (`reason` in its attempt log); false when it is no longer
  * pending or changed since it was read (compare-and-set) and nothing was written.
  */
@@ -209,28 +222,44 @@ const leased = (delivery: WebhookDelivery, now: Date): boolean =>
  */
 export const END_BATCH = 100;
 
+/** What a run of endPendingDeliveries ends of an endpoint's pending deliveries. */
+export interface Ending {
+  /**
+   * After a disable or a deletion: those whose disable generation is below `below` (the
+   * endpoint's after that change; Infinity for a deletion), with `reason`.
+   */
+  closed?: { reason: EndpointClosed; below: number };
+  /**
+   * After event types were taken out of the endpoint's events: those of a type it does not
+   * subscribe to, as each batch reads the endpoint (endpoint_unsubscribed). Read then rather than
+   * named by the change: a type subscribed to again meanwhile keeps its deliveries, as it would
+   * at their attempts.
+   */
+  unsubscribed?: boolean;
+}
+
 export interface EndingOptions {
   now: () => Date;
   /** Asked before each batch: true leaves the rest (the process stops; attempts end them as they fall due). */
   stopped: () => boolean;
-  /** Told how many deliveries each batch ended. */
-  onEnded?: (count: number) => void;
+  /** Told how many deliveries each batch ended, by reason. */
+  onEnded?: (reason: DeliveryClosed, count: number) => void;
 }
 
 /**
- * Ends the pending deliveries of an endpoint disabled or deleted (`reason` in their attempt log,
- * as an attempt finding it so would: abandon) whose disable generation is below `below`, the
- * endpoint's after that change (Infinity for a deletion), rather than when each next falls due.
- * Those made since carry `below` or more and are left: the endpoint may have been enabled again.
- * One made before the change but inserted after this run read past it is the attempt's to end
- * (./attempt.ts). Read over the `pending` index END_BATCH at a time, each ended by
- * compare-and-set, yielding to the event loop between batches: a backlog of any size never holds
- * the process. One taken by an attempt (leased) is left to that attempt: attemptWebhookDelivery
- * looks at the endpoint again once it recorded its outcome, and ends the delivery if it is still
- * pending. One that changed since it was read (an attempt took it) is left to its attempt the
- * same way. Returns how many it ended; a failed write throws once its batch has settled.
+ * Ends the endpoint's pending deliveries that `ending` names (`reason` in their attempt log, as
+ * an attempt finding the endpoint so would: abandon), rather than when each next falls due.
+ * After a disable, those made since carry `below` or more and are left: the endpoint may have
+ * been enabled again. One made before the change but inserted after this run read past it is
+ * the attempt's to end (./attempt.ts). Read over the `pending` index END_BATCH at a time, each
+ * ended by compare-and-set, yielding to the event loop between batches: a backlog of any size
+ * never holds the process. One taken by an attempt (leased) is left to that attempt:
+ * attemptWebhookDelivery looks at the endpoint again once it recorded its outcome, and ends the
+ * delivery if it is still pending. One that changed since it was read (an attempt took it) is
+ * left to its attempt the same way. Returns how many it ended; a failed write throws once its
+ * batch has settled.
  */
-export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, reason: EndpointClosed, below: number, options: EndingOptions): Promise<number> {
+export async function endPendingDeliveries(documents: DocumentStore, endpointId: string, ending: Ending, options: EndingOptions): Promise<number> {
   let ended = 0;
   let after: Record<string, string> | undefined;
   while (!options.stopped()) {
@@ -240,13 +269,28 @@ export async function endPendingDeliveries(documents: DocumentStore, endpointId:
       limit: END_BATCH,
       after,
     });
+    // After the batch, just before its writes: the types as close to those writes as an attempt reads them.
+    const endpoint = ending.unsubscribed && batch.length > 0 ? await endpointsOf(documents).get(endpointId) : null;
     const now = options.now();
-    const written = await Promise.allSettled(batch
-      .filter((delivery) => disableGenerationOf(delivery) < below && !leased(delivery, now))
-      .map((delivery) => abandon(documents, delivery, reason, now)));
-    const count = written.filter((w) => w.status === 'fulfilled' && w.value).length;
-    ended += count;
-    if (count > 0) options.onEnded?.(count);
+    const reasonFor = (delivery: WebhookDelivery): DeliveryClosed | null => {
+      if (ending.closed && disableGenerationOf(delivery) < ending.closed.below) return ending.closed.reason;
+      // Only unsubscribed: a disable or deletion meanwhile is its own run's to end, with its reason.
+      if (endpoint && closedReason(endpoint, delivery) === 'endpoint_unsubscribed') return 'endpoint_unsubscribed';
+      return null;
+    };
+    const ends = batch.flatMap((delivery) => {
+      const reason = leased(delivery, now) ? null : reasonFor(delivery);
+      return reason === null ? [] : [{ delivery, reason }];
+    });
+    const written = await Promise.allSettled(ends.map(({ delivery, reason }) => abandon(documents, delivery, reason, now)));
+    const counts = new Map<DeliveryClosed, number>();
+    written.forEach((w, i) => {
+      if (w.status === 'fulfilled' && w.value) counts.set(ends[i].reason, (counts.get(ends[i].reason) ?? 0) + 1);
+    });
+    for (const [reason, count] of counts) {
+      ended += count;
+      options.onEnded?.(reason, count);
+    }
     const failed = written.find((w) => w.status === 'rejected');
     if (failed) throw failed.reason;
     if (batch.length < END_BATCH) break;

@@ -9,7 +9,8 @@
 // (n < MAX_ENDPOINTS_PER_PROJECT) that a creation claims by inserting it (the store's unique
 // _id: atomic on every adapter, where compare-and-set across processes is not on all), and a
 // deletion frees. Disabling or deleting an endpoint ends its pending deliveries shortly after
-// the change is answered, in the background (./delivery-endings.ts).
+// the change is answered, in the background (./delivery-endings.ts), and taking event types out
+// of its events ends those of the types taken out the same way.
 import { randomBytes } from 'node:crypto';
 import { notFound, RelayError, validationError } from '../../../domain/errors.ts';
 import { isWebhookEventType, type WebhookEventType } from '../../../domain/webhooks/events.ts';
@@ -222,8 +223,10 @@ export async function updateEndpoint(
   const url = patch.url === undefined ? undefined : await checkedUrl(patch.url, policy);
   const events = patch.events === undefined ? undefined : checkedEvents(patch.events);
   const description = patch.description === undefined ? undefined : checkedDescription(patch.description);
+  let unsubscribed = false;
   const updated = await updateDocument(endpointsOf(documents), id, 'webhook endpoint', (current) => {
     const enabled = patch.enabled ?? current.enabled;
+    unsubscribed = events !== undefined && current.events.some((type) => !events.includes(type));
     return {
       ...current,
       ...(url !== undefined ? { url } : {}),
@@ -235,8 +238,10 @@ export async function updateEndpoint(
     };
   });
   // Its pending deliveries end shortly after, not when each next falls due; their generation keeps
-  // enabling it again from sending those not ended by then.
-  if (!updated.enabled) endings.start(id, 'endpoint_disabled', disableGenerationOf(updated));
+  // enabling it again from sending those not ended by then. Disabled, all of them end, whatever
+  // their types.
+  if (!updated.enabled) endings.start(id, { closed: { reason: 'endpoint_disabled', below: disableGenerationOf(updated) } });
+  else if (unsubscribed) endings.start(id, { unsubscribed: true });
   return updated;
 }
 
@@ -252,7 +257,7 @@ export async function deleteEndpoint(documents: DocumentStore, id: string, endin
   if (!endpoint || !(await endpointsOf(documents).delete(id))) throw notFound(`webhook endpoint ${id} not found`);
   if (endpoint.slot !== undefined) await freeSlot(documents, endpoint.slot, id);
   // Every one of them, whatever its generation: the endpoint never comes back.
-  endings.start(id, 'endpoint_deleted', Number.POSITIVE_INFINITY);
+  endings.start(id, { closed: { reason: 'endpoint_deleted', below: Number.POSITIVE_INFINITY } });
 }
 
 export async function ensureEndpointIndexes(documents: DocumentStore): Promise<void> {
