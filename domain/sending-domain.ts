@@ -5,6 +5,10 @@
 // Invalid input throws SendingDomainInputError; `field` names the offending input so an
 // HTTP layer can map it to a 422 on that property.
 import { domainToASCII, domainToUnicode } from 'node:url';
+import { canonicalHost } from './dns-names.ts';
+import { isSpf, spfPassMechanisms, walkSpf, type SpfAt } from './spf.ts';
+
+export { SPF_LOOKUP_LIMIT } from './spf.ts';
 
 export class SendingDomainInputError extends Error {
   readonly field: string;
@@ -216,10 +220,6 @@ export interface VerificationResult {
   checks: RecordCheck[];
 }
 
-function canonicalHost(name: string): string {
-  return name.trim().toLowerCase().replace(/\.$/, '');
-}
-
 type Judgement = Pick<RecordCheck, 'status' | 'message'>;
 
 /** Tag list per RFC 6376 3.2; null when malformed (no '=', or a tag given twice). */
@@ -276,31 +276,68 @@ function judgeDkim(record: DnsRecord, txt: string[]): Judgement {
   return { status: 'mismatch', message: `DKIM record at ${record.name} does not hold the expected public key` };
 }
 
-function isSpf(text: string): boolean {
-  // RFC 7208 4.5: exactly "v=spf1" followed by a space or the end, case-insensitively.
-  return /^v=spf1(?: |$)/i.test(text);
+/** What the answers say at each name, for the SPF walk. */
+function spfAtOf(answers: readonly DnsAnswer[]): SpfAt {
+  const byName = new Map<string, DnsAnswer>();
+  for (const answer of answers) if (answer.type === 'TXT') byName.set(canonicalHost(answer.name), answer);
+  return (name) => {
+    const answer = byName.get(canonicalHost(name));
+    if (answer === undefined) return undefined;
+    if (answer.kind === 'error') return { failed: { code: answer.code, message: answer.message } };
+    return { spf: answer.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')).filter(isSpf) : [] };
+  };
 }
 
-/** Mechanisms that authorise senders, stopping at "all": anything after it is never evaluated (RFC 7208 5.1). */
-function spfPassMechanisms(text: string): string[] {
-  const terms = text.trim().split(/\s+/).slice(1).map((t) => t.toLowerCase());
-  const out: string[] = [];
-  for (const term of terms) {
-    const bare = term.replace(/^[+\-~?]/, '');
-    if (bare === 'all') break;
-    if (term.startsWith('+') || bare === term) out.push(bare.replace(/\.$/, ''));
+/**
+ * The TXT lookups verification needs beyond `answers` to follow the include: and redirect=
+ * terms of the SPF records: the next record each walk reaches and has no answer for. Looking
+ * them up and asking again ends within SPF_LOOKUP_LIMIT rounds: each round's names are new,
+ * and a walk follows at most that many.
+ */
+export function spfLookupsNeeded(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): Array<Pick<DnsRecord, 'name' | 'type'>> {
+  const spfAt = spfAtOf(answers);
+  const needed = new Map<string, Pick<DnsRecord, 'name' | 'type'>>();
+  for (const record of records) {
+    if (record.type !== 'TXT' || record.purpose !== 'mail_from_spf') continue;
+    const answer = spfAt(record.name);
+    const spf = answer && 'spf' in answer ? answer.spf : [];
+    if (spf.length !== 1) continue;
+    for (const required of spfPassMechanisms(record.value)) {
+      const walk = walkSpf(record.name, spf[0], required, spfAt);
+      if (walk.kind === 'needs') needed.set(walk.name, { name: walk.name, type: 'TXT' });
+    }
   }
-  return out;
+  return [...needed.values()];
 }
 
-function judgeSpf(record: DnsRecord, txt: string[]): Judgement {
+function judgeSpf(record: DnsRecord, txt: string[], spfAt: SpfAt): Judgement {
   const spf = txt.filter(isSpf);
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) record at ${record.name}` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.name}; receivers treat that as a permanent error (RFC 7208 4.5): keep one` };
-  const have = new Set(spfPassMechanisms(spf[0]));
-  const lacking = spfPassMechanisms(record.value).filter((m) => !have.has(m));
-  if (lacking.length > 0) return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${lacking.join(' ')} (before any "all")` };
-  return { status: 'ok', message: `SPF at ${record.name} authorises ${spfPassMechanisms(record.value).join(' ')}` };
+  const reached: string[] = [];
+  const lacking: string[] = [];
+  for (const required of spfPassMechanisms(record.value)) {
+    const walk = walkSpf(record.name, spf[0], required, spfAt);
+    switch (walk.kind) {
+      case 'pass':
+        reached.push(walk.via.length === 0 ? required : `${required} through ${walk.via.join(', then ')}`);
+        break;
+      case 'passAll':
+      case 'noMatch':
+        lacking.push(required);
+        break;
+      case 'broken': {
+        const why = walk.permerror ? ', which receivers answer with a permanent error (RFC 7208)' : `; authorise ${required} without it`;
+        return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${required}: ${walk.reason}${why}` };
+      }
+      case 'failed':
+        return { status: 'error', message: `Looking up TXT ${walk.name} (for ${walk.term} in the SPF of ${record.name}) failed (${walk.code}): ${walk.message}` };
+      case 'needs':
+        return { status: 'error', message: `TXT ${walk.name} (in the SPF of ${record.name}) was not looked up` };
+    }
+  }
+  if (lacking.length > 0) return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${lacking.join(' ')} (before any "all", following include: and redirect=)` };
+  return { status: 'ok', message: `SPF at ${record.name} authorises ${reached.join(' ')}` };
 }
 
 function judgeDmarc(record: DnsRecord, txt: string[]): Judgement {
@@ -318,15 +355,15 @@ function judgeMx(record: DnsRecord, mx: Array<{ exchange: string; priority: numb
   return { status: 'mismatch', message: `MX at ${record.name} does not point to ${want}` };
 }
 
-function judge(record: DnsRecord, answer: DnsAnswer | undefined): Judgement & { found: string[] } {
+function judge(record: DnsRecord, answer: DnsAnswer | undefined, spfAt: SpfAt): Judgement & { found: string[] } {
   const what = `${record.type} ${record.name}`;
   if (!answer) return { status: 'error', found: [], message: `${what} was not looked up` };
   if (answer.kind === 'error') return { status: 'error', found: [], message: `Looking up ${what} failed (${answer.code}): ${answer.message}` };
-  const judged = judgeAnswer(record, answer);
+  const judged = judgeAnswer(record, answer, spfAt);
   return answer.kind === 'nxdomain' ? { ...judged, message: `${judged.message} (the name does not exist in DNS)` } : judged;
 }
 
-function judgeAnswer(record: DnsRecord, answer: DnsAnswer): Judgement & { found: string[] } {
+function judgeAnswer(record: DnsRecord, answer: DnsAnswer, spfAt: SpfAt): Judgement & { found: string[] } {
   if (record.type === 'MX') {
     const mx = answer.kind === 'answer' && answer.type === 'MX' ? answer.mx : [];
     return { ...judgeMx(record, mx), found: mx.map((m) => `${m.priority} ${canonicalHost(m.exchange)}`) };
@@ -336,16 +373,20 @@ function judgeAnswer(record: DnsRecord, answer: DnsAnswer): Judgement & { found:
   switch (record.purpose) {
     case 'dkim': return { ...judgeDkim(record, txt), found: txt };
     case 'dmarc': return { ...judgeDmarc(record, txt), found: txt };
-    default: return { ...judgeSpf(record, txt), found: txt };
+    default: return { ...judgeSpf(record, txt, spfAt), found: txt };
   }
 }
 
-/** Compares the records a domain needs with what DNS returned for each of their names and types. */
+/**
+ * Compares the records a domain needs with what DNS returned for each of their names and types,
+ * and for the names the SPF record's include: and redirect= lead to (spfLookupsNeeded).
+ */
 export function evaluateVerification(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): VerificationResult {
   const byKey = new Map<string, DnsAnswer>();
   for (const answer of answers) byKey.set(`${answer.type} ${canonicalHost(answer.name)}`, answer);
+  const spfAt = spfAtOf(answers);
   const checks = records.map((record): RecordCheck => {
-    const judgement = judge(record, byKey.get(`${record.type} ${canonicalHost(record.name)}`));
+    const judgement = judge(record, byKey.get(`${record.type} ${canonicalHost(record.name)}`), spfAt);
     return {
       purpose: record.purpose,
       name: record.name,

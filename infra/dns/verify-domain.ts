@@ -1,9 +1,18 @@
 // Checks a sending domain's DNS against the records Relay asked its owner to publish.
-import { evaluateVerification, requiredRecords } from '../../domain/sending-domain.ts';
+import { SPF_LOOKUP_LIMIT, evaluateVerification, requiredRecords, spfLookupsNeeded } from '../../domain/sending-domain.ts';
 import type { SendingDomainSettings, VerificationResult } from '../../domain/sending-domain.ts';
 import type { DnsLookup } from '../ports/dns.ts';
 
 export async function verifySendingDomain(settings: SendingDomainSettings, lookup: DnsLookup): Promise<VerificationResult> {
   const records = requiredRecords(settings);
-  return evaluateVerification(records, await lookup.lookupRecords(records));
+  const answers = await lookup.lookupRecords(records);
+  // Each round looks up the records the SPF record's include: and redirect= lead to next. The
+  // rule never follows more than SPF_LOOKUP_LIMIT of them; the bound also ends the rounds when a
+  // lookup answers for other names than asked (a record still unanswered is judged an error).
+  for (let round = 0; round < SPF_LOOKUP_LIMIT; round++) {
+    const needed = spfLookupsNeeded(records, answers);
+    if (needed.length === 0) break;
+    answers.push(...(await lookup.lookupRecords(needed)));
+  }
+  return evaluateVerification(records, answers);
 }
