@@ -299,12 +299,14 @@ cli('refused operator tasks exit 1 with the error code and message', async ({ da
   }
 });
 
-cli('setup checks every flag before writing anything: a bad --domain leaves no user behind', async ({ dataDir }) => {
+cli('setup checks every flag before writing anything: a bad --domain, or one too long for its records, leaves no user behind', async ({ dataDir }) => {
   const env = { RELAY_DATA_DIR: dataDir };
   const setup = (extra: string[]) => relay(['setup', '--json', '--trust-domain', '--email', 'ops@acme.test', '--password', PASSWORD, ...extra], env);
   const refusals: Array<[string[], RegExp]> = [
     [['--domain', 'not a domain'], /validation_error: --domain "not a domain"/],
     [['--domain', '192.0.2.1'], /validation_error: --domain "192\.0\.2\.1" looks like an IP address/],
+    // A DNS name whose record names (<selector>._domainkey.<domain>, 16-character selectors) would not be.
+    [['--domain', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(26)}.example`], /validation_error: --domain is 226 characters; a sending domain may have at most 225/],
     [['--workspace', '   '], /validation_error: --workspace must be 1 to 100 characters/],
     [['--project', 'p'.repeat(101)], /validation_error: --project must be 1 to 100 characters/],
     [['--workspace', 'Evil\u001b[2J'], /validation_error: --workspace must not contain control characters/],

@@ -8,6 +8,7 @@ import { CSV_COLUMNS, TIME_FORMS, csvRow, parseBound, readGlobalOrder, redactEve
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { isOutputClosed, lineWriter } from './output.ts';
+import { printable, printableJson } from './printable.ts';
 import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
 
 const POSITION_FORMAT = [
@@ -66,7 +67,7 @@ export async function events(args: string[]): Promise<number> {
   if (args[0] === 'schema') {
     if (args.length > 1) return refuse('events schema takes no arguments');
     // The event catalog needs no store: it is generated from the event schemas.
-    console.log(JSON.stringify(asyncApiDocument(), null, 2));
+    console.log(printableJson(asyncApiDocument(), 2));
     return 0;
   }
   if (args[0] === 'export') return exportEvents(args.slice(1));
@@ -108,7 +109,7 @@ export async function events(args: string[]): Promise<number> {
   if (!stores) return 1;
   const shape = (e: StoredEvent) => {
     const read = values.upcast ? upcastStored(e) : e;
-    return JSON.stringify(values.redact ? redactEvent(read) : read);
+    return printableJson(values.redact ? redactEvent(read) : read);
   };
   const write = lineWriter(process.stdout);
   try {
@@ -249,7 +250,7 @@ async function exportEvents(args: string[]): Promise<number> {
       for (const stored of batch) {
         const event = upcastStored(stored);
         const shaped = values.redact ? redactEvent(event) : event;
-        await write(format === 'csv' ? csvRow(shaped) : JSON.stringify(shaped));
+        await write(format === 'csv' ? printable(csvRow(shaped, printableJson)) : printableJson(shaped));
       }
       count += batch.length;
       last = batch[batch.length - 1];

@@ -15,14 +15,14 @@ import { setWorkspaceActivation, setWorkspaceAllowances, workspacesOf } from '..
 import { UsageLedger } from '../services/usage-ledger.ts';
 import { asksForHelp, type Command } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
-import { printable } from './printable.ts';
+import { printable, printableJson } from './printable.ts';
 
 const EXIT_USAGE = 2;
 const EXIT_NOT_VERIFIED = 3;
 
 /** Lines for the operator's terminal: names, messages and DNS answers come from customers. */
 const err = (line: string) => process.stderr.write(`${printable(line)}\n`);
-const out = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+const out = (value: unknown) => process.stdout.write(`${printableJson(value, 2)}\n`);
 
 class UsageError extends Error {}
 /** No Relay to act on; openExistingStores said why. */

@@ -14,7 +14,7 @@ import {
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
-import { printable } from './printable.ts';
+import { printable, printableJson } from './printable.ts';
 
 const USAGE = [
   'usage: relay parked list [--processor NAME] [--limit N] [--json]',
@@ -69,7 +69,7 @@ export async function parked(args: string[]): Promise<number> {
     if (values.limit !== undefined && !/^[1-9]\d{0,3}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1 to 9999, got ${JSON.stringify(values.limit)}`);
     return withStores(await openExistingStores(loadConfig()), async (stores) => {
       const found = await listParked(stores.documents, { processor: values.processor, limit: Number(values.limit ?? 100) });
-      if (values.json) console.log(JSON.stringify({ parked: found.map(view) }));
+      if (values.json) console.log(printableJson({ parked: found.map(view) }));
       else if (found.length === 0) console.error(values.processor ? `(no parked events of ${values.processor})` : '(no parked events)');
       else for (const p of found) console.log(line(p));
       return 0;
@@ -123,7 +123,7 @@ async function storedEvent(stores: StoresWithoutLog, parked: ParkedEvent): Promi
 
 async function retry(stores: Stores, parked: ParkedEvent, waitSeconds: number, json: boolean): Promise<number> {
   const report = (outcome: 'applied' | 'failed' | 'sent' | 'pending', message: string, error?: string) => {
-    if (json) console.log(JSON.stringify({ id: parked._id, outcome, ...(error ? { error } : {}) }));
+    if (json) console.log(printableJson({ id: parked._id, outcome, ...(error ? { error } : {}) }));
     else (outcome === 'failed' || outcome === 'pending' ? console.error : console.log)(printable(message));
   };
   const event = await storedEvent(stores, parked);

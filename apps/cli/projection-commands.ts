@@ -10,6 +10,7 @@ import { RebuildRefusedError, rebuildProjection, scratchCollectionProblem, type 
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
+import { printableJson } from './printable.ts';
 
 export function progressBar(stream: NodeJS.WriteStream) {
   let last = 0;
@@ -119,7 +120,7 @@ export async function projections(args: string[]): Promise<number> {
       return 1;
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    if (values.json) console.log(JSON.stringify({ projection: name, ...result, seconds: Number(seconds) }));
+    if (values.json) console.log(printableJson({ projection: name, ...result, seconds: Number(seconds) }));
     else {
       for (const scratch of result.resumed) console.error(`finished first the catch-up ${scratch} owed after its swap`);
       const skipped = result.skipped > 0 ? `; ${result.skipped} event${result.skipped === 1 ? '' : 's'} could not be applied and were skipped` : '';
@@ -146,7 +147,7 @@ async function listScratchCollections(json: boolean): Promise<number> {
     if (json) {
       for (const r of list) {
         const owed = r.state === 'swapped' ? { swappedAt: r.swappedAt, catchUpAfter: r.catchUpAfter ?? null } : {};
-        console.log(JSON.stringify({ collection: r._id, projection: r.projection, state: r.state, createdAt: r.createdAt, builtAt: r.builtAt, ...owed }));
+        console.log(printableJson({ collection: r._id, projection: r.projection, state: r.state, createdAt: r.createdAt, builtAt: r.builtAt, ...owed }));
       }
     } else if (list.length === 0) console.error('(no scratch collections)');
     else {

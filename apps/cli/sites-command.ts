@@ -6,7 +6,7 @@ import { loadConfig } from '../../infra/config.ts';
 import { siteSnapshots, type SiteSnapshot } from '../services/delivery/sites.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
-import { printable } from './printable.ts';
+import { printable, printableJson } from './printable.ts';
 
 const USAGE = [
   'usage: relay sites [--json]',
@@ -50,7 +50,7 @@ export async function sites(args: string[]): Promise<number> {
       void _v;
       return s;
     });
-    if (json) for (const s of snapshots) console.log(JSON.stringify(s));
+    if (json) for (const s of snapshots) console.log(printableJson(s));
     else console.log(snapshots.length === 0 ? 'no sites yet: a sender reports its sites every few seconds once it sends' : sitesTable(snapshots));
     return 0;
   } finally {

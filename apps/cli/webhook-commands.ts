@@ -3,7 +3,7 @@ import { loadConfig } from '../../infra/config.ts';
 import { endpointView, listEndpoints } from '../services/webhooks/endpoints.ts';
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
-import { printable } from './printable.ts';
+import { printable, printableJson } from './printable.ts';
 
 const USAGE = 'usage: relay webhooks list <projectId> [--json]   a project\'s webhook endpoints (secrets are never shown)';
 
@@ -22,7 +22,7 @@ export async function webhooks(args: string[]): Promise<number> {
   if (!stores) return 1;
   try {
     const endpoints = (await listEndpoints(stores.documents, projectId)).map(endpointView);
-    if (json) console.log(JSON.stringify({ endpoints }));
+    if (json) console.log(printableJson({ endpoints }));
     else if (endpoints.length === 0) console.error(`(project ${projectId} has no webhook endpoints)`);
     // The URL is the customer's.
     else for (const e of endpoints) console.log(printable(`${e.id}  ${e.enabled ? 'enabled ' : 'disabled'}  ${e.url}  ${e.events.join(',')}`));

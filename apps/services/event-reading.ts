@@ -284,16 +284,17 @@ export function redactEvent(event: StoredEvent): StoredEvent {
 /** CSV of events (RFC 4180): one row per event, the data as a JSON cell. */
 export const CSV_COLUMNS = ['position', 'recordedAt', 'streamId', 'revision', 'id', 'type', 'schemaVersion', 'correlationId', 'causationId', 'occurredAt', 'data'] as const;
 
-const cell = (value: unknown): string => {
-  const text = value === null || value === undefined ? '' : typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+const cell = (value: unknown, json: (value: unknown) => string): string => {
+  const text = value === null || value === undefined ? '' : typeof value === 'string' ? value : typeof value === 'object' ? json(value) : String(value);
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 };
 
-export function csvRow(event: StoredEvent): string {
+/** `json` writes the data cell: the caller's, so that what it escapes for its reader still parses as JSON. */
+export function csvRow(event: StoredEvent, json: (value: unknown) => string): string {
   const m = event.metadata ?? {};
   const values: Record<(typeof CSV_COLUMNS)[number], unknown> = {
     position: event.position, recordedAt: event.recordedAt, streamId: event.streamId, revision: event.revision, id: event.id, type: event.type,
     schemaVersion: m.schemaVersion ?? 1, correlationId: m.correlationId, causationId: m.causationId, occurredAt: event.data.occurredAt, data: event.data,
   };
-  return CSV_COLUMNS.map((c) => cell(values[c])).join(',');
+  return CSV_COLUMNS.map((c) => cell(values[c], json)).join(',');
 }

@@ -111,30 +111,39 @@ export async function findDomainByName(documents: DocumentStore, workspaceId: st
   return domain ?? null;
 }
 
+function checkRecordNames(name: string, selector: string, field: string): void {
+  try {
+    checkRecordNamesFit(name, selector, MAIL_FROM_SUBDOMAIN, field);
+  } catch (error) {
+    if (error instanceof SendingDomainInputError) throw validationError(error.message);
+    throw error;
+  }
+}
+
+/**
+ * The name createDomain would store `input` under, or its refusal (400), with no key made and
+ * nothing stored, so a caller can refuse a name before any write of its own. The record names
+ * built from the domain (<selector>._domainkey.<domain>, bounce.<domain>) must be DNS names too;
+ * every selector newDkimSelector makes has the same length as the key's.
+ */
+export function newSendingDomainName(input: string, now: Date, field = 'body.name'): string {
+  const name = normalizeSendingDomainName(input, field);
+  checkRecordNames(name, newDkimSelector(now), field);
+  return name;
+}
+
 export async function createDomain(
   documents: DocumentStore,
   input: { workspaceId: string; name: string },
   now: Date,
   secrets: SecretBox,
 ): Promise<SendingDomain> {
-  const name = normalizeSendingDomainName(input.name);
-  // Refused before a key is made or anything stored: the record names built from the domain
-  // (<selector>._domainkey.<domain>, bounce.<domain>) must be DNS names too. Every selector
-  // newDkimSelector makes has the same length; the real one is checked again below.
-  const fits = (selector: string) => {
-    try {
-      checkRecordNamesFit(name, selector, MAIL_FROM_SUBDOMAIN, 'body.name');
-    } catch (error) {
-      if (error instanceof SendingDomainInputError) throw validationError(error.message);
-      throw error;
-    }
-  };
-  fits(newDkimSelector(now));
+  const name = newSendingDomainName(input.name, now);
   const taken = () => conflict(`the domain ${name} already exists in this workspace`);
   // Checked first only to spare a key generation; the unique index is what decides a race.
   if (await findDomainByName(documents, input.workspaceId, name)) throw taken();
   const key = await generateDkimKeyPair({ now });
-  fits(key.selector);
+  checkRecordNames(name, key.selector, 'body.name');
   const domain: SendingDomain = {
     _id: newId('dom'),
     workspaceId: input.workspaceId,

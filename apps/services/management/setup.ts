@@ -11,7 +11,7 @@ import type { DnsLookup } from '../../../infra/ports/dns.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { createApiKey } from './api-keys.ts';
 import {
-  connectDomain, createDomain, domainView, findDomainByName, markDomainVerified, normalizeSendingDomainName, verifyDomain, type DomainRecordView,
+  connectDomain, createDomain, domainView, findDomainByName, markDomainVerified, newSendingDomainName, verifyDomain, type DomainRecordView,
 } from './domains.ts';
 import { ensureManagementIndexes } from './indexes.ts';
 import { normalizeName } from './names.ts';
@@ -99,19 +99,20 @@ async function ensureUser(deps: SetupDeps, options: SetupOptions): Promise<{ use
 }
 
 /**
- * What setup refuses about its input, checked before the first write: a typo in --domain
- * must not leave a new user, workspace and project behind. Messages name the flags. (A weak
- * password is refused by createUser, which is itself the first write.)
+ * What setup refuses about its input, checked before the first write: a typo in --domain, or a
+ * name too long for its DNS records, must not leave a new user, workspace and project behind.
+ * Messages name the flags. (A weak password is refused by createUser, which is itself the first
+ * write.)
  */
-function checkOptions(options: SetupOptions): void {
+function checkOptions(options: SetupOptions, now: Date): void {
   normalizeUserEmail(options.email);
   normalizeName(options.workspace, '--workspace');
   normalizeName(options.project, '--project');
-  normalizeSendingDomainName(options.domain, '--domain');
+  newSendingDomainName(options.domain, now, '--domain');
 }
 
 export async function runSetup(deps: SetupDeps, options: SetupOptions): Promise<SetupOutcome> {
-  checkOptions(options);
+  checkOptions(options, deps.now());
   await ensureManagementIndexes(deps.documents);
   const { user, generatedPassword } = await ensureUser(deps, options);
   let progress: Progress;
