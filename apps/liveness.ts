@@ -1,6 +1,7 @@
 // The liveness of every long-running part of a process (infra/liveness.ts has the shape), and
 // the one rule that judges it, for /readyz, /metrics and the log alike (the stores' rule too:
-// judgeStore, watchStoreWrites). A part is not ready when it
+// judgeStore, watchStoreWrites, and withThreadWrites for a store another thread of the process
+// writes on connections of its own). A part is not ready when it
 //   - has stopped (asked to, or ended by a fatal error),
 //   - has been recovering for `stuckAfterMs` (its reads or writes keep failing), or
 //   - has had work waiting for `stuckAfterMs` (default 60 s) and made no progress in that
@@ -89,34 +90,75 @@ export async function judgeStore(store: JudgedStore): Promise<StoreVerdict> {
   return { ready, reason: ready ? null : store.writeFailure?.() ?? `its ping failed or did not answer within ${PING_TIMEOUT_MS / 1000} s` };
 }
 
-/** How often watchStoreWrites looks: it reads what each store remembers, no I/O. */
+/** How often watchStoreWrites and followStoreWrites look: they read what each store remembers, no I/O. */
 export const STORE_WATCH_MS = 1_000;
 
 /**
- * Logs each store whose writes start failing (error, once per cause: `stores` names them, the
- * reason is the store's own) and each that takes writes again (info), looking every `everyMs`
- * at what the store remembers (writeFailure), so a failure shows in the log when it happens,
- * not only when /readyz or a scrape asks. Stores that cannot tell are left alone. Returns stop.
+ * Calls `onChange` for each store whose write failure (writeFailure) turns to another reason or
+ * back to null, looking every `everyMs` at what the store remembers; a store failing at the
+ * first look counts as a change. Stores that cannot tell are left alone. Returns stop.
  */
-export function watchStoreWrites(stores: Record<string, JudgedStore>, logger: Logger, everyMs = STORE_WATCH_MS): () => void {
-  const told = new Map<string, string>();
+export function followStoreWrites(stores: Record<string, JudgedStore>, onChange: (store: string, reason: string | null) => void, everyMs = STORE_WATCH_MS): () => void {
+  const known = new Map<string, string>();
   const look = () => {
     for (const [store, judged] of Object.entries(stores)) {
       const reason = judged.writeFailure?.() ?? null;
-      const before = told.get(store) ?? null;
-      if (reason === before) continue;
-      if (reason === null) {
-        told.delete(store);
-        logger.info({ store }, `${store} takes writes again`);
-      } else {
-        told.set(store, reason);
-        logger.error({ store, reason }, `${store} takes no writes: ${reason}; /readyz answers 503 and relay_store_ready{store="${store}"} is 0 while it lasts`);
-      }
+      if (reason === (known.get(store) ?? null)) continue;
+      if (reason === null) known.delete(store);
+      else known.set(store, reason);
+      onChange(store, reason);
     }
   };
   const timer = setInterval(look, everyMs);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/**
+ * Logs each store whose writes start failing (error, once per cause: `stores` names them, the
+ * reason is the store's own) and each that takes writes again (info), so a failure shows in the
+ * log when it happens, not only when /readyz or a scrape asks (followStoreWrites). Returns stop.
+ */
+export function watchStoreWrites(stores: Record<string, JudgedStore>, logger: Logger, everyMs = STORE_WATCH_MS): () => void {
+  return followStoreWrites(stores, (store, reason) => {
+    if (reason === null) logger.info({ store }, `${store} takes writes again`);
+    else logger.error({ store, reason }, `${store} takes no writes: ${reason}; /readyz answers 503 and relay_store_ready{store="${store}"} is 0 while it lasts`);
+  }, everyMs);
+}
+
+/** A store's writes as another thread of the process sees them on its own connections (the pipeline thread). */
+export interface ThreadStoreWrites {
+  /** Which thread, as the reason names it. */
+  thread: string;
+  /** Why the thread's writes to the store fail, as it last said (it looks every STORE_WATCH_MS); null when they do not. */
+  failure(): string | null;
+  /** The thread's ping of the store (a write of its own while its writes fail, as judgeStore's): whether it takes writes now. */
+  ping(): Promise<boolean>;
+}
+
+/**
+ * A store as judgeStore and watchStoreWrites see it when another thread writes to it too: not
+ * ready while either thread's writes fail. The other thread's store is pinged only while it says
+ * its writes fail, which is how its readiness comes back without traffic, as this thread's does.
+ * While both threads' writes fail, the reason is that of the thread whose writes failed first,
+ * so that one failure of the file (a held lock, a full disk) is one cause, told once.
+ */
+export function withThreadWrites(store: JudgedStore, other: ThreadStoreWrites): JudgedStore {
+  let first: 'here' | 'there' | null = null;
+  return {
+    async ping() {
+      const [here, there] = await Promise.all([store.ping(), other.failure() === null ? true : other.ping()]);
+      return here && there;
+    },
+    writeFailure() {
+      const here = store.writeFailure?.() ?? null;
+      const failure = other.failure();
+      const there = failure === null ? null : `${other.thread}: ${failure}`;
+      if (here === null && there === null) first = null;
+      else if ((first === 'here' ? here : first === 'there' ? there : null) === null) first = here !== null ? 'here' : 'there';
+      return first === 'here' ? here : there;
+    },
+  };
 }
 
 /** A status within PROBE_TIMEOUT_MS; past it, what is known without the probe, with work taken as waiting. */

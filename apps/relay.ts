@@ -11,13 +11,13 @@ import { startProcessor, type ProcessorPolicy, type RunningProcessor } from './p
 import { PROCESSORS, processorNamed, type ProcessorName } from './processors/registry.ts';
 import { startRetention } from './pipeline/retention.ts';
 import { Liveness } from '../infra/liveness.ts';
-import { judgeStore, PartsLiveness, watchStoreWrites, type JudgedStore } from './liveness.ts';
+import { judgeStore, PartsLiveness, watchStoreWrites, withThreadWrites, type JudgedStore } from './liveness.ts';
 import {
   countingAppends, createRelayMetrics, FEEDBACK_EFFECTS, INBOUND_REFUSAL_REASONS, listenForMetrics, type RelayMetrics, type RetentionKind, type StoreLabel,
 } from './relay-metrics.ts';
 import { REPORT_OUTCOMES } from '../domain/feedback/classify.ts';
 import type { PruneReport } from './services/operational-retention.ts';
-import { startPipelineThread, type PipelineThread } from './pipeline/pipeline-thread.ts';
+import { startPipelineThread, type PipelineThread, type ThreadStore } from './pipeline/pipeline-thread.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
 import { AdmissionFlow, slowestGroupBacklog } from './services/admission-flow.ts';
@@ -252,15 +252,23 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   // the thread's own registry.
   if (!options.inThread) metrics.registry.collect(() => liveness.publish(metrics.parts));
   // The stores /readyz checks, judged alike for relay_store_ready at each scrape (the log only
-  // where /readyz checks it: a process that uses it), and their writes watched for the log.
+  // where /readyz checks it: a process that uses it), and their writes watched for the log. The
+  // pipeline thread writes to them on connections of its own: its writes failing (a lock, a full
+  // disk seen by its writes only) makes them not ready as this thread's do.
+  const written = (store: ThreadStore, judged: JudgedStore): JudgedStore => (threaded.length === 0 ? judged : withThreadWrites(judged, {
+    thread: 'pipeline thread',
+    failure: () => pipeline?.writeFailure(store) ?? null,
+    ping: () => pipeline?.pingStore(store) ?? Promise.resolve(true),
+  }));
+  const writtenStores = { event_store: written('event_store', stores.events), document_store: written('document_store', stores.documents) };
   const checksLog = parts.some((part) => part !== 'api');
-  const checkedStores: Partial<Record<StoreLabel, JudgedStore>> = { event_store: stores.events, document_store: stores.documents, ...(checksLog ? { log: stores.log } : {}) };
+  const checkedStores: Partial<Record<StoreLabel, JudgedStore>> = { ...writtenStores, ...(checksLog ? { log: stores.log } : {}) };
   let stopStoreWatch: (() => void) | null = null;
   if (!options.inThread) {
     metrics.registry.collect(async () => {
       await Promise.all(Object.entries(checkedStores).map(async ([store, judged]) => metrics.storeReady(store as StoreLabel).set((await judgeStore(judged)).ready ? 1 : 0)));
     });
-    stopStoreWatch = watchStoreWrites({ event_store: stores.events, document_store: stores.documents }, logger);
+    stopStoreWatch = watchStoreWrites(writtenStores, logger);
   }
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
@@ -283,6 +291,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         now,
         metrics,
         admissionFlow,
+        judgedStores: { events: writtenStores.event_store, documents: writtenStores.document_store },
         // Every long-running part, judged by one rule (apps/liveness.ts; apps/api/plugins/health.ts
         // says what turns /readyz to 503 and what does not); the reason is in the warn log too.
         readiness: async () => {

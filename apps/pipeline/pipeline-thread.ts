@@ -2,8 +2,16 @@
 // worker thread (./pipeline-thread-entry.ts) with store connections of their own, as a process
 // of their own would in distributed mode; the API and inbound SMTP keep the main thread. The
 // two threads talk only to report: the parts' liveness for /readyz, the thread's metrics for
-// /metrics (its appended events among them), and stop. Work reaches the pipeline through the stores alone, and the embedded
-// stores' wake-ups cross threads (infra/sqlite/change-signal.ts: wakeOtherThreads).
+// /metrics (its appended events among them), its stores' write failures for /readyz,
+// relay_store_ready and the log (apps/liveness.ts withThreadWrites), and stop. Work reaches the
+// pipeline through the stores alone, and the embedded stores' wake-ups cross threads
+// (infra/sqlite/change-signal.ts: wakeOtherThreads).
+//
+// A write failure (a lock held past the busy timeout, a full disk, a failed sync) is a state of
+// the connection that saw it, so the thread's own are told as they change (it looks every
+// STORE_WATCH_MS, apps/liveness.ts followStoreWrites) rather than asked for: the main thread's
+// log line comes when the failure does, not at the next /readyz or scrape. The thread pings its
+// store (its write of its own) only when the main thread judges a store whose writes it said fail.
 //
 // The thread is a part itself (`pipeline-thread`, infra/liveness.ts): each answer it gives is
 // progress; one not given within ANSWER_TIMEOUT_MS makes it `recovering` (its event loop is
@@ -28,6 +36,10 @@ export interface PipelineThread {
   liveness: Liveness;
   /** The thread's metrics (its parts' counters and gauges); null when it did not answer in time. */
   metrics(): Promise<RegistrySnapshot | null>;
+  /** Why the thread's writes to the store fail, as it said last (it looks every second); null when they do not. */
+  writeFailure(store: ThreadStore): string | null;
+  /** The thread's ping of the store (a write of its own while its writes fail); false when it did not answer in time. */
+  pingStore(store: ThreadStore): Promise<boolean>;
   /** Stops the parts (consumer positions committed, stores closed) and ends the thread. */
   stop(): Promise<void>;
 }
@@ -39,16 +51,26 @@ export interface PipelineHooks {
   abandon?: AbortSignal;
 }
 
+/** The stores whose writes the thread reports (on the embedded file the log writes on the event store's connection). */
+export type ThreadStore = 'event_store' | 'document_store';
+
 /** Messages from the thread. */
 export type FromPipeline =
   | { kind: 'ready' }
   | { kind: 'failed'; message: string; stack?: string }
   | { kind: 'parts-status'; id: number; parts: Record<string, PartStatus> }
   | { kind: 'metrics'; id: number; snapshot: RegistrySnapshot }
+  /** Its writes to the store fail for this reason from now on, or (null) take writes again. */
+  | { kind: 'store-writes'; store: ThreadStore; failure: string | null }
+  | { kind: 'store-ping'; id: number; ready: boolean }
   | { kind: 'stopped' };
 
 /** Messages to the thread. */
-export type ToPipeline = { kind: 'parts-status'; id: number } | { kind: 'metrics'; id: number } | { kind: 'stop' };
+export type ToPipeline =
+  | { kind: 'parts-status'; id: number }
+  | { kind: 'metrics'; id: number }
+  | { kind: 'store-ping'; id: number; store: ThreadStore }
+  | { kind: 'stop' };
 
 export interface PipelineThreadData {
   config: RelayConfig;
@@ -74,6 +96,8 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
   const liveness = new Liveness();
   // What the thread said last; each part as just started until it first answers.
   let known: Record<string, PartStatus> = Object.fromEntries(parts.map((p) => [p, liveness.snapshot()]));
+  // Why the thread's writes to each store fail, as it said last; none once it has ended.
+  const writeFailures = new Map<ThreadStore, string>();
   // Every listener is added now: a thread that ends can have its last messages and its exit
   // emitted in one go, before a listener added after an await would exist.
   let starting: { resolve(): void; reject(error: Error): void } | null = null;
@@ -92,9 +116,12 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
       starting = null;
     } else if (message.kind === 'failed') {
       failStart(Object.assign(new Error(message.message), { stack: message.stack }));
-    } else if (message.kind === 'parts-status' || message.kind === 'metrics') {
-      asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.parts);
+    } else if (message.kind === 'parts-status' || message.kind === 'metrics' || message.kind === 'store-ping') {
+      asked.get(message.id)?.(message.kind === 'metrics' ? message.snapshot : message.kind === 'store-ping' ? message.ready : message.parts);
       asked.delete(message.id);
+    } else if (message.kind === 'store-writes') {
+      if (message.failure === null) writeFailures.delete(message.store);
+      else writeFailures.set(message.store, message.failure);
     } else if (message.kind === 'stopped') {
       // Its start given up: what it started is stopped, its stores closed (a store still
       // opening is let go with the thread).
@@ -118,6 +145,7 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
     liveness.stopped(stopping ? undefined : error);
     const gone = liveness.snapshot();
     known = Object.fromEntries(parts.map((p) => [p, { ...gone, error: stopping ? null : `the pipeline thread ended: ${error.message}` }]));
+    writeFailures.clear();
     for (const answer of asked.values()) answer(undefined);
     asked.clear();
     failStart(new Error(`the pipeline thread ended while starting (exit code ${code})`));
@@ -135,7 +163,7 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
    * Asks the thread; undefined when it is stopping, has ended or does not answer within the
    * timeout. Each answer is the thread's progress; no answer in time, a failure.
    */
-  function ask<T>(kind: 'parts-status' | 'metrics'): Promise<T | undefined> {
+  function ask<T>(question: { kind: 'parts-status' } | { kind: 'metrics' } | { kind: 'store-ping'; store: ThreadStore }): Promise<T | undefined> {
     if (stopping) return Promise.resolve(undefined);
     const id = nextId++;
     return new Promise((resolve) => {
@@ -149,14 +177,17 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
         if (answer !== undefined) liveness.progress('answer');
         resolve(answer as T | undefined);
       });
-      worker.postMessage({ kind, id } satisfies ToPipeline);
+      worker.postMessage({ ...question, id } satisfies ToPipeline);
     });
   }
 
   return {
     liveness,
-    partsStatus: async () => (known = await ask<Record<string, PartStatus>>('parts-status') ?? known),
-    metrics: async () => await ask<RegistrySnapshot>('metrics') ?? null,
+    partsStatus: async () => (known = await ask<Record<string, PartStatus>>({ kind: 'parts-status' }) ?? known),
+    metrics: async () => await ask<RegistrySnapshot>({ kind: 'metrics' }) ?? null,
+    writeFailure: (store) => writeFailures.get(store) ?? null,
+    // No answer (a thread that is blocked, stopping or gone) does not say its writes go through.
+    pingStore: async (store) => await ask<boolean>({ kind: 'store-ping', store }) ?? false,
     async stop() {
       if (!stopping) {
         stopping = true;

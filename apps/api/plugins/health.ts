@@ -3,8 +3,8 @@
 //
 // What turns /readyz to 503: a store that does not answer or takes no writes (`stores.<store>.reason`
 // says why when the store knows: the embedded store on a full disk, after a failed sync, or with
-// its write lock held by another process past the busy timeout; apps/liveness.ts judgeStore, the
-// rule relay_store_ready shows too), or a part of this process (the
+// its write lock held by another process past the busy timeout, whichever of `relay start`'s
+// threads wrote; apps/liveness.ts judgeStore, the rule relay_store_ready shows too), or a part of this process (the
 // forwarder, a processor or its dispatcher, retention, inbound, a worker thread, the pipeline
 // thread) that apps/liveness.ts judges not ready: it stopped, it has been recovering for 60 s,
 // or it has had work waiting and made no progress for 60 s (a processor also when it held one
@@ -40,8 +40,8 @@ export async function healthRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     const timeout = <T>(p: Promise<T>, fallback: T) =>
       Promise.race([p.catch(() => fallback), new Promise<T>((r) => setTimeout(() => r(fallback), 2000).unref())]);
     const [eventStore, documentStore, parts, parked] = await Promise.all([
-      judgeStore(ctx.events),
-      judgeStore(ctx.documents),
+      judgeStore(ctx.judgedStores?.events ?? ctx.events),
+      judgeStore(ctx.judgedStores?.documents ?? ctx.documents),
       timeout(ctx.readiness(), { checks: { readiness: false }, parts: {} } as Readiness),
       timeout(countParked(ctx.documents, PARKING_NAMES), null),
     ]);
