@@ -27,6 +27,10 @@
 //   relay_delivery_attempts_total, relay_delivery_latency_seconds                 the sender (apps/services/delivery/outcome-report.ts)
 //   relay_webhook_attempts_total                                                  the webhooks dispatcher
 //   relay_dispatch_run_failures_total  by part: the parts with a dispatcher (sender, webhooks), from 0 at their start
+//   relay_worker_thread_start_failures_total, relay_worker_pool_start_failing
+//                                   by pool (compose, template_rendering, template_compilation): threads that
+//                                   failed to start, and whether the pool is refusing its jobs for that now
+//                                   (apps/worker-thread-reports.ts); made at a pool's first failure
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
 //                                   FORWARDER_LAG_CAP): any process shows it, also while the forwarder is down;
@@ -259,6 +263,8 @@ export interface RelayMetrics {
    * is run again after a back-off; the loop goes on, so without this only the log would tell.
    */
   dispatchRunFailures(part: string): CounterChild;
+  /** Worker-thread pools whose threads fail to start (apps/worker-thread-reports.ts). */
+  workerThreads: { startFailures(pool: string): CounterChild; startFailing(pool: string): GaugeChild };
   /**
    * Another registry of the same families to show on this page (the pipeline thread's; its
    * `collector` label, default pipeline_thread), asked at each scrape; null when it could not
@@ -376,6 +382,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     'Webhook delivery attempts, by result: 2xx, 3xx, 4xx, 5xx, or timeout, connection_refused, connection_reset, tls_error, dns_failure, unsafe_destination, network_error, signing_failed, endpoint_disabled, endpoint_deleted, endpoint_unsubscribed.', ['result']);
   const runFailures = registry.counter('relay_dispatch_run_failures_total',
     'Runs of due items that threw before they rescheduled their item, or ended without rescheduling it (either way retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
+  const threadStartFailures = registry.counter('relay_worker_thread_start_failures_total',
+    'Worker threads that failed to start (their module did not load, or the system refused a thread), by pool (compose, template_rendering, template_compilation).', ['pool']);
+  const poolStartFailing = registry.gauge('relay_worker_pool_start_failing',
+    '1 while the pool\'s last thread start failed: its jobs are refused at once (template sends answer 503) while it tries again with a back-off; 0 once one starts.', ['pool']);
   const up = registry.gauge('relay_metrics_collector_up',
     '1 when the collector read its values for this scrape, 0 when it failed or timed out (pipeline_thread: the pipeline thread did not answer in time, and its last answer is shown).', ['collector']);
   if (options.process !== false) processMetrics(registry);
@@ -448,6 +458,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     },
     webhookAttempts: byValue(webhookAttempts),
     dispatchRunFailures: byValue(runFailures),
+    workerThreads: { startFailures: byValue(threadStartFailures), startFailing: byValue(poolStartFailing) },
     include(source, collector = 'pipeline_thread') {
       const status = up.labels(collector);
       let last: RegistrySnapshot | null = null;

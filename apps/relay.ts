@@ -22,6 +22,7 @@ import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
 import { AdmissionFlow, slowestGroupBacklog } from './services/admission-flow.ts';
 import { emailsOf } from './services/email-stream.ts';
+import { threadStartReport } from './worker-thread-reports.ts';
 import { prepareStores } from './services/prepare-stores.ts';
 import type { Services } from './services/services.ts';
 import { startDomainRecheck } from './services/domain-recheck.ts';
@@ -224,7 +225,10 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
     }),
   });
   // A refused secret key must not leave the store connections holding the process open.
-  const opened = await openServices(config, stores, logger).catch(async (error) => {
+  // One registry per process: `relay start` shows every part on one page.
+  // On the pipeline thread, the process's own metrics are the main thread's to report.
+  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, events: stores.events, namespace: config.logNamespace }, { process: !options.inThread });
+  const opened = await openServices(config, stores, logger, (pool) => threadStartReport(pool, logger, metrics.workerThreads)).catch(async (error) => {
     await stores.close();
     throw error;
   });
@@ -236,9 +240,6 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   const liveness = new PartsLiveness({ stuckAfterMs: options.processorPolicy?.stuckAfterMs, logger, expected: parts.filter((part) => part !== 'api') });
   let api: FastifyInstance | null = null;
   let url: string | null = null;
-  // One registry per process: `relay start` shows every part on one page.
-  // On the pipeline thread, the process's own metrics are the main thread's to report.
-  const metrics = createRelayMetrics({ log: stores.log, documents: stores.documents, events: stores.events, namespace: config.logNamespace }, { process: !options.inThread });
   // The pipeline thread's appends too, in its own registry: /metrics adds in its snapshot.
   const events = countingAppends(stores.events, metrics);
   // The email streams append through the counting store: /metrics counts their events.

@@ -28,6 +28,7 @@ import { mtaStsPolicyStore } from './services/mta-sts-policies.ts';
 import { SiteRegistry } from './services/delivery/sites.ts';
 import { DEFAULT_SITE_LIMITS, limitsFor } from '../domain/delivery/sites.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
+import type { ThreadStartReport } from '../infra/threads/thread-starts.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
@@ -177,8 +178,13 @@ export const policiesOf = (config: Pick<RelayConfig, 'deliveryRetryScale' | 'web
  * The services of one process. Per process: the rate limiter keeps slot hints and the ledger
  * folded usage; both are only caches in front of the shared stores.
  */
-/** `log`: where the mail transports tell of connections they gave up on (the process's logger). */
-export async function openServices(config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>, log?: SessionLog): Promise<Services> {
+/**
+ * `log`: where the mail transports tell of connections they gave up on (the process's logger).
+ * `threadStarts`: the report of each worker-thread pool (by name) whose threads fail to start.
+ */
+export async function openServices(
+  config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>, log?: SessionLog, threadStarts?: (pool: string) => ThreadStartReport,
+): Promise<Services> {
   const secrets = await openSecretBox(config);
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = outboxDirOf(config);
@@ -186,10 +192,10 @@ export async function openServices(config: RelayConfig, stores: Pick<Stores, 'ev
   let mx: MxDelivery | null = null;
   let sites: SiteRegistry | null = null;
   const openMx = () => (mx ??= openMxDelivery(config, stores.documents, log));
-  const composer = new ComposePool({ threads: config.composeThreads });
+  const composer = new ComposePool({ threads: config.composeThreads, ...(threadStarts ? { onThreadStart: threadStarts('compose') } : {}) });
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
-  const templates = new TemplateThreads({ timeLimitMs: config.templateTimeLimitMs });
+  const templates = new TemplateThreads({ timeLimitMs: config.templateTimeLimitMs, ...(threadStarts ? { onThreadStart: threadStarts } : {}) });
   return {
     policies,
     emails: emailsOf(stores.events, policies),

@@ -14,6 +14,12 @@
 // Threads start on first use and are unref'd while idle, so an idle pool keeps no process
 // alive and a process that never sends never starts one.
 //
+// A thread that ends before it said it loaded failed to start (its module threw, the system
+// would not give a thread): starting another at once for each batch would fail the same way as
+// fast as batches come. Instead every job queued or held fails at once (ComposeThreadStartError,
+// retried by the sender as a lost thread is), new ones are refused the same way, and one thread
+// is tried again after a back-off (infra/threads/thread-starts.ts) until one loads.
+//
 // Liveness (infra/liveness.ts): each answer of a thread is progress; a thread lost makes the
 // pool `recovering` until the next answer; work waits while a job is queued or composing,
 // so a thread that never answers shows as stuck.
@@ -21,6 +27,7 @@ import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
 import { composeMessage, type ComposedMessage, type ComposeInput } from './compose.ts';
 import type { ComposeReply, ComposeRequest, ComposeResult } from './compose-worker.ts';
+import { StartFailures, type ThreadStartReport } from '../threads/thread-starts.ts';
 
 /** The most jobs one message carries: a thread that is handed more keeps its callers waiting for all of them. */
 const MAX_BATCH = 16;
@@ -30,6 +37,8 @@ export interface ComposePoolOptions {
   threads: number;
   /** The thread's entry module (tests give one that can be made to crash). */
   workerUrl?: URL;
+  /** Told when threads fail to start and when one starts again after failures. */
+  onThreadStart?: ThreadStartReport;
 }
 
 export type Compose = (input: ComposeInput) => Promise<ComposedMessage>;
@@ -47,6 +56,8 @@ interface Thread {
   jobs: Map<number, Job>;
   /** Settles once the thread has loaded its modules (or died trying). */
   ready: Promise<void>;
+  /** Whether it said it loaded. */
+  loaded: boolean;
 }
 
 const WORKER_URL = new URL('./compose-worker.ts', import.meta.url);
@@ -57,6 +68,9 @@ const WORKER_URL = new URL('./compose-worker.ts', import.meta.url);
  */
 export class ComposeThreadLostError extends Error {}
 
+/** No compose thread could start: the message was not composed; the pool tries again with a back-off. */
+export class ComposeThreadStartError extends ComposeThreadLostError {}
+
 export class ComposePool {
   readonly threads: number;
   readonly liveness = new Liveness();
@@ -66,11 +80,15 @@ export class ComposePool {
   #nextId = 1;
   #closed = false;
   #dispatching = false;
+  #retry: NodeJS.Timeout | null = null;
+  /** Threads that failed to start, and the streak under way. */
+  readonly starts: StartFailures;
 
   constructor(options: ComposePoolOptions) {
     if (!Number.isInteger(options.threads) || options.threads < 0) throw new Error(`compose threads must be a whole number ≥ 0, got ${options.threads}`);
     this.threads = options.threads;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
+    this.starts = new StartFailures(options.onThreadStart);
     this.liveness.probeWaiting(async () => this.#queue.length > 0 || [...this.#running].some((t) => t.jobs.size > 0));
   }
 
@@ -78,6 +96,7 @@ export class ComposePool {
   readonly compose: Compose = (input) => {
     if (this.#closed) return Promise.reject(new Error('the compose pool is closed'));
     if (this.threads === 0) return composeMessage(input);
+    if (this.starts.failing && !this.#anyLoaded()) return Promise.reject(this.#startError());
     return new Promise<ComposedMessage>((resolve, reject) => {
       this.#queue.push({ id: this.#nextId++, input, resolve, reject });
       if (this.#dispatching) return;
@@ -95,7 +114,9 @@ export class ComposePool {
    * transaction (a claim older than the grace period is taken for a crashed sender's).
    */
   async warm(): Promise<void> {
-    while (!this.#closed && this.#running.size < this.threads) this.#start();
+    while (!this.#closed && !this.starts.failing && this.#running.size < this.threads) {
+      if (!this.#start()) break;
+    }
     await Promise.all([...this.#running].map((thread) => thread.ready));
   }
 
@@ -109,6 +130,8 @@ export class ComposePool {
     if (this.#closed) return;
     this.#closed = true;
     this.liveness.stopped();
+    if (this.#retry) clearTimeout(this.#retry);
+    this.#retry = null;
     const closed = new Error('the compose pool is closed');
     for (const job of this.#queue.splice(0)) job.reject(closed);
     const threads = [...this.#running];
@@ -125,8 +148,10 @@ export class ComposePool {
       let thread: Thread | undefined;
       for (const t of this.#running) if (t.jobs.size === 0) { thread = t; break; }
       if (!thread) {
-        if (this.#running.size >= this.threads) return;
-        thread = this.#start();
+        // While starts fail, only the retry's back-off starts a thread.
+        if (this.#running.size >= this.threads || this.starts.failing) return;
+        thread = this.#start() ?? undefined;
+        if (!thread) return;
       }
       this.#run(thread, this.#queue.splice(0, Math.min(MAX_BATCH, Math.ceil(this.#queue.length / this.threads))));
     }
@@ -159,18 +184,31 @@ export class ComposePool {
     this.#dispatch();
   }
 
-  #start(): Thread {
-    // Named for `top -H` and the benches' per-thread CPU (/proc/<pid>/task/*/comm).
-    const worker = new Worker(this.#workerUrl, { name: 'relay-compose' });
+  /** A new thread; null when none could be made (the jobs were failed). */
+  #start(): Thread | null {
+    let worker: Worker;
+    try {
+      // Named for `top -H` and the benches' per-thread CPU (/proc/<pid>/task/*/comm).
+      worker = new Worker(this.#workerUrl, { name: 'relay-compose' });
+    } catch (error) {
+      this.#startFailed(error instanceof Error ? error : new Error(String(error)), []);
+      return null;
+    }
     let loaded!: () => void;
-    const thread: Thread = { worker, jobs: new Map(), ready: new Promise<void>((resolve) => (loaded = resolve)) };
+    const thread: Thread = { worker, jobs: new Map(), ready: new Promise<void>((resolve) => (loaded = resolve)), loaded: false };
     this.#running.add(thread);
     worker.once('exit', () => loaded());
     worker.on('message', (reply: ComposeReply | { ready: true }) => {
       if ('ready' in reply) {
         // Held open while it loads (warm() may be all the process waits for), then let go.
         if (thread.jobs.size === 0) worker.unref();
+        thread.loaded = true;
         loaded();
+        if (this.starts.failing) {
+          this.starts.started();
+          this.liveness.succeeded('thread');
+        }
+        this.#dispatch();
         return;
       }
       if (!this.#running.has(thread)) return;
@@ -203,8 +241,38 @@ export class ComposePool {
     const jobs = [...thread.jobs.values()];
     thread.jobs.clear();
     void thread.worker.terminate();
+    if (!thread.loaded && !this.#closed) {
+      this.#startFailed(cause, jobs);
+      return;
+    }
     if (!this.#closed) this.liveness.failed(new Error(`a compose thread stopped: ${cause.message}`, { cause }), 'thread');
     for (const job of jobs) job.reject(new ComposeThreadLostError(`the compose thread stopped while composing this message: ${cause.message}`, { cause }));
     this.#dispatch();
+  }
+
+  /** A thread failed to start: every job fails now, and one thread is tried again after the back-off. */
+  #startFailed(cause: Error, held: Job[]): void {
+    const retryInMs = this.starts.failed(cause);
+    this.liveness.failed(new Error(`a compose thread could not start: ${cause.message}`, { cause }), 'thread');
+    const error = this.#startError();
+    // Queued jobs wait for a thread that still runs, if there is one.
+    for (const job of [...held, ...(this.#anyLoaded() ? [] : this.#queue.splice(0))]) job.reject(error);
+    if (this.#retry) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      if (!this.#closed && this.#running.size < this.threads) this.#start();
+    }, retryInMs);
+    // A pool nobody uses keeps trying, but keeps no process alive.
+    this.#retry.unref();
+  }
+
+  #anyLoaded(): boolean {
+    for (const thread of this.#running) if (thread.loaded) return true;
+    return false;
+  }
+
+  #startError(): ComposeThreadStartError {
+    const cause = this.starts.lastError;
+    return new ComposeThreadStartError(`no compose thread could start${cause ? `: ${cause.message}` : ''}; trying again`, { cause });
   }
 }

@@ -17,7 +17,8 @@
 // subject and bodies come back (test/bench/render.bench.ts measures it).
 import { RelayError } from '../../domain/errors.ts';
 import type { TemplateVariables } from '../../domain/templates/variables.ts';
-import { WorkerBudgetError, WorkerOutOfMemoryError, WorkerQueue, WorkerQueueFullError, WorkerWaitError } from '../threads/worker-queue.ts';
+import { WorkerBudgetError, WorkerOutOfMemoryError, WorkerQueue, WorkerQueueFullError, WorkerStartError, WorkerWaitError } from '../threads/worker-queue.ts';
+import type { ThreadStartReport } from '../threads/thread-starts.ts';
 import type { RenderedEmail, TemplateSource } from './template-renderer.ts';
 import type { TemplateJob, TemplateReply } from './template-worker.ts';
 
@@ -39,7 +40,12 @@ export interface TemplateThreadsOptions {
   timeLimitMs: number;
   /** Each thread's heap, MB; TEMPLATE_THREAD_HEAP_MB unless a test makes it small. */
   heapMb?: number;
+  /** Told when a queue's threads fail to start and when one starts again (the process logs and counts it). */
+  onThreadStart?: (pool: TemplatePool) => ThreadStartReport;
 }
+
+/** The two queues, as logs and metrics name them. */
+export type TemplatePool = 'template_compilation' | 'template_rendering';
 
 export interface CompiledSummary { variables: string[]; mjml: boolean }
 export interface Rendering { variables: string[]; rendered: RenderedEmail }
@@ -99,11 +105,15 @@ export class TemplateThreads {
     this.heapMb = options.heapMb ?? TEMPLATE_THREAD_HEAP_MB;
     this.maxWaitMs = Math.max(options.timeLimitMs, MIN_WAIT_MS);
     const common = { workerUrl: WORKER_URL, budgetMs: options.timeLimitMs, maxWaitMs: this.maxWaitMs, maxHeapMb: this.heapMb };
+    const reportOf = (pool: TemplatePool) => (options.onThreadStart ? { onThreadStart: options.onThreadStart(pool) } : {});
     // Authors' work gives way to requests (sends among them) when the cores are contended.
     this.#authoring = new WorkerQueue({
       ...common, maxWaiting: MAX_WAITING_AUTHORING, maxWaitingPerTenant: MAX_WAITING_AUTHORING_PER_WORKSPACE, niceIncrement: 5, name: 'template compilation',
+      ...reportOf('template_compilation'),
     });
-    this.#sending = new WorkerQueue({ ...common, maxWaiting: MAX_WAITING_SENDS, maxWaitingPerTenant: MAX_WAITING_SENDS_PER_WORKSPACE, name: 'template rendering' });
+    this.#sending = new WorkerQueue({
+      ...common, maxWaiting: MAX_WAITING_SENDS, maxWaitingPerTenant: MAX_WAITING_SENDS_PER_WORKSPACE, name: 'template rendering', ...reportOf('template_rendering'),
+    });
   }
 
   /** The template work of one workspace (its id). */
@@ -175,6 +185,8 @@ export class TemplateThreads {
       if (error instanceof WorkerBudgetError) throw refused('time');
       // Its thread was ended and is replaced, as when the time limit stops it.
       if (error instanceof WorkerOutOfMemoryError) throw refused('memory');
+      // Not the caller's template: the log says why (the first failure, at error).
+      if (error instanceof WorkerStartError) throw new RelayError('service_unavailable', 'templates are unavailable: no template thread could start; retry in 5 seconds', { retryAfterSeconds: 5 });
       if (error instanceof WorkerWaitError) {
         throw new RelayError('service_unavailable', `templates are busy: this request waited ${this.maxWaitMs / 1000} s for a template thread; retry in 1 second`, { retryAfterSeconds: 1 });
       }

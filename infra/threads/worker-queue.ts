@@ -17,9 +17,16 @@
 // The pool is made on first use, and its one thread is kept (piscina replaces a stopped thread
 // only up to minThreads); jobs are handed to it one at a time, so piscina's own queue stays
 // empty. An idle thread keeps no process alive. The thread's module default-exports
-// workerTask(handler) (below), which says when it starts each job.
+// workerTask(handler) (below), which says when it has loaded and when it starts each job.
+//
+// A thread that ends before it said it loaded failed to start (its module threw, the system
+// would not give a thread): piscina would not start another until a job came, and the job
+// already handed to it would wait for ever. So the pool is dropped, the running and waiting
+// jobs fail at once with WorkerStartError, new ones are refused the same way, and a new pool is
+// tried after a back-off (./thread-starts.ts) until one's thread loads.
 import { parentPort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
+import { StartFailures, type ThreadStartReport } from './thread-starts.ts';
 
 /**
  * The young generation of a thread given a heap limit, MB. Node ends a thread that reaches its
@@ -48,6 +55,8 @@ export interface WorkerQueueOptions {
   niceIncrement?: number;
   /** Names the work in errors ("password hashing"). */
   name: string;
+  /** Told when threads fail to start and when one starts again after failures. */
+  onThreadStart?: ThreadStartReport;
 }
 
 export interface RunOptions {
@@ -67,6 +76,13 @@ export class WorkerWaitError extends WorkerQueueFullError {
     this.maxWaitMs = maxWaitMs;
   }
 }
+
+/**
+ * No thread could start (its module failed to load, or the system refused a thread): the job
+ * was not run. The queue tries again with a back-off; the caller should answer "unavailable,
+ * retry".
+ */
+export class WorkerStartError extends WorkerQueueFullError {}
 
 /** The job ran past its budget and was stopped. */
 export class WorkerBudgetError extends Error {
@@ -104,6 +120,8 @@ interface Running<In, Out> {
   abort: AbortController;
   timer: ReturnType<typeof setTimeout> | null;
   overBudget: boolean;
+  /** Its thread ended before it loaded. */
+  startFailed: boolean;
 }
 
 export class WorkerQueue<In, Out> {
@@ -118,6 +136,15 @@ export class WorkerQueue<In, Out> {
   #running: Running<In, Out> | null = null;
   #nextId = 1;
   #closed = false;
+  /** Whether the pool's thread said it loaded since the last one was lost. */
+  #loaded = false;
+  /** Set from a thread's failed start until the next try: no job goes to a pool meanwhile. */
+  #startBroken = false;
+  /** What ended the last thread (piscina tells it after the thread is gone). */
+  #lastThreadError: Error | null = null;
+  #retry: ReturnType<typeof setTimeout> | null = null;
+  /** Threads that failed to start, and the streak under way. */
+  readonly starts: StartFailures;
   /** Times a job was stopped for its budget (for tests and metrics). */
   budgetStops = 0;
   /** Times a job ended its thread by running out of memory. */
@@ -134,6 +161,7 @@ export class WorkerQueue<In, Out> {
   constructor(options: WorkerQueueOptions) {
     this.#options = options;
     this.#perTenant = options.maxWaitingPerTenant ?? options.maxWaiting;
+    this.starts = new StartFailures(options.onThreadStart);
   }
 
   /** Jobs queued or running. */
@@ -149,6 +177,7 @@ export class WorkerQueue<In, Out> {
   async runPrepared(prepare: () => In, options: RunOptions = {}): Promise<Out> {
     const { name, maxWaiting, maxWaitMs } = this.#options;
     if (this.#closed) throw new Error(`${name}: the worker queue is closed`);
+    if (this.starts.failing && !this.#startBroken) throw this.#startError();
     const tenant = options.tenant ?? '';
     if (this.#running) {
       if (this.#waiting >= maxWaiting) throw new WorkerQueueFullError(`${name}: ${maxWaiting} jobs are already waiting`);
@@ -169,6 +198,8 @@ export class WorkerQueue<In, Out> {
   /** Stops the thread; jobs queued or running fail. */
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#retry) clearTimeout(this.#retry);
+    this.#retry = null;
     for (const line of this.#lines.values()) {
       for (const entry of line) {
         if (entry.deadline) clearTimeout(entry.deadline);
@@ -200,7 +231,11 @@ export class WorkerQueue<In, Out> {
 
   /** Starts the next tenant's oldest job when the thread is free. */
   #next(): void {
-    if (this.#running || this.#closed) return;
+    if (this.#running || this.#closed || this.#startBroken || this.starts.failing) return;
+    if (this.#turns.size === 0) return;
+    const pool = this.#poolOf();
+    // Its thread could not be made: the jobs were refused.
+    if (!pool) return;
     const tenant = this.#turns.values().next();
     if (tenant.done) return;
     this.#turns.delete(tenant.value);
@@ -209,7 +244,7 @@ export class WorkerQueue<In, Out> {
     if (line.length === 0) this.#lines.delete(tenant.value);
     this.#waiting--;
     if (entry.deadline) clearTimeout(entry.deadline);
-    const running: Running<In, Out> = { entry, abort: new AbortController(), timer: null, overBudget: false };
+    const running: Running<In, Out> = { entry, abort: new AbortController(), timer: null, overBudget: false, startFailed: false };
     this.#running = running;
     const finish = () => {
       if (running.timer) clearTimeout(running.timer);
@@ -226,7 +261,7 @@ export class WorkerQueue<In, Out> {
       entry.reject(error);
       return;
     }
-    this.#poolOf().run({ id: entry.id, job }, { signal: running.abort.signal, transferList: entry.transferList }).then(
+    pool.run({ id: entry.id, job }, { signal: running.abort.signal, transferList: entry.transferList }).then(
       (value) => {
         finish();
         entry.resolve(value);
@@ -242,6 +277,10 @@ export class WorkerQueue<In, Out> {
 
   #failure(running: Running<In, Out>, error: unknown): unknown {
     const { name, budgetMs, maxHeapMb } = this.#options;
+    if (running.startFailed) {
+      if (error instanceof Error) this.#lastThreadError ??= error;
+      return this.#startError();
+    }
     if (running.overBudget) {
       this.threadGeneration++;
       return new WorkerBudgetError(`${name} took longer than ${budgetMs} ms`, budgetMs!);
@@ -254,19 +293,36 @@ export class WorkerQueue<In, Out> {
     return error;
   }
 
-  #poolOf(): Piscina<WorkerTask<In>, Out> {
+  /** The pool, made (its thread starting) if there is none; null when even that failed. */
+  #poolOf(): Piscina<WorkerTask<In>, Out> | null {
     if (this.#pool) return this.#pool;
     const { maxHeapMb } = this.#options;
-    const pool = new Piscina<WorkerTask<In>, Out>({
-      filename: this.#options.workerUrl.href,
-      minThreads: 1,
-      maxThreads: 1,
-      concurrentTasksPerWorker: 1,
-      niceIncrement: this.#options.niceIncrement ?? 0,
-      recordTiming: false,
-      ...(maxHeapMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: maxHeapMb, maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }),
-    });
-    pool.on('message', (message: { started?: number }) => {
+    let pool: Piscina<WorkerTask<In>, Out>;
+    try {
+      pool = new Piscina<WorkerTask<In>, Out>({
+        filename: this.#options.workerUrl.href,
+        minThreads: 1,
+        maxThreads: 1,
+        concurrentTasksPerWorker: 1,
+        niceIncrement: this.#options.niceIncrement ?? 0,
+        recordTiming: false,
+        ...(maxHeapMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: maxHeapMb, maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }),
+      });
+    } catch (error) {
+      this.#startBroken = true;
+      this.#lastThreadError = error instanceof Error ? error : new Error(String(error));
+      this.#startFailed();
+      return null;
+    }
+    this.#loaded = false;
+    this.#lastThreadError = null;
+    pool.on('message', (message: { started?: number; loaded?: true }) => {
+      if (pool !== this.#pool) return;
+      if (message.loaded) {
+        this.#loaded = true;
+        this.starts.started();
+        return;
+      }
       const running = this.#running;
       if (message.started === undefined || running?.entry.id !== message.started) return;
       const budgetMs = this.#options.budgetMs;
@@ -277,16 +333,69 @@ export class WorkerQueue<In, Out> {
         running.abort.abort();
       }, budgetMs);
     });
-    pool.on('error', () => {
-      // A thread that died between jobs: piscina replaces it for the next one.
+    pool.on('error', (error: Error) => {
+      // A thread that died between jobs: piscina replaces it for the next one (workerDestroy
+      // below tells a thread that never loaded).
+      // A thread that never loaded is told of after its pool was dropped (workerDestroy comes first).
+      if (pool === this.#pool || (this.#startBroken && this.#pool === null)) this.#lastThreadError = error;
+    });
+    pool.on('workerDestroy', () => {
+      if (pool !== this.#pool || this.#closed) return;
+      if (this.#loaded) {
+        // A thread that ran was lost (its budget, its heap, a crash): its replacement must load.
+        this.#loaded = false;
+        return;
+      }
+      this.#pool = null;
+      this.#startBroken = true;
+      this.threadGeneration++;
+      if (this.#running) this.#running.startFailed = true;
+      // The running job's task is failed by this; piscina names the cause only after this event.
+      void pool.destroy();
+      setImmediate(() => this.#startFailed());
     });
     this.#pool = pool;
     return pool;
   }
+
+  /** A thread failed to start: every job fails now, and a new pool is tried after the back-off. */
+  #startFailed(): void {
+    if (this.#closed) return;
+    const retryInMs = this.starts.failed(this.#lastThreadError ?? new Error('the thread ended before it loaded'));
+    this.#startBroken = false;
+    const error = this.#startError();
+    for (const line of this.#lines.values()) {
+      for (const entry of line) {
+        if (entry.deadline) clearTimeout(entry.deadline);
+        entry.reject(error);
+      }
+    }
+    this.#lines.clear();
+    this.#turns.clear();
+    this.#waiting = 0;
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      if (this.#closed) return;
+      // Starts a thread and waits for it to load (or fail) before any job is let through.
+      this.#poolOf();
+    }, retryInMs);
+    // A pool nobody uses keeps trying, but keeps no process alive.
+    this.#retry.unref();
+  }
+
+  #startError(): WorkerStartError {
+    const cause = this.starts.lastError ?? this.#lastThreadError;
+    return new WorkerStartError(`${this.#options.name}: no thread could start${cause ? `: ${cause.message}` : ''}; trying again`, { cause });
+  }
 }
 
-/** The thread side: `export default workerTask(handler)`; tells the queue when each job starts. */
+/**
+ * The thread side: `export default workerTask(handler)`, after everything else the module does at
+ * load (the call tells the queue the thread started); tells it too when each job starts.
+ */
 export function workerTask<In, Out>(handle: (job: In) => Out | Promise<Out>): (task: WorkerTask<In>) => Promise<Out> {
+  // Called as the module loads: the queue counts on this thread from now on.
+  parentPort?.postMessage({ loaded: true });
   return async ({ id, job }) => {
     parentPort?.postMessage({ started: id });
     return handle(job);
