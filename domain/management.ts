@@ -182,11 +182,37 @@ export interface StoredRecordCheck {
  * the operator's current mail host (domain/sending-domain.ts requiredRecords), so a changed
  * RELAY_MAIL_HOST shows up at once in what customers are asked to publish.
  */
+/**
+ * A DKIM key made by a rotation (domain/dkim-rotation.ts) and not signing yet: its record is to
+ * be published, and the key takes over once DNS shows it.
+ */
+export interface PendingDkimKey {
+  selector: string;
+  publicKeyBase64: string;
+  /** Sealed as the active key is (apps/services/dkim-key-vault.ts). */
+  privateKeySealed: string;
+  startedAt: string;
+  /** The last DNS check of its record; null before the first. */
+  check: StoredRecordCheck | null;
+  checkedAt: string | null;
+}
+
+/**
+ * A key that signed until a rotation completed. Only its public half is kept: nothing signs with
+ * it again, and its selector is never handed out again (its record may still be published).
+ */
+export interface RetiredDkimKey {
+  selector: string;
+  publicKeyBase64: string;
+  retiredAt: string;
+}
+
 export interface SendingDomain {
   _id: string;
   workspaceId: string;
   /** Canonical ASCII name (punycode), lower case, no trailing dot. */
   name: string;
+  /** The active key: what mail is signed with, and what verification and the re-check ask DNS for. */
   dkimSelector: string;
   dkimPublicKeyBase64: string;
   /**
@@ -196,6 +222,10 @@ export interface SendingDomain {
   dkimPrivateKeySealed: string;
   /** Domains created before keys were sealed; sealed and removed at the next start. */
   dkimPrivateKeyPem?: string;
+  /** A rotation under way; null or absent when none is (domain/dkim-rotation.ts). */
+  dkimRotation?: PendingDkimKey | null;
+  /** Keys earlier rotations retired, newest first. */
+  dkimRetiredKeys?: RetiredDkimKey[];
   /** Label(s) before the domain forming the envelope sender domain, e.g. "bounce". */
   mailFromSubdomain: string;
   status: DomainStatus;

@@ -74,6 +74,11 @@ function normalizeLabels(input: string, field: string): string {
   return name;
 }
 
+/** A DKIM selector: one or more DNS labels, lower-cased (what requiredRecords accepts). */
+export function normalizeDkimSelector(input: string, field = 'dkimSelector'): string {
+  return normalizeLabels(input, field);
+}
+
 export type DnsRecordType = 'TXT' | 'MX';
 export type RecordPurpose = 'dkim' | 'mail_from_mx' | 'mail_from_spf' | 'dmarc';
 
@@ -153,10 +158,23 @@ export function checkRecordNamesFit(domain: string, dkimSelector: string, mailFr
   }
 }
 
+/** The TXT record publishing one DKIM key: `<selector>._domainkey.<domain>`. */
+export function dkimRecord(domainName: string, dkimSelector: string, dkimPublicKeyBase64: string): DnsRecord {
+  const domain = normalizeDomainName(domainName, 'domain');
+  const selector = normalizeLabels(dkimSelector, 'dkimSelector');
+  const key = normalizeDkimKey(dkimPublicKeyBase64);
+  return {
+    name: checkedName(`${selector}._domainkey.${domain}`, 'dkimSelector'),
+    type: 'TXT',
+    value: `v=DKIM1; k=rsa; p=${key}`,
+    purpose: 'dkim',
+    required: true,
+  };
+}
+
 export function requiredRecords(settings: SendingDomainSettings): DnsRecord[] {
+  const dkim = dkimRecord(settings.domain, settings.dkimSelector, settings.dkimPublicKeyBase64);
   const domain = normalizeDomainName(settings.domain, 'domain');
-  const selector = normalizeLabels(settings.dkimSelector, 'dkimSelector');
-  const key = normalizeDkimKey(settings.dkimPublicKeyBase64);
   const mailFrom = checkedName(`${normalizeLabels(settings.mailFromSubdomain, 'mailFromSubdomain')}.${domain}`, 'mailFromSubdomain');
   const mxHost = normalizeDomainName(settings.mxHost, 'mxHost');
   const mechanism = settings.spfInclude === undefined
@@ -165,13 +183,7 @@ export function requiredRecords(settings: SendingDomainSettings): DnsRecord[] {
   const all = settings.spfAll ?? '~all';
   if (all !== '~all' && all !== '-all') throw new SendingDomainInputError('spfAll', 'spfAll must be "~all" or "-all"');
   return [
-    {
-      name: checkedName(`${selector}._domainkey.${domain}`, 'dkimSelector'),
-      type: 'TXT',
-      value: `v=DKIM1; k=rsa; p=${key}`,
-      purpose: 'dkim',
-      required: true,
-    },
+    dkim,
     { name: mailFrom, type: 'MX', value: mxHost, priority: MAIL_FROM_MX_PRIORITY, purpose: 'mail_from_mx', required: true },
     { name: mailFrom, type: 'TXT', value: `v=spf1 ${mechanism} ${all}`, purpose: 'mail_from_spf', required: true },
     { name: `_dmarc.${domain}`, type: 'TXT', value: RECOMMENDED_DMARC, purpose: 'dmarc', required: false },

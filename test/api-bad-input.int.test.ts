@@ -146,6 +146,9 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/v1/workspaces/:workspaceId/domains', auth: 'session', params: (f) => ({ workspaceId: f.workspaceId }) },
   { method: 'GET', path: '/v1/domains/:id', auth: 'session', params: (f) => ({ id: f.domainId }) },
   { method: 'POST', path: '/v1/domains/:id/verify', auth: 'session', params: (f) => ({ id: f.domainId }) },
+  // Started, then cancelled: the cancel finds the rotation the start made.
+  { method: 'POST', path: '/v1/domains/:id/dkim-rotation', auth: 'session', params: (f) => ({ id: f.domainId }), body: () => ({ selector: 'rotated2027' }) },
+  { method: 'DELETE', path: '/v1/domains/:id/dkim-rotation', auth: 'session', params: (f) => ({ id: f.domainId }) },
   { method: 'POST', path: '/v1/domains/:id/projects/:projectId', auth: 'session', params: (f) => ({ id: f.domainId, projectId: f.sideProjectId }) },
   { method: 'DELETE', path: '/v1/domains/:id/projects/:projectId', auth: 'session', params: (f) => ({ id: f.domainId, projectId: f.sideProjectId }) },
   {

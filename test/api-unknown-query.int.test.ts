@@ -102,6 +102,8 @@ const ROUTES: Record<string, Row> = {
   'GET /v1/workspaces/:workspaceId/domains': { auth: 'session' },
   'GET /v1/domains/:id': { auth: 'session', params: id((f) => f.domainId) },
   'POST /v1/domains/:id/verify': { auth: 'session', params: id((f) => f.domainId) },
+  'POST /v1/domains/:id/dkim-rotation': { auth: 'session', params: id((f) => f.domainId) },
+  'DELETE /v1/domains/:id/dkim-rotation': { auth: 'session', params: id((f) => f.domainId) },
   'POST /v1/domains/:id/projects/:projectId': { auth: 'session', params: id((f) => f.domainId) },
   'DELETE /v1/domains/:id/projects/:projectId': { auth: 'session', params: id((f) => f.domainId) },
   'POST /v1/projects/:projectId/api-keys': { auth: 'session', body: () => ({ name: 'ci', permissions: ['email:read'] }) },

@@ -209,4 +209,50 @@ cli('domain verify checks real DNS; mark-verified records the operator and the r
   assert.match(missing.stderr, /not_found/);
 });
 
+cli('domain rotate-dkim shows the new record and keeps the current key until domain verify finds it; cancel-rotation drops it', async ({ dataDir, dns }) => {
+  dns.setZone([]);
+  const env = { RELAY_DATA_DIR: dataDir, RELAY_DNS_SERVERS: dns.address };
+  const setup = json(await relay(['setup', '--json', '--trust-domain', '--domain', 'rotate.test', '--password', 'a good long password'], env));
+  const before = await withStores(dataDir, async ({ documents }) => (await documents.collection<SendingDomain>('domains').get(setup.domainId))!);
+
+  const started = await relay(['domain', 'rotate-dkim', setup.domainId, '--json'], env);
+  assert.is(started.code, 0, started.stderr);
+  const rotation = json(started).dkimRotation;
+  assert.is.not(rotation.selector, before.dkimSelector);
+  assert.is(json(started).dkimSelector, before.dkimSelector, 'the current key signs on');
+  assert.is(rotation.record.name, `${rotation.selector}._domainkey.rotate.test`);
+  assert.ok(started.stderr.includes(`TXT ${rotation.record.name}  ${rotation.record.value}`), started.stderr);
+
+  const twice = await relay(['domain', 'rotate-dkim', setup.domainId], env);
+  assert.is(twice.code, 1);
+  assert.match(twice.stderr, /conflict: .*already pending/);
+
+  const sealed = await withStores(dataDir, async ({ documents }) => (await documents.collection<SendingDomain>('domains').get(setup.domainId))!.dkimRotation!.privateKeySealed);
+  assert.match(sealed, /^v1\./);
+  dns.setZone([{ name: rotation.record.name, type: 'TXT', data: rotation.record.txtStrings }]);
+  const verified = await relay(['domain', 'verify', setup.domainId, '--json'], env);
+  assert.is(verified.code, 0, verified.stderr);
+  assert.is(json(verified).dkimSelector, rotation.selector);
+  assert.equal(json(verified).retiredDkimKeys.map((k: { selector: string }) => k.selector), [before.dkimSelector]);
+  await withStores(dataDir, async ({ documents }) => {
+    const domain = (await documents.collection<SendingDomain>('domains').get(setup.domainId))!;
+    assert.is(domain.dkimPrivateKeySealed, sealed, 'the new key signs, sealed as it was stored');
+    assert.is(domain.dkimRotation, null);
+  });
+
+  const given = await relay(['domain', 'rotate-dkim', setup.domainId, '--selector', 'y2027'], env);
+  assert.is(given.code, 0, given.stderr);
+  assert.match(given.stderr, /TXT y2027\._domainkey\.rotate\.test/);
+  const cancelled = await relay(['domain', 'cancel-rotation', setup.domainId, '--json'], env);
+  assert.is(cancelled.code, 0, cancelled.stderr);
+  assert.is(json(cancelled).dkimRotation, null);
+  assert.is(json(cancelled).dkimSelector, rotation.selector);
+  const nothing = await relay(['domain', 'cancel-rotation', setup.domainId], env);
+  assert.is(nothing.code, 1);
+  assert.match(nothing.stderr, /not_found/);
+  const bad = await relay(['domain', 'rotate-dkim', setup.domainId, '--selector', 'not_a_label'], env);
+  assert.is(bad.code, 1);
+  assert.match(bad.stderr, /validation_error: --selector/);
+});
+
 cli.run();

@@ -71,6 +71,27 @@ test('a domain: records with copy buttons, verify shows each record missing, the
   await page.getByRole('button', { name: 'Connect Storefront' }).click();
   await page.getByText('Connected.').waitFor();
   await page.getByRole('button', { name: 'Disconnect Storefront' }).waitFor();
+
+  // DKIM key rotation: the new record shown to copy; a verify that finds it switches the key.
+  await page.getByText(`Mail is signed with selector ${dkim.name.split('.')[0]}.`).waitFor();
+  await page.getByRole('button', { name: 'Rotate DKIM key' }).click();
+  await page.getByText('New DKIM key made: publish its record, then verify.').waitFor();
+  const { dkimRotation: rotation } = await (await fetch(`${f.t.url}/v1/domains/${domainId}`, { headers: { cookie: await ownerCookie(f) } })).json() as {
+    dkimRotation: { selector: string; record: { name: string; value: string } };
+  };
+  await page.getByRole('button', { name: 'Copy new dkim record value' }).click();
+  assert.is(await page.evaluate('navigator.clipboard.readText()'), rotation.record.value);
+  assert.equal(await axeViolations(page), []);
+  await screenshot(page, 'domain-dkim-rotation-desktop');
+  dns.setZone([
+    ...stored.records.map((r): ZoneRecord => (r.type === 'MX'
+      ? { name: r.name, type: 'MX', data: { preference: r.priority ?? 10, exchange: r.value } }
+      : { name: r.name, type: 'TXT', data: r.value })),
+    { name: rotation.record.name, type: 'TXT', data: rotation.record.value.match(/.{1,255}/g)! },
+  ]);
+  await page.getByRole('button', { name: 'Verify DNS records' }).click();
+  await page.getByText(`Mail is signed with selector ${rotation.selector}.`).waitFor();
+  await page.getByText(`Retired: ${dkim.name}.`, { exact: false }).waitFor();
   assert.equal(problems, []);
   await context.close();
 });

@@ -15,7 +15,7 @@ export const managementCommands: Record<string, CommandEntry> = {
     run: async () => (await import('./management-tasks.ts')).workspaceCommand,
   },
   domain: {
-    summary: 'domain verify <domainId> (real DNS) | domain mark-verified <domainId> --reason TEXT',
+    summary: 'domain verify <domainId> (real DNS) | domain mark-verified <domainId> --reason TEXT | domain rotate-dkim|cancel-rotation <domainId>',
     run: async () => (await import('./management-tasks.ts')).domainCommand,
   },
 };

@@ -7,7 +7,8 @@ import { allowancesOf, DEFAULT_ALLOWANCES, MAX_ALLOWANCE, monthEnd } from '../..
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import { createDnsLookup } from '../../infra/dns/resolver.ts';
 import { openServices, openStores, type StoresWithoutLog } from '../runtime.ts';
-import { domainView, markDomainVerified, verifyDomain } from '../services/management/domains.ts';
+import { cancelDomainDkimRotation, startDomainDkimRotation } from '../services/management/dkim-rotations.ts';
+import { domainView, markDomainVerified, verifyDomain, type DomainView } from '../services/management/domains.ts';
 import { ensureManagementIndexes } from '../services/management/indexes.ts';
 import { runSetup } from '../services/management/setup.ts';
 import { createUser } from '../services/management/users.ts';
@@ -169,31 +170,65 @@ export const workspaceCommand: Command = command(WORKSPACE_USAGE, async (args) =
   return 0;
 });
 
-export const domainCommand: Command = command(
-  'usage: relay domain verify <domainId> [--json]          check the records in DNS (RELAY_DNS_SERVERS or the system resolvers)\n' +
-    '       relay domain mark-verified <domainId> --reason TEXT   operator override, e.g. for a local test domain',
-  async (args) => {
-    const { values, positionals } = parse(args, { reason: { type: 'string' }, json: { type: 'boolean' } });
-    const [action, domainId] = positionals;
-    if (!domainId || positionals.length !== 2) throw new UsageError('expected: domain verify|mark-verified <domainId>');
-    if (action === 'verify') {
-      const view = await withStores('existing', async ({ documents }, config) =>
-        domainView(await verifyDomain(documents, config, createDnsLookup(config.dnsServers), domainId, new Date()), config),
-      );
-      if (values.json) out(view);
-      for (const check of view.checks ?? []) err(`${check.status.padEnd(8)} ${check.type.padEnd(3)} ${check.name}${check.required ? '' : ' (recommended)'}: ${check.message}`);
-      err(`domain ${view.name} is ${view.status}`);
-      return view.status === 'verified' ? 0 : 1;
-    }
-    if (action === 'mark-verified') {
-      if (!values.reason?.trim()) throw new UsageError('--reason is required: it is kept with the domain');
-      const domain = await withStores('existing', ({ documents }) => markDomainVerified(documents, domainId, `operator: ${values.reason}`, new Date()));
-      err(`domain ${domain.name} (${domain._id}) marked verified by the operator`);
-      return 0;
-    }
-    throw new UsageError(`unknown action "${action}"`);
-  },
-);
+const DOMAIN_USAGE = `usage: relay domain verify <domainId> [--json]          check the records in DNS (RELAY_DNS_SERVERS or the system resolvers)
+       relay domain mark-verified <domainId> --reason TEXT   operator override, e.g. for a local test domain
+       relay domain rotate-dkim <domainId> [--selector S] [--json]
+       relay domain cancel-rotation <domainId> [--json]
+  rotate-dkim: makes a new DKIM key under a new selector (default rr<date><random>) and prints
+  its TXT record to publish; mail stays signed with the current key until \`domain verify\`
+  finds the new record, which completes the rotation. Keep the old selector's record published
+  a few days after that, for messages signed before the switch. cancel-rotation drops the new key.`;
+
+function printRotation(view: DomainView): void {
+  const rotation = view.dkimRotation;
+  if (!rotation) {
+    err(`domain ${view.name} signs with selector ${view.dkimSelector}; no rotation pending`);
+    return;
+  }
+  err(`domain ${view.name} signs with selector ${view.dkimSelector}; rotation to selector ${rotation.selector} pending. Publish:`);
+  if (rotation.record) err(`  TXT ${rotation.record.name}  ${rotation.record.value}`);
+  err(`then run: relay domain verify ${view.id}`);
+}
+
+export const domainCommand: Command = command(DOMAIN_USAGE, async (args) => {
+  const { values, positionals } = parse(args, { reason: { type: 'string' }, json: { type: 'boolean' }, selector: { type: 'string' } });
+  const [action, domainId] = positionals;
+  if (!domainId || positionals.length !== 2) throw new UsageError('expected: domain verify|mark-verified|rotate-dkim|cancel-rotation <domainId>');
+  if (values.selector !== undefined && action !== 'rotate-dkim') throw new UsageError('--selector is for rotate-dkim');
+  if (action === 'verify') {
+    const view = await withStores('existing', async ({ documents }, config) =>
+      domainView(await verifyDomain(documents, config, createDnsLookup(config.dnsServers), domainId, new Date()), config),
+    );
+    if (values.json) out(view);
+    for (const check of view.checks ?? []) err(`${check.status.padEnd(8)} ${check.type.padEnd(3)} ${check.name}${check.required ? '' : ' (recommended)'}: ${check.message}`);
+    if (view.dkimRotation?.check) err(`rotation: ${view.dkimRotation.check.status} ${view.dkimRotation.check.message}`);
+    err(`domain ${view.name} is ${view.status}, signing with selector ${view.dkimSelector}${view.dkimRotation ? ` (rotation to ${view.dkimRotation.selector} pending)` : ''}`);
+    return view.status === 'verified' ? 0 : 1;
+  }
+  if (action === 'mark-verified') {
+    if (!values.reason?.trim()) throw new UsageError('--reason is required: it is kept with the domain');
+    const domain = await withStores('existing', ({ documents }) => markDomainVerified(documents, domainId, `operator: ${values.reason}`, new Date()));
+    err(`domain ${domain.name} (${domain._id}) marked verified by the operator`);
+    return 0;
+  }
+  if (action === 'rotate-dkim' || action === 'cancel-rotation') {
+    const view = await withStores('existing', async (stores, config) => {
+      if (action === 'cancel-rotation') return domainView(await cancelDomainDkimRotation(stores.documents, domainId), config);
+      // The new private key is sealed with the secret key, as the active one is.
+      const services = await openServices(config, stores);
+      try {
+        const input = { domainId, selector: values.selector, selectorField: '--selector' };
+        return domainView(await startDomainDkimRotation(stores.documents, input, new Date(), services.secrets), config);
+      } finally {
+        await services.close();
+      }
+    });
+    if (values.json) out(view);
+    printRotation(view);
+    return 0;
+  }
+  throw new UsageError(`unknown action "${action}"`);
+});
 
 const SETUP_USAGE = `usage: relay setup [--json] [--email E] [--password P] [--workspace NAME] [--project NAME]
                    [--environment development|production] [--domain NAME] [--activate] [--trust-domain]

@@ -30,29 +30,51 @@ export interface ResealOutcome {
   unopenable: UnopenableDkimKey[];
 }
 
-/** Seals keys kept in clear by earlier versions and re-seals those of a previous secret. */
+const sealedKeyId = (sealed: string | undefined): string | null => sealed?.split('.')[1] ?? null;
+
+/**
+ * Seals keys kept in clear by earlier versions and re-seals those of a previous secret: the
+ * active key and a pending rotation's (domain/dkim-rotation.ts), each on its own, so that one
+ * that no key opens keeps the other from neither.
+ */
 export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBox): Promise<ResealOutcome> {
   const domains = documents.collection<SendingDomain>(COLLECTIONS.domains);
   const outcome: ResealOutcome = { changed: 0, unopenable: [] };
   for (const domain of await domains.find({})) {
-    const current = domain.dkimPrivateKeySealed?.split('.')[1] === secrets.keyId;
-    if (current && domain.dkimPrivateKeyPem === undefined) continue;
-    const { _v, dkimPrivateKeyPem, ...rest } = domain;
-    void dkimPrivateKeyPem;
-    let pem: string;
-    try {
-      pem = dkimPrivateKeyOf(domain, secrets);
-    } catch (error) {
-      if (!(error instanceof SecretBoxError)) throw error;
-      // Sealed under a key Relay no longer has (say, a domain created by a process not yet
-      // restarted onto the new key): only that domain's mail fails (message_unbuildable,
-      // delivery/attempt.ts), never every workspace's by keeping the sender from starting.
-      outcome.unopenable.push({ domainId: domain._id, sealedWithKeyId: domain.dkimPrivateKeySealed?.split('.')[1] ?? null, reason: error.message });
-      continue;
+    const pending = domain.dkimRotation ?? null;
+    const activeCurrent = sealedKeyId(domain.dkimPrivateKeySealed) === secrets.keyId && domain.dkimPrivateKeyPem === undefined;
+    const pendingCurrent = pending === null || sealedKeyId(pending.privateKeySealed) === secrets.keyId;
+    if (activeCurrent && pendingCurrent) continue;
+    const { _v, ...body } = domain;
+    let resealed: SendingDomain = body;
+    let changed = false;
+    // Sealed under a key Relay no longer has (say, a domain created by a process not yet
+    // restarted onto the new key): only that domain's mail fails (message_unbuildable,
+    // delivery/attempt.ts), never every workspace's by keeping the sender from starting.
+    const unopenable = (sealed: string | undefined, error: SecretBoxError) =>
+      outcome.unopenable.push({ domainId: domain._id, sealedWithKeyId: sealedKeyId(sealed), reason: error.message });
+    if (!activeCurrent) {
+      try {
+        const { dkimPrivateKeyPem, ...rest } = resealed;
+        void dkimPrivateKeyPem;
+        resealed = { ...rest, dkimPrivateKeySealed: sealDkimKey(secrets, dkimPrivateKeyOf(domain, secrets)) };
+        changed = true;
+      } catch (error) {
+        if (!(error instanceof SecretBoxError)) throw error;
+        unopenable(domain.dkimPrivateKeySealed, error);
+      }
     }
-    const resealed = { ...rest, dkimPrivateKeySealed: sealDkimKey(secrets, pem) };
+    if (!pendingCurrent && pending) {
+      try {
+        resealed = { ...resealed, dkimRotation: { ...pending, privateKeySealed: sealDkimKey(secrets, secrets.open(pending.privateKeySealed, PURPOSE)) } };
+        changed = true;
+      } catch (error) {
+        if (!(error instanceof SecretBoxError)) throw error;
+        unopenable(pending.privateKeySealed, error);
+      }
+    }
     // A concurrent edit wins; the next start tries again.
-    if (await domains.replace(resealed, _v)) outcome.changed++;
+    if (changed && await domains.replace(resealed, _v)) outcome.changed++;
   }
   return outcome;
 }

@@ -1,6 +1,6 @@
 // Checks a sending domain's DNS against the records Relay asked its owner to publish.
-import { SPF_LOOKUP_LIMIT, evaluateVerification, requiredRecords, spfLookupsNeeded } from '../../domain/sending-domain.ts';
-import type { SendingDomainSettings, VerificationResult } from '../../domain/sending-domain.ts';
+import { SPF_LOOKUP_LIMIT, dkimRecord, evaluateVerification, requiredRecords, spfLookupsNeeded } from '../../domain/sending-domain.ts';
+import type { RecordCheck, SendingDomainSettings, VerificationResult } from '../../domain/sending-domain.ts';
 import type { DnsLookup } from '../ports/dns.ts';
 
 export async function verifySendingDomain(settings: SendingDomainSettings, lookup: DnsLookup): Promise<VerificationResult> {
@@ -15,4 +15,10 @@ export async function verifySendingDomain(settings: SendingDomainSettings, looku
     answers.push(...(await lookup.lookupRecords(needed)));
   }
   return evaluateVerification(records, answers);
+}
+
+/** Checks one DKIM key's record (a rotation's new key) the way verifySendingDomain checks the active one's. */
+export async function checkDkimRecord(domain: string, selector: string, publicKeyBase64: string, lookup: DnsLookup): Promise<RecordCheck> {
+  const record = dkimRecord(domain, selector, publicKeyBase64);
+  return evaluateVerification([record], await lookup.lookupRecords([record])).checks[0];
 }

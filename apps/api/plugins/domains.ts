@@ -1,11 +1,13 @@
 // Sending domains: create (DKIM key + records to publish), read, verify against real DNS,
-// connect to and disconnect from projects of the same workspace.
+// connect to and disconnect from projects of the same workspace; rotate the DKIM key (start,
+// cancel; a verify that finds the new key's record completes it).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { notFound } from '../../../domain/errors.ts';
 import {
   connectDomain, createDomain, disconnectDomain, domainsOf, domainView, listDomains, verifyDomain,
 } from '../../services/management/domains.ts';
+import { cancelDomainDkimRotation, startDomainDkimRotation } from '../../services/management/dkim-rotations.ts';
 import { requireProjectAccess, requireSession, requireWorkspaceAccess, type AccessMode } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { Id } from './management-schemas.ts';
@@ -15,6 +17,10 @@ const CreateDomain = Type.Object({ name: Type.String({ minLength: 1, maxLength: 
 const ByWorkspace = Type.Object({ workspaceId: Id });
 const ById = Type.Object({ id: Id });
 const ByDomainAndProject = Type.Object({ id: Id, projectId: Id });
+const StartRotation = Type.Object(
+  { selector: Type.Optional(Type.String({ minLength: 1, maxLength: 63, description: 'The new key\'s selector (DNS labels); default rr<date><random>.' })) },
+  { additionalProperties: false },
+);
 
 export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -47,10 +53,40 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     view(await requireDomainAccess(request, request.params.id, 'read')),
   );
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/domains/:id/verify', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/domains/:id/verify', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { summary: 'Check the records in DNS; a pending DKIM key rotation whose new record is found completes (the new key signs from then on)' } },
+  }, async (request) => {
     const domain = await requireDomainAccess(request, request.params.id, 'write');
     return view(await verifyDomain(ctx.documents, ctx.config, dns, domain._id, ctx.now()));
   });
+
+  app.post<{ Params: Static<typeof ById>; Body: Static<typeof StartRotation> }>(
+    '/v1/domains/:id/dkim-rotation',
+    {
+      schema: { params: ById, querystring: NoQuery, body: StartRotation },
+      config: { openapi: { summary: 'Start a DKIM key rotation: a new key under a new selector, its record to publish; the current key signs until a verify finds that record (409 conflict while one is pending)' } },
+      // Every field is optional: a POST with no body at all asks for the defaults.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+    },
+    async (request, reply) => {
+      const domain = await requireDomainAccess(request, request.params.id, 'write');
+      const rotating = await startDomainDkimRotation(
+        ctx.documents, { domainId: domain._id, selector: request.body.selector, selectorField: 'body.selector' }, ctx.now(), ctx.services.secrets);
+      return reply.status(201).send(view(rotating));
+    },
+  );
+
+  app.delete<{ Params: Static<typeof ById> }>(
+    '/v1/domains/:id/dkim-rotation',
+    { schema: { params: ById, querystring: NoQuery }, config: { openapi: { summary: 'Cancel the pending DKIM key rotation: its key is dropped, the current one signs on' } } },
+    async (request) => {
+      const domain = await requireDomainAccess(request, request.params.id, 'write');
+      return view(await cancelDomainDkimRotation(ctx.documents, domain._id));
+    },
+  );
 
   app.post<{ Params: Static<typeof ByDomainAndProject> }>(
     '/v1/domains/:id/projects/:projectId',

@@ -1,17 +1,18 @@
 // Sending domains: created with a fresh DKIM key, verified against real DNS, and connected
 // to the projects of their workspace that may send from them. Only verified domains can be
 // connected; admission (apps/services/admission.ts) sends only from domains that are both.
+import { afterRotationCheck } from '../../../domain/dkim-rotation.ts';
 import { afterRecheck, isRechecked, recheckDue, recheckVerdict, type RecheckOutcome, type RecheckPolicy, type RecheckVerdict } from '../../../domain/domain-recheck.ts';
 import { RelayError, conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { MAIL_FROM_SUBDOMAIN, statusAfterCheck, type SendingDomain } from '../../../domain/management.ts';
 import {
-  SendingDomainInputError, checkRecordNamesFit, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
+  SendingDomainInputError, checkRecordNamesFit, dkimRecord, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
 } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
 import { generateDkimKeyPair, newDkimSelector } from '../../../infra/dns/dkim-keys.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { sealDkimKey } from '../dkim-key-vault.ts';
-import { verifySendingDomain } from '../../../infra/dns/verify-domain.ts';
+import { checkDkimRecord, verifySendingDomain } from '../../../infra/dns/verify-domain.ts';
 import type { DnsLookup } from '../../../infra/ports/dns.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
@@ -27,12 +28,32 @@ export type DomainRecordView = DnsRecord & {
   txtStrings?: string[];
 };
 
+export interface DkimRotationView {
+  /** The new key's selector; mail is signed with the active one (dkimSelector) until the rotation completes. */
+  selector: string;
+  /** The TXT record to publish beside the active key's. */
+  record: DomainRecordView | null;
+  startedAt: string;
+  /** The last DNS check of that record (by a verify), null before the first. */
+  check: RecordCheck | null;
+  checkedAt: string | null;
+}
+
+export interface RetiredDkimKeyView {
+  selector: string;
+  /** Where its record was published: it may stay there a few days for messages signed before the switch, then be removed. */
+  recordName: string;
+  retiredAt: string;
+}
+
 export interface DomainView {
   id: string;
   workspaceId: string;
   name: string;
   status: SendingDomain['status'];
   dkimSelector: string;
+  dkimRotation: DkimRotationView | null;
+  retiredDkimKeys: RetiredDkimKeyView[];
   mailFromDomain: string;
   records: DomainRecordView[];
   checks: RecordCheck[] | null;
@@ -78,6 +99,29 @@ function shownRecords(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost
   return records.map((r) => (r.type === 'TXT' ? { ...r, txtStrings: splitTxtValue(r.value) } : r));
 }
 
+/** The pending key's record as shown; null when it cannot be built (as shownRecords). */
+function shownRotationRecord(domain: SendingDomain, selector: string, publicKeyBase64: string): DomainRecordView | null {
+  try {
+    const record = dkimRecord(domain.name, selector, publicKeyBase64);
+    return { ...record, txtStrings: splitTxtValue(record.value) };
+  } catch (error) {
+    if (error instanceof SendingDomainInputError) return null;
+    throw error;
+  }
+}
+
+function rotationView(domain: SendingDomain): DkimRotationView | null {
+  const pending = domain.dkimRotation;
+  if (!pending) return null;
+  return {
+    selector: pending.selector,
+    record: shownRotationRecord(domain, pending.selector, pending.publicKeyBase64),
+    startedAt: pending.startedAt,
+    check: pending.check,
+    checkedAt: pending.checkedAt,
+  };
+}
+
 export function domainView(domain: SendingDomain, config: Pick<RelayConfig, 'mailHost'>): DomainView {
   return {
     id: domain._id,
@@ -85,6 +129,10 @@ export function domainView(domain: SendingDomain, config: Pick<RelayConfig, 'mai
     name: domain.name,
     status: domain.status,
     dkimSelector: domain.dkimSelector,
+    dkimRotation: rotationView(domain),
+    retiredDkimKeys: (domain.dkimRetiredKeys ?? []).map((key) => ({
+      selector: key.selector, recordName: `${key.selector}._domainkey.${domain.name}`, retiredAt: key.retiredAt,
+    })),
     mailFromDomain: `${domain.mailFromSubdomain}.${domain.name}`,
     records: shownRecords(domain, config),
     checks: domain.checks,
@@ -176,7 +224,11 @@ export async function listDomains(documents: DocumentStore, workspaceId: string)
   return domainsOf(documents).find({ where: { workspaceId }, orderBy: [['workspaceId', 'asc'], ['name', 'asc']] });
 }
 
-/** Asks DNS (through `lookup`) and stores the outcome: status, per-record checks, time of the check. */
+/**
+ * Asks DNS (through `lookup`) and stores the outcome: status, per-record checks, time of the
+ * check. A pending DKIM rotation's record is checked too; found, the rotation completes
+ * (domain/dkim-rotation.ts) and the new key's check stands for DKIM among the domain's checks.
+ */
 export async function verifyDomain(
   documents: DocumentStore,
   config: Pick<RelayConfig, 'mailHost'>,
@@ -187,9 +239,23 @@ export async function verifyDomain(
   const domain = await domainsOf(documents).get(domainId);
   if (!domain) throw notFound(`domain ${domainId} not found`);
   recordsOf(domain, config); // a domain whose records cannot be built is a 400 here, not a 500 from the verifier
-  const { checks, verified } = await verifySendingDomain(settingsOf(domain, config), lookup);
+  const pending = domain.dkimRotation ?? null;
+  const [active, pendingCheck] = await Promise.all([
+    verifySendingDomain(settingsOf(domain, config), lookup),
+    pending && shownRotationRecord(domain, pending.selector, pending.publicKeyBase64)
+      ? checkDkimRecord(domain.name, pending.selector, pending.publicKeyBase64, lookup)
+      : null,
+  ]);
   const at = now.toISOString();
-  return updateDocument(domainsOf(documents), domainId, 'domain', (current) => {
+  return updateDocument(domainsOf(documents), domainId, 'domain', (stored) => {
+    let current = stored;
+    // The rotation checked is still the one pending (not cancelled, or replaced, meanwhile).
+    if (pending && pendingCheck && current.dkimRotation?.selector === pending.selector) current = afterRotationCheck(current, pendingCheck, now);
+    let checks: RecordCheck[];
+    if (current.dkimSelector === domain.dkimSelector) checks = active.checks;
+    else if (pendingCheck && current.dkimSelector === pending?.selector) checks = active.checks.map((c) => (c.purpose === 'dkim' ? pendingCheck : c));
+    else return null; // the active key changed meanwhile to one this check did not ask DNS about
+    const verified = checks.every((c) => !c.required || c.status === 'ok');
     const status = statusAfterCheck(current, checks);
     const seen = verified && !(current.status === 'verified' && current.verifiedBy === 'dns');
     return {
@@ -244,8 +310,9 @@ export async function recheckDomain(
   const stored = await updateDomainIfThere(documents, domainId, (current) => {
     outcome = null;
     // A check was stored since the claim (a manual one: as fresh as ours), the claim lapsed and
-    // another process took the domain, or an operator vouched for it: nothing to store.
-    if (current.recheckClaimedAt !== at || current.lastCheckedAt !== taken.lastCheckedAt || !isRechecked(current)) return null;
+    // another process took the domain, an operator vouched for it, or a rotation replaced the key
+    // that was checked: nothing to store.
+    if (current.recheckClaimedAt !== at || current.lastCheckedAt !== taken.lastCheckedAt || !isRechecked(current) || current.dkimSelector !== taken.dkimSelector) return null;
     outcome = afterRecheck(current, verdict, now, policy);
     const verified = outcome.status === 'verified';
     return {

@@ -1,5 +1,6 @@
 // One sending domain: the DNS records to publish (each with a copy button), "verify" with the
-// result of each record, and the projects of the workspace it is connected to.
+// result of each record, its DKIM key's rotation, and the projects of the workspace it is
+// connected to.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { badge, copyable, facts, fill, h, notice, section, table, when } from '../dom.ts';
@@ -37,6 +38,7 @@ export async function render(ctx: PageContext): Promise<void> {
           ];
         }))),
       ctx.can.write ? h('p', null, h('button', { type: 'button', onclick: () => void verify() }, 'Verify DNS records')) : null,
+      dkimKey(domain),
       section('Projects', ctx.projects.length === 0 ? h('p', { class: 'empty' }, 'The workspace has no project.')
         : table('Projects connected', ['Project', 'Connected', ''], ctx.projects.map((p) => {
           const connected = domain.projectIds.includes(p.id);
@@ -49,6 +51,36 @@ export async function render(ctx: PageContext): Promise<void> {
             : null];
         }))),
     );
+  }
+
+  /** The key signing now, a rotation's new record to publish (verify completes it), and the retired selectors. */
+  function dkimKey(domain: Domain): HTMLElement {
+    const rotation = domain.dkimRotation;
+    const retired = domain.retiredDkimKeys.length === 0 ? null : h('p', { class: 'hint' },
+      `Retired: ${domain.retiredDkimKeys.map((k) => k.recordName).join(', ')}. Keep a retired record published a few days after its rotation, for mail signed before it; then remove it.`);
+    const button = (label: string, act: () => Promise<void>) => (ctx.can.write ? h('p', null, h('button', { type: 'button', class: 'secondary', onclick: () => void act() }, label)) : null);
+    if (!rotation) {
+      return section('DKIM key', h('p', null, `Mail is signed with selector ${domain.dkimSelector}.`), retired, button('Rotate DKIM key', () => rotate('POST')));
+    }
+    return section('DKIM key',
+      h('p', null, `Mail is signed with selector ${domain.dkimSelector} until the new key's record is found: publish it beside the current one, then verify.`),
+      table('New DKIM key', ['Type', 'Name', 'Value', 'Last check'], rotation.record ? [[
+        'TXT',
+        copyable('new dkim record name', rotation.record.name),
+        copyable('new dkim record value', rotation.record.value),
+        rotation.check ? [badge(rotation.check.status), h('p', { class: 'hint' }, rotation.check.message)] : '—',
+      ]] : []),
+      retired,
+      button('Cancel rotation', () => rotate('DELETE')));
+  }
+
+  async function rotate(method: 'POST' | 'DELETE'): Promise<void> {
+    try {
+      draw(await api<Domain>(method, `${path}/dkim-rotation`));
+      fill(status, notice('success', method === 'POST' ? 'New DKIM key made: publish its record, then verify.' : 'Rotation cancelled.'));
+    } catch (error) {
+      fill(status, notice('error', (error as Error).message));
+    }
   }
 
   async function verify(): Promise<void> {

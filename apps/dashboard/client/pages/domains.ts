@@ -6,6 +6,8 @@ import { badge, field, form, h, section, table, value, when } from '../dom.ts';
 
 export interface Domain {
   id: string; name: string; status: string; dkimSelector: string; mailFromDomain: string;
+  dkimRotation: { selector: string; record: { name: string; value: string } | null; startedAt: string; check: { status: string; message: string } | null; checkedAt: string | null } | null;
+  retiredDkimKeys: Array<{ selector: string; recordName: string; retiredAt: string }>;
   records: Array<{ purpose: string; type: string; name: string; value: string; priority?: number; required: boolean; txtStrings?: string[] }>;
   checks: Array<{ purpose: string; name: string; type: string; required: boolean; status: string; expected: string; found: string[]; message: string }> | null;
   lastCheckedAt: string | null; verifiedAt: string | null; verifiedBy: string | null; operatorNote: string | null; projectIds: string[]; createdAt: string;
