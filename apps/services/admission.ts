@@ -266,7 +266,6 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
   try {
     const prepared = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
     const { send } = prepared;
-    await deps.flow?.pass();
 
     // Facts for 3, 4 and 5.
     const development = sender.environment === 'development';
@@ -291,6 +290,9 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // written for it (./event-size.ts); its bodies are serialized once, for the seal below.
     const plaintext = contentPlaintext({ html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
     checkEmailEventSize(decided.data, plaintext.length);
+    // Only a send that will be stored waits for the pipeline: a refusal is answered at once, its
+    // rate slot given back (another API process cannot tell an undecided slot from a kept one).
+    await deps.flow?.pass();
 
     // 6. Quota: only an email that will be queued is charged. The content key is stored (or
     // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
