@@ -4,10 +4,11 @@
 // fetched until the reader asks (a local HTTP server counts the requests), the text part, the
 // raw source from the outbox, and "content expired" after retention.
 import * as assert from 'uvu/assert';
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { BODY_RETENTION_MS } from '../apps/services/content-vault.ts';
 import { verpAddress, VERP_MAC_PURPOSE } from '../domain/delivery/verp.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser, type WatchedPage } from './support/browser.ts';
 import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { waitUntil } from './support/eventually.ts';
@@ -171,11 +172,7 @@ following.before(async (ctx) => {
   ctx.f = await startDashboard({}, { processors: ['projector'] });
   ctx.browser = await launchBrowser();
   const t = ctx.f.t;
-  ctx.inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: t.stores.events, emails: t.ctx.services.emails, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
-    onError: () => {},
-  });
+  ctx.inbound = await startTestInbound(t);
 });
 following.after(async (ctx) => {
   await ctx.inbound?.stop();

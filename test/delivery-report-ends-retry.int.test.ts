@@ -5,10 +5,11 @@
 // the thread, the API on it included).
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { workItems } from '../apps/services/delivery/work-items.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
 import { deliverReport, dsn } from './support/reports.ts';
@@ -25,10 +26,7 @@ test.before(async () => {
   });
   // Real retry times (first retry 30 s after the attempt): the test moves the shared clock past it.
   t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${sink.port}?tls=none` }, { processors: true });
-  inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: t.stores.events, emails: t.ctx.services.emails, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => t.clock.now(), onError: () => {},
-  });
+  inbound = await startTestInbound(t, () => t.clock.now());
   tenant = await deliveryTenant(t);
 });
 

@@ -4,8 +4,9 @@
 // reaches it once (domain/email/state.ts, done / pendingRecipients).
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
 import { deliverReport, dsn } from './support/reports.ts';
 import { smtpError, startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
@@ -21,10 +22,7 @@ test.before(async () => {
     onRcptTo: (address) => (address.address === 'bob@example.org' && deferBob ? smtpError(451, '4.3.0 Try again later') : undefined),
   });
   t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${sink.port}?tls=none`, RELAY_DELIVERY_RETRY_SCALE: '0.001' }, { processors: true });
-  inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: t.stores.events, emails: t.ctx.services.emails, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(), onError: () => {},
-  });
+  inbound = await startTestInbound(t);
   tenant = await deliveryTenant(t);
 });
 

@@ -9,11 +9,12 @@
 // nothing is suppressed, and the next send to the address goes out.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { verpAddress, VERP_MAC_PURPOSE } from '../domain/delivery/verp.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
 import { processorsCaughtUp } from './support/markers.ts';
 import { deliverReport, dsn } from './support/reports.ts';
@@ -24,11 +25,7 @@ const test = suite<Ctx>('a hard bounce naming a quoted local part');
 test.before(async (ctx) => {
   ctx.t = await startTestApp({}, { processors: ['suppressor'] });
   ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: ctx.t.stores.events, emails: ctx.t.ctx.services.emails, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(),
-    onError: () => {},
-  });
+  ctx.inbound = await startTestInbound(ctx.t);
 });
 test.after(async (ctx) => {
   await ctx.inbound.stop();

@@ -11,7 +11,7 @@
 //   notice, and complaints there still give a rate and a level.
 // Each rate comes with its base (bounce_rate_base, complaint_rate_base), so that a reader can
 // tell 1 in 3 from 1,000 in 3,000.
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { createApiKey } from '../apps/services/management/api-keys.ts';
 import { connectDomain, createDomain, markDomainVerified } from '../apps/services/management/domains.ts';
@@ -20,6 +20,7 @@ import type { Project } from '../domain/management.ts';
 import * as assert from 'uvu/assert';
 import { suite } from 'uvu';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { send, waitForDetail } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
 import { call, newCaller, workspaceWithProject, type Caller } from './support/management.ts';
@@ -89,11 +90,7 @@ test.before(async () => {
       : undefined),
   });
   t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${sink.port}?tls=none` }, { processors: true });
-  inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: t.stores.events, emails: t.ctx.services.emails, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date(),
-    onError: () => {},
-  });
+  inbound = await startTestInbound(t);
 });
 
 test.after(async () => {

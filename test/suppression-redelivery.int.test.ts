@@ -6,7 +6,7 @@
 // publishes it. The records that make this so go with retention after their period.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startInbound, type InboundServer } from '../apps/inbound/inbound-server.ts';
+import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { startRetention } from '../apps/pipeline/retention.ts';
 import { RETRY_GROUP_HEADER } from '../apps/processors/processor.ts';
 import { eventsTopic, groupOf } from '../apps/pipeline/topics.ts';
@@ -23,6 +23,7 @@ import { eventRecord } from '../infra/events-topic.ts';
 import type { Collection, DocumentStore } from '../infra/ports/document-store.ts';
 import type { StoredEvent } from '../infra/ports/event-store.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
 import { deferred, waitUntil } from './support/eventually.ts';
 import { processorsCaughtUp } from './support/markers.ts';
@@ -39,11 +40,7 @@ test.before(async (ctx) => {
   await membershipsOf(ctx.t.ctx.documents).insert({
     _id: `${ctx.tenant.workspaceId}:${ctx.owner.userId}`, workspaceId: ctx.tenant.workspaceId, userId: ctx.owner.userId, role: 'owner', createdAt: new Date().toISOString(),
   });
-  ctx.inbound = await startInbound({
-    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
-    events: ctx.t.stores.events, emails: ctx.t.ctx.services.emails, documents: ctx.t.stores.documents, secrets: ctx.t.ctx.services.secrets, now: () => new Date(),
-    onError: () => {},
-  });
+  ctx.inbound = await startTestInbound(ctx.t);
 });
 /** Holds still in place: released after each test, so that a failed one does not leave the suppressor waiting. */
 const holds: Array<{ release(): void }> = [];

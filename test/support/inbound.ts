@@ -1,4 +1,5 @@
-// A Relay (API, embedded stores) with its feedback SMTP server, for tests of the server's own
+// The feedback SMTP server on a free port of 127.0.0.1, recording into a test app's stores
+// (startTestInbound); and a Relay (API, embedded stores) with one, for tests of the server's own
 // limits: emails are admitted through the API and their return paths made as the sender makes
 // them (domain/delivery/verp.ts, with Relay's own MAC key), so no delivery needs to run first.
 import { startInbound, type InboundOptions, type InboundServer } from '../../apps/inbound/inbound-server.ts';
@@ -50,4 +51,13 @@ export async function startInboundFixture(options: Partial<Pick<InboundOptions, 
       await t.close();
     },
   };
+}
+
+/** The feedback server for a test app that runs the parts the test needs, as `relay inbound` beside them. */
+export function startTestInbound(t: TestApp, now: () => Date = () => new Date()): Promise<InboundServer> {
+  return startInbound({
+    host: '127.0.0.1', port: 0, hostname: 'feedback.relay.test', tlsCertFile: null, tlsKeyFile: null,
+    events: t.stores.events, emails: t.ctx.services.emails, documents: t.stores.documents, secrets: t.ctx.services.secrets, now,
+    onError: () => {},
+  });
 }
