@@ -1,15 +1,27 @@
-// In-process wake-ups for the sqlite adapters: a writer bumps a signal after commit so
-// readers of the same database file in this process react at once instead of at their next
-// poll. Once wakeOtherThreads() was called, the threads of this process that called it wake
-// each other too (`relay start` with RELAY_PIPELINE_THREAD=on runs the pipeline on a thread of
-// its own), through one BroadcastChannel per file per thread: at the end of a turn in which
-// signals of a file moved, one message names them all. A message wakes the receiving thread,
-// which on a VM costs more than anything in it, so it names only the signals another thread
-// waits on; the others' changes are seen through shared memory (WakeTable). Other processes
-// sharing the file are only seen by polling.
+// Wake-ups for the sqlite adapters: a writer bumps a signal after commit so readers of the same
+// database file react at once instead of at their next poll. In this process that is a call;
+// once wakeOtherThreads() was called, the threads of this process that called it wake each other
+// too (`relay start` with RELAY_PIPELINE_THREAD=on runs the pipeline on a thread of its own),
+// through one BroadcastChannel per file per thread: at the end of a turn in which signals of a
+// file moved, one message names them all. A message wakes the receiving thread, which on a VM
+// costs more than anything in it, so it names only the signals another thread waits on; the
+// others' changes are seen through shared memory (WakeTable).
+//
+// Other processes sharing the file (`relay api` in one, `relay processor sender` in another) cannot
+// be called, so each thread looks for their commits itself (OtherProcesses): while one of its
+// readers waits on a file, it reads `PRAGMA data_version` on its writer connection every
+// WATCH_INTERVAL_MS. That value moves when a connection other than the writer commits, never for
+// the writer's own commits, which wake their readers already; commits of this process's other
+// threads are told apart by their commit counts (./commit-counters.ts). A commit of another
+// process wakes every waiting reader of the file in this thread, without moving any signal's
+// version (nothing tells which tables changed, and a moved group signal would make each consumer
+// rebalance): each reader looks once, as at its poll, at most once a WATCH_INTERVAL_MS however
+// busy the other process is. The readers' poll stays, for what this misses: a commit of another
+// process in the same interval as one of another thread of this process (whose wake-up reaches
+// only the readers of the signals it moved), and files opened on a borrowed connection.
 import { createHash } from 'node:crypto';
 import { BroadcastChannel, getEnvironmentData, isMainThread, setEnvironmentData } from 'node:worker_threads';
-import type { DatabaseSync } from 'node:sqlite';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, type DurabilityBarrier } from '../ports/durability.ts';
 
 /**
@@ -98,9 +110,16 @@ class WakeTable {
 export class ChangeSignal {
   #version = 0;
   readonly #waiters = new Set<() => void>();
+  /** The file's signals of this thread, which count whether any of them has waiters; null in memory. */
+  readonly #file: FileSignals | null;
   #otherThreads: { channel: FileChannel; name: string; table: WakeTable | null; slot: number } | null = null;
   /** Whether this thread is marked in the table as waiting on this signal. */
   #marked = false;
+
+  /** @internal Made by changeSignal(). */
+  constructor(file: FileSignals | null = null) {
+    this.#file = file;
+  }
 
   /** Take it before reading; pass it to wait() so a change made in between is not missed. */
   get version(): number {
@@ -133,9 +152,16 @@ export class ChangeSignal {
   /** @internal Wakes this thread's readers only. */
   wake(): void {
     this.#version++;
+    this.wakeWaiters();
+  }
+
+  /** @internal Wakes this thread's readers to look again, though the signal did not move (another process committed). */
+  wakeWaiters(): void {
+    if (this.#waiters.size === 0) return;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
     this.#mark();
+    this.#file?.waiting(-1);
     for (const wake of waiters) wake();
   }
 
@@ -143,9 +169,11 @@ export class ChangeSignal {
   addWaiter(wake: () => void): () => void {
     this.#waiters.add(wake);
     this.#mark();
+    if (this.#waiters.size === 1) this.#file?.waiting(1);
     return () => {
-      this.#waiters.delete(wake);
+      if (!this.#waiters.delete(wake)) return;
       this.#mark();
+      if (this.#waiters.size === 0) this.#file?.waiting(-1);
     };
   }
 
@@ -219,8 +247,103 @@ class FileChannel {
   }
 }
 
+/**
+ * How often a file is looked at for other processes' commits while a reader of this thread waits
+ * on it. A look costs about 35 µs on a VM, nearly all of it the event loop's wake-up (the pragma
+ * takes 1 µs): 10 ms is ~0.3 % of a core for an idle process whose consumers wait, and ~5 ms
+ * on average between another process's commit and its readers here.
+ */
+const WATCH_INTERVAL_MS = 10;
+
+/** A file's signals in this thread, and whether any of them has a waiter (which OtherProcesses looks out for). */
+class FileSignals {
+  readonly signals = new Map<string, ChangeSignal>();
+  #waiting = 0;
+  watch: OtherProcesses | null = null;
+
+  get anyWaiting(): boolean {
+    return this.#waiting > 0;
+  }
+
+  /** A signal got its first waiter (1) or lost its last one (-1). */
+  waiting(change: 1 | -1): void {
+    this.#waiting += change;
+    if (this.#waiting === 1 && change === 1) this.watch?.start();
+  }
+
+  wakeWaiters(): void {
+    for (const signal of this.signals.values()) signal.wakeWaiters();
+  }
+}
+
+/**
+ * Looks for commits of other processes to one file while this thread has readers waiting on it,
+ * on the writer connection of this thread (see the header). The timer stops while nobody waits,
+ * but the data_version last seen stays: a reader that read just before a commit and then waited
+ * is woken by it; one that read just after it looks once more, which is cheaper than missing it.
+ */
+class OtherProcesses {
+  readonly #file: FileSignals;
+  readonly #dataVersion: StatementSync;
+  readonly #otherThreadsCommits: () => bigint;
+  #version: unknown;
+  #otherThreads: bigint;
+  #timer: NodeJS.Timeout | null = null;
+  #closed = false;
+
+  constructor(file: FileSignals, writer: DatabaseSync, otherThreadsCommits: () => bigint) {
+    this.#file = file;
+    this.#dataVersion = writer.prepare('PRAGMA data_version');
+    this.#otherThreadsCommits = otherThreadsCommits;
+    this.#otherThreads = otherThreadsCommits();
+    this.#version = this.#dataVersion.get()?.data_version;
+    if (file.anyWaiting) this.start();
+  }
+
+  start(): void {
+    if (this.#timer || this.#closed) return;
+    this.#timer = setInterval(() => this.#look(), WATCH_INTERVAL_MS);
+    // Whether the process stays up is for its servers and the readers' polls to decide.
+    this.#timer.unref();
+  }
+
+  #look(): void {
+    if (!this.#file.anyWaiting) {
+      this.#stop();
+      return;
+    }
+    let version: unknown;
+    let otherThreads: bigint;
+    try {
+      // Read before data_version: another thread's commit in between reads as another
+      // process's, a wake-up too many, never one too few.
+      otherThreads = this.#otherThreadsCommits();
+      version = this.#dataVersion.get()?.data_version;
+    } catch {
+      // A failing file is the readers' to report, at their poll.
+      return;
+    }
+    const moved = version !== this.#version;
+    const byOtherThreads = otherThreads !== this.#otherThreads;
+    this.#version = version;
+    this.#otherThreads = otherThreads;
+    if (moved && !byOtherThreads) this.#file.wakeWaiters();
+  }
+
+  #stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#stop();
+    if (this.#file.watch === this) this.#file.watch = null;
+  }
+}
+
 // Keyed by the database file so two connections to one file in this process wake each other.
-const byFile = new Map<string, Map<string, ChangeSignal>>();
+const byFile = new Map<string, FileSignals>();
 // In-memory databases have no file; each connection is its own database.
 const byConnection = new WeakMap<DatabaseSync, Map<string, ChangeSignal>>();
 // Once wakeOtherThreads() was called: each file's channel to the other threads.
@@ -237,7 +360,7 @@ let table: WakeTable | null = null;
 export function wakeOtherThreads(): void {
   if (!otherThreads) table = WakeTable.ofThisThread();
   otherThreads = true;
-  for (const [file, signals] of byFile) for (const [name, signal] of signals) signal.shareAs(channelOf(file, signals), name, table);
+  for (const [file, { signals }] of byFile) for (const [name, signal] of signals) signal.shareAs(channelOf(file, signals), name, table);
 }
 
 function channelOf(file: string, signals: Map<string, ChangeSignal>): FileChannel {
@@ -246,21 +369,39 @@ function channelOf(file: string, signals: Map<string, ChangeSignal>): FileChanne
   return channel;
 }
 
+function fileSignals(file: string): FileSignals {
+  let signals = byFile.get(file);
+  if (!signals) byFile.set(file, (signals = new FileSignals()));
+  return signals;
+}
+
 export function changeSignal(db: DatabaseSync, channel: string): ChangeSignal {
   const file = db.location();
-  let signals = file ? byFile.get(file) : byConnection.get(db);
-  if (!signals) {
-    signals = new Map();
-    if (file) byFile.set(file, signals);
-    else byConnection.set(db, signals);
-  }
+  const perFile = file ? fileSignals(file) : null;
+  let signals = perFile ? perFile.signals : byConnection.get(db);
+  if (!signals) byConnection.set(db, (signals = new Map()));
   let signal = signals.get(channel);
   if (!signal) {
-    signal = new ChangeSignal();
+    signal = new ChangeSignal(perFile);
     signals.set(channel, signal);
     if (otherThreads && file) signal.shareAs(channelOf(file, signals), channel, table);
   }
   return signal;
+}
+
+/**
+ * Wakes this thread's readers of the writer's file when another process commits to it, until
+ * the returned function is called (before the writer closes). `otherThreadsCommits`: the
+ * commits this process's other threads began on the file (they wake their readers themselves).
+ */
+export function watchOtherProcesses(writer: DatabaseSync, otherThreadsCommits: () => bigint): () => void {
+  const file = writer.location();
+  if (!file) return () => {};
+  const signals = fileSignals(file);
+  signals.watch?.close();
+  const watch = new OtherProcesses(signals, writer, otherThreadsCommits);
+  signals.watch = watch;
+  return () => watch.close();
 }
 
 /**

@@ -12,8 +12,8 @@
 // - synced: the highest `finished` read before a sync that then succeeded.
 // A read made when `begun` was n rests on durable rows once `synced` reaches n.
 //
-// Other processes sharing the file are not counted, as they are not woken (./change-signal.ts):
-// one process per data directory writes and reads it (docs/operations.md).
+// Other processes sharing the file are not counted: what the counts leave of a file's changes is
+// theirs, which is how ./change-signal.ts tells their commits from this process's threads'.
 import { createHash } from 'node:crypto';
 import { getEnvironmentData, isMainThread, setEnvironmentData } from 'node:worker_threads';
 

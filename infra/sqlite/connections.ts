@@ -10,6 +10,7 @@
 import { resolve } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { isDatabaseFile, openDatabase } from './database.ts';
+import { watchOtherProcesses } from './change-signal.ts';
 import { commitsFor, type CommitHold, type GroupCommit } from './group-commit.ts';
 import { withReadFault, type ReadFault } from './read-fault.ts';
 
@@ -25,6 +26,8 @@ interface SharedFile {
   writer: DatabaseSync;
   reader: DatabaseSync;
   users: number;
+  /** Stops waking this thread's readers at other processes' commits. */
+  unwatch: () => void;
 }
 
 const openFiles = new Map<string, SharedFile>();
@@ -72,7 +75,17 @@ function open(source: string | DatabaseSync): SqliteConnections {
       writer.close();
       throw error;
     }
-    file = { writer, reader, users: 0 };
+    let unwatch: () => void;
+    try {
+      // On the writer: its data_version moves only at other connections' commits (./change-signal.ts).
+      const commits = commitsFor(writer);
+      unwatch = watchOtherProcesses(writer, () => commits.otherThreadsCommits() ?? 0n);
+    } catch (error) {
+      reader.close();
+      writer.close();
+      throw error;
+    }
+    file = { writer, reader, users: 0, unwatch };
     openFiles.set(key, file);
   }
   file.users++;
@@ -88,6 +101,7 @@ function open(source: string | DatabaseSync): SqliteConnections {
       await commitsFor(shared.writer).flush();
       if (--shared.users > 0) return;
       if (openFiles.get(key) === shared) openFiles.delete(key);
+      shared.unwatch();
       commitsFor(shared.writer).dispose();
       shared.reader.close();
       shared.writer.close();

@@ -131,6 +131,7 @@ export class GroupCommit implements DurabilityBarrier {
   readonly #counters: CommitCounters | null;
   /** A sync run for readers (durable()) of rows another thread committed. */
   #readersSync: Promise<void> | null = null;
+  #commitsBegun = 0n;
 
   constructor(db: DatabaseSync, limits: GroupCommitLimits = {}) {
     this.#db = db;
@@ -261,6 +262,14 @@ export class GroupCommit implements DurabilityBarrier {
   dispose(): void {
     if (typeof this.#walFd === 'number') closeSync(this.#walFd);
     this.#walFd = undefined;
+  }
+
+  /**
+   * The COMMITs this connection's other threads began on the file (./commit-counters.ts): the
+   * file's other changes are another process's. Null without counters shared with the threads.
+   */
+  otherThreadsCommits(): bigint | null {
+    return this.#counters ? this.#counters.begun - this.#commitsBegun : null;
   }
 
   /** Installs a commit hold on this connection (tests only: an option of the stores that write on it). */
@@ -463,6 +472,7 @@ export class GroupCommit implements DurabilityBarrier {
   #finish(batch: Settled[], holdError?: unknown): void {
     let failure: unknown = holdError ?? this.#failure ?? undefined;
     if (failure === undefined) {
+      this.#commitsBegun++;
       this.#counters?.begin();
       try {
         this.#db.exec('COMMIT');
