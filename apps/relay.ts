@@ -20,6 +20,7 @@ import type { PruneReport } from './services/operational-retention.ts';
 import { startPipelineThread, type PipelineThread, type ThreadStore } from './pipeline/pipeline-thread.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { openServices, openStores, wakeOtherThreads, type StoreOptions, type Stores } from './runtime.ts';
+import type { FieldFillReport } from '../infra/sqlite/field-fills.ts';
 import { AdmissionFlow, slowestGroupBacklog } from './services/admission-flow.ts';
 import { emailsOf } from './services/email-stream.ts';
 import { threadStartReport } from './worker-thread-reports.ts';
@@ -169,6 +170,28 @@ function startDomainRecheckOf(config: RelayConfig, stores: Stores, services: Ser
   });
 }
 
+/**
+ * The embedded document store's fills of field columns (infra/sqlite/field-fills.ts), which the
+ * first start after an upgrade runs before it listens: a line before and after each table's, so
+ * that a long start says what it does; its batches at debug.
+ */
+function logFieldFill(logger: Logger): (report: FieldFillReport) => void {
+  return (report) => {
+    const { phase, ...fields } = report;
+    if (phase === 'repair') {
+      logger.warn(fields, `the document store may have been written by a version of Relay that does not keep its field columns (a rollback to a version from before 2026-11-28, or a directory from before the storage format stamp): the field columns of ${report.tables.length} table(s) are checked against their documents and filled again`);
+    } else if (phase === 'start') {
+      logger.info(fields, `filling field columns of ${report.table} from its documents (${report.rows} rows)`);
+    } else if (phase === 'batch') {
+      logger.debug(fields, `filled a batch of field columns of ${report.table}`);
+    } else if (phase === 'done') {
+      logger.info(fields, `filled field columns of ${report.table}`);
+    } else {
+      logger.info(fields, `stopped filling field columns of ${report.table}; the next start goes on from there`);
+    }
+  };
+}
+
 /** The parts `pipelineThread` moves to its thread: what reacts to events rather than to requests. */
 export const PIPELINE_PARTS: readonly Part[] = ['forwarder', ...PROCESSORS.map((p) => p.name), 'retention'];
 
@@ -208,7 +231,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   const usesLog = parts.some((part) => !threaded.includes(part) && (part === 'forwarder' || processorNamed(part) !== undefined));
   let logFailing = false;
   const stores = await openStores(config, {
-    commitHold: options.commitHold, readFault: options.readFault, abandon: steps.signal,
+    commitHold: options.commitHold, readFault: options.readFault, abandon: steps.signal, onFieldFill: logFieldFill(logger),
     logClientLines: ({ level, source, message, fields }) => logger[level]({ component: source, ...fields }, message),
     ...(usesLog ? {} : {
       logInBackground: {
@@ -278,6 +301,9 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         ? `delivery: outbox — messages are written to ${services.outboxDir} and not sent (set RELAY_DELIVERY=smtp or mx to send)`
         : `delivery: ${config.delivery}`);
     }
+    // Before any listener: what it fills (the first start after an upgrade) is filled before a
+    // read is served. A stop meanwhile cuts it short between batches (steps.signal, given to the
+    // stores as `abandon`), and the next start goes on.
     await steps.run('stores', () => prepareStores(stores.documents));
     // Every listener first, before any part consumes, claims or sends: a port that is taken
     // stops the start here (one line naming the variable), with nothing delivered. Every process

@@ -12,6 +12,7 @@ import { ConnectingLog, type ConnectingLogOptions } from '../infra/connecting-lo
 import { createDnsLookup } from '../infra/dns/resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
+import type { FieldFillReport } from '../infra/sqlite/field-fills.ts';
 import type { CommitHold } from '../infra/sqlite/group-commit.ts';
 import type { ReadFault } from '../infra/sqlite/read-fault.ts';
 import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
@@ -106,6 +107,8 @@ export interface OpenStoresOptions extends StoreOptions {
   withoutLog?: true;
   /** Where a distributed log's client writes its lines: the process's structured logger. Default: text on stderr. */
   logClientLines?: (line: KafkaLogLine) => void;
+  /** How the embedded document store's fills of field columns go (the first start after an upgrade may fill large tables). */
+  onFieldFill?: (report: FieldFillReport) => void;
 }
 
 /** The stores without the log (openStores with `withoutLog`). */
@@ -293,7 +296,7 @@ async function openEventStore(config: RelayConfig, options: StoreOptions): Promi
   return { store: new SqliteEventStore(embeddedFiles(config.dataDir).events, options), kind: 'sqlite' };
 }
 
-async function openDocumentStore(config: RelayConfig, options: StoreOptions): Promise<{ store: DocumentStore; kind: string }> {
+async function openDocumentStore(config: RelayConfig, options: StoreOptions & Pick<OpenStoresOptions, 'abandon' | 'onFieldFill'>): Promise<{ store: DocumentStore; kind: string }> {
   if (config.mongodbUrl) {
     const { MongoDocumentStore } = await import('../infra/mongodb/document-store.ts');
     return { store: await MongoDocumentStore.connect(config.mongodbUrl), kind: 'mongodb' };

@@ -7,7 +7,10 @@
 //   SMTP server stop);
 // - a part's start is let finish (it is stopped as a part is, so a delivery is never cut):
 //   `relay retention`'s first pass, held by an EventStoreDB read that never answers, makes the
-//   process exit 1 at the deadline, naming `retention`.
+//   process exit 1 at the deadline, naming `retention`;
+// - filling the field columns of a large table (the first start after an upgrade), the fill
+//   stops between batches: exit 0, and the next start goes on from there. As one statement it
+//   held the event loop, so the deadline's timer could not fire (33-46 s past a 25 s deadline).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,7 +18,9 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
+import { COLLECTIONS } from '../apps/services/collections.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
+import { FILL_BATCH_ROWS } from '../infra/sqlite/field-fills.ts';
 import { waitUntil } from './support/eventually.ts';
 import { exitWithin, spawnRelay, type RelayProcess } from './support/relay-process.ts';
 
@@ -134,6 +139,38 @@ test('relay retention whose first pass waits for an EventStoreDB that never answ
   assert.is(line.waitingFor, 'retention');
   assert.is(line.duringStart, true);
   assert.is(line.timeoutMs, 1500);
+});
+
+test('relay api filling the field columns of a large table: the fill stops between batches, exit 0; the next start goes on from there', async (ctx) => {
+  // Webhook deliveries written before their collection was indexed, as a directory from before
+  // the field columns has them: the start adds the columns and fills them.
+  const rows = FILL_BATCH_ROWS * 50;
+  const documents = new SqliteDocumentStore(join(ctx.dataDir, 'relay.db'));
+  await documents.collection(COLLECTIONS.webhookDeliveries).insertMany!(Array.from({ length: rows }, (_, i) => ({
+    _id: `whd_${String(i).padStart(8, '0')}`, status: 'pending', endpointId: 'ep_1', emailId: `em_${i}`, nextAttemptAt: '2026-01-01T00:00:00.000Z', createdAt: '2026-01-01T00:00:00.000Z',
+  })));
+  await documents.close();
+  const env = { RELAY_SHUTDOWN_TIMEOUT_MS: '20000', RELAY_LOG_LEVEL: 'debug' };
+  const first = start(ctx, ['api'], env);
+  const filling = (relay: RelayProcess) => logLines(relay).filter((line) => line.table === 'doc_webhook_deliveries');
+  await waitUntil(() => filling(first).some((line) => line.batch === 1) || first.child.exitCode !== null, 'the first batch is filled', 30_000);
+  const { code } = await terminate(first, 20_000 + 10_000);
+  assert.is(code, 0, first.output());
+  assertGivenUp(first, 'stores');
+  const [started] = logged(first, `filling field columns of doc_webhook_deliveries from its documents (${rows} rows)`);
+  assert.ok(started, first.output());
+  assert.is(started.rows, rows);
+  const [stopped] = filling(first).filter((line) => line.msg.startsWith('stopped filling'));
+  assert.ok(stopped, first.output());
+  assert.ok(stopped.scanned < rows, JSON.stringify(stopped));
+
+  // The next start fills what is left, then listens.
+  const next = start(ctx, ['api'], env);
+  await waitUntil(() => logged(next, 'listening').length > 0 || next.child.exitCode !== null, 'the next start listens', 60_000);
+  const [done] = filling(next).filter((line) => line.msg === 'filled field columns of doc_webhook_deliveries');
+  assert.ok(done, next.output());
+  assert.is(done.scanned, rows);
+  assert.is(done.updated, rows - stopped.scanned);
 });
 
 test.run();

@@ -1,6 +1,7 @@
 // The embedded adapter of the document store port: one SQLite table per collection,
 // (id TEXT PRIMARY KEY, v INTEGER, doc TEXT JSON), and for each field a secondary index names
-// a column holding json_extract(doc, path), which the indexes are built on (./field-columns.ts:
+// a column holding json_extract(doc, path), which the indexes are built on (filled from the
+// documents already there in batches, ./field-fills.ts; kept by every write, ./field-columns.ts:
 // an update leaves the indexes of the fields it does not change alone); an index over an array
 // field is a side table kept by triggers (./array-indexes.ts). Unique indexes do not
 // constrain documents where any indexed field is missing or null (SQLite treats NULLs as
@@ -25,7 +26,20 @@ import { connect, type ConnectOptions, type SqliteConnections } from './connecti
 import { truncateWal } from './database.ts';
 import { dropArrayIndex, ensureArrayIndex, renameArrayIndexes, sideTablesOf, sideTableName } from './array-indexes.ts';
 import { fieldSql, findTail, fromSql, quoteIdent, whereSql, type ArrayIndexes, type FieldColumns, type Tail } from './document-query.ts';
-import { FIELD_COLUMN_PREFIX, fieldColumnsOf, forgetFieldColumns, readLayoutOf } from './field-columns.ts';
+import { FIELD_COLUMN_PREFIX, fieldColumnsOf, filterColumnsOf, forgetFieldColumns, readLayoutOf } from './field-columns.ts';
+import { checkFormat, columnsFilling, dropFillMarkers, fillBatch, markFill, renameFillMarkers, tablesFilling, type FieldFillReport } from './field-fills.ts';
+
+export type { FieldFillReport } from './field-fills.ts';
+
+export interface DocumentStoreOptions extends ConnectOptions {
+  /**
+   * The start's abort signal: a fill of field columns (ensureIndexes) stops before its next
+   * batch once it aborts, rejecting with its reason; the next ensureIndexes goes on from there.
+   */
+  abandon?: AbortSignal;
+  /** Told how fills of field columns go (./field-fills.ts): the first start after an upgrade may fill large tables. */
+  onFieldFill?: (report: FieldFillReport) => void;
+}
 
 const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
@@ -100,10 +114,16 @@ class Engine {
   /** Counts schemaChanged(): a failed write that changed the schema is rolled back with it. */
   #schemaChanges = 0;
   #closed = false;
+  readonly #fillOptions: Pick<DocumentStoreOptions, 'abandon' | 'onFieldFill'>;
+  /** The format check and the fills it found pending, once per engine (prepare()). */
+  #ready: Promise<void> | null = null;
+  /** The fills under way, by table: a second ensureIndexes of the table waits for the same one. */
+  readonly #fills = new Map<string, Promise<void>>();
 
-  constructor(connections: SqliteConnections) {
+  constructor(connections: SqliteConnections, fillOptions: Pick<DocumentStoreOptions, 'abandon' | 'onFieldFill'> = {}) {
     this.connections = connections;
     this.db = connections.writer;
+    this.#fillOptions = fillOptions;
   }
 
   get closed(): boolean {
@@ -124,6 +144,79 @@ class Engine {
   /** The indexed fields' columns of `table` for a write: call inside commit(). */
   writeColumns(table: string): FieldColumns {
     return fieldColumnsOf(this.db, table, this.connections.commits.batch);
+  }
+
+  /** writeColumns for a filter: those being filled left out. */
+  filterColumns(table: string): FieldColumns {
+    return filterColumnsOf(this.db, table, this.connections.commits.batch);
+  }
+
+  /**
+   * Before the first ensureIndexes: refuses a file of a newer storage format, marks the columns a
+   * build that does not keep them may have left wrong, and fills every column marked (cut short
+   * by a stop or a crash, too), whether or not this process indexes its table.
+   */
+  prepare(): Promise<void> {
+    this.#ready ??= this.#prepare().catch((err: unknown) => {
+      this.#ready = null;
+      throw err;
+    });
+    return this.#ready;
+  }
+
+  async #prepare(): Promise<void> {
+    const check = await this.commit(() => {
+      const found = checkFormat(this.db);
+      this.schemaChanged();
+      return found;
+    });
+    if (check.legacyIndexes.length > 0 || check.marked.length > 0) {
+      this.#fillOptions.onFieldFill?.({ phase: 'repair', format: check.format, legacyIndexes: check.legacyIndexes, tables: check.marked });
+    }
+    for (const table of await this.commit(() => tablesFilling(this.db))) await this.fill(table);
+  }
+
+  /** Fills the columns of `table` being filled (./field-fills.ts), in batches; rejects with the abort signal's reason when it aborts. */
+  fill(table: string): Promise<void> {
+    let fill = this.#fills.get(table);
+    if (!fill) {
+      fill = this.#fill(table).finally(() => this.#fills.delete(table));
+      this.#fills.set(table, fill);
+    }
+    return fill;
+  }
+
+  async #fill(table: string): Promise<void> {
+    const { abandon, onFieldFill } = this.#fillOptions;
+    const found = await this.commit(() => {
+      const columns = columnsFilling(this.db, table);
+      return { columns, rows: columns.length === 0 ? 0 : Number((this.statement(`SELECT count(*) AS n FROM ${quoteIdent(table)}`).get() as { n: number }).n) };
+    });
+    const { columns } = found;
+    if (columns.length === 0) return;
+    onFieldFill?.({ phase: 'start', table, columns, rows: found.rows });
+    const done = { batches: 0, scanned: 0, updated: 0 };
+    for (let after: string | null = null; ;) {
+      if (abandon?.aborted) {
+        onFieldFill?.({ phase: 'stopped', table, columns, ...done });
+        throw abandon.reason;
+      }
+      const from: string | null = after;
+      const batch = await this.commit(() => {
+        const filled = fillBatch(this.db, table, columns, from);
+        if (filled.next === null) this.schemaChanged();
+        return filled;
+      });
+      done.batches++;
+      done.scanned += batch.scanned;
+      done.updated += batch.updated;
+      onFieldFill?.({ phase: 'batch', table, columns, batch: done.batches, scanned: batch.scanned, updated: batch.updated });
+      if (batch.next === null) break;
+      after = batch.next;
+      // The event loop's turn: timers (a stop's deadline), signals, other writes.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    onFieldFill?.({ phase: 'done', table, columns, ...done });
   }
 
   /** This connection changed the schema: what it knew of the field columns may be wrong. */
@@ -414,48 +507,64 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
     for (const spec of indexes) checkArrayField(spec);
     const engine = this.#engine;
-    await engine.commit(() => {
+    await engine.prepare();
+    // The indexes only once their columns are filled: in the transaction that finds no marker.
+    let created = await engine.commit(() => {
       engine.forget(this.#table);
       engine.ensureTable(this.#table);
       const present = engine.writeColumns(this.#table);
+      const empty = engine.statement(`SELECT 1 FROM ${this.#quoted} LIMIT 1`).get() === undefined;
       for (const field of new Set(indexes.flatMap((spec) => spec.fields.map(([f]) => f)))) {
-        const { path } = fieldSql(field);
-        if (path === undefined || present.has(field)) continue;
-        // Filled here for the documents already there (once, the first time an index names
-        // the field); every write fills it from then on.
-        const column = quoteIdent(FIELD_COLUMN_PREFIX + field);
-        engine.db.exec(`ALTER TABLE ${this.#quoted} ADD COLUMN ${column}`);
-        engine.db.exec(`UPDATE ${this.#quoted} SET ${column} = json_extract(doc, ${path})`);
+        if (fieldSql(field).path === undefined || present.has(field)) continue;
+        // Every write fills it from now on; the documents already there, engine.fill below.
+        engine.db.exec(`ALTER TABLE ${this.#quoted} ADD COLUMN ${quoteIdent(FIELD_COLUMN_PREFIX + field)}`);
+        if (!empty) markFill(engine.db, this.#table, FIELD_COLUMN_PREFIX + field);
         engine.schemaChanged();
       }
-      const fieldColumns = engine.writeColumns(this.#table);
-      for (const spec of indexes) {
-        if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
-        const name = indexName(this.#table, spec.name);
-        if (spec.arrayField !== undefined) {
-          if (ensureArrayIndex(engine.db, this.#table, name, spec, fieldColumns)) engine.schemaChanged();
-          continue;
-        }
-        // An array index under the name: the caller's current definition wins.
-        if (sideTablesOf(engine.db, this.#table).includes(sideTableName(name))) {
-          dropArrayIndex(engine.db, sideTableName(name));
-          engine.schemaChanged();
-        }
-        const columns = spec.fields.map(([field, direction]) => `${fieldColumns.get(field) ?? fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
-        const sql = `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${this.#quoted} (${columns})`;
-        const existing = engine.db.prepare(`SELECT sql, tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name) as { sql: string; tbl_name: string } | undefined;
-        if (existing?.sql === sql) continue;
-        if (existing && existing.tbl_name !== this.#table) throw new Error(`index name ${name} is taken by table ${existing.tbl_name}`);
-        // Same name, other definition: the caller's current definition wins.
-        if (existing) engine.db.exec(`DROP INDEX ${quoteIdent(name)}`);
-        try {
-          engine.db.exec(sql);
-        } catch (err) {
-          if (isUniqueViolation(err)) throw new DuplicateKeyError(this.#name, spec.name);
-          throw err;
-        }
-      }
+      return this.#createIndexesIfFilled(indexes);
     });
+    while (!created) {
+      await engine.fill(this.#table);
+      created = await engine.commit(() => this.#createIndexesIfFilled(indexes));
+    }
+  }
+
+  #createIndexesIfFilled(indexes: IndexSpec[]): boolean {
+    if (columnsFilling(this.#engine.db, this.#table).length > 0) return false;
+    this.#createIndexes(indexes);
+    return true;
+  }
+
+  /** Inside the writer's transaction, once every field column of the table is filled. */
+  #createIndexes(indexes: IndexSpec[]): void {
+    const engine = this.#engine;
+    const fieldColumns = engine.writeColumns(this.#table);
+    for (const spec of indexes) {
+      if (spec.fields.length === 0) throw new Error(`index ${spec.name} has no fields`);
+      const name = indexName(this.#table, spec.name);
+      if (spec.arrayField !== undefined) {
+        if (ensureArrayIndex(engine.db, this.#table, name, spec, fieldColumns)) engine.schemaChanged();
+        continue;
+      }
+      // An array index under the name: the caller's current definition wins.
+      if (sideTablesOf(engine.db, this.#table).includes(sideTableName(name))) {
+        dropArrayIndex(engine.db, sideTableName(name));
+        engine.schemaChanged();
+      }
+      const columns = spec.fields.map(([field, direction]) => `${fieldColumns.get(field) ?? fieldSql(field).value}${direction === 'desc' ? ' DESC' : ''}`).join(', ');
+      const sql = `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${this.#quoted} (${columns})`;
+      const existing = engine.db.prepare(`SELECT sql, tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name) as { sql: string; tbl_name: string } | undefined;
+      if (existing?.sql === sql) continue;
+      if (existing && existing.tbl_name !== this.#table) throw new Error(`index name ${name} is taken by table ${existing.tbl_name}`);
+      // Same name, other definition: the caller's current definition wins.
+      if (existing) engine.db.exec(`DROP INDEX ${quoteIdent(name)}`);
+      try {
+        engine.db.exec(sql);
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new DuplicateKeyError(this.#name, spec.name);
+        throw err;
+      }
+    }
   }
 
   /** `fn` changes the table with one statement. */
@@ -495,7 +604,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   async deleteWhere(where: Where): Promise<number> {
     const engine = this.#engine;
     const result = await engine.commitStatement(() => engine.read(() => {
-      const filter = whereSql(where, engine.writeColumns(this.#table));
+      const filter = whereSql(where, engine.filterColumns(this.#table));
       return engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params);
     }, { changes: 0, lastInsertRowid: 0 }));
     return Number(result.changes);
@@ -506,8 +615,8 @@ export class SqliteDocumentStore implements DocumentStore {
   readonly #engine: Engine;
 
   /** Opens `source` as a file path, or shares an open connection (which the caller keeps and closes). */
-  constructor(source: string | DatabaseSync, options: ConnectOptions = {}) {
-    this.#engine = new Engine(connect(source, options));
+  constructor(source: string | DatabaseSync, options: DocumentStoreOptions = {}) {
+    this.#engine = new Engine(connect(source, options), { abandon: options.abandon, onFieldFill: options.onFieldFill });
   }
 
   /** Collections hold no state of their own, so one per name serves every caller. */
@@ -528,6 +637,7 @@ export class SqliteDocumentStore implements DocumentStore {
     const table = tableName(name);
     await this.#engine.commit(() => {
       for (const side of sideTablesOf(this.#engine.db, table)) dropArrayIndex(this.#engine.db, side);
+      dropFillMarkers(this.#engine.db, table);
       this.#engine.statement(`DROP TABLE IF EXISTS ${quoteIdent(table)}`).run();
       this.#engine.schemaChanged();
     });
@@ -543,8 +653,10 @@ export class SqliteDocumentStore implements DocumentStore {
       const found = engine.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(source);
       if (!found) throw new Error(`cannot rename collection ${from}: it does not exist`);
       for (const side of sideTablesOf(engine.db, target)) dropArrayIndex(engine.db, side);
+      dropFillMarkers(engine.db, target);
       engine.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(target)}`);
       engine.db.exec(`ALTER TABLE ${quoteIdent(source)} RENAME TO ${quoteIdent(target)}`);
+      renameFillMarkers(engine.db, source, target);
       engine.schemaChanged();
       // Index names carry the table name (SQLite has one index namespace per database), so
       // rebuild them under the new name; ALTER TABLE already rewrote their ON clause.

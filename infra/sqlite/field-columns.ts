@@ -15,6 +15,13 @@
 // The side tables of a table's array indexes (./array-indexes.ts) are looked at likewise, by
 // reads only (triggers fill them): one unknown yet leaves a `contains` to read the documents'
 // arrays, the same answer without the index; one gone makes the read look again.
+//
+// A column whose fill from the documents is not finished (./field-fills.ts) has a marker, a view
+// named fillMarkerName(table, column): writes fill it as any other, but filters (reads, and a
+// delete's where) leave it out and read json_extract(doc, path) instead, so that a half-filled
+// column never hides a document. A view because it is schema: making and dropping it changes the
+// schema's version, which renews every connection's look, and a look reads the markers after
+// the columns, so it never takes a column that was being filled for a finished one.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { ARRAY_INDEX_COLUMNS_SQL, arrayIndexesFrom } from './array-indexes.ts';
 import { quoteIdent, type ArrayIndexes, type FieldColumns } from './document-query.ts';
@@ -26,25 +33,60 @@ const TABLES_LIMIT = 1_000;
 /** How long a read goes by what its connection last saw of the schema. */
 export const READ_RECHECK_MS = 1_000;
 
+const FILL_MARKER_PREFIX = 'fill:';
+
+/** The marker of `column` of `table` while it is being filled: JSON, so that no table's name can be taken for another's. */
+export function fillMarkerName(table: string, column: string): string {
+  return FILL_MARKER_PREFIX + JSON.stringify([table, column]);
+}
+
+/** Every fill marker (views named by fillMarkerName). */
+export const FILL_MARKERS_SQL = `SELECT name FROM sqlite_master WHERE type = 'view' AND substr(name, 1, ${FILL_MARKER_PREFIX.length}) = '${FILL_MARKER_PREFIX}'`;
+
+/** The columns being filled, by table, from FILL_MARKERS_SQL's rows. */
+export function fillsFrom(rows: Array<{ name: string }>): Map<string, string[]> {
+  const fills = new Map<string, string[]>();
+  for (const { name } of rows) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(name.slice(FILL_MARKER_PREFIX.length));
+    } catch {
+      continue;
+    }
+    if (!Array.isArray(parsed) || parsed.length !== 2 || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') continue;
+    fills.set(parsed[0], [...(fills.get(parsed[0]) ?? []), parsed[1]]);
+  }
+  return fills;
+}
+
+interface TableColumns {
+  /** Every field column: what a write fills. */
+  all: FieldColumns;
+  /** Those a filter may use: `all` but the columns being filled (the same map when none is). */
+  filled: FieldColumns;
+}
+
 class ConnectionColumns {
   readonly #version: StatementSync;
   readonly #tableInfo: StatementSync;
   readonly #arrayIndexInfo: StatementSync;
+  readonly #fillMarkers: StatementSync;
   #seenVersion = -1;
   /** The write batch whose start was checked: a write of the same batch needs no check. */
   #checkedBatch = -1;
   /** When (performance.now()) a read checks the schema's version again. */
   #readCheckAfter = 0;
-  readonly #tables = new Map<string, FieldColumns>();
+  readonly #tables = new Map<string, TableColumns>();
   readonly #arrays = new Map<string, ArrayIndexes>();
 
   constructor(db: DatabaseSync) {
     this.#version = db.prepare('PRAGMA schema_version');
     this.#tableInfo = db.prepare('SELECT name FROM pragma_table_info(?)');
     this.#arrayIndexInfo = db.prepare(ARRAY_INDEX_COLUMNS_SQL);
+    this.#fillMarkers = db.prepare(FILL_MARKERS_SQL);
   }
 
-  of(table: string, batch: number | undefined): FieldColumns {
+  of(table: string, batch: number | undefined): TableColumns {
     if (batch === undefined ? performance.now() >= this.#readCheckAfter : batch !== this.#checkedBatch) {
       const version = Number((this.#version.get() as { schema_version: number }).schema_version);
       if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT || this.#arrays.size >= TABLES_LIMIT) {
@@ -57,11 +99,19 @@ class ConnectionColumns {
     }
     let columns = this.#tables.get(table);
     if (!columns) {
-      const found = new Map<string, string>();
+      const all = new Map<string, string>();
       for (const { name } of this.#tableInfo.all(table) as Array<{ name: string }>) {
-        if (name.startsWith(FIELD_COLUMN_PREFIX)) found.set(name.slice(FIELD_COLUMN_PREFIX.length), quoteIdent(name));
+        if (name.startsWith(FIELD_COLUMN_PREFIX)) all.set(name.slice(FIELD_COLUMN_PREFIX.length), quoteIdent(name));
       }
-      columns = found;
+      // After the columns: a column seen there whose marker is gone by now is filled.
+      const filling = all.size === 0 ? undefined : fillsFrom(this.#fillMarkers.all() as Array<{ name: string }>).get(table);
+      let filled: FieldColumns = all;
+      if (filling !== undefined) {
+        const left = new Map(all);
+        for (const column of filling) if (column.startsWith(FIELD_COLUMN_PREFIX)) left.delete(column.slice(FIELD_COLUMN_PREFIX.length));
+        filled = left;
+      }
+      columns = { all, filled };
       this.#tables.set(table, columns);
     }
     return columns;
@@ -104,13 +154,18 @@ function connectionColumns(db: DatabaseSync): ConnectionColumns {
  * key what they derive from it (statement text) on it.
  */
 export function fieldColumnsOf(db: DatabaseSync, table: string, batch?: number): FieldColumns {
-  return connectionColumns(db).of(table, batch);
+  return connectionColumns(db).of(table, batch).all;
 }
 
-/** For a read: the field columns of `table`, as fieldColumnsOf gives them, and its array indexes' side tables. */
+/** fieldColumnsOf for a filter: without the columns being filled. */
+export function filterColumnsOf(db: DatabaseSync, table: string, batch?: number): FieldColumns {
+  return connectionColumns(db).of(table, batch).filled;
+}
+
+/** For a read: the field columns of `table` a filter may use, as filterColumnsOf gives them, and its array indexes' side tables. */
 export function readLayoutOf(db: DatabaseSync, table: string): { columns: FieldColumns; arrays: ArrayIndexes } {
   const connection = connectionColumns(db);
-  const columns = connection.of(table, undefined);
+  const columns = connection.of(table, undefined).filled;
   return { columns, arrays: connection.arraysOf(table) };
 }
 
