@@ -1,7 +1,8 @@
 // The dashboard's Stats page in real Chromium, over a generated history the live deliverability
 // processor projected: the two rates on meters marked at their thresholds, with the level the API
-// gives; the chart (SVG rendered by the server) loaded as an image; the failing recipient domains
-// in the API's order; the range in the address; accessibility and a 375-pixel screen.
+// gives and each explained from what it counts; the chart (SVG rendered by the server) loaded as
+// an image; the failing recipient domains in the API's order; the range in the address;
+// accessibility and a 375-pixel screen.
 import * as assert from 'uvu/assert';
 import { axeViolations, chromiumMissing, launchBrowser, NARROW, overflowsSideways, screenshot, type TestBrowser } from './support/browser.ts';
 import { signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
@@ -51,6 +52,9 @@ test('the rates against their thresholds, the chart and the failing domains, as 
   await page.locator('.rate').filter({ hasText: 'Complaint rate' }).getByText(level[stats.thresholds.complaint_rate.level as keyof typeof level], { exact: true }).waitFor();
   await page.getByText('Warning from 5.0 %, risk from 10.0 %').waitFor();
   await page.getByText('Warning from 0.10 %, risk from 0.30 %').waitFor();
+  // Each rate is explained from what it counts (domain/deliverability/rates.ts), not from the other's formula.
+  await page.locator('.rate').filter({ hasText: 'Complaint rate' }).getByText('(complaint rate: the recipients complained among those sent, delivered or complained)').waitFor();
+  await page.locator('.rate').filter({ hasText: 'Bounce rate' }).getByText('(bounce rate: the recipients hard bounced among those sent or hard bounced)').waitFor();
 
   const chart = page.getByRole('img', { name: /^Recipients per hour/ });
   await chart.waitFor();

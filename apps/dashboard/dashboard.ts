@@ -8,6 +8,7 @@ import { stripTypeScriptTypes } from 'node:module';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { RATE_DEFINITIONS } from '../../domain/deliverability/rates.ts';
 import { STATUSES } from '../../domain/email/status.ts';
 import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../domain/webhooks/events.ts';
@@ -54,7 +55,7 @@ export const PAGE_PATHS = ['/', '/workspaces/:workspaceId', ...PAGES.map((page) 
 /**
  * What the pages need to know of Relay's rules, decided here from domain/ so that each rule
  * keeps its one place: the statuses and event types to filter by, the statuses after which an
- * email's page stops following it, and what each role may do.
+ * email's page stops following it, what each role may do, and what each deliverability rate counts.
  */
 export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>) {
   return {
@@ -62,6 +63,7 @@ export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 
     statuses: [...STATUSES],
     webhookEvents: [...WEBHOOK_EVENT_TYPES],
     permissions: [...PERMISSIONS],
+    rates: RATE_DEFINITIONS,
     roles: Object.fromEntries(ROLES.map((role) => [role, {
       write: canWrite(role),
       suppressions: canManageSuppressions(role),

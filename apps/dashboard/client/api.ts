@@ -32,7 +32,30 @@ async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, code, message, retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : null);
 }
 
-/** Sends a request; a 401 session_required anywhere but sign-in goes to the sign-in page. */
+/** Told when the session ends under a drawn page, and when a request works again (signed in elsewhere). */
+export interface SessionListener {
+  ended(): void;
+  resumed(): void;
+}
+
+let listener: SessionListener | null = null;
+let ended = false;
+
+/**
+ * From now on a session that ends leaves the reader on the page, where what they typed stays,
+ * and `session` tells them; until then (a page's first load: nothing typed yet) it leads to
+ * sign-in, which brings them back here.
+ */
+export function keepPageWhenSessionEnds(session: SessionListener): void {
+  listener = session;
+}
+
+export const SESSION_ENDED = 'Your session has ended, so Relay did not do this. Sign in again with the link at the top of the page (it opens a new tab), then try again here.';
+
+/**
+ * Sends a request. A 401 session_required anywhere but sign-in goes to the sign-in page while
+ * the page is loading, and once it is drawn is told to the session listener instead.
+ */
 export async function request(method: Method, path: string, body?: unknown): Promise<Response> {
   let response: Response;
   try {
@@ -45,9 +68,22 @@ export async function request(method: Method, path: string, body?: unknown): Pro
   } catch {
     throw new ApiError(0, 'network_error', 'Relay could not be reached; check that it is running and try again', null);
   }
-  if (response.ok) return response;
+  if (response.ok) {
+    if (ended) {
+      ended = false;
+      listener?.resumed();
+    }
+    return response;
+  }
   const error = await errorOf(response);
-  if (error.code === 'session_required' && location.pathname !== '/sign-in') toSignIn();
+  if (error.code === 'session_required' && location.pathname !== '/sign-in') {
+    if (!listener) toSignIn();
+    else {
+      ended = true;
+      listener.ended();
+      throw new ApiError(error.status, error.code, SESSION_ENDED, null);
+    }
+  }
   throw error;
 }
 

@@ -19,7 +19,11 @@ export interface Settings {
   webhookEvents: string[];
   permissions: string[];
   roles: Record<Role, Capabilities>;
+  /** Per deliverability rate: the outcome it counts among the recipients that reached any outcome of its base. */
+  rates: Record<'bounce_rate' | 'complaint_rate', RateDefinition>;
 }
+
+export interface RateDefinition { counts: string; base: string[] }
 
 export interface Membership { workspaceId: string; workspaceName: string; role: Role; activated: boolean }
 export interface SessionInfo { user: { id: string; email: string }; expiresAt: string; memberships: Membership[] }

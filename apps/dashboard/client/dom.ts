@@ -1,5 +1,7 @@
 // Building the page: elements from plain values, text always as text (never parsed as HTML,
 // so nothing an email or a name holds can become markup), and the few widgets every page uses.
+import { withQuery, type SessionListener } from './api.ts';
+import { PAGES } from './route-table.ts';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
 type AttrValue = string | number | boolean | null | undefined;
@@ -126,6 +128,68 @@ export function form(attrs: Attrs, children: Child[], submit: (form: HTMLFormEle
     }
   });
   return element;
+}
+
+/**
+ * Runs `run` (an API call) for `control` (a button, a select that acts when changed): disabled
+ * and aria-busy meanwhile, so that a double click or a second change sends nothing more, and let
+ * go however it ends; a failure is shown in `status`.
+ */
+export async function runAction(control: HTMLButtonElement | HTMLSelectElement, status: HTMLElement, run: () => Promise<void>): Promise<void> {
+  control.disabled = true;
+  control.setAttribute('aria-busy', 'true');
+  fill(status);
+  try {
+    await run();
+  } catch (error) {
+    fill(status, notice('error', (error as Error).message));
+  } finally {
+    control.disabled = false;
+    control.removeAttribute('aria-busy');
+  }
+}
+
+export interface Action {
+  /** Where a failure is shown. */
+  status: HTMLElement;
+  /** Asked first (what happens, said at the time of the click); cancelling sends nothing and says nothing. */
+  confirm?: string | (() => string);
+}
+
+/** A button outside a form that runs `run` (an API call): asked first when it undoes something, held while it runs, a failure shown in `status`. */
+export function actionButton(label: string, attrs: Attrs, { status, confirm: question }: Action, run: () => Promise<void>): HTMLButtonElement {
+  const button: HTMLButtonElement = h('button', {
+    type: 'button', ...attrs,
+    onclick: () => {
+      // Cancelling is a choice, not a failure: nothing is sent and nothing is said.
+      if (question !== undefined && !confirm(typeof question === 'function' ? question() : question)) return;
+      void runAction(button, status, run);
+    },
+  }, label);
+  return button;
+}
+
+/** Where signing in again from another tab leads: a page that says it is done, and to come back. */
+const SIGNED_IN_PATH = PAGES.find((page) => page.module === 'signed-in')!.path;
+
+/**
+ * Said at the top of a drawn page when its session ends: a sign-in in a new tab, so that this
+ * page and what is typed in it stay; gone once a request of the page works again.
+ */
+export function sessionNotice(): SessionListener & { element: HTMLElement } {
+  const element = h('div', { class: 'session-status' });
+  return {
+    element,
+    ended() {
+      if (element.firstChild) return;
+      fill(element, notice('error', h('strong', null, 'Your session has ended. '),
+        h('a', { href: withQuery('/sign-in', { next: SIGNED_IN_PATH }), target: '_blank' }, 'Sign in again (opens a new tab)'),
+        ', then come back to this tab and try again: what you typed here is kept.'));
+    },
+    resumed() {
+      fill(element);
+    },
+  };
 }
 
 export const value = (form: HTMLFormElement, name: string): string => {

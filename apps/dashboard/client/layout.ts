@@ -2,19 +2,18 @@
 // signed-in user with sign-out, pending invitations, and the navigation built from ROUTES.
 import { api, ApiError, get } from './api.ts';
 import { lastProject, type PageContext } from './context.ts';
-import { fill, h, notice, select } from './dom.ts';
+import { actionButton, h, select } from './dom.ts';
 import { pathOf, ROUTES, type Route } from './routes.ts';
 
 /** Only an answer that the session has ended leads to sign-in: after any other the reader is still signed in, and is told so. */
-async function signOut(status: HTMLElement): Promise<void> {
-  fill(status);
+async function signOut(): Promise<void> {
   try {
     await api('DELETE', '/v1/session');
   } catch (error) {
-    // No session any more (ended elsewhere): request() is already on its way to sign-in.
-    if (error instanceof ApiError && error.code === 'session_required') return;
-    fill(status, notice('error', `Signing out failed, so you are still signed in: ${(error as Error).message}`));
-    return;
+    // Ended already (elsewhere): signed out, as asked.
+    if (!(error instanceof ApiError && error.code === 'session_required')) {
+      throw new Error(`Signing out failed, so you are still signed in: ${(error as Error).message}`);
+    }
   }
   location.assign('/sign-in');
 }
@@ -73,6 +72,6 @@ export async function layout(ctx: PageContext, route: Route): Promise<HTMLElemen
       invitations.length > 0 ? h('a', { href: '/invitations', class: 'invitations-link' }, `Invitations (${invitations.length})`) : null,
       h('span', { class: 'user' }, session.user.email),
       h('span', { class: 'role' }, ctx.workspace ? ctx.workspace.role : null),
-      h('button', { type: 'button', class: 'secondary small', onclick: () => void signOut(status) }, 'Sign out')));
+      actionButton('Sign out', { class: 'secondary small' }, { status }, signOut)));
   return [header, status, h('div', { class: 'body' }, navigation(ctx, route), ctx.main)];
 }

@@ -19,6 +19,7 @@ export interface PageEntry {
 
 export const PAGES: readonly PageEntry[] = [
   { path: '/sign-in', scope: 'public', module: 'sign-in' },
+  { path: '/signed-in', scope: 'user', module: 'signed-in' },
   { path: '/invitations', scope: 'user', module: 'invitations' },
   { path: '/projects/:projectId/emails', scope: 'project', nav: 'Emails', module: 'emails' },
   { path: '/projects/:projectId/emails/:emailId', scope: 'project', section: 'Emails', module: 'email' },

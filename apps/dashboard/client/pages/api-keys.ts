@@ -2,7 +2,7 @@
 // copy button, and never again), and revoke (refused at once from then on).
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
 
 interface ApiKey { id: string; name: string; environment: string; preview: string; permissions: string[]; createdAt: string; revokedAt: string | null }
 
@@ -20,19 +20,15 @@ export async function render(ctx: PageContext): Promise<void> {
       key.permissions.join(', '),
       when(key.createdAt),
       key.revokedAt ? [badge('revoked'), ' ', when(key.revokedAt)] : badge('active', 'ok'),
-      ctx.can.write && !key.revokedAt ? h('button', {
-        type: 'button', class: 'danger small', 'aria-label': `Revoke ${key.name}`,
-        onclick: async () => {
-          if (!confirm(`Revoke the key "${key.name}"? Requests with it are refused at once.`)) return;
-          try {
-            await api('DELETE', `/v1/api-keys/${key.id}`);
-            await load();
-            fill(status, notice('success', `Revoked ${key.name}.`));
-          } catch (error) {
-            fill(status, notice('error', (error as Error).message));
-          }
-        },
-      }, 'Revoke') : null,
+      ctx.can.write && !key.revokedAt
+        ? actionButton('Revoke', { class: 'danger small', 'aria-label': `Revoke ${key.name}` }, {
+          status, confirm: `Revoke the key "${key.name}"? Requests with it are refused at once.`,
+        }, async () => {
+          await api('DELETE', `/v1/api-keys/${key.id}`);
+          await load();
+          fill(status, notice('success', `Revoked ${key.name}.`));
+        })
+        : null,
     ]), 'No API key yet.'));
   }
 

@@ -3,7 +3,7 @@
 // connected to.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, copyable, facts, fill, h, notice, section, table, when } from '../dom.ts';
+import { actionButton, badge, copyable, facts, fill, h, notice, section, table, when } from '../dom.ts';
 import type { Domain } from './domains.ts';
 
 const PURPOSE: Record<string, string> = { dkim: 'DKIM signature key', mail_from_mx: 'Bounces (MAIL FROM MX)', mail_from_spf: 'SPF of MAIL FROM', dmarc: 'DMARC policy' };
@@ -37,17 +37,20 @@ export async function render(ctx: PageContext): Promise<void> {
             check ? [badge(check.status), h('p', { class: 'hint' }, check.message)] : '—',
           ];
         }))),
-      ctx.can.write ? h('p', null, h('button', { type: 'button', onclick: () => void verify() }, 'Verify DNS records')) : null,
+      ctx.can.write ? h('p', null, actionButton('Verify DNS records', {}, { status }, () => verify(domain))) : null,
       dkimKey(domain),
       section('Projects', ctx.projects.length === 0 ? h('p', { class: 'empty' }, 'The workspace has no project.')
         : table('Projects connected', ['Project', 'Connected', ''], ctx.projects.map((p) => {
           const connected = domain.projectIds.includes(p.id);
           return [p.name, connected ? 'yes' : 'no', ctx.can.write
-            ? h('button', {
-              type: 'button', class: 'secondary small', disabled: !connected && domain.status !== 'verified',
-              'aria-label': `${connected ? 'Disconnect' : 'Connect'} ${p.name}`,
-              onclick: () => void connect(p.id, !connected),
-            }, connected ? 'Disconnect' : 'Connect')
+            ? actionButton(connected ? 'Disconnect' : 'Connect', {
+              class: 'secondary small', disabled: !connected && domain.status !== 'verified', 'aria-label': `${connected ? 'Disconnect' : 'Connect'} ${p.name}`,
+            }, {
+              status,
+              confirm: connected
+                ? `Disconnect ${p.name} from ${domain.name}? From now on every send of ${p.name} from ${domain.name} is refused, until it is connected again.`
+                : undefined,
+            }, () => connect(p.id, !connected))
             : null];
         }))),
     );
@@ -58,9 +61,10 @@ export async function render(ctx: PageContext): Promise<void> {
     const rotation = domain.dkimRotation;
     const retired = domain.retiredDkimKeys.length === 0 ? null : h('p', { class: 'hint' },
       `Retired: ${domain.retiredDkimKeys.map((k) => k.recordName).join(', ')}. Keep a retired record published a few days after its rotation, for mail signed before it; then remove it.`);
-    const button = (label: string, act: () => Promise<void>) => (ctx.can.write ? h('p', null, h('button', { type: 'button', class: 'secondary', onclick: () => void act() }, label)) : null);
+    const button = (label: string, confirm: string | undefined, act: () => Promise<void>) =>
+      (ctx.can.write ? h('p', null, actionButton(label, { class: 'secondary' }, { status, confirm }, act)) : null);
     if (!rotation) {
-      return section('DKIM key', h('p', null, `Mail is signed with selector ${domain.dkimSelector}.`), retired, button('Rotate DKIM key', () => rotate('POST')));
+      return section('DKIM key', h('p', null, `Mail is signed with selector ${domain.dkimSelector}.`), retired, button('Rotate DKIM key', undefined, () => rotate('POST')));
     }
     return section('DKIM key',
       h('p', null, `Mail is signed with selector ${domain.dkimSelector} until the new key's record is found: publish it beside the current one, then verify.`),
@@ -71,39 +75,39 @@ export async function render(ctx: PageContext): Promise<void> {
         rotation.check ? [badge(rotation.check.status), h('p', { class: 'hint' }, rotation.check.message)] : '—',
       ]] : []),
       retired,
-      button('Cancel rotation', () => rotate('DELETE')));
+      button('Cancel rotation',
+        `Cancel the DKIM key rotation of ${domain.name}? The new key (selector ${rotation.selector}) is discarded: a record you published for it is of no use any more, and a later rotation makes another. Mail stays signed with selector ${domain.dkimSelector}.`,
+        () => rotate('DELETE')));
   }
 
   async function rotate(method: 'POST' | 'DELETE'): Promise<void> {
-    try {
-      draw(await api<Domain>(method, `${path}/dkim-rotation`));
-      fill(status, notice('success', method === 'POST' ? 'New DKIM key made: publish its record, then verify.' : 'Rotation cancelled.'));
-    } catch (error) {
-      fill(status, notice('error', (error as Error).message));
-    }
+    draw(await api<Domain>(method, `${path}/dkim-rotation`));
+    fill(status, notice('success', method === 'POST' ? 'New DKIM key made: publish its record, then verify.' : 'Rotation cancelled.'));
   }
 
-  async function verify(): Promise<void> {
+  /** What a verify found: the required records, and a pending rotation's new key (completed, or its record still not found). */
+  async function verify(before: Domain): Promise<void> {
     fill(status, notice('info', 'Asking DNS…'));
-    try {
-      const domain = await api<Domain>('POST', `${path}/verify`);
-      const failing = (domain.checks ?? []).filter((c) => c.required && c.status !== 'ok');
-      fill(status, failing.length === 0
-        ? notice('success', `Verified: every required record of ${domain.name} is published.`)
-        : notice('warning', `Not verified yet: ${failing.length} required record${failing.length === 1 ? ' is' : 's are'} not as expected.`));
-      draw(domain);
-    } catch (error) {
-      fill(status, notice('error', (error as Error).message));
-    }
+    const domain = await api<Domain>('POST', `${path}/verify`);
+    const failing = (domain.checks ?? []).filter((c) => c.required && c.status !== 'ok');
+    const records = failing.length === 0
+      ? `Verified: every required record of ${domain.name} is published.`
+      : `Not verified yet: ${failing.length} required record${failing.length === 1 ? ' is' : 's are'} not as expected.`;
+    const pending = domain.dkimRotation;
+    const completed = before.dkimRotation !== null && pending === null && domain.dkimSelector === before.dkimRotation.selector;
+    fill(status,
+      pending
+        // The rotation first: it is what a verify during one is for, and the domain's own records may all be fine.
+        ? notice('warning', `The new DKIM key's record was not found${pending.check ? ` (${pending.check.message})` : ''}: mail is still signed with selector ${domain.dkimSelector}. Publish the new record, then verify again.`,
+          h('p', null, records))
+        : notice(failing.length === 0 ? 'success' : 'warning', records,
+          completed ? h('p', null, `The new DKIM key is active: mail is now signed with selector ${domain.dkimSelector}.`) : null));
+    draw(domain);
   }
 
   async function connect(projectId: string, on: boolean): Promise<void> {
-    try {
-      draw(await api<Domain>(on ? 'POST' : 'DELETE', `${path}/projects/${projectId}`));
-      fill(status, notice('success', on ? 'Connected.' : 'Disconnected.'));
-    } catch (error) {
-      fill(status, notice('error', (error as Error).message));
-    }
+    draw(await api<Domain>(on ? 'POST' : 'DELETE', `${path}/projects/${projectId}`));
+    fill(status, notice('success', on ? 'Connected.' : 'Disconnected.'));
   }
 
   draw(await get<Domain>(path));

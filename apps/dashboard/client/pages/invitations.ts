@@ -2,7 +2,7 @@
 // role offered) or decline. An invited person signs in and finds them here.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { fill, h, notice, table, when } from '../dom.ts';
+import { actionButton, fill, h, notice, table, when } from '../dom.ts';
 
 interface Invitation { id: string; workspaceId: string; workspaceName: string; role: string; expiresAt: string }
 
@@ -22,29 +22,15 @@ export async function render(ctx: PageContext): Promise<void> {
       invitation.role,
       when(invitation.expiresAt),
       h('div', { class: 'row-actions' },
-        h('button', {
-          type: 'button', 'aria-label': `Accept the invitation to ${invitation.workspaceName}`,
-          onclick: async () => {
-            try {
-              await api('POST', `/v1/invitations/${invitation.id}/accept`);
-              location.assign(`/workspaces/${invitation.workspaceId}`);
-            } catch (error) {
-              fill(status, notice('error', (error as Error).message));
-            }
-          },
-        }, 'Accept'),
-        h('button', {
-          type: 'button', class: 'secondary', 'aria-label': `Decline the invitation to ${invitation.workspaceName}`,
-          onclick: async () => {
-            try {
-              await api('DELETE', `/v1/invitations/${invitation.id}`);
-              await load();
-              fill(status, notice('success', `Declined the invitation to ${invitation.workspaceName}.`));
-            } catch (error) {
-              fill(status, notice('error', (error as Error).message));
-            }
-          },
-        }, 'Decline')),
+        actionButton('Accept', { 'aria-label': `Accept the invitation to ${invitation.workspaceName}` }, { status }, async () => {
+          await api('POST', `/v1/invitations/${invitation.id}/accept`);
+          location.assign(`/workspaces/${invitation.workspaceId}`);
+        }),
+        actionButton('Decline', { class: 'secondary', 'aria-label': `Decline the invitation to ${invitation.workspaceName}` }, { status }, async () => {
+          await api('DELETE', `/v1/invitations/${invitation.id}`);
+          await load();
+          fill(status, notice('success', `Declined the invitation to ${invitation.workspaceName}.`));
+        })),
     ]), none));
   }
   await load();

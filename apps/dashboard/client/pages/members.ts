@@ -2,7 +2,7 @@
 // accepts after signing in), revoke an invitation, change a role, remove a member, or leave.
 import { api, get } from '../api.ts';
 import type { PageContext, Role } from '../context.ts';
-import { field, fill, form, h, notice, section, select, table, value, when } from '../dom.ts';
+import { actionButton, runAction, field, fill, form, h, notice, section, select, table, value, when } from '../dom.ts';
 
 interface Member { userId: string; email: string; role: Role; createdAt: string }
 interface Invitation { id: string; email: string; role: Role; createdAt: string; expiresAt: string }
@@ -16,13 +16,16 @@ export async function render(ctx: PageContext): Promise<void> {
   const body = h('div');
 
   async function act(run: () => Promise<string>): Promise<void> {
+    let done: string;
     try {
-      const done = await run();
-      await load();
-      fill(status, notice('success', done));
+      done = await run();
     } catch (error) {
-      fill(status, notice('error', (error as Error).message));
+      // Drawn again from what Relay has, so that nothing shows a change it refused (a role picked in a select).
+      await load().catch(() => undefined);
+      throw error;
     }
+    await load();
+    fill(status, notice('success', done));
   }
 
   async function load(): Promise<void> {
@@ -34,48 +37,42 @@ export async function render(ctx: PageContext): Promise<void> {
         manageable(m)
           ? select('role', grants.map((r): [string, string] => [r, r]), m.role, {
             'aria-label': `Role of ${m.email}`,
-            onchange: (event: Event) => void act(async () => {
-              const role = (event.target as HTMLSelectElement).value;
-              await api('PATCH', `/v1/workspaces/${workspaceId}/members/${m.userId}`, { role });
-              return `${m.email} is now ${role}.`;
-            }),
+            onchange: (event: Event) => {
+              const control = event.target as HTMLSelectElement;
+              void runAction(control, status, () => act(async () => {
+                try {
+                  await api('PATCH', `/v1/workspaces/${workspaceId}/members/${m.userId}`, { role: control.value });
+                } catch (error) {
+                  // The role last read, should the list not be read again either.
+                  control.value = m.role;
+                  throw error;
+                }
+                return `${m.email} is now ${control.value}.`;
+              }));
+            },
           })
           : m.role,
         when(m.createdAt),
         manageable(m)
-          ? h('button', {
-            type: 'button', class: 'danger small', 'aria-label': `Remove ${m.email}`,
-            onclick: () => {
-              // Cancelling is a choice, not a failure: nothing is sent and nothing is said.
-              if (!confirm(`Remove ${m.email} from the workspace?`)) return;
-              void act(async () => {
-                await api('DELETE', `/v1/workspaces/${workspaceId}/members/${m.userId}`);
-                return `Removed ${m.email}.`;
-              });
-            },
-          }, 'Remove')
-          : m.userId === me ? h('button', {
-            type: 'button', class: 'secondary small',
-            onclick: async () => {
-              if (!confirm('Leave this workspace? You will need a new invitation to come back.')) return;
-              try {
-                await api('DELETE', `/v1/workspaces/${workspaceId}/members/${me}`);
-                location.assign('/');
-              } catch (error) {
-                fill(status, notice('error', (error as Error).message));
-              }
-            },
-          }, 'Leave') : null,
+          ? actionButton('Remove', { class: 'danger small', 'aria-label': `Remove ${m.email}` }, { status, confirm: `Remove ${m.email} from the workspace?` },
+            () => act(async () => {
+              await api('DELETE', `/v1/workspaces/${workspaceId}/members/${m.userId}`);
+              return `Removed ${m.email}.`;
+            }))
+          : m.userId === me
+            ? actionButton('Leave', { class: 'secondary small' }, { status, confirm: 'Leave this workspace? You will need a new invitation to come back.' }, async () => {
+              await api('DELETE', `/v1/workspaces/${workspaceId}/members/${me}`);
+              location.assign('/');
+            })
+            : null,
       ])),
       section('Pending invitations', table('Pending invitations', ['Email', 'Role', 'Invited', 'Expires', ''], workspace.invitations.map((i) => [
         i.email, i.role, when(i.createdAt), when(i.expiresAt),
-        grants.length > 0 ? h('button', {
-          type: 'button', class: 'danger small', 'aria-label': `Revoke the invitation of ${i.email}`,
-          onclick: () => void act(async () => {
+        grants.length > 0 ? actionButton('Revoke', { class: 'danger small', 'aria-label': `Revoke the invitation of ${i.email}` }, { status },
+          () => act(async () => {
             await api('DELETE', `/v1/invitations/${i.id}`);
             return `Revoked the invitation of ${i.email}.`;
-          }),
-        }, 'Revoke') : null,
+          })) : null,
       ]), 'No invitation is pending.')));
   }
 

@@ -2,7 +2,7 @@
 // figures), the bounce and complaint rates against their thresholds, the totals, latencies and
 // the recipient domains that fail most. The range is in the address (?range=24h|7d|30d).
 import { get, withQuery } from '../api.ts';
-import type { PageContext } from '../context.ts';
+import type { PageContext, RateDefinition } from '../context.ts';
 import { badge, facts, field, h, section, select, table } from '../dom.ts';
 
 interface Threshold { warning: number; risk: number; level: 'ok' | 'warning' | 'risk' | null }
@@ -48,8 +48,14 @@ function scale(threshold: Threshold): SVGElement {
   return marks;
 }
 
-/** A rate on a meter whose low and high marks are its warning and risk thresholds. */
-function rate(label: string, value: number | null, threshold: Threshold, denominator: string): HTMLElement {
+/** "sent, delivered or complained", from the outcomes' names. */
+function outcomes(names: readonly string[]): string {
+  const words = names.map((name) => name.replace(/_/g, ' '));
+  return words.length < 2 ? words.join('') : `${words.slice(0, -1).join(', ')} or ${words[words.length - 1]}`;
+}
+
+/** A rate on a meter whose low and high marks are its warning and risk thresholds, explained from its definition (settings.rates). */
+function rate(label: string, value: number | null, threshold: Threshold, definition: RateDefinition): HTMLElement {
   const id = `rate-${label.toLowerCase().replace(/\W+/g, '-')}`;
   const level = threshold.level ?? 'none';
   const meter = h('meter', {
@@ -58,11 +64,11 @@ function rate(label: string, value: number | null, threshold: Threshold, denomin
   });
   return h('div', { class: `rate rate-${level}` },
     h('label', { for: id }, label),
-    h('p', { class: 'rate-value' }, value === null ? `no ${denominator} yet` : percent(value), ' ',
+    h('p', { class: 'rate-value' }, value === null ? `no recipient ${outcomes(definition.base)} yet` : percent(value), ' ',
       threshold.level ? badge(threshold.level === 'ok' ? 'ok' : threshold.level === 'warning' ? 'warning' : 'at risk', threshold.level === 'ok' ? 'ok' : threshold.level === 'warning' ? 'delayed' : 'failed') : null),
     meter,
     scale(threshold),
-    h('p', { class: 'hint', id: `${id}-says` }, `Warning from ${percent(threshold.warning)}, risk from ${percent(threshold.risk)} (${label.toLowerCase()} = ${denominator === 'sends' ? 'hard bounces / sent' : 'complaints / delivered'}).`));
+    h('p', { class: 'hint', id: `${id}-says` }, `Warning from ${percent(threshold.warning)}, risk from ${percent(threshold.risk)} (${label.toLowerCase()}: the recipients ${outcomes([definition.counts])} among those ${outcomes(definition.base)}).`));
 }
 
 export async function render(ctx: PageContext): Promise<void> {
@@ -89,8 +95,8 @@ export async function render(ctx: PageContext): Promise<void> {
     h('figcaption', { class: 'hint' }, `${chosen[1]}, per ${stats.granularity} (UTC). Recipients (To and CC) as they reached each outcome.`));
 
   const rates = h('div', { class: 'rates' },
-    rate('Bounce rate', stats.totals.bounce_rate, stats.thresholds.bounce_rate, 'sends'),
-    rate('Complaint rate', stats.totals.complaint_rate, stats.thresholds.complaint_rate, 'sends'));
+    rate('Bounce rate', stats.totals.bounce_rate, stats.thresholds.bounce_rate, ctx.settings.rates.bounce_rate),
+    rate('Complaint rate', stats.totals.complaint_rate, stats.thresholds.complaint_rate, ctx.settings.rates.complaint_rate));
 
   const outcomeFacts = facts([
     ['Accepted', String(totals.accepted)], ['Suppressed', String(totals.suppressed)], ['Sent', String(totals.sent)],

@@ -3,7 +3,7 @@
 // CSV. Search and paging live in the address.
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
 
 interface Suppression { address: string; reason: string; emailId: string | null; createdAt: string }
 
@@ -24,19 +24,13 @@ export async function render(ctx: PageContext): Promise<void> {
         badge(s.reason),
         s.emailId ? h('code', null, s.emailId) : '—',
         when(s.createdAt),
-        ...(ctx.can.suppressions ? [h('button', {
-          type: 'button', class: 'danger small', 'aria-label': `Remove ${s.address}`,
-          onclick: async () => {
-            if (!confirm(`Remove ${s.address} from the suppression list? Emails to it will be sent again.`)) return;
-            try {
-              await api('DELETE', `/v1/workspaces/${workspaceId}/suppressions/${encodeURIComponent(s.address)}`);
-              await load();
-              fill(status, notice('success', `Removed ${s.address}.`));
-            } catch (error) {
-              fill(status, notice('error', (error as Error).message));
-            }
-          },
-        }, 'Remove')] : []),
+        ...(ctx.can.suppressions ? [actionButton('Remove', { class: 'danger small', 'aria-label': `Remove ${s.address}` }, {
+          status, confirm: `Remove ${s.address} from the suppression list? Emails to it will be sent again.`,
+        }, async () => {
+          await api('DELETE', `/v1/workspaces/${workspaceId}/suppressions/${encodeURIComponent(s.address)}`);
+          await load();
+          fill(status, notice('success', `Removed ${s.address}.`));
+        })] : []),
       ]), prefix ? `No suppressed address begins with "${prefix}".` : 'No address is suppressed. Hard bounces and complaints add addresses here by themselves.'),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
         cursor ? h('a', { href: withQuery(here, { prefix }) }, 'First page') : null,

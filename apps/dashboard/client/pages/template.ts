@@ -5,7 +5,7 @@
 import { ApiError, api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { EMAIL_FRAME_SANDBOX, previewSrcdoc } from '../email-frame.ts';
-import { append, field, fill, form, h, notice, section, value, when, type Child } from '../dom.ts';
+import { actionButton, append, field, fill, form, h, notice, section, value, when, type Child } from '../dom.ts';
 
 interface Template {
   id: string; projectId: string; name: string; slug: string; subject: string; html: string | null; text: string | null;
@@ -50,7 +50,9 @@ export async function render(ctx: PageContext): Promise<void> {
     field('Text', h('textarea', { name: 'text', rows: 6, readonly: readOnly }, current?.text ?? '')),
     readOnly ? null : h('div', { class: 'actions' },
       h('button', { type: 'submit' }, current ? 'Save' : 'Create template'),
-      current ? h('button', { type: 'button', class: 'danger', onclick: () => void remove() }, 'Delete') : null),
+      current ? actionButton('Delete', { class: 'danger' }, {
+        status, confirm: () => `Delete the template "${current!.name}"? Emails already sent keep their content.`,
+      }, remove) : null),
   ], save);
 
   // --- live preview -------------------------------------------------------------------
@@ -147,13 +149,8 @@ export async function render(ctx: PageContext): Promise<void> {
   }
 
   async function remove(): Promise<void> {
-    if (!current || !confirm(`Delete the template "${current.name}"? Emails already sent keep their content.`)) return;
-    try {
-      await api('DELETE', withQuery(`/v1/templates/${current.id}`, { projectId }));
-      location.assign(list);
-    } catch (error) {
-      fill(status, notice('error', (error as Error).message));
-    }
+    await api('DELETE', withQuery(`/v1/templates/${current!.id}`, { projectId }));
+    location.assign(list);
   }
 
   // --- send a test ------------------------------------------------------------------------

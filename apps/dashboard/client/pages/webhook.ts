@@ -3,7 +3,7 @@
 // attempt and the receiver's status codes (cursor paging in the address).
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, checkboxes, checkedValues, facts, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, facts, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
 import { livePoll } from '../live.ts';
 import { attemptsTable } from './email.ts';
 import { secretPanel, type Endpoint } from './webhooks.ts';
@@ -28,35 +28,26 @@ export async function render(ctx: PageContext): Promise<void> {
     ctx.title(endpoint.url);
     fill(summary, facts([
       ['State', [endpoint.enabled ? badge('enabled') : badge('disabled'), ' ',
-        ctx.can.write ? h('button', { type: 'button', class: 'secondary small', onclick: () => void toggle() }, endpoint.enabled ? 'Disable' : 'Enable') : null]],
+        ctx.can.write ? actionButton(endpoint.enabled ? 'Disable' : 'Enable', { class: 'secondary small' }, { status }, toggle) : null]],
       ['Events', endpoint.events.join(', ')],
       ['Created', when(endpoint.createdAt)],
       ['Updated', when(endpoint.updatedAt)],
     ]));
   }
 
-  async function act(run: () => Promise<void>): Promise<void> {
-    try {
-      await run();
-    } catch (error) {
-      fill(status, notice('error', (error as Error).message));
-    }
-  }
-  const toggle = () => act(async () => {
+  async function toggle(): Promise<void> {
     endpoint = await api<Endpoint>('PATCH', path, { enabled: !endpoint.enabled });
     fill(status, notice('success', endpoint.enabled ? 'Enabled: new events are delivered again.' : 'Disabled: pending deliveries end, and no new ones are made.'));
     drawSummary();
-  });
-  const rotate = () => act(async () => {
-    if (!confirm('Rotate the signing secret? The old one stops signing at once.')) return;
+  }
+  async function rotate(): Promise<void> {
     const { secret } = await api<{ secret: string }>('POST', `${path}/rotate-secret`);
     fill(status, secretPanel('New signing secret', secret));
-  });
-  const remove = () => act(async () => {
-    if (!confirm(`Delete the endpoint ${endpoint.url}? Its pending deliveries end.`)) return;
+  }
+  async function remove(): Promise<void> {
     await api('DELETE', path);
     location.assign(list);
-  });
+  }
 
   let shown = '';
   async function loadDeliveries(): Promise<void> {
@@ -99,8 +90,8 @@ export async function render(ctx: PageContext): Promise<void> {
       field('Description', h('input', { name: 'description', maxlength: 500, value: endpoint.description ?? '' })),
       h('div', { class: 'actions' },
         h('button', { type: 'submit' }, 'Save changes'),
-        h('button', { type: 'button', class: 'secondary', onclick: () => void rotate() }, 'Rotate secret'),
-        h('button', { type: 'button', class: 'danger', onclick: () => void remove() }, 'Delete endpoint')),
+        actionButton('Rotate secret', { class: 'secondary' }, { status, confirm: 'Rotate the signing secret? The old one stops signing at once.' }, rotate),
+        actionButton('Delete endpoint', { class: 'danger' }, { status, confirm: () => `Delete the endpoint ${endpoint.url}? Its pending deliveries end.` }, remove)),
     ], async (element) => {
       const events = checkedValues(element, 'events');
       if (events.length === 0) throw new Error('Choose at least one event.');

@@ -1,0 +1,119 @@
+// The session ending under a drawn page (it expired, or the person signed out in another tab), in
+// real Chromium. Going to sign-in would throw away what was typed, so the page stays, keeps every
+// field and says the session ended, with a sign-in in a new tab; once signed in there, the same
+// button works again. A page's first load still goes to sign-in (test/dashboard.e2e.test.ts).
+import * as assert from 'uvu/assert';
+import type { BrowserContext, Page } from 'playwright-core';
+import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser } from './support/browser.ts';
+import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
+import { skippableSuite } from './support/skippable-suite.ts';
+
+const test = skippableSuite<{ f: DashboardFixture; browser: TestBrowser }>('dashboard: the session ending while a page is open, in Chromium', chromiumMissing);
+
+test.before(async (ctx) => {
+  ctx.f = await startDashboard({}, { processors: ['projector'] });
+  ctx.browser = await launchBrowser();
+});
+test.after(async (ctx) => {
+  await ctx.browser?.close();
+  await ctx.f?.close();
+});
+
+const WRITTEN = '<p>Hello {{name}}, here is a long message I spent a while writing.</p>';
+const SIGN_IN_AGAIN = 'Sign in again (opens a new tab)';
+
+/** Signs in through the notice's link, in the tab it opens, and closes that tab once it says the session is back. */
+async function signInAgain(page: Page, context: BrowserContext, f: DashboardFixture): Promise<void> {
+  const [tab] = await Promise.all([context.waitForEvent('page'), page.getByRole('link', { name: SIGN_IN_AGAIN }).click()]);
+  await tab.getByLabel('Email').fill(f.owner.email);
+  await tab.getByLabel('Password').fill(f.owner.password);
+  await tab.getByRole('button', { name: 'Sign in' }).click();
+  await tab.getByText(`You are signed in as ${f.owner.email}.`).waitFor();
+  assert.is(new URL(tab.url()).pathname, '/signed-in');
+  await tab.close();
+}
+
+test('the template editor: a preview answered "session ended" keeps the page and what was typed; created once signed in again', async ({ f, browser }) => {
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  const here = `/projects/${f.projectId}/templates/new`;
+  await page.goto(`${f.origin}${here}`);
+  await page.getByRole('heading', { name: 'New template', level: 1 }).waitFor();
+  await page.getByLabel('Name', { exact: true }).fill('Welcome');
+  await page.getByLabel('Slug').fill('welcome');
+  await page.getByLabel('Subject').fill('Welcome {{name}}');
+  await page.getByLabel('HTML', { exact: true }).fill(WRITTEN);
+  await page.locator('.preview-subject').getByText('Subject: Welcome name').waitFor();
+
+  await context.clearCookies();
+  await page.getByLabel('Text', { exact: true }).pressSequentially('Hello');
+  // The next preview is answered 401: the page says so, and stays.
+  await page.getByRole('link', { name: SIGN_IN_AGAIN }).waitFor();
+  await page.locator('[aria-live]').getByText(/^Your session has ended/).waitFor();
+  assert.is(new URL(page.url()).pathname, here);
+  assert.is(await page.getByLabel('HTML', { exact: true }).inputValue(), WRITTEN);
+  assert.is(await page.getByLabel('Text', { exact: true }).inputValue(), 'Hello');
+  assert.equal(await axeViolations(page), []);
+  await screenshot(page, 'session-ended-desktop');
+
+  await signInAgain(page, context, f);
+  await page.getByRole('button', { name: 'Create template' }).click();
+  await page.waitForURL((url) => url.pathname.startsWith(`/projects/${f.projectId}/templates/tpl`));
+  await page.getByRole('heading', { name: 'Welcome', level: 1 }).waitFor();
+  assert.is(await page.getByLabel('HTML', { exact: true }).inputValue(), WRITTEN);
+  assert.is(await page.getByLabel('Text', { exact: true }).inputValue(), 'Hello');
+  assert.equal(problems, []);
+  await context.close();
+});
+
+test('a form submitted after the session ended keeps what was typed, says so, and works when pressed again after signing in', async ({ f, browser }) => {
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  const here = `/projects/${f.projectId}/api-keys`;
+  await page.goto(`${f.origin}${here}`);
+  await page.getByRole('heading', { name: 'API keys', level: 1 }).waitFor();
+  await page.getByLabel('Name').fill('Warehouse reporting');
+  await page.getByLabel('email:send').uncheck();
+  await context.clearCookies();
+  await page.getByRole('button', { name: 'Create key' }).click();
+
+  const refused = page.getByRole('form', { name: 'Create a key' }).getByRole('alert');
+  await refused.waitFor();
+  assert.match(await refused.innerText(), /^Your session has ended, so Relay did not do this\./);
+  await page.getByRole('link', { name: SIGN_IN_AGAIN }).waitFor();
+  assert.is(new URL(page.url()).pathname, here);
+  assert.is(await page.getByLabel('Name').inputValue(), 'Warehouse reporting');
+  assert.not.ok(await page.getByLabel('email:send').isChecked());
+
+  await signInAgain(page, context, f);
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await page.getByText('Copy it now: it is shown this once').waitFor();
+  assert.not.match(await page.locator('tr', { hasText: 'Warehouse reporting' }).innerText(), /email:send/);
+  // A request that worked again takes the notice away.
+  assert.is(await page.getByRole('link', { name: SIGN_IN_AGAIN }).count(), 0);
+  assert.is(await refused.count(), 0);
+  assert.equal(problems, []);
+  await context.close();
+});
+
+test('a page that follows changes (the email list) stays when its refresh finds the session ended, and follows again once signed in', async ({ f, browser }) => {
+  const { page, problems, context } = await browser.open();
+  await signIn(page, f);
+  const here = `/projects/${f.projectId}/emails`;
+  await page.goto(`${f.origin}${here}`);
+  await page.getByText('No emails yet').waitFor();
+  await page.getByLabel('Recipient').fill('buyer@');
+  await context.clearCookies();
+  await page.getByRole('link', { name: SIGN_IN_AGAIN }).waitFor();
+  assert.is(new URL(page.url()).pathname, here);
+  assert.is(await page.getByLabel('Recipient').inputValue(), 'buyer@');
+
+  await signInAgain(page, context, f);
+  await sendEmail(f, { subject: 'Later' });
+  await page.getByRole('link', { name: 'Later' }).waitFor();
+  assert.is(await page.getByRole('link', { name: SIGN_IN_AGAIN }).count(), 0);
+  assert.equal(problems, []);
+  await context.close();
+});
+
+test.run();
