@@ -249,11 +249,15 @@ export async function verifyDomain(
   const at = now.toISOString();
   return updateDocument(domainsOf(documents), domainId, 'domain', (stored) => {
     let current = stored;
-    // The rotation checked is still the one pending (not cancelled, or replaced, meanwhile).
-    if (pending && pendingCheck && current.dkimRotation?.selector === pending.selector) current = afterRotationCheck(current, pendingCheck, now);
+    // The rotation checked is still the one pending: the same key, not one started under the same
+    // selector after a cancel meanwhile, whose record this check did not see.
+    const sameKey = pending !== null && current.dkimRotation?.selector === pending.selector && current.dkimRotation.publicKeyBase64 === pending.publicKeyBase64;
+    if (pending && pendingCheck && sameKey) current = afterRotationCheck(current, pendingCheck, now);
     let checks: RecordCheck[];
     if (current.dkimSelector === domain.dkimSelector) checks = active.checks;
-    else if (pendingCheck && current.dkimSelector === pending?.selector) checks = active.checks.map((c) => (c.purpose === 'dkim' ? pendingCheck : c));
+    else if (pendingCheck && current.dkimSelector === pending?.selector && current.dkimPublicKeyBase64 === pending.publicKeyBase64) {
+      checks = active.checks.map((c) => (c.purpose === 'dkim' ? pendingCheck : c));
+    }
     else return null; // the active key changed meanwhile to one this check did not ask DNS about
     const verified = checks.every((c) => !c.required || c.status === 'ok');
     const status = statusAfterCheck(current, checks);
