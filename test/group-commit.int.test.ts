@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -137,6 +137,8 @@ test('a failed WAL sync stops the file\'s writes and durable reads for good, and
     const failed = await events.append('lost', [event()], { expectedRevision: 'no_stream' }).then(() => null, (error: Error) => error);
     holds.set(null);
     assert.match(String(failed?.message), 'could not be synced (EIO');
+    // /readyz shows the reason: the file by its name, no directory of the machine.
+    assert.not.match(String(failed?.message), dirname(path));
     // The rows are committed (SQLite has them), but nothing may act on them: a durable read fails.
     await events.readAll().then(() => assert.unreachable('readAll answered after the failed sync'), (error: Error) => assert.match(error.message, 'could not be synced'));
     await events.readStream('before').then(() => assert.unreachable('readStream answered'), (error: Error) => assert.match(error.message, 'could not be synced'));

@@ -37,6 +37,7 @@
 // go through again once the disk has room or the lock is let go; a ping meanwhile tries a write
 // of its own (writable()), so that readiness comes back even when no traffic reaches a process
 // that is not ready.
+import { basename } from 'node:path';
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
@@ -554,7 +555,8 @@ export class GroupCommit implements DurabilityBarrier {
    */
   #failed(error: unknown, batch: Settled[]): void {
     const reason = error instanceof Error ? error.message : String(error);
-    this.#failure ??= Object.assign(new Error(`the write-ahead log of ${this.#db.location()} could not be synced (${reason}): this process takes no more writes on it; restart it`, { cause: error }), { code: 'ERR_RELAY_WAL_SYNC' });
+    // The file by its name only: the message is shown by /readyz, which names no path of the machine.
+    this.#failure ??= Object.assign(new Error(`the write-ahead log of ${basename(this.#db.location() ?? 'the database')} could not be synced (${reason}): this process takes no more writes on it; restart it`, { cause: error }), { code: 'ERR_RELAY_WAL_SYNC' });
     const lost = [...batch, ...this.#unsynced];
     this.#unsynced = [];
     settle(lost, this.#failure);
