@@ -52,16 +52,33 @@ export function openedWindow(policy: RatePolicy, seq: number, startMs: number): 
   return { key: `${seq}@${startMs}`, startMs, endMs: startMs + policy.windowMs };
 }
 
-/** A window still counts requests until its end; a clock set back keeps the current one. */
-export const windowRuns = (window: Pick<RateWindow, 'endMs'>, nowMs: number): boolean => nowMs < window.endMs;
+/**
+ * How far before a window's start a clock may read and still be in it: API processes' clocks
+ * differ by a little (no NTP is perfect), and a process a little behind the one that opened a
+ * window must count its requests in it, not open another.
+ */
+export const CLOCK_SKEW_TOLERANCE_MS = 10_000;
 
-/** Whole seconds until the window ends, at least 1: what Retry-After says. */
-export const retryAfterSeconds = (window: Pick<RateWindow, 'endMs'>, nowMs: number): number =>
-  Math.max(1, Math.ceil((window.endMs - nowMs) / 1000));
+/**
+ * A window counts requests from its start (less the skew tolerance) until its end. A clock set
+ * back further than that (an NTP step, a VM resumed) is before the window: the scope's next
+ * window opens then, rather than the key being held to a window that would otherwise "run" until
+ * the clock caught up with its end.
+ */
+export const windowRuns = (window: Pick<RateWindow, 'startMs' | 'endMs'>, nowMs: number): boolean =>
+  window.startMs - CLOCK_SKEW_TOLERANCE_MS <= nowMs && nowMs < window.endMs;
 
-/** Whole seconds until the window ends (0 when it just did): the `t` of the RateLimit header. */
-export const resetSeconds = (window: Pick<RateWindow, 'endMs'>, nowMs: number): number =>
-  Math.max(0, Math.ceil((window.endMs - nowMs) / 1000));
+/** Milliseconds until the window ends, never more than its length (a clock a little behind its start). */
+const leftMs = (window: Pick<RateWindow, 'startMs' | 'endMs'>, nowMs: number): number =>
+  Math.min(window.endMs - window.startMs, window.endMs - nowMs);
+
+/** Whole seconds until the window ends, at least 1 and at most its length: what Retry-After says. */
+export const retryAfterSeconds = (window: Pick<RateWindow, 'startMs' | 'endMs'>, nowMs: number): number =>
+  Math.max(1, Math.ceil(leftMs(window, nowMs) / 1000));
+
+/** Whole seconds until the window ends (0 when it just did), at most its length: the `t` of the RateLimit header. */
+export const resetSeconds = (window: Pick<RateWindow, 'startMs' | 'endMs'>, nowMs: number): number =>
+  Math.max(0, Math.ceil(leftMs(window, nowMs) / 1000));
 
 export interface RateStanding {
   policy: RatePolicy;

@@ -44,15 +44,26 @@ export function delayAfterFailure(policy: ThrottlePolicy, failures: number): num
   return Math.min(policy.maxDelayMs, policy.firstDelayMs * 2 ** Math.min(30, failures - policy.freeFailures - 1));
 }
 
-/** The state that still counts at `nowMs`: null once forgotten. */
+/**
+ * The state that still counts at `nowMs`: null once forgotten. A failure dated after `nowMs` (the
+ * clock stepped back since, or another API process's clock ahead of this one's) is as recent as
+ * one dated now.
+ */
 export function liveState(policy: ThrottlePolicy, state: ThrottleState | null, nowMs: number): ThrottleState | null {
-  return state && nowMs - state.lastFailureAtMs < policy.forgetAfterMs ? state : null;
+  return state && Math.max(0, nowMs - state.lastFailureAtMs) < policy.forgetAfterMs ? state : null;
 }
 
-/** Milliseconds the key must still wait before an attempt (counted from its last failure), 0 when it may try now. */
+/**
+ * Milliseconds the key must still wait before an attempt (counted from its last failure), 0 when
+ * it may try now. Never more than the delay its failures earned, however far after `nowMs` the
+ * last one is dated: a clock stepped back must not turn a free failure into a lock-out for the
+ * size of the step.
+ */
 export function waitBeforeAttempt(policy: ThrottlePolicy, state: ThrottleState | null, nowMs: number): number {
   const live = liveState(policy, state, nowMs);
-  return live ? Math.max(0, live.lastFailureAtMs + delayAfterFailure(policy, live.failures) - nowMs) : 0;
+  if (!live) return 0;
+  const delayMs = delayAfterFailure(policy, live.failures);
+  return Math.min(delayMs, Math.max(0, live.lastFailureAtMs + delayMs - nowMs));
 }
 
 /** The key's state after one more failure at `nowMs`. */

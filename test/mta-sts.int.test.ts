@@ -29,7 +29,7 @@ interface Context {
   sink: SmtpSink;
   policies: PolicyServer;
   sessions: TlsSessionResult[];
-  /** The MTA-STS cache's clock. */
+  /** The MTA-STS cache's clock, and the transport's monotonic clock (its refusal memory's): time passing moves both. */
   now: number;
   transport?: MxTransport;
 }
@@ -103,7 +103,7 @@ function transport(ctx: Context, policyPort = ctx.policies.port): MxTransport {
     dnsServers: [], dns, heloName: 'relay.example.test', port: ctx.sink.port, tls: { ca: ctx.ca.ca }, connectTimeoutMs: 3000, commandTimeoutMs: 3000, allowAddresses,
     mtaSts: new MtaStsResolver({ dns, port: policyPort, ca: ctx.ca.ca, allowAddresses, fetchTimeoutMs: 2000, now: () => ctx.now }),
     tlsReports: { record: (session) => ctx.sessions.push(session) },
-    now: () => ctx.now,
+    monotonicNow: () => ctx.now,
   });
   return ctx.transport;
 }
@@ -158,6 +158,27 @@ test('enforce: an address whose certificate failed the check is passed over with
   assert.is(ctx.sink.connections - connectionsBefore, 2, 'tried again once the five minutes are over');
   assert.equal(results(ctx), [['sts', 'mx.unlisted.test', 'validation-failure'], ['sts', 'wrongname.allbad.test', 'certificate-host-mismatch']]);
   assert.equal(ctx.sink.mailFromCommands, [], 'no envelope sent in any of the three');
+});
+
+test('enforce: a wall clock stepped back an hour while a refusal is remembered neither lengthens the five minutes nor names the step', async (ctx) => {
+  const sts = transport(ctx);
+  const connectionsBefore = ctx.sink.connections;
+  assert.is((await sts.send(message('ann@allbad.test'))).recipients[0].result, 'deferred');
+  assert.is(ctx.sink.connections - connectionsBefore, 1);
+  const realNow = Date.now;
+  Date.now = () => realNow() - 3_600_000; // NTP steps the host's clock back an hour
+  try {
+    ctx.now += 4 * 60_000;
+    const second = (await sts.send(message('bob@allbad.test'))).recipients[0];
+    assert.is(ctx.sink.connections - connectionsBefore, 1, 'no new connection while the refusal stands');
+    const until = Date.parse(/not tried again before ([0-9T:-]+Z)\)/.exec(second.response)![1]);
+    assert.ok(until <= Date.now() + 60_000, `the end named is the wall clock's, after the step (${second.response})`);
+    ctx.now += 60_000 + 1000;
+    assert.is((await sts.send(message('cy@allbad.test'))).recipients[0].result, 'deferred');
+    assert.is(ctx.sink.connections - connectionsBefore, 2, 'tried again once the five minutes are over');
+  } finally {
+    Date.now = realNow;
+  }
 });
 
 test('testing: delivered as without a policy (to the preferred MX, certificate or not), every problem reported', async (ctx) => {

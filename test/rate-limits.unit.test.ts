@@ -2,7 +2,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  DEV_KEY_RATE, PRODUCTION_KEY_RATE, WORKSPACE_RATE, clockWindowAt, openedWindow, rateLimitHeaders, rateLimitedMessage,
+  CLOCK_SKEW_TOLERANCE_MS, DEV_KEY_RATE, PRODUCTION_KEY_RATE, WORKSPACE_RATE, clockWindowAt, openedWindow, rateLimitHeaders, rateLimitedMessage,
   ratePoliciesFor, resetSeconds, retryAfterSeconds, windowRuns,
 } from '../domain/rate-limits.ts';
 
@@ -36,7 +36,7 @@ test('a first-request window runs 60 s from its opening; its key carries its num
 });
 
 test('Retry-After is the whole seconds left, rounded up, at least 1', () => {
-  const w = { endMs: T + 60_000 };
+  const w = { startMs: T, endMs: T + 60_000 };
   assert.is(retryAfterSeconds(w, T), 60);
   assert.is(retryAfterSeconds(w, T + 20_000), 40);
   assert.is(retryAfterSeconds(w, T + 19_999), 41);
@@ -45,6 +45,23 @@ test('Retry-After is the whole seconds left, rounded up, at least 1', () => {
   assert.is(resetSeconds(w, T + 59_999), 1);
   assert.is(resetSeconds(w, T + 60_000), 0);
   assert.is(resetSeconds(w, T + 61_000), 0);
+});
+
+test('given a window opened at T, when a clock a little behind (within the skew tolerance) asks, then it is in that window, and Retry-After and reset are at most its length', () => {
+  const w = openedWindow(DEV_KEY_RATE, 3, T);
+  assert.ok(windowRuns(w, T - CLOCK_SKEW_TOLERANCE_MS));
+  assert.is(retryAfterSeconds(w, T - 5_000), 60);
+  assert.is(resetSeconds(w, T - 5_000), 60);
+});
+
+test('given a window opened at T, when the clock is stepped back an hour, then the window does not run (the next one opens) and no wait names the step', () => {
+  const w = openedWindow(DEV_KEY_RATE, 3, T);
+  assert.not.ok(windowRuns(w, T - CLOCK_SKEW_TOLERANCE_MS - 1));
+  assert.not.ok(windowRuns(w, T - 3_600_000 + 61_000));
+  assert.is(retryAfterSeconds(w, T - 3_600_000), 60);
+  assert.is(resetSeconds(w, T - 3_600_000), 60);
+  const second = clockWindowAt(PRODUCTION_KEY_RATE, T);
+  assert.is(retryAfterSeconds(second, T - 3_600_000), 1, 'a clock window as well: at most one second');
 });
 
 test('RateLimit-Policy and RateLimit in the IETF draft\'s structured-field form', () => {

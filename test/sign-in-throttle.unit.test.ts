@@ -26,6 +26,20 @@ test('given a key quiet for the forget period, when it fails again, then it coun
   assert.equal(afterFailure(ACCOUNT_THROTTLE, locked, later), { failures: 1, lastFailureAtMs: later });
 });
 
+test('given one failure (free), when the clock is stepped back an hour, then the key may try at once and is still counted', () => {
+  const state = afterFailure(ACCOUNT_THROTTLE, null, 3_600_000);
+  assert.is(waitBeforeAttempt(ACCOUNT_THROTTLE, state, 0), 0);
+  assert.equal(afterFailure(ACCOUNT_THROTTLE, state, 0), { failures: 2, lastFailureAtMs: 0 });
+});
+
+test('given a failure that earned a one-second wait, when it is dated after now (another process\'s clock ahead, a step back), then the wait is one second at most', () => {
+  let state: ThrottleState | null = null;
+  for (let i = 0; i < 6; i++) state = afterFailure(ACCOUNT_THROTTLE, state, 3_600_000);
+  assert.is(waitBeforeAttempt(ACCOUNT_THROTTLE, state, 0), 1000);
+  assert.is(waitBeforeAttempt(ACCOUNT_THROTTLE, state, 3_600_000 - 5_000), 1000);
+  assert.is(waitBeforeAttempt(ACCOUNT_THROTTLE, state, 3_600_000 + 400), 600, 'counted from the failure once the clock is past it');
+});
+
 test('the message states the wait in whole seconds, at least one', () => {
   assert.equal([1, 999, 1000, 1001, 4000].map(waitSeconds), [1, 1, 1, 2, 4]);
   assert.is(signInThrottledMessage(1), 'too many failed sign-ins: retry in 1 second');

@@ -121,11 +121,13 @@ const MAX_BACKOFF_MS = 10_000;
 const MAX_FAILED_ITEMS = 1_000;
 
 /**
- * Items held back, by item id, in real time, each for a delay that doubles while it keeps coming
- * back (the oldest forgotten past MAX_FAILED_ITEMS). Two kinds use it: items whose last run
- * failed (held whatever their due time), and items whose run ended well but left them due at
- * the time it started from (held at that due time only: once the item is due at another,
- * rescheduled by another instance say, it is free again and its streak starts over).
+ * Items held back, by item id, each for a delay that doubles while it keeps coming back (the
+ * oldest forgotten past MAX_FAILED_ITEMS), timed in monotonic time: a back-off is a duration that
+ * never leaves the process, and a wall clock stepped back would hold the item for the step. Two
+ * kinds use it: items whose last run failed (held whatever their due time), and items whose run
+ * ended well but left them due at the time it started from (held at that due time only: once the
+ * item is due at another, rescheduled by another instance say, it is free again and its streak
+ * starts over).
  */
 class HeldItems {
   readonly #entries = new Map<string, { dueAt: DueTime | undefined; delayMs: number; retryAt: number }>();
@@ -143,7 +145,7 @@ class HeldItems {
     const delayMs = previous && previous.dueAt === dueAt ? Math.min(previous.delayMs * 2, this.#maxMs) : this.#initialMs;
     // Deleted first so that the map's order stays the order of the last holds.
     this.#entries.delete(id);
-    this.#entries.set(id, { dueAt, delayMs, retryAt: Date.now() + delayMs });
+    this.#entries.set(id, { dueAt, delayMs, retryAt: performance.now() + delayMs });
     if (this.#entries.size > MAX_FAILED_ITEMS) this.#entries.delete(this.#entries.keys().next().value!);
     return delayMs;
   }
@@ -160,7 +162,7 @@ class HeldItems {
       this.#entries.delete(id);
       return 0;
     }
-    return Math.max(0, entry.retryAt - Date.now());
+    return Math.max(0, entry.retryAt - performance.now());
   }
 }
 

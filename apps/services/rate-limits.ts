@@ -34,10 +34,12 @@
 // key's window opens with its first accepted request and lasts 60 s; windows are numbered and
 // opening number n+1 is again a unique insert, so processes agree on when a window started.
 // A process remembers the running window of each scope and checks by _id that it still exists.
+// A clock set back before a window's start, by more than processes' clocks differ, opens the
+// next window (domain/rate-limits.ts, windowRuns).
 import { RelayError } from '../../domain/errors.ts';
 import type { Environment } from '../../domain/management.ts';
 import {
-  clockWindowAt, openedWindow, rateLimitedMessage, ratePoliciesFor, resetSeconds, retryAfterSeconds, windowRuns,
+  CLOCK_SKEW_TOLERANCE_MS, clockWindowAt, openedWindow, rateLimitedMessage, ratePoliciesFor, resetSeconds, retryAfterSeconds, windowRuns,
   type RatePolicy, type RateStanding, type RateWindow,
 } from '../../domain/rate-limits.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
@@ -124,7 +126,7 @@ export interface ReserveOptions {
 
 const SWEEP_EVERY_MS = 10_000;
 /** Slots stay a while past their window so that a clock a little behind still sees them. */
-const SLOT_GRACE_MS = 10_000;
+const SLOT_GRACE_MS = CLOCK_SKEW_TOLERANCE_MS;
 /** First wait between two looks at a full window's slots; it doubles while they find nothing. */
 const FIRST_LOOK_GAP_MS = 100;
 /**

@@ -112,7 +112,7 @@ export function throttleOf(reply: Reply): { throttled: boolean; hintMs: number |
 export interface SiteState {
   /** Messages per minute allowed now (adaptive, at most the limit). */
   rate: number;
-  /** No new transaction before this time (epoch ms); 0: not paused. */
+  /** No new transaction before this time (ms, on the clock `now` is read from); 0: not paused. */
   pausedUntil: number;
   /** The next pause's length when throttled again (grows with repeated throttling). */
   backoffMs: number;

@@ -13,7 +13,9 @@
 // untrusted chain, a failed handshake, a TLSA mismatch) is remembered for `refusalMemoryMs` per
 // (requirement key, address): until then that address is passed over without a connection, so
 // a host that fails the check costs one handshake per period, not one per message. A remembered
-// refusal is not a new session, so it is not counted again for TLS reports.
+// refusal is not a new session, so it is not counted again for TLS reports. The period is kept
+// in monotonic time (a wall clock stepped back must not lengthen it by the size of the step);
+// the times a remembered refusal names are wall times, read when it is named.
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
@@ -196,21 +198,21 @@ export class ConnectionPool {
   #closed = false;
 
   readonly #messagesPerConnection: (host: string) => number;
-  /** Refused sessions' verdicts by `<requirement key> <address>`, until when they stand. */
+  /** Refused sessions' verdicts by `<requirement key> <address>`, when refused and until when they stand (monotonic ms). */
   readonly #refused = new Map<string, { verdict: TlsVerdict; at: number; until: number }>();
   readonly #refusalMemoryMs: number;
-  readonly #now: () => number;
+  readonly #monotonicNow: () => number;
   readonly #log: SessionLog | null;
 
   constructor(
     options: ConnectOptions, maxPerHost: number, idleMs: number, messagesPerConnection: (host: string) => number = () => Infinity,
-    refusals: { memoryMs?: number; now?: () => number } = {}, log?: SessionLog,
+    refusals: { memoryMs?: number; monotonicNow?: () => number } = {}, log?: SessionLog,
   ) {
     this.#options = options;
     this.#log = log ?? null;
     this.#messagesPerConnection = messagesPerConnection;
     this.#refusalMemoryMs = refusals.memoryMs ?? REFUSAL_MEMORY_MS;
-    this.#now = refusals.now ?? Date.now;
+    this.#monotonicNow = refusals.monotonicNow ?? (() => performance.now());
     this.#max = maxPerHost;
     this.#idleMs = idleMs;
   }
@@ -323,7 +325,7 @@ export class ConnectionPool {
   }
 
   #remember(key: string, address: string, verdict: TlsVerdict): void {
-    const now = this.#now();
+    const now = this.#monotonicNow();
     // Expired entries go as new ones come, so the map holds at most a period's refusals.
     for (const [k, entry] of this.#refused) if (entry.until <= now) this.#refused.delete(k);
     this.#refused.set(`${key} ${address}`, { verdict, at: now, until: now + this.#refusalMemoryMs });
@@ -334,13 +336,15 @@ export class ConnectionPool {
     if (!requirement.required) return null;
     const entry = this.#refused.get(`${requirement.key} ${address}`);
     if (!entry) return null;
-    if (entry.until <= this.#now()) {
+    const now = this.#monotonicNow();
+    if (entry.until <= now) {
       this.#refused.delete(`${requirement.key} ${address}`);
       return null;
     }
     const refusal = requirement.accept(entry.verdict, host);
     if (refusal === null) return null;
-    const time = (ms: number) => new Date(ms).toISOString().slice(0, 19) + 'Z';
+    const wallNow = Date.now();
+    const time = (ms: number) => new Date(wallNow + (ms - now)).toISOString().slice(0, 19) + 'Z';
     return new SessionRefused(`${host} [${address}]: ${refusal} (a session at ${time(entry.at)}; not tried again before ${time(entry.until)})`, entry.verdict, address, true);
   }
 

@@ -74,8 +74,8 @@ export interface MxTransportOptions {
   tlsReports?: TlsSessionSink;
   /** How long a session refused by a required TLS policy keeps its address passed over (mx-connections.ts). Default 5 min. */
   refusalMemoryMs?: number;
-  /** The clock of that memory (tests). */
-  now?: () => number;
+  /** The monotonic clock (ms) of that memory (tests). Default performance.now. */
+  monotonicNow?: () => number;
 }
 
 /** What TLS the recipient domain's policy asks of one MX host's sessions. */
@@ -152,7 +152,7 @@ function wireAddress(address: string, asciiDomain: string): string {
 
 export class MxTransport implements MailTransport {
   readonly name = 'mx';
-  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection' | 'refusalMemoryMs' | 'now' | 'log'>> & { tls: NonNullable<MxTransportOptions['tls']> };
+  readonly #options: Required<Omit<MxTransportOptions, 'tls' | 'dnsServers' | 'allowAddresses' | 'dns' | 'mtaSts' | 'tlsReports' | 'messagesPerConnection' | 'refusalMemoryMs' | 'monotonicNow' | 'log'>> & { tls: NonNullable<MxTransportOptions['tls']> };
   readonly #mtaSts: MtaStsResolver | null;
   readonly #tlsReports: TlsSessionSink | null;
   readonly #allow: ReadonlySet<string>;
@@ -183,7 +183,7 @@ export class MxTransport implements MailTransport {
     const { port, heloName, tls, connectTimeoutMs, commandTimeoutMs } = this.#options;
     this.#pool = new ConnectionPool(
       { port, heloName, tls, connectTimeoutMs, commandTimeoutMs }, this.#options.maxConnectionsPerHost, this.#options.idleTimeoutMs, options.messagesPerConnection,
-      { memoryMs: options.refusalMemoryMs, now: options.now }, options.log,
+      { memoryMs: options.refusalMemoryMs, monotonicNow: options.monotonicNow }, options.log,
     );
   }
 

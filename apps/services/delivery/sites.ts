@@ -4,6 +4,12 @@
 // throttling, a token bucket that spaces messages at that rate. Per sender process, as an
 // MTA's shaping is per node; a snapshot of every site is written to the `sites` collection
 // every few seconds for `relay sites` and kept in memory for /metrics.
+//
+// Spacing and pauses are durations, kept in monotonic time: a wall clock stepped back (an NTP
+// correction, a VM resumed) must not put a site's next slot, and with it every queued message
+// for the site, off by the size of the step. Wall times appear only where they leave the
+// registry: the time take() names for a refused slot (the work item's next due time) and the
+// snapshots' pause ends.
 import { hostname } from 'node:os';
 import {
   afterSuccess, afterThrottle, initialSiteState, limitsFor, siteKeyOf, throttleOf,
@@ -33,7 +39,7 @@ interface Site {
   key: string;
   limits: SiteLimits;
   state: SiteState;
-  /** Epoch ms when the next message may start (the token bucket, one token at a time). */
+  /** When the next message may start, in monotonic ms (the token bucket, one token at a time). */
   nextSlotAt: number;
   delivered: number;
   deferred: number;
@@ -50,7 +56,10 @@ export interface SiteRegistryOptions {
    */
   shaping?: boolean;
   rules: ShapingRule[];
+  /** The wall clock (epoch ms) of the times the registry hands out. Default Date.now. */
   now?: () => number;
+  /** The monotonic clock (ms) of spacing and pauses. Default performance.now. */
+  monotonicNow?: () => number;
   /** Tests only: a factor on pauses and on the spacing of messages (RELAY_DELIVERY_RETRY_SCALE). */
   scale?: number;
   /** Sites kept at most (the least recently used go). Default 10,000. */
@@ -69,6 +78,7 @@ export class SiteRegistry {
   readonly #dns: DnsCache | null;
   readonly #rules: ShapingRule[];
   readonly #now: () => number;
+  readonly #monotonicNow: () => number;
   readonly #scale: number;
   readonly #maxSites: number;
   readonly #shaping: boolean;
@@ -82,6 +92,7 @@ export class SiteRegistry {
     this.#dns = options.dns;
     this.#rules = options.rules;
     this.#now = options.now ?? Date.now;
+    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
     this.#scale = options.scale ?? 1;
     this.#maxSites = options.maxSites ?? 10_000;
     this.#shaping = options.shaping ?? true;
@@ -160,17 +171,22 @@ export class SiteRegistry {
   }
 
   /**
-   * Takes the site's next slot, or says when one will be free: a paused site none before its
-   * pause ends; otherwise one message per (60 s / rate).
+   * Takes the site's next slot, or says when (epoch ms) one will be free: a paused site none
+   * before its pause ends; otherwise one message per (60 s / rate).
    */
   take(key: string): { ok: true } | { ok: false; retryAt: number } {
     if (!this.#shaping) return { ok: true };
     const site = this.#site(key);
-    const now = this.#now();
-    if (site.state.pausedUntil > now) return { ok: false, retryAt: site.state.pausedUntil };
-    if (site.nextSlotAt > now) return { ok: false, retryAt: site.nextSlotAt };
+    const now = this.#monotonicNow();
+    if (site.state.pausedUntil > now) return { ok: false, retryAt: this.#wallTime(site.state.pausedUntil, now) };
+    if (site.nextSlotAt > now) return { ok: false, retryAt: this.#wallTime(site.nextSlotAt, now) };
     site.nextSlotAt = Math.max(now, site.nextSlotAt) + (60_000 / site.state.rate) * this.#scale;
     return { ok: true };
+  }
+
+  /** The wall time of a monotonic instant, by the two clocks read now. */
+  #wallTime(monotonicMs: number, monotonicNow: number): number {
+    return this.#now() + (monotonicMs - monotonicNow);
   }
 
   /** What one transaction to the site came to. */
@@ -179,7 +195,7 @@ export class SiteRegistry {
     const site = this.#site(key);
     const throttle = outcome.result === 'deferred' ? throttleOf(outcome) : { throttled: false, hintMs: null };
     if (throttle.throttled) {
-      const now = this.#now();
+      const now = this.#monotonicNow();
       const scaledHint = throttle.hintMs === null ? null : throttle.hintMs * this.#scale;
       const next = afterThrottle({ ...site.state, backoffMs: site.state.backoffMs * this.#scale }, site.limits, outcome.response, scaledHint, now);
       site.state = { ...next, backoffMs: next.backoffMs / this.#scale };
@@ -208,13 +224,14 @@ export class SiteRegistry {
 
   snapshot(): SiteSnapshot[] {
     const now = new Date(this.#now()).toISOString();
+    const monotonicNow = this.#monotonicNow();
     return [...this.#sites.values()].map((site) => ({
       _id: `${INSTANCE} ${site.key}`,
       site: site.key,
       instance: INSTANCE,
       limits: site.limits,
       rate: site.state.rate,
-      pausedUntil: site.state.pausedUntil > this.#now() ? new Date(site.state.pausedUntil).toISOString() : null,
+      pausedUntil: site.state.pausedUntil > monotonicNow ? new Date(this.#wallTime(site.state.pausedUntil, monotonicNow)).toISOString() : null,
       throttles: site.state.throttles,
       delivered: site.delivered,
       deferred: site.deferred,
