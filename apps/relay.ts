@@ -296,6 +296,11 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   }
   try {
     logger.info({ adapters: stores.kinds, parts }, 'starting');
+    // The pipeline thread opens the same keys: the process says it once.
+    if (services.fileKeyKept && !options.inThread) {
+      const { path, keyId, currentKeyId } = services.fileKeyKept;
+      logger.warn({ keyFile: path, fileKeyId: keyId, currentKeyId }, `RELAY_SECRET_KEY is set and ${path} holds another key: that key is kept as a previous one, so what it sealed still opens and is re-sealed under RELAY_SECRET_KEY (docs/operations.md, "The secret key")`);
+    }
     if (parts.includes('sender') && !threaded.includes('sender')) {
       logger.info({ delivery: config.delivery }, config.delivery === 'outbox'
         ? `delivery: outbox — messages are written to ${services.outboxDir} and not sent (set RELAY_DELIVERY=smtp or mx to send)`

@@ -15,9 +15,10 @@ import type { MailTransport } from '../infra/ports/mail-transport.ts';
 import type { FieldFillReport } from '../infra/sqlite/field-fills.ts';
 import type { CommitHold } from '../infra/sqlite/group-commit.ts';
 import type { ReadFault } from '../infra/sqlite/read-fault.ts';
-import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
+import { KeyFileMissingError, loadSecretKeys, SecretBox, type SecretKeys } from '../infra/secrets/secret-box.ts';
 import { DELIVERY_POLICY, scaleDeliveryPolicy } from '../domain/email/delivery.ts';
 import { WEBHOOK_POLICY, scaleWebhookPolicy } from '../domain/webhooks/delivery.ts';
+import { COLLECTIONS } from './services/collections.ts';
 import { emailsOf } from './services/email-stream.ts';
 import { eventsTopic } from './pipeline/topics.ts';
 import { RateLimiter } from './services/rate-limits.ts';
@@ -188,7 +189,7 @@ export const policiesOf = (config: Pick<RelayConfig, 'deliveryRetryScale' | 'web
 export async function openServices(
   config: RelayConfig, stores: Pick<Stores, 'events' | 'documents'>, log?: SessionLog, threadStarts?: (pool: string) => ThreadStartReport,
 ): Promise<Services> {
-  const secrets = await openSecretBox(config);
+  const { secrets, fileKeyKept } = await openSecretBox(config, stores.documents);
   const rateLimits = new RateLimiter(stores.documents);
   const outboxDir = outboxDirOf(config);
   let transport: MailTransport | null = null;
@@ -207,6 +208,7 @@ export async function openServices(
     dns: createDnsLookup(config.dnsServers),
     egress: webhookEgress,
     secrets,
+    fileKeyKept: fileKeyKept && { ...fileKeyKept, currentKeyId: secrets.keyId },
     transport: () => (transport ??= config.delivery === 'mx' ? openMx().transport : openTransport(config, outboxDir, log)),
     mxDelivery: () => (config.delivery === 'mx' ? openMx() : null),
     // Sites are Relay's own MTA's: through a smarthost (or into the outbox) the provider shapes.
@@ -236,10 +238,15 @@ export async function openServices(
 /** Where the outbox transport writes its messages (RELAY_DELIVERY=outbox). */
 export const outboxDirOf = (config: Pick<RelayConfig, 'dataDir'>): string => join(config.dataDir, 'outbox');
 
-async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
+async function openSecretBox(config: RelayConfig, documents: DocumentStore): Promise<{ secrets: SecretBox; fileKeyKept: SecretKeys['fileKeyKept'] }> {
   try {
-    return new SecretBox(await loadSecretKeys({ secretKey: config.secretKey ?? undefined, previousKeys: config.previousSecretKeys, dataDir: config.dataDir }));
+    const keys = await loadSecretKeys({
+      secretKey: config.secretKey ?? undefined, previousKeys: config.previousSecretKeys, dataDir: config.dataDir,
+      sealedValuesStored: () => sealedValuesStored(documents),
+    });
+    return { secrets: new SecretBox(keys), fileKeyKept: keys.fileKeyKept };
   } catch (error) {
+    if (error instanceof KeyFileMissingError) throw new ConfigError('RELAY_SECRET_KEY', `is not set and ${error.message}`);
     const code = (error as NodeJS.ErrnoException).code ?? '';
     // No key given and nowhere to keep a generated one (a read-only container, say).
     if (config.secretKey === null && (NOT_WRITABLE.has(code) || code === 'ENOTDIR' || code === 'EEXIST')) {
@@ -249,6 +256,28 @@ async function openSecretBox(config: RelayConfig): Promise<SecretBox> {
     if (/RELAY_SECRET_KEY/.test(message)) throw new ConfigError(/PREVIOUS/.test(message) ? 'RELAY_SECRET_KEY_PREVIOUS' : 'RELAY_SECRET_KEY', message.replace(/^RELAY_SECRET_KEY(_PREVIOUS)?:?\s*/, ''));
     throw error;
   }
+}
+
+/**
+ * What the stores hold that a secret key sealed (domains' DKIM keys, webhook endpoints'
+ * signing secrets), with the key that sealed one, or null when nothing: a key file made now
+ * would open none of it.
+ */
+async function sealedValuesStored(documents: DocumentStore): Promise<string | null> {
+  const held: string[] = [];
+  for (const [collection, what, field] of [
+    [COLLECTIONS.domains, 'the DKIM keys of domains', 'dkimPrivateKeySealed'],
+    [COLLECTIONS.webhookEndpoints, 'the signing secrets of webhook endpoints', 'secretSealed'],
+  ] as const) {
+    const documentsOf = documents.collection<{ _id: string; [field: string]: unknown }>(collection);
+    const count = await documentsOf.count();
+    if (count === 0) continue;
+    const [first] = await documentsOf.find({ limit: 1 });
+    const sealed = first?.[field];
+    const keyId = typeof sealed === 'string' ? sealed.split('.')[1] : undefined;
+    held.push(`${what}: ${count}${keyId ? `, one sealed under key ${keyId}` : ''}`);
+  }
+  return held.length === 0 ? null : held.join('; ');
 }
 
 /** The transport RELAY_DELIVERY names: outbox files, a smarthost, or Relay as the MTA. */

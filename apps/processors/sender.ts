@@ -8,7 +8,7 @@
 import { claimDeadline } from '../../domain/email/delivery.ts';
 import { emailIdOfStream } from '../../domain/email/events.ts';
 import { originOfEvent } from '../../domain/events/metadata.ts';
-import { resealDkimKeys, type UnopenableDkimKey } from '../services/dkim-key-vault.ts';
+import { resealDkimKeys, type ResealOutcome, type UnopenableDkimKey } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { deliveryOutcomeReport } from '../services/delivery/outcome-report.ts';
 import { ensureWorkItemIndexes, openClaimItems, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
@@ -103,7 +103,7 @@ export const sender = defineProcessor({
   async init(deps): Promise<Dispatcher> {
     await ensureWorkItemIndexes(deps.documents);
     await ensureSendRateIndexes(deps.documents);
-    logUnopenableDkimKeys(deps, (await resealDkimKeys(deps.documents, deps.services.secrets)).unopenable);
+    logDkimReseal(deps, await resealDkimKeys(deps.documents, deps.services.secrets));
     await deps.services.warmCompose();
     await deps.services.transport().warm?.();
     const mx = deps.services.mxDelivery();
@@ -187,6 +187,15 @@ export const sender = defineProcessor({
 
 /** Unopenable keys named in the start log, at most; the count says how many there are. */
 const UNOPENABLE_KEYS_LOGGED = 100;
+
+/**
+ * The re-seal's count at info, every start: `remaining: 0` once every process runs on the new
+ * key tells the operator the previous key is no longer needed for DKIM keys (docs/operations.md).
+ */
+function logDkimReseal(deps: ProcessorDeps, outcome: ResealOutcome): void {
+  deps.onInfo?.('re-sealed DKIM keys under the current secret key', { keyId: deps.services.secrets.keyId, resealed: outcome.changed, remaining: outcome.remaining });
+  logUnopenableDkimKeys(deps, outcome.unopenable);
+}
 
 function logUnopenableDkimKeys(deps: ProcessorDeps, unopenable: UnopenableDkimKey[]): void {
   if (unopenable.length === 0) return;

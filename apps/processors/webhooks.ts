@@ -17,11 +17,11 @@ import { loadEmail } from '../services/email-stream.ts';
 import { attemptWebhookDelivery } from '../services/webhooks/attempt.ts';
 import { WEBHOOK_RESULT_LABELS, webhookResultOf } from '../services/webhooks/attempt-result.ts';
 import { dueDeliveries, ensureDeliveryIndexes, fanOut, nextDueAfter, type WebhookDelivery } from '../services/webhooks/deliveries.ts';
-import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT, resealSigningSecrets } from '../services/webhooks/endpoints.ts';
+import { endpointsOf, ensureEndpointIndexes, MAX_ENDPOINTS_PER_PROJECT, resealSigningSecrets, type SigningSecretReseal } from '../services/webhooks/endpoints.ts';
 import { ProjectShares } from '../services/webhooks/project-shares.ts';
 import { SlowEndpoints } from '../services/webhooks/slow-endpoints.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
-import { defineProcessor } from './processor.ts';
+import { defineProcessor, type ProcessorDeps } from './processor.ts';
 
 /** Requests in flight per instance, and per endpoint. */
 const CONCURRENCY = 64;
@@ -44,7 +44,7 @@ export const webhooks = defineProcessor({
   async init(deps): Promise<Dispatcher> {
     await ensureEndpointIndexes(deps.documents);
     await ensureDeliveryIndexes(deps.documents);
-    await resealSigningSecrets(deps.documents, deps.services.secrets);
+    logSigningSecretReseal(deps, await resealSigningSecrets(deps.documents, deps.services.secrets));
     // Every result's series from 0, and the failed runs': the first failure after a start is then an increase an alert sees.
     for (const result of WEBHOOK_RESULT_LABELS) deps.metrics?.webhookAttempts(result);
     const runFailures = deps.metrics?.dispatchRunFailures('webhooks');
@@ -92,3 +92,23 @@ export const webhooks = defineProcessor({
     if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) afterDurable(() => dispatcher.kick());
   },
 });
+
+/** Unopenable signing secrets named in the start log, at most; the count says how many there are. */
+const UNOPENABLE_SECRETS_LOGGED = 100;
+
+/**
+ * The re-seal's count at info, every start (`remaining: 0`: the previous key is no longer needed
+ * for signing secrets, docs/operations.md), and at warn the endpoints whose secret no key opens,
+ * as the sender names domains whose DKIM key none opens: otherwise the first sign is receivers
+ * rejecting every delivery.
+ */
+function logSigningSecretReseal(deps: ProcessorDeps, outcome: SigningSecretReseal): void {
+  deps.onInfo?.('re-sealed webhook signing secrets under the current secret key', { keyId: deps.services.secrets.keyId, resealed: outcome.changed, remaining: outcome.remaining });
+  const { unopenable } = outcome;
+  if (unopenable.length === 0) return;
+  (deps.onWarning ?? deps.onInfo)?.('webhook signing secrets that no configured secret key opens: deliveries to these endpoints fail as signing_failed until their secret key is back in RELAY_SECRET_KEY_PREVIOUS or the endpoint\'s secret is rotated (docs/delivery.md, "Secret and rotation")', {
+    count: unopenable.length,
+    endpoints: unopenable.slice(0, UNOPENABLE_SECRETS_LOGGED),
+    ...(unopenable.length > UNOPENABLE_SECRETS_LOGGED ? { more: true } : {}),
+  });
+}

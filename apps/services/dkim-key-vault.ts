@@ -28,6 +28,11 @@ export interface UnopenableDkimKey {
 export interface ResealOutcome {
   changed: number;
   unopenable: UnopenableDkimKey[];
+  /**
+   * Domains with a key still not sealed under the current secret key after the pass (no key
+   * opens it, or a concurrent edit won): while above 0, a previous key may still be needed.
+   */
+  remaining: number;
 }
 
 const sealedKeyId = (sealed: string | undefined): string | null => sealed?.split('.')[1] ?? null;
@@ -39,7 +44,7 @@ const sealedKeyId = (sealed: string | undefined): string | null => sealed?.split
  */
 export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBox): Promise<ResealOutcome> {
   const domains = documents.collection<SendingDomain>(COLLECTIONS.domains);
-  const outcome: ResealOutcome = { changed: 0, unopenable: [] };
+  const outcome: ResealOutcome = { changed: 0, unopenable: [], remaining: 0 };
   for (const domain of await domains.find({})) {
     const pending = domain.dkimRotation ?? null;
     const activeCurrent = sealedKeyId(domain.dkimPrivateKeySealed) === secrets.keyId && domain.dkimPrivateKeyPem === undefined;
@@ -48,11 +53,14 @@ export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBo
     const { _v, ...body } = domain;
     let resealed: SendingDomain = body;
     let changed = false;
+    let left = false;
     // Sealed under a key Relay no longer has (say, a domain created by a process not yet
     // restarted onto the new key): only that domain's mail fails (message_unbuildable,
     // delivery/attempt.ts), never every workspace's by keeping the sender from starting.
-    const unopenable = (sealed: string | undefined, error: SecretBoxError) =>
+    const unopenable = (sealed: string | undefined, error: SecretBoxError) => {
       outcome.unopenable.push({ domainId: domain._id, sealedWithKeyId: sealedKeyId(sealed), reason: error.message });
+      left = true;
+    };
     if (!activeCurrent) {
       try {
         const { dkimPrivateKeyPem, ...rest } = resealed;
@@ -75,6 +83,8 @@ export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBo
     }
     // A concurrent edit wins; the next start tries again.
     if (changed && await domains.replace(resealed, _v)) outcome.changed++;
+    else if (changed) left = true;
+    if (left) outcome.remaining++;
   }
   return outcome;
 }

@@ -36,6 +36,11 @@ export interface Services {
   egress: HttpEgress;
   /** Seals secrets at rest (DKIM keys) and MACs return paths, with RELAY_SECRET_KEY. */
   secrets: SecretBox;
+  /**
+   * RELAY_SECRET_KEY is set and `<dataDir>/secret.key` holds another key: that key, kept as a
+   * previous one so what it sealed still opens (ids only, for the start's warning); else null.
+   */
+  fileKeyKept: { path: string; keyId: string; currentKeyId: string } | null;
   /** The transport RELAY_DELIVERY names, opened on first use (only senders use it). */
   transport(): MailTransport;
   /** With RELAY_DELIVERY=mx: the MX transport's DNS cache and its TLS session counts (opens the transport); else null. */

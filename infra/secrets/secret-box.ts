@@ -13,6 +13,10 @@
 // when unset, `<dataDir>/secret.key`, created with 32 random bytes at first start. The key file
 // suits one host; processes on several hosts must all be given the same RELAY_SECRET_KEY
 // (copy the key file's content into it when moving from embedded to distributed).
+// A key file is made only while the stores hold nothing sealed: a new key would open none of
+// what is stored, and everything sealed from then on would be lost to the real key once it is
+// put back. With RELAY_SECRET_KEY set, a key file holding another key is kept as a previous key:
+// what it sealed still opens, and is re-sealed under RELAY_SECRET_KEY.
 //
 // Rotation: set RELAY_SECRET_KEY to the new key and RELAY_SECRET_KEY_PREVIOUS to the old one
 // (comma separated when there are several). New values are sealed and MAC'd with the new key;
@@ -43,6 +47,11 @@ export interface SecretKeys {
   source: 'env' | 'file';
   /** The key file, when source is 'file'. */
   keyFile: string | null;
+  /**
+   * With RELAY_SECRET_KEY set: the key file when it holds another key, not in
+   * RELAY_SECRET_KEY_PREVIOUS either, and so added to `previous` (ids only, to be logged).
+   */
+  fileKeyKept: { path: string; keyId: string } | null;
 }
 
 export interface SecretKeyOptions {
@@ -50,14 +59,30 @@ export interface SecretKeyOptions {
   secretKey?: string;
   /** RELAY_SECRET_KEY_PREVIOUS, already split at commas (see splitKeyList). */
   previousKeys?: string[];
-  /** Where the key file lives when secretKey is unset; null when there is no local data. */
+  /** Where the key file lives (and, with secretKey set, may hold an earlier key); null when there is no local data. */
   dataDir: string | null;
+  /**
+   * Asked before a key file is made: what the stores hold that a secret key sealed, in words
+   * for the error, or null when nothing. Without it a missing key file is always made.
+   */
+  sealedValuesStored?: () => Promise<string | null>;
 }
 
 export class SecretBoxError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'SecretBoxError';
+  }
+}
+
+/** No RELAY_SECRET_KEY, no key file, and the stores hold values sealed under some key. */
+export class KeyFileMissingError extends Error {
+  readonly path: string;
+  constructor(path: string, stored: string) {
+    super(`${path} is missing while the stores hold values a secret key sealed (${stored}): a new key would open none of them, so none is made; `
+      + 'put the key file back (from a backup of this data directory), or set RELAY_SECRET_KEY to the key that sealed them (the content of that file)');
+    this.name = 'KeyFileMissingError';
+    this.path = path;
   }
 }
 
@@ -106,8 +131,12 @@ async function keepPrivate(path: string): Promise<void> {
   }
 }
 
-async function keyFromFile(dataDir: string): Promise<{ key: Buffer; path: string }> {
+async function keyFromFile(dataDir: string, sealedValuesStored: SecretKeyOptions['sealedValuesStored']): Promise<{ key: Buffer; path: string }> {
   const path = join(dataDir, KEY_FILE_NAME);
+  if (sealedValuesStored && !(await exists(path))) {
+    const stored = await sealedValuesStored();
+    if (stored !== null) throw new KeyFileMissingError(path, stored);
+  }
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const fresh = randomBytes(KEY_BYTES);
   let handle;
@@ -129,16 +158,43 @@ async function keyFromFile(dataDir: string): Promise<{ key: Buffer; path: string
   return { key: fresh, path };
 }
 
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw error;
+  }
+}
+
+/** The key file's key, or null when there is none; a file there that holds no key is an error. */
+async function existingKeyFile(dataDir: string): Promise<{ key: Buffer; path: string } | null> {
+  const path = join(dataDir, KEY_FILE_NAME);
+  return (await exists(path)) ? { key: await readKeyFile(path), path } : null;
+}
+
+/** A key's id as it appears in the values it seals (a fingerprint, safe to log). */
+const keyIdOf = (key: Buffer): string => new MasterKey(key).id;
+
 export async function loadSecretKeys(options: SecretKeyOptions): Promise<SecretKeys> {
   const previous = (options.previousKeys ?? []).flatMap(splitKeyList).map((k, i) => parseKey(k, `RELAY_SECRET_KEY_PREVIOUS (entry ${i + 1})`));
   if (options.secretKey !== undefined && options.secretKey.trim() !== '') {
-    return { current: parseKey(options.secretKey), previous, source: 'env', keyFile: null };
+    const current = parseKey(options.secretKey);
+    // The key file beside the stores sealed whatever was stored before the variable was set. One
+    // that holds no key is left alone: the variable is the key, and a stray file must not stop it.
+    const file = options.dataDir === null ? null : await existingKeyFile(options.dataDir).catch(() => null);
+    if (file === null || [current, ...previous].some((key) => key.equals(file.key))) {
+      return { current, previous, source: 'env', keyFile: null, fileKeyKept: null };
+    }
+    return { current, previous: [...previous, file.key], source: 'env', keyFile: null, fileKeyKept: { path: file.path, keyId: keyIdOf(file.key) } };
   }
   if (options.dataDir === null) {
     throw new Error('RELAY_SECRET_KEY is required: without a local data directory there is nowhere to keep a generated key (32 random bytes as base64: openssl rand -base64 32)');
   }
-  const { key, path } = await keyFromFile(options.dataDir);
-  return { current: key, previous, source: 'file', keyFile: path };
+  const { key, path } = await keyFromFile(options.dataDir, options.sealedValuesStored);
+  return { current: key, previous, source: 'file', keyFile: path, fileKeyKept: null };
 }
 
 const b64u = (data: Buffer): string => data.toString('base64url');

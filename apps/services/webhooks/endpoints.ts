@@ -17,7 +17,7 @@ import { isWebhookEventType, type WebhookEventType } from '../../../domain/webho
 import { checkWebhookUrl } from '../../../infra/http/webhook-url.ts';
 import { checkResolvesPublic } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
-import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { SecretBoxError, type SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from '../management/documents.ts';
 import { newId } from '../management/ids.ts';
@@ -103,26 +103,51 @@ const newSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
 export const signingSecretOf = (endpoint: WebhookEndpoint, secrets: SecretBox): string => secrets.open(endpoint.secretSealed, SECRET_PURPOSE);
 
+/** An endpoint whose signing secret no configured key opens: which key sealed it, never the secret. */
+export interface UnopenableSigningSecret {
+  endpointId: string;
+  /** The key id in the sealed value (secret-box.ts), or null when it is not a sealed value. */
+  sealedWithKeyId: string | null;
+  reason: string;
+}
+
+export interface SigningSecretReseal {
+  changed: number;
+  unopenable: UnopenableSigningSecret[];
+  /**
+   * Endpoints whose secret is still not sealed under the current secret key after the pass (no
+   * key opens it, or a concurrent edit won): while above 0, a previous key may still be needed.
+   */
+  remaining: number;
+}
+
 /**
  * Re-seals under the current RELAY_SECRET_KEY the signing secrets sealed under a previous one
  * (RELAY_SECRET_KEY_PREVIOUS), so that they still open once the previous key is dropped, as
- * the sender does with DKIM keys (dkim-key-vault.ts). Returns how many changed.
+ * the sender does with DKIM keys (dkim-key-vault.ts).
  */
-export async function resealSigningSecrets(documents: DocumentStore, secrets: SecretBox): Promise<number> {
-  let changed = 0;
+export async function resealSigningSecrets(documents: DocumentStore, secrets: SecretBox): Promise<SigningSecretReseal> {
+  const outcome: SigningSecretReseal = { changed: 0, unopenable: [], remaining: 0 };
   for (const endpoint of await endpointsOf(documents).find({})) {
-    if (endpoint.secretSealed.split('.')[1] === secrets.keyId) continue;
+    const sealedWithKeyId = typeof endpoint.secretSealed === 'string' ? endpoint.secretSealed.split('.')[1] ?? null : null;
+    if (sealedWithKeyId === secrets.keyId) continue;
     const { _v, ...rest } = endpoint;
     let secret: string;
     try {
       secret = signingSecretOf(endpoint, secrets);
-    } catch {
-      continue; // under a key Relay no longer has: its deliveries record signing_failed (attempt.ts)
+    } catch (error) {
+      if (!(error instanceof SecretBoxError)) throw error;
+      // Under a key Relay no longer has: its deliveries record signing_failed (attempt.ts); the
+      // other endpoints' secrets are re-sealed all the same.
+      outcome.unopenable.push({ endpointId: endpoint._id, sealedWithKeyId, reason: error.message });
+      outcome.remaining++;
+      continue;
     }
     // A concurrent edit (a rotation by its owner) wins; the next start tries again.
-    if (await endpointsOf(documents).replace({ ...rest, secretSealed: secrets.seal(secret, SECRET_PURPOSE) }, _v)) changed++;
+    if (await endpointsOf(documents).replace({ ...rest, secretSealed: secrets.seal(secret, SECRET_PURPOSE) }, _v)) outcome.changed++;
+    else outcome.remaining++;
   }
-  return changed;
+  return outcome;
 }
 
 const unresolvedMessage = (host: string) =>
