@@ -5,7 +5,6 @@
 // With two bodies under the key, the losers are 409 idempotency_conflict: they are not charged
 // (spec, Limits: quotas count accepted recipients), whichever body wins the allowance covers it,
 // and none of them removes the content key the admitted email is sealed with.
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,8 +23,8 @@ import { emailStreamId } from '../domain/email/events.ts';
 import { normalizeSendRequest } from '../domain/email/send-request.ts';
 import { loadConfig } from '../infra/config.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
-import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
+import { secretsOf } from './support/secrets.ts';
 
 const test = suite('admission race');
 const PARALLEL = 50;
@@ -42,7 +41,7 @@ test.before(async () => {
   const workspaceId = (await createWorkspace(ctx.stores.documents, owner, 'Race', now)).workspace._id;
   await setWorkspaceActivation(ctx.stores.documents, workspaceId, true, now);
   const project = await createProject(ctx.stores.documents, { workspaceId, name: 'race', environment: 'production' }, now);
-  const domain = await createDomain(ctx.stores.documents, { workspaceId, name: 'race.example.test' }, now, new SecretBox({ current: randomBytes(32), previous: [] }));
+  const domain = await createDomain(ctx.stores.documents, { workspaceId, name: 'race.example.test' }, now, await secretsOf(ctx.dir));
   await markDomainVerified(ctx.stores.documents, domain._id, 'test fixture', now);
   await connectDomain(ctx.stores.documents, domain._id, project._id);
   ctx.sender = { keyId: 'key_race', projectId: project._id, workspaceId, environment: 'production', allowances: DEFAULT_ALLOWANCES };

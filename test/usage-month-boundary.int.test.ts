@@ -5,7 +5,6 @@
 // whose charge was made and whose email failed to be stored, also in a process that had folded
 // the month before earlier; and a charge at the month's last instant after one under the same
 // email id in the next month adds nothing.
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +22,7 @@ import { normalizeSendRequest } from '../domain/email/send-request.ts';
 import { DEFAULT_ALLOWANCES } from '../domain/usage/quota.ts';
 import { loadConfig } from '../infra/config.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
-import { SecretBox } from '../infra/secrets/secret-box.ts';
+import { secretsOf } from './support/secrets.ts';
 
 const test = suite('usage across a month\'s end');
 let dir: string;
@@ -40,7 +39,7 @@ test.before(async () => {
   const workspaceId = (await createWorkspace(stores.documents, owner, 'Month', now)).workspace._id;
   await setWorkspaceActivation(stores.documents, workspaceId, true, now);
   const project = await createProject(stores.documents, { workspaceId, name: 'month', environment: 'production' }, now);
-  const domain = await createDomain(stores.documents, { workspaceId, name: 'month.example.test' }, now, new SecretBox({ current: randomBytes(32), previous: [] }));
+  const domain = await createDomain(stores.documents, { workspaceId, name: 'month.example.test' }, now, await secretsOf(dir));
   await markDomainVerified(stores.documents, domain._id, 'test fixture', now);
   await connectDomain(stores.documents, domain._id, project._id);
   sender = { keyId: 'key_month', projectId: project._id, workspaceId, environment: 'production', allowances: DEFAULT_ALLOWANCES };
