@@ -5,7 +5,6 @@
 // /readyz 503 with a reason naming the thread, relay_store_ready 0, one error line per store
 // for the streak (the API thread's own writes failing on the same lock later add none), and all
 // of it back once the lock is let go. Without it, only the parts went not ready, after 60 s.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,19 +13,10 @@ import * as assert from 'uvu/assert';
 import { deferred, waitUntil } from './support/eventually.ts';
 import { parseMetrics, samplesOf } from './support/metrics.ts';
 import { freePort, runRelay, spawnRelay, waitForReady } from './support/relay-process.ts';
+import { holdWriteLock, type WriteLockHolder } from './support/write-lock-holder.ts';
 import { startSmtpSink, type DataAnswer } from './support/smtp-sink.ts';
 
 const test = suite('a store whose writes fail on the pipeline thread only');
-
-const HOLDER = `
-const { DatabaseSync } = require('node:sqlite');
-const db = new DatabaseSync(process.argv[1], { timeout: 10000 });
-db.exec('BEGIN IMMEDIATE');
-db.exec("CREATE TABLE IF NOT EXISTS lock_holder (x)");
-process.stdout.write('holding\\n');
-process.stdin.on('data', () => { db.exec('ROLLBACK'); db.close(); process.exit(0); });
-setInterval(() => {}, 1000);
-`;
 
 interface ReadyReport {
   checks: Record<string, boolean>;
@@ -67,7 +57,7 @@ test('/readyz 503, relay_store_ready 0 and one error line per store while the pi
   const storesReady = async () => Object.fromEntries(samplesOf(parseMetrics(await (await fetch(`${base}/metrics`)).text()), 'relay_store_ready').map((s) => [s.labels.store, s.value]));
   const logLines = (): LogLine[] => relay.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as LogLine);
   const storeLines = (level: number, store: string) => logLines().filter((l) => l.level === level && l.store === store);
-  let holder: ChildProcess | null = null;
+  let holder: WriteLockHolder | null = null;
   try {
     await waitForReady(base, relay);
     assert.equal(await storesReady(), { event_store: 1, document_store: 1, log: 1 });
@@ -75,12 +65,7 @@ test('/readyz 503, relay_store_ready 0 and one error line per store while the pi
     // The sender (pipeline thread) is in its transaction; the API thread has nothing left to write.
     assert.is((await send('held at data')).status, 202);
     await dataReached.promise;
-    holder = spawn(process.execPath, ['-e', HOLDER, join(dataDir, 'relay.db')], { stdio: ['pipe', 'pipe', 'inherit'] });
-    const started = holder;
-    await new Promise<void>((resolve, reject) => {
-      started.stdout!.on('data', (d) => String(d).includes('holding') && resolve());
-      started.once('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
-    });
+    holder = await holdWriteLock(join(dataDir, 'relay.db'));
     // Accepted: the sender's write of the outcome now waits for the lock, and fails.
     answerData.resolve({ reply: 'queued' });
 
@@ -109,8 +94,7 @@ test('/readyz 503, relay_store_ready 0 and one error line per store while the pi
     assert.is(storeLines(50, 'event_store').length, 1, 'one error line per store for the streak');
     assert.is(storeLines(50, 'document_store').length, 1, 'one error line per store for the streak');
 
-    holder.stdin!.write('release\n');
-    await new Promise((resolve) => holder!.once('exit', resolve));
+    await holder.release();
     holder = null;
     await waitUntil(async () => (await readyz()).status === 200, '/readyz answers 200 once the lock is let go', 20_000);
     const ready = await readyz();
@@ -122,7 +106,6 @@ test('/readyz 503, relay_store_ready 0 and one error line per store while the pi
     assert.is((await send('after')).status, 202, 'writes go through again');
   } finally {
     answerData.resolve({ reply: 'queued' });
-    holder?.stdin!.write('release\n');
     holder?.kill();
     await relay.stop();
     await sink.close();

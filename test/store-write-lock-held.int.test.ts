@@ -4,7 +4,6 @@
 // failure of its own (infra/sqlite/group-commit.ts), so /readyz answers 503 with a reason that
 // says so, relay_store_ready is 0, the log says it once per store at error, and all of it comes
 // back once the lock is let go (the ping's own write goes through), without any send.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,18 +12,9 @@ import * as assert from 'uvu/assert';
 import { waitUntil } from './support/eventually.ts';
 import { parseMetrics, samplesOf } from './support/metrics.ts';
 import { freePort, runRelay, spawnRelay, waitForReady } from './support/relay-process.ts';
+import { holdWriteLock, type WriteLockHolder } from './support/write-lock-holder.ts';
 
 const test = suite('a store whose write lock another process holds');
-
-const HOLDER = `
-const { DatabaseSync } = require('node:sqlite');
-const db = new DatabaseSync(process.argv[1], { timeout: 10000 });
-db.exec('BEGIN IMMEDIATE');
-db.exec("CREATE TABLE IF NOT EXISTS lock_holder (x)");
-process.stdout.write('holding\\n');
-process.stdin.on('data', () => { db.exec('ROLLBACK'); db.close(); process.exit(0); });
-setInterval(() => {}, 1000);
-`;
 
 interface ReadyReport {
   checks: Record<string, boolean>;
@@ -52,17 +42,12 @@ test('/readyz 503 and relay_store_ready 0 while writes fail on the held lock, on
   const storesReady = async () => Object.fromEntries(samplesOf(parseMetrics(await (await fetch(`${base}/metrics`)).text()), 'relay_store_ready').map((s) => [s.labels.store, s.value]));
   const logLines = (): LogLine[] => relay.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as LogLine);
   const storeLines = (level: number, store: string) => logLines().filter((l) => l.level === level && l.store === store);
-  let holder: ChildProcess | null = null;
+  let holder: WriteLockHolder | null = null;
   try {
     await waitForReady(base, relay);
     assert.equal(await storesReady(), { event_store: 1, document_store: 1, log: 1 });
 
-    holder = spawn(process.execPath, ['-e', HOLDER, join(dataDir, 'relay.db')], { stdio: ['pipe', 'pipe', 'inherit'] });
-    const started = holder;
-    await new Promise<void>((resolve, reject) => {
-      started.stdout!.on('data', (d) => String(d).includes('holding') && resolve());
-      started.once('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
-    });
+    holder = await holdWriteLock(join(dataDir, 'relay.db'));
     // The write waits the busy timeout, then fails: a store that takes no writes is a 500 (apps/api/INTERFACE-DECISIONS.md).
     const refused = await send('locked');
     assert.is(refused.status, 500);
@@ -90,8 +75,7 @@ test('/readyz 503 and relay_store_ready 0 while writes fail on the held lock, on
     assert.is(storeLines(50, 'document_store').length, 1, 'one error line per cause');
 
     // Let go; no send comes: readiness returns by the ping's own write.
-    holder.stdin!.write('release\n');
-    await new Promise((resolve) => holder!.once('exit', resolve));
+    await holder.release();
     holder = null;
     await waitUntil(async () => (await readyz()).status === 200, '/readyz answers 200 once the lock is let go', 20_000);
     assert.equal((await readyz()).report.stores.eventStore, { ready: true, reason: null });
@@ -99,7 +83,6 @@ test('/readyz 503 and relay_store_ready 0 while writes fail on the held lock, on
     await waitUntil(() => storeLines(30, 'event_store').length > 0, 'the log says at info that the store takes writes again', 5_000);
     assert.is((await send('after')).status, 202, 'writes go through again');
   } finally {
-    holder?.stdin!.write('release\n');
     holder?.kill();
     await relay.stop();
     rmSync(dataDir, { recursive: true, force: true });
