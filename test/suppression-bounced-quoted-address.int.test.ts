@@ -5,11 +5,10 @@
 // (removed, 200). MANAGEMENT-API.md, Suppressions.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { membershipsOf } from '../apps/services/management/workspaces.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
-import { call, newCaller, type Caller } from './support/management.ts';
+import { call, workspaceOwner, type Caller } from './support/management.ts';
 import { smtpError, startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
 
 interface Ctx { sink: SmtpSink; t: TestApp; tenant: DeliveryTenant; owner: Caller }
@@ -19,10 +18,7 @@ test.before(async (ctx) => {
   ctx.sink = await startSmtpSink({ onRcptTo: (address) => (address.address.includes(' ') ? smtpError(550, '5.1.1 No such user') : undefined) });
   ctx.t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none` }, { processors: true });
   ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.owner = await newCaller(ctx.t, 'owner@quoted.test');
-  await membershipsOf(ctx.t.ctx.documents).insert({
-    _id: `${ctx.tenant.workspaceId}:${ctx.owner.userId}`, workspaceId: ctx.tenant.workspaceId, userId: ctx.owner.userId, role: 'owner', createdAt: new Date().toISOString(),
-  });
+  ctx.owner = await workspaceOwner(ctx.t, ctx.tenant.workspaceId, 'owner@quoted.test');
 });
 test.after(async (ctx) => {
   await ctx.t.close();

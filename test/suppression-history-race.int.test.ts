@@ -11,7 +11,6 @@ import * as assert from 'uvu/assert';
 import type { InboundServer } from '../apps/inbound/inbound-server.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { applyAutomaticSuppression } from '../apps/services/feedback/auto-suppression.ts';
-import { membershipsOf } from '../apps/services/management/workspaces.ts';
 import { verpAddress, VERP_MAC_PURPOSE } from '../domain/delivery/verp.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { upcastEmailEvent } from '../domain/email/upcast.ts';
@@ -24,7 +23,7 @@ import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
 import { deferred, waitUntil } from './support/eventually.ts';
 import { processorsCaughtUp } from './support/markers.ts';
-import { call, newCaller, type Caller } from './support/management.ts';
+import { call, workspaceOwner, type Caller } from './support/management.ts';
 import { deliverReport, dsn } from './support/reports.ts';
 
 interface Ctx { t: TestApp; inbound: InboundServer; tenant: DeliveryTenant; owner: Caller }
@@ -33,10 +32,7 @@ const test = suite<Ctx>('an addition and a removal of one address that overlap')
 test.before(async (ctx) => {
   ctx.t = await startTestApp({}, { processors: ['suppressor'] });
   ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.owner = await newCaller(ctx.t, 'owner@race.test');
-  await membershipsOf(ctx.t.ctx.documents).insert({
-    _id: `${ctx.tenant.workspaceId}:${ctx.owner.userId}`, workspaceId: ctx.tenant.workspaceId, userId: ctx.owner.userId, role: 'owner', createdAt: new Date().toISOString(),
-  });
+  ctx.owner = await workspaceOwner(ctx.t, ctx.tenant.workspaceId, 'owner@race.test');
   ctx.inbound = await startTestInbound(ctx.t);
 });
 /** Holds still in place: released after each test, so that a failed one does not leave a request or the suppressor waiting. */

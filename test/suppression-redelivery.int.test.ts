@@ -12,7 +12,6 @@ import { RETRY_GROUP_HEADER } from '../apps/processors/processor.ts';
 import { eventsTopic, groupOf } from '../apps/pipeline/topics.ts';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { suppressionSourcesOf } from '../apps/services/management/suppression-sources.ts';
-import { membershipsOf } from '../apps/services/management/workspaces.ts';
 import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
 import { OPERATIONAL_RETENTION } from '../domain/retention.ts';
 import { verpAddress, VERP_MAC_PURPOSE } from '../domain/delivery/verp.ts';
@@ -27,7 +26,7 @@ import { startTestInbound } from './support/inbound.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
 import { deferred, waitUntil } from './support/eventually.ts';
 import { processorsCaughtUp } from './support/markers.ts';
-import { call, newCaller, type Caller } from './support/management.ts';
+import { call, workspaceOwner, type Caller } from './support/management.ts';
 import { deliverReport, dsn } from './support/reports.ts';
 
 interface Ctx { t: TestApp; inbound: InboundServer; tenant: DeliveryTenant; owner: Caller }
@@ -36,10 +35,7 @@ const test = suite<Ctx>('a bounce handled again after its address was removed fr
 test.before(async (ctx) => {
   ctx.t = await startTestApp({}, { processors: ['suppressor'] });
   ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.owner = await newCaller(ctx.t, 'owner@redelivery.test');
-  await membershipsOf(ctx.t.ctx.documents).insert({
-    _id: `${ctx.tenant.workspaceId}:${ctx.owner.userId}`, workspaceId: ctx.tenant.workspaceId, userId: ctx.owner.userId, role: 'owner', createdAt: new Date().toISOString(),
-  });
+  ctx.owner = await workspaceOwner(ctx.t, ctx.tenant.workspaceId, 'owner@redelivery.test');
   ctx.inbound = await startTestInbound(ctx.t);
 });
 /** Holds still in place: released after each test, so that a failed one does not leave the suppressor waiting. */

@@ -7,13 +7,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { addSuppression } from '../apps/services/management/suppressions.ts';
-import { membershipsOf } from '../apps/services/management/workspaces.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, send, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
 import { makeTestCa, startHttpsReceiver, trustTestCa, type HttpsReceiver, type TestCa } from './support/https-receiver.ts';
-import { call, newCaller, type Caller } from './support/management.ts';
+import { call, workspaceOwner, type Caller } from './support/management.ts';
 import { parseMetrics, samplesOf } from './support/metrics.ts';
 
 const HOST = 'hooks.relay.test';
@@ -30,10 +29,7 @@ test.before(async (ctx) => {
   // No RELAY_WEBHOOK_RETRY_SCALE: the first retry is due a minute after the first attempt.
   ctx.t = await startTestApp({ RELAY_DNS_SERVERS: ctx.dns.address, RELAY_WEBHOOK_ALLOW: `${HOST}:${ctx.receiver.port}` }, { processors: true });
   ctx.tenant = await deliveryTenant(ctx.t);
-  ctx.owner = await newCaller(ctx.t, 'owner@unsubscribe.test');
-  await membershipsOf(ctx.t.ctx.documents).insert({
-    _id: `${ctx.tenant.workspaceId}:${ctx.owner.userId}`, workspaceId: ctx.tenant.workspaceId, userId: ctx.owner.userId, role: 'owner', createdAt: new Date().toISOString(),
-  });
+  ctx.owner = await workspaceOwner(ctx.t, ctx.tenant.workspaceId, 'owner@unsubscribe.test');
 });
 test.after(async (ctx) => {
   await ctx.t.close();

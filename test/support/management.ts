@@ -2,6 +2,7 @@
 // through the real POST /v1/session, and a small request helper that carries the cookie.
 import type { LightMyRequestResponse } from 'fastify';
 import { createUser } from '../../apps/services/management/users.ts';
+import { membershipsOf } from '../../apps/services/management/workspaces.ts';
 import type { TestApp } from './app.ts';
 
 export const PASSWORD = 'correct horse battery staple';
@@ -69,4 +70,11 @@ export async function addMember(t: TestApp, owner: Caller, workspaceId: string, 
   if (invited.statusCode !== 201) throw new Error(`invite member: ${invited.statusCode} ${invited.body}`);
   const accepted = await call(t, 'POST', `/v1/invitations/${invited.json().id}/accept`, { as: member });
   if (accepted.statusCode !== 200) throw new Error(`accept invitation: ${accepted.statusCode} ${accepted.body}`);
+}
+
+/** A new caller made owner of a workspace a fixture created without a user (deliveryTenant): its membership written directly. */
+export async function workspaceOwner(t: TestApp, workspaceId: string, email: string): Promise<Caller> {
+  const owner = await newCaller(t, email);
+  await membershipsOf(t.ctx.documents).insert({ _id: `${workspaceId}:${owner.userId}`, workspaceId, userId: owner.userId, role: 'owner', createdAt: new Date().toISOString() });
+  return owner;
 }
