@@ -169,10 +169,13 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** The key file's key, or null when there is none; a file there that holds no key is an error. */
+/**
+ * The key file's key, or null when there is none; a file there that holds no key is an error.
+ * Read once: nothing creates the file while RELAY_SECRET_KEY is set, so there is no race to wait out.
+ */
 async function existingKeyFile(dataDir: string): Promise<{ key: Buffer; path: string } | null> {
   const path = join(dataDir, KEY_FILE_NAME);
-  return (await exists(path)) ? { key: await readKeyFile(path), path } : null;
+  return (await exists(path)) ? { key: parseKey(await readFile(path, 'utf8'), `The key file ${path}`), path } : null;
 }
 
 /** A key's id as it appears in the values it seals (a fingerprint, safe to log). */
