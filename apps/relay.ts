@@ -159,9 +159,14 @@ function startDomainRecheckOf(config: RelayConfig, stores: Stores, services: Ser
         logger.info(fields, 'sending domain passes its DNS re-check again');
       }
     },
+    onRotationChecked: ({ domain, completed, selector, retiredSelector }) => {
+      if (!completed) return;
+      logger.info({ part, domainId: domain._id, domain: domain.name, workspaceId: domain.workspaceId, selector, retiredSelector },
+        `DKIM key rotation of ${domain.name} completed: DNS shows the new key's record (selector ${selector}), which signs from now on; keep the retired selector ${retiredSelector}'s record published a few days more`);
+    },
     onPass: (report) => {
       metrics.domainRecheck.passed(true);
-      if (report.rechecked > 0) logger.debug({ part, ...report }, 'sending domains re-checked');
+      if (report.rechecked > 0 || report.rotationsCompleted > 0) logger.debug({ part, ...report }, 'sending domains re-checked');
     },
     onError: (error) => {
       metrics.domainRecheck.passed(false);

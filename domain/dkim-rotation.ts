@@ -46,6 +46,21 @@ export function startDkimRotation<D extends DkimKeys>(domain: D, key: NewDkimKey
   return { ...domain, dkimRotation: pending };
 }
 
+/**
+ * How long a pending rotation's last check of its record stands: the re-check pass (every 10
+ * minutes at most: apps/services/domain-recheck.ts) checks the record again once it is older, so
+ * a rotation completes by itself within minutes of the record appearing, with no verify asked.
+ */
+export const ROTATION_CHECK_EVERY_MS = 5 * 60_000;
+
+/** Whether a pending rotation's record is due for a check by the re-check pass at `now`. */
+export function rotationCheckDue(domain: Pick<SendingDomain, 'dkimRotation'>, now: Date): boolean {
+  const pending = domain.dkimRotation;
+  if (!pending) return false;
+  // Either way: a check stamped ahead of `now` (the clock stepped back) does not hold it off.
+  return pending.checkedAt === null || Math.abs(now.getTime() - Date.parse(pending.checkedAt)) >= ROTATION_CHECK_EVERY_MS;
+}
+
 /** What a DNS check of the pending key's record means for the rotation: only a record checked ok completes it. */
 export const rotationAfterCheck = (check: Pick<StoredRecordCheck, 'status'>): 'complete' | 'wait' => (check.status === 'ok' ? 'complete' : 'wait');
 

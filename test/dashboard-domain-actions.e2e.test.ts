@@ -60,7 +60,7 @@ test('a double click on "Rotate DKIM key" starts one rotation and says so, with 
   await page.waitForLoadState('networkidle');
   assert.equal(await page.getByRole('alert').allInnerTexts(), [], `POST answers: ${posts.join(', ')}`);
   assert.equal(posts, [201]);
-  await page.getByText('New DKIM key made: publish its record, then verify.').waitFor();
+  await page.getByText('New DKIM key made: publish its record. Relay looks for it every few minutes and switches to the new key once it is there; “Verify DNS records” looks now.').waitFor();
   assert.equal(problems, []);
   await context.close();
 });
@@ -117,7 +117,7 @@ test('a verify that does not find the new key\'s record says so; one that finds 
   dns.setZone(published);
   await openDomain(page, f);
   await page.getByRole('button', { name: 'Rotate DKIM key' }).click();
-  await page.getByText('New DKIM key made: publish its record, then verify.').waitFor();
+  await page.getByText('New DKIM key made: publish its record. Relay looks for it every few minutes and switches to the new key once it is there; “Verify DNS records” looks now.').waitFor();
   const rotation = (await stored(f)).dkimRotation!;
 
   await page.getByRole('button', { name: 'Verify DNS records' }).click();

@@ -75,7 +75,7 @@ test('a domain: records with copy buttons, verify shows each record missing, the
   // DKIM key rotation: the new record shown to copy; a verify that finds it switches the key.
   await page.getByText(`Mail is signed with selector ${dkim.name.split('.')[0]}.`).waitFor();
   await page.getByRole('button', { name: 'Rotate DKIM key' }).click();
-  await page.getByText('New DKIM key made: publish its record, then verify.').waitFor();
+  await page.getByText('New DKIM key made: publish its record. Relay looks for it every few minutes and switches to the new key once it is there; “Verify DNS records” looks now.').waitFor();
   const { dkimRotation: rotation } = await (await fetch(`${f.t.url}/v1/domains/${domainId}`, { headers: { cookie: await ownerCookie(f) } })).json() as {
     dkimRotation: { selector: string; record: { name: string; value: string } };
   };

@@ -2,7 +2,8 @@
 // through DNS starts a rotation (a new key under a new selector, its record to publish), mail
 // goes on being signed with the old key until a verify finds the new record, then with the new
 // one; both checked by mailauth's verifier (what a receiver does) asking the same DNS server. The
-// re-check asks for the active selector. Cancelling, a second start (409) and selectors.
+// re-check asks for the active selector, and completes a rotation whose new record DNS shows.
+// Cancelling, a second start (409) and selectors.
 import { createPublicKey, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { resealDkimKeys } from '../apps/services/dkim-key-vault.ts';
 import { recheckDomains } from '../apps/services/domain-recheck.ts';
-import { domainsOf, type DomainView, type RecheckResult } from '../apps/services/management/domains.ts';
+import { domainsOf, type DomainView, type RecheckResult, type RotationCheckResult } from '../apps/services/management/domains.ts';
 import { loadSecretKeys, SecretBox } from '../infra/secrets/secret-box.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { dkimResults, waitForDetail } from './support/delivery.ts';
@@ -71,15 +72,18 @@ const verify = async (ctx: Ctx, domain: DomainView) => {
 };
 
 /** A re-check pass as the retention part runs it, `laterMs` from now: the DKIM names it asked DNS about, and what it found. */
-async function recheckPass(ctx: Ctx, domain: DomainView, laterMs: number): Promise<{ asked: string[]; result: RecheckResult | undefined }> {
+async function recheckPass(ctx: Ctx, domain: DomainView, laterMs: number): Promise<{ asked: string[]; result: RecheckResult | undefined; rotation: RotationCheckResult | undefined }> {
   const from = ctx.dns.queries.length;
   let result: RecheckResult | undefined;
+  let rotation: RotationCheckResult | undefined;
   await recheckDomains({
     documents: ctx.t.ctx.documents, config: ctx.t.config, dns: ctx.t.ctx.services.dns, policy: ctx.t.config.domainRecheck,
-    now: () => new Date(ctx.t.clock.now().getTime() + laterMs), onRechecked: (r) => { if (r.domain._id === domain.id) result = r; },
+    now: () => new Date(ctx.t.clock.now().getTime() + laterMs),
+    onRechecked: (r) => { if (r.domain._id === domain.id) result = r; },
+    onRotationChecked: (r) => { if (r.domain._id === domain.id) rotation = r; },
   });
-  const asked = ctx.dns.queries.slice(from).map((q) => q.name.toLowerCase()).filter((name) => name.includes('._domainkey.'));
-  return { asked: [...new Set(asked)], result };
+  const asked = ctx.dns.queries.slice(from).map((q) => q.name.toLowerCase()).filter((name) => name.includes(`._domainkey.${domain.name}`));
+  return { asked: [...new Set(asked)].sort(), result, rotation };
 }
 
 const test = suite<Ctx>('DKIM key rotation');
@@ -125,8 +129,10 @@ test('a rotation signs with the old key until DNS shows the new record, then wit
 
   assert.is(await sentSelector(ctx, domain.name), old, 'a pending rotation signs with the old key, whose record is published');
   const pendingPass = await recheckPass(ctx, domain, 7 * HOUR);
-  assert.equal(pendingPass.asked, [dkimName(old, domain.name)], 'the re-check asks for the active selector only');
+  assert.equal(pendingPass.asked, [dkimName(old, domain.name), dkimName(rotation.selector, domain.name)].sort(), 'the re-check asks for the active selector, and looks for the new one\'s record');
   assert.is(pendingPass.result?.verdict, 'passed');
+  assert.is(pendingPass.rotation?.completed, false, 'the new record is not published yet');
+  assert.is(await sentSelector(ctx, domain.name), old, 'a re-check that did not find the new record changes nothing');
 
   const notYet = await verify(ctx, domain);
   assert.is(notYet.dkimSelector, old);
@@ -151,6 +157,43 @@ test('a rotation signs with the old key until DNS shows the new record, then wit
   const afterPass = await recheckPass(ctx, domain, 7 * HOUR);
   assert.equal(afterPass.asked, [dkimName(rotation.selector, domain.name)]);
   assert.is(afterPass.result?.verdict, 'passed');
+});
+
+test('a re-check pass completes a rotation once DNS shows the new record, with no verify asked; a record checked minutes ago is not asked again', async (ctx) => {
+  const domain = await verifiedDomain(ctx, 'auto.example.test');
+  const old = domain.dkimSelector;
+  const started = await rotate(ctx, domain);
+  assert.is(started.statusCode, 201, started.body);
+  const rotation = (started.json() as DomainView).dkimRotation!;
+
+  // Within the re-check's interval: only the pending record is looked for.
+  const first = await recheckPass(ctx, domain, 60_000);
+  assert.equal(first.asked, [dkimName(rotation.selector, domain.name)]);
+  assert.is(first.result, undefined, 'the active records are not due');
+  assert.is(first.rotation?.completed, false);
+  const shown = (await call(ctx.t, 'GET', `/v1/domains/${domain.id}`, { as: ctx.owner })).json() as DomainView;
+  assert.is(shown.dkimRotation?.check?.status, 'missing', 'the check is shown with the rotation');
+  assert.ok(shown.dkimRotation?.checkedAt);
+
+  ctx.dns.setZone([...published(domain.records), ...published([rotation.record!])]);
+  const soon = await recheckPass(ctx, domain, 3 * 60_000);
+  assert.equal(soon.asked, [], 'checked two minutes before: not asked again');
+  assert.is(soon.rotation, undefined);
+
+  const later = await recheckPass(ctx, domain, 7 * 60_000);
+  assert.equal(later.asked, [dkimName(rotation.selector, domain.name)]);
+  assert.equal(later.rotation && [later.rotation.completed, later.rotation.selector, later.rotation.retiredSelector], [true, rotation.selector, old]);
+  const done = (await call(ctx.t, 'GET', `/v1/domains/${domain.id}`, { as: ctx.owner })).json() as DomainView;
+  assert.is(done.dkimSelector, rotation.selector);
+  assert.is(done.dkimRotation, null);
+  assert.is(done.status, 'verified');
+  assert.equal(done.retiredDkimKeys.map((k) => k.selector), [old]);
+  const dkim = done.checks!.find((c) => c.purpose === 'dkim')!;
+  assert.equal([dkim.name, dkim.status], [dkimName(rotation.selector, domain.name), 'ok']);
+  assert.is(await sentSelector(ctx, domain.name), rotation.selector, 'mail is signed with the new key, and verifies');
+
+  const after = await recheckPass(ctx, domain, 20 * 60_000);
+  assert.equal(after.asked, [], 'nothing pending any more');
 });
 
 test('a second start while one is pending is 409 in the error envelope; cancel drops the new key, even once its record is published', async (ctx) => {

@@ -4,7 +4,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  afterRotationCheck, cancelDkimRotation, MAX_RETIRED_DKIM_KEYS, rotationAfterCheck, rotationState, selectorsInUse, startDkimRotation, type DkimKeys,
+  afterRotationCheck, cancelDkimRotation, MAX_RETIRED_DKIM_KEYS, ROTATION_CHECK_EVERY_MS, rotationAfterCheck, rotationCheckDue, rotationState, selectorsInUse, startDkimRotation, type DkimKeys,
 } from '../domain/dkim-rotation.ts';
 import { RelayError } from '../domain/errors.ts';
 import type { StoredRecordCheck } from '../domain/management.ts';
@@ -98,3 +98,29 @@ cancel('given no rotation, when cancelled, then not found', () => {
 });
 
 cancel.run();
+
+const due = suite('when the re-check pass looks for a pending rotation\'s record');
+
+due('given no rotation, then never', () => {
+  assert.not.ok(rotationCheckDue(active(), T1));
+});
+
+due('given a rotation never checked, then at once', () => {
+  assert.ok(rotationCheckDue(startDkimRotation(active(), newKey(), T0), T0));
+});
+
+due('given a rotation checked at T, then not before T + ROTATION_CHECK_EVERY_MS, and from then on', () => {
+  const at = new Date('2026-11-28T10:00:00.000Z');
+  const checked = afterRotationCheck(startDkimRotation(active(), newKey(), T0), check('missing'), at);
+  const later = (ms: number) => new Date(at.getTime() + ms);
+  assert.not.ok(rotationCheckDue(checked, later(ROTATION_CHECK_EVERY_MS - 1)));
+  assert.ok(rotationCheckDue(checked, later(ROTATION_CHECK_EVERY_MS)));
+});
+
+due('given a check stamped ahead of now (the clock stepped back), then it does not hold the next one off', () => {
+  const at = new Date('2026-11-28T10:00:00.000Z');
+  const checked = afterRotationCheck(startDkimRotation(active(), newKey(), T0), check('missing'), at);
+  assert.ok(rotationCheckDue(checked, new Date(at.getTime() - 3_600_000)));
+});
+
+due.run();

@@ -175,8 +175,9 @@ const DOMAIN_USAGE = `usage: relay domain verify <domainId> [--json]          ch
        relay domain rotate-dkim <domainId> [--selector S] [--json]
        relay domain cancel-rotation <domainId> [--json]
   rotate-dkim: makes a new DKIM key under a new selector (default rr<date><random>) and prints
-  its TXT record to publish; mail stays signed with the current key until \`domain verify\`
-  finds the new record, which completes the rotation. Keep the old selector's record published
+  its TXT record to publish; mail stays signed with the current key until the new record is
+  found, which completes the rotation: the re-check (\`relay start\` or the retention part) looks
+  for it every few minutes, \`domain verify\` at once. Keep the old selector's record published
   a few days after that, for messages signed before the switch. cancel-rotation drops the new key.`;
 
 function printRotation(view: DomainView): void {
@@ -187,7 +188,7 @@ function printRotation(view: DomainView): void {
   }
   err(`domain ${view.name} signs with selector ${view.dkimSelector}; rotation to selector ${rotation.selector} pending. Publish:`);
   if (rotation.record) err(`  TXT ${rotation.record.name}  ${rotation.record.value}`);
-  err(`then run: relay domain verify ${view.id}`);
+  err(`Relay looks for it every few minutes and switches to the new key once it is there; to look now: relay domain verify ${view.id}`);
 }
 
 export const domainCommand: Command = command(DOMAIN_USAGE, async (args) => {

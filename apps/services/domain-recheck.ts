@@ -8,12 +8,18 @@
 // so many domains neither hold the event loop nor flood the resolver. Every domain is claimed
 // and stored by compare-and-set (management/domains.ts recheckDomain): passes in several
 // processes share the work, each domain checked once per interval.
+//
+// A pass also looks for the new record of every pending DKIM key rotation not checked in the last
+// few minutes (domain/dkim-rotation.ts rotationCheckDue), and completes the rotation once DNS
+// shows it: a customer who publishes the record need not come back to ask for a verify.
 import type { RecheckPolicy } from '../../domain/domain-recheck.ts';
 import type { RelayConfig } from '../../infra/config.ts';
 import type { DnsLookup } from '../../infra/ports/dns.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
-import { domainsOf, recheckDomain, type RecheckResult } from './management/domains.ts';
+import { rotationCheckDue } from '../../domain/dkim-rotation.ts';
+import type { SendingDomain } from '../../domain/management.ts';
+import { checkPendingRotation, domainsOf, recheckDomain, type RecheckResult, type RotationCheckResult } from './management/domains.ts';
 import { mapLimited } from './map-limited.ts';
 
 /** Domains read per page of a pass. */
@@ -35,6 +41,8 @@ export interface RecheckPassOptions {
   concurrency?: number;
   /** Told each domain re-checked, with what the re-check found and changed. */
   onRechecked?: (result: RecheckResult) => void;
+  /** Told each pending DKIM rotation whose new record was looked for, completed or not. */
+  onRotationChecked?: (result: RotationCheckResult) => void;
   /** Ends the pass between domains (the part stopping). */
   signal?: AbortSignal;
 }
@@ -44,13 +52,15 @@ export interface RecheckPassReport {
   rechecked: number;
   /** Of them, the domains it failed. */
   failed: number;
+  /** Pending DKIM rotations this pass completed. */
+  rotationsCompleted: number;
 }
 
 /** One pass: re-checks every domain due now. Throws the first failure (a store error) once the re-checks under way have ended. */
 export async function recheckDomains(options: RecheckPassOptions): Promise<RecheckPassReport> {
   const { documents, policy, signal } = options;
   const pageSize = options.pageSize ?? RECHECK_PAGE_SIZE;
-  const report: RecheckPassReport = { rechecked: 0, failed: 0 };
+  const report: RecheckPassReport = { rechecked: 0, failed: 0, rotationsCompleted: 0 };
   let after: { _id: string } | undefined;
   while (!signal?.aborted) {
     const now = options.now();
@@ -72,7 +82,34 @@ export async function recheckDomains(options: RecheckPassOptions): Promise<Reche
     if (page.length < pageSize) break;
     after = { _id: page[page.length - 1]._id };
   }
+  await checkPendingRotations(options, report);
   return report;
+}
+
+async function checkPendingRotations(options: RecheckPassOptions, report: RecheckPassReport): Promise<void> {
+  const { documents, signal } = options;
+  const pageSize = options.pageSize ?? RECHECK_PAGE_SIZE;
+  let after: { _id: string } | undefined;
+  while (!signal?.aborted) {
+    // Every pending rotation has a start time: a string range finds them, and only them.
+    const page: Array<Pick<SendingDomain, '_id' | 'dkimRotation'>> = await domainsOf(documents).find({
+      where: { 'dkimRotation.startedAt': { gt: '' } },
+      orderBy: [['_id', 'asc']],
+      limit: pageSize,
+      ...(after ? { after } : {}),
+      fields: ['_id', 'dkimRotation'],
+    });
+    const now = options.now();
+    await mapLimited(page.filter((d) => rotationCheckDue(d, now)), options.concurrency ?? RECHECK_CONCURRENCY, async ({ _id }) => {
+      if (signal?.aborted) return;
+      const result = await checkPendingRotation(documents, options.dns, _id, options.now());
+      if (result === null) return;
+      if (result.completed) report.rotationsCompleted++;
+      options.onRotationChecked?.(result);
+    });
+    if (page.length < pageSize) break;
+    after = { _id: page[page.length - 1]._id };
+  }
 }
 
 export interface DomainRecheckRunOptions extends Omit<RecheckPassOptions, 'signal'> {

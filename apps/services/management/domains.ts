@@ -1,7 +1,7 @@
 // Sending domains: created with a fresh DKIM key, verified against real DNS, and connected
 // to the projects of their workspace that may send from them. Only verified domains can be
 // connected; admission (apps/services/admission.ts) sends only from domains that are both.
-import { afterRotationCheck } from '../../../domain/dkim-rotation.ts';
+import { afterRotationCheck, rotationCheckDue } from '../../../domain/dkim-rotation.ts';
 import { afterRecheck, isRechecked, recheckDue, recheckVerdict, type RecheckOutcome, type RecheckPolicy, type RecheckVerdict } from '../../../domain/domain-recheck.ts';
 import { RelayError, conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { MAIL_FROM_SUBDOMAIN, statusAfterCheck, type SendingDomain } from '../../../domain/management.ts';
@@ -338,6 +338,39 @@ export async function recheckDomain(
     wrong: checks.filter((c) => c.required && (c.status === 'missing' || c.status === 'mismatch'))
       .map(({ purpose, name, type, status }) => ({ purpose, name, type, status })),
   };
+}
+
+export interface RotationCheckResult {
+  domain: Pick<SendingDomain, '_id' | 'workspaceId' | 'name'>;
+  /** Completed: the new key signs now, under `selector`; the one it replaced is retired. */
+  completed: boolean;
+  selector: string;
+  retiredSelector: string;
+}
+
+/**
+ * The re-check pass's look at one domain's pending DKIM rotation (domain/dkim-rotation.ts
+ * rotationCheckDue): asks DNS for the new key's record and stores what it found, completing the
+ * rotation when the record is there as asked, as a verify would. Only the new record is asked
+ * for and only the DKIM check changes: the domain's status is the re-check's and a verify's to
+ * say. Null when the domain is gone, no rotation is due, or another check or a cancel came first.
+ */
+export async function checkPendingRotation(documents: DocumentStore, lookup: DnsLookup, domainId: string, now: Date): Promise<RotationCheckResult | null> {
+  const domain = await domainsOf(documents).get(domainId);
+  const pending = domain?.dkimRotation ?? null;
+  if (!domain || !pending || !rotationCheckDue(domain, now) || !shownRotationRecord(domain, pending.selector, pending.publicKeyBase64)) return null;
+  const check = await checkDkimRecord(domain.name, pending.selector, pending.publicKeyBase64, lookup);
+  let result = null as RotationCheckResult | null;
+  await updateDomainIfThere(documents, domainId, (current) => {
+    result = null;
+    const sameKey = current.dkimRotation?.selector === pending.selector && current.dkimRotation.publicKeyBase64 === pending.publicKeyBase64;
+    if (!sameKey || current.dkimRotation!.checkedAt !== pending.checkedAt) return null;
+    const next = afterRotationCheck(current, check, now);
+    const completed = next.dkimRotation === null;
+    result = { domain: { _id: current._id, workspaceId: current.workspaceId, name: current.name }, completed, selector: pending.selector, retiredSelector: current.dkimSelector };
+    return completed ? { ...next, checks: current.checks?.map((c) => (c.purpose === 'dkim' ? check : c)) ?? null } : next;
+  });
+  return result;
 }
 
 /** updateDocument, or null when the domain is gone. */

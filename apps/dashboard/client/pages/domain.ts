@@ -56,7 +56,7 @@ export async function render(ctx: PageContext): Promise<void> {
     );
   }
 
-  /** The key signing now, a rotation's new record to publish (verify completes it), and the retired selectors. */
+  /** The key signing now, a rotation's new record to publish (a verify or the re-check completes it), and the retired selectors. */
   function dkimKey(domain: Domain): HTMLElement {
     const rotation = domain.dkimRotation;
     const retired = domain.retiredDkimKeys.length === 0 ? null : h('p', { class: 'hint' },
@@ -67,7 +67,7 @@ export async function render(ctx: PageContext): Promise<void> {
       return section('DKIM key', h('p', null, `Mail is signed with selector ${domain.dkimSelector}.`), retired, button('Rotate DKIM key', undefined, () => rotate('POST')));
     }
     return section('DKIM key',
-      h('p', null, `Mail is signed with selector ${domain.dkimSelector} until the new key's record is found: publish it beside the current one, then verify.`),
+      h('p', null, `Mail is signed with selector ${domain.dkimSelector} until the new key's record is found: publish it beside the current one. Relay looks for it every few minutes and switches by itself; “Verify DNS records” looks now.`),
       table('New DKIM key', ['Type', 'Name', 'Value', 'Last check'], rotation.record ? [[
         'TXT',
         copyable('new dkim record name', rotation.record.name),
@@ -82,7 +82,7 @@ export async function render(ctx: PageContext): Promise<void> {
 
   async function rotate(method: 'POST' | 'DELETE'): Promise<void> {
     draw(await api<Domain>(method, `${path}/dkim-rotation`));
-    fill(status, notice('success', method === 'POST' ? 'New DKIM key made: publish its record, then verify.' : 'Rotation cancelled.'));
+    fill(status, notice('success', method === 'POST' ? 'New DKIM key made: publish its record. Relay looks for it every few minutes and switches to the new key once it is there; “Verify DNS records” looks now.' : 'Rotation cancelled.'));
   }
 
   /** What a verify found: the required records, and a pending rotation's new key (completed, or its record still not found). */
