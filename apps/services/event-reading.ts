@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { daysIn } from '../../domain/calendar.ts';
 import { EMAIL_STREAM_PREFIX } from '../../domain/email/events.ts';
 import { upcastEmailEvent } from '../../domain/email/upcast.ts';
-import { parseMailbox } from '../../domain/mailbox.ts';
+import { canonicalAddress, parseMailbox } from '../../domain/mailbox.ts';
 import { SUPPRESSION_STREAM_PREFIX } from '../../domain/suppressions/events.ts';
 import { upcastSuppressionEvent } from '../../domain/suppressions/upcast.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
@@ -206,11 +206,16 @@ const QUOTED_LOCAL = '"(?:[^"\\\\\\r\\n]|\\\\.)*"';
 const DOMAIN = '(?:[A-Za-z0-9_\\u0080-\\uFFFF-]+(?:\\.[A-Za-z0-9_\\u0080-\\uFFFF-]+)*|\\[[A-Za-z0-9:.]+\\])';
 const ADDRESS = new RegExp(`(?:${QUOTED_LOCAL}|${DOT_ATOM_LOCAL})@${DOMAIN}`, 'g');
 
-/** An address as redaction shows it: a hash of the whole address (the same address, the same hash), and its domain. */
+/**
+ * An address as redaction shows it: a hash of the whole address in the canonical form Relay keys
+ * recipients by (domain/mailbox.ts: "john.doe"@… is john.doe@…), so one mailbox has one hash
+ * however it was written, and its domain.
+ */
 export const hashAddress = (address: string): string => {
-  const at = address.lastIndexOf('@');
-  const domain = at < 0 ? '' : address.slice(at + 1).toLowerCase();
-  return `${createHash('sha256').update(address.trim().toLowerCase()).digest('hex').slice(0, 16)}@${domain}`;
+  const canonical = canonicalAddress(address.trim());
+  const at = canonical.lastIndexOf('@');
+  const domain = at < 0 ? '' : canonical.slice(at + 1);
+  return `${createHash('sha256').update(canonical).digest('hex').slice(0, 16)}@${domain}`;
 };
 
 /** Keys that hold content or addresses, and what redaction makes of them. */
