@@ -49,17 +49,62 @@ export function messageCsp(remoteImages: boolean): string {
  */
 const LINKS_IN_NEW_TABS = '<base target="_blank">';
 
+/** The white space of `\s` (what a prolog may hold before the doctype, as the parser reads it loosely). */
+const isSpace = (code: number): boolean =>
+  (code >= 0x09 && code <= 0x0d) || code === 0x20 || code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a)
+  || code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000 || code === 0xfeff;
+
 /**
- * What may precede the doctype while the parser is still in its initial mode (white space,
- * comments, an <?xml …?>), and the doctype: the base element goes after it, as an element
- * before the doctype would have the doctype ignored and the part rendered in quirks mode. The
- * first base with a target wins, so a target of the sender's own base comes too late.
+ * Where the prolog ends: what may precede the doctype while the parser is still in its initial
+ * mode (white space, comments, an <?xml …?>), and the doctype. The base element goes after it, as
+ * an element before the doctype would have the doctype ignored and the part rendered in quirks
+ * mode; the first base with a target wins, so a target of the sender's own base comes too late.
+ * A scan, not a regular expression: a part may begin with millions of spaces, and a repeated
+ * group keeps a backtrack entry per repetition until V8's stack gives out.
  */
-const PROLOG = /^(?:\s|<!--(?:>|->|[\s\S]*?--!?>)|<\?[^>]*>)*(?:<!doctype[^>]*>)?/i;
+export function prologEnd(html: string): number {
+  let at = 0;
+  for (;;) {
+    while (at < html.length && isSpace(html.charCodeAt(at))) at++;
+    if (html.startsWith('<!--', at)) {
+      // <!--> and <!---> end at once, as the parser ends them; any other at the first --> or --!>.
+      if (html.startsWith('>', at + 4)) { at += 5; continue; }
+      if (html.startsWith('->', at + 4)) { at += 6; continue; }
+      const plain = html.indexOf('-->', at + 4);
+      const bang = html.indexOf('--!>', at + 4);
+      if (plain < 0 && bang < 0) break;
+      at = plain >= 0 && (bang < 0 || plain < bang) ? plain + 3 : bang + 4;
+    } else if (html.startsWith('<?', at)) {
+      const end = html.indexOf('>', at + 2);
+      if (end < 0) break;
+      at = end + 1;
+    } else {
+      break;
+    }
+  }
+  if (html.slice(at, at + 9).toLowerCase() === '<!doctype') {
+    const end = html.indexOf('>', at + 9);
+    if (end >= 0) at = end + 1;
+  }
+  return at;
+}
+
+/**
+ * Elements that load a document of their own. The policy refuses their loads, but Chromium opens
+ * the connection for a frame before frame-src refuses it: the sender's server would learn that,
+ * when and from where a member read the message, with remote images blocked. Renamed, they are
+ * unknown elements that load nothing. The tag name is matched as the tokenizer reads it (a
+ * literal name, any case); text that merely looks like one (in an attribute, a <textarea>) only
+ * reads differently in this view. The stored message is unchanged.
+ */
+const FRAMING_TAGS = /<(\/?)(iframe|frameset|frame|object|embed|portal|fencedframe)(?=[\s/>]|$)/gi;
+
+export const inertFrames = (html: string): string => html.replace(FRAMING_TAGS, '<$1relay-inert-$2');
 
 function framedMessageHtml(html: string): string {
-  const at = PROLOG.exec(html)![0].length;
-  return `${html.slice(0, at)}${LINKS_IN_NEW_TABS}${html.slice(at)}`;
+  const inert = inertFrames(html);
+  const at = prologEnd(inert);
+  return `${inert.slice(0, at)}${LINKS_IN_NEW_TABS}${inert.slice(at)}`;
 }
 
 /**
