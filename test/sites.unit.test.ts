@@ -2,13 +2,26 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  afterSuccess, afterThrottle, DEFAULT_SITE_LIMITS, initialSiteState, limitsFor, parseShapingFile, ShapingFileError, siteKeyOf, throttleOf,
+  afterSuccess, afterThrottle, DEFAULT_SITE_LIMITS, initialSiteState, limitsFor, parseShapingFile, ShapingFileError, SITE_KEY_HOSTS, siteKeyOf, throttleOf,
 } from '../domain/delivery/sites.ts';
 
 const test = suite('sites');
 
 test('domains served by the same MX hosts are one site, whatever the order', () => {
-  assert.is(siteKeyOf(['alt1.aspmx.l.google.com.', 'ASPMX.l.google.com']), siteKeyOf(['aspmx.l.google.com', 'alt1.aspmx.l.google.com']));
+  assert.is(
+    siteKeyOf([{ host: 'alt1.aspmx.l.google.com.', preference: 5 }, { host: 'ASPMX.l.google.com', preference: 1 }]),
+    siteKeyOf([{ host: 'aspmx.l.google.com', preference: 1 }, { host: 'alt1.aspmx.l.google.com', preference: 5 }]),
+  );
+});
+
+test('given a large MX set, then the site is keyed by the most preferred hosts the transport would consider, one key per set', () => {
+  const many = Array.from({ length: 200 }, (_, i) => ({ host: `mx${String(i).padStart(3, '0')}.example.test`, preference: 10 }));
+  const backups = Array.from({ length: 3 }, (_, i) => ({ host: `a-backup${i}.example.test`, preference: 50 }));
+  const key = siteKeyOf([...backups, ...many]);
+  assert.is(key.split(',').length, SITE_KEY_HOSTS);
+  assert.is(key, many.slice(0, SITE_KEY_HOSTS).map((h) => h.host).join(','), 'the backups (less preferred) are left out, equals by name');
+  assert.is(siteKeyOf([...many].reverse().concat(backups)), key, 'whatever order DNS answers in');
+  assert.is(siteKeyOf([{ host: 'mx.example.test', preference: 10 }]), 'mx.example.test', 'a small set is named whole');
 });
 
 test('given a shaping file, then the first rule matching an MX host sets the limits, the rest are defaults', () => {

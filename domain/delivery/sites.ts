@@ -84,9 +84,32 @@ export function limitsFor(mxHosts: string[], rules: ShapingRule[]): SiteLimits {
   return { ...DEFAULT_SITE_LIMITS, ...rule?.limits };
 }
 
-/** A site's key: its MX host set, sorted (a domain without MX records is its own site). */
-export function siteKeyOf(mxHosts: string[]): string {
-  return [...new Set(mxHosts.map((h) => h.toLowerCase().replace(/\.$/, '')))].sort().join(',');
+export interface MxHost {
+  host: string;
+  preference: number;
+}
+
+/**
+ * MX hosts a site's key names at most: as many as the MX transport considers for one domain
+ * (MAX_MX_HOSTS_PER_DOMAIN, infra/mail/mx-transport.ts). The MX set is whatever a recipient
+ * domain's DNS answers (hundreds of long names fit one answer over TCP), and the key is kept per
+ * site and written into every site snapshot: a key naming the whole set would make its memory
+ * the answer's size, for every site.
+ */
+export const SITE_KEY_HOSTS = 10;
+
+/**
+ * A site's key: the SITE_KEY_HOSTS most preferred of its MX hosts (ties by name, so that one set
+ * always gives one key), sorted by name. A domain without MX records is its own site.
+ */
+export function siteKeyOf(mxHosts: MxHost[]): string {
+  const preferences = new Map<string, number>();
+  for (const { host, preference } of mxHosts) {
+    const name = host.toLowerCase().replace(/\.$/, '');
+    preferences.set(name, Math.min(preference, preferences.get(name) ?? preference));
+  }
+  const byPreference = [...preferences].sort(([a, pa], [b, pb]) => pa - pb || (a < b ? -1 : a > b ? 1 : 0));
+  return byPreference.slice(0, SITE_KEY_HOSTS).map(([name]) => name).sort().join(',');
 }
 
 export interface Reply {

@@ -13,7 +13,7 @@
 import { hostname } from 'node:os';
 import {
   afterSuccess, afterThrottle, initialSiteState, limitsFor, siteKeyOf, throttleOf,
-  type Reply, type ShapingRule, type SiteLimits, type SiteState,
+  type MxHost, type Reply, type ShapingRule, type SiteLimits, type SiteState,
 } from '../../../domain/delivery/sites.ts';
 import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -62,12 +62,26 @@ export interface SiteRegistryOptions {
   monotonicNow?: () => number;
   /** Tests only: a factor on pauses and on the spacing of messages (RELAY_DELIVERY_RETRY_SCALE). */
   scale?: number;
-  /** Sites kept at most (the least recently used go). Default 10,000. */
+  /**
+   * Sites kept at most (the least recently used that are neither paused nor busy go). Default
+   * 10,000.
+   */
   maxSites?: number;
 }
 
 const INSTANCE = `${hostname()}:${process.pid}`;
 const MAX_DOMAINS = 100_000;
+/**
+ * The domain map's size in characters (each domain's name and its site's key), at most. Keys are
+ * shared by a site's domains, but a key's string outlives its site while a domain names it:
+ * domains on many sites with long keys would otherwise keep a key each.
+ */
+const MAX_DOMAIN_CHARS = 32 * 1024 * 1024;
+/**
+ * Sites looked at, at most, to find one to forget when a new site comes: with every site paused
+ * or busy, a new one costs this many steps (and the registry grows) rather than a scan of all.
+ */
+const EVICTION_LOOKS = 64;
 /**
  * Site lookups (lookUp) under way at once, at most: however many new recipient domains a look
  * at the schedule finds, its DNS work is bounded, and the rest are looked up on later looks.
@@ -83,8 +97,10 @@ export class SiteRegistry {
   readonly #maxSites: number;
   readonly #shaping: boolean;
   readonly #sites = new Map<string, Site>();
-  /** Recipient domain → site key, as last looked up. */
+  /** Recipient domain → site key (the site's own string, not a copy), as last looked up. */
   readonly #domains = new Map<string, string>();
+  /** The characters of #domains' names and keys. */
+  #domainChars = 0;
   /** Domains whose lookUp is under way. */
   readonly #lookingUp = new Set<string>();
 
@@ -134,34 +150,68 @@ export class SiteRegistry {
   async resolve(domain: string): Promise<string> {
     const name = domain.toLowerCase();
     if (!this.#shaping) return name;
-    let hosts = [name];
+    let hosts: MxHost[] = [{ host: name, preference: 0 }];
     if (this.#dns) {
       try {
         const found = await this.#dns.mx(name);
-        if (found.kind === 'answer' && found.records.some((r) => r.exchange)) hosts = found.records.map((r) => r.exchange).filter(Boolean);
+        const named = found.kind === 'answer' ? found.records.filter((r) => r.exchange) : [];
+        if (named.length > 0) hosts = named.map((r) => ({ host: r.exchange, preference: r.priority }));
       } catch {
         // The transport will say what failed; meanwhile the domain is its own site.
       }
     }
-    const key = siteKeyOf(hosts);
-    this.#domains.delete(name);
-    this.#domains.set(name, key);
-    if (this.#domains.size > MAX_DOMAINS) this.#domains.delete(this.#domains.keys().next().value!);
-    this.#site(key, hosts);
+    const { key } = this.#site(siteKeyOf(hosts));
+    this.#remember(name, key);
     return key;
   }
 
-  #site(key: string, hosts: string[] = key.split(',')): Site {
+  #remember(domain: string, key: string): void {
+    const previous = this.#domains.get(domain);
+    if (previous !== undefined) {
+      this.#domains.delete(domain);
+      this.#domainChars -= domain.length + previous.length;
+    }
+    this.#domains.set(domain, key);
+    this.#domainChars += domain.length + key.length;
+    while (this.#domains.size > MAX_DOMAINS || this.#domainChars > MAX_DOMAIN_CHARS) {
+      const [oldest, oldestKey] = this.#domains.entries().next().value!;
+      this.#domains.delete(oldest);
+      this.#domainChars -= oldest.length + oldestKey.length;
+    }
+  }
+
+  #site(key: string): Site {
     let site = this.#sites.get(key);
     if (site) {
       this.#sites.delete(key);
     } else {
-      const limits = limitsFor(hosts, this.#rules);
+      this.#makeRoom();
+      // From the key's hosts, not the whole MX set: a site forgotten and met again by its key
+      // alone (take, record) gets the same limits.
+      const limits = limitsFor(key.split(','), this.#rules);
       site = { key, limits, state: initialSiteState(limits), nextSlotAt: 0, delivered: 0, deferred: 0, inFlight: 0 };
-      if (this.#sites.size >= this.#maxSites) this.#sites.delete(this.#sites.keys().next().value!);
     }
     this.#sites.set(key, site);
     return site;
+  }
+
+  /**
+   * Forgets the least recently used sites that hold nothing later transactions depend on, until
+   * there is room for one more. A site with transactions in flight is kept past the bound:
+   * forgetting it would stop counting them against its connections; the sender's concurrency
+   * bounds how many such sites there are. A paused site is kept past the bound too, up to twice
+   * it: forgetting its pause would send into the throttle at once; past that the registry's
+   * memory comes first. Sites kept go to the recent end, so the next look starts past them.
+   */
+  #makeRoom(): void {
+    const now = this.#monotonicNow();
+    for (let looked = 0; this.#sites.size >= this.#maxSites && looked < EVICTION_LOOKS; looked++) {
+      const [key, site] = this.#sites.entries().next().value!;
+      // size counts this site: kept, it and the new one make size + 1, at most twice the bound.
+      const keep = site.inFlight > 0 || (site.state.pausedUntil > now && this.#sites.size < 2 * this.#maxSites);
+      this.#sites.delete(key);
+      if (keep) this.#sites.set(key, site);
+    }
   }
 
   /** Transactions to the site at once: its share of the sender's concurrency. */
@@ -276,26 +326,37 @@ export function observedBySites(transport: MailTransport, sites: SiteRegistry): 
 
 export const siteSnapshots = (documents: DocumentStore) => documents.collection<SiteSnapshot>(COLLECTIONS.sites);
 
-/** Writes the registry's snapshot every `everyMs` (and once more on stop), for `relay sites`. */
+/**
+ * Writes the registry's snapshot every `everyMs` (and once more on stop), for `relay sites`. One
+ * round at a time: a tick that comes while a round is still being written (many sites, a slow
+ * store) is skipped, as the next round writes every site's state then anyway.
+ */
 export function publishSites(documents: DocumentStore, sites: SiteRegistry, onError: (error: Error) => void, everyMs = 5000): { stop(): Promise<void> } {
-  let writing: Promise<void> = Promise.resolve();
-  const write = () => {
-    writing = writing.then(async () => {
-      const collection = siteSnapshots(documents);
-      for (const snapshot of sites.snapshot()) {
-        const current = await collection.get(snapshot._id);
-        if (!current) await collection.insert(snapshot).catch(() => {});
-        else await collection.replace(snapshot, current._v);
-      }
-    }).catch((error: Error) => onError(new Error(`sites: ${error.message}`, { cause: error })));
+  let round: Promise<void> | null = null;
+  const writeRound = async () => {
+    const collection = siteSnapshots(documents);
+    for (const snapshot of sites.snapshot()) {
+      const current = await collection.get(snapshot._id);
+      if (!current) await collection.insert(snapshot).catch(() => {});
+      else await collection.replace(snapshot, current._v);
+    }
   };
-  const timer = setInterval(write, everyMs);
+  const write = (): Promise<void> => {
+    round ??= writeRound()
+      .catch((error: Error) => onError(new Error(`sites: ${error.message}`, { cause: error })))
+      .finally(() => {
+        round = null;
+      });
+    return round;
+  };
+  const timer = setInterval(() => void write(), everyMs);
   timer.unref();
   return {
     async stop() {
       clearInterval(timer);
-      write();
-      await writing;
+      // The round under way wrote states from before the stop was asked: one more writes the last.
+      if (round) await round;
+      await write();
     },
   };
 }
