@@ -11,7 +11,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
-import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
+import { MAX_MX_PATTERNS, MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { MxTransport } from '../infra/mail/mx-transport.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { mtaStsPolicyStore } from '../apps/services/mta-sts-policies.ts';
@@ -306,6 +306,22 @@ test('a policy served as anything but text/plain is not a policy (RFC 8461 3.3):
   const binary = await resolver.policyFor('none.test');
   assert.equal([binary.policy, binary.failure?.resultType], [null, 'sts-policy-invalid']);
   assert.match(binary.failure?.detail ?? '', /served as application\/octet-stream, not text\/plain/);
+});
+
+test(`a policy listing more than ${MAX_MX_PATTERNS} mx patterns is not a policy: mail goes as without one, and the failure is reported; ${MAX_MX_PATTERNS} are a policy`, async (ctx) => {
+  const patterns = (count: number) => ['good.enforce.test', ...Array.from({ length: count - 1 }, (_, i) => `mx${i}.enforce.test`)];
+  ctx.policies.policies.set('enforce.test', policyText('enforce', patterns(MAX_MX_PATTERNS + 1)));
+  const t = transport(ctx);
+  assert.equal((await t.send(message('a@enforce.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'mx.unlisted.test', 'no policy: the preferred MX host');
+  assert.equal(results(ctx), [['no-policy-found', null, 'sts-policy-invalid'], ['no-policy-found', 'mx.unlisted.test', 'success']]);
+  assert.match(ctx.sessions[0].detail ?? '', /^https:\/\/mta-sts\.enforce\.test\/\.well-known\/mta-sts\.txt: 101 mx patterns, more than the 100 Relay accepts$/);
+  // A new id whose policy lists 100: enforced (the unlisted and misnamed hosts passed over).
+  ctx.dns.setZone(zone([sts('enforce.test', 'e2')]));
+  ctx.policies.policies.set('enforce.test', policyText('enforce', patterns(MAX_MX_PATTERNS)));
+  assert.equal((await t.send(message('b@enforce.test'))).recipients.map((r) => r.result), ['delivered']);
+  assert.is(ctx.policies.fetches.get('enforce.test'), 2);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'good.enforce.test');
 });
 
 test('a new policy served as text/html leaves the cached policy in force, and the failure is reported', async (ctx) => {

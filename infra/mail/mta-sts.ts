@@ -11,6 +11,13 @@
 // failure is reported (TLS-RPT). A failed fetch is not retried for FETCH_RETRY_MS. Policies are
 // also kept in a store (the document store), so that a restart does not open a window in which
 // a blocked policy host would let mail go out under no policy.
+//
+// A recipient domain's owner writes its policy, and whoever gives an address chooses the domain,
+// so what the cache holds is bounded in bytes (an estimate of the heap, as the DNS cache's), the
+// least recently used policy going first (one evicted is read again from the store, if any). A
+// policy's lines are kept as one string (one string per line costs several times its
+// characters) and a policy listing more than MAX_MX_PATTERNS mx patterns is invalid (RFC 8461
+// sets no limit; real ones list a few, with wildcards), so that a 64 KiB policy costs about 64 KiB.
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -67,14 +74,41 @@ export interface MtaStsOptions {
   fetchTimeoutMs?: number;
   /** Default 64 KiB (RFC 8461 3.3). */
   maxPolicyBytes?: number;
-  /** Cached policies kept at most (the oldest go first). Default 10,000. */
+  /** Cached policies kept at most (the least recently used go first). Default 10,000. */
   maxPolicies?: number;
+  /** The cached policies' estimated heap at most (the least recently used go first). Default 8 MiB. */
+  maxCacheBytes?: number;
   now?: () => number;
 }
 
 /** How long a domain whose policy could not be fetched (and nothing is cached) is not asked again. */
 const FETCH_RETRY_MS = 5 * 60_000;
 const MAX_AGE_LIMIT_S = 31_557_600;
+/** More mx patterns than this make a policy invalid. */
+export const MAX_MX_PATTERNS = 100;
+
+/** What the cache keeps of a policy: its lines joined by "\n". */
+interface CacheEntry extends Omit<MtaStsPolicy, 'lines'> {
+  text: string;
+  bytes: number;
+  /**
+   * The policy last handed out, while anything still holds it (a send, TLS report lines waiting
+   * to be counted in the store): handed out again rather than its lines split anew, so that
+   * those holders share one copy.
+   */
+  shared: WeakRef<MtaStsPolicy> | null;
+}
+
+/** A V8 string's heap: a header, and one byte a character (two once any is outside Latin-1). */
+const stringBytes = (s: string): number => 24 + s.length * (/[^\x00-\xff]/.test(s) ? 2 : 1);
+
+function cacheEntry(policy: Omit<MtaStsPolicy, 'lines'>, lines: readonly string[]): CacheEntry {
+  const { domain, id, mode, mx, maxAge, expiresAt } = policy;
+  const text = lines.join('\n');
+  // The entry, its map slot and WeakRef, and each mx pattern with its array slot.
+  const bytes = 200 + stringBytes(domain) + stringBytes(id) + stringBytes(text) + mx.reduce((sum, pattern) => sum + 8 + stringBytes(pattern), 0);
+  return { domain, id, mode, mx, maxAge, expiresAt, text, bytes, shared: null };
+}
 
 class FetchError extends Error {
   readonly failure: PolicyFailure;
@@ -99,8 +133,11 @@ export class MtaStsResolver {
   readonly #fetchTimeoutMs: number;
   readonly #maxBytes: number;
   readonly #maxPolicies: number;
+  readonly #maxCacheBytes: number;
   readonly #now: () => number;
-  readonly #cache = new Map<string, MtaStsPolicy>();
+  /** By domain, least recently used first. */
+  readonly #cache = new Map<string, CacheEntry>();
+  #cacheBytes = 0;
   /** Domains whose fetch failed with nothing cached: not asked again until then. */
   readonly #retryAfter = new Map<string, { at: number; id: string; failure: PolicyFailure }>();
   readonly #running = new Map<string, Promise<PolicyLookup>>();
@@ -117,6 +154,7 @@ export class MtaStsResolver {
     this.#fetchTimeoutMs = options.fetchTimeoutMs ?? 60_000;
     this.#maxBytes = options.maxPolicyBytes ?? 64 * 1024;
     this.#maxPolicies = options.maxPolicies ?? 10_000;
+    this.#maxCacheBytes = options.maxCacheBytes ?? 8 * 1024 * 1024;
     this.#now = options.now ?? Date.now;
   }
 
@@ -132,11 +170,12 @@ export class MtaStsResolver {
 
   async #lookup(domain: string): Promise<PolicyLookup> {
     const now = this.#now();
-    let cached = this.#cache.get(domain) ?? (await this.#stored(domain));
-    if (cached && cached.expiresAt <= now) {
-      this.#cache.delete(domain);
-      cached = null;
+    let entry = this.#recall(domain) ?? (await this.#stored(domain));
+    if (entry && entry.expiresAt <= now) {
+      this.#forget(domain);
+      entry = null;
     }
+    const cached = entry ? this.#policyOf(entry) : null;
     let id: string | false;
     try {
       id = await resolvePolicy(domain, { resolver: (name: string) => this.#txt(name) } as never);
@@ -149,9 +188,8 @@ export class MtaStsResolver {
     const retry = this.#retryAfter.get(domain);
     if (retry && retry.id === id && retry.at > now) return { policy: cached, failure: retry.failure };
     try {
-      const policy = await this.#fetch(domain, id);
+      const policy = this.#policyOf(this.#remember(await this.#fetch(domain, id)));
       this.#retryAfter.delete(domain);
-      this.#remember(policy);
       await this.#store?.save(policy).catch((error: Error) => this.#onStoreError(error));
       return { policy };
     } catch (error) {
@@ -170,22 +208,51 @@ export class MtaStsResolver {
   }
 
   /** A policy kept by an earlier process (or another instance), taken into memory. */
-  async #stored(domain: string): Promise<MtaStsPolicy | null> {
+  async #stored(domain: string): Promise<CacheEntry | null> {
     if (!this.#store) return null;
     try {
       const policy = await this.#store.load(domain);
-      if (policy) this.#remember(policy);
-      return policy;
+      return policy ? this.#remember(cacheEntry(policy, policy.lines)) : null;
     } catch (error) {
       this.#onStoreError(error as Error);
       return null;
     }
   }
 
-  #remember(policy: MtaStsPolicy): void {
-    this.#cache.delete(policy.domain);
-    this.#cache.set(policy.domain, policy);
-    if (this.#cache.size > this.#maxPolicies) this.#cache.delete(this.#cache.keys().next().value!);
+  /** The cached entry for `domain`, now the most recently used. */
+  #recall(domain: string): CacheEntry | null {
+    const entry = this.#cache.get(domain);
+    if (!entry) return null;
+    this.#cache.delete(domain);
+    this.#cache.set(domain, entry);
+    return entry;
+  }
+
+  #remember(entry: CacheEntry): CacheEntry {
+    this.#forget(entry.domain);
+    this.#cache.set(entry.domain, entry);
+    this.#cacheBytes += entry.bytes;
+    for (const domain of this.#cache.keys()) {
+      if (this.#cache.size <= this.#maxPolicies && this.#cacheBytes <= this.#maxCacheBytes) break;
+      this.#forget(domain);
+    }
+    return entry;
+  }
+
+  #forget(domain: string): void {
+    const entry = this.#cache.get(domain);
+    if (!entry) return;
+    this.#cache.delete(domain);
+    this.#cacheBytes -= entry.bytes;
+  }
+
+  #policyOf(entry: CacheEntry): MtaStsPolicy {
+    const held = entry.shared?.deref();
+    if (held) return held;
+    const { domain, id, mode, mx, maxAge, expiresAt, text } = entry;
+    const policy: MtaStsPolicy = { domain, id, mode, mx, maxAge, lines: text === '' ? [] : text.split('\n'), expiresAt };
+    entry.shared = new WeakRef(policy);
+    return policy;
   }
 
   async #address(host: string): Promise<string> {
@@ -204,26 +271,24 @@ export class MtaStsResolver {
     return usable;
   }
 
-  async #fetch(domain: string, id: string): Promise<MtaStsPolicy> {
+  async #fetch(domain: string, id: string): Promise<CacheEntry> {
     const host = `mta-sts.${domain}`;
+    const url = `https://${host}/.well-known/mta-sts.txt`;
     const address = await this.#address(host);
     const body = await this.#get(host, address);
     let parsed: { mode?: string; mx?: string[]; maxAge?: number };
     try {
       parsed = parsePolicy(body) as typeof parsed;
     } catch (error) {
-      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `https://${host}/.well-known/mta-sts.txt: ${(error as Error).message}` });
+      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${(error as Error).message}` });
+    }
+    const mx = parsed.mx ?? [];
+    if (mx.length > MAX_MX_PATTERNS) {
+      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${mx.length} mx patterns, more than the ${MAX_MX_PATTERNS} Relay accepts` });
     }
     const maxAge = Math.min(parsed.maxAge ?? 0, MAX_AGE_LIMIT_S);
-    return {
-      domain,
-      id,
-      mode: parsed.mode as MtaStsMode,
-      mx: (parsed.mx ?? []).map((p) => p.toLowerCase()),
-      maxAge,
-      lines: body.toString('utf8').split(/\r?\n/).map((l) => l.trim()).filter(Boolean),
-      expiresAt: this.#now() + maxAge * 1000,
-    };
+    const policy = { domain, id, mode: parsed.mode as MtaStsMode, mx: mx.map((p) => p.toLowerCase()), maxAge, expiresAt: this.#now() + maxAge * 1000 };
+    return cacheEntry(policy, body.toString('utf8').split(/\r?\n/).map((l) => l.trim()).filter(Boolean));
   }
 
   #get(host: string, address: string): Promise<Buffer> {

@@ -16,6 +16,10 @@
 // refusal is not a new session, so it is not counted again for TLS reports. The period is kept
 // in monotonic time (a wall clock stepped back must not lengthen it by the size of the step);
 // the times a remembered refusal names are wall times, read when it is named.
+//
+// A slot lives only while something is in it (a connection open, idle or on its way back, or an
+// acquire waiting): MX hosts are chosen by recipient domains, so a slot kept for every host ever
+// used would grow with every address anyone gives.
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
@@ -223,11 +227,19 @@ export class ConnectionPool {
     return slot;
   }
 
+  #dropIfUnused(key: string, slot: HostSlot): void {
+    if (slot.open === 0 && slot.releasing === 0 && slot.idle.length === 0 && slot.waiters.length === 0 && this.#slots.get(key) === slot) {
+      this.#slots.delete(key);
+    }
+  }
+
   /** A live connection to `host`: an idle one that answers RSET, or a new one to one of `addresses`. */
   async acquire(host: string, addresses: string[], budget: { attempts: number }, requirement: SessionRequirement): Promise<Lease> {
-    const slot = this.#slot(requirement.key);
     for (;;) {
       if (this.#closed) throw new Error('mx transport is closed');
+      // Looked up on every turn: a woken waiter is no longer in its slot, which may have been
+      // dropped (and another made for the key) before it runs.
+      const slot = this.#slot(requirement.key);
       const idle = slot.idle.pop();
       if (idle) {
         clearTimeout(idle.idleTimer);
@@ -250,6 +262,7 @@ export class ConnectionPool {
         } catch (error) {
           slot.open--;
           slot.waiters.shift()?.();
+          this.#dropIfUnused(requirement.key, slot);
           throw error;
         }
       }
@@ -360,7 +373,11 @@ export class ConnectionPool {
     slot.releasing++;
     afterPendingReplies(() => {
       slot.releasing--;
-      if (lease.state !== 'releasing') return;
+      if (lease.state !== 'releasing') {
+        // Discarded on its way back: this count may have been all that kept its slot.
+        this.#dropIfUnused(lease.key, slot);
+        return;
+      }
       if (this.#closed || lease.conn.destroyed) {
         this.discard(lease);
         return;
@@ -382,6 +399,7 @@ export class ConnectionPool {
     slot.open--;
     quit(lease);
     slot.waiters.shift()?.();
+    this.#dropIfUnused(lease.key, slot);
   }
 
   async close(): Promise<void> {
