@@ -1,18 +1,23 @@
 // Mailbox: "address" or "Name <address>" (spec: bare address max 254, whole max 320,
 // no CR or LF, surrounding whitespace trimmed). Lengths count characters (domain/text.ts).
+// A domain written in Unicode (IDNA U-labels, `bücher.example`) is taken in its ASCII form
+// (`xn--bcher-kva.example`), which the mailbox, its address and its domain then hold: the
+// form that goes on the wire, as the management API stores a sending domain. A local part
+// must be ASCII: Relay does not ask receivers for SMTPUTF8 (RFC 6531).
+import { asciiDomainName, labelProblem } from './dns-names.ts';
 import { characterCount } from './text.ts';
 
 export interface Mailbox {
-  /** The mailbox as the client wrote it, trimmed. */
+  /** The mailbox as the client wrote it, trimmed; a Unicode domain in its ASCII form. */
   mailbox: string;
-  /** The address part, as written. */
+  /** The address part, as written but for a Unicode domain, in its ASCII form. */
   address: string;
   /**
    * The address in canonical form (canonicalAddress): one text per mailbox, whichever way it
    * was written. The form used for filters, suppressions and quotas, and as the envelope's.
    */
   normalized: string;
-  /** Lower-cased domain of the address. */
+  /** Lower-cased domain of the address, in ASCII form. */
   domain: string;
   displayName: string | null;
 }
@@ -20,27 +25,43 @@ export interface Mailbox {
 export const MAX_MAILBOX_LENGTH = 320;
 export const MAX_ADDRESS_LENGTH = 254;
 
-// Dot-atom local parts, or a quoted local part; a domain of LDH labels. Deliberately no
-// IP-literal domains: nobody sends transactional mail to them and they bypass domain rules.
+// Dot-atom local parts, or a quoted local part; a domain of LDH labels (dns-names.ts labelProblem).
+// Deliberately no IP-literal domains: nobody sends transactional mail to them and they bypass
+// domain rules.
 const LOCAL_DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
 const LOCAL_QUOTED = /^"([\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$/;
-const DOMAIN_LABEL = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+const NON_ASCII = /[^\x00-\x7f]/;
 
 export type MailboxResult = { ok: true; value: Mailbox } | { ok: false; reason: string };
 
-export function parseAddress(address: string): { ok: true; domain: string } | { ok: false; reason: string } {
+/**
+ * A bare address as admission reads it. `address` is the address with its domain in ASCII
+ * form: as written when the domain is ASCII already, else the local part as written, "@" and
+ * the domain's A-labels (lower case); `domain` is that domain, lower-cased.
+ */
+export function parseAddress(address: string): { ok: true; address: string; domain: string } | { ok: false; reason: string } {
   if (address.length > MAX_ADDRESS_LENGTH) return { ok: false, reason: `address is longer than ${MAX_ADDRESS_LENGTH} characters` };
   const at = address.lastIndexOf('@');
   if (at <= 0 || at === address.length - 1) return { ok: false, reason: 'is not an email address' };
   const local = address.slice(0, at);
-  const domain = address.slice(at + 1);
+  const written = address.slice(at + 1);
   if (local.length > 64) return { ok: false, reason: 'local part is longer than 64 characters' };
+  if (NON_ASCII.test(local)) return { ok: false, reason: 'has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)' };
   if (!LOCAL_DOT_ATOM.test(local) && !LOCAL_QUOTED.test(local)) return { ok: false, reason: 'is not an email address' };
-  const labels = domain.split('.');
-  if (labels.length < 2 || !labels.every((l) => DOMAIN_LABEL.test(l)) || /^\d+$/.test(labels[labels.length - 1])) {
-    return { ok: false, reason: 'has an invalid domain' };
+  const unicode = NON_ASCII.test(written);
+  const domain = unicode ? asciiDomainName(written) : written;
+  if (domain === null) return { ok: false, reason: 'has an invalid domain: not a valid internationalised domain name' };
+  const ascii = unicode ? `${local}@${domain}` : address;
+  if (ascii.length > MAX_ADDRESS_LENGTH) return { ok: false, reason: `address is longer than ${MAX_ADDRESS_LENGTH} characters with its domain in ASCII form` };
+  const labels = domain.toLowerCase().split('.');
+  if (labels.length < 2 || /^\d+$/.test(labels[labels.length - 1])) return { ok: false, reason: 'has an invalid domain' };
+  for (const label of labels) {
+    const problem = labelProblem(label);
+    // A malformed xn-- label looks well formed, so its reason says what is wrong with it.
+    if (problem?.kind === 'punycode') return { ok: false, reason: `has an invalid domain: ${problem.message}` };
+    if (problem) return { ok: false, reason: 'has an invalid domain' };
   }
-  return { ok: true, domain: domain.toLowerCase() };
+  return { ok: true, address: ascii, domain: domain.toLowerCase() };
 }
 
 export function parseMailbox(input: string): MailboxResult {
@@ -61,7 +82,11 @@ export function parseMailbox(input: string): MailboxResult {
   }
   const parsed = parseAddress(address);
   if (!parsed.ok) return parsed;
-  return { ok: true, value: { mailbox, address, normalized: canonicalAddress(address), domain: parsed.domain, displayName } };
+  if (parsed.address === address) return { ok: true, value: { mailbox, address, normalized: canonicalAddress(address), domain: parsed.domain, displayName } };
+  // The mailbox's text too carries the ASCII form, so no header, event or answer shows another.
+  const ascii = angle ? `${mailbox.slice(0, mailbox.lastIndexOf('<'))}<${parsed.address}>` : parsed.address;
+  if (characterCount(ascii) > MAX_MAILBOX_LENGTH) return { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters with its domain in ASCII form` };
+  return { ok: true, value: { mailbox: ascii, address: parsed.address, normalized: canonicalAddress(parsed.address), domain: parsed.domain, displayName } };
 }
 
 /**
@@ -70,16 +95,18 @@ export function parseMailbox(input: string): MailboxResult {
  * part is the same local part as its content with its quoted pairs undone (RFC 5321 4.1.2):
  * `"ann"@d`, `"a\nn"@d` and `ann@d` are one mailbox. When that content is a dot-atom it is
  * written unquoted; a local part that needs its quotes keeps them, escaping only `"` and `\`.
- * A plain address is only lower-cased, so every form stored before stays as it was.
+ * A domain written in Unicode is in its ASCII form (parseAddress), as `kunde@münchen.example`
+ * and `kunde@xn--mnchen-3ya.example` are one mailbox. A plain ASCII address is only
+ * lower-cased, so every form stored before stays as it was.
  */
 export function canonicalAddress(address: string): string {
-  const at = address.lastIndexOf('@');
-  const local = address.slice(0, at);
-  if (!local.startsWith('"') || !parseAddress(address).ok) return address.toLowerCase();
-  const domain = address.slice(at + 1);
+  const parsed = parseAddress(address);
+  if (!parsed.ok) return address.toLowerCase();
+  const local = parsed.address.slice(0, parsed.address.lastIndexOf('@'));
+  if (!local.startsWith('"')) return parsed.address.toLowerCase();
   const content = local.slice(1, -1).replace(/\\(.)/g, '$1');
   const canonical = LOCAL_DOT_ATOM.test(content) ? content : `"${content.replace(/["\\]/g, '\\$&')}"`;
-  return `${canonical}@${domain}`.toLowerCase();
+  return `${canonical}@${parsed.domain}`.toLowerCase();
 }
 
 function unquote(name: string): string {

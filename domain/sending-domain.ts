@@ -4,8 +4,7 @@
 //
 // Invalid input throws SendingDomainInputError; `field` names the offending input so an
 // HTTP layer can map it to a 422 on that property.
-import { domainToASCII, domainToUnicode } from 'node:url';
-import { canonicalHost } from './dns-names.ts';
+import { asciiDomainName, canonicalHost, labelProblem } from './dns-names.ts';
 import { isSpf, spfPassMechanisms, walkSpf, type SpfAt } from './spf.ts';
 
 export { SPF_LOOKUP_LIMIT } from './spf.ts';
@@ -20,23 +19,11 @@ export class SendingDomainInputError extends Error {
 }
 
 const MAX_NAME_LENGTH = 253;
-const LDH_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 function checkLabels(labels: string[], field: string, shown: string): void {
   for (const label of labels) {
-    if (label.length === 0) throw new SendingDomainInputError(field, `${shown}: empty label (two dots in a row, or a leading dot)`);
-    if (label.length > 63) throw new SendingDomainInputError(field, `${shown}: label "${label.slice(0, 20)}…" is longer than 63 characters`);
-    if (!LDH_LABEL.test(label)) {
-      throw new SendingDomainInputError(
-        field,
-        `${shown}: label "${label}" may only hold letters, digits and inner hyphens`,
-      );
-    }
-    // A bogus A-label cannot be any real internationalised name; domainToUnicode hands back
-    // the input unchanged when the punycode does not decode.
-    if (label.startsWith('xn--') && domainToUnicode(label) === label) {
-      throw new SendingDomainInputError(field, `${shown}: label "${label}" is not valid punycode`);
-    }
+    const problem = labelProblem(label);
+    if (problem) throw new SendingDomainInputError(field, `${shown}: ${problem.message}`);
   }
 }
 
@@ -51,8 +38,8 @@ export function normalizeDomainName(input: string, field = 'domain'): string {
   if (name.endsWith('.')) name = name.slice(0, -1);
   if (name.length === 0) throw new SendingDomainInputError(field, `${field} is empty`);
   if (/[^\x20-\x7e]/.test(name)) {
-    const ascii = domainToASCII(name);
-    if (ascii === '') throw new SendingDomainInputError(field, `${field} "${input.trim()}" is not a valid internationalised domain name`);
+    const ascii = asciiDomainName(name);
+    if (ascii === null) throw new SendingDomainInputError(field, `${field} "${input.trim()}" is not a valid internationalised domain name`);
     name = ascii;
   }
   if (name.length > MAX_NAME_LENGTH) throw new SendingDomainInputError(field, `${field} is longer than ${MAX_NAME_LENGTH} characters`);

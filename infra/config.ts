@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { parseShapingFile, ShapingFileError, type ShapingRule } from '../domain/delivery/sites.ts';
 import { DEFAULT_RECHECK_POLICY, type RecheckPolicy } from '../domain/domain-recheck.ts';
+import { parseAddress } from '../domain/mailbox.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
@@ -365,10 +366,14 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
       throw error;
     }
   }
-  const tlsRptFrom = text(env, 'RELAY_TLSRPT_FROM') ?? null;
-  if (tlsRptFrom !== null && !/^[^\s@<>"]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$/.test(tlsRptFrom)) {
-    throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFrom}"`);
+  const tlsRptFromRaw = text(env, 'RELAY_TLSRPT_FROM') ?? null;
+  // Read as a send's sender is, so a domain written in Unicode is its ASCII form, the one its
+  // sending domain is stored under.
+  const tlsRptAddress = tlsRptFromRaw === null ? null : parseAddress(tlsRptFromRaw);
+  if (tlsRptAddress !== null && !tlsRptAddress.ok) {
+    throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFromRaw}"`);
   }
+  const tlsRptFrom = tlsRptAddress?.ok ? tlsRptAddress.address : null;
   const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
   const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
   if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);

@@ -2,8 +2,8 @@
 // `normalized`): the one text per mailbox that suppressions, list filters and the suppressions
 // written from bounces compare. Pins: a quoted local part whose content is a dot-atom is that
 // dot-atom (RFC 5321 4.1.2: `"ann"@d` is `ann@d`), quoted pairs undone; a local part that needs
-// its quotes keeps them in one quoted form; a plain address is only lower-cased (stored
-// suppressions and read models keep matching).
+// its quotes keeps them in one quoted form; a domain written in Unicode is in its ASCII form; a
+// plain ASCII address is only lower-cased (stored suppressions and read models keep matching).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { canonicalAddress, parseAddress, parseMailbox } from '../domain/mailbox.ts';
@@ -40,6 +40,14 @@ test('plain addresses and text that is no address are only lower-cased', () => {
   assert.is(canonicalAddress('"ann"'), '"ann"');
   assert.is(canonicalAddress('"ann"@'), '"ann"@');
   assert.is(canonicalAddress('nothing'), 'nothing');
+});
+
+test('a domain written in Unicode is in its ASCII form: kunde@münchen.example is kunde@xn--mnchen-3ya.example', () => {
+  for (const written of ['kunde@münchen.example', 'Kunde@MÜNCHEN.example', '"kunde"@münchen.example', 'kunde@XN--MNCHEN-3YA.example']) {
+    assert.is(canonicalAddress(written), 'kunde@xn--mnchen-3ya.example', written);
+  }
+  assert.is(canonicalAddress('"Ann Lee"@bücher.example'), '"ann lee"@xn--bcher-kva.example');
+  assert.is(canonicalAddress('jürgen@münchen.example'), 'jürgen@münchen.example', 'no address: only lower-cased');
 });
 
 test('a mailbox\'s normalized address is the canonical one; the address as written is kept', () => {

@@ -1,7 +1,8 @@
 // Given/when/then tests of the send request's rules (domain/email/send-request.ts, domain/mailbox.ts):
-// mailbox forms and lengths, recipient counts, reserved and bounded headers, tags, subjects,
-// metadata bounds, and the characters no header-bound field may hold; each refusal names its
-// field and says why, in the words the API answers with.
+// mailbox forms and lengths, domains written in Unicode (taken in their ASCII form), recipient
+// counts, reserved and bounded headers, tags, subjects, metadata bounds, and the characters no
+// header-bound field may hold; each refusal names its field and says why, in the words the API
+// answers with.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
@@ -56,6 +57,45 @@ mailboxes('given malformed mailboxes, then each refused with its reason', () => 
   assert.is(reason('a@example.123'), 'has an invalid domain');
   assert.is(reason('a@-bad.example'), 'has an invalid domain');
   assert.is(reason(`a@${'d'.repeat(64)}.example`), 'has an invalid domain');
+});
+
+mailboxes('given an address whose domain is written in Unicode, then the mailbox, the address, the normalized address and the domain hold its ASCII form', () => {
+  assert.equal(parseMailbox('Kunde <Kunde@München.example>'), {
+    ok: true,
+    value: { mailbox: 'Kunde <Kunde@xn--mnchen-3ya.example>', address: 'Kunde@xn--mnchen-3ya.example', normalized: 'kunde@xn--mnchen-3ya.example', domain: 'xn--mnchen-3ya.example', displayName: 'Kunde' },
+  });
+  const mailboxOf = (input: string) => (parseMailbox(input) as { value: { mailbox: string } }).value.mailbox;
+  assert.is(mailboxOf('info@shop.bücher.example'), 'info@shop.xn--bcher-kva.example', 'a bare address; ASCII labels kept');
+  assert.is(mailboxOf('"Ann <Sales>" <  ann@bücher.example >'), '"Ann <Sales>" <ann@xn--bcher-kva.example>', 'the display name as written');
+  assert.is(mailboxOf('ann@bücher。example'), 'ann@xn--bcher-kva.example', 'IDNA maps the ideographic full stop to a dot');
+  // An ASCII domain stays as written, a valid A-label in it too.
+  assert.equal(parseAddress('Ann@XN--Bcher-kva.Example'), { ok: true, address: 'Ann@XN--Bcher-kva.Example', domain: 'xn--bcher-kva.example' });
+});
+
+mailboxes('given a malformed A-label, a Unicode domain with no ASCII form or a non-ASCII local part, then each refused with its reason', () => {
+  const reason = (input: string) => (parseMailbox(input) as { ok: false; reason: string }).reason;
+  assert.is(reason('kunde@xn--zz.example'), 'has an invalid domain: label "xn--zz" is not valid punycode');
+  assert.is(reason('Kunde <kunde@shop.XN--ZZ.example>'), 'has an invalid domain: label "xn--zz" is not valid punycode');
+  assert.is(reason('jürgen@example.test'), 'has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)');
+  assert.is(reason('"jü"@münchen.example'), 'has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)');
+  // node:url would read these as a URL's host, ending it at "/" or "?" or decoding "%".
+  for (const domain of ['bü/cher.example', 'bücher.example?x', 'bü%41.example', 'xn--zz.bücher.example']) {
+    assert.is(reason(`a@${domain}`), 'has an invalid domain: not a valid internationalised domain name', domain);
+  }
+  assert.is(reason('a@bücher'), 'has an invalid domain', 'one label');
+  assert.is(reason('a@bücher..example'), 'has an invalid domain', 'an empty label');
+  assert.is(reason(`a@${'ü'.repeat(60)}.example`), 'has an invalid domain', 'an A-label longer than 63 characters');
+});
+
+mailboxes('given a Unicode domain, then the address and mailbox limits hold for its ASCII form too', () => {
+  const domain = `${'ü'.repeat(10)}.${'d'.repeat(60)}.${'e'.repeat(60)}.${'f'.repeat(60)}.example`;
+  const written = `${'l'.repeat(MAX_ADDRESS_LENGTH - domain.length - 1)}@${domain}`;
+  assert.is(written.length, MAX_ADDRESS_LENGTH);
+  assert.equal(parseAddress(written), { ok: false, reason: `address is longer than ${MAX_ADDRESS_LENGTH} characters with its domain in ASCII form` });
+  const name = `"${'n'.repeat(MAX_MAILBOX_LENGTH - '"" <a@bücher.example>'.length)}"`;
+  assert.is(`${name} <a@bücher.example>`.length, MAX_MAILBOX_LENGTH);
+  assert.equal(parseMailbox(`${name} <a@bücher.example>`), { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters with its domain in ASCII form` });
+  assert.ok(parseMailbox(`${name.slice(0, -8)}" <a@bücher.example>`).ok, 'its ASCII form within 320 characters');
 });
 
 mailboxes('lengths: an address up to 254 and a mailbox up to 320 characters, counted in characters', () => {
@@ -191,8 +231,9 @@ fields('a custom Sender is one mailbox with an ASCII address; its display name m
   assert.ok(checkHeaders({ Sender: '"Zoë, Ops" <ops@example.test>' }));
   assert.ok(checkHeaders({ Sender: 'ops@example.test' }));
   assert.ok(checkHeaders({ Sender: '' }), 'empty: the composer leaves it out');
-  assert.is(refusal(() => checkHeaders({ Sender: 'zoë@example.test' })), reason('is not an email address'));
-  assert.is(refusal(() => checkHeaders({ Sender: 'Ops <ops@bücher.example>' })), reason('has an invalid domain'));
+  assert.is(refusal(() => checkHeaders({ Sender: 'zoë@example.test' })), reason('has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)'));
+  assert.is(refusal(() => checkHeaders({ Sender: 'Ops <ops@xn--zz.example>' })), reason('has an invalid domain: label "xn--zz" is not valid punycode'));
+  assert.ok(checkHeaders({ Sender: 'Ops <ops@bücher.example>' }), 'a Unicode domain: sent in its ASCII form');
   assert.is(refusal(() => checkHeaders({ Sender: 'a@example.test, b@example.test' })), reason('must be an address or "Name <address>"'));
 });
 

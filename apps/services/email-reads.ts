@@ -2,6 +2,7 @@
 // sees its project, an email:send key only the emails it created.
 import type { Status } from '../../domain/email/status.ts';
 import { RelayError } from '../../domain/errors.ts';
+import { asciiDomainName, canonicalHost } from '../../domain/dns-names.ts';
 import { canonicalAddress } from '../../domain/mailbox.ts';
 import type { Condition, DocumentStore, IndexSpec, Where } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
@@ -99,13 +100,20 @@ export const LISTED_FIELDS = ['fromAddress', 'toAddresses', 'subject', 'status',
 
 export type ListedEmail = Pick<EmailView, '_id' | (typeof LISTED_FIELDS)[number]>;
 
+/** A `domain` filter as admission keeps a sender's domain; a Unicode name with no ASCII form stays as written and matches nothing. */
+function domainFilter(written: string): string {
+  const name = canonicalHost(written);
+  return (/[^\x00-\x7f]/.test(name) ? asciiDomainName(name) : null) ?? name;
+}
+
 export async function listEmails(documents: DocumentStore, events: EventStore, scope: ReadScope, query: ListQuery): Promise<{ items: ListedEmail[]; nextCursor: string | null }> {
   const limit = query.limit ?? 50;
   const where: Where = { projectId: scope.projectId };
   if (scope.apiKeyId !== null) where.apiKeyId = scope.apiKeyId;
-  // Addresses as admission stored them (domain/mailbox.ts): `"ann"@d` finds ann@d.
+  // Addresses and domains as admission stored them (domain/mailbox.ts): `"ann"@d` finds ann@d,
+  // and a domain written in Unicode its ASCII form.
   if (query.sender !== undefined) where.fromAddress = canonicalAddress(query.sender.trim());
-  if (query.domain !== undefined) where.fromDomain = query.domain.trim().toLowerCase().replace(/\.$/, '');
+  if (query.domain !== undefined) where.fromDomain = domainFilter(query.domain);
   if (query.status !== undefined) where.status = query.status;
   if (query.recipient !== undefined) where.toAddresses = { contains: canonicalAddress(query.recipient.trim()) };
   const range = createdAtRange(query.after, query.before);

@@ -44,11 +44,12 @@ export function parseTlsRptRecord(record: string): TlsReportDestinations | null 
       } catch {
         continue;
       }
-      // The decoded address goes to RCPT TO and the To field as it is, so it must be an address
-      // as a send's recipient is: `mailto:ops%2Cteam@…` decodes to none (its comma unquoted), nor
-      // does `"a<b>"@…`, whose brackets nodemailer would drop from the To field.
+      // The decoded address goes to RCPT TO and the To field, so it must be a bare address as a
+      // send's recipient is: `mailto:ops%2Cteam@…` decodes to none (its comma unquoted), nor
+      // does `"a<b>"@…`, whose brackets nodemailer would drop from the To field. A domain in
+      // Unicode goes in its ASCII form, as a send's does.
       const parsed = parseMailbox(address);
-      if (parsed.ok && parsed.value.address === address) destinations.mailto.push(address);
+      if (parsed.ok && !/[\s<>]/.test(address)) destinations.mailto.push(parsed.value.address);
     } else if (/^https:\/\/[^\s]+$/i.test(raw)) destinations.https.push(raw);
   }
   return destinations.mailto.length + destinations.https.length > 0 ? destinations : null;

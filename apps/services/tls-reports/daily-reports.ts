@@ -19,7 +19,7 @@ import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import MimeNode from 'nodemailer/lib/mime-node/index.js';
 import { buildTlsReport, parseTlsRptRecord, reportFileName, type ReportIdentity, type TlsReport, type TlsReportDestinations } from '../../../domain/delivery/tls-report.ts';
-import { parseMailbox } from '../../../domain/mailbox.ts';
+import { parseAddress } from '../../../domain/mailbox.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
 import { dkimSign } from '../../../infra/mail/dkim-sign.ts';
@@ -127,9 +127,8 @@ async function linesOf(documents: DocumentStore, day: string, domain: string): P
   }
 }
 
-/** The verified sending domain RELAY_TLSRPT_FROM belongs to, whichever workspace holds it. */
-async function senderDomain(documents: DocumentStore, from: string): Promise<SendingDomain | null> {
-  const name = from.slice(from.lastIndexOf('@') + 1).toLowerCase();
+/** The verified sending domain of that name (RELAY_TLSRPT_FROM's), whichever workspace holds it. */
+async function senderDomain(documents: DocumentStore, name: string): Promise<SendingDomain | null> {
   const [domain] = await documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { name, status: 'verified' }, limit: 1 });
   return domain ?? null;
 }
@@ -200,6 +199,8 @@ async function claim(documents: DocumentStore, day: string, domain: string, repo
 interface PassContext {
   identity: ReportIdentity;
   submitter: string;
+  /** RELAY_TLSRPT_FROM, its domain in ASCII form; null when unset. */
+  sender: string | null;
   signing: SendingDomain | null;
 }
 
@@ -209,9 +210,13 @@ const warn = (deps: TlsReportingDeps, message: string, fields: Record<string, un
 /** Sends the reports of `day` that are due (not claimed yet, failed, or abandoned); returns what happened to each domain's. */
 export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promise<TlsReportDoc[]> {
   const domains = await domainsOfDay(deps.documents, day);
-  const signing = deps.from ? await senderDomain(deps.documents, deps.from) : null;
-  const submitter = deps.from ? deps.from.slice(deps.from.lastIndexOf('@') + 1).toLowerCase() : 'relay';
-  const identity: ReportIdentity = { organizationName: submitter, contactInfo: deps.from ?? `postmaster@${submitter}`, submitter };
+  // Read as a send's sender is (config.ts checked it is an address): a domain written in
+  // Unicode is the ASCII form its sending domain is stored under, and goes so on the wire.
+  const from = deps.from ? parseAddress(deps.from) : null;
+  const sender = from?.ok ? from.address : deps.from;
+  const submitter = from?.ok ? from.domain : 'relay';
+  const signing = from?.ok ? await senderDomain(deps.documents, from.domain) : null;
+  const identity: ReportIdentity = { organizationName: submitter, contactInfo: sender ?? `postmaster@${submitter}`, submitter };
   const done: TlsReportDoc[] = [];
   for (const domain of domains) {
     // One domain's failure (its store writes, its report, its mail) is its own: the rest are sent.
@@ -220,7 +225,7 @@ export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promi
       // decides, by compare-and-set, between passes that find one due.
       const current = await tlsReports(deps.documents).get(`${day}|${domain}`);
       if (current && !due(current, deps.now())) continue;
-      const saved = await sendDomainReport(deps, { identity, submitter, signing }, day, domain, await linesOf(deps.documents, day, domain));
+      const saved = await sendDomainReport(deps, { identity, submitter, sender, signing }, day, domain, await linesOf(deps.documents, day, domain));
       if (saved) done.push(saved);
     } catch (error) {
       deps.onError(new Error(`TLS report for ${domain} (${day}): ${(error as Error).message}`, { cause: error }));
@@ -231,7 +236,7 @@ export async function sendTlsReports(deps: TlsReportingDeps, day: string): Promi
 
 /** Claims and sends one domain's report; null when it is not this pass's (claimed elsewhere, lookup failed, claim lost). */
 async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: string, domain: string, domainLines: TlsSessionCountDoc[]): Promise<TlsReportDoc | null> {
-  const { identity, submitter, signing } = pass;
+  const { identity, submitter, sender, signing } = pass;
   let found: ReturnType<typeof destinationsOf>;
   try {
     const txt = await deps.dns.txt(`_smtp._tls.${domain}`);
@@ -268,13 +273,11 @@ async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: 
         if (!(await refresh())) return null;
       }
       if (mailto.length > 0) {
-        if (!deps.from || !signing) {
-          results.push(`mailto skipped: ${deps.from ? `${submitter} is not a verified sending domain` : 'RELAY_TLSRPT_FROM is not set'}`);
+        if (!sender || !signing) {
+          results.push(`mailto skipped: ${sender ? `${submitter} is not a verified sending domain` : 'RELAY_TLSRPT_FROM is not set'}`);
         } else {
-          const mailbox = parseMailbox(deps.from);
-          const fromAddress = mailbox.ok ? mailbox.value.address : deps.from;
-          const { raw, messageId } = await reportMessage(report, gz, identity, domain, day, deps.from, mailto, signing, deps.secrets, deps.now());
-          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: fromAddress, recipients: mailto }, raw, messageId });
+          const { raw, messageId } = await reportMessage(report, gz, identity, domain, day, sender, mailto, signing, deps.secrets, deps.now());
+          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: sender, recipients: mailto }, raw, messageId });
           for (const r of outcome.recipients) {
             results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
             delivered ||= r.result === 'delivered' || r.result === 'accepted';
