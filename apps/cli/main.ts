@@ -21,6 +21,7 @@ const commands: Record<string, CommandEntry> = {
   webhooks: { summary: 'webhooks list <projectId>: a project\'s webhook endpoints', run: async () => (await import('./webhook-commands.ts')).webhooks },
   events: { summary: 'events [export|schema]: print events of a stream or of the global order as JSON lines; export them (JSON lines or CSV); the event catalog', run: async () => (await import('./event-commands.ts')).events },
   sites: { summary: 'recipient sites (domains by MX host set): limits, adaptive rate, pauses after throttling', run: async () => (await import('./sites-command.ts')).sites },
+  backup: { summary: 'backup <directory>: copy the embedded data directory (a snapshot, safe while Relay runs) into a new directory that restores by starting Relay on it', run: async () => (await import('./backup-command.ts')).backup },
   parked: { summary: 'parked list | parked retry <id> | parked dismiss <id>: events a processor could not apply and went past', run: async () => (await import('./parked-commands.ts')).parked },
   openapi: { summary: 'print the OpenAPI 3.1 document of the HTTP API (as GET /v1/openapi.json serves it)', run: async () => (await import('./openapi-command.ts')).openapi },
 };

@@ -1,0 +1,135 @@
+// `relay backup <directory>`: a copy of an embedded data directory, safe to take while Relay runs,
+// that is itself a data directory (restore: start Relay on it). The database is copied with
+// `VACUUM INTO`, one read transaction: a snapshot of one instant, whatever Relay writes
+// meanwhile (its writers do not wait; the WAL grows until the copy ends). Everything Relay keeps
+// of an email (events, read models, consumer offsets, content keys) is in that one file, so the
+// copy is a state Relay could have stopped in. Then the secret key (without it the sealed
+// bodies, DKIM keys and webhook secrets cannot be opened) and the outbox's messages.
+//
+// Data directories made before the stores shared relay.db keep events.db, documents.db and
+// log.db: three files cannot be copied at one instant while Relay writes to them (a body's key
+// copied before the email's event, say), so those are refused with how to copy them stopped.
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { parseArgs } from 'node:util';
+import { loadConfig, type RelayConfig } from '../../infra/config.ts';
+import { BUSY_TIMEOUT_MS, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, restrictMode } from '../../infra/sqlite/database.ts';
+import { KEY_FILE_NAME } from '../../infra/secrets/secret-box.ts';
+import { embeddedFiles, outboxDirOf } from '../runtime.ts';
+import { asksForHelp } from './command.ts';
+
+const USAGE = [
+  'usage: relay backup <directory> [--without-secret-key]',
+  'Copies the embedded data directory (RELAY_DATA_DIR) into <directory>, which must not exist or be',
+  'empty: relay.db as one snapshot (safe while Relay runs), secret.key, and the outbox. The copy is a',
+  'data directory: to restore, stop Relay and start it with RELAY_DATA_DIR=<directory> (or put the',
+  'directory in place of the old one). What was admitted after the snapshot is not in it.',
+  '  --without-secret-key  leave secret.key out (keep the key apart: the backup cannot be opened without it)',
+].join('\n');
+
+const EXIT_USAGE = 2;
+
+/** Why this configuration's data cannot be backed up by this command; null when it can. */
+function refusal(config: RelayConfig): string | null {
+  if (config.eventStoreUrl || config.mongodbUrl || config.kafkaBrokers) {
+    return 'relay backup copies the embedded stores; with RELAY_EVENTSTORE_URL, RELAY_MONGODB_URL or RELAY_KAFKA_BROKERS set, back up EventStoreDB, MongoDB and Kafka with their own tools (docs/operations.md, "Backups")';
+  }
+  const files = embeddedFiles(config.dataDir);
+  if (files.documents !== files.events || files.log !== files.events) {
+    return `${config.dataDir} keeps its stores in separate files (events.db, documents.db, log.db: a data directory from before they shared relay.db), which cannot be copied at one instant while Relay runs: stop every Relay process on it, then copy the whole directory (cp -a)`;
+  }
+  if (!existsSync(files.events)) return `no relay.db in ${config.dataDir}: RELAY_DATA_DIR must name the data directory of a Relay`;
+  return null;
+}
+
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+export async function backup(args: string[]): Promise<number> {
+  if (asksForHelp(args)) {
+    console.log(USAGE);
+    return 0;
+  }
+  let target: string;
+  let withoutKey: boolean;
+  try {
+    const parsed = parseArgs({ args, options: { 'without-secret-key': { type: 'boolean' } }, allowPositionals: true, strict: true });
+    if (parsed.positionals.length !== 1) throw new Error('expected one directory');
+    target = resolve(parsed.positionals[0]);
+    withoutKey = parsed.values['without-secret-key'] ?? false;
+  } catch (error) {
+    console.error(`relay: ${(error as Error).message}\n\n${USAGE}`);
+    return EXIT_USAGE;
+  }
+  const config = loadConfig();
+  const refused = refusal(config);
+  if (refused) {
+    console.error(`relay: ${refused}`);
+    return 1;
+  }
+  const source = resolve(config.dataDir);
+  if (target === source || target.startsWith(`${source}/`)) {
+    console.error(`relay: the backup must go outside the data directory ${source}`);
+    return EXIT_USAGE;
+  }
+  if (existsSync(target) && (!statSync(target).isDirectory() || readdirSync(target).length > 0)) {
+    console.error(`relay: ${target} exists and is not an empty directory; a backup goes into a new or empty one`);
+    return EXIT_USAGE;
+  }
+  mkdirSync(target, { recursive: true, mode: PRIVATE_DIR_MODE });
+  restrictMode(target, PRIVATE_DIR_MODE);
+
+  // Written under another name and renamed once whole and checked: a copy cut short (a full
+  // disk, a kill) never looks like a backup.
+  const database = join(target, 'relay.db');
+  const partial = `${database}.partial`;
+  const db = new DatabaseSync(embeddedFiles(source).events, { readOnly: true, timeout: BUSY_TIMEOUT_MS });
+  let snapshotAt: string;
+  try {
+    snapshotAt = new Date().toISOString();
+    db.prepare('VACUUM INTO ?').run(partial);
+  } catch (error) {
+    rmSync(partial, { force: true });
+    console.error(`relay: copying ${embeddedFiles(source).events} failed: ${(error as Error).message}`);
+    return 1;
+  } finally {
+    db.close();
+  }
+  restrictMode(partial, PRIVATE_FILE_MODE);
+  const copy = new DatabaseSync(partial, { readOnly: true });
+  let check: string;
+  try {
+    check = (copy.prepare('PRAGMA quick_check').get() as { quick_check: string }).quick_check;
+  } finally {
+    copy.close();
+  }
+  if (check !== 'ok') {
+    rmSync(partial, { force: true });
+    console.error(`relay: the copy of relay.db failed its check (${check}); nothing was kept`);
+    return 1;
+  }
+  renameSync(partial, database);
+  const lines = [`relay.db: ${mib(statSync(database).size)}, as it was at ${snapshotAt}`];
+
+  const key = join(source, KEY_FILE_NAME);
+  if (withoutKey) {
+    lines.push(`${KEY_FILE_NAME}: left out (--without-secret-key): keep the key with which Relay runs, or the backup's sealed values cannot be opened`);
+  } else if (existsSync(key)) {
+    copyFileSync(key, join(target, KEY_FILE_NAME));
+    restrictMode(join(target, KEY_FILE_NAME), PRIVATE_FILE_MODE);
+    lines.push(`${KEY_FILE_NAME}: copied; it opens the sealed message bodies, DKIM keys and webhook secrets, so keep this backup as private as the data directory (or back up --without-secret-key and keep the key apart)`);
+  } else {
+    lines.push(`${KEY_FILE_NAME}: none in the data directory (the key comes from RELAY_SECRET_KEY): keep that value with the backup's`);
+  }
+
+  // After the snapshot: every message the snapshot says was written to the outbox is there.
+  const outbox = outboxDirOf({ dataDir: source });
+  if (existsSync(outbox)) {
+    cpSync(outbox, outboxDirOf({ dataDir: target }), { recursive: true, filter: (path) => !path.endsWith('.tmp') });
+    lines.push(`outbox: ${readdirSync(outboxDirOf({ dataDir: target })).filter((name) => name.endsWith('.eml')).length} messages`);
+  }
+  console.log(`backed up ${source} into ${target}`);
+  for (const line of lines) console.log(`  ${line}`);
+  console.log(`to restore: stop Relay, then start it with RELAY_DATA_DIR=${target} (or put that directory in place of ${source})`);
+  return 0;
+}
