@@ -25,7 +25,7 @@
 // accepted by `macVerify`. Re-seal stored values before dropping the old key from the list.
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
-import { chmod, mkdir, open, readFile, stat } from 'node:fs/promises';
+import { chmod, link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
 export const KEY_BYTES = 32;
@@ -139,23 +139,39 @@ async function keyFromFile(dataDir: string, sealedValuesStored: SecretKeyOptions
   }
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const fresh = randomBytes(KEY_BYTES);
-  let handle;
-  try {
-    // 'wx' fails when the file exists, so of two processes starting at once exactly one
-    // creates the key and the other reads that one.
-    handle = await open(path, 'wx', 0o600);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    await keepPrivate(path);
-    return { key: await readKeyFile(path), path };
-  }
+  // Written whole under a name of its own, then linked in: the key file never exists without its
+  // key (a start killed half-way would leave an empty one, which every later start refuses), and
+  // link fails when the file exists, so of two processes starting at once exactly one makes the
+  // key and the other reads that one.
+  const temp = join(dataDir, `.${KEY_FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
+  const handle = await open(temp, 'wx', 0o600);
   try {
     await handle.writeFile(`${fresh.toString('base64')}\n`);
     await handle.sync();
   } finally {
     await handle.close();
   }
+  try {
+    await link(temp, path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    await keepPrivate(path);
+    return { key: await readKeyFile(path), path };
+  } finally {
+    await unlink(temp);
+  }
+  await syncDirectory(dataDir);
   return { key: fresh, path };
+}
+
+/** Makes a new name in `dir` durable (the file's own sync does not cover its directory entry). */
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 async function exists(path: string): Promise<boolean> {
