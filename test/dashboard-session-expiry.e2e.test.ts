@@ -7,6 +7,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser } from './support/browser.ts';
 import { sendEmail, signIn, startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
+import { waitUntil } from './support/eventually.ts';
 
 const test = skippableSuite<{ f: DashboardFixture; browser: TestBrowser }>('dashboard: the session ending while a page is open, in Chromium', chromiumMissing);
 
@@ -113,6 +114,49 @@ test('a page that follows changes (the email list) stays when its refresh finds 
   await page.getByRole('link', { name: 'Later' }).waitFor();
   assert.is(await page.getByRole('link', { name: SIGN_IN_AGAIN }).count(), 0);
   assert.equal(problems, []);
+  await context.close();
+});
+
+test('a list left open after its session ended reads less and less often, and at its own pace again once signed in', async ({ f, browser }) => {
+  const { page, context } = await browser.open();
+  await signIn(page, f);
+  const here = `/projects/${f.projectId}/emails`;
+  const list = `/v1/projects/${f.projectId}/emails`;
+  let reads = 0;
+  page.on('request', (request) => {
+    if (request.method() === 'GET' && new URL(request.url()).pathname === list) reads++;
+  });
+  await page.clock.install();
+  await page.goto(`${f.origin}${here}`);
+  await page.getByLabel('Recipient').waitFor();
+  await waitUntil(() => reads > 0, 'the list was read');
+  await context.clearCookies();
+  /** Moves the page's clock a second at a time until `condition` holds; the seconds it took. */
+  const advanceUntil = async (condition: () => boolean | Promise<boolean>, what: string) => {
+    let seconds = 0;
+    await waitUntil(async () => (await condition()) || (await page.clock.runFor(1000), seconds++, false), what, 60_000);
+    return seconds;
+  };
+  await advanceUntil(async () => (await page.getByRole('link', { name: SIGN_IN_AGAIN }).count()) > 0, 'the page says the session ended');
+  // Seconds of the page's clock between one failed read and the next: they grow to 30 (at the
+  // list's own pace of 2 s they would stay 2).
+  const gaps: number[] = [];
+  for (let round = 1; round <= 8; round++) {
+    const before = reads;
+    gaps.push(await advanceUntil(() => reads > before, `failed read ${round}`));
+  }
+  assert.ok(gaps[7] >= 25 && gaps[6] >= 20 && Math.max(...gaps) <= 31 && gaps[0] <= 5, `seconds between failed reads: ${gaps.join(', ')}`);
+
+  await signInAgain(page, context, f);
+  const back = reads;
+  await advanceUntil(() => reads > back, 'the next read after signing in again');
+  const gapsAfter: number[] = [];
+  for (let round = 1; round <= 3; round++) {
+    const before = reads;
+    gapsAfter.push(await advanceUntil(() => reads > before, `read ${round} after signing in again`));
+  }
+  assert.ok(Math.max(...gapsAfter) <= 3, `seconds between reads once signed in again: ${gapsAfter.join(', ')}`);
+  assert.is(await page.getByRole('link', { name: SIGN_IN_AGAIN }).count(), 0);
   await context.close();
 });
 

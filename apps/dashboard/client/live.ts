@@ -1,5 +1,6 @@
 // Pages that follow something as it happens (the email list, an email's timeline) read it
-// again every few seconds while the tab is visible, less often while nothing changes.
+// again every few seconds while the tab is visible, less often while nothing changes or the
+// reads fail.
 
 export const POLL_MS = 2000;
 
@@ -19,19 +20,28 @@ export interface PollOptions {
 /** Each quiet load waits this much longer than the one before, up to maxIntervalMs. */
 const BACKOFF = 1.5;
 
+/**
+ * The longest wait after loads that failed (Relay restarting, the session ended under a tab left
+ * open), whatever the page's own cap: failures back off even on a page that otherwise reads every
+ * few seconds, and a load that works again brings the page's own pace back.
+ */
+const FAILED_MAX_MS = 30_000;
+
 export function livePoll(load: () => Promise<Seen>, { intervalMs = POLL_MS, maxIntervalMs = intervalMs }: PollOptions = {}): void {
   let delay = intervalMs;
   // One load at a time: the next wait starts once a load has answered, however slow it was.
   const tick = async () => {
     if (document.hidden) return schedule();
     let seen: Seen;
+    let cap = maxIntervalMs;
     try {
       seen = await load();
     } catch {
-      // A failed refresh (Relay restarting) leaves the last view; a later one tries again.
+      // A failed refresh leaves the last view; a later one tries again.
       seen = 'unchanged';
+      cap = Math.max(maxIntervalMs, FAILED_MAX_MS);
     }
-    delay = seen === 'unchanged' ? Math.min(maxIntervalMs, Math.round(delay * BACKOFF)) : intervalMs;
+    delay = seen === 'unchanged' ? Math.min(cap, Math.round(delay * BACKOFF)) : intervalMs;
     schedule();
   };
   const schedule = () => void window.setTimeout(tick, delay);
