@@ -80,12 +80,14 @@ test('a backup taken while Relay admits is a data directory holding every email 
   }
 });
 
-test('--without-secret-key leaves the key out and says what that means', async ({ t, scratch }) => {
+test('--without-secret-key leaves out the key and the outbox (its messages are in clear), and says so', async ({ t, scratch }) => {
+  assert.ok(readdirSync(join(t.config.dataDir, 'outbox')).some((name) => name.endsWith('.eml')), 'control: the data directory has outbox messages');
   const target = join(scratch, 'keyless');
   const run = await runRelay(['backup', target, '--without-secret-key'], { RELAY_DATA_DIR: t.config.dataDir });
   assert.is(run.code, 0, run.stderr);
-  assert.not.ok(existsSync(join(target, 'secret.key')));
+  assert.equal(readdirSync(target), ['relay.db']);
   assert.match(run.stdout, /secret\.key: left out \(--without-secret-key\)/);
+  assert.match(run.stdout, /outbox: left out \(--without-secret-key\): its messages are in clear/);
 });
 
 test('refused: a target that is not new or empty, one inside the data directory, split stores, distributed stores', async ({ t, scratch }) => {

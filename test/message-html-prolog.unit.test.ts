@@ -38,6 +38,12 @@ test('given 9 million spaces before the first element, then it ends after them (
   assert.is(prologEnd(html), 9_000_000);
 });
 
+test('given 200,000 empty comments, then it ends after them, each comment\'s end found once', () => {
+  const html = `${'<!---->'.repeat(100_000)}${'<!-- x --!>'.repeat(100_000)}<p>Hello</p>`;
+  assert.is(prologEnd(html), html.length - '<p>Hello</p>'.length);
+  assert.is(prologEnd(`${'<!---->'.repeat(50)}<!-- x --!><!doctype html>x`), ORACLE.exec(`${'<!---->'.repeat(50)}<!-- x --!><!doctype html>x`)![0].length);
+});
+
 test('given elements that load a document of their own, then they are renamed in any case; look-alikes are not', () => {
   assert.is(
     inertFrames('<IFRAME src="http://x/"></iframe><frameset><frame src=a></frameset><object data=b><embed src=c><portal src=d><iframe/>'),

@@ -4,7 +4,8 @@
 // meanwhile (its writers do not wait; the WAL grows until the copy ends). Everything Relay keeps
 // of an email (events, read models, consumer offsets, content keys) is in that one file, so the
 // copy is a state Relay could have stopped in. Then the secret key (without it the sealed
-// bodies, DKIM keys and webhook secrets cannot be opened) and the outbox's messages.
+// bodies, DKIM keys and webhook secrets cannot be opened) and the outbox's messages (in clear:
+// left out with the key).
 //
 // Data directories made before the stores shared relay.db keep events.db, documents.db and
 // log.db: three files cannot be copied at one instant while Relay writes to them (a body's key
@@ -25,7 +26,8 @@ const USAGE = [
   'empty: relay.db as one snapshot (safe while Relay runs), secret.key, and the outbox. The copy is a',
   'data directory: to restore, stop Relay and start it with RELAY_DATA_DIR=<directory> (or put the',
   'directory in place of the old one). What was admitted after the snapshot is not in it.',
-  '  --without-secret-key  leave secret.key out (keep the key apart: the backup cannot be opened without it)',
+  '  --without-secret-key  leave secret.key out, and the outbox (its messages are in clear): keep the key',
+  '                        apart; the backup\'s sealed values cannot be opened without it',
 ].join('\n');
 
 const EXIT_USAGE = 2;
@@ -122,9 +124,13 @@ export async function backup(args: string[]): Promise<number> {
     lines.push(`${KEY_FILE_NAME}: none in the data directory (the key comes from RELAY_SECRET_KEY): keep that value with the backup's`);
   }
 
-  // After the snapshot: every message the snapshot says was written to the outbox is there.
+  // After the snapshot: every message the snapshot says was written to the outbox is there. The
+  // outbox holds messages as sent, bodies and BCC envelopes in clear: a backup kept apart from
+  // its key goes without them.
   const outbox = outboxDirOf({ dataDir: source });
-  if (existsSync(outbox)) {
+  if (existsSync(outbox) && withoutKey) {
+    lines.push('outbox: left out (--without-secret-key): its messages are in clear');
+  } else if (existsSync(outbox)) {
     cpSync(outbox, outboxDirOf({ dataDir: target }), { recursive: true, filter: (path) => !path.endsWith('.tmp') });
     lines.push(`outbox: ${readdirSync(outboxDirOf({ dataDir: target })).filter((name) => name.endsWith('.eml')).length} messages`);
   }

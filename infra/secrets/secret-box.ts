@@ -144,24 +144,46 @@ async function keyFromFile(dataDir: string, sealedValuesStored: SecretKeyOptions
   // link fails when the file exists, so of two processes starting at once exactly one makes the
   // key and the other reads that one.
   const temp = join(dataDir, `.${KEY_FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
-  const handle = await open(temp, 'wx', 0o600);
+  await writeExclusive(temp, fresh);
   try {
-    await handle.writeFile(`${fresh.toString('base64')}\n`);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await link(temp, path);
+    const linked = await linkIn(temp, path).finally(() => unlink(temp));
+    if (!linked) await writeExclusive(path, fresh);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     await keepPrivate(path);
     return { key: await readKeyFile(path), path };
-  } finally {
-    await unlink(temp);
   }
   await syncDirectory(dataDir);
   return { key: fresh, path };
+}
+
+/** Filesystems without hard links (some shared folders and FUSE mounts) answer link() so. */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV']);
+
+/** Links `temp` in as `path`; false where the filesystem has no hard links. Throws EEXIST when `path` exists. */
+async function linkIn(temp: string, path: string): Promise<boolean> {
+  try {
+    await link(temp, path);
+    return true;
+  } catch (error) {
+    if (NO_HARD_LINKS.has((error as NodeJS.ErrnoException).code ?? '')) return false;
+    throw error;
+  }
+}
+
+/**
+ * Creates the file exclusively ('wx': of two processes exactly one makes it) and writes the key
+ * into it. As the key file itself (where there are no hard links) it is empty while the write
+ * takes, which a kill then leaves behind.
+ */
+async function writeExclusive(path: string, key: Buffer): Promise<void> {
+  const handle = await open(path, 'wx', 0o600);
+  try {
+    await handle.writeFile(`${key.toString('base64')}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Makes a new name in `dir` durable (the file's own sync does not cover its directory entry). */

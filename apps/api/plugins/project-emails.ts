@@ -62,6 +62,9 @@ const isSpace = (code: number): boolean =>
  * A scan, not a regular expression: a part may begin with millions of spaces, and a repeated
  * group keeps a backtrack entry per repetition until V8's stack gives out.
  */
+/** A comment's end: the first --> or --!> (one search from where the comment starts, so the scan stays linear). */
+const COMMENT_END = /--!?>/g;
+
 export function prologEnd(html: string): number {
   let at = 0;
   for (;;) {
@@ -70,10 +73,10 @@ export function prologEnd(html: string): number {
       // <!--> and <!---> end at once, as the parser ends them; any other at the first --> or --!>.
       if (html.startsWith('>', at + 4)) { at += 5; continue; }
       if (html.startsWith('->', at + 4)) { at += 6; continue; }
-      const plain = html.indexOf('-->', at + 4);
-      const bang = html.indexOf('--!>', at + 4);
-      if (plain < 0 && bang < 0) break;
-      at = plain >= 0 && (bang < 0 || plain < bang) ? plain + 3 : bang + 4;
+      COMMENT_END.lastIndex = at + 4;
+      const end = COMMENT_END.exec(html);
+      if (!end) break;
+      at = end.index + end[0].length;
     } else if (html.startsWith('<?', at)) {
       const end = html.indexOf('>', at + 2);
       if (end < 0) break;
