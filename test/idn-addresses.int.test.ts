@@ -11,28 +11,24 @@
 // their ASCII form too.
 // Sends go through the real API to the outbox transport; the TLS report through sendTlsReports
 // (real document store, DNS cache against the test DNS server).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import PostalMime from 'postal-mime';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { COLLECTIONS } from '../apps/services/collections.ts';
 import { addSuppression } from '../apps/services/management/suppressions.ts';
 import { sendTlsReports, type TlsReportingDeps } from '../apps/services/tls-reports/daily-reports.ts';
-import { ensureTlsSessionCountIndexes, TlsSessionCounter } from '../apps/services/tls-reports/session-counts.ts';
 import { loadConfig } from '../infra/config.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
-import { generateDkimKeyPair, type DkimKeyPair } from '../infra/dns/dkim-keys.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
-import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, dkimResults, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
+import { closeTlsReportDay, DAY, startTlsReportDay, type TlsReportDay } from './support/tls-report-day.ts';
 
 interface Context { t: TestApp; tenant: DeliveryTenant; dns: TestDnsServer }
 const test = suite<Context>('addresses at Unicode (IDN) domains');
@@ -142,27 +138,15 @@ test('given a malformed xn-- label or a non-ASCII local part, then 400 validatio
 
 test.run();
 
-interface TlsContext { dns: TestDnsServer; dir: string; documents: SqliteDocumentStore; key: DkimKeyPair }
-const tls = suite<TlsContext>('TLS reports at Unicode domains');
-const DAY = '2031-04-01';
+const tls = suite<TlsReportDay>('TLS reports at Unicode domains');
 
+// RFC 6068: a mailto URI carries a non-ASCII domain percent-encoded as UTF-8.
 tls.before(async (ctx) => {
-  // RFC 6068: a mailto URI carries a non-ASCII domain percent-encoded as UTF-8.
-  ctx.dns = await startDnsServer([{ name: '_smtp._tls.partner.test', type: 'TXT', data: 'v=TLSRPTv1; rua=mailto:tls@berichte.m%C3%BCnchen.test' }]);
-  ctx.dir = mkdtempSync(join(tmpdir(), 'tlsrpt-idn-'));
-  ctx.documents = new SqliteDocumentStore(join(ctx.dir, 'documents.db'));
-  await ensureTlsSessionCountIndexes(ctx.documents);
-  const counter = new TlsSessionCounter(ctx.documents);
-  counter.record({ recipientDomain: 'partner.test', policy: { type: 'no-policy-found', domain: 'partner.test', strings: [], mxHosts: [] }, result: 'success', mxHost: 'mx.partner.test', at: new Date(`${DAY}T12:00:00Z`) });
-  await counter.close();
-  ctx.key = await generateDkimKeyPair();
-  await ctx.documents.collection<any>(COLLECTIONS.domains).insert({ _id: 'dom_tlsrpt', name: 'xn--relay-ps-s4a.test', status: 'verified', dkimSelector: ctx.key.selector, dkimPrivateKeyPem: ctx.key.privateKeyPem });
+  Object.assign(ctx, await startTlsReportDay('v=TLSRPTv1; rua=mailto:tls@berichte.m%C3%BCnchen.test', 'xn--relay-ps-s4a.test'));
 });
 
 tls.after(async (ctx) => {
-  await ctx.dns.close();
-  await ctx.documents.close?.();
-  rmSync(ctx.dir, { recursive: true, force: true });
+  await closeTlsReportDay(ctx);
 });
 
 tls('given RELAY_TLSRPT_FROM at a Unicode domain, then the configuration holds its ASCII form', () => {

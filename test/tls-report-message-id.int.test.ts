@@ -3,44 +3,24 @@
 // one already (`<day>.<hash>@<submitter>`), so no second "@<submitter>" is added. Driven through
 // sendTlsReports with a real document store, the real DNS cache against the test DNS server and
 // a transport that keeps what it is given; the mail is read back by postal-mime.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import PostalMime from 'postal-mime';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { COLLECTIONS } from '../apps/services/collections.ts';
 import { sendTlsReports, type TlsReportingDeps } from '../apps/services/tls-reports/daily-reports.ts';
-import { ensureTlsSessionCountIndexes, TlsSessionCounter } from '../apps/services/tls-reports/session-counts.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
-import { generateDkimKeyPair } from '../infra/dns/dkim-keys.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
-import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { closeTlsReportDay, DAY, startTlsReportDay, type TlsReportDay } from './support/tls-report-day.ts';
 
-interface Context { dns: TestDnsServer; dir: string; documents: SqliteDocumentStore }
-const test = suite<Context>('TLS report mail: Message-ID');
-const DAY = '2031-04-01';
+const test = suite<TlsReportDay>('TLS report mail: Message-ID');
 
 test.before(async (ctx) => {
-  ctx.dns = await startDnsServer([{ name: '_smtp._tls.partner.test', type: 'TXT', data: 'v=TLSRPTv1; rua=mailto:tlsrpt@reports.test' }]);
-  ctx.dir = mkdtempSync(join(tmpdir(), 'tls-report-message-id-'));
-  ctx.documents = new SqliteDocumentStore(join(ctx.dir, 'documents.db'));
-  await ensureTlsSessionCountIndexes(ctx.documents);
-  const counter = new TlsSessionCounter(ctx.documents);
-  counter.record({ recipientDomain: 'partner.test', policy: { type: 'no-policy-found', domain: 'partner.test', strings: [], mxHosts: [] }, result: 'success', mxHost: 'mx.partner.test', at: new Date(`${DAY}T12:00:00Z`) });
-  await counter.close();
-  const key = await generateDkimKeyPair();
-  // A verified sending domain for RELAY_TLSRPT_FROM, its key kept in clear (as earlier versions did), so no secret is needed.
-  await ctx.documents.collection<any>(COLLECTIONS.domains).insert({ _id: 'dom_tlsrpt', name: 'relay-ops.test', status: 'verified', dkimSelector: key.selector, dkimPrivateKeyPem: key.privateKeyPem });
+  Object.assign(ctx, await startTlsReportDay('v=TLSRPTv1; rua=mailto:tlsrpt@reports.test'));
 });
 
 test.after(async (ctx) => {
-  await ctx.dns.close();
-  await ctx.documents.close?.();
-  rmSync(ctx.dir, { recursive: true, force: true });
+  await closeTlsReportDay(ctx);
 });
 
 test('the report mail\'s Message-ID is one msg-id: a single "@" between id-left and id-right', async (ctx) => {

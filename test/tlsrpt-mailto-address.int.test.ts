@@ -9,44 +9,26 @@
 // Driven through sendTlsReports (real document store, DNS cache against the test DNS server);
 // the mail the transport is handed is read by python3 and mailauth.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { COLLECTIONS } from '../apps/services/collections.ts';
 import { sendTlsReports, type TlsReportingDeps } from '../apps/services/tls-reports/daily-reports.ts';
-import { ensureTlsSessionCountIndexes, TlsSessionCounter } from '../apps/services/tls-reports/session-counts.ts';
 import { canonicalAddress } from '../domain/mailbox.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
-import { generateDkimKeyPair, type DkimKeyPair } from '../infra/dns/dkim-keys.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { webhookEgress } from '../infra/http/webhook-egress.ts';
 import type { MailTransport } from '../infra/ports/mail-transport.ts';
-import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { closeTlsReportDay, DAY, startTlsReportDay, type TlsReportDay } from './support/tls-report-day.ts';
 
-interface Context { dns: TestDnsServer; dir: string; documents: SqliteDocumentStore; key: DkimKeyPair }
-const test = suite<Context>('TLS report mailto addresses');
-const DAY = '2031-04-01';
+const test = suite<TlsReportDay>('TLS report mailto addresses');
 
 test.before(async (ctx) => {
-  ctx.dns = await startDnsServer([{ name: '_smtp._tls.partner.test', type: 'TXT', data: 'v=TLSRPTv1; rua=mailto:ops%2Cteam@reports.test,mailto:%22ops%2Cteam%22@reports.test,mailto:%22a%3Cb%3E%22@reports.test,mailto:%22a%5C%2Cb%22@reports.test,mailto:tls@reports.test' }]);
-  ctx.dir = mkdtempSync(join(tmpdir(), 'tlsrpt-mailto-'));
-  ctx.documents = new SqliteDocumentStore(join(ctx.dir, 'documents.db'));
-  await ensureTlsSessionCountIndexes(ctx.documents);
-  const counter = new TlsSessionCounter(ctx.documents);
-  counter.record({ recipientDomain: 'partner.test', policy: { type: 'no-policy-found', domain: 'partner.test', strings: [], mxHosts: [] }, result: 'success', mxHost: 'mx.partner.test', at: new Date(`${DAY}T12:00:00Z`) });
-  await counter.close();
-  ctx.key = await generateDkimKeyPair();
-  await ctx.documents.collection<any>(COLLECTIONS.domains).insert({ _id: 'dom_tlsrpt', name: 'relay-ops.test', status: 'verified', dkimSelector: ctx.key.selector, dkimPrivateKeyPem: ctx.key.privateKeyPem });
+  Object.assign(ctx, await startTlsReportDay('v=TLSRPTv1; rua=mailto:ops%2Cteam@reports.test,mailto:%22ops%2Cteam%22@reports.test,mailto:%22a%3Cb%3E%22@reports.test,mailto:%22a%5C%2Cb%22@reports.test,mailto:tls@reports.test'));
 });
 
 test.after(async (ctx) => {
-  await ctx.dns.close();
-  await ctx.documents.close?.();
-  rmSync(ctx.dir, { recursive: true, force: true });
+  await closeTlsReportDay(ctx);
 });
 
 test('an encoded comma outside quotes or a bracket: left out; the To header names exactly the envelope\'s recipients, each a valid addr-spec', async (ctx) => {
