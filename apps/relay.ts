@@ -55,12 +55,15 @@ export interface RunningRelay {
   partsReady(): Promise<Record<string, boolean>>;
   /** Stops accepting requests, lets in-flight ones finish, commits consumer positions, closes stores. */
   stop(): Promise<void>;
+  /** The first step of stop(): the sender starts no delivery from now on (its consumer and the rest go on); resolves once this thread's deliveries in flight ended (the pipeline thread's is asked). */
+  stopClaiming(): Promise<void>;
   /** What a stop in progress waits for now (the API, a part, the pipeline thread, the stores); null before a stop and after it. */
   stopWaitingFor(): string | null;
 }
 
 interface Stoppable {
   stop(): Promise<void>;
+  stopClaiming?(): Promise<void>;
 }
 
 export interface RelayOptions extends StoreOptions {
@@ -456,12 +459,21 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
   }
   let stopping: Promise<void> | null = null;
   let waitingFor: string | null = null;
+  let claimsStopped: Promise<void> | null = null;
+  const stopClaiming = () => (claimsStopped ??= Promise.all([
+    ...[...running].map(([part, stoppable]) => stoppable.stopClaiming?.().catch((error) => logger.error({ err: error, part }, 'stopping its claims failed'))),
+    pipeline?.stopClaiming(),
+  ]).then(() => {}));
   return {
     stores, services, api, url, metrics, metricsUrl: metricsServer?.url ?? null, logger, liveness, partsReady,
+    stopClaiming,
     stop() {
       stopping ??= (async () => {
         liveness.stopWatching();
         stopStoreWatch?.();
+        // No delivery starts once the stop has begun, however long the API's drain takes: one
+        // started late could still be on the wire at the stop's deadline, and be cut.
+        void stopClaiming();
         // Requests and reports first (they append events), then the other parts in reverse start
         // order, so that the forwarder still forwards what the last of them appended.
         waitingFor = 'api';

@@ -1,11 +1,12 @@
 // What one client can hold on to: time (header, request, keep-alive and idle timeouts), the
 // socket after a refusal (closed, after a bounded drain so the answer is not lost to a reset),
 // and memory (request bodies are admitted against a process-wide budget of bytes in flight).
-// Node's own parser errors and timeouts are answered in the spec's envelope here too.
+// Node's own parser errors and timeouts are answered in the spec's envelope here too, and so is
+// a stop: it is bounded, whatever the clients hold open.
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RelayError } from '../../domain/errors.ts';
 import { envelope, parserErrorAnswer } from './error-registry.ts';
 
@@ -39,7 +40,23 @@ export interface ConnectionLimits {
   /** The same bounds after a 401 or a 404 for a request no route serves (and `unauthenticatedLingerMs` after a parser error or a timeout). */
   unauthenticatedLingerMs: number;
   unauthenticatedLingerBytes: number;
+  /** How long a stop waits for the requests being handled before it cuts every connection left (stopDrainOf). */
+  stopDrainMs: number;
 }
+
+/**
+ * A stop's bound on the API's drain. Requests being handled finish within it with their real
+ * answer: an admission takes milliseconds, or up to the flow control's wait for the pipeline
+ * (RELAY_ADMISSION_MAX_WAIT_MS, 1 s by default). It leaves most of the stop's deadline
+ * (RELAY_SHUTDOWN_TIMEOUT_MS, 25 s by default) to the parts stopped after the API: an SMTP
+ * transaction in flight ending, consumer positions committed, the stores closed. Connections
+ * with no request in progress and requests whose body is still arriving are not waited for at
+ * all (StopDrain).
+ */
+export const STOP_DRAIN_MS = 3_000;
+
+/** The drain's bound under a stop deadline of `shutdownTimeoutMs`: a shorter deadline keeps the same share (a fifth) for the drain, and the rest for the parts. */
+export const stopDrainOf = (shutdownTimeoutMs: number): number => Math.min(STOP_DRAIN_MS, Math.floor(shutdownTimeoutMs / 5));
 
 export const DEFAULT_LIMITS: ConnectionLimits = {
   headersTimeoutMs: 10_000,
@@ -56,6 +73,7 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   lingerBytes: 40 * MiB,
   unauthenticatedLingerMs: 1_000,
   unauthenticatedLingerBytes: 64 * KiB,
+  stopDrainMs: STOP_DRAIN_MS,
 };
 
 /** The fastify options that carry the timeouts; spread into Fastify({...}). */
@@ -263,9 +281,16 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
   const budget = new BodyBudget(limits);
   budgets.set(app, budget);
 
+  const stop = new StopDrain(app, limits.stopDrainMs);
+
   app.addHook('preParsing', async (request, reply, payload) => {
     // (A client gone already would never give back what it took: its response 'close' has passed.)
     if (BODYLESS.has(request.method) || reply.raw.destroyed || request.raw.socket?.destroyed) return payload;
+    // A body still arriving is read only while the server does not stop; one that is in already is handled.
+    if (request.raw.complete === false) {
+      if (stop.draining) throw shuttingDown();
+      stop.reading(request, reply);
+    }
     if (request.headers['transfer-encoding'] === undefined) {
       const declared = declaredLength(request);
       // No body, or one over the limit that fastify refuses without reading it (413).
@@ -288,6 +313,10 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       reply.hijack();
       return;
     }
+    if (stop.draining) {
+      reply.header('connection', 'close').header('retry-after', '1');
+      return reply.status(503).send(envelope('service_unavailable', SHUTTING_DOWN));
+    }
     // Node's parser refuses most other versions itself (clientErrorHandler), but takes HTTP/0.9
     // and HTTP/2.0 request lines: a client that speaks neither 1.0 nor 1.1 is not served either.
     if (request.raw.httpVersionMajor !== 1 || request.raw.httpVersionMinor > 1) {
@@ -305,20 +334,95 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
   });
 
   // A refusal sent before the body is in (401 from the key check, the 404 above, 413, 503
-  // above, 400 for a media type) closes the connection after a bounded drain. Every 401 and
-  // every answer to a request no route serves closes it, within the unauthenticated bounds: a
-  // caller that failed to identify itself, or asked for nothing this API serves, keeps no
-  // connection.
+  // above or from a stop, 400 for a media type) closes the connection after a bounded drain.
+  // Every 401 and every answer to a request no route serves closes it, within the
+  // unauthenticated bounds: a caller that failed to identify itself, or asked for nothing this
+  // API serves, keeps no connection. While the server stops, every answer closes its connection:
+  // Node closes only the connections idle when the stop begins.
   app.addHook('onSend', async (request, reply, payload) => {
     // (light-my-request's injected requests have no `complete`: they are always read in full.)
     const unread = request.raw.complete === false;
     const unauthenticated = reply.statusCode === 401 || request.is404;
-    if (unread || unauthenticated) reply.header('connection', 'close');
+    if (unread || unauthenticated || stop.draining) reply.header('connection', 'close');
     if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated), () => meteredBodies.get(request.raw)?.size ?? 0);
     return payload;
   });
 
   return budget;
+}
+
+// ---------------------------------------------------------------------------------------
+// Stopping
+
+const SHUTTING_DOWN = 'the server is shutting down; retry shortly';
+
+const shuttingDown = () => new RelayError('service_unavailable', SHUTTING_DOWN, { retryAfterSeconds: 1 });
+
+/**
+ * The API's share of a stop (fastify's preClose, before the server closes). fastify's close
+ * waits for every connection Node does not count as idle, and Node counts as busy a connection
+ * that has not sent a request yet (a browser's preconnect, a proxy's pre-opened socket: its
+ * header deadline runs from the connection) and one whose request body is still arriving: a
+ * stop would wait for them until their timeouts (30 s), past its own deadline. So from the stop
+ * on, a connection that has not sent its first request is closed; a request still reading its
+ * body is answered 503 at once (and closed after the usual linger: closeAfterResponse), and its
+ * body never reaches the route; a request already being handled (its body in) finishes with its
+ * real answer, on a connection closed after it. Whatever is still open `ms` after the stop began
+ * is cut.
+ */
+class StopDrain {
+  draining = false;
+  readonly #app: FastifyInstance;
+  readonly #ms: number;
+  /** Sockets from their connection to their first request (keep-alive ones between requests are Node's idle ones). */
+  readonly #beforeFirstRequest = new Set<Socket>();
+  /** Requests whose body was still arriving when their parsing began, until their response closes. */
+  readonly #reading = new Map<IncomingMessage, FastifyReply>();
+
+  constructor(app: FastifyInstance, ms: number) {
+    this.#app = app;
+    this.#ms = ms;
+    app.server.on('connection', (socket: Socket) => {
+      this.#beforeFirstRequest.add(socket);
+      socket.once('close', () => this.#beforeFirstRequest.delete(socket));
+    });
+    app.server.on('request', (request: IncomingMessage) => this.#beforeFirstRequest.delete(request.socket));
+    app.addHook('preClose', async () => this.#begin());
+  }
+
+  reading(request: FastifyRequest, reply: FastifyReply): void {
+    this.#reading.set(request.raw, reply);
+    reply.raw.once('close', () => this.#reading.delete(request.raw));
+  }
+
+  #begin(): void {
+    this.draining = true;
+    const { server } = this.#app;
+    for (const socket of this.#beforeFirstRequest) socket.destroy();
+    for (const [request, reply] of this.#reading) {
+      if (request.complete || reply.sent) continue;
+      stopParsing(request);
+      reply.send(shuttingDown());
+    }
+    const cut = setTimeout(() => server.closeAllConnections(), this.#ms);
+    server.once('close', () => clearTimeout(cut));
+  }
+}
+
+/**
+ * Unhooks fastify's body parser from a request answered before its body is in: the body then
+ * never reaches the route (a send it would admit was already told 503), and the parser, which
+ * would answer again when the body ends or fails, never does.
+ */
+function stopParsing(request: IncomingMessage): void {
+  const metered = meteredBodies.get(request);
+  if (metered) {
+    request.unpipe(metered);
+    metered.removeAllListeners('data').removeAllListeners('end').removeAllListeners('error').on('error', () => {});
+  } else {
+    // (An IncomingMessage without 'error' listeners emits none.)
+    request.removeAllListeners('data').removeAllListeners('end').removeAllListeners('error');
+  }
 }
 
 export const limitsOf = (overrides: Partial<ConnectionLimits> = {}): ConnectionLimits => ({ ...DEFAULT_LIMITS, ...overrides });

@@ -5,7 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
 import { jsonBodyParser } from './body-parser.ts';
-import { clientErrorHandler, installConnectionLimits, limitsOf, serverOptionsOf, type ConnectionLimits } from './connection-limits.ts';
+import { clientErrorHandler, installConnectionLimits, limitsOf, serverOptionsOf, stopDrainOf, type ConnectionLimits } from './connection-limits.ts';
 import { envelope, registerErrorHandling } from './error-registry.ts';
 import { apiKeyRoutes } from './plugins/api-keys.ts';
 import { domainRoutes } from './plugins/domains.ts';
@@ -69,7 +69,7 @@ class OneLinePerRequest extends LogController {
 export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promise<FastifyInstance> {
   const { metrics } = ctx;
   const level = options.logLevel ?? ctx.config.logLevel;
-  const limits = limitsOf(options.limits);
+  const limits = limitsOf({ stopDrainMs: stopDrainOf(ctx.config.shutdownTimeoutMs), ...options.limits });
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: level === false || level === 'silent' ? false : { level } }),
     logController: new OneLinePerRequest({ requestIdLogLabel: 'requestId' }),
@@ -83,7 +83,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     // The client's address (sign-in throttling, request logs) is the peer's unless the peer is a
     // proxy the operator listed: then the nearest address X-Forwarded-For names that is not one.
     trustProxy: ctx.config.trustProxy.length > 0 ? ctx.config.trustProxy : false,
-    // Requests arriving while the server drains get our own 503 (below), in the envelope.
+    // Requests arriving while the server drains get our own 503, in the envelope (connection-limits.ts).
     return503OnClosing: false,
     // The router's own refusals (an undecodable %-escape, a path parameter over its length
     // limit) happen before any hook; they are bad identifiers, in the envelope like the rest.
@@ -100,16 +100,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   installHttpMetrics(app, metrics);
   // Every route from here on is recorded for the OpenAPI document (apps/api/openapi.ts).
   const routes = recordRoutes(app);
-  let draining = false;
-  app.addHook('preClose', async () => {
-    draining = true;
-  });
-  app.addHook('onRequest', async (_request, reply) => {
-    if (!draining) return;
-    reply.header('connection', 'close').header('retry-after', '1');
-    return reply.status(503).send(envelope('service_unavailable', 'the server is shutting down; retry shortly'));
-  });
-  // Bodies against the process's budget; refusals before the body close the connection.
+  // Bodies against the process's budget; refusals before the body close the connection; a stop's drain.
   installConnectionLimits(app, limits, MAX_REQUEST_BYTES);
   // Parses Cookie headers for the dashboard session (apps/api/auth/session.ts); unsigned: the
   // token is itself a 256-bit secret looked up by hash.

@@ -31,6 +31,8 @@ port.on('message', (message: ToPipeline) => {
     else starting.abandon(stopped);
   } else if (!relay) {
     // Asked only once the thread said it is ready.
+  } else if (message.kind === 'stop-claiming') {
+    void relay.stopClaiming();
   } else if (message.kind === 'parts-status') {
     relay.liveness.statuses().then((parts) => send({ kind: 'parts-status', id: message.id, parts }));
   } else if (message.kind === 'metrics') {

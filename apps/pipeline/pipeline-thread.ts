@@ -40,6 +40,8 @@ export interface PipelineThread {
   writeFailure(store: ThreadStore): string | null;
   /** The thread's ping of the store (a write of its own while its writes fail); false when it did not answer in time. */
   pingStore(store: ThreadStore): Promise<boolean>;
+  /** Asks the thread's parts to start no new work (RunningRelay.stopClaiming), ahead of stop(). */
+  stopClaiming(): void;
   /** Stops the parts (consumer positions committed, stores closed) and ends the thread. */
   stop(): Promise<void>;
 }
@@ -70,6 +72,7 @@ export type ToPipeline =
   | { kind: 'parts-status'; id: number }
   | { kind: 'metrics'; id: number }
   | { kind: 'store-ping'; id: number; store: ThreadStore }
+  | { kind: 'stop-claiming' }
   | { kind: 'stop' };
 
 export interface PipelineThreadData {
@@ -188,6 +191,9 @@ export async function startPipelineThread(data: PipelineThreadData, hooks: Pipel
     writeFailure: (store) => writeFailures.get(store) ?? null,
     // No answer (a thread that is blocked, stopping or gone) does not say its writes go through.
     pingStore: async (store) => await ask<boolean>({ kind: 'store-ping', store }) ?? false,
+    stopClaiming() {
+      if (!stopping) worker.postMessage({ kind: 'stop-claiming' } satisfies ToPipeline);
+    },
     async stop() {
       if (!stopping) {
         stopping = true;

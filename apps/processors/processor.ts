@@ -79,6 +79,8 @@ export interface ProcessorDeps {
 /** What `init` may hand back: the processor's own working state, and how to stop what it started. */
 export interface ProcessorRuntime {
   stop?(): Promise<void>;
+  /** Starts no new work of its own loop (a sender's claims) while the consumer goes on; resolves once the runs in flight ended. stop() follows. */
+  stopClaiming?(): Promise<void>;
   /** The liveness of a loop of its own (a dispatcher), shown as the part `<name>.dispatcher`. */
   liveness?: Liveness;
 }
@@ -132,6 +134,8 @@ export interface RunningProcessor {
   status(): ProcessorStatus;
   /** Its liveness by part: `<name>`, and `<name>.dispatcher` when it has one. */
   parts: ReadonlyMap<string, Liveness>;
+  /** Its own loop starts no new work (ProcessorRuntime.stopClaiming); its consumer goes on until stop(). */
+  stopClaiming(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -366,6 +370,7 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
     name: definition.name,
     status: () => ({ name: definition.name, group, stuck: stuckRecord(Date.now()), parked: parkedHere }),
     parts,
+    stopClaiming: async () => runtime.stopClaiming?.(),
     async stop() {
       clearInterval(watch);
       // The consumer first: its in-flight handler may still need what the runtime holds.

@@ -20,7 +20,7 @@ import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { startTlsReporting } from '../services/tls-reports/daily-reports.ts';
 import { ensureTlsSessionCountIndexes } from '../services/tls-reports/session-counts.ts';
 import { observedBySites, publishSites, type SiteRegistry } from '../services/delivery/sites.ts';
-import { defineProcessor, type ProcessorDeps } from './processor.ts';
+import { defineProcessor, type ProcessorDeps, type ProcessorRuntime } from './processor.ts';
 
 const SITE_KEY = 'site ';
 
@@ -100,7 +100,7 @@ export const sender = defineProcessor({
   name: 'sender',
   summary: 'delivers queued emails through RELAY_DELIVERY (outbox, smtp or mx), with durable retries',
   eventTypes: ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted', 'DeliveryFailed'],
-  async init(deps): Promise<Dispatcher> {
+  async init(deps): Promise<Dispatcher & Required<Pick<ProcessorRuntime, 'stopClaiming'>>> {
     await ensureWorkItemIndexes(deps.documents);
     await ensureSendRateIndexes(deps.documents);
     logDkimReseal(deps, await resealDkimKeys(deps.documents, deps.services.secrets));
@@ -164,6 +164,9 @@ export const sender = defineProcessor({
     kick = () => dispatcher.kick();
     return {
       ...dispatcher,
+      // The work items go on being brought in line with the events the consumer reads meanwhile,
+      // for the next start to send.
+      stopClaiming: () => dispatcher.stop(),
       stop: async () => {
         await reporting?.stop();
         await dispatcher.stop();
