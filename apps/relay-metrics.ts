@@ -599,9 +599,11 @@ export async function listenForMetrics(metrics: RelayMetrics, host: string, port
   const shownHost = host.includes(':') ? `[${host}]` : host;
   return {
     url: `http://${shownHost}:${bound}`,
+    // Every connection goes: one that has sent nothing yet is not idle to Node and would hold
+    // the stop until its header timeout; a scrape cut short is retried at the next interval.
     close: () => new Promise<void>((resolve) => {
       server.close(() => resolve());
-      server.closeIdleConnections();
+      server.closeAllConnections();
     }),
   };
 }
