@@ -82,12 +82,17 @@ export class AdmissionFlow {
     this.#nextRetryDelay = this.#retryAfterFailureMs;
   }
 
-  /** Resolves when the send may go ahead: at once while the pipeline keeps up, after maxWaitMs at the latest. */
-  async pass(): Promise<FlowOutcome> {
+  /**
+   * Resolves when the send may go ahead: at once while the pipeline keeps up, after maxWaitMs at
+   * the latest. `beforeWaiting` runs only when the send is about to wait: what it throws is the
+   * send's answer at once (a refusal it already knows), and the send does not wait.
+   */
+  async pass(beforeWaiting?: () => void): Promise<FlowOutcome> {
     if (this.#options.maxBacklog === 0) return 'admitted';
     const started = performance.now();
     let backlog = await this.#current(started + this.#options.maxWaitMs);
     if (backlog === UNKNOWN || mayAdmit(this.#options, backlog, 0)) return 'admitted';
+    beforeWaiting?.();
     this.#waiting++;
     let waited = 0;
     try {

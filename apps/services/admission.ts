@@ -13,8 +13,10 @@
 //      Until then the slot is undecided: a request that finds the window full of this
 //      process's undecided slots waits for them rather than be refused for requests that may
 //      yet be rejected (./rate-limits.ts); an answer keeps the slot (rate.keep()). Then a send
-//      body that is valid waits while the pipeline is too far behind (flow control,
-//      ./admission-flow.ts);
+//      body that is valid, once 3 to 5 and its size are decided, waits while the pipeline is too
+//      far behind (flow control, ./admission-flow.ts); one that the quota (6) refuses already
+//      on the month's usage as this process last folded it is answered instead of waiting (usage
+//      only grows: that refusal is final), so it holds no undecided rate slot for the wait;
 //   3. sender domain, 4. development recipients: the request's own validity for this key;
 //   5. suppressions: a valid request to a blocked recipient is stored as suppressed, which is
 //      an answer, not a rejection, so it keeps its rate slot and is never charged;
@@ -66,7 +68,7 @@ import type { Emails } from './email-stream.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 import { canonicalJson } from './canonical-json.ts';
 import type { RateLimiter, RateReservation } from './rate-limits.ts';
-import type { UsageLedger } from './usage-ledger.ts';
+import type { RecipientCharge, UsageLedger } from './usage-ledger.ts';
 import { reusedReads } from './management/reused-reads.ts';
 
 export interface AdmissionDeps {
@@ -292,11 +294,28 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // written for it (./event-size.ts); its bodies are serialized once, for the seal below.
     const plaintext = contentPlaintext({ html: send.html, text: send.text, bcc: send.bcc.map((m) => m.mailbox) });
     checkEmailEventSize(decision.decided.data, plaintext.length);
+    // What the quota (6) is asked, before a wait and after it.
+    const chargeOf = ({ now, unsealed }: typeof decision): RecipientCharge => ({
+      workspaceId: sender.workspaceId,
+      emailId,
+      fingerprint,
+      apiKeyId: sender.keyId,
+      developmentKey: development,
+      recipients: unsealed.recipientCount,
+      allowances: sender.allowances,
+      at: now,
+      origin: request.origin,
+      idempotent: request.idempotencyKey !== null,
+    });
     // Only a send that will be stored waits for the pipeline: a refusal is answered at once, its
-    // rate slot given back (another API process cannot tell an undecided slot from a kept one).
+    // rate slot given back (another API process cannot tell an undecided slot from a kept one);
+    // so is one the quota refuses whatever happens meanwhile (asked only of a send about to wait).
     // One that waited is decided again on what holds when it goes ahead (an address suppressed or
     // a domain disconnected meanwhile), with that time as its admission time.
-    const flowed = await deps.flow?.pass();
+    const flowed = await deps.flow?.pass(() => {
+      const refusal = decision.decided.type === 'EmailAccepted' ? deps.usage.certainRefusal(chargeOf(decision)) : undefined;
+      if (refusal) throw refusal;
+    });
     if (flowed !== undefined && flowed !== 'admitted') {
       decision = await decideNow();
       checkEmailEventSize(decision.decided.data, plaintext.length);
@@ -306,20 +325,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // 6. Quota: only an email that will be queued is charged. The content key is stored (or
     // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
     // seven days after `now`, the email's admission time.
-    const charged = decided.type === 'EmailAccepted'
-      ? deps.usage.charge({
-        workspaceId: sender.workspaceId,
-        emailId,
-        fingerprint,
-        apiKeyId: sender.keyId,
-        developmentKey: development,
-        recipients: unsealed.recipientCount,
-        allowances: sender.allowances,
-        at: now,
-        origin: request.origin,
-        idempotent: request.idempotencyKey !== null,
-      })
-      : Promise.resolve();
+    const charged = decided.type === 'EmailAccepted' ? deps.usage.charge(chargeOf(decision)) : Promise.resolve();
     const [charge, key] = await Promise.allSettled([charged, takeContentKey(deps.documents, emailId, now)]);
     if (key.status === 'fulfilled') held = key.value;
     if (charge.status === 'rejected') throw charge.reason;

@@ -14,18 +14,24 @@
 // whose charge was made and whose email was not. So a charge under such an id also asks the
 // month before (and, in a month's last minute, the month after) what was charged under it.
 // The month before is final once a minute has passed since it ended: this process reads it
-// once then and keeps its fold, so the question costs no round trip for the rest of the month.
-// Two attempts at the turn in this process are decided one after the other; in two processes
-// at the same moment, both may still be charged.
+// once then and keeps what the question needs of it (./usage-folds.ts), so the question costs no
+// round trip for the rest of the month. Two attempts at the turn in this process are decided one
+// after the other; in two processes at the same moment, both may still be charged.
+//
+// Folds are kept within a memory budget (./usage-folds.ts). A stream has one read under way at a
+// time: those who ask for it meanwhile (members opening the usage page after a restart) wait for
+// that read, then fold on from its result together.
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Decider } from '../../domain/decider.ts';
 import { usageDecider } from '../../domain/usage/decider.ts';
+import type { RelayError } from '../../domain/errors.ts';
 import {
   decideCharges, monthEnd, monthOf, monthStart, usageStreamId, type ChargeOutcome, type ChargeRecipients, type MonthlyAllowances, type UsageEvent, type UsageState,
 } from '../../domain/usage/quota.ts';
 import { currentDurabilityScope, lostWritesReported, onLostWrites, writeOnBehalfOf, type DurabilityScope } from '../../infra/ports/durability.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
-import { handleCommand, loadStream, type Loaded } from './command-handler.ts';
+import { handleCommand, loadStream } from './command-handler.ts';
+import { UsageFolds, type Folded } from './usage-folds.ts';
 
 export interface RecipientCharge {
   workspaceId: string;
@@ -42,8 +48,6 @@ export interface RecipientCharge {
   idempotent?: boolean;
 }
 
-type Folded = Loaded<UsageState>;
-
 interface Pending {
   command: ChargeRecipients;
   origin: CommandOrigin;
@@ -53,8 +57,6 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
-/** Streams whose folded state a process keeps; beyond it the oldest are forgotten (and re-read when needed). */
-const CACHED_STREAMS = 2_000;
 /** Charges sent in one append at most. */
 const BATCH = 100;
 /** Rounds lost to other processes before a charge gives up with an error (never observed in practice). */
@@ -67,12 +69,15 @@ const MONTH_SETTLES_MS = 60_000;
 
 const previousMonth = (month: string): string => monthOf(new Date(monthStart(month).getTime() - 1));
 const nextMonth = (month: string): string => monthOf(monthEnd(month));
+/** Within a minute of the month's start or end, where its charges may meet those of the month either side. */
+const atTurn = (at: Date, month: string): boolean =>
+  at.getTime() - monthStart(month).getTime() < MONTH_SETTLES_MS || monthEnd(month).getTime() - at.getTime() < MONTH_SETTLES_MS;
 
 export class UsageLedger {
   readonly #events: EventStore;
-  readonly #folded = new Map<string, Folded>();
-  /** Streams of months that were over (and settled) when this process last folded them: their folds are final. */
-  readonly #final = new Set<string>();
+  readonly #folds = new UsageFolds();
+  /** Reads of streams under way, one per stream. */
+  readonly #reads = new Map<string, Promise<Folded>>();
   readonly #queues = new Map<string, Pending[]>();
   /** Charges in flight near a month's turn, by email id: an attempt in another month waits for them. */
   readonly #atTurn = new Map<string, Array<{ month: string; settled: Promise<void> }>>();
@@ -83,10 +88,7 @@ export class UsageLedger {
     this.#events = events;
     // A charge appended inside an admission's durability scope is folded in before it is
     // durable; if its batch is lost, the folds are wrong: read the streams again.
-    this.#unsubscribe = onLostWrites(() => {
-      this.#folded.clear();
-      this.#final.clear();
-    });
+    this.#unsubscribe = onLostWrites(() => this.#folds.clear());
   }
 
   close(): void {
@@ -101,28 +103,16 @@ export class UsageLedger {
    * with quota_exceeded when an allowance would be exceeded.
    */
   charge(charge: RecipientCharge): Promise<void> {
-    const month = monthOf(charge.at);
-    const command: ChargeRecipients = {
-      type: 'ChargeRecipients',
-      month,
-      emailId: charge.emailId,
-      fingerprint: charge.fingerprint,
-      apiKeyId: charge.apiKeyId,
-      developmentKey: charge.developmentKey,
-      recipients: charge.recipients,
-      occurredAt: charge.at.toISOString(),
-      allowances: charge.allowances,
-    };
+    const command = commandOf(charge);
     const scope = currentDurabilityScope();
     if (!charge.idempotent) return this.#enqueue(charge.workspaceId, command, charge.origin, scope);
-    const atMs = charge.at.getTime();
-    const atTurn = atMs - monthStart(month).getTime() < MONTH_SETTLES_MS || monthEnd(month).getTime() - atMs < MONTH_SETTLES_MS;
-    const before = atTurn ? undefined : this.#finalFold(usageStreamId(charge.workspaceId, previousMonth(month)));
-    // Within a month, once the month before is final here: decided at once.
-    if (before) return this.#enqueue(charge.workspaceId, withOtherMonths(command, before.state.charged.recipientsOf(charge.emailId)), charge.origin, scope);
+    const turn = atTurn(charge.at, command.month);
+    const before = turn ? undefined : this.#folds.final(usageStreamId(charge.workspaceId, previousMonth(command.month)));
+    // Within a month, once the month before is final here and did not charge the id: decided at once.
+    if (before && !before.mayHaveCharged(charge.emailId)) return this.#enqueue(charge.workspaceId, command, charge.origin, scope);
     const charged = this.#chargeAcrossMonths(charge, command, scope);
-    if (atTurn) {
-      const entry = { month, settled: charged.catch(() => {}) };
+    if (turn) {
+      const entry = { month: command.month, settled: charged.catch(() => {}) };
       this.#atTurn.set(charge.emailId, [...(this.#atTurn.get(charge.emailId) ?? []), entry]);
       void entry.settled.then(() => {
         const left = this.#atTurn.get(charge.emailId)?.filter((e) => e !== entry) ?? [];
@@ -131,6 +121,23 @@ export class UsageLedger {
       });
     }
     return charged;
+  }
+
+  /**
+   * The refusal the charge gets when that is certain without a read: decided as charge() decides
+   * it, on the month as this process last folded it, since usage only grows and a refusal now is
+   * still one after a wait (but for a concurrent attempt under the same Idempotency-Key, which may
+   * win either way). Undefined when the charge may pass, when the month is not folded here, for an
+   * id derived from an Idempotency-Key unless the month before is final here and did not charge
+   * it, and within a minute of the month's turn (after a wait, the charge may fall in the next).
+   */
+  certainRefusal(charge: RecipientCharge): RelayError | undefined {
+    const command = commandOf(charge);
+    const folded = this.#folds.fold(usageStreamId(charge.workspaceId, command.month));
+    if (!folded || atTurn(charge.at, command.month)) return undefined;
+    if (charge.idempotent && (this.#folds.final(usageStreamId(charge.workspaceId, previousMonth(command.month)))?.mayHaveCharged(charge.emailId) ?? true)) return undefined;
+    const [outcome] = decideCharges([command], folded.state).outcomes;
+    return outcome.ok ? undefined : outcome.error;
   }
 
   /** A charge that asks the months either side first: what they charged under its email id. */
@@ -145,9 +152,9 @@ export class UsageLedger {
     if (monthEnd(month).getTime() - atMs < MONTH_SETTLES_MS) folds.push({ stream: usageStreamId(charge.workspaceId, nextMonth(month)), month: nextMonth(month) });
     let elsewhere: number | undefined;
     for (const { stream, month: other } of folds) {
-      const folded = this.#finalFold(stream) ?? (await this.#catchUp(stream, other));
-      if (stream === before && atMs - monthStart(month).getTime() >= MONTH_SETTLES_MS) this.#final.add(stream);
-      const recipients = folded.state.charged.recipientsOf(charge.emailId);
+      if (this.#folds.final(stream)?.mayHaveCharged(charge.emailId) === false) continue;
+      const final = stream === before && atMs - monthStart(month).getTime() >= MONTH_SETTLES_MS;
+      const recipients = (await this.#catchUp(stream, other, final)).state.charged.recipientsOf(charge.emailId);
       if (recipients !== undefined) elsewhere = (elsewhere ?? 0) + recipients;
     }
     return this.#enqueue(charge.workspaceId, withOtherMonths(command, elsewhere), charge.origin, scope);
@@ -165,13 +172,6 @@ export class UsageLedger {
       this.#queues.set(stream, [pending]);
       void this.#drain(stream, command.month);
     });
-  }
-
-  /** The stream's fold, when this process folded it after its month was over and settled (kept as recently used). */
-  #finalFold(stream: string): Folded | undefined {
-    const folded = this.#final.has(stream) ? this.#folded.get(stream) : undefined;
-    if (folded) this.#remember(stream, folded);
-    return folded;
   }
 
   /** The month's usage of a workspace as the stream holds it now. */
@@ -214,40 +214,65 @@ export class UsageLedger {
     // it (the drain runs in the context of whichever caller started it, long gone by now).
     const handled = await writeOnBehalfOf(batch.map((p) => p.scope), async () => handleCommand(this.#events, stream, decider, batch.map((p) => p.command), {
       origin: (event) => originOf.get(event)!,
-      loaded: this.#folded.get(stream) ?? (await this.#catchUp(stream, month)),
+      loaded: this.#folds.fold(stream) ?? (await this.#catchUp(stream, month)),
       attempts: MAX_ATTEMPTS,
     }));
     // At equal revisions the append's own state wins: a cached fold may hold a charge whose
     // commit failed (handleCommand then folded the stream again). A loss reported meanwhile may
     // be this append's: its state is not learned, and the stream is read again when needed.
-    const cached = this.#folded.get(stream);
-    if (lostWritesReported() !== lossesBefore) {
-      this.#folded.delete(stream);
-      this.#final.delete(stream);
-    } else if (!cached || cached.revision <= handled.revision) this.#remember(stream, { state: handled.state, revision: handled.revision });
+    const cached = this.#folds.fold(stream);
+    if (lostWritesReported() !== lossesBefore) this.#folds.forget(stream);
+    else if (!cached || cached.revision <= handled.revision) this.#folds.keep(stream, { state: handled.state, revision: handled.revision });
     outcomes.forEach((outcome, i) => (outcome.ok ? batch[i].resolve() : batch[i].reject(outcome.error)));
   }
 
-  /** Folds the events appended since this process last looked (the whole stream the first time). */
-  async #catchUp(stream: string, month: string): Promise<Folded> {
-    const known = this.#folded.get(stream);
-    const folded = await loadStream(this.#events, stream, usageDecider(month), { from: known });
-    // Another caller may have folded further meanwhile: keep whichever saw more.
-    const latest = this.#folded.get(stream);
-    if (!latest || latest.revision < folded.revision) this.#remember(stream, folded);
-    return folded;
+  /**
+   * Folds the events appended since this process last looked (the whole stream the first time),
+   * sharing a read of the stream under way: begun before this call, it may miss what was
+   * appended since, so this call then folds on from its result, in one read with every other
+   * call that waited for it. A month `final` is kept as such (./usage-folds.ts).
+   */
+  async #catchUp(stream: string, month: string, final = false): Promise<Folded> {
+    const under = this.#reads.get(stream);
+    if (!under) return this.#read(stream, month, this.#folds.fold(stream), final);
+    const shared = await under.catch(() => undefined);
+    const next = this.#reads.get(stream);
+    if (next && next !== under) return next;
+    return this.#read(stream, month, newer(shared, this.#folds.fold(stream)), final);
   }
 
-  #remember(stream: string, folded: Folded): void {
-    this.#folded.delete(stream);
-    this.#folded.set(stream, folded);
-    if (this.#folded.size > CACHED_STREAMS) {
-      const oldest = this.#folded.keys().next().value!;
-      this.#folded.delete(oldest);
-      this.#final.delete(oldest);
-    }
+  #read(stream: string, month: string, from: Folded | undefined, final: boolean): Promise<Folded> {
+    const read = (async () => {
+      const folded = await loadStream(this.#events, stream, usageDecider(month), { from });
+      // Another caller (an append) may have folded further meanwhile: keep whichever saw more.
+      const latest = newer(folded, this.#folds.fold(stream))!;
+      if (final) this.#folds.keepFinal(stream, latest);
+      else if (latest === folded) this.#folds.keep(stream, folded);
+      return latest;
+    })();
+    this.#reads.set(stream, read);
+    const settled = () => {
+      if (this.#reads.get(stream) === read) this.#reads.delete(stream);
+    };
+    read.then(settled, settled);
+    return read;
   }
 }
+
+const newer = (a: Folded | undefined, b: Folded | undefined): Folded | undefined => (!a || (b && b.revision > a.revision) ? b : a);
+
+/** The charge as the month's decider takes it. */
+const commandOf = (charge: RecipientCharge): ChargeRecipients => ({
+  type: 'ChargeRecipients',
+  month: monthOf(charge.at),
+  emailId: charge.emailId,
+  fingerprint: charge.fingerprint,
+  apiKeyId: charge.apiKeyId,
+  developmentKey: charge.developmentKey,
+  recipients: charge.recipients,
+  occurredAt: charge.at.toISOString(),
+  allowances: charge.allowances,
+});
 
 const withOtherMonths = (command: ChargeRecipients, recipients: number | undefined): ChargeRecipients =>
   (recipients === undefined ? command : { ...command, chargedInOtherMonths: recipients });
