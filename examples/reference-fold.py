@@ -20,6 +20,18 @@ RANK = {
 FINAL = {"sent", "delivered", "failed", "rejected", "hard_bounced", "soft_bounced", "complained", "suppressed"}
 
 
+def reported_over(current, reported):
+    """A report moves a recipient only up, but always past "failed" (only the sender writes it)."""
+    if current == "failed" or RANK[reported] > RANK[current]:
+        return reported
+    return current
+
+
+def sender_how(recipient):
+    """The sender's outcomes replace a status, unless a report recorded first had followed them."""
+    return "reported_first" if recipient.get("reportedFirst") else "replace"
+
+
 class Email:
     def __init__(self, data, status):
         self.id = data["emailId"]
@@ -39,22 +51,30 @@ class Email:
     def visible(self, index):
         return 0 <= index < len(self.recipients)
 
-    def set_status(self, index, status, at, only_up):
+    def set_status(self, index, status, at, how):
+        """how: "replace" (the sender's outcome), "report", or "reported_first" (the sender's
+        outcome that a report recorded before it had followed)."""
         recipient = self.recipients[index]
-        if only_up and RANK[status] <= RANK[recipient["status"]]:
-            return
-        if status != recipient["status"]:
-            recipient["status"] = status
+        current = recipient["status"]
+        if how == "report":
+            new = reported_over(current, status)
+        elif how == "reported_first":
+            new = reported_over(status, current)
+        else:
+            new = status
+        if new != current:
+            recipient["status"] = new
             recipient["occurredAt"] = at
-        if recipient["status"] in FINAL:
+        # Done once an outcome was final, even when the report recorded first still shows.
+        if new in FINAL or status in FINAL:
             self.done.add(index)
 
-    def outcomes(self, pairs, at, only_up):
-        """pairs: (index, status) of one event; sets statuses and sentAt/deliveredAt."""
-        shown = [(i, s) for i, s in pairs if self.visible(i)]
-        for index, status in shown:
-            self.set_status(index, status, at, only_up)
-        statuses = {s for _, s in shown}
+    def outcomes(self, triples, at):
+        """triples: (index, status, how) of one event; sets statuses and sentAt/deliveredAt."""
+        shown = [(i, s, how) for i, s, how in triples if self.visible(i)]
+        for index, status, how in shown:
+            self.set_status(index, status, at, how)
+        statuses = {s for _, s, _ in shown}
         if self.sent_at is None and statuses & {"sent", "delivered"}:
             self.sent_at = at
         if self.delivered_at is None and "delivered" in statuses:
@@ -89,11 +109,11 @@ def apply(emails, event):
     elif email is None:
         return  # no admission to place it on
     elif kind == "DeliveryClaimed":
-        pending = [(i, "processing") for i, r in enumerate(email.recipients) if r["status"] not in FINAL and i not in email.done]
-        email.outcomes(pending, data["occurredAt"], only_up=False)
+        pending = [(i, "processing", "replace") for i, r in enumerate(email.recipients) if r["status"] not in FINAL and i not in email.done]
+        email.outcomes(pending, data["occurredAt"])
     elif kind == "DeliveryAttempted":
-        pairs = [(r["index"], r["status"]) for r in data["recipients"]]
-        email.outcomes(pairs, data["occurredAt"], only_up=False)
+        triples = [(r["index"], r["status"], sender_how(r)) for r in data["recipients"]]
+        email.outcomes(triples, data["occurredAt"])
         if email.failure_code is None:
             # Each recipient's own code (events from before it was kept: the attempt's); the
             # first visible recipient's that failed or was rejected, never a BCC one's.
@@ -101,13 +121,13 @@ def apply(emails, event):
                      if email.visible(r["index"]) and r["status"] in ("failed", "rejected")]
             email.failure_code = next((c for c in codes if c), None)
     elif kind == "DeliveryFailed":
-        pairs = [(r["index"], "failed") for r in data["recipients"]]
-        email.outcomes(pairs, data["occurredAt"], only_up=False)
+        triples = [(r["index"], "failed", sender_how(r)) for r in data["recipients"]]
+        email.outcomes(triples, data["occurredAt"])
         if email.failure_code is None and any(r["address"] is not None for r in data["recipients"]):
             email.failure_code = data["failureCode"]
     elif kind == "RecipientReported":
         if data["outcome"] != "undetermined" and data["address"] is not None:
-            email.outcomes([(data["recipientIndex"], data["outcome"])], data["occurredAt"], only_up=True)
+            email.outcomes([(data["recipientIndex"], data["outcome"], "report")], data["occurredAt"])
     # Any other type was written by a newer Relay: skipped, never guessed at.
     email.revision = event["revision"]
 

@@ -2,8 +2,8 @@
 //
 // Each document folds one email: for each visible recipient (To, then CC, by recipient index;
 // BCC recipients are never counted, as nowhere in reads), its recipient domain, its status under
-// the one outcome model (domain/email/outcomes.ts: the sender's outcomes replace, reports only
-// move a recipient up), the instant it first reached each counted outcome and, for a failure, the
+// the one outcome model (domain/email/outcomes.ts, statusAfter: the sender's outcomes replace,
+// reports move a recipient up), the instant it first reached each counted outcome and, for a failure, the
 // reply that brought it there. The counts per project ×
 // UTC hour × sending domain × recipient domain × outcome, and the latency histograms, are derived
 // from these documents (countsOf), never kept as counters:
@@ -147,13 +147,16 @@ function withRecipients(email: DeliverabilityEmail, revision: number, recipients
   return { ...email, recipients, firstAt, lastAt, span: spanClassOf(firstAt, lastAt), streamRevision: revision };
 }
 
-/** Each recipient an event names moves as the outcome model says (domain/email/outcomes.ts: attempts replace, reports only move up). */
+/** Each recipient an event names moves as the outcome model says (domain/email/outcomes.ts, statusAfter). */
 function withOutcomes(email: DeliverabilityEmail, revision: number, at: string, outcomes: Array<{ outcome: RecipientOutcome; reply: FailureReply }>): DeliverabilityEmail {
   const recipients = email.recipients.map((recipient, index) => {
     const named = outcomes.find((o) => o.outcome.index === index);
     if (!named) return recipient;
     const status = statusAfter(recipient.status, named.outcome);
-    return status === recipient.status ? recipient : reach(recipient, status, at, named.reply);
+    // A sender's outcome that a report recorded first had followed counts as though it had come
+    // first: its own outcome at its instant (a copy the provider took is sent), then what stands.
+    const first = named.outcome.reportedFirst ? reach(recipient, named.outcome.status, at, named.reply) : recipient;
+    return status === first.status ? first : reach(first, status, at, named.reply);
   });
   return withRecipients(email, revision, recipients);
 }

@@ -110,12 +110,14 @@ function admitted(message: AdmittedMessage, status: Status, event: RecordedEmail
  * (domain/email/outcomes.ts, domain/email/status.ts); recipients without an address (BCC) are
  * tracked by the deciders, not shown here.
  */
-function withStatuses(view: EmailView, statusOf: (current: Status, index: number) => Status, occurredAt: string, reached: Status[] = []): EmailView {
+function withStatuses(
+  view: EmailView, statusOf: (current: Status, index: number) => Status, occurredAt: string, reached: Status[] = [], madeFinal: ReadonlySet<number> = new Set(),
+): EmailView {
   const recipients = view.recipients.map((r, index) => {
     const status = statusOf(r.status, index);
     return status === r.status ? r : { ...r, status, occurredAt };
   });
-  const doneRecipients = recipients.flatMap((r, index) => (isDone(view, index) || isFinalDeliveryStatus(r.status) ? [index] : []));
+  const doneRecipients = recipients.flatMap((r, index) => (isDone(view, index) || madeFinal.has(index) || isFinalDeliveryStatus(r.status) ? [index] : []));
   return {
     ...view,
     recipients,
@@ -136,7 +138,9 @@ function withOutcomes(view: EmailView, outcomes: RecipientOutcome[], occurredAt:
     const outcome = byIndex.get(index);
     return outcome ? statusAfter(current, outcome) : current;
   };
-  return withStatuses(view, statusOf, occurredAt, outcomes.filter((o) => o.address !== null).map((o) => o.status));
+  // An outcome that is final ends the sending even when a report recorded first still shows (domain/email/state.ts, done).
+  const madeFinal = new Set(outcomes.filter((o) => isFinalDeliveryStatus(o.status)).map((o) => o.index));
+  return withStatuses(view, statusOf, occurredAt, outcomes.filter((o) => o.address !== null).map((o) => o.status), madeFinal);
 }
 
 /** One timeline entry per outcome group that names a visible recipient; outcomes of BCC recipients alone stay off the timeline. */

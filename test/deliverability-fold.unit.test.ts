@@ -3,6 +3,8 @@
 // first brought it there, and is counted (countsOf) with that reply at that outcome's instant,
 // whatever failed later; a document written before replies were kept per outcome (one `reply`,
 // its latest failure's) is counted with that reply where it holds no reply of the outcome's own.
+// Then the outcomes counted where the status rules have a report supersede the sender's
+// `failed`, or keep a delay reported before the sender's outcome that it followed (reportedFirst).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RecordedEmailEvent } from '../domain/email/events.ts';
@@ -90,3 +92,26 @@ test('given any history, then folding it at once (a rebuild) and an event at a t
 });
 
 test.run();
+
+// ── outcomes the status rules keep ─────────────────────────────────────────────
+
+const rules = suite('deliverability fold: a report over failed, a delay reported first');
+
+/** Recipient 0's outcomes as counted: [outcome, at]. */
+const counted = (email: Pick<DeliverabilityEmail, 'recipients'>) => countsOf({ recipients: email.recipients.slice(0, 1) }).contributions.map((c) => [c.outcome, c.at]);
+
+rules('given a recipient failed with delivery_unknown, when a DSN says it was delivered, then it counts delivered (and sent) at the report\'s instant, its failure still counted', () => {
+  const delivered = next(documentOf(accepted(), claimed(), unknownOutcome), 3, dsn('2.0.0', 'delivered'));
+  assert.is(delivered.recipients[0].status, 'delivered');
+  assert.equal(counted(delivered), [['accepted', after(0)], ['sent', DAY3], ['delivered', DAY3], ['failed', after(3_000)]]);
+});
+
+rules('given a delay reported before the attempt\'s outcome it followed, when that outcome (sent, reportedFirst) is applied, then it counts sent at its instant and the delay stands', () => {
+  const email = documentOf(accepted(), claimed(), dsn('4.4.7', 'delayed', after(1_800)), attempted([outcome(0, 'sent', { reportedFirst: true }), outcome(1, 'sent')], { occurredAt: after(2_000) }));
+  assert.is(email.recipients[0].status, 'delayed');
+  assert.equal(counted(email), [['accepted', after(0)], ['sent', after(2_000)], ['delayed', after(1_800)]]);
+  const otherWay = documentOf(accepted(), claimed(), attempted([outcome(0, 'sent'), outcome(1, 'sent')], { occurredAt: after(2_000) }), dsn('4.4.7', 'delayed', after(1_800)));
+  assert.equal(email.recipients[0], otherWay.recipients[0], 'the same as the two recorded the other way round');
+});
+
+rules.run();

@@ -33,6 +33,8 @@ const RANK: Record<string, number> = {
 };
 const FINAL = new Set(['sent', 'delivered', 'failed', 'rejected', 'hard_bounced', 'soft_bounced', 'complained', 'suppressed']);
 const COUNTED = ['accepted', 'suppressed', 'sent', 'delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained', 'rejected', 'failed'];
+/** A report: only up, but always past failed. */
+const reportedOver = (current: string, reported: string) => (current === 'failed' || RANK[reported] > RANK[current] ? reported : current);
 
 interface Counted { recipient: string; at: string; hour: string; domain: string; sendingDomain: string; outcome: string; code: string | null }
 
@@ -67,21 +69,21 @@ function countDirectly(plans: EmailPlan[]): Counted[] {
         });
       } else if (event.type === 'DeliveryClaimed') {
         statuses = statuses.map((s) => (FINAL.has(s) ? s : 'processing'));
-      } else if (event.type === 'DeliveryAttempted') {
+      } else if (event.type === 'DeliveryAttempted' || event.type === 'DeliveryFailed') {
         for (const r of d.recipients) {
-          if (r.index >= statuses.length || statuses[r.index] === r.status) continue;
-          statuses[r.index] = r.status;
-          reach(r.index, r.status, d.occurredAt, [r.smtpCode, r.enhancedCode].filter((c) => c !== null).join(' '));
-        }
-      } else if (event.type === 'DeliveryFailed') {
-        for (const r of d.recipients) {
-          if (r.index >= statuses.length || statuses[r.index] === 'failed') continue;
-          statuses[r.index] = 'failed';
-          reach(r.index, 'failed', d.occurredAt, d.failureCode);
+          if (r.index >= statuses.length) continue;
+          const outcome = event.type === 'DeliveryFailed' ? 'failed' : r.status;
+          const code = event.type === 'DeliveryFailed' ? d.failureCode : [r.smtpCode, r.enhancedCode].filter((c) => c !== null).join(' ');
+          // Reported first: counted as though it had come before that report, whose status stands.
+          if (r.reportedFirst) reach(r.index, outcome, d.occurredAt, code);
+          const status = r.reportedFirst ? reportedOver(outcome, statuses[r.index]) : outcome;
+          if (statuses[r.index] === status) continue;
+          statuses[r.index] = status;
+          reach(r.index, status, d.occurredAt, code);
         }
       } else if (event.type === 'RecipientReported') {
         const i = d.recipientIndex;
-        if (d.outcome === 'undetermined' || i >= statuses.length || RANK[d.outcome] <= RANK[statuses[i]]) continue;
+        if (d.outcome === 'undetermined' || i >= statuses.length || reportedOver(statuses[i], d.outcome) === statuses[i]) continue;
         statuses[i] = d.outcome;
         reach(i, d.outcome, d.occurredAt, d.status);
       }

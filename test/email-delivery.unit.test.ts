@@ -8,7 +8,7 @@ import {
   type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type StartTransaction, type TransportResult,
 } from '../domain/email/delivery.ts';
 import type { DeliveryAttempted, EmailEvent, RecipientReported } from '../domain/email/events.ts';
-import { evolveEmail, foldEmail, initialEmailState, pendingRecipients, type EmailState } from '../domain/email/state.ts';
+import { copyOf, evolveEmail, foldEmail, initialEmailState, pendingRecipients, reportsAbout, type EmailState } from '../domain/email/state.ts';
 import { STATUSES, STATUS_RANK, emailStatusOf, isFinalDeliveryStatus, supersede, type Status } from '../domain/email/status.ts';
 import { BCC_INDEX, CC, CC_INDEX, T0, TO, TO_INDEX, accepted, after, recorded, suppressed, unknownEvent } from './support/email-events.ts';
 
@@ -196,6 +196,46 @@ state('given a sent recipient reported delayed afterwards, when the next attempt
   assert.is(later.delivery.finished, true);
 });
 
+// Pins: a DSN "delayed" about the copy an open attempt handed over (the provider wrote it after
+// its 250), recorded before that attempt's outcome, is not undone by the outcome's `sent`: the
+// recipient shows delayed, as with the two facts the other way round, and is done sending all the same.
+state('given a delay reported under the open claim, when the attempt records that recipient sent, then it is marked reportedFirst, shows delayed and is done', () => {
+  const given = foldEmail([reportedDelay(TO_INDEX, after(1_800))], claimedBy());
+  assert.equal(given.delivery.recipients, ['delayed', 'processing', 'processing']);
+  const data = outcomeOf(given, record([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')]));
+  assert.equal(data.recipients.map((r) => [r.index, r.status, r.reportedFirst]), [[TO_INDEX, 'sent', true], [CC_INDEX, 'delayed', undefined], [BCC_INDEX, 'sent', undefined]]);
+  const then = applied(given, [{ type: 'DeliveryAttempted', data }]);
+  assert.equal(then.delivery.recipients, ['delayed', 'delayed', 'sent']);
+  assert.is(then.status, 'delayed');
+  assert.equal(then.delivery.done, [true, false, true], 'the 250 ended the sending to it');
+  assert.equal(pendingRecipients(then.delivery), [CC_INDEX]);
+  assert.is(reportsAbout(then, TO_INDEX).delayReportedLast, true, 'the reported delay is still the last thing known: the same delay again is a repeat');
+  const retry = claimedBy({ attempt: 2, at: then.delivery.nextAttemptAt! }, then);
+  assert.equal(retry.delivery.recipients, ['delayed', 'processing', 'sent'], 'the retry\'s claim leaves it as reported');
+  assert.equal(decideTransactionStart(start([TO_INDEX], { attempt: 2, at: then.delivery.nextAttemptAt! }), retry), [], 'nothing is sent to it again');
+});
+
+state('given a delay reported under the open claim, when the attempt records it delivered (mx), failed or bounced, then the status is what the delay reported after it would make of it', () => {
+  const given = foldEmail([reportedDelay(TO_INDEX, after(1_800))], claimedBy({ transport: 'mx' }));
+  const then = applied(given, decideAttemptOutcome(record([result(TO_INDEX, 'delivered'), result(CC_INDEX, 'unknown'), result(BCC_INDEX, 'rejected')], { transport: 'mx' }), given, POLICY));
+  assert.equal(then.delivery.recipients, ['delivered', 'failed', 'hard_bounced'], 'a delivery stands over the delay; the others\' outcomes replace');
+  const unknown = foldEmail([reportedDelay(CC_INDEX, after(1_800))], claimedBy());
+  const answered = applied(unknown, decideAttemptOutcome(record([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'unknown'), result(BCC_INDEX, 'accepted')]), unknown, POLICY));
+  assert.equal(answered.delivery.recipients, ['sent', 'delayed', 'sent'], 'a delay reported about the copy tells more than an unknown fate');
+  assert.equal(answered.delivery.done, [true, true, true]);
+  assert.is(answered.delivery.finished, true);
+});
+
+state('given a delay reported before the claim (about an earlier copy), when the next attempt records the recipient sent, then nothing is marked and sent replaces it', () => {
+  const first = attemptedWith([result(TO_INDEX, 'deferred'), result(CC_INDEX, 'accepted'), result(BCC_INDEX, 'accepted')]);
+  const due = first.delivery.nextAttemptAt!;
+  const retry = claimedBy({ attempt: 2, at: due }, foldEmail([reportedDelay(TO_INDEX, after(3 * SECOND))], first));
+  assert.is(retry.delivery.recipients[TO_INDEX], 'processing', 'the claim made it processing');
+  const data = outcomeOf(retry, record([result(TO_INDEX, 'accepted')], { attempt: 2, at: after(SECOND, due) }));
+  assert.equal(data.recipients.map((r) => [r.index, r.status, r.reportedFirst]), [[TO_INDEX, 'sent', undefined]]);
+  assert.is(applied(retry, [{ type: 'DeliveryAttempted', data }]).delivery.recipients[TO_INDEX], 'sent');
+});
+
 // Pins: a report that leaves nobody pending ends the delivery, as an attempt's outcome would, so
 // the retry scheduled for the last deferred recipient is owed to no one: the state says finished
 // with no next attempt, and no claim of that retry is made (the sender's work item goes with it).
@@ -354,6 +394,15 @@ starts('given its own open claim, when the holder starts a transaction, then Del
   const both = foldEmail(decideTransactionStart(start([CC_INDEX, BCC_INDEX], { at: after(1_700) }), next), next);
   assert.equal(both.delivery.openClaim?.begun, [TO_INDEX, CC_INDEX, BCC_INDEX]);
   assert.is(both.delivery.openClaim?.begunAt, after(1_700));
+});
+
+starts('given a transaction for an address listed twice, then each of its indexes records the copy they share; a report about any of them is about all', () => {
+  const given = begun([TO_INDEX, BCC_INDEX], claimedBy());
+  assert.equal(given.delivery.copies, [[TO_INDEX, BCC_INDEX], undefined, [TO_INDEX, BCC_INDEX]]);
+  assert.equal(copyOf(given.delivery, BCC_INDEX), [TO_INDEX, BCC_INDEX]);
+  assert.equal(copyOf(given.delivery, CC_INDEX), [CC_INDEX], 'before its own transaction: itself');
+  const kept = foldEmail(decideAttemptOutcome(record(all('accepted')), given, POLICY), given);
+  assert.equal(copyOf(kept.delivery, TO_INDEX), [TO_INDEX, BCC_INDEX], 'kept once the attempt is recorded');
 });
 
 starts('given a claim taken over, when the old holder starts its transaction, then nothing: it must not send', () => {
@@ -723,6 +772,15 @@ failures('given a claim where only some transactions began, when recovered, then
   const retry = decideClaim(claim({ attempt: 2, at, claimedBy: 'sender-b' }), next, POLICY);
   assert.is(retry.length, 1, 'attempt 2 is due at once');
   assert.equal(pendingRecipients(foldEmail(retry, next).delivery), [TO_INDEX, BCC_INDEX]);
+});
+
+failures('given a delay reported under the open claim, when recovery declares the begun transactions delivery_unknown, then that recipient is marked reportedFirst and shows the delay', () => {
+  const given = foldEmail([reportedDelay(TO_INDEX, after(2 * SECOND))], begun([TO_INDEX, CC_INDEX], claimedBy({ at: T0 }), { at: after(SECOND) }));
+  const events = decideFailure(fail({ claimedBy: null, failureCode: 'delivery_unknown', at: after(SECOND + DELIVERY_CLAIM_GRACE_MS) }), given, POLICY);
+  assert.equal(events[0].data.recipients, [{ index: TO_INDEX, address: TO, reportedFirst: true }, { index: CC_INDEX, address: CC }]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['delayed', 'failed', 'processing']);
+  assert.equal(pendingRecipients(next.delivery), [BCC_INDEX], 'the reported recipient is done: its copy went out');
 });
 
 failures('given a claim whose holder gives up (content expired) after one transaction began, then every pending recipient fails', () => {

@@ -9,7 +9,7 @@ import type { EmailEvent, ReportedOutcome } from '../domain/email/events.ts';
 import { MAX_REPEATED_REPORTS, MAX_REPORTS_PER_RECIPIENT, decideReport, type RecordReport } from '../domain/email/feedback.ts';
 import { foldEmail, reportsAbout, type EmailState } from '../domain/email/state.ts';
 import { FOLDED_ENTRIES_TYPE, MAX_TIMELINE_ENTRIES, applyToEmailView, type EmailView } from '../projections/email-view.ts';
-import { BCC_INDEX, CC, CC_INDEX, TO, TO_INDEX, accepted, after, attempted, claimed, outcome, recorded, suppressed } from './support/email-events.ts';
+import { BCC_INDEX, CC, CC_INDEX, TO, TO_INDEX, accepted, after, attempted, claimed, deliveryFailed, outcome, recorded, suppressed } from './support/email-events.ts';
 
 let reports = 0;
 const report = (outcome: ReportedOutcome, overrides: Partial<RecordReport> = {}): RecordReport => ({
@@ -18,6 +18,14 @@ const report = (outcome: ReportedOutcome, overrides: Partial<RecordReport> = {})
 });
 
 const sent = (): EmailState => foldEmail(recorded([accepted(), claimed(), attempted([outcome(TO_INDEX, 'sent'), outcome(CC_INDEX, 'sent'), outcome(BCC_INDEX, 'sent')])]));
+const started = (recipients: number[]): EmailEvent => ({ type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients, occurredAt: after(1_500) } });
+/** Sent as the sender sends it: one transaction per address, `copies` its recipients (an address listed twice shares one). */
+const sentAs = (copies: number[][], message = accepted()): EmailEvent[] => [
+  message, claimed(), ...copies.map(started),
+  attempted([outcome(TO_INDEX, 'sent', { address: message.data.toAddresses[0] }), outcome(CC_INDEX, 'sent', { address: message.data.ccAddresses[0] }), outcome(BCC_INDEX, 'sent')]),
+];
+/** The default message with its To address listed again in CC. */
+const toTwice = () => accepted({ cc: [TO], ccAddresses: [TO] });
 
 /** The state after deciding and folding each command in turn, with every event decided. */
 function after_(state: EmailState, ...commands: RecordReport[]): { state: EmailState; events: EmailEvent[] } {
@@ -45,6 +53,50 @@ decide('given a sent email, when a report about a recipient comes, then Recipien
   const [bcc] = decideReport(report('complained', { recipientIndex: BCC_INDEX, complaintType: 'abuse' }), sent());
   assert.is(bcc.type, 'RecipientReported');
   assert.is(bcc.data.address, null);
+});
+
+decide('given one copy sent for an address listed in To and CC, when a report comes to its return path, then it is recorded for each recipient the copy was sent for', () => {
+  const state = foldEmail(recorded(sentAs([[TO_INDEX, CC_INDEX], [BCC_INDEX]], toTwice())));
+  const events = decideReport(report('hard_bounced', { status: '5.1.1' }), state);
+  assert.equal(events.map((e) => [e.type, e.data.recipientIndex, e.data.address, e.data.outcome]), [
+    ['RecipientReported', TO_INDEX, TO, 'hard_bounced'], ['RecipientReported', CC_INDEX, TO, 'hard_bounced'],
+  ]);
+  assert.equal({ ...events[1].data, recipientIndex: TO_INDEX }, events[0].data, 'the same report, each recipient named');
+  const { state: then } = after_(state, report('complained', { complaintType: 'abuse' }));
+  assert.equal(then.delivery.recipients, ['complained', 'complained', 'sent'], 'the BCC recipient had a copy of its own');
+  assert.equal(decideReport(report('delayed', { recipientIndex: BCC_INDEX }), state).map((e) => e.data.recipientIndex), [BCC_INDEX]);
+});
+
+decide('given one copy sent for an address listed in To and BCC, when a report comes, then it is recorded for both, the BCC one by index only', () => {
+  const state = foldEmail(recorded(sentAs([[TO_INDEX, BCC_INDEX], [CC_INDEX]])));
+  const events = decideReport(report('complained', { complaintType: 'abuse' }), state);
+  assert.equal(events.map((e) => [e.type, e.data.recipientIndex, e.data.address]), [['RecipientReported', TO_INDEX, TO], ['RecipientReported', BCC_INDEX, null]]);
+});
+
+decide('given one copy for two recipients of which one already had the outcome recorded, when the report comes, then each is decided on what is known of it', () => {
+  const state = foldEmail(recorded([
+    ...sentAs([[TO_INDEX, CC_INDEX], [BCC_INDEX]], toTwice()),
+    // As a version that recorded the return path's recipient alone left it.
+    { type: 'RecipientReported', data: { reportId: 'old', recipientIndex: TO_INDEX, address: TO, outcome: 'delivered', format: 'dsn', status: '2.0.0', diagnosticCode: null, reason: 'delivered', complaintType: null, occurredAt: after(30_000) } },
+  ]));
+  assert.equal(types(decideReport(report('delivered'), state)), ['RecipientReportRepeated', 'RecipientReported']);
+  assert.equal(decideReport(report('delivered', { reportId: 'old' }), state).map((e) => [e.type, e.data.recipientIndex]), [['RecipientReported', CC_INDEX]], 'the same report again: only where it is new');
+});
+
+decide('given a stream with no transaction start (an older one), when a report comes, then it is about the recipient its return path names', () => {
+  const state = foldEmail(recorded([toTwice(), claimed(), attempted([outcome(TO_INDEX, 'sent'), outcome(CC_INDEX, 'sent', { address: TO }), outcome(BCC_INDEX, 'sent')])]));
+  assert.equal(decideReport(report('hard_bounced'), state).map((e) => e.data.recipientIndex), [TO_INDEX]);
+});
+
+decide('given a recipient failed with delivery_unknown, when a DSN says it was delivered, then it is recorded and the recipient is delivered', () => {
+  const unknown = foldEmail(recorded([accepted(), claimed(), deliveryFailed([TO_INDEX, CC_INDEX, BCC_INDEX])]));
+  assert.is(unknown.status, 'failed');
+  const { state, events } = after_(unknown, report('delivered', { status: '2.0.0' }));
+  assert.equal(types(events), ['RecipientReported']);
+  assert.equal(state.delivery.recipients, ['delivered', 'failed', 'failed']);
+  assert.equal(state.delivery.done, [true, true, true]);
+  assert.is(state.delivery.finished, true);
+  assert.is(after_(state, report('delayed')).state.delivery.recipients[TO_INDEX], 'delivered', 'from there, only up');
 });
 
 decide('given no email, a suppressed one, or a recipient the email does not have, when a report comes, then nothing', () => {
@@ -145,6 +197,26 @@ view('given a repeat of a CC recipient\'s report, then only that recipient\'s en
   const shown = viewOf([...base(), ...events]);
   const entries = shown.events.filter((e) => e.type === 'email.delivered');
   assert.equal(entries.map((e) => [(e.payload.recipients as Array<{ address: string }>)[0].address, e.payload.repeated]), [[TO, undefined], [CC, 1]]);
+});
+
+view('given a recipient failed with delivery_unknown, when a DSN says it was delivered, then it shows delivered with deliveredAt, and the failure code stays', () => {
+  const events: EmailEvent[] = [accepted(), claimed(), deliveryFailed([TO_INDEX, CC_INDEX, BCC_INDEX])];
+  const { events: reported } = after_(foldEmail(recorded(events)), report('delivered', { status: '2.0.0' }), report('delivered', { recipientIndex: CC_INDEX, status: '2.0.0' }));
+  const shown = viewOf([...events, ...reported]);
+  assert.equal(shown.recipients.map((r) => r.status), ['delivered', 'delivered']);
+  assert.is(shown.status, 'delivered');
+  assert.is(shown.deliveredAt, after(60_000));
+  assert.is(shown.failureCode, 'delivery_unknown');
+});
+
+view('given a delay reported under the open claim, when the attempt records the recipient sent, then it shows delayed, sentAt and email.sent are there, and the retry\'s claim leaves it', () => {
+  const reportedDelay = decideReport(report('delayed', { at: after(1_800) }), foldEmail(recorded([accepted(), claimed()])));
+  const outcomes = attempted([outcome(TO_INDEX, 'sent', { reportedFirst: true }), outcome(CC_INDEX, 'delayed'), outcome(BCC_INDEX, 'sent')], { nextAttemptAt: after(60_000) });
+  const shown = viewOf([accepted(), claimed(), ...reportedDelay, outcomes, claimed({ attempt: 2, occurredAt: after(60_000) })]);
+  assert.equal(shown.recipients.map((r) => [r.status, r.occurredAt]), [['delayed', after(1_800)], ['processing', after(60_000)]]);
+  assert.is(shown.sentAt, after(2_000));
+  assert.equal(shown.events.map((e) => e.type), ['email.queued', 'email.processing', 'email.delayed', 'email.sent', 'email.delayed', 'email.processing']);
+  assert.equal(shown.doneRecipients, [TO_INDEX]);
 });
 
 view(`given more than ${MAX_TIMELINE_ENTRIES} entries, then the admission's entry, one ${FOLDED_ENTRIES_TYPE} entry counting the rest, and the latest`, () => {

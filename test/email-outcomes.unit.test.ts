@@ -4,6 +4,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { detailOf, outcomesOf, shownSuppression, statusAfter, statusOnClaim } from '../domain/email/outcomes.ts';
+import type { Status } from '../domain/email/status.ts';
 import { BCC_INDEX, CC, CC_INDEX, TO, TO_INDEX, attempted, claimed, deliveryFailed, outcome, recorded, suppressed } from './support/email-events.ts';
 import type { AnyEmailEvent } from './support/email-events.ts';
 
@@ -26,6 +27,37 @@ test('statuses: the sender\'s outcomes replace, reports only move up, a claim ma
   assert.is(statusOnClaim('delayed'), 'processing');
   assert.is(statusOnClaim('sent'), 'sent');
   assert.is(statusOnClaim('complained'), 'complained');
+});
+
+test('given a recipient the sender recorded failed (its fate unknown, or never taken), when a report about its copy comes, then the report replaces failed, whatever it says', () => {
+  for (const reported of ['delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained'] as const) {
+    assert.is(statusAfter('failed', { status: reported, source: 'report' }), reported, reported);
+  }
+  assert.is(statusAfter('soft_bounced', { status: 'delivered', source: 'report' }), 'soft_bounced', 'a soft bounce, which reports write too, stays in the order');
+  assert.is(statusAfter('rejected', { status: 'delivered', source: 'report' }), 'rejected');
+  assert.is(statusAfter('failed', { status: 'failed', source: 'attempt' }), 'failed');
+});
+
+test('given a delay reported first, when the sender\'s outcome that it followed is recorded (reportedFirst), then the status is what the report makes of that outcome', () => {
+  const first = (status: Status) => statusAfter('delayed', { status, source: 'attempt', reportedFirst: true });
+  assert.is(first('sent'), 'delayed', 'the 250 came before the delay reported about its copy');
+  assert.is(first('delivered'), 'delivered');
+  assert.is(first('failed'), 'delayed', 'as a reported delay after failed');
+  assert.is(first('hard_bounced'), 'hard_bounced');
+  assert.is(statusAfter('delayed', { status: 'sent', source: 'attempt', reportedFirst: false }), 'sent', 'unmarked, the sender\'s outcome replaces');
+  // The same facts recorded the other way round give the same status.
+  for (const status of ['sent', 'delivered', 'failed', 'hard_bounced', 'rejected', 'soft_bounced'] as const) {
+    assert.is(first(status), statusAfter(statusAfter('processing', { status, source: 'attempt' }), { status: 'delayed', source: 'report' }), status);
+  }
+});
+
+test('given events marking reportedFirst, when their outcomes are read, then each recipient says whether it was; reports and older events never are', () => {
+  const marked = one(attempted([outcome(TO_INDEX, 'sent', { reportedFirst: true }), outcome(CC_INDEX, 'sent')]));
+  assert.equal(marked.recipients.map((r) => [r.index, r.reportedFirst]), [[TO_INDEX, true], [CC_INDEX, false]]);
+  const failed = deliveryFailed([TO_INDEX, CC_INDEX]);
+  failed.data.recipients[1] = { ...failed.data.recipients[1], reportedFirst: true };
+  assert.equal(one(failed).recipients.map((r) => [r.index, r.reportedFirst]), [[TO_INDEX, false], [CC_INDEX, true]]);
+  assert.equal(one(report({})).recipients.map((r) => r.reportedFirst), [false]);
 });
 
 test('details: bounce type, delay origin, complaint type (abuse when the report named none), nothing else', () => {

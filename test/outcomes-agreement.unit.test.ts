@@ -1,8 +1,9 @@
 // The timeline (projections/email-view.ts) and the webhooks (domain/webhooks/events.ts) show
 // the same outcomes: generated histories of emails (made by the real deciders: claims, attempts
 // over a relay and over MX with every kind of result, retries, failures, reports of every
-// outcome in any order, delays after delivery, repeated reports, BCC recipients, addresses
-// listed twice, suppressions) are fed event by event, some events twice (a redelivery), to both,
+// outcome in any order (delays reported before the attempt's outcome among them), delays after
+// delivery, repeated reports, BCC recipients, addresses listed twice (one transaction, so one
+// report about each listing), suppressions) are fed event by event, some events twice (a redelivery), to both,
 // and every webhook event must match a timeline entry (its type, recipients, detail fields and
 // failure code) or concern BCC recipients alone, with the status and provider id the document has.
 import { suite } from 'uvu';
@@ -86,6 +87,14 @@ function generate(seed: number): History {
       } else if (r.int(6) === 0) {
         apply({ type: 'FailDelivery', attempt: d.openClaim.attempt, claimedBy: 'sender-a', failureCode: r.pick(['content_expired', 'delivery_unknown']), reason: 'it could not go out', at: at() });
       } else {
+        // One transaction per address, as the sender begins them (an address listed twice shares
+        // one, and a report about it is about each listing); no random draw, so the histories stay.
+        const addresses = [...to, ...cc, ...bcc];
+        const copies = new Map<string, number[]>();
+        for (const index of pendingRecipients(d)) copies.set(addresses[index], [...(copies.get(addresses[index]) ?? []), index]);
+        for (const recipients of copies.values()) {
+          apply({ type: 'StartTransaction', attempt: d.openClaim.attempt, claimedBy: 'sender-a', recipients, at: new Date(now).toISOString() });
+        }
         const results = pendingRecipients(d).filter(() => r.int(8) > 0).map((index) => {
           const result = r.pick(RESULTS);
           return { index, result, smtpCode: result === 'deferred' ? 451 : 250, enhancedCode: null, response: `${result} reply ${r.int(3)}` };

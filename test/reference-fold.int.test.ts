@@ -1,7 +1,8 @@
 // examples/reference-fold.py, written from docs/event-status-rules.md alone, agrees with the
 // `emails` read model (kept by the live projector) on every email of a generated history with
-// bounces, complaints, delays after delivery, reports ahead of the sender's outcome and BCC
-// recipients. Its input is what `relay events` prints.
+// bounces, complaints, delays after delivery, reports ahead of the sender's outcome (a delivery
+// notice before "sent", a delay recorded before the outcome it followed), delivery notices after
+// a delivery_unknown, and BCC recipients. Its input is what `relay events` prints.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -68,10 +69,18 @@ test('the reference fold gives every email the status, recipients, sentAt, deliv
     assert.ok(statuses.has(status), `the history has emails ending ${status}`);
   }
   // Delays reported after a delivery, which must not move the recipient back.
-  const events = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as { streamId: string; type: string; data: { outcome?: string; recipientIndex?: number } });
+  type Exported = { streamId: string; type: string; data: { outcome?: string; recipientIndex?: number; recipients?: Array<{ index: number; status?: string; reportedFirst?: true }> } };
+  const events = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as Exported);
   const delayedAfterDelivery = views.filter((view) => view.recipients.some((r, index) => r.status === 'delivered'
     && events.some((e) => e.streamId === `email-${view._id}` && e.type === 'RecipientReported' && e.data.outcome === 'delayed' && e.data.recipientIndex === index)));
   assert.ok(delayedAfterDelivery.length > 0, 'some delivered recipients were reported delayed afterwards');
+  // Reports over the sender's failed, and delays kept over the sent they followed.
+  const of = (view: EmailView, type: string) => events.filter((e) => e.streamId === `email-${view._id}` && e.type === type);
+  const deliveredAfterUnknown = views.filter((view) => view.recipients[0]?.status === 'delivered' && of(view, 'DeliveryFailed').length > 0);
+  assert.ok(deliveredAfterUnknown.length > 0, 'some recipients failed with delivery_unknown were delivered by a later report');
+  const keptDelayed = views.filter((view) => view.recipients[0]?.status === 'delayed'
+    && of(view, 'DeliveryAttempted').some((e) => e.data.recipients?.some((r) => r.index === 0 && r.reportedFirst && r.status === 'sent')));
+  assert.ok(keptDelayed.length > 0, 'some recipients reported delayed before the sent it followed still show delayed');
 });
 
 test.run();

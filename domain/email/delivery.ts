@@ -11,7 +11,7 @@
 // Only recipients whose transaction began can end as delivery_unknown, once the claim grace
 // after that start ends without an outcome.
 import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, DeliveryTransactionStarted, EmailEvent, RecipientAttempt } from './events.ts';
-import { pendingRecipients, type EmailState } from './state.ts';
+import { pendingRecipients, reportedUnderClaim, type EmailState } from './state.ts';
 import { nextHopOf, refusalStatus } from './refusals.ts';
 import type { Status } from './status.ts';
 
@@ -145,6 +145,13 @@ function statusOf(report: RecipientResultReport, transport: string, retrying: bo
 
 const addressOf = (state: EmailState, index: number): string | null => state.visibleAddresses[index] ?? null;
 
+/**
+ * Marks an outcome of recipient `index` that a report recorded under this claim had followed: a
+ * delay the provider reported about this attempt's copy, written once it had taken the copy, so
+ * after the answer recorded now. The folds then keep what the report makes of it (statusAfter).
+ */
+const reportedFirst = (state: EmailState, index: number): { reportedFirst?: true } => (reportedUnderClaim(state.delivery, index) ? { reportedFirst: true } : {});
+
 export function decideClaim(command: ClaimDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryClaimed[] {
   const d = state.delivery;
   if (state.admission?.status !== 'queued' || d.finished) return [];
@@ -196,6 +203,7 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
       response: r.response,
       ...(r.providerMessageId ? { providerMessageId: r.providerMessageId } : {}),
       ...(failureCode ? { failureCode } : {}),
+      ...reportedFirst(state, r.index),
     };
   });
   // The event-wide code, kept for readers of events from before each recipient had its own:
@@ -236,7 +244,7 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
       attempt: command.attempt,
       failureCode: command.failureCode,
       reason: command.reason,
-      recipients: failing.map((index) => ({ index, address: addressOf(state, index) })),
+      recipients: failing.map((index) => ({ index, address: addressOf(state, index), ...reportedFirst(state, index) })),
       occurredAt: command.at,
     },
   }];

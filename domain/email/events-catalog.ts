@@ -31,16 +31,19 @@ export const EMAIL_EVENT_MEANINGS: Record<EmailEventType, EmailEventMeaning> = {
     statuses: [], merge: 'none', timeline: [],
   },
   DeliveryAttempted: {
-    summary: "One attempt's outcome per recipient (by index; a failed or rejected one's own failure code), and when the next attempt is due if some were delayed.",
+    summary: "One attempt's outcome per recipient (by index; a failed or rejected one's own failure code), and when the next attempt is due if some were delayed. " +
+      'A recipient marked reportedFirst keeps what the report recorded before it makes of this outcome.',
     statuses: ['sent', 'delivered', 'delayed', 'hard_bounced', 'soft_bounced', 'rejected', 'failed'], merge: 'replace',
     timeline: ['email.sent', 'email.delivered', 'email.delayed', 'email.bounced', 'email.rejected', 'email.failed'],
   },
   DeliveryFailed: {
-    summary: 'Delivery ended without an attempt outcome for the recipients still pending (delivery_unknown, content_expired, sender_domain_unavailable, message_unbuildable).',
+    summary: 'Delivery ended without an attempt outcome for the recipients still pending (delivery_unknown, content_expired, sender_domain_unavailable, message_unbuildable). ' +
+      'A recipient marked reportedFirst keeps what the report recorded before it makes of this outcome.',
     statuses: ['failed'], merge: 'replace', timeline: ['email.failed'],
   },
   RecipientReported: {
-    summary: 'A report (DSN, ARF complaint, bounce text) about one recipient came back to its return path; undetermined reports change nothing.',
+    summary: 'A report (DSN, ARF complaint, bounce text) about one recipient came back to its return path (one event per recipient its copy was sent for); ' +
+      'undetermined reports change nothing. It moves a recipient only up, except that it replaces failed (written only by the sender).',
     statuses: ['delivered', 'delayed', 'soft_bounced', 'hard_bounced', 'complained'], merge: 'only_up',
     timeline: ['email.delivered', 'email.delayed', 'email.bounced', 'email.complained'],
   },

@@ -16,6 +16,10 @@ const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null
 const Instant = Type.String({ format: 'date-time', description: 'When it happened (ISO 8601, UTC).' });
 const RecipientIndex = Type.Integer({ minimum: 0, description: 'Recipient index: To, then CC, then BCC, in the order admitted.' });
 const StatusSchema = Type.Union(STATUSES.map((s) => Type.Literal(s)));
+const ReportedFirst = Type.Optional(Type.Literal(true, {
+  description: 'A report about this recipient (a delay, which the provider can only have written after it took this attempt\'s copy) was recorded ' +
+    'under this attempt before this outcome: the status is what that report makes of this outcome (docs/event-status-rules.md). Absent otherwise.',
+}));
 
 /** Message bodies and BCC, encrypted; the key lives outside the event store and expires. */
 export const SealedContentSchema = Type.Object({
@@ -125,6 +129,7 @@ export const RecipientAttemptSchema = Type.Object({
       description: 'Why this recipient failed or was rejected (delivery_unknown, provider_unavailable, provider_rejected); absent for other statuses, and in events from before it was kept (the event\'s failureCode stands then).',
     }),
   ),
+  reportedFirst: ReportedFirst,
 });
 export type RecipientAttempt = Static<typeof RecipientAttemptSchema>;
 
@@ -152,7 +157,7 @@ export const DeliveryFailedDataSchema = Type.Object({
   attempt: Type.Integer({ minimum: 0 }),
   failureCode: Type.String({ description: 'delivery_unknown, content_expired, sender_domain_unavailable or message_unbuildable.' }),
   reason: Type.String(),
-  recipients: Type.Array(Type.Object({ index: RecipientIndex, address: Nullable(Type.String()) })),
+  recipients: Type.Array(Type.Object({ index: RecipientIndex, address: Nullable(Type.String()), reportedFirst: ReportedFirst })),
   occurredAt: Instant,
 });
 export type DeliveryFailed = { type: 'DeliveryFailed'; data: Static<typeof DeliveryFailedDataSchema> };

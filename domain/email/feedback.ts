@@ -11,8 +11,11 @@
 //   webhook), up to MAX_REPEATED_REPORTS, then dropped;
 // - past MAX_REPORTS_PER_RECIPIENT report events, nothing more is written;
 // - the same report twice (same id) is nothing.
+// A return path names the first of the recipients its copy was sent for: an address listed twice
+// (To and CC, To and BCC) gets one copy (apps/services/delivery/attempt.ts), so a report about it
+// is decided for each of those recipients, as the attempt's outcome was.
 import type { RecipientReported, RecipientReportRepeated, ReportedOutcome } from './events.ts';
-import { reportKey, reportsAbout, type EmailState } from './state.ts';
+import { copyOf, reportKey, reportsAbout, type EmailState } from './state.ts';
 
 /** Repeats counted per recipient; later ones change nothing and are not written. */
 export const MAX_REPEATED_REPORTS = 10;
@@ -40,6 +43,11 @@ export function decideReport(command: RecordReport, state: EmailState): Array<Re
   if (state.admission?.status !== 'queued') return [];
   const index = command.recipientIndex;
   if (!Number.isInteger(index) || index < 0 || index >= state.delivery.recipients.length) return [];
+  return copyOf(state.delivery, index).flatMap((sharing) => decideFor(sharing, command, state));
+}
+
+/** The report about recipient `index`: recorded, counted, or nothing. */
+function decideFor(index: number, command: RecordReport, state: EmailState): Array<RecipientReported | RecipientReportRepeated> {
   if (state.reports.has(reportKey(command.reportId, index))) return [];
   const known = reportsAbout(state, index);
   if (known.events >= MAX_REPORTS_PER_RECIPIENT) return [];

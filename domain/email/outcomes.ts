@@ -2,7 +2,8 @@
 // the timeline and recipients of the `emails` read model (projections/email-view.ts), the
 // webhook events (domain/webhooks/events.ts), and anything later (a dashboard, analytics).
 // - which recipient outcomes an event of the stream records, and how a recipient's status
-//   moves with each (the sender's attempts replace it, reports from outside only move it up);
+//   moves with each (the sender's attempts replace it, reports from outside only move it up or
+//   past the sender's `failed`);
 // - how outcomes are grouped (one group per status, in the order the event names them), the
 //   name of each group (the timeline entry's type and the webhook's alike) and its detail
 //   fields (bounce_type, delay_type, complaint_type, reason);
@@ -48,11 +49,31 @@ export interface RecipientOutcome {
   failureCode: string | null;
   /** How a shown recipient appears in a timeline entry: the reply's codes, or the report's status and diagnostic. */
   shownAs: Record<string, unknown>;
+  /**
+   * A sender's outcome recorded after a report about the same recipient that was written after
+   * it (a delay the provider reported once it had accepted this attempt's copy, recorded while
+   * the attempt was still open): the report is the newer fact.
+   */
+  reportedFirst: boolean;
 }
 
-/** A recipient's status after an outcome: the sender's attempts replace it (a retry that succeeds ends a delay); reports only move it up. */
-export const statusAfter = (current: Status, outcome: Pick<RecipientOutcome, 'status' | 'source'>): Status =>
-  (outcome.source === 'report' ? supersede(current, outcome.status) : outcome.status);
+/**
+ * What a report makes of a recipient's status. Reports arrive in any order, so they only move
+ * it up; `failed` is the exception: only the sender writes it (a transaction whose fate it could
+ * not learn, a provider that never took the message), never after a delivery of that recipient,
+ * so whatever a report says of the copy is news over it.
+ */
+const reportedOver = (current: Status, reported: Status): Status => (current === 'failed' ? reported : supersede(current, reported));
+
+/**
+ * A recipient's status after an outcome: the sender's attempts replace it (a retry that succeeds
+ * ends a delay), reports move it as reportedOver says, and a sender's outcome that a report
+ * recorded first had followed gives what that report would have made of it.
+ */
+export function statusAfter(current: Status, outcome: Pick<RecipientOutcome, 'status' | 'source'> & Partial<Pick<RecipientOutcome, 'reportedFirst'>>): Status {
+  if (outcome.source === 'report') return reportedOver(current, outcome.status);
+  return outcome.reportedFirst ? reportedOver(outcome.status, current) : outcome.status;
+}
 
 /**
  * A recipient's status once an attempt is claimed: processing, unless it has a final one or
@@ -149,8 +170,8 @@ export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
   switch (event.type) {
     case 'DeliveryAttempted': {
       const { recipients, failureCode, nextAttemptAt } = event.data;
-      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response, providerMessageId, failureCode: own }) => ({
-        index, address, status, source: 'attempt', reason: response,
+      return outcomes(recipients.map(({ index, address, status, smtpCode, enhancedCode, response, providerMessageId, failureCode: own, reportedFirst }) => ({
+        index, address, status, source: 'attempt', reason: response, reportedFirst: reportedFirst === true,
         // Each recipient's own code; events from before it was kept have only the attempt's one.
         failureCode: isFailure(status) ? own ?? failureCode : null,
         // Each recipient's own transaction's queue id, when it was accepted (INTERFACE-DECISIONS: queue ids).
@@ -159,15 +180,17 @@ export function outcomesOf(event: RecordedEmailEvent): EventOutcomes {
     }
     case 'DeliveryFailed': {
       const { recipients, failureCode, reason } = event.data;
-      return outcomes(recipients.map(({ index, address }) => ({
-        index, address, status: 'failed', source: 'attempt', reason, failureCode, shownAs: { address, smtpCode: null, enhancedCode: null, response: reason },
+      return outcomes(recipients.map(({ index, address, reportedFirst }) => ({
+        index, address, status: 'failed', source: 'attempt', reason, failureCode, reportedFirst: reportedFirst === true,
+        shownAs: { address, smtpCode: null, enhancedCode: null, response: reason },
       })), null);
     }
     case 'RecipientReported': {
       const { outcome, recipientIndex, address, status, diagnosticCode, reason, complaintType } = event.data;
       if (outcome === 'undetermined') return NO_OUTCOMES;
       return outcomes([{
-        index: recipientIndex, address, status: outcome, source: 'report', reason: [status, reason].filter(Boolean).join(' '), failureCode: null, shownAs: { address, status, diagnosticCode },
+        index: recipientIndex, address, status: outcome, source: 'report', reason: [status, reason].filter(Boolean).join(' '), failureCode: null, reportedFirst: false,
+        shownAs: { address, status, diagnosticCode },
       }], null, complaintType);
     }
     default:

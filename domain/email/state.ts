@@ -30,10 +30,17 @@ export interface DeliveryState {
   /**
    * Per recipient index: Relay is done sending to it, because an outcome once gave it a final
    * status (a transport accepted it, refused it for good, or its fate became unknown; or a
-   * report said it was delivered, bounced or complained). A later report may still move its
-   * shown status (a reported delay after `sent`), never back into the send set.
+   * report said it was delivered, bounced or complained), even when a report recorded first
+   * stands over it. A later report may still move its shown status (a reported delay after
+   * `sent`), never back into the send set.
    */
   done: boolean[];
+  /**
+   * Per recipient index: the indexes its last transaction carried (DeliveryTransactionStarted),
+   * itself included: one copy for an address listed twice (To and CC, or To and BCC), so a report
+   * about that copy is about each of them. Absent before its first transaction.
+   */
+  copies: ReadonlyArray<readonly number[] | undefined>;
   /**
    * Nothing more is ever sent: admission suppressed the email, an attempt's outcome scheduled no
    * retry, a failure left nobody pending, or a report left nobody pending while no claim was
@@ -83,7 +90,7 @@ export interface EmailState {
 }
 
 const noDelivery: DeliveryState = {
-  attempts: 0, openClaim: null, firstAttemptAt: null, lastAttemptAt: null, nextAttemptAt: null, recipients: [], done: [], finished: false,
+  attempts: 0, openClaim: null, firstAttemptAt: null, lastAttemptAt: null, nextAttemptAt: null, recipients: [], done: [], copies: [], finished: false,
 };
 
 export const initialEmailState: EmailState = {
@@ -106,6 +113,17 @@ export const isDoneSending = (delivery: DeliveryState, index: number): boolean =
 /** Indexes of the recipients still waiting for an outcome: the send set of the next attempt. */
 export const pendingRecipients = (delivery: DeliveryState): number[] =>
   delivery.recipients.flatMap((_, index) => (isDoneSending(delivery, index) ? [] : [index]));
+
+/**
+ * Whether a report moved pending recipient `index` while the open claim waits for its outcome:
+ * the claim made every pending recipient processing, and only a report moves one before the
+ * outcome (to `delayed`: any other report outcome is final, and ends its sending).
+ */
+export const reportedUnderClaim = (delivery: DeliveryState, index: number): boolean =>
+  delivery.openClaim !== null && !isDoneSending(delivery, index) && delivery.recipients[index] === 'delayed';
+
+/** The indexes a report about recipient `index` is about: every one its copy was sent for. */
+export const copyOf = (delivery: DeliveryState, index: number): readonly number[] => delivery.copies[index] ?? [index];
 
 /** Sets the recipients' statuses (and the email's from its visible ones); a recipient that reaches a final status stays done sending. */
 function withRecipients(state: EmailState, delivery: DeliveryState): EmailState {
@@ -164,24 +182,32 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       const claim = d.openClaim;
       if (!claim || claim.attempt !== e.data.attempt) return next;
       const begun = [...new Set([...claim.begun, ...e.data.recipients])];
-      return { ...next, delivery: { ...d, openClaim: { ...claim, begun, begunAt: e.data.occurredAt } } };
+      const copies = [...d.copies];
+      for (const index of e.data.recipients) copies[index] = e.data.recipients;
+      return { ...next, delivery: { ...d, copies, openClaim: { ...claim, begun, begunAt: e.data.occurredAt } } };
     }
     case 'DeliveryAttempted':
     case 'DeliveryFailed': {
       const d = next.delivery;
       const outcomes = outcomesOf(e).recipients;
       const recipients = [...d.recipients];
-      for (const o of outcomes) recipients[o.index] = statusAfter(recipients[o.index] ?? 'queued', o);
-      // An attempt's outcome is something else that happened: a reported delay after it is news again.
-      const recipientReports = withReports(next, outcomes.map((o) => o.index), (known) => ({ ...known, delayReportedLast: false }));
+      const done = [...d.done];
+      for (const o of outcomes) {
+        recipients[o.index] = statusAfter(recipients[o.index] ?? 'queued', o);
+        // Final even when the report recorded first still shows: a copy went out, or never will.
+        if (isFinalDeliveryStatus(o.status)) done[o.index] = true;
+      }
+      // An attempt's outcome is something else that happened: a reported delay after it is news
+      // again. Not after one that the report recorded first had followed: that delay is still the last.
+      const recipientReports = withReports(next, outcomes.filter((o) => !o.reportedFirst).map((o) => o.index), (known) => ({ ...known, delayReportedLast: false }));
       const providerMessageId = (e.type === 'DeliveryAttempted' && shownProviderMessageId(e.data)) || next.providerMessageId;
       const nextAttemptAt = e.type === 'DeliveryAttempted' ? e.data.nextAttemptAt : null;
       // A failure may leave recipients pending (a dead sender's claim: those whose transaction
       // never began): their next attempt is due at once.
-      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every((_, index) => isDoneSending({ ...d, recipients }, index));
+      const finished = e.type === 'DeliveryAttempted' ? nextAttemptAt === null : recipients.every((_, index) => isDoneSending({ ...d, recipients, done }, index));
       return withRecipients(
         { ...next, providerMessageId, recipientReports },
-        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, finished },
+        { ...d, openClaim: null, lastAttemptAt: e.data.occurredAt, nextAttemptAt, recipients, done, finished },
       );
     }
     case 'RecipientReported': {
@@ -197,7 +223,7 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
       const recorded = { ...next, reports, recipientReports };
       const [reported] = outcomesOf(e).recipients;
       if (!reported) return recorded; // undetermined: no status changes
-      // Reports travel the network in any order: they only ever move a recipient up.
+      // Reports travel the network in any order: they only ever move a recipient up (or past `failed`).
       const recipients = [...d.recipients];
       recipients[recipientIndex] = statusAfter(recipients[recipientIndex] ?? 'queued', reported);
       const after = withRecipients(recorded, { ...d, recipients });

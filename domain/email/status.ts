@@ -3,7 +3,8 @@
 // own outcomes are appended in attempt order and simply replace a recipient's status (a
 // retry that succeeds ends a delay); reports that reach Relay from outside, in whatever order
 // the network delivers them (a DSN "delivered" before the relay's "sent"), only ever move a
-// recipient up this order. Either way the same stream gives the same statuses on every replay.
+// recipient up this order, or past the sender's `failed` (domain/email/outcomes.ts, statusAfter).
+// Either way the same stream gives the same statuses on every replay.
 
 export const STATUSES = [
   'queued', 'processing', 'sent', 'failed', 'rejected', 'suppressed', 'simulated',

@@ -1,8 +1,10 @@
 // A generated history of email streams with every shape the status rules care about: suppressed
 // admissions, retries after delays, hard and soft bounces and refusals from the sender, deliveries
 // by MX, whole-email failures, and reports from outside: deliveries (some before the sender's own
-// "sent"), bounces, complaints, delays after delivery, undetermined ones, and outcomes of BCC
-// recipients (whose address no event holds), and reports repeated. Seeded, so a failure can be replayed.
+// "sent", some after a delivery_unknown), bounces, complaints, delays after delivery, delays
+// reported before the attempt's outcome they followed (reportedFirst), undetermined ones, and
+// outcomes of BCC recipients (whose address no event holds), and reports repeated. Seeded, so a
+// failure can be replayed.
 import { randomUUID } from 'node:crypto';
 import type { AdmittedMessage, RecipientAttempt } from '../../domain/email/events.ts';
 import { emailStreamId } from '../../domain/email/events.ts';
@@ -88,32 +90,39 @@ export function generateHistory(options: HistoryOptions): EmailPlan[] {
     }
     events.push({ type: 'EmailAccepted', data: message });
     const address = (index: number) => (index < toCount ? toAddresses[index] : index < visible ? ccAddresses[index - toCount] : null);
-    const report = (index: number, outcome: string, extra: Record<string, unknown> = {}) => events.push({
+    /** A report at `occurredAt`, drawing nothing from the generator. */
+    const reportAt = (index: number, outcome: string, occurredAt: string, extra: Record<string, unknown> = {}) => events.push({
       type: 'RecipientReported',
       data: {
         reportId: `<r${events.length}.${n}@reports.test>`, recipientIndex: index, address: address(index), outcome,
         format: outcome === 'complained' ? 'arf' : 'dsn',
         status: outcome === 'hard_bounced' ? '5.1.1' : outcome === 'soft_bounced' ? '4.4.7' : outcome === 'delayed' ? '4.4.1' : outcome === 'delivered' ? '2.0.0' : null,
         diagnosticCode: outcome === 'hard_bounced' ? `smtp; 550 5.1.1 <${address(index) ?? 'hidden@x.test'}>... User unknown` : null,
-        reason: `reported ${outcome}`, complaintType: outcome === 'complained' ? 'abuse' : null, occurredAt: at(60_000 + Math.floor(random() * 600_000)), ...extra,
+        reason: `reported ${outcome}`, complaintType: outcome === 'complained' ? 'abuse' : null, occurredAt, ...extra,
       },
     });
+    const report = (index: number, outcome: string, extra: Record<string, unknown> = {}) => reportAt(index, outcome, at(60_000 + Math.floor(random() * 600_000)), extra);
     if (chance(0.03)) {
       // The email's delivery ended without an attempt outcome: its sender stopped mid-transaction.
       events.push({ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-a', transport: 'smtp', occurredAt: at(800) } });
       events.push({ type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients: Array.from({ length: recipientCount }, (_, index) => index), occurredAt: at(810) } });
       events.push({ type: 'DeliveryFailed', data: { attempt: 1, failureCode: 'delivery_unknown', reason: 'the claim was left open', recipients: Array.from({ length: recipientCount }, (_, index) => ({ index, address: address(index) })), occurredAt: at(600_000) } });
+      // Every other one: the copy had gone out, and its DSN "delivered" answers the unknown.
+      if (n % 2 === 0) reportAt(0, 'delivered', at(120_000));
       plans.push({ emailId, events });
       continue;
     }
     const earlyDelivered = chance(0.08);
     const mx = chance(0.15);
+    // A DSN "delayed" about the first recipient's copy, recorded before the first attempt's outcome (no random draw).
+    const delayReportedFirst = !earlyDelivered && n % 7 === 3;
     let pending = Array.from({ length: recipientCount }, (_, index) => index);
     const final = new Map<number, Status>();
     for (let attempt = 1; pending.length > 0 && attempt <= 3; attempt++) {
       events.push({ type: 'DeliveryClaimed', data: { attempt, claimedBy: 'sender-a', transport: mx ? 'mx' : 'smtp', occurredAt: at(attempt === 1 ? 300 + Math.floor(random() * 5_000) : 900_000) } });
       // A DSN that overtook the sender's own outcome: "delivered" before "sent".
       if (attempt === 1 && earlyDelivered && !mx) report(0, 'delivered', { occurredAt: at(50) });
+      if (attempt === 1 && delayReportedFirst) reportAt(0, 'delayed', at(40));
       const recipients: RecipientAttempt[] = pending.map((index) => {
         const roll = random();
         const status: Status = attempt === 3 ? (roll < 0.8 ? (mx ? 'delivered' : 'sent') : 'hard_bounced')
@@ -122,7 +131,10 @@ export function generateHistory(options: HistoryOptions): EmailPlan[] {
         // Every other email as today's sender records it, with each failed or rejected recipient's
         // own code (no random draw: the rest of the history stays as it was); the others as before.
         const own = n % 2 === 0 ? null : status === 'rejected' ? 'provider_rejected' : status === 'failed' ? (index % 2 === 0 ? 'provider_unavailable' : 'delivery_unknown') : null;
-        return { index, address: address(index), status, smtpCode: status === 'failed' ? null : reply.code, enhancedCode: status === 'failed' ? null : reply.enhanced, response: reply.response, ...(own ? { failureCode: own } : {}) };
+        return {
+          index, address: address(index), status, smtpCode: status === 'failed' ? null : reply.code, enhancedCode: status === 'failed' ? null : reply.enhanced, response: reply.response,
+          ...(own ? { failureCode: own } : {}), ...(attempt === 1 && delayReportedFirst && index === 0 ? { reportedFirst: true as const } : {}),
+        };
       });
       const codes = new Set(recipients.map((r) => r.failureCode));
       const retry = recipients.some((r) => r.status === 'delayed');
