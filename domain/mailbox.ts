@@ -82,11 +82,12 @@ export function parseMailbox(input: string): MailboxResult {
   }
   const parsed = parseAddress(address);
   if (!parsed.ok) return parsed;
-  if (parsed.address === address) return { ok: true, value: { mailbox, address, normalized: canonicalAddress(address), domain: parsed.domain, displayName } };
+  const normalized = canonicalOf(parsed);
+  if (parsed.address === address) return { ok: true, value: { mailbox, address, normalized, domain: parsed.domain, displayName } };
   // The mailbox's text too carries the ASCII form, so no header, event or answer shows another.
   const ascii = angle ? `${mailbox.slice(0, mailbox.lastIndexOf('<'))}<${parsed.address}>` : parsed.address;
   if (characterCount(ascii) > MAX_MAILBOX_LENGTH) return { ok: false, reason: `is longer than ${MAX_MAILBOX_LENGTH} characters with its domain in ASCII form` };
-  return { ok: true, value: { mailbox: ascii, address: parsed.address, normalized: canonicalAddress(parsed.address), domain: parsed.domain, displayName } };
+  return { ok: true, value: { mailbox: ascii, address: parsed.address, normalized, domain: parsed.domain, displayName } };
 }
 
 /**
@@ -101,7 +102,11 @@ export function parseMailbox(input: string): MailboxResult {
  */
 export function canonicalAddress(address: string): string {
   const parsed = parseAddress(address);
-  if (!parsed.ok) return address.toLowerCase();
+  return parsed.ok ? canonicalOf(parsed) : address.toLowerCase();
+}
+
+/** canonicalAddress of an address parseAddress accepted. */
+function canonicalOf(parsed: { address: string; domain: string }): string {
   const local = parsed.address.slice(0, parsed.address.lastIndexOf('@'));
   if (!local.startsWith('"')) return parsed.address.toLowerCase();
   const content = local.slice(1, -1).replace(/\\(.)/g, '$1');
