@@ -6,16 +6,14 @@
 // reported first), and she is not sent again.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { InboundServer } from '../apps/inbound/inbound-server.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
+import { send, waitForDetail } from './support/delivery.ts';
 import { deferred, waitUntil, type Deferred } from './support/eventually.ts';
-import { startTestInbound } from './support/inbound.ts';
 import { deliverReport, dsn } from './support/reports.ts';
-import { smtpError, startSmtpSink, type DataAnswer, type SmtpSink } from './support/smtp-sink.ts';
+import { smtpError, type DataAnswer } from './support/smtp-sink.ts';
+import { startFeedbackRig, stopFeedbackRig, type FeedbackRig } from './support/feedback-rig.ts';
 
-interface Context {
-  sink: SmtpSink; t: TestApp; inbound: InboundServer; tenant: DeliveryTenant; returnPaths: Map<string, string>;
+interface Context extends FeedbackRig {
+  returnPaths: Map<string, string>;
   /** The answer to the next DATA for an address, held back until the test settles it. */
   held: Map<string, Deferred<DataAnswer>>;
   accepted: Set<string>;
@@ -27,7 +25,8 @@ test.before(async (ctx) => {
   ctx.returnPaths = new Map();
   ctx.accepted = new Set();
   ctx.held = new Map();
-  ctx.sink = await startSmtpSink({
+  // Retries within a second; a begun transaction may still wait 12 s for its reply.
+  Object.assign(ctx, await startFeedbackRig({
     onRcptTo: (address, session) => { ctx.returnPaths.set(address.address, (session.envelope.mailFrom as { address: string }).address); },
     onData: (_raw, session) => {
       const to = session.envelope.rcptTo[0].address;
@@ -35,18 +34,12 @@ test.before(async (ctx) => {
       ctx.held.delete(to);
       return held?.promise ?? { after: () => ctx.accepted.add(to) };
     },
-  });
-  // Retries within a second; a begun transaction may still wait 12 s for its reply.
-  ctx.t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none`, RELAY_DELIVERY_RETRY_SCALE: '0.01' }, { processors: true });
-  ctx.inbound = await startTestInbound(ctx.t);
-  ctx.tenant = await deliveryTenant(ctx.t);
+  }, { RELAY_DELIVERY_RETRY_SCALE: '0.01' }));
 });
 
 test.after(async (ctx) => {
   for (const held of ctx.held.values()) held.resolve({});
-  await ctx.inbound.stop();
-  await ctx.t.close();
-  await ctx.sink.close();
+  await stopFeedbackRig(ctx);
 });
 
 /** Sends to `first` and `second`, holding the smarthost's answer for `second`; returns once `first`'s copy was accepted and reported delayed. */

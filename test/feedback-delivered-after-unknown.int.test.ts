@@ -5,31 +5,23 @@
 // failureCode still tells that the attempt's fate was unknown.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { InboundServer } from '../apps/inbound/inbound-server.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
-import { startTestInbound } from './support/inbound.ts';
+import { detail, send, waitForDetail } from './support/delivery.ts';
 import { deliverReport, dsn } from './support/reports.ts';
-import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+import { startFeedbackRig, stopFeedbackRig, type FeedbackRig } from './support/feedback-rig.ts';
 
-const test = suite<{ sink: SmtpSink; t: TestApp; inbound: InboundServer; tenant: DeliveryTenant; returnPaths: Map<string, string> }>('delivery_unknown answered by a delivery notice');
+const test = suite<FeedbackRig & { returnPaths: Map<string, string> }>('delivery_unknown answered by a delivery notice');
 
 test.before(async (ctx) => {
   ctx.returnPaths = new Map();
-  ctx.sink = await startSmtpSink({
+  Object.assign(ctx, await startFeedbackRig({
     onRcptTo: (address, session) => { ctx.returnPaths.set(address.address, (session.envelope.mailFrom as { address: string }).address); },
     // The message's end was read, then the connection is lost before the reply: the fate is unknown.
     onData: () => 'drop',
-  });
-  ctx.t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none` }, { processors: true });
-  ctx.inbound = await startTestInbound(ctx.t);
-  ctx.tenant = await deliveryTenant(ctx.t);
+  }));
 });
 
 test.after(async (ctx) => {
-  await ctx.inbound.stop();
-  await ctx.t.close();
-  await ctx.sink.close();
+  await stopFeedbackRig(ctx);
 });
 
 test('a DSN "delivered" for a delivery_unknown recipient shows it delivered', async (ctx) => {

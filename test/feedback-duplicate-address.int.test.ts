@@ -4,32 +4,22 @@
 // shows the same mailbox bounced in To and still sent in CC.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { InboundServer } from '../apps/inbound/inbound-server.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
-import { startTestInbound } from './support/inbound.ts';
+import { send, waitForDetail } from './support/delivery.ts';
 import { arf, deliverReport, dsn } from './support/reports.ts';
-import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+import { startFeedbackRig, stopFeedbackRig, type FeedbackRig } from './support/feedback-rig.ts';
 
-interface Context { sink: SmtpSink; t: TestApp; inbound: InboundServer; tenant: DeliveryTenant }
-
-const test = suite<Context>('a report about an address listed twice');
+const test = suite<FeedbackRig>('a report about an address listed twice');
 
 test.before(async (ctx) => {
-  ctx.sink = await startSmtpSink();
-  ctx.t = await startTestApp({ RELAY_DELIVERY: 'smtp', RELAY_SMTP_URL: `smtp://127.0.0.1:${ctx.sink.port}?tls=none` }, { processors: true });
-  ctx.inbound = await startTestInbound(ctx.t);
-  ctx.tenant = await deliveryTenant(ctx.t);
+  Object.assign(ctx, await startFeedbackRig());
 });
 
 test.after(async (ctx) => {
-  await ctx.inbound.stop();
-  await ctx.t.close();
-  await ctx.sink.close();
+  await stopFeedbackRig(ctx);
 });
 
 /** Sends to `address` in To and CC; returns the email id and the return path of its one copy. */
-async function sentTwice(ctx: Context, address: string): Promise<{ id: string; returnPath: string }> {
+async function sentTwice(ctx: FeedbackRig, address: string): Promise<{ id: string; returnPath: string }> {
   const id = await send(ctx.t, ctx.tenant.key, { from: `hello@${ctx.tenant.domain}`, to: [address], cc: [address], subject: 'Dup', text: 'hi' });
   await waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.status === 'sent', 'is sent');
   const copies = ctx.sink.messages.filter((m) => m.raw.toString().includes(`<${id}@`));
@@ -41,7 +31,7 @@ async function sentTwice(ctx: Context, address: string): Promise<{ id: string; r
  * The detail once the read model has every report the stream recorded (the feedback server
  * records before it answers the report's DATA): one `type` entry per RecipientReported.
  */
-async function withReportsApplied(ctx: Context, id: string, type: string) {
+async function withReportsApplied(ctx: FeedbackRig, id: string, type: string) {
   const recorded = (await ctx.t.stores.events.readStream(`email-${id}`)).filter((e) => e.type === 'RecipientReported').length;
   assert.ok(recorded > 0, 'the report was recorded');
   return waitForDetail(ctx.t, ctx.tenant.key, id, (d) => d.events.filter((e: { type: string }) => e.type === type).length === recorded, `has its ${recorded} report(s) applied`);
