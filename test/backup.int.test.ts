@@ -52,7 +52,7 @@ test('a backup taken while Relay admits is a data directory holding every email 
   assert.is(run.code, 0, run.stderr);
   assert.match(run.stdout, /relay\.db: [\d.]+ MiB, as it was at \d{4}-/);
   assert.match(run.stdout, /secret\.key: copied/);
-  assert.match(run.stdout, /outbox: \d+ messages/);
+  assert.match(run.stdout, /outbox: \d+ messages\n/);
   assert.equal(readdirSync(target).sort(), ['outbox', 'relay.db', 'secret.key']);
 
   const db = new DatabaseSync(join(target, 'relay.db'), { readOnly: true });

@@ -132,7 +132,8 @@ export async function backup(args: string[]): Promise<number> {
     lines.push('outbox: left out (--without-secret-key): its messages are in clear');
   } else if (existsSync(outbox)) {
     cpSync(outbox, outboxDirOf({ dataDir: target }), { recursive: true, filter: (path) => !path.endsWith('.tmp') });
-    lines.push(`outbox: ${readdirSync(outboxDirOf({ dataDir: target })).filter((name) => name.endsWith('.eml')).length} messages`);
+    const messages = readdirSync(outboxDirOf({ dataDir: target })).filter((name) => name.endsWith('.eml')).length;
+    lines.push(`outbox: ${messages} ${messages === 1 ? 'message' : 'messages'}`);
   }
   console.log(`backed up ${source} into ${target}`);
   for (const line of lines) console.log(`  ${line}`);
