@@ -313,10 +313,8 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       reply.hijack();
       return;
     }
-    if (stop.draining) {
-      reply.header('connection', 'close').header('retry-after', '1');
-      return reply.status(503).send(envelope('service_unavailable', SHUTTING_DOWN));
-    }
+    // (Its connection closes after the answer: onSend, while the server stops.)
+    if (stop.draining) throw shuttingDown();
     // Node's parser refuses most other versions itself (clientErrorHandler), but takes HTTP/0.9
     // and HTTP/2.0 request lines: a client that speaks neither 1.0 nor 1.1 is not served either.
     if (request.raw.httpVersionMajor !== 1 || request.raw.httpVersionMinor > 1) {
