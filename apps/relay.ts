@@ -473,13 +473,19 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         stopStoreWatch?.();
         // No delivery starts once the stop has begun, however long the API's drain takes: one
         // started late could still be on the wire at the stop's deadline, and be cut.
-        void stopClaiming();
-        // Requests and reports first (they append events), then the other parts in reverse start
-        // order, so that the forwarder still forwards what the last of them appended.
+        const claimsStopped = stopClaiming();
+        // Requests and reports first (they append events), then the deliveries under way (their
+        // outcomes too), then the other parts in reverse start order, so that every consumer still
+        // reads what they appended and the forwarder forwards what the last of them appended.
         waitingFor = 'api';
         if (api) await api.close();
         waitingFor = 'metrics listener';
         await metricsServer?.close();
+        // Named as the part the wait is for (the sender), as when it stops.
+        waitingFor = [...running].filter(([, stoppable]) => stoppable.stopClaiming).map(([part]) => part).join(', ') || 'deliveries under way';
+        await claimsStopped;
+        waitingFor = 'consumers catching up';
+        await processorsCaughtUp(liveness);
         const order = [...running.entries()].reverse();
         for (const [part, stoppable] of [...order.filter(([p]) => p === 'inbound'), ...order.filter(([p]) => p !== 'inbound')]) {
           waitingFor = part;
@@ -497,6 +503,27 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
     },
     stopWaitingFor: () => waitingFor,
   };
+}
+
+/** How long a stop lets this process's processors catch up with the log before they stop. */
+const CATCH_UP_ON_STOP_MS = 2_000;
+const CATCH_UP_LOOK_MS = 25;
+
+/**
+ * Waits, at most CATCH_UP_ON_STOP_MS, until no processor of this process has records waiting
+ * (committed up to the end of what it owns). Once the parts that append in this process have
+ * stopped (requests, deliveries), what they appended last is then handled and committed before
+ * the consumers stop, rather than handed again to the next start; a processor fed by other
+ * processes that go on appending costs its stop no more than the bound.
+ */
+async function processorsCaughtUp(liveness: PartsLiveness): Promise<void> {
+  const names = new Set<string>(PROCESSORS.map((p) => p.name));
+  const until = performance.now() + CATCH_UP_ON_STOP_MS;
+  while (performance.now() < until) {
+    const statuses = await liveness.statuses();
+    if (!Object.entries(statuses).some(([part, status]) => names.has(part) && status.workWaiting)) return;
+    await new Promise((resolve) => setTimeout(resolve, CATCH_UP_LOOK_MS));
+  }
 }
 
 /**
