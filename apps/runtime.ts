@@ -31,6 +31,7 @@ import { SiteRegistry } from './services/delivery/sites.ts';
 import { DEFAULT_SITE_LIMITS, limitsFor } from '../domain/delivery/sites.ts';
 import { ComposePool } from '../infra/mail/compose-pool.ts';
 import type { ThreadStartReport } from '../infra/threads/thread-starts.ts';
+import { reportHashingThreadStarts } from '../infra/secrets/scrypt-thread.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
@@ -200,6 +201,7 @@ export async function openServices(
   const usage = new UsageLedger(stores.events);
   const policies = policiesOf(config);
   const templates = new TemplateThreads({ timeLimitMs: config.templateTimeLimitMs, ...(threadStarts ? { onThreadStart: threadStarts } : {}) });
+  if (threadStarts) reportHashingThreadStarts(threadStarts('password_hashing'));
   return {
     policies,
     emails: emailsOf(stores.events, policies),

@@ -17,6 +17,7 @@ const REFUSED: Record<string, string> = {
   compose: 'messages are not composed (their deliveries are retried)',
   template_rendering: 'sends with a template are refused (503)',
   template_compilation: 'template saves and previews are refused (503)',
+  password_hashing: 'sign-ins, set-up and password changes are refused (503)',
 };
 
 export function threadStartReport(pool: string, logger: Logger, metrics: RelayMetrics['workerThreads']): ThreadStartReport {
