@@ -364,6 +364,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
           logger.info({ part, format, recorded }, 'report received');
         },
         onRefused: (reason) => metrics.inbound.refused(reason).inc(),
+        onThreadStart: threadStartReport('report_parsing', logger, metrics.workerThreads),
         onRefusing: (reason, count) => logger.warn({ part, reason, refused: count },
           `the feedback SMTP server refused ${count} session(s) or report(s) for want of room (${reason}) since its last such line; senders retry later, and a sender that gives up loses its bounce or complaint report`),
       })));

@@ -2,15 +2,18 @@
 // same path as a thread the system refuses) fails the jobs waiting for it at once, refuses new
 // ones, keeps trying with a back-off, serves again once a thread starts, and says so: one error
 // line per streak, relay_worker_thread_start_failures_total and relay_worker_pool_start_failing.
-// Real threads: the template threads' queue (infra/threads/worker-queue.ts) and the compose pool.
+// Real threads: the template threads' queue (infra/threads/worker-queue.ts), the compose pool and
+// the report parser's pool.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createRelayMetrics } from '../apps/relay-metrics.ts';
 import { threadStartReport } from '../apps/worker-thread-reports.ts';
 import { ComposePool, ComposeThreadLostError, ComposeThreadStartError } from '../infra/mail/compose-pool.ts';
+import { ReportParsePool, ReportParserUnavailableError } from '../infra/mail/report-parse-pool.ts';
 import { WorkerBudgetError, WorkerQueue, WorkerStartError } from '../infra/threads/worker-queue.ts';
 import { generateDkimKeyPair } from '../infra/dns/dkim-keys.ts';
 import { awkwardComposeInput } from './support/compose-input.ts';
+import { dsn } from './support/reports.ts';
 import { waitUntil } from './support/eventually.ts';
 import { parseMetrics, sumOf } from './support/metrics.ts';
 
@@ -116,6 +119,30 @@ test('compose pool: after a thread dies, a replacement that cannot start fails t
     assert.ok(raw.length > 0);
     assert.is(pool.liveness.state, 'running');
     assert.is(await seen.sample('relay_worker_pool_start_failing'), 0);
+  } finally {
+    await pool.close();
+  }
+});
+
+test('report parser: reports waiting for threads that cannot start fail at once instead of waiting for ever; one line for the pool\'s streak; it recovers once threads start', async () => {
+  const seen = observed('report_parsing');
+  const pool = new ReportParsePool({ threads: 2, budgetMs: 5_000, maxWaiting: 8, workerUrl: new URL('./fixtures/start-failing-report-worker.ts', import.meta.url), onThreadStart: seen.report });
+  const report = Buffer.from(dsn({ recipient: 'ann@example.org', action: 'failed', status: '5.1.1' }));
+  try {
+    process.env[FAILURE] = 'report parser module failed to load on purpose';
+    const first = await within(Promise.all([pool.parse(report), pool.parse(report), pool.parse(report)]), 10_000);
+    assert.instance(first, ReportParserUnavailableError, `got ${String(first)}`);
+    assert.match((first as Error).message, /^report parsing: no thread could start: report parser module failed to load on purpose; trying again$/);
+    for (let i = 0; i < 3; i++) assert.instance(await within(pool.parse(report), 10_000), ReportParserUnavailableError, 'each later report too, not left waiting: ' + String(await within(pool.parse(report), 10_000)));
+
+    assert.is(seen.errors().length, 1, 'one error line for the pool, however many of its threads failed');
+    assert.match(seen.errors()[0].message, /^report_parsing threads cannot start: report parser module failed to load on purpose; until one does, bounce and complaint reports are answered 451/);
+    assert.is(await seen.sample('relay_worker_pool_start_failing'), 1);
+
+    delete process.env[FAILURE];
+    await waitUntil(async () => (await seen.sample('relay_worker_pool_start_failing')) === 0, 'the pool\'s threads started again', 40_000);
+    assert.is((await pool.parse(report)).recipients[0]?.outcome, 'hard_bounced');
+    assert.ok(seen.lines.some((l) => l.level === 'info' && /report_parsing threads start again/.test(l.message)));
   } finally {
     await pool.close();
   }

@@ -29,7 +29,8 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMT
 import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { clientNetworkOf } from '../../infra/http/address-ranges.ts';
 import { INBOUND_LIMITS, type InboundLimits } from '../../infra/mail/inbound-limits.ts';
-import { ReportOverBudgetError, ReportParsePool, ReportParserBusyError } from '../../infra/mail/report-parse-pool.ts';
+import { ReportOverBudgetError, ReportParsePool, ReportParserBusyError, ReportParserUnavailableError } from '../../infra/mail/report-parse-pool.ts';
+import type { ThreadStartReport } from '../../infra/threads/thread-starts.ts';
 import { MAX_REPORT_BYTES } from '../../infra/mail/report-parser.ts';
 import { MAX_KEPT_BYTES, trimReport } from '../../infra/mail/report-trim.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
@@ -92,6 +93,8 @@ export interface InboundOptions {
   /** Tests: limits made small enough to reach, and a parser thread that can be made to hang. */
   limits?: Partial<InboundLimits>;
   parserWorkerUrl?: URL;
+  /** Told when the report parser's threads fail to start, and when one starts again. */
+  onThreadStart?: ThreadStartReport;
 }
 
 export interface InboundServer {
@@ -224,6 +227,7 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
   const budget = { held: 0 };
   const parser = new ReportParsePool({
     threads: limits.parseThreads, budgetMs: limits.parseBudgetMs, maxWaiting: limits.parseWaiting, workerUrl: options.parserWorkerUrl,
+    onThreadStart: options.onThreadStart,
   });
   const lanes = new SerialByKey();
   const tally = new RefusalTally(options.refusalsToldEveryMs ?? REFUSALS_TOLD_EVERY_MS, (reason, count) => options.onRefusing?.(reason, count));
@@ -386,6 +390,8 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
           refused('parser_busy');
           return callback(smtpError(451, '4.3.2 Too many reports being read now, try again later'));
         }
+        // Said once per streak by the pool's start report, not once per report.
+        if (error instanceof ReportParserUnavailableError) return callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
         // The client went away mid-transfer: nobody to answer.
         if (stream.destroyed && !stream.readableEnded) return callback(error);
         options.onError(error);

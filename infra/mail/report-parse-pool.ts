@@ -1,15 +1,17 @@
-// parseReport on worker threads (piscina), so that no report, however it is built, costs the
-// event loop that the API shares: at most `threads` reports are parsed at once, at most
-// `maxWaiting` wait for a thread, and each has `budgetMs` from the moment its thread starts on
-// it. A report over its budget is refused (ReportOverBudgetError) and the thread that held it is
-// stopped; the pool starts another for the next report.
+// parseReport on worker threads, so that no report, however it is built, costs the event loop
+// that the API shares. `threads` queues of one thread each (infra/threads/worker-queue.ts); a
+// report goes to the queue with the fewest reports pending, and at most `maxWaiting` wait in
+// all. Each has `budgetMs` from the moment its thread starts on it: a report over its budget is
+// refused (ReportOverBudgetError) and its thread replaced for the next one. A thread that cannot
+// start (its module fails to load, the system refuses a thread) fails the reports waiting for it
+// at once (ReportParserUnavailableError) instead of leaving them to wait for ever, and is tried
+// again with a back-off; `onThreadStart` is told once per streak for the whole pool.
 //
-// Threads run at a lower priority than the event loop (niceIncrement). One is always kept: piscina
-// replaces a thread stopped mid-task only up to minThreads, so with none kept the reports queued
-// behind a stopped one would wait for ever; the others start on demand and stop after a minute idle.
-import { Piscina } from 'piscina';
+// Threads run at a lower priority than the event loop (niceIncrement); each is made when its
+// queue first gets a report and kept.
+import type { ThreadStartReport } from '../threads/thread-starts.ts';
+import { WorkerBudgetError, WorkerQueue, WorkerQueueFullError, WorkerStartError } from '../threads/worker-queue.ts';
 import type { ParsedReport } from './report-parser.ts';
-import type { ParseTask } from './report-parse-worker.ts';
 
 export interface ReportParsePoolOptions {
   threads: number;
@@ -19,81 +21,84 @@ export interface ReportParsePoolOptions {
   maxWaiting: number;
   /** The thread's entry module (tests give one that can be made to hang). */
   workerUrl?: URL;
+  /** Told when the threads fail to start, and when one starts again. */
+  onThreadStart?: ThreadStartReport;
 }
 
 export class ReportOverBudgetError extends Error {}
 export class ReportParserBusyError extends Error {}
+/** No parser thread could start: the report was not read (the sender should retry). */
+export class ReportParserUnavailableError extends Error {}
 
 const WORKER_URL = new URL('./report-parse-worker.ts', import.meta.url);
-const IDLE_MS = 60_000;
 /** Under contention the API's event loop comes first; a parse still gets a share of a core. */
 const NICE_INCREMENT = 5;
 
-interface Running {
-  abort: AbortController;
-  timer: NodeJS.Timeout | null;
-  overBudget: boolean;
-}
-
 export class ReportParsePool {
-  readonly #pool: Piscina<ParseTask, ParsedReport>;
+  readonly #queues: Array<WorkerQueue<Uint8Array, ParsedReport>>;
   readonly #options: ReportParsePoolOptions;
-  /** Submitted and not started yet (or given up while waiting). */
-  readonly #waiting = new Map<number, Running>();
-  readonly #running = new Map<number, Running>();
-  #nextId = 1;
 
   constructor(options: ReportParsePoolOptions) {
     this.#options = options;
-    this.#pool = new Piscina<ParseTask, ParsedReport>({
-      filename: (options.workerUrl ?? WORKER_URL).href,
-      minThreads: 1,
-      maxThreads: options.threads,
-      idleTimeout: IDLE_MS,
+    const threads = Math.max(1, Math.floor(options.threads));
+    const reports = poolStartReports(options.onThreadStart, threads);
+    this.#queues = reports.map((report) => new WorkerQueue<Uint8Array, ParsedReport>({
+      workerUrl: options.workerUrl ?? WORKER_URL,
+      maxWaiting: options.maxWaiting,
+      budgetMs: options.budgetMs,
       niceIncrement: NICE_INCREMENT,
-      recordTiming: false,
-    });
-    // A thread says when it starts a report: the budget is the report's own time, not its wait.
-    this.#pool.on('message', (message: { started?: number }) => {
-      const running = message.started === undefined ? undefined : this.#waiting.get(message.started);
-      if (!running) return;
-      this.#waiting.delete(message.started!);
-      this.#running.set(message.started!, running);
-      running.timer = setTimeout(() => {
-        running.overBudget = true;
-        running.abort.abort();
-      }, this.#options.budgetMs);
-    });
-    this.#pool.on('error', () => {
-      // A thread that died between reports: the pool replaces it on the next one.
-    });
+      name: 'report parsing',
+      ...(report ? { onThreadStart: report } : {}),
+    }));
   }
 
   /** Reports waiting for a thread now. */
   get waiting(): number {
-    return this.#waiting.size;
+    return this.#queues.reduce((sum, queue) => sum + queue.waiting, 0);
   }
 
   /** parseReport's answer, from a thread; never runs on the caller's event loop. */
   async parse(bytes: Uint8Array): Promise<ParsedReport> {
-    if (this.#waiting.size >= this.#options.maxWaiting) throw new ReportParserBusyError('every report parser is busy');
-    const id = this.#nextId++;
-    const running: Running = { abort: new AbortController(), timer: null, overBudget: false };
-    this.#waiting.set(id, running);
+    if (this.waiting >= this.#options.maxWaiting) throw new ReportParserBusyError('every report parser is busy');
+    const queue = this.#queues.reduce((least, next) => (next.pending < least.pending ? next : least));
     try {
-      return await this.#pool.run({ id, bytes }, { signal: running.abort.signal });
+      return await queue.run(bytes);
     } catch (error) {
-      if (running.overBudget) throw new ReportOverBudgetError(`the report took more than ${this.#options.budgetMs} ms to read`, { cause: error });
+      if (error instanceof WorkerBudgetError) throw new ReportOverBudgetError(`the report took more than ${this.#options.budgetMs} ms to read`, { cause: error });
+      if (error instanceof WorkerStartError) throw new ReportParserUnavailableError(error.message, { cause: error });
+      if (error instanceof WorkerQueueFullError) throw new ReportParserBusyError('every report parser is busy', { cause: error });
       throw error;
-    } finally {
-      if (running.timer) clearTimeout(running.timer);
-      this.#waiting.delete(id);
-      this.#running.delete(id);
     }
   }
 
   /** Stops every thread; reports in flight fail. */
   async close(): Promise<void> {
-    await this.#pool.destroy();
+    await Promise.all(this.#queues.map((queue) => queue.close()));
   }
+}
+
+/**
+ * The queues' start reports, told to `report` as one pool's: a streak begins when the first
+ * queue's thread fails to start (its failures counted across the queues) and ends when none is
+ * failing any more.
+ */
+function poolStartReports(report: ThreadStartReport | undefined, queues: number): Array<ThreadStartReport | undefined> {
+  if (!report) return Array.from({ length: queues }, () => undefined);
+  const failing = new Set<number>();
+  let failures = 0;
+  let since = 0;
+  return Array.from({ length: queues }, (_, queue): ThreadStartReport => ({
+    failed(error, _failuresOfQueue, retryInMs) {
+      if (failing.size === 0) {
+        failures = 0;
+        since = Date.now();
+      }
+      failing.add(queue);
+      report.failed(error, ++failures, retryInMs);
+    },
+    recovered() {
+      if (!failing.delete(queue) || failing.size > 0) return;
+      report.recovered(failures, Date.now() - since);
+    },
+  }));
 }

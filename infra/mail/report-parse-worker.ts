@@ -1,14 +1,5 @@
-// A report-parse-pool thread (piscina): parses one report per task. It tells the pool when it
-// starts one, so that the report's time budget counts from then.
-import { parentPort } from 'node:worker_threads';
+// A report-parse-pool thread: parses one report per job (infra/mail/report-parse-pool.ts).
+import { workerTask } from '../threads/worker-queue.ts';
 import { parseReport, type ParsedReport } from './report-parser.ts';
 
-export interface ParseTask {
-  id: number;
-  bytes: Uint8Array;
-}
-
-export default async function parse({ id, bytes }: ParseTask): Promise<ParsedReport> {
-  parentPort?.postMessage({ started: id });
-  return parseReport(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-}
+export default workerTask<Uint8Array, ParsedReport>((bytes) => parseReport(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)));

@@ -1,9 +1,9 @@
 // One worker thread (piscina) and the queue in front of it, for work that must run neither on
 // the event loop nor on libuv's thread pool (password hashing; template compiling and
-// rendering). Jobs run one at a time. Each job belongs to a tenant (one line when none is
-// named): the tenants take turns, one job each, in the order their turn came up, and the
-// tenant whose job just ran goes behind every tenant that was waiting meanwhile, so one
-// tenant's backlog never sits in front of another tenant's job. At most `maxWaiting` jobs wait
+// rendering; bounce and complaint reports). Jobs run one at a time. Each job belongs to a
+// tenant (one line when none is named): the tenants take turns, one job each, in the order
+// their turn came up, and the tenant whose job just ran goes behind every tenant that was
+// waiting meanwhile, so one tenant's backlog never sits in front of another tenant's job. At most `maxWaiting` jobs wait
 // in all and `maxWaitingPerTenant` of one tenant; the next one is refused at once
 // (WorkerQueueFullError), and so is a job still waiting after `maxWaitMs` (WorkerWaitError, a
 // WorkerQueueFullError). A job that outlasts `budgetMs`, counted from when its thread starts
@@ -162,6 +162,11 @@ export class WorkerQueue<In, Out> {
     this.#options = options;
     this.#perTenant = options.maxWaitingPerTenant ?? options.maxWaiting;
     this.starts = new StartFailures(options.onThreadStart);
+  }
+
+  /** Jobs queued, not started yet. */
+  get waiting(): number {
+    return this.#waiting;
   }
 
   /** Jobs queued or running. */
