@@ -42,7 +42,9 @@
 //   relay_delivery_open_claims, relay_delivery_oldest_open_claim_age_seconds
 //                                   claims without an outcome (the sender's schedule: steps takeover and recover)
 //   relay_site_rate_per_minute, relay_site_limit_per_minute, relay_site_paused_seconds, relay_site_throttles
-//                                   each sender instance's recipient sites as it last reported them (relay sites)
+//                                   each sender instance's recipient sites as it last reported them: its 20
+//                                   busiest and up to 50 a shaping rule applies to, the rest as site="other"
+//                                   (apps/services/delivery/sites.ts siteSeries; every site: relay sites)
 //   relay_metrics_collector_up      0 when a collector failed or timed out (its series are then left out);
 //                                   collector="pipeline_thread": 0 when the pipeline thread's registry did not
 //                                   answer in time (its last answer is shown instead: its counters never go down)
@@ -65,7 +67,7 @@ import { openClaimsSummary } from './services/delivery/work-items.ts';
 import type { WebhookResultLabel } from './services/webhooks/attempt-result.ts';
 import { countParked, rebuildGroup } from './services/parked-events.ts';
 import { PROJECTIONS } from './services/projection-registry.ts';
-import { siteSnapshots } from './services/delivery/sites.ts';
+import { siteSeries, siteSnapshots } from './services/delivery/sites.ts';
 
 /** How long a scrape waits for a collector (a Kafka cluster or a store that does not answer). */
 export const COLLECT_TIMEOUT_MS = 3000;
@@ -476,10 +478,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     const committed = registry.gauge('relay_consumer_committed_offset', 'The consumer group\'s committed offset (the next record it will handle).', ['group', 'topic', 'partition']);
     const lag = registry.gauge('relay_consumer_lag', 'Records of the partition the consumer group has not handled yet.', ['group', 'topic', 'partition']);
     const parked = registry.gauge('relay_parked_events', 'Events parked by a processor or a rebuild (relay parked list).', ['processor']);
-    const siteRate = registry.gauge('relay_site_rate_per_minute', 'Messages per minute a sender instance allows a recipient site now (adaptive; relay sites).', ['site', 'instance']);
-    const siteLimit = registry.gauge('relay_site_limit_per_minute', 'The most a site\'s rate reaches (RELAY_SHAPING_FILE or the default).', ['site', 'instance']);
-    const sitePaused = registry.gauge('relay_site_paused_seconds', 'Seconds until the site\'s pause after throttling ends; 0 when not paused.', ['site', 'instance']);
-    const siteThrottles = registry.gauge('relay_site_throttles', 'Throttling replies from the site since the sender instance started.', ['site', 'instance']);
+    const siteRate = registry.gauge('relay_site_rate_per_minute', 'Messages per minute a sender instance allows a recipient site now (adaptive; relay sites). site="other": the sum over the instance\'s sites not named.', ['site', 'instance']);
+    const siteLimit = registry.gauge('relay_site_limit_per_minute', 'The most a site\'s rate reaches (RELAY_SHAPING_FILE or the default). site="other": the sum.', ['site', 'instance']);
+    const sitePaused = registry.gauge('relay_site_paused_seconds', 'Seconds until the site\'s pause after throttling ends; 0 when not paused. site="other": the longest.', ['site', 'instance']);
+    const siteThrottles = registry.gauge('relay_site_throttles', 'Throttling replies from the site since the sender instance started. site="other": the sum.', ['site', 'instance']);
     const topic = eventsTopic(sources.namespace);
     const groups = PROCESSORS.map((p) => groupOf(sources.namespace, p.name));
     collector(registry, up, 'log_offsets', [endOffset, committed, lag], async () => {
@@ -515,11 +517,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     collector(registry, up, 'sites', [siteRate, siteLimit, sitePaused, siteThrottles], async () => {
       const snapshots = await siteSnapshots(sources.documents).find({ orderBy: [['_id', 'asc']], limit: 10_000 });
       return () => {
-        const now = Date.now();
-        for (const s of snapshots) {
+        for (const s of siteSeries(snapshots, Date.now())) {
           siteRate.labels(s.site, s.instance).set(s.rate);
-          siteLimit.labels(s.site, s.instance).set(s.limits.messagesPerMinute);
-          sitePaused.labels(s.site, s.instance).set(s.pausedUntil ? Math.max(0, (Date.parse(s.pausedUntil) - now) / 1000) : 0);
+          siteLimit.labels(s.site, s.instance).set(s.limit);
+          sitePaused.labels(s.site, s.instance).set(s.pausedSeconds);
           siteThrottles.labels(s.site, s.instance).set(s.throttles);
         }
       };

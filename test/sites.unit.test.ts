@@ -53,15 +53,52 @@ test('given a bad shaping file, then the error names the line and what is wrong'
   }
 });
 
-test('throttling replies: 421, 451 4.7.x, "try again later" and rate words; a wait they name is read', () => {
+test('throttling replies: 421, 4.7.28 and rate words, never greylisting or "try again later" alone; a wait they name is read', () => {
   const reply = (smtpCode: number | null, enhancedCode: string | null, response: string) => ({ smtpCode, enhancedCode, response });
   assert.equal(throttleOf(reply(421, '4.7.28', '421 4.7.28 rate limited')), { throttled: true, hintMs: null });
-  assert.equal(throttleOf(reply(451, '4.7.1', '451 4.7.1 Please try again later')), { throttled: true, hintMs: null });
   assert.equal(throttleOf(reply(450, null, '450 Too many messages, try again in 5 minutes')), { throttled: true, hintMs: 300_000 });
   assert.equal(throttleOf(reply(452, '4.2.2', '452 4.2.2 Mailbox full')), { throttled: false, hintMs: null });
   assert.equal(throttleOf(reply(451, '4.3.0', '451 4.3.0 Temporary local problem')), { throttled: false, hintMs: null });
   assert.equal(throttleOf(reply(550, '5.7.1', '550 5.7.1 rate limited forever')), { throttled: false, hintMs: null }, 'permanent is not throttling');
   assert.equal(throttleOf(reply(421, null, '421 Service unavailable, retry in 30 seconds')), { throttled: true, hintMs: 30_000 });
+});
+
+// Real receivers' replies (as they send them; addresses and IPs replaced) and whether each is one
+// that slows the whole site down. Greylisting and other replies about one sender/recipient pair
+// are not, whatever their code; a bare "try (again) later" is in nearly every temporary reply.
+const REAL_REPLIES: Array<[source: string, smtpCode: number, enhancedCode: string | null, response: string, throttles: boolean]> = [
+  // Greylisting.
+  ['Postfix + postgrey (default greylist-text)', 450, '4.2.0', '450 4.2.0 <bob@example.net>: Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/help/example.net.html', false],
+  ['milter-greylist (default)', 451, '4.7.1', '451 4.7.1 Greylisting in action, please come back in 00:05:00', false],
+  ['milter-greylist (quiet)', 451, '4.7.1', '451 4.7.1 Greylisting in action, please come back later', false],
+  ['Exim + greylistd (its ACL)', 451, null, '451 192.0.2.1 is not yet authorized to deliver mail from <a@example.org> to <bob@example.net>. Please try later.', false],
+  ['Exim, a defer without a message', 451, null, '451 Temporary local problem - please try later', false],
+  ['Exim + dlfunc greylist', 451, null, '451 Greylisting in progress, please try again later', false],
+  ['OpenBSD spamd', 451, null, '451 Temporary failure, please try again later.', false],
+  ['Plesk greylisting milter', 451, '4.7.1', '451 4.7.1 Service unavailable - try again later', false],
+  ['Stalwart', 422, '4.2.2', '422 4.2.2 Greylisted, please try again in a few moments.', false],
+  ['a greylisting receiver (this repository\'s tests)', 451, '4.7.1', '451 4.7.1 Greylisted, try again later', false],
+  ['greylisting at the greeting', 421, '4.7.0', '421 4.7.0 Greylisted, closing connection', false],
+  // One recipient, not the site.
+  ['Gmail, one mailbox receiving fast', 450, '4.2.1', '450-4.2.1 The user you are trying to contact is receiving mail at a rate that\r\n450-4.2.1 prevents additional messages from being delivered. Please resend your\r\n450 4.2.1 message at a later time. - gsmtp', false],
+  ['Gmail, one mailbox receiving fast', 450, '4.2.1', '450 4.2.1 The user you are trying to contact is receiving mail too quickly. Please resend your message at a later time. - gsmtp', false],
+  ['Gmail, over quota', 452, '4.2.2', '452 4.2.2 The email account that you tried to reach is over quota. - gsmtp', false],
+  ['Gmail', 451, '4.3.0', '451 4.3.0 Mail server temporarily rejected message. - gsmtp', false],
+  // The sender's traffic to the site.
+  ['Gmail', 421, '4.7.28', '421-4.7.28 [192.0.2.1] Our system has detected an unusual rate of\r\n421-4.7.28 unsolicited mail originating from your IP address. To protect our\r\n421-4.7.28 users from spam, mail sent from your IP address has been temporarily\r\n421 4.7.28 rate limited. - gsmtp', true],
+  ['Gmail', 421, '4.7.0', '421 4.7.0 Try again later, closing connection. - gsmtp', true],
+  ['Gmail', 421, '4.4.5', '421 4.4.5 Server busy, try again later. - gsmtp', true],
+  ['Outlook.com', 451, '4.7.650', '451 4.7.650 The mail server [192.0.2.1] has been temporarily rate limited due to IP reputation. For e-mail delivery information, see https://aka.ms/postmaster (S775)', true],
+  ['Microsoft 365, an IP it does not know yet', 451, '4.7.500', '451 4.7.500 Server busy. Please try again later from [192.0.2.1]. (AS761)', true],
+  ['Yahoo', 421, '4.7.0', '421 4.7.0 [TSS04] Messages from 192.0.2.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1', true],
+  ['Yahoo', 451, null, '451 Message temporarily deferred - [160]', true],
+  ['a rate-limiting policy service', 452, '4.3.2', '452 4.3.2 Connection rate limit exceeded.', true],
+];
+
+test('given real receivers\' replies, then greylisting and replies about one recipient leave the site alone, rate and load replies slow it', () => {
+  for (const [source, smtpCode, enhancedCode, response, throttles] of REAL_REPLIES) {
+    assert.is(throttleOf({ smtpCode, enhancedCode, response }).throttled, throttles, `${source}: ${response}`);
+  }
 });
 
 test('throttling halves the rate and pauses with a backoff that grows; successes shorten it and raise the rate back to the limit', () => {

@@ -79,9 +79,13 @@ export function hostMatches(host: string, pattern: string): boolean {
   return pattern.startsWith('*.') ? name.endsWith(pattern.slice(1)) && name.length > pattern.length - 1 : name === pattern;
 }
 
+/** The rule that applies to a site: the first whose pattern matches one of its MX hosts. */
+export function ruleFor(mxHosts: string[], rules: ShapingRule[]): ShapingRule | undefined {
+  return rules.find((r) => mxHosts.some((host) => hostMatches(host, r.pattern)));
+}
+
 export function limitsFor(mxHosts: string[], rules: ShapingRule[]): SiteLimits {
-  const rule = rules.find((r) => mxHosts.some((host) => hostMatches(host, r.pattern)));
-  return { ...DEFAULT_SITE_LIMITS, ...rule?.limits };
+  return { ...DEFAULT_SITE_LIMITS, ...ruleFor(mxHosts, rules)?.limits };
 }
 
 export interface MxHost {
@@ -118,12 +122,40 @@ export interface Reply {
   response: string;
 }
 
-const SLOW_DOWN = /\b(rate.?limit(ed)?|too many (messages|connections|recipients)|try (again )?later|slow down|throttl|temporarily (deferred|rate)|exceeded .{0,40}(rate|limit)|(sending|send) rate)\b/i;
+/**
+ * Words by which a receiver says the sender's traffic to it, as a whole, is too much: a rate,
+ * a count of messages or connections, load ("server busy", Microsoft's 451 4.7.500 for an IP it
+ * does not know yet). Not "try (again) later" alone: every temporary reply means that, and the
+ * usual greylisting texts say it (Exim's default "451 Temporary local problem - please try
+ * later", OpenBSD spamd's "451 Temporary failure, please try again later").
+ */
+const RATE_WORDS = /\b(rate.?limit(ed|ing)?|too many (messages|connections|concurrent|recipients)|slow down|throttl\w*|temporarily (deferred|rate)|exceeded .{0,40}(rate|limit)|(sending|send|connection) rate|unusual rate|(server|system|service) (is )?(too |currently )?busy|too busy)\b/i;
 
-/** Whether a reply tells the sender to slow down: 421, 451 4.7.x, or words saying so; with the wait it names, if any. */
+/**
+ * Greylisting (RFC 6647): the receiver defers the first try of each sender/recipient/client IP
+ * triplet it has not seen, whatever the rate, so a site that greylists each new correspondent
+ * would otherwise be paused and slowed once per new recipient. Postgrey's "450 4.2.0 <rcpt>:
+ * Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/help/<domain>.html",
+ * milter-greylist's "451 4.7.1 Greylisting in action, please come back in 00:05:00", greylistd's
+ * Exim ACL "451 <ip> is not yet authorized to deliver mail from <sender> to <rcpt>. Please try
+ * later." The words win over a code that would otherwise count (421, 4.7.28): the reply names
+ * its reason.
+ */
+const GREYLISTING = /gr[ae]y[ -]?list|not yet authori[sz]ed to deliver mail/i;
+
+/**
+ * Whether a reply tells the sender to slow down; with the wait it names, if any. A temporary
+ * reply that is not greylisting counts when it is 421 (the receiver closes the session: busy,
+ * or the IP's limit reached, as Gmail's "421 4.7.0 Try again later, closing connection"), has
+ * 4.7.28 (Gmail's "... has been temporarily rate limited"), or says so in RATE_WORDS. Other
+ * temporary replies concern one message or recipient (a full mailbox, Gmail's "450 4.2.1 The
+ * user you are trying to contact is receiving mail at a rate that ...", a policy check, a
+ * local fault) and leave the site as it is: its message is retried on its own schedule.
+ */
 export function throttleOf(reply: Reply): { throttled: boolean; hintMs: number | null } {
   const temporary = reply.smtpCode !== null ? reply.smtpCode >= 400 && reply.smtpCode < 500 : /^4\./.test(reply.enhancedCode ?? '');
-  const throttled = temporary && (reply.smtpCode === 421 || (reply.smtpCode === 451 && /^4\.7\./.test(reply.enhancedCode ?? '')) || /^4\.7\.28$/.test(reply.enhancedCode ?? '') || SLOW_DOWN.test(reply.response));
+  const throttled = temporary && !GREYLISTING.test(reply.response)
+    && (reply.smtpCode === 421 || /^4\.7\.28$/.test(reply.enhancedCode ?? '') || RATE_WORDS.test(reply.response));
   if (!throttled) return { throttled: false, hintMs: null };
   const hint = /\b(?:in|after|for|wait)\s+(\d{1,5})\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b/i.exec(reply.response);
   if (!hint) return { throttled: true, hintMs: null };

@@ -3,7 +3,7 @@
 // (RELAY_SHAPING_FILE, else the defaults), and its adaptive state: the rate now, a pause after
 // throttling, a token bucket that spaces messages at that rate. Per sender process, as an
 // MTA's shaping is per node; a snapshot of every site is written to the `sites` collection
-// every few seconds for `relay sites` and kept in memory for /metrics.
+// every few seconds for `relay sites` and /metrics (siteSeries: a bounded few of them by name).
 //
 // Spacing and pauses are durations, kept in monotonic time: a wall clock stepped back (an NTP
 // correction, a VM resumed) must not put a site's next slot, and with it every queued message
@@ -12,7 +12,7 @@
 // snapshots' pause ends.
 import { hostname } from 'node:os';
 import {
-  afterSuccess, afterThrottle, initialSiteState, limitsFor, siteKeyOf, throttleOf,
+  afterSuccess, afterThrottle, initialSiteState, limitsFor, ruleFor, siteKeyOf, throttleOf,
   type MxHost, type Reply, type ShapingRule, type SiteLimits, type SiteState,
 } from '../../../domain/delivery/sites.ts';
 import type { DnsCache } from '../../../infra/dns/dns-cache.ts';
@@ -33,17 +33,28 @@ export interface SiteSnapshot {
   inFlight: number;
   recent: string[];
   updatedAt: string;
+  /**
+   * The RELAY_SHAPING_FILE pattern whose rule sets the site's limits; null: the defaults.
+   * Optional, as is recentVolume: an older sender's snapshots lack both.
+   */
+  rule?: string | null;
+  /** Transactions recorded for the site, each counting less with age (halved every VOLUME_HALF_LIFE_MS), as of updatedAt. */
+  recentVolume?: number;
 }
 
 interface Site {
   key: string;
   limits: SiteLimits;
+  rule: string | null;
   state: SiteState;
   /** When the next message may start, in monotonic ms (the token bucket, one token at a time). */
   nextSlotAt: number;
   delivered: number;
   deferred: number;
   inFlight: number;
+  /** recentVolume as of volumeAt (monotonic ms). */
+  volume: number;
+  volumeAt: number;
 }
 
 export interface SiteRegistryOptions {
@@ -87,6 +98,9 @@ const EVICTION_LOOKS = 64;
  * at the schedule finds, its DNS work is bounded, and the rest are looked up on later looks.
  */
 const MAX_LOOKUPS = 16;
+/** How fast a site's recent volume forgets: a transaction this long ago counts half. */
+export const VOLUME_HALF_LIFE_MS = 10 * 60_000;
+const decayed = (volume: number, elapsedMs: number) => volume * 2 ** (-Math.max(0, elapsedMs) / VOLUME_HALF_LIFE_MS);
 
 export class SiteRegistry {
   readonly #dns: DnsCache | null;
@@ -188,8 +202,12 @@ export class SiteRegistry {
       this.#makeRoom();
       // From the key's hosts, not the whole MX set: a site forgotten and met again by its key
       // alone (take, record) gets the same limits.
-      const limits = limitsFor(key.split(','), this.#rules);
-      site = { key, limits, state: initialSiteState(limits), nextSlotAt: 0, delivered: 0, deferred: 0, inFlight: 0 };
+      const hosts = key.split(',');
+      const limits = limitsFor(hosts, this.#rules);
+      site = {
+        key, limits, rule: ruleFor(hosts, this.#rules)?.pattern ?? null, state: initialSiteState(limits), nextSlotAt: 0, delivered: 0, deferred: 0, inFlight: 0,
+        volume: 0, volumeAt: this.#monotonicNow(),
+      };
     }
     this.#sites.set(key, site);
     return site;
@@ -243,9 +261,9 @@ export class SiteRegistry {
   record(key: string, outcome: Reply & { result: string }): void {
     if (!this.#shaping) return;
     const site = this.#site(key);
+    const now = this.#monotonicNow();
     const throttle = outcome.result === 'deferred' ? throttleOf(outcome) : { throttled: false, hintMs: null };
     if (throttle.throttled) {
-      const now = this.#monotonicNow();
       const scaledHint = throttle.hintMs === null ? null : throttle.hintMs * this.#scale;
       const next = afterThrottle({ ...site.state, backoffMs: site.state.backoffMs * this.#scale }, site.limits, outcome.response, scaledHint, now);
       site.state = { ...next, backoffMs: next.backoffMs / this.#scale };
@@ -253,6 +271,8 @@ export class SiteRegistry {
     } else if (outcome.result === 'delivered' || outcome.result === 'accepted') {
       site.state = afterSuccess(site.state, site.limits);
     }
+    site.volume = decayed(site.volume, now - site.volumeAt) + 1;
+    site.volumeAt = now;
     if (outcome.result === 'deferred') site.deferred++;
     if (outcome.result === 'delivered' || outcome.result === 'accepted') site.delivered++;
   }
@@ -288,6 +308,8 @@ export class SiteRegistry {
       inFlight: site.inFlight,
       recent: site.state.recent,
       updatedAt: now,
+      rule: site.rule,
+      recentVolume: Math.round(decayed(site.volume, monotonicNow - site.volumeAt) * 1000) / 1000,
     }));
   }
 }
@@ -325,6 +347,66 @@ export function observedBySites(transport: MailTransport, sites: SiteRegistry): 
 }
 
 export const siteSnapshots = (documents: DocumentStore) => documents.collection<SiteSnapshot>(COLLECTIONS.sites);
+
+/** Sites with series of their own on /metrics, per sender instance: the busiest by recent volume. */
+export const BUSIEST_SITE_SERIES = 20;
+/** And those a RELAY_SHAPING_FILE rule applies to, the busiest of them up to this many. */
+export const SHAPED_SITE_SERIES = 50;
+/** The `site` label of the rest of an instance's sites, together. */
+export const OTHER_SITES = 'other';
+
+export interface SiteSeries {
+  site: string;
+  instance: string;
+  rate: number;
+  limit: number;
+  pausedSeconds: number;
+  throttles: number;
+}
+
+/**
+ * The sites /metrics names, from the snapshots: per instance, the BUSIEST_SITE_SERIES with the
+ * most recent volume and up to SHAPED_SITE_SERIES more that a shaping rule applies to; the rest
+ * together as OTHER_SITES (rates, limits and throttles summed, the longest pause). A site's key
+ * is what its recipient domain's DNS says, or the domain itself when it has no MX, so whoever
+ * sends makes sites at will; an instance's `site` label takes at most BUSIEST_SITE_SERIES +
+ * SHAPED_SITE_SERIES + 1 values however many sites it meets. The shaped ones are bounded too:
+ * an MX set only has to include one host a rule names. `relay sites` lists every site.
+ */
+export function siteSeries(snapshots: SiteSnapshot[], now: number): SiteSeries[] {
+  const byInstance = new Map<string, Array<{ snapshot: SiteSnapshot; volume: number }>>();
+  for (const snapshot of snapshots) {
+    const volume = decayed(snapshot.recentVolume ?? 0, now - Date.parse(snapshot.updatedAt));
+    const list = byInstance.get(snapshot.instance) ?? [];
+    list.push({ snapshot, volume: Number.isFinite(volume) ? volume : 0 });
+    byInstance.set(snapshot.instance, list);
+  }
+  const series: SiteSeries[] = [];
+  for (const [instance, sites] of byInstance) {
+    sites.sort((a, b) => b.volume - a.volume || (a.snapshot.site < b.snapshot.site ? -1 : a.snapshot.site > b.snapshot.site ? 1 : 0));
+    let busiest = 0;
+    let shaped = 0;
+    let other: SiteSeries | null = null;
+    for (const { snapshot: s } of sites) {
+      const pausedSeconds = s.pausedUntil ? Math.max(0, (Date.parse(s.pausedUntil) - now) / 1000) : 0;
+      const busy = s.site !== OTHER_SITES && busiest < BUSIEST_SITE_SERIES;
+      const named = !busy && s.site !== OTHER_SITES && !!s.rule && shaped < SHAPED_SITE_SERIES;
+      if (busy) busiest++;
+      if (named) shaped++;
+      if (busy || named) {
+        series.push({ site: s.site, instance, rate: s.rate, limit: s.limits.messagesPerMinute, pausedSeconds, throttles: s.throttles });
+        continue;
+      }
+      other ??= { site: OTHER_SITES, instance, rate: 0, limit: 0, pausedSeconds: 0, throttles: 0 };
+      other.rate += s.rate;
+      other.limit += s.limits.messagesPerMinute;
+      other.pausedSeconds = Math.max(other.pausedSeconds, pausedSeconds);
+      other.throttles += s.throttles;
+    }
+    if (other) series.push(other);
+  }
+  return series;
+}
 
 /**
  * Writes the registry's snapshot every `everyMs` (and once more on stop), for `relay sites`. One
