@@ -359,6 +359,7 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         ...config.inbound, hostname: config.mailHost, events, emails: services.emails, documents: stores.documents, secrets: services.secrets, now,
         liveness: tracker,
         onError: reportError(part),
+        onSessionError: (error) => logger.debug({ part, code: error.code, reason: error.message }, 'feedback SMTP session ended by an error of its connection (the client reset it, a STARTTLS handshake failed)'),
         onReport: ({ format, recorded, findings }) => {
           for (const finding of findings) metrics.feedbackReports(finding.outcome, finding.effect).inc();
           logger.info({ part, format, recorded }, 'report received');

@@ -77,7 +77,14 @@ export interface InboundOptions {
   now: () => Date;
   /** Its liveness tracker (a new one when not given). */
   liveness?: Liveness;
+  /** The server's own failures: a store that fails, a report that cannot be recorded, the listener. */
   onError: (error: Error) => void;
+  /**
+   * Each session that ends with an error of its connection (a client resetting it, a STARTTLS
+   * handshake that fails): the client's doing or the network's, which anyone who reaches the
+   * port can cause at will, so never onError; the caller logs it at debug.
+   */
+  onSessionError?: (error: Error & { code?: string }) => void;
   onReport?: (result: IngestResult) => void;
   /** Each session or report refused for want of room (the client is told 4xx), by reason. */
   onRefused?: (reason: InboundRefusalReason) => void;
@@ -411,10 +418,21 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       slots.give(network);
     },
   }, opened, () => refused('too_many_connections'));
+  // smtp-server emits its listener's errors and every connection's (socket, TLS) alike, as its
+  // own 'error': a listener put first on its net.Server marks the listener's, the rest are sessions'.
   // A failure to bind is the start's to report (it rejects below), not an error to retry.
   let listening = false;
+  const listenerErrors = new WeakSet<Error>();
+  const sessionErrors = new WeakSet<Error>();
+  server.server.prependListener('error', (error) => listenerErrors.add(error));
   server.on('error', (error) => {
-    if (listening) options.onError(error);
+    if (listenerErrors.has(error)) {
+      if (listening) options.onError(error);
+    } else if (!sessionErrors.has(error)) {
+      // A failed STARTTLS handshake comes twice, as one error ('_tlsError', then 'error').
+      sessionErrors.add(error);
+      options.onSessionError?.(error);
+    }
   });
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException) => reject(new Error(

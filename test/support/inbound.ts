@@ -14,7 +14,7 @@ export interface InboundFixture {
   t: TestApp;
   tenant: DeliveryTenant;
   inbound: InboundServer;
-  /** What the server reported through onError (connection resets included). */
+  /** What the server reported through onError (a client's reset is not one: onSessionError). */
   errors: Error[];
   /** Admits an email to `to` and returns its id and each recipient's return path, in order. */
   email(to: string[]): Promise<{ id: string; returnPaths: string[] }>;

@@ -1,9 +1,10 @@
 // What the sender tells operators of the outcomes it appends, outside the API: every outcome
 // other than sent/delivered is a log line at warn (email id, the recipient's domain, never the
-// address; transport, attempt, the SMTP reply); a transport that cannot be used at all (the
-// smarthost refuses the connection, TLS or the credentials) is one line at error per distinct
-// cause and minute, however many emails it holds up; and every outcome is counted on /metrics
-// (relay_delivery_attempts_total, relay_delivery_latency_seconds: apps/relay-metrics.ts).
+// address; transport, attempt, the SMTP reply without the addresses it echoes); a transport
+// that cannot be used at all (the smarthost refuses the connection, TLS or the credentials) is
+// one line at error per distinct cause and minute, however many emails it holds up; and every
+// outcome is counted on /metrics (relay_delivery_attempts_total, relay_delivery_latency_seconds:
+// apps/relay-metrics.ts).
 import type { RecipientResultReport } from '../../../domain/email/delivery.ts';
 import type { AdmittedMessage, DeliveryAttempted, DeliveryFailed } from '../../../domain/email/events.ts';
 import type { Status } from '../../../domain/email/status.ts';
@@ -28,6 +29,28 @@ export const UNUSABLE_LOG_INTERVAL_MS = 60_000;
 const TRANSPORT_STAGES: ReadonlySet<string> = new Set(['connection', 'tls']);
 
 const DELIVERY_OUTCOMES: readonly DeliveryOutcomeLabel[] = ['sent', 'delivered', 'deferred', 'hard_bounced', 'soft_bounced', 'failed', 'unknown'];
+
+/** Characters of a reply a log line keeps (an SMTP reply line is at most 512 octets). */
+export const REPLY_LOG_CHARS = 512;
+
+/**
+ * A receiving server's reply as a log line may hold it. Servers echo addresses in their replies
+ * (Postfix: "550 5.1.1 <bob@example.org>: Recipient address rejected"), BCC recipients' too, and
+ * the log names the recipient's domain only: every address loses its local part ("…@example.org").
+ * Control characters (a reply's line breaks, anything a server sends) become spaces, and the text
+ * is bounded. The event keeps the reply whole.
+ */
+export function replyForLog(reply: string | null | undefined): string | null | undefined {
+  if (reply === null || reply === undefined) return reply;
+  // Addresses are taken out of the whole text before it is cut, so no cut leaves a local part behind.
+  const text = reply.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ')
+    .replace(/"[^"]{0,64}"@/g, '…@')
+    .replace(/[^\s<>()[\]\\,;:"]+/g, (word) => {
+      const at = word.lastIndexOf('@');
+      return at > 0 ? `…${word.slice(at)}` : word;
+    });
+  return text.length > REPLY_LOG_CHARS ? `${text.slice(0, REPLY_LOG_CHARS - 1)}…` : text;
+}
 
 const domainOfAddress = (address: string | null): string | null => (address === null ? null : address.slice(address.lastIndexOf('@') + 1));
 
@@ -94,7 +117,7 @@ export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver
           smtpCode: recipient.smtpCode,
           enhancedCode: recipient.enhancedCode,
           stage: report?.stage ?? null,
-          reply: recipient.response,
+          reply: replyForLog(recipient.response),
           ...(outcome.nextAttemptAt ? { nextAttemptAt: outcome.nextAttemptAt } : {}),
           ...(outcome.failureCode ? { failureCode: outcome.failureCode } : {}),
         });
@@ -105,7 +128,7 @@ export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver
         const repeated = causes.take(`${transport}\u001f${report.stage}\u001f${report.smtpCode}\u001f${report.response}`, now);
         if (repeated === null) continue;
         deps.error('the transport cannot be used: every email waits for a retry', {
-          transport, stage: report.stage, smtpCode: report.smtpCode, enhancedCode: report.enhancedCode, reply: report.response,
+          transport, stage: report.stage, smtpCode: report.smtpCode, enhancedCode: report.enhancedCode, reply: replyForLog(report.response),
           emailId: message.emailId, repeatedSinceLastLog: repeated,
         });
       }
@@ -121,7 +144,7 @@ export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver
           attempt: failure.attempt,
           status: 'failed',
           failureCode: failure.failureCode,
-          reply: failure.reason,
+          reply: replyForLog(failure.reason),
         });
       }
     },
