@@ -118,6 +118,18 @@ test('replayOf on a fresh stream is null', () => {
   assert.is(replayOf(initialEmailState, 'f1'), null);
 });
 
+test('given a stream whose admission this version cannot read, when the request comes again, then service_unavailable and no event', () => {
+  const given = evolveEmail(initialEmailState, { type: 'UnrecognizedEvent', data: { type: 'EmailAccepted', schemaVersion: 2 } });
+  assert.is(refusal(() => decideAdmission(admit(), given)), 'service_unavailable');
+  assert.is(refusal(() => decideAdmission(admit({}, { fingerprint: 'other' }), given)), 'service_unavailable');
+  assert.is(refusal(() => replayOf(given, 'f1')), 'service_unavailable');
+});
+
+test('given a stream with an event of a type this version does not know, when an email is admitted on it, then refused: an admission is only a first event', () => {
+  const given = evolveEmail(initialEmailState, { type: 'UnrecognizedEvent', data: { type: 'EmailScheduled' } });
+  assert.is(refusal(() => decideAdmission(admit(), given)), 'service_unavailable');
+});
+
 test.run();
 
 const aggregate = suite('the email aggregate');

@@ -248,8 +248,9 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey, deps.now().getTime());
   const { emails } = deps;
 
-  // 1. Replay, or conflict (409, not counted: it is a rejection). A fresh random id has no
-  // stream to read.
+  // 1. Replay, or conflict (409, not counted: it is a rejection), or an email stored by a
+  // version this one cannot read (503: never a second admission after it). A fresh random id
+  // has no stream to read.
   const loaded: Loaded<EmailState> = request.idempotencyKey === null
     ? { state: initialEmailState, revision: -1 }
     : await emails.load(emailId);

@@ -1,7 +1,8 @@
 // The admission decider: turns an AdmitEmail command into EmailAccepted or EmailSuppressed,
 // into nothing when the same request was already admitted (idempotent replay), or into a
-// refusal. The facts a rule needs from elsewhere (the sender's and recipients' domains, the
-// suppression list) come with the command, so every rule of admission is decided here.
+// refusal; an admission is only ever the first event of its stream. The facts a rule needs
+// from elsewhere (the sender's and recipients' domains, the suppression list) come with the
+// command, so every rule of admission is decided here.
 import { RelayError } from '../errors.ts';
 import type { AdmittedMessage, EmailEvent, SuppressedRecipient } from './events.ts';
 import type { EmailState } from './state.ts';
@@ -32,12 +33,26 @@ export interface AdmissionResult {
   reason: string | null;
 }
 
+/** How long a client is told to wait before it retries a request whose email this version cannot read. */
+export const UNREADABLE_ADMISSION_RETRY_AFTER_SECONDS = 60;
+
 /**
  * For an email already admitted: its original result when the request is the same (a replay),
- * an idempotency conflict when it is not. Null when nothing was admitted yet.
+ * an idempotency conflict when it is not. Null when nothing was admitted yet: an empty stream.
+ * A stream with events and no admission this version can read was admitted by a version it
+ * cannot read (a newer one, before a rollback: ./upcast.ts never guesses), so this version can
+ * neither answer the replay nor tell a conflict, and an admission appended after it would be a
+ * second email under one key: 503, to be retried with the same key once that version runs again.
  */
 export function replayOf(state: EmailState, fingerprint: string): AdmissionResult | null {
-  if (!state.admission) return null;
+  if (!state.admission) {
+    if (state.revision < 0) return null;
+    throw new RelayError(
+      'service_unavailable',
+      'the email of this Idempotency-Key was stored by a version of Relay that this one cannot read: retry with the same key later',
+      { retryAfterSeconds: UNREADABLE_ADMISSION_RETRY_AFTER_SECONDS },
+    );
+  }
   if (state.fingerprint === fingerprint) return state.admission;
   throw new RelayError('idempotency_conflict', 'Idempotency-Key was already used with a different request body');
 }
@@ -51,6 +66,7 @@ function senderRefusal(domain: DomainFacts): RelayError {
 }
 
 export function decideAdmission(command: AdmitEmail, state: EmailState): EmailEvent[] {
+  // Also what keeps an admission off a stream that has events already (replayOf refuses those without one).
   if (replayOf(state, command.message.fingerprint)) return [];
   if (!usable(command.senderDomain)) throw senderRefusal(command.senderDomain);
   if (command.message.testMode) {

@@ -80,12 +80,17 @@ function templateSend(ctx: ApiContext, principal: Pick<ApiKeyPrincipal, 'project
 }
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
-  const raw = request.headers['idempotency-key'];
-  if (raw === undefined) return null;
-  if (Array.isArray(raw) || !IDEMPOTENCY_KEY.test(raw)) {
+  // Read from the field lines as sent: Node joins repeated fields of a name it has no rule for
+  // into one value, and "a, b" would pass for a key that neither field names.
+  const raw = request.raw.rawHeaders;
+  const keys: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === 'idempotency-key') keys.push(raw[i + 1]);
+  if (keys.length === 0) return null;
+  if (keys.length > 1) throw new RelayError('validation_error', 'header Idempotency-Key: must be given once');
+  if (!IDEMPOTENCY_KEY.test(keys[0])) {
     throw new RelayError('validation_error', 'header Idempotency-Key: must be 1 to 128 printable ASCII characters');
   }
-  return raw;
+  return keys[0];
 }
 
 function readScopeOf(principal: ApiKeyPrincipal): ReadScope {
@@ -187,7 +192,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
         summary: 'Send an email (SendEmail) or a template (TemplateSend: a body with `template`). Needs email:send.',
         body: Type.Union([SendEmailBody, TemplateSendBody]),
         headers: Type.Object({
-          'Idempotency-Key': Type.Optional(Type.String({ pattern: IDEMPOTENCY_KEY.source, description: 'The same key with the same body answers the first result again; with another body, 409 idempotency_conflict.' })),
+          'Idempotency-Key': Type.Optional(Type.String({ pattern: IDEMPOTENCY_KEY.source, description: 'One field at most (a repeated one is 400 validation_error). The same key with the same body answers the first result again; with another body, 409 idempotency_conflict.' })),
         }),
         responses: { 202: { description: 'Admitted (queued) or suppressed; delivery is asynchronous.', schema: SendResult } },
       },
