@@ -1,6 +1,7 @@
 // The `mx` transport: Relay as the MTA. Per recipient domain of a call it looks up the MX
 // hosts (RFC 5321 5.1: implicit MX when there are none, RFC 7505 null MX), connects to them in
-// preference order and runs one transaction (MAIL FROM, RCPT TO per recipient, DATA).
+// preference order and runs one transaction (MAIL FROM, RCPT TO per recipient, DATA): at the
+// next host when one failed it before any of the body went out (it took nothing of the message).
 //
 // TLS: STARTTLS whenever offered (mx-connections.ts). Without a policy it is opportunistic:
 // a certificate that cannot be verified is used anyway and a failed handshake falls back to
@@ -359,7 +360,11 @@ export class MxTransport implements MailTransport {
     // The latest reply that refused a session (421 in the greeting…): a deferral carries its codes for the site's backoff.
     let refusedWith: SetupReply | null = null;
     const considered = route.hosts.slice(0, MAX_MX_HOSTS_PER_DOMAIN);
-    for (const host of considered) {
+    // The caller's mark that the transaction begins is made once, before the first MAIL FROM:
+    // a host moved on from took nothing of the message, so the next one carries on the same
+    // transaction.
+    let begun = false;
+    for (const [at, host] of considered.entries()) {
       if (budget.attempts <= 0) break;
       const resolved = await this.#addresses(host);
       if (resolved.kind !== 'usable') {
@@ -413,20 +418,35 @@ export class MxTransport implements MailTransport {
         continue; // RFC 5321 5.1: on to the next MX host
       }
       if (lease.fresh) this.#report(domain, policy.applied, policy.judge(lease.tls), host, lease.address, lease.localAddress);
-      // The caller's mark that the transaction begins, once the connection answered: right
-      // before MAIL FROM.
-      let begun: boolean;
-      try {
-        begun = options.beginTransaction ? await options.beginTransaction() : true;
-      } catch (error) {
-        this.#pool.release(lease, true);
-        throw error;
-      }
       if (!begun) {
-        this.#pool.release(lease, true);
-        return addresses.map(notBegunOutcome);
+        // Once the connection answered: right before MAIL FROM.
+        try {
+          begun = options.beginTransaction ? await options.beginTransaction() : true;
+        } catch (error) {
+          this.#pool.release(lease, true);
+          throw error;
+        }
+        if (!begun) {
+          this.#pool.release(lease, true);
+          return addresses.map(notBegunOutcome);
+        }
       }
-      return this.#transaction(lease, domain, addresses, message);
+      const { outcomes, movable } = await this.#transaction(lease, domain, addresses, message);
+      const named = (response: string) => `${host} [${lease.address}]: ${response}`;
+      // RFC 5321 5.1: on to the next MX host, as after a failed setup, while the budget allows.
+      if (movable && at < considered.length - 1 && budget.attempts > 0) {
+        onlyPolicy = false;
+        // The reply goes with the deferral, should no later host answer: the site's backoff
+        // sees a 421 here as it would have without the move.
+        const replied = outcomes.find((o) => o.smtpCode !== null);
+        if (replied) refusedWith = { smtpCode: replied.smtpCode!, enhancedCode: replied.enhancedCode };
+        const responses = [...new Set(outcomes.map((o) => o.response))];
+        failures.push(named(responses.length === 1 ? responses[0] : outcomes.map((o) => `${o.address}: ${o.response}`).join(', ')));
+        continue;
+      }
+      // A deferral says what the hosts before this one answered too; other outcomes are this
+      // host's reply alone (a 250 names its queue id, a refusal is classified by its text).
+      return failures.length === 0 ? outcomes : outcomes.map((o) => (o.result === 'deferred' ? { ...o, response: [...failures, named(o.response)].join('; ') } : o));
     }
     // Hosts left out may have addresses: only a verdict on every host is final.
     const leftOut = route.hosts.length - considered.length;
@@ -442,12 +462,20 @@ export class MxTransport implements MailTransport {
     return addresses.map((address) => ({ address, result: 'deferred', smtpCode: refusedWith?.smtpCode ?? null, enhancedCode: refusedWith?.enhancedCode ?? null, response, stage }));
   }
 
-  async #transaction(lease: Lease, domain: string, addresses: string[], message: OutgoingMessage): Promise<RecipientOutcome[]> {
+  /**
+   * One transaction on the lease. `movable`: every recipient was deferred before any of the
+   * body went out (a lost connection or 421 before DATA, a 4xx to MAIL FROM, to every RCPT TO
+   * or to DATA), so nothing of the message reached the host and another may be tried without
+   * risking a duplicate. Not after a deadline: a begun transaction's recipients stay open for a
+   * grace sized for one mx transaction at its deadlines (domain/email/delivery.ts), and a host
+   * that let one run out has spent its part of it.
+   */
+  async #transaction(lease: Lease, domain: string, addresses: string[], message: OutgoingMessage): Promise<{ outcomes: RecipientOutcome[]; movable: boolean }> {
     const wire = new Map(addresses.map((a) => [wireAddress(a, domain), a]));
     const rcpts = [...wire.keys()];
     const original = (address: string) => wire.get(address) ?? address;
     const limits = { replyMs: this.#options.commandTimeoutMs, minBodyBytesPerSecond: this.#options.minBodyBytesPerSecond };
-    const { error, info, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, limits);
+    const { error, info, bodyBegan, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, limits);
     this.#pool.release(lease, !lease.conn.destroyed && (!error || !isConnectionLevel(error)));
 
     const withNote = (outcome: RecipientOutcome): RecipientOutcome => (lease.note ? { ...outcome, response: `${outcome.response} (${lease.note})` } : outcome);
@@ -470,7 +498,8 @@ export class MxTransport implements MailTransport {
           ? envelopeOutcomes(addresses, (envelope.accepted ?? []).map(original), fromWire(envelope.rejectedErrors), (a) => errorOutcome(a, failure, bodySent))
           : addresses.map((a) => errorOutcome(a, failure, bodySent));
     }
-    return outcomes.map(withNote);
+    const movable = error !== null && !bodyBegan && error.code !== 'ETIMEDOUT' && outcomes.every((o) => o.result === 'deferred');
+    return { outcomes: outcomes.map(withNote), movable };
   }
 
   async close(): Promise<void> {

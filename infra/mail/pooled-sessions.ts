@@ -106,10 +106,15 @@ export interface TransactionLimits {
   minBodyBytesPerSecond: number;
 }
 
-/** What one transaction on a connection came to; `bodySent`: every byte and the dot went out. */
+/**
+ * What one transaction on a connection came to. `bodyBegan`: DATA was answered and the body
+ * started to go out (before that, nothing of the message reached the server); `bodySent`: every
+ * byte and the dot went out.
+ */
 export interface Transacted {
   error: NodemailerError | null;
   info?: SMTPConnection.SentMessageInfo;
+  bodyBegan: boolean;
   bodySent: boolean;
 }
 
@@ -151,19 +156,21 @@ function whenBodyLeft(conn: SMTPConnection, then: () => void): void {
 export function transact(conn: SMTPConnection, envelope: SMTPConnection.Envelope, raw: Buffer, limits: TransactionLimits): Promise<Transacted> {
   return new Promise((resolve) => {
     const body = new PassThrough();
+    let bodyBegan = false;
     let bodySent = false;
     let settled = false;
     const done = (error: NodemailerError | null, info?: SMTPConnection.SentMessageInfo) => {
       if (settled) return;
       settled = true;
       clearDeadline();
-      resolve({ error, info, bodySent });
+      resolve({ error, info, bodyBegan, bodySent });
     };
     const cutOff = (awaited: string) => deadline(conn, limits.replyMs, `no complete reply to ${awaited}`, done);
     let clearDeadline = cutOff('the envelope (MAIL FROM, RCPT TO, DATA)');
     // The connection pipes the body once DATA was accepted.
     body.once('resume', () => {
       if (settled) return;
+      bodyBegan = true;
       clearDeadline();
       const bodyMs = bodyDeadlineMs(raw.length, limits.replyMs, limits.minBodyBytesPerSecond);
       // A failure at DATA: recipients RCPT TO refused keep their refusal (mx-transport.ts).
