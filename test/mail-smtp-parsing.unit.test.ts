@@ -1,7 +1,7 @@
 // RELAY_SMTP_URL rules and the reading of SMTP replies (codes, enhanced codes, queue ids).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseQueueId, parseSmtpReply } from '../infra/mail/smtp-replies.ts';
+import { parseQueueId, parseSmtpReply, peerTextForLog } from '../infra/mail/smtp-replies.ts';
 import { isLoopbackHost, parseSmtpUrl } from '../infra/mail/smtp-transport.ts';
 
 const url = suite('RELAY_SMTP_URL');
@@ -70,6 +70,30 @@ replies('code and enhanced status code', () => {
   assert.equal(parseSmtpReply('550-5.7.1 first line\n550 5.7.1 second line').enhancedCode, '5.7.1');
   assert.equal(parseSmtpReply('250 2.0.0 Ok').code, 250);
   assert.equal(parseSmtpReply('connection refused'), { code: null, enhancedCode: null, text: 'connection refused' });
+});
+
+replies('lines, blank lines and indents folded into one line; whitespace within a line kept', () => {
+  assert.is(parseSmtpReply('  550-5.7.1 first line   \r\n550-\r\n\r\n   \n550-   \t indented\r\n550 5.7.1 last \r\n').text, '550-5.7.1 first line 550- 550-   \t indented 550 5.7.1 last');
+  assert.is(parseSmtpReply('550 a\rb').text, '550 a\rb');
+});
+
+replies('only the first few KB of a reply are read, however it is shaped', () => {
+  const spaces = ' '.repeat(1024 * 1024);
+  const parsed = parseSmtpReply(`550 5.1.1 <ann@x.test>${spaces}User unknown\r\n`);
+  assert.equal({ code: parsed.code, enhancedCode: parsed.enhancedCode, text: parsed.text }, { code: 550, enhancedCode: '5.1.1', text: '550 5.1.1 <ann@x.test>' });
+  const lines = parseSmtpReply(`451-4.7.1 ${'x'.repeat(990)}\n`.repeat(1000) + '451 4.7.1 end');
+  assert.is(lines.enhancedCode, '4.7.1');
+  assert.ok(lines.text.length <= 4096, `${lines.text.length} characters of text`);
+});
+
+replies('a peer\'s text for a log field: bounded, control characters made spaces', () => {
+  assert.is(peerTextForLog('550 5.1.1 no such user'), '550 5.1.1 no such user');
+  assert.is(peerTextForLog('554-a\n554-{"msg":"forged"}\r\n\u001b[31mred\u0085\u2028\u202e'), '554-a 554-{"msg":"forged"}   [31mred   ');
+  const long = peerTextForLog(`554 ${'A'.repeat(100_000)}`);
+  assert.is(long.length, 301);
+  assert.ok(long.endsWith('A…'));
+  // A pair cut in two leaves no lone surrogate.
+  assert.is(peerTextForLog(`${'a'.repeat(299)}😀😀`), `${'a'.repeat(299)}…`);
 });
 
 replies('queue ids named in common 250 replies', () => {

@@ -121,7 +121,7 @@ test('MX: a reused connection whose RSET reply is dripped is cut off at a deadli
     assert.ok(sent, `no outcome for the next message 5 s into an RSET reply dripped (${server.drips()} bytes so far) with ${COMMAND_MS} ms of silence allowed`);
     assert.is(log.warnings.length, 1, 'the connection given up on is logged once');
     assert.equal(log.warnings[0].fields, { host: 'mx.drip.test', address: '127.0.0.1', reason: `no complete reply to RSET within ${COMMAND_MS} ms` });
-    assert.match(log.warnings[0].message, `mx.drip.test [127.0.0.1] failed RSET and was closed: no complete reply to RSET within ${COMMAND_MS} ms`);
+    assert.is(log.warnings[0].message, 'mx: a pooled connection to mx.drip.test [127.0.0.1] failed RSET and was closed');
   } finally {
     server.close();
     await Promise.race([transport.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2_000))]);
@@ -140,7 +140,7 @@ test('smarthost: a connection idle past its check (1 s) whose RSET reply is drip
     assert.ok(sent, `no outcome for the next message 5 s into an RSET reply dripped (${server.drips()} bytes so far) with ${commandMs} ms of silence allowed`);
     assert.is(log.warnings.length, 1, 'the connection given up on is logged once');
     assert.equal(log.warnings[0].fields, { host: '127.0.0.1', reason: `no complete reply to RSET within ${commandMs} ms` });
-    assert.match(log.warnings[0].message, `127.0.0.1 failed RSET and was closed: no complete reply to RSET within ${commandMs} ms`);
+    assert.is(log.warnings[0].message, 'smtp: a pooled connection to 127.0.0.1 failed RSET and was closed');
   } finally {
     server.close();
     await Promise.race([transport.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2_000))]);

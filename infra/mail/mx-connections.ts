@@ -23,7 +23,7 @@
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
-import { asNodemailerError, isTlsFailure, parseSmtpReply, type NodemailerError } from './smtp-replies.ts';
+import { asNodemailerError, isTlsFailure, MAX_REPLY_BYTES, parseSmtpReply, peerTextForLog, type NodemailerError } from './smtp-replies.ts';
 import { afterPendingReplies, quit, reset, setupDeadline, type SessionLog } from './pooled-sessions.ts';
 import { judgeTls, type TlsVerdict } from './tls-sessions.ts';
 
@@ -150,6 +150,7 @@ function connect(options: ConnectOptions, host: string, address: string, key: st
     connectionTimeout: options.connectTimeoutMs,
     greetingTimeout: options.connectTimeoutMs,
     socketTimeout: options.commandTimeoutMs,
+    maxResponseSize: MAX_REPLY_BYTES,
     logger: false,
   });
   let ended!: () => void;
@@ -247,7 +248,8 @@ export class ConnectionPool {
         idle.fresh = false;
         const failure = await reset(idle, this.#options.commandTimeoutMs);
         if (failure === null) return idle;
-        this.#log?.warn({ host, address: idle.address, reason: failure }, `mx: a pooled connection to ${host} [${idle.address}] failed RSET and was closed: ${failure}`);
+        // The failure may quote the server's reply: a field, never the message.
+        this.#log?.warn({ host, address: idle.address, reason: peerTextForLog(failure) }, `mx: a pooled connection to ${host} [${idle.address}] failed RSET and was closed`);
         this.discard(idle);
         continue;
       }

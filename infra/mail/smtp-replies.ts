@@ -7,16 +7,61 @@ export interface SmtpReply {
   code: number | null;
   /** RFC 3463 enhanced status code (e.g. "5.1.1") when the reply carries one. */
   enhancedCode: string | null;
-  /** The whole reply, continuation lines joined with a space. */
+  /** The reply (its first REPLY_TEXT_CHARS characters), its lines trimmed and joined with a space. */
   text: string;
 }
 
 const REPLY = /^(\d{3})(?:[ -]|$)(?:([245]\.\d{1,3}\.\d{1,3})(?=\s|$))?/;
 
+/**
+ * The largest reply a connection of the smtp and mx transports takes (nodemailer's
+ * maxResponseSize, in bytes); a longer one ends the connection, a temporary failure (a reply to
+ * the dot: the message's fate unknown). Real replies are a few hundred bytes, an EHLO reply a few
+ * KB; nodemailer's own limit (1 MiB) would let any server Relay connects to make it buffer that
+ * much for each command. nodemailer measures a reply as its pieces arrive, so a line may pass
+ * the limit by about one socket read: parseSmtpReply bounds its own work regardless.
+ */
+export const MAX_REPLY_BYTES = 64 * 1024;
+
+/**
+ * How much of a reply is read: well past the 1,000 characters of it an outcome keeps
+ * (apps/services/delivery/attempt.ts), with room for the line breaks and indents folded away.
+ * The rest is never looked at, so no reply costs more than this to read, whatever its shape.
+ */
+const REPLY_TEXT_CHARS = 4096;
+
+/** The reply's lines, each trimmed, blank ones left out, joined with a space: linear in the reply. */
+function foldLines(reply: string): string {
+  const kept: string[] = [];
+  for (const line of reply.split('\n')) {
+    const trimmed = line.trim();
+    if (trimmed) kept.push(trimmed);
+  }
+  return kept.join(' ');
+}
+
 export function parseSmtpReply(reply: string): SmtpReply {
-  const text = reply.trim().replace(/\s*\r?\n\s*/g, ' ');
+  const text = foldLines(reply.length > REPLY_TEXT_CHARS ? reply.slice(0, REPLY_TEXT_CHARS) : reply);
   const match = REPLY.exec(text);
   return { code: match ? Number(match[1]) : null, enhancedCode: match?.[2] ?? null, text };
+}
+
+/** How much of a peer's text goes into one log field, unless the caller says. */
+const PEER_TEXT_LOG_CHARS = 300;
+
+/**
+ * A remote server's text (a reply, or an error quoting one) made fit for a log field: cut to
+ * PEER_TEXT_LOG_CHARS with an ellipsis, and every control character (line breaks, ESC, C1, the
+ * Unicode line separators and bidi overrides) a space, so that the peer can neither fill the
+ * log nor write lines or terminal sequences of its own into it. Never interpolate it into a
+ * log message; give it a field.
+ */
+export function peerTextForLog(text: string, maxChars = PEER_TEXT_LOG_CHARS): string {
+  let cut = text.length > maxChars ? text.slice(0, maxChars) : text;
+  // A pair cut in two would leave a lone surrogate.
+  if (cut.length < text.length && /[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  const clean = cut.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, ' ');
+  return cut.length < text.length ? `${clean}…` : clean;
 }
 
 // The forms smarthosts commonly use to name their queue id in the final 250 reply; the first
@@ -89,12 +134,16 @@ export function stageOf(error: NodemailerError): string {
 }
 
 /**
- * The result a reply code means for a recipient. 503 ("bad sequence of commands") says the
- * session was in the wrong state, not that the message was refused, so it is retried like a 4xx.
+ * The result a reply code means for a recipient, at `stage` (stageOf). 503 ("bad sequence of
+ * commands") says the session was in the wrong state, not that the message was refused, so it is
+ * retried like a 4xx. So is 552 to RCPT TO: RFC 821 gave it for "too many recipients", and RFC
+ * 5321 (4.5.3.1.10) says to treat it as temporary there, as Postfix does; a lasting one (a full
+ * mailbox) ends when the retry window closes.
  */
-export function resultOfCode(code: number | null | undefined): RecipientResult {
-  if (code && code >= 500 && code < 600 && code !== 503) return 'rejected';
-  return 'deferred';
+export function resultOfCode(code: number | null | undefined, stage?: string): RecipientResult {
+  if (!code || code < 500 || code >= 600 || code === 503) return 'deferred';
+  if (code === 552 && stage === 'rcpt_to') return 'deferred';
+  return 'rejected';
 }
 
 export function replyOutcome(address: string, result: RecipientResult, reply: string, stage?: string): RecipientOutcome {
@@ -131,7 +180,7 @@ export function errorOutcome(address: string, error: NodemailerError, bodySent: 
     return { address, result: 'deferred', smtpCode: reply?.code ?? null, enhancedCode: reply?.enhancedCode ?? null, response: `TLS failed: ${error.message}`, stage };
   }
   // A 5xx to the greeting, EHLO or AUTH refuses us (blocklist, credentials), not the recipient.
-  if (error.response) return replyOutcome(address, stage === 'connection' ? 'deferred' : resultOfCode(error.responseCode), error.response, stage);
+  if (error.response) return replyOutcome(address, stage === 'connection' ? 'deferred' : resultOfCode(error.responseCode, stage), error.response, stage);
   return { address, result: 'deferred', smtpCode: null, enhancedCode: null, response: error.message, stage };
 }
 

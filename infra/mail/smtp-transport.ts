@@ -19,7 +19,7 @@ import net from 'node:net';
 import { domainToASCII } from 'node:url';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
-import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
+import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, MAX_REPLY_BYTES, parseQueueId, peerTextForLog, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 import { afterPendingReplies, MIN_BODY_BYTES_PER_SECOND, quit, reset, setupDeadline, transact, type SessionLog } from './pooled-sessions.ts';
 
@@ -231,7 +231,8 @@ export class SmtpTransport implements MailTransport {
         const fresh = !idle.mustReset && Date.now() - idle.idleSince < CHECK_AFTER_IDLE_MS;
         const failure = fresh ? null : await reset(idle, this.#options.commandTimeoutMs);
         if (failure === null) return idle;
-        this.#options.log?.warn({ host: this.#settings.host, reason: failure }, `smtp: a pooled connection to ${this.#settings.host} failed RSET and was closed: ${failure}`);
+        // The failure may quote the server's reply: a field, never the message.
+        this.#options.log?.warn({ host: this.#settings.host, reason: peerTextForLog(failure) }, `smtp: a pooled connection to ${this.#settings.host} failed RSET and was closed`);
         this.#discard(idle);
         continue;
       }
@@ -299,6 +300,7 @@ export class SmtpTransport implements MailTransport {
       connectionTimeout: this.#options.connectTimeoutMs,
       greetingTimeout: this.#options.commandTimeoutMs,
       socketTimeout: this.#options.commandTimeoutMs,
+      maxResponseSize: MAX_REPLY_BYTES,
       logger: false,
     });
     let ended!: () => void;

@@ -8,6 +8,7 @@
 import type { RecipientResultReport } from '../../../domain/email/delivery.ts';
 import type { AdmittedMessage, DeliveryAttempted, DeliveryFailed } from '../../../domain/email/events.ts';
 import type { Status } from '../../../domain/email/status.ts';
+import { peerTextForLog } from '../../../infra/mail/smtp-replies.ts';
 import type { DeliveryMetrics, DeliveryOutcomeLabel, DeliveryTransportLabel } from '../../relay-metrics.ts';
 import type { DeliveryObserver } from './attempt.ts';
 
@@ -43,13 +44,13 @@ export const REPLY_LOG_CHARS = 512;
 export function replyForLog(reply: string | null | undefined): string | null | undefined {
   if (reply === null || reply === undefined) return reply;
   // Addresses are taken out of the whole text before it is cut, so no cut leaves a local part behind.
-  const text = reply.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ')
+  const withoutAddresses = reply
     .replace(/"[^"]{0,64}"@/g, '…@')
-    .replace(/[^\s<>()[\]\\,;:"]+/g, (word) => {
+    .replace(/[^\s<>()[\]\\,;:"\u0000-\u001f\u007f-\u009f]+/g, (word) => {
       const at = word.lastIndexOf('@');
       return at > 0 ? `…${word.slice(at)}` : word;
     });
-  return text.length > REPLY_LOG_CHARS ? `${text.slice(0, REPLY_LOG_CHARS - 1)}…` : text;
+  return peerTextForLog(withoutAddresses, REPLY_LOG_CHARS - 1);
 }
 
 const domainOfAddress = (address: string | null): string | null => (address === null ? null : address.slice(address.lastIndexOf('@') + 1));
