@@ -11,7 +11,6 @@
 // Real sockets: the test's DNS server; the preferred MX host (127.0.0.2) a raw SMTP server
 // scripted per test, the backup (127.0.0.1) the real smtp-server sink on the same port, and
 // 127.0.0.3 on that port refusing connections.
-import net from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { observedBySites, SiteRegistry } from '../apps/services/delivery/sites.ts';
@@ -20,101 +19,8 @@ import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { MxTransport, type MxTransportOptions } from '../infra/mail/mx-transport.ts';
 import type { MailTransport, OutgoingMessage, SendOptions } from '../infra/ports/mail-transport.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
+import { startScriptedSmtp, type ScriptedSmtp, type SmtpScript } from './support/scripted-smtp.ts';
 import { smtpError, startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
-
-/** How the preferred host answers a command: a reply (a 421 closes the connection after it), `drop` (closes without one) or `silent` (never answers). */
-type Answer = string | 'drop' | 'silent';
-
-interface Script {
-  mail?: Answer;
-  rcpt?: Answer;
-  /** Default 354: the body follows. */
-  data?: Answer;
-  /** `drop`: the connection is closed as the first bytes of the body arrive. */
-  body?: 'drop';
-  /** The reply to the end of data. */
-  dot?: Answer;
-}
-
-interface Primary {
-  script: Script;
-  connections: number;
-  /** Body bytes received, over every connection. */
-  bodyBytes: number;
-  /** Messages it answered 250 to the end of data. */
-  queued: number;
-  close(): void;
-}
-
-/** The preferred MX host: a plain ESMTP server on 127.0.0.2 that answers as `primary.script` says. */
-async function startPrimary(port: number): Promise<Primary> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
-    primary.connections++;
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    socket.write('220 mx1.backup.test ESMTP\r\n');
-    const answer = (reply: Answer) => {
-      if (reply === 'drop') socket.destroy();
-      else if (reply.startsWith('421')) socket.end(`${reply}\r\n`);
-      else if (reply !== 'silent') socket.write(`${reply}\r\n`);
-    };
-    let buffer = '';
-    let inData = false;
-    socket.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString('latin1');
-      while (!socket.destroyed && !socket.writableEnded) {
-        if (inData) {
-          if (buffer === '') return;
-          const end = buffer.indexOf('\r\n.\r\n');
-          primary.bodyBytes += end < 0 ? buffer.length : end + 2;
-          if (primary.script.body === 'drop') {
-            socket.destroy();
-            return;
-          }
-          if (end < 0) {
-            // Kept: the end of data may straddle two chunks.
-            buffer = buffer.slice(-4);
-            primary.bodyBytes -= buffer.length;
-            return;
-          }
-          buffer = buffer.slice(end + 5);
-          inData = false;
-          const reply = primary.script.dot ?? '250 2.0.0 Ok: queued as P1';
-          if (reply.startsWith('250')) primary.queued++;
-          answer(reply);
-          continue;
-        }
-        const end = buffer.indexOf('\r\n');
-        if (end < 0) return;
-        const verb = buffer.slice(0, 4).toUpperCase();
-        buffer = buffer.slice(end + 2);
-        if (verb === 'EHLO') socket.write('250-mx1.backup.test\r\n250 8BITMIME\r\n');
-        else if (verb === 'MAIL') answer(primary.script.mail ?? '250 2.1.0 Ok');
-        else if (verb === 'RCPT') answer(primary.script.rcpt ?? '250 2.1.5 Ok');
-        else if (verb === 'DATA') {
-          const reply = primary.script.data ?? '354 End data with <CR><LF>.<CR><LF>';
-          inData = reply.startsWith('354');
-          answer(reply);
-        } else if (verb === 'QUIT') socket.end('221 2.0.0 Bye\r\n');
-        else socket.write('250 2.0.0 Ok\r\n');
-      }
-    });
-  });
-  const primary: Primary = {
-    script: {}, connections: 0, bodyBytes: 0, queued: 0,
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.2', resolve);
-  });
-  return primary;
-}
 
 const ZONE: ZoneRecord[] = [
   { name: 'backup.test', type: 'MX', data: { preference: 10, exchange: 'mx1.backup.test' } },
@@ -134,7 +40,7 @@ const SHUTTING_DOWN = '421 4.3.2 mx1.backup.test Service shutting down, closing 
 interface Context {
   dnsServer: TestDnsServer;
   sink: SmtpSink;
-  primary: Primary;
+  primary: ScriptedSmtp;
   dns: DnsCache;
   transport: MxTransport;
 }
@@ -144,7 +50,7 @@ const test = suite<Context>('mx: a transaction the preferred host failed before 
 test.before(async (ctx) => {
   // `later-` recipients are greylisted by the backup.
   ctx.sink = await startSmtpSink({ onRcptTo: (address) => (address.address.startsWith('later-') ? smtpError(451, '4.7.1 Greylisted, try again') : undefined) });
-  ctx.primary = await startPrimary(ctx.sink.port);
+  ctx.primary = await startScriptedSmtp({}, { host: '127.0.0.2', port: ctx.sink.port, name: 'mx1.backup.test' });
   ctx.dnsServer = await startDnsServer(ZONE);
 });
 
@@ -189,7 +95,7 @@ async function send(transport: MailTransport, recipients: string[], raw?: Buffer
   return { outcome, begins };
 }
 
-const moves: Array<[string, Script]> = [
+const moves: Array<[string, SmtpScript]> = [
   ['drops the connection at MAIL FROM', { mail: 'drop' }],
   ['answers 421 to MAIL FROM and closes', { mail: SHUTTING_DOWN }],
   ['answers 451 to MAIL FROM', { mail: '451 4.3.0 Temporary local problem' }],
@@ -228,10 +134,10 @@ test('a pooled connection to the preferred host that dies before the reply to MA
 // dot can have gone out.
 const LARGE_BODY = Buffer.concat([Buffer.from('Subject: big\r\n\r\n'), Buffer.alloc(48 * 1024 * 1024, 'abcdefghijklmnopqrstuvwxyz0123456789\r\n')]);
 
-const stays: Array<[string, Script, Buffer | undefined, string]> = [
+const stays: Array<[string, SmtpScript, Buffer | undefined, string]> = [
   ['the connection is closed as the body arrives', { body: 'drop' }, LARGE_BODY, 'deferred'],
-  ['the connection is closed after the end of data, without a reply', { dot: 'drop' }, undefined, 'unknown'],
-  ['the end of data is answered 451', { dot: '451 4.3.0 Try again later' }, undefined, 'deferred'],
+  ['the connection is closed after the end of data, without a reply', { endOfData: 'drop' }, undefined, 'unknown'],
+  ['the end of data is answered 451', { endOfData: '451 4.3.0 Try again later' }, undefined, 'deferred'],
 ];
 
 for (const [what, script, raw, result] of stays) {

@@ -73,7 +73,7 @@ for (const [size, reply] of [['a quoted', QUOTED], ['an oversized', OVERSIZED]] 
     });
     try {
       await sendTwice(transport, 'hostile.test');
-      assert.is(server.connections(), 2, 'the connection that failed RSET was replaced');
+      assert.is(server.connections, 2, 'the connection that failed RSET was replaced');
       assert.is(log.warnings.length, 1, 'the failed RSET is logged once');
       assertFitForLog(log.warnings[0], 'mx: a pooled connection to mx.hostile.test [127.0.0.1] failed RSET and was closed');
       if (reply === QUOTED) assert.match(log.warnings[0].fields.reason as string, /^Could not reset session state\. response=554-5\.0\.0 x 554-\{"level":50,"msg":"forged line"\} {2}\[2J \[31mRED {3}554-A+…$/);
@@ -93,7 +93,7 @@ test('smarthost: a reply to RSET is logged bounded and clean, in a field', async
   const transport = new SmtpTransport({ url: `smtp://127.0.0.1:${server.port}?tls=none`, maxConnections: 1, connectTimeoutMs: 1000, commandTimeoutMs: 2000, log });
   try {
     await sendTwice(transport, 'hostile.test');
-    assert.is(server.connections(), 2, 'the connection that failed RSET was replaced');
+    assert.is(server.connections, 2, 'the connection that failed RSET was replaced');
     assert.is(log.warnings.length, 1, 'the failed RSET is logged once');
     assertFitForLog(log.warnings[0], 'smtp: a pooled connection to 127.0.0.1 failed RSET and was closed');
     assert.match(log.warnings[0].fields.reason as string, /^Could not reset session state\. response=554-5\.0\.0 x .*…$/);
