@@ -14,6 +14,7 @@ import { SmtpTransport } from '../infra/mail/smtp-transport.ts';
 import type { MailTransport, OutgoingMessage, TransportOutcome } from '../infra/ports/mail-transport.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { startScriptedSmtp, type SmtpScript } from './support/scripted-smtp.ts';
+import { longestStall } from './support/event-loop.ts';
 
 const test = suite('SMTP replies: what reading one costs');
 
@@ -28,20 +29,12 @@ const message: OutgoingMessage = {
 
 /** The outcome of one send, and the longest the event loop was held while it ran (and one turn after). */
 async function timedSend(transport: MailTransport): Promise<{ outcome: TransportOutcome; longestBlockMs: number }> {
-  let last = performance.now();
-  let longestBlockMs = 0;
-  const heartbeat = setInterval(() => {
-    const now = performance.now();
-    longestBlockMs = Math.max(longestBlockMs, now - last);
-    last = now;
-  }, 10);
-  try {
-    const outcome = await transport.send(message);
+  const { result: outcome, stallMs } = await longestStall(async () => {
+    const sent = await transport.send(message);
     await new Promise((resolve) => setTimeout(resolve, 30));
-    return { outcome, longestBlockMs };
-  } finally {
-    clearInterval(heartbeat);
-  }
+    return sent;
+  }, 10);
+  return { outcome, longestBlockMs: stallMs };
 }
 
 type Kind = 'mx' | 'smarthost';
