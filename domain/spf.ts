@@ -2,9 +2,11 @@
 // name authorise one of Relay's mechanisms (`include:<spfInclude>`, `a:<mxHost>`)? The terms are
 // read in order, include: evaluated where it stands and redirect= at the end of a record without
 // "all", within the lookup limit; every other term is taken not to match Relay's addresses,
-// which Relay cannot know. No I/O: the caller says what DNS answered at each name (SpfAt), and
-// a walk that needs another name says so.
+// which Relay cannot know. Each record the walk opens is checked for syntax errors first, as a
+// receiver does (RFC 7208 4.6: one anywhere is a permerror). No I/O: the caller says what DNS
+// answered at each name (SpfAt), and a walk that needs another name says so.
 import { canonicalHost } from './dns-names.ts';
+import { spfTermProblem } from './spf-syntax.ts';
 
 export function isSpf(text: string): boolean {
   // RFC 7208 4.5: exactly "v=spf1" followed by a space or the end, case-insensitively.
@@ -76,7 +78,6 @@ function countLookup(state: SpfWalkState, term: string): SpfWalk | null {
 
 /** Evaluates the record at `target`, reached through `term` (an include: or redirect=). */
 function followSpf(state: SpfWalkState, term: string, target: string): SpfWalk {
-  if (target === '') return permerror(`${term} names no domain`);
   // Macros expand per message (sender, client address), so no one record stands behind them.
   if (target.includes('%')) return { kind: 'broken', reason: `${term} uses a macro, which verification cannot follow`, permerror: false };
   const tooMany = countLookup(state, term);
@@ -94,11 +95,25 @@ function followSpf(state: SpfWalkState, term: string, target: string): SpfWalk {
   return walk.kind === 'pass' ? { kind: 'pass', via: [term, ...walk.via] } : walk;
 }
 
+/** The first syntax error among `terms`, as the permerror it makes, or null. */
+function syntaxError(terms: readonly string[]): SpfWalk | null {
+  for (const term of terms) {
+    const problem = spfTermProblem(term);
+    if (problem) return permerror(`syntax error: ${term.length > 100 ? `${term.slice(0, 100)}…` : term} ${problem}`);
+  }
+  const redirects = terms.filter((t) => t.startsWith('redirect=')).length;
+  if (redirects > 1) return permerror(`${redirects} redirect= modifiers in one record`);
+  const explanations = terms.filter((t) => t.startsWith('exp=')).length;
+  if (explanations > 1) return permerror(`${explanations} exp= modifiers in one record`);
+  return null;
+}
+
 /** RFC 7208 4.6 and 5: the terms in order, an include: evaluated where it stands, redirect= only at the end of a record without "all". */
 function walkSpfRecord(state: SpfWalkState, text: string): SpfWalk {
   const terms = text.trim().split(/\s+/).slice(1).map((t) => t.toLowerCase());
+  const broken = syntaxError(terms);
+  if (broken) return broken;
   const redirects = terms.filter((t) => t.startsWith('redirect='));
-  if (redirects.length > 1) return permerror(`${redirects.length} redirect= modifiers in one record`);
   for (const term of terms) {
     if (/^[a-z][a-z0-9_.-]*=/.test(term)) continue; // a modifier: redirect= is applied at the end, the others change nothing here
     const qualifier = /^[+\-~?]/.test(term) ? term[0] : '';

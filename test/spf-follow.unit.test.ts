@@ -224,6 +224,81 @@ permerror('given an include with a macro, when verified, then SPF is a mismatch 
 permerror.run();
 
 // ---------------------------------------------------------------------------------------
+const syntax = suite('SPF: a syntax error anywhere in a record evaluated is a permanent error (RFC 7208 4.6)');
+
+syntax('given a MAIL FROM SPF record with a syntax error before, after Relay or after "all", when verified, then SPF is a mismatch naming the term, and nothing is looked up', () => {
+  const cases: Array<[string, string]> = [
+    ['ipv4:192.0.2.1', 'is no SPF mechanism or modifier'],
+    ['ip4:192.0.2.300', 'does not name an IPv4 address'],
+    ['ip4:192.0.2.01', 'does not name an IPv4 address'],
+    ['ip4:192.0.2', 'does not name an IPv4 address'],
+    ['ip4:192.0.2.0/33', 'has an invalid IPv4 prefix length'],
+    ['ip4', 'names no network'],
+    ['ip6:2001:db8::g', 'does not name an IPv6 address'],
+    ['ip6:2001:db8::1::2', 'does not name an IPv6 address'],
+    ['ip6:1:2:3:4:5:6:7:8:9', 'does not name an IPv6 address'],
+    ['ip6:fe80::1%eth0', 'does not name an IPv6 address'],
+    ['ip6:2001:db8::/129', 'has an invalid IPv6 prefix length'],
+    ['a:mail.customer.example/024', 'has an invalid IPv4 prefix length'],
+    ['mx//129', 'has an invalid IPv6 prefix length'],
+    ['a:customer', 'names no valid domain'],
+    ['mx:mail.customer.123', 'names no valid domain'],
+    ['a/', 'is malformed'],
+    ['all:customer.example', 'is malformed'],
+    ['ptr/24', 'is malformed'],
+    ['exists:', 'names no domain'],
+    ['include:%{x}.customer.example', 'has a macro with an unknown letter'],
+    ['exists:%{c}.customer.example', 'has a macro with an unknown letter'],
+    ['include:%{d.customer.example', 'has an unterminated macro'],
+    ['include:50%.customer.example', 'has a "%" that begins no macro'],
+    ['redirect=', 'names no domain'],
+    ['+note=x', 'is no SPF mechanism or modifier'],
+    ['1note=x', 'is no SPF mechanism or modifier'],
+    ['note=%{d', 'has an unterminated macro'],
+  ];
+  for (const [term, why] of cases) {
+    for (const spf of [`v=spf1 ${term} ${RELAY} ~all`, `v=spf1 ${RELAY} ${term} ~all`, `v=spf1 ${RELAY} -all ${term}`]) {
+      const { check, verified, rounds } = settle(spf);
+      assert.is(check.status, 'mismatch', spf);
+      assert.match(check.message, `does not authorise ${RELAY}: syntax error: ${term} ${why}, which receivers answer with a permanent error`, spf);
+      assert.is(verified, false, spf);
+      assert.equal(rounds, [], spf);
+    }
+  }
+});
+
+syntax('given an included or redirected-to record with a syntax error, when verified, then SPF is a mismatch naming it', () => {
+  for (const spf of ['v=spf1 include:_spf.customer.example ~all', 'v=spf1 redirect=_spf.customer.example']) {
+    const { check, rounds } = settle(spf, { '_spf.customer.example': [`v=spf1 ${RELAY} ip4:192.0.2.1/40 -all`] });
+    assert.is(check.status, 'mismatch', spf);
+    assert.match(check.message, 'syntax error: ip4:192.0.2.1/40 has an invalid IPv4 prefix length', spf);
+    assert.equal(rounds, [['_spf.customer.example']], spf);
+  }
+});
+
+syntax('given exp= twice, when verified, then SPF is a mismatch saying so', () => {
+  const { check } = settle(`v=spf1 ${RELAY} exp=a.customer.example exp=b.customer.example ~all`);
+  assert.is(check.status, 'mismatch');
+  assert.match(check.message, '2 exp= modifiers in one record');
+});
+
+syntax('given every form of term the syntax allows, in any case, when verified, then SPF is ok; the same record with one prefix length too long, a mismatch', () => {
+  const terms = [
+    'ip4:192.0.2.0/24', 'ip4:0.0.0.0/0', '-IP4:198.51.100.7', 'ip6:2001:db8::/32', 'ip6:::ffff:192.0.2.1', 'ip6:1:2:3:4:5:6:7:8/128', 'ip6:::', 'ip6:2001:DB8::1',
+    'a', 'a/24', 'a:mail.customer.example//64', 'MX:mx.customer.example./24//64', 'ptr', '?ptr:customer.example',
+    'exists:%{ir}.%{v}._spf.%{D2}.customer.example', '~a:%{l1r-}.customer.example', 'exp=explain._spf.%{d}', 'x.note-1_=%{c}%%%_%-', 'empty=',
+  ];
+  const { check, rounds } = settle(`v=spf1 ${terms.join(' ')} ${RELAY} -all`);
+  assert.is(check.status, 'ok', check.message);
+  assert.equal(rounds, []);
+  const broken = settle(`v=spf1 ${terms.join(' ')} ip6:2001:db8::/130 ${RELAY} -all`).check;
+  assert.is(broken.status, 'mismatch');
+  assert.match(broken.message, 'syntax error: ip6:2001:db8::/130 has an invalid IPv6 prefix length');
+});
+
+syntax.run();
+
+// ---------------------------------------------------------------------------------------
 const lookups = suite('SPF: lookups that fail or were not made');
 
 lookups('given an included name whose lookup fails, when verified, then SPF is an error naming it, not a mismatch', () => {

@@ -1,8 +1,8 @@
 // A MAIL FROM SPF record that authorises Relay through include: or redirect=, verified through
 // the real API (POST /v1/domains/:id/verify) and the periodic re-check (recheckDomains) against
 // a DNS server the test starts: both follow the records as receivers do, tell a record that
-// receivers answer with a permanent error from one that authorises Relay, and a lookup that
-// fails from either.
+// receivers answer with a permanent error (a syntax error anywhere in a record evaluated
+// included) from one that authorises Relay, and a lookup that fails from either.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { recheckDomains } from '../apps/services/domain-recheck.ts';
@@ -100,6 +100,10 @@ test('given records receivers answer with a permanent error, when verified throu
     ['limits.test', 'v=spf1 include:_c0.limits.test ~all', [...chain, txt('_c11.limits.test', `v=spf1 ${RELAY} -all`)], 'more than 10 DNS lookups'],
     ['loops.test', 'v=spf1 include:_a.loops.test ~all', [txt('_a.loops.test', 'v=spf1 include:_b.loops.test -all'), txt('_b.loops.test', 'v=spf1 include:_a.loops.test -all')], 'loops back'],
     ['twice.test', 'v=spf1 include:_spf.twice.test ~all', [txt('_spf.twice.test', `v=spf1 ${RELAY} -all`), txt('_spf.twice.test', 'v=spf1 -all')], '2 SPF records at _spf.twice.test'],
+    // RFC 7208 4.6: a syntax error anywhere in the record, even after Relay's mechanism.
+    ['typo.test', `v=spf1 ipv4:192.0.2.1 ${RELAY} ~all`, [], 'syntax error: ipv4:192.0.2.1 is no SPF mechanism'],
+    ['badip.test', `v=spf1 ${RELAY} ip4:192.0.2.300 ~all`, [], 'syntax error: ip4:192.0.2.300 does not name an IPv4 address'],
+    ['nested-typo.test', 'v=spf1 include:_spf.nested-typo.test ~all', [txt('_spf.nested-typo.test', `v=spf1 ${RELAY} ip6:2001:db8::g -all`)], 'syntax error: ip6:2001:db8::g'],
   ];
   for (const [name, spf, more, says] of cases) {
     const domain = await created(ctx, name);

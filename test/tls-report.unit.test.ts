@@ -2,7 +2,7 @@
 // folding a day's session counts into one report per recipient domain.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { buildTlsReport, parseTlsRptRecord, reportFileName, type TlsSessionCount } from '../domain/delivery/tls-report.ts';
+import { buildTlsReport, MAX_TLSRPT_RECORD_LENGTH, MAX_TLSRPT_RUA_LENGTH, parseTlsRptRecord, reportFileName, type TlsSessionCount } from '../domain/delivery/tls-report.ts';
 
 const test = suite('TLS reports (RFC 8460)');
 
@@ -19,6 +19,25 @@ test('given _smtp._tls records, then mailto and https destinations are read, any
     parseTlsRptRecord('v=TLSRPTv1; rua=mailto:ops%2Cteam@example.com,mailto:%22ops%2Cteam%22@example.com,mailto:%22a%3Cb%3E%22@example.com,mailto:%3Ctls@example.com%3E,mailto:%20tls@example.com'),
     { mailto: ['"ops,team"@example.com'], https: [] },
   );
+});
+
+test(`given a record over ${MAX_TLSRPT_RECORD_LENGTH} characters, or rua entries over ${MAX_TLSRPT_RUA_LENGTH}, then the record names nothing and such entries are left out`, () => {
+  const record = (length: number) => {
+    const head = 'v=TLSRPTv1; rua=mailto:tls@example.com; x=';
+    return head + 'y'.repeat(length - head.length);
+  };
+  assert.equal(parseTlsRptRecord(record(MAX_TLSRPT_RECORD_LENGTH)), { mailto: ['tls@example.com'], https: [] });
+  assert.is(parseTlsRptRecord(record(MAX_TLSRPT_RECORD_LENGTH + 1)), null);
+  const url = (length: number) => `https://reports.example.com/${'p'.repeat(length - 'https://reports.example.com/'.length)}`;
+  assert.equal(parseTlsRptRecord(`v=TLSRPTv1; rua=${url(MAX_TLSRPT_RUA_LENGTH + 1)},mailto:tls@example.com, ${url(MAX_TLSRPT_RUA_LENGTH)}`), {
+    mailto: ['tls@example.com'], https: [url(MAX_TLSRPT_RUA_LENGTH)],
+  });
+});
+
+test('given mailto entries without an "@" inside them, then none is a destination', () => {
+  for (const rua of ['mailto:tls.example.com', 'mailto:@example.com', 'mailto:tls@', 'mailto:tls%40example.com', `mailto:${'@'.repeat(1000)}?`]) {
+    assert.is(parseTlsRptRecord(`v=TLSRPTv1; rua=${rua}`), null, rua);
+  }
 });
 
 const line = (over: Partial<TlsSessionCount>): TlsSessionCount => ({

@@ -25,19 +25,32 @@ export interface TlsReportDestinations {
   https: string[];
 }
 
+/** Longer records name no destination: real ones name one or two, and the domain's owner writes it. */
+export const MAX_TLSRPT_RECORD_LENGTH = 4096;
+/** Longer rua entries are left out. */
+export const MAX_TLSRPT_RUA_LENGTH = 1024;
+
 /**
  * Reads a `_smtp._tls` TXT record (RFC 8460 3): `v=TLSRPTv1; rua=mailto:a@example.com,https://…`.
- * Null when it is not a TLSRPTv1 record or names no usable destination.
+ * Null when it is not a TLSRPTv1 record or names no usable destination. The domain's owner
+ * writes the record (one TXT record holds close to 64 KiB), so no pattern here may take a
+ * character two ways: each matches in time linear in the text.
  */
 export function parseTlsRptRecord(record: string): TlsReportDestinations | null {
+  if (record.length > MAX_TLSRPT_RECORD_LENGTH) return null;
   const fields = record.split(';').map((f) => f.trim()).filter(Boolean);
   if (fields[0]?.replace(/\s+/g, '') !== 'v=TLSRPTv1') return null;
   const rua = fields.slice(1).find((f) => /^rua\s*=/i.test(f));
   if (!rua) return null;
   const destinations: TlsReportDestinations = { mailto: [], https: [] };
   for (const raw of rua.slice(rua.indexOf('=') + 1).split(',').map((u) => u.trim())) {
-    const mailto = /^mailto:([^?\s]+@[^?\s]+)$/i.exec(raw);
+    if (raw.length > MAX_TLSRPT_RUA_LENGTH) continue;
+    const mailto = /^mailto:([^?\s]+)$/i.exec(raw);
     if (mailto) {
+      // An "@" with something either side, found without a pattern (one whose classes both
+      // take "@" backtracks quadratically on a run of them).
+      const at = mailto[1].lastIndexOf('@');
+      if (at <= 0 || at === mailto[1].length - 1) continue;
       let address: string;
       try {
         address = decodeURIComponent(mailto[1]);

@@ -1,10 +1,12 @@
 // MTA-STS (RFC 8461): which TLS a recipient domain asks its senders to insist on. The TXT
 // record `_mta-sts.<domain>` names the current policy id; the policy itself comes from
 // https://mta-sts.<domain>/.well-known/mta-sts.txt and is cached by id until max_age ends.
-// mailauth reads the record and the policy file and matches MX names (its RFC 8461 code is
-// kept up by the author of nodemailer); the fetch is Relay's own, so that it goes only to a
-// public address (the MX egress rule), over a certificate checked against the system's CAs
-// (plus any given), within a size and time budget, and to a port tests can move.
+// The record is read by ./mta-sts-record.ts, once per DNS answer (the DNS cache hands out the
+// same answer until its TTL ends, and a message to the domain asks each time). mailauth reads
+// the policy file and matches MX names (its RFC 8461 code is kept up by the author of
+// nodemailer); the fetch is Relay's own, so that it goes only to a public address (the MX
+// egress rule), over a certificate checked against the system's CAs (plus any given), within a
+// size and time budget, and to a port tests can move.
 //
 // A policy that cannot be fetched (or whose record vanished) keeps the cached one until it
 // expires (RFC 8461 5.1); with nothing cached the domain is treated as having no policy, and the
@@ -18,13 +20,17 @@
 // policy's lines are kept as one string (one string per line costs several times its
 // characters) and a policy listing more than MAX_MX_PATTERNS mx patterns is invalid (RFC 8461
 // sets no limit; real ones list a few, with wildcards), so that a 64 KiB policy costs about 64 KiB.
+// Its mx lines are counted before mailauth reads the policy, whose removal of repeated patterns
+// is quadratic in their number.
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
-import { parsePolicy, resolvePolicy, validateMx } from 'mailauth/lib/mta-sts.js';
-import type { DnsCache } from '../dns/dns-cache.ts';
+import type { Answer } from 'dns-packet';
+import { parsePolicy, validateMx } from 'mailauth/lib/mta-sts.js';
+import type { DnsCache, DnsLookup } from '../dns/dns-cache.ts';
 import { DnsQueryError } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
+import { readStsRecords, type StsRecord } from './mta-sts-record.ts';
 
 export type MtaStsMode = 'enforce' | 'testing' | 'none';
 
@@ -99,6 +105,27 @@ interface CacheEntry extends Omit<MtaStsPolicy, 'lines'> {
   shared: WeakRef<MtaStsPolicy> | null;
 }
 
+/** What a TXT answer's records say, each one's character-strings joined (RFC 8461 3.1). */
+function stsRecordOf(answer: DnsLookup<Answer>): StsRecord {
+  if (answer.kind !== 'answer') return { kind: 'none' };
+  const texts = answer.records.flatMap((r) => {
+    if (r.type !== 'TXT') return [];
+    const parts = Array.isArray(r.data) ? r.data : [r.data];
+    return [parts.map((p) => (Buffer.isBuffer(p) ? p.toString('utf8') : p)).join('')];
+  });
+  return readStsRecords(texts);
+}
+
+/** How many lines of a policy file mailauth takes for mx lines ("mx:", any case, blanks around). */
+function mxLineCount(lines: readonly string[]): number {
+  let count = 0;
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon >= 0 && line.slice(0, colon).trim().toLowerCase() === 'mx') count++;
+  }
+  return count;
+}
+
 /** A V8 string's heap: a header, and one byte a character (two once any is outside Latin-1). */
 const stringBytes = (s: string): number => 24 + s.length * (/[^\x00-\xff]/.test(s) ? 2 : 1);
 
@@ -141,6 +168,8 @@ export class MtaStsResolver {
   /** Domains whose fetch failed with nothing cached: not asked again until then. */
   readonly #retryAfter = new Map<string, { at: number; id: string; failure: PolicyFailure }>();
   readonly #running = new Map<string, Promise<PolicyLookup>>();
+  /** The `_mta-sts` record each DNS answer held: an answer the DNS cache hands out again is not read again. */
+  readonly #records = new WeakMap<DnsLookup<Answer>, StsRecord>();
 
   constructor(options: MtaStsOptions) {
     this.#dns = options.dns;
@@ -176,14 +205,18 @@ export class MtaStsResolver {
       entry = null;
     }
     const cached = entry ? this.#policyOf(entry) : null;
-    let id: string | false;
+    let record: StsRecord;
     try {
-      id = await resolvePolicy(domain, { resolver: (name: string) => this.#txt(name) } as never);
+      record = await this.#record(domain);
     } catch (error) {
-      // The record could not be read (DNS failure, several records): the cached policy stands.
+      // The record could not be read: the cached policy stands.
       return { policy: cached, failure: { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${(error as Error).message}` } };
     }
-    if (!id) return { policy: cached };
+    if (record.kind === 'several') {
+      return { policy: cached, failure: { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${record.count} records begin with v=STSv1;` } };
+    }
+    if (record.kind !== 'id') return { policy: cached };
+    const { id } = record;
     if (cached && cached.id === id) return { policy: cached };
     const retry = this.#retryAfter.get(domain);
     if (retry && retry.id === id && retry.at > now) return { policy: cached, failure: retry.failure };
@@ -200,11 +233,13 @@ export class MtaStsResolver {
     }
   }
 
-  /** mailauth's resolver contract: node:dns's resolve(name, 'TXT') answers and error codes. */
-  async #txt(name: string): Promise<string[][]> {
-    const found = await this.#dns.txt(name);
-    if (found.kind === 'answer') return found.records.map((record) => [record]);
-    throw Object.assign(new Error(`${name}: ${found.kind}`), { code: found.kind === 'nxdomain' ? 'ENOTFOUND' : 'ENODATA' });
+  async #record(domain: string): Promise<StsRecord> {
+    const answer = await this.#dns.lookup(`_mta-sts.${domain}`, 'TXT');
+    const known = this.#records.get(answer);
+    if (known) return known;
+    const record = stsRecordOf(answer);
+    this.#records.set(answer, record);
+    return record;
   }
 
   /** A policy kept by an earlier process (or another instance), taken into memory. */
@@ -275,20 +310,21 @@ export class MtaStsResolver {
     const host = `mta-sts.${domain}`;
     const url = `https://${host}/.well-known/mta-sts.txt`;
     const address = await this.#address(host);
-    const body = await this.#get(host, address);
+    const text = (await this.#get(host, address)).toString('utf8');
+    const lines = text.split(/\r?\n/);
+    const mxLines = mxLineCount(lines);
+    if (mxLines > MAX_MX_PATTERNS) {
+      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${mxLines} mx patterns, more than the ${MAX_MX_PATTERNS} Relay accepts` });
+    }
     let parsed: { mode?: string; mx?: string[]; maxAge?: number };
     try {
-      parsed = parsePolicy(body) as typeof parsed;
+      parsed = parsePolicy(text) as typeof parsed;
     } catch (error) {
       throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${(error as Error).message}` });
     }
-    const mx = parsed.mx ?? [];
-    if (mx.length > MAX_MX_PATTERNS) {
-      throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${mx.length} mx patterns, more than the ${MAX_MX_PATTERNS} Relay accepts` });
-    }
     const maxAge = Math.min(parsed.maxAge ?? 0, MAX_AGE_LIMIT_S);
-    const policy = { domain, id, mode: parsed.mode as MtaStsMode, mx: mx.map((p) => p.toLowerCase()), maxAge, expiresAt: this.#now() + maxAge * 1000 };
-    return cacheEntry(policy, body.toString('utf8').split(/\r?\n/).map((l) => l.trim()).filter(Boolean));
+    const policy = { domain, id, mode: parsed.mode as MtaStsMode, mx: (parsed.mx ?? []).map((p) => p.toLowerCase()), maxAge, expiresAt: this.#now() + maxAge * 1000 };
+    return cacheEntry(policy, lines.map((l) => l.trim()).filter(Boolean));
   }
 
   #get(host: string, address: string): Promise<Buffer> {
