@@ -56,8 +56,8 @@ for (const [left, age] of [['live, 4 days of retention left', 3 * DAY], ['expire
     assert.is(key?.expiresAt, new Date(h.clock.now().getTime() + BODY_RETENTION_MS).toISOString());
     const [admitted] = await readEmailStream(h.stores.events, emailId);
     assert.is(admitted.type, 'EmailAccepted');
-    const sealed = (admitted.data as { content: Parameters<typeof openContent>[1] }).content;
-    const opened = await openContent(h.stores.documents, sealed, new Date(h.clock.now().getTime() + 6 * DAY));
+    const sealed = (admitted.data as { content: Parameters<typeof openContent>[2] }).content;
+    const opened = await openContent(h.stores.documents, h.instances[0].ctx.services.secrets, sealed, new Date(h.clock.now().getTime() + 6 * DAY));
     assert.is(opened?.text, basicSend(t).text, 'the body opens with the key as stored');
   });
 }

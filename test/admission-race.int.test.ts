@@ -123,7 +123,7 @@ async function raceTwoBodies(idempotencyKey: string, bodies: [Record<string, unk
     assert.is(admitted.filter((r) => !r.value.replayed).length, 1, 'exactly one admission appended');
     const stream = await ctx.stores.events.readStream(emailStreamId(emailId));
     assert.equal(stream.map((e) => e.type), ['EmailAccepted'], 'the stream holds one admission');
-    const content = await openContent(ctx.stores.documents, stream[0].data.content as SealedContent, new Date());
+    const content = await openContent(ctx.stores.documents, services.secrets, stream[0].data.content as SealedContent, new Date());
     assert.ok(content, 'the admitted email\'s body opens: no loser removed its key');
     return { charged: (await usage()) - before, admitted: stream[0].data as { subject: string; recipientCount: number } };
   } finally {

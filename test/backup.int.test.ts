@@ -1,18 +1,30 @@
 // `relay backup <directory>` (apps/cli/backup-command.ts), run as ops run it, beside a Relay that
 // admits and delivers meanwhile: the copy is a data directory a Relay starts on, holding every
 // email answered 202 before the backup began, each readable (the secret key came along) and each
-// sent one's outbox message; sqlite's own integrity check passes on it. What it refuses: a target
-// that is not new or empty, a data directory whose stores are in separate files, the distributed
-// stores.
+// sent one's outbox message; sqlite's own integrity check passes on it. A copy made without the
+// key opens no body or BCC: the content keys in relay.db are sealed under the secret key. With
+// RELAY_SECRET_KEY set, the report names it as the key to keep, and an older secret.key as the
+// previous key it is. What it refuses: a target that is not new or empty, or that cannot be made,
+// a data directory whose stores are in separate files, the distributed stores.
+import { createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { openStores } from '../apps/runtime.ts';
+import { COLLECTIONS } from '../apps/services/collections.ts';
+import { openContent, type ContentKey } from '../apps/services/content-vault.ts';
+import { dkimPrivateKeyOf } from '../apps/services/dkim-key-vault.ts';
+import type { SealedContent } from '../domain/email/events.ts';
+import type { SendingDomain } from '../domain/management.ts';
+import { loadConfig } from '../infra/config.ts';
+import { loadSecretKeys, parseKey, SecretBox, SecretBoxError } from '../infra/secrets/secret-box.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from './support/delivery.ts';
-import { runRelay } from './support/relay-process.ts';
+import { exitWithin, runRelay, spawnRelay } from './support/relay-process.ts';
+import { secretsOf } from './support/secrets.ts';
 
 interface Ctx { t: TestApp; tenant: DeliveryTenant; scratch: string }
 
@@ -80,14 +92,89 @@ test('a backup taken while Relay admits is a data directory holding every email 
   }
 });
 
-test('--without-secret-key leaves out the key and the outbox (its messages are in clear), and says so', async ({ t, scratch }) => {
+/** What anyone holding relay.db alone can try: the key row's value as the body's AES key (null: it does not open). */
+function openWithStoredKey(stored: string, sealed: SealedContent): string | null {
+  const key = Buffer.from(stored, 'base64');
+  if (key.length !== 32) return null;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(sealed.iv, 'base64'));
+    decipher.setAAD(Buffer.from(sealed.keyId));
+    decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'));
+    return Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+test('--without-secret-key leaves out the key and the outbox (its messages are in clear); relay.db alone opens no body or BCC, the key kept apart does', async ({ t, tenant, scratch }) => {
+  const id = await send(t, tenant.key, { from: `app@${tenant.domain}`, to: 'user@example.org', bcc: 'hidden-boss@example.org', subject: 'reset', text: 'your one-time code is 918273' });
+  await waitForDetail(t, tenant.key, id, (d) => d.status === 'sent', 'is sent');
   assert.ok(readdirSync(join(t.config.dataDir, 'outbox')).some((name) => name.endsWith('.eml')), 'control: the data directory has outbox messages');
   const target = join(scratch, 'keyless');
   const run = await runRelay(['backup', target, '--without-secret-key'], { RELAY_DATA_DIR: t.config.dataDir });
   assert.is(run.code, 0, run.stderr);
   assert.equal(readdirSync(target), ['relay.db']);
   assert.match(run.stdout, /secret\.key: left out \(--without-secret-key\)/);
+  assert.match(run.stdout, 'relay.db, without the key: its message bodies and BCC stay sealed, but the rest is in clear (addresses, subjects, headers, tags, metadata, events), readable by whoever holds the copy');
   assert.match(run.stdout, /outbox: left out \(--without-secret-key\): its messages are in clear/);
+  assert.match(run.stdout, /the key file kept apart put back in it as secret\.key/);
+
+  const stores = await openStores(loadConfig({ RELAY_DATA_DIR: target, RELAY_LOG_LEVEL: 'silent' }), { withoutLog: true });
+  try {
+    const [accepted] = await stores.events.readStream(`email-${id}`, { maxCount: 1 });
+    assert.is(accepted.type, 'EmailAccepted');
+    const sealed = accepted.data.content as SealedContent;
+    const stored = await stores.documents.collection<ContentKey>(COLLECTIONS.contentKeys).get(id);
+    assert.ok(stored, 'control: the backup holds the email\'s content key');
+    assert.is(openWithStoredKey(stored.key, sealed), null, 'the content key as stored opens the body');
+    const otherKey = new SecretBox({ current: randomBytes(32), previous: [] });
+    await openContent(stores.documents, otherKey, sealed, new Date()).then(
+      (opened) => assert.unreachable(`another secret key opened the body: ${JSON.stringify(opened)}`),
+      (error: unknown) => assert.instance(error, SecretBoxError),
+    );
+    // With the key kept apart, the backup is whole.
+    const opened = await openContent(stores.documents, await secretsOf(t.config.dataDir), sealed, new Date());
+    assert.equal([opened?.text, opened?.bcc], ['your one-time code is 918273', ['hidden-boss@example.org']]);
+  } finally {
+    await stores.close();
+  }
+});
+
+test('with RELAY_SECRET_KEY set beside an older secret.key: the report names RELAY_SECRET_KEY as the key to keep and restore with, and the file as the earlier key', async ({ scratch }) => {
+  const dataDir = join(scratch, 'env-key-data');
+  // A first start without the variable made secret.key; the operator then set RELAY_SECRET_KEY.
+  await (await startTestApp({}, { dataDir })).close();
+  const fileKeyId = new SecretBox(await loadSecretKeys({ dataDir })).keyId;
+  const envKey = randomBytes(32).toString('base64');
+  const envKeyId = new SecretBox({ current: parseKey(envKey), previous: [] }).keyId;
+  const previousKey = randomBytes(32).toString('base64');
+  const previousKeyId = new SecretBox({ current: parseKey(previousKey), previous: [] }).keyId;
+  const t = await startTestApp({ RELAY_SECRET_KEY: envKey }, { dataDir });
+  const tenant = await deliveryTenant(t, 'env-key.example.test'); // its DKIM key sealed under RELAY_SECRET_KEY
+  await t.close();
+
+  const target = join(scratch, 'env-key-copy');
+  const run = await runRelay(['backup', target], { RELAY_DATA_DIR: dataDir, RELAY_SECRET_KEY: envKey, RELAY_SECRET_KEY_PREVIOUS: previousKey });
+  assert.is(run.code, 0, run.stderr);
+  assert.equal(readdirSync(target).sort(), ['relay.db', 'secret.key'], 'the earlier key file is copied');
+  assert.match(run.stdout, `secret key: RELAY_SECRET_KEY (key ${envKeyId}) opens the sealed message bodies and BCC, DKIM keys and webhook secrets (RELAY_SECRET_KEY_PREVIOUS, key ${previousKeyId}: `);
+  assert.match(run.stdout, `secret.key: copied; it holds an earlier key (${fileKeyId}), not RELAY_SECRET_KEY`);
+  assert.not.match(run.stdout, /secret\.key: copied; it opens/);
+  assert.match(run.stdout, `to restore: stop Relay, then start it with RELAY_DATA_DIR=${target} and RELAY_SECRET_KEY and RELAY_SECRET_KEY_PREVIOUS set as now`);
+  for (const key of [envKey, previousKey]) assert.not.ok(run.stdout.includes(key), 'a key in the report');
+
+  const domainOf = async (app: TestApp) => (await app.ctx.documents.collection<SendingDomain>(COLLECTIONS.domains).find({ where: { name: tenant.domain }, limit: 1 }))[0];
+  // Restored with the data directory alone, Relay would run on the file's key, which opens nothing RELAY_SECRET_KEY sealed.
+  const fileOnly = new SecretBox(await loadSecretKeys({ dataDir: target }));
+  // Restored as the report says, it does.
+  const restored = await startTestApp({ RELAY_SECRET_KEY: envKey }, { dataDir: target });
+  try {
+    const domain = await domainOf(restored);
+    assert.throws(() => dkimPrivateKeyOf(domain, fileOnly), (error: unknown) => error instanceof SecretBoxError);
+    assert.match(dkimPrivateKeyOf(domain, restored.ctx.services.secrets), /BEGIN PRIVATE KEY/);
+  } finally {
+    await restored.close();
+  }
 });
 
 test('refused: a target that is not new or empty, one inside the data directory, split stores, distributed stores', async ({ t, scratch }) => {
@@ -102,6 +189,13 @@ test('refused: a target that is not new or empty, one inside the data directory,
   const inside = await runRelay(['backup', join(t.config.dataDir, 'backup')], { RELAY_DATA_DIR: t.config.dataDir });
   assert.is(inside.code, 2);
   assert.match(inside.stderr, /outside the data directory/);
+
+  // Where mkdir answers ENOENT under a directory that exists, a recursive mkdir never returns.
+  if (process.platform === 'linux') {
+    const procfs = spawnRelay(['backup', '/proc/relay-backup/copy'], { RELAY_DATA_DIR: t.config.dataDir });
+    assert.is(await exitWithin(procfs, 10_000), 1, procfs.output());
+    assert.match(procfs.output(), 'relay: cannot make the backup directory /proc/relay-backup/copy: ENOENT');
+  }
 
   const split = join(scratch, 'split');
   mkdirSync(split);

@@ -4,6 +4,7 @@
 // docs/performance.md measures, which store their keys group-committed) let the sweep fall
 // behind for good under sustained traffic, and bodies outlived their seven days. (A key renewed
 // after the sweep listed it still survives: test/content-retention.int.test.ts.)
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../apps/services/collections.ts';
 import { BODY_RETENTION_MS, ensureContentKeyIndexes, shredExpiredContent, takeContentKey, type ContentKey } from '../apps/services/content-vault.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
+import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 
 const test = suite('content key shredding in batches');
@@ -24,8 +26,9 @@ test('destroying 1,000 expired keys costs a few WAL syncs, not one per key', asy
     await ensureContentKeyIndexes(documents);
     const t0 = new Date('2026-11-01T10:00:00.000Z');
     const N = 1_000;
+    const secrets = new SecretBox({ current: randomBytes(32), previous: [] });
     // As admissions store them: concurrently, group-committed.
-    await deferDurability(async () => { await Promise.all(Array.from({ length: N }, (_, i) => takeContentKey(documents, `em_${i}`, t0))); });
+    await deferDurability(async () => { await Promise.all(Array.from({ length: N }, (_, i) => takeContentKey(documents, secrets, `em_${i}`, t0))); });
     const admissionSyncs = syncs;
     syncs = 0;
     const started = Date.now();

@@ -85,6 +85,20 @@ test('removing: owners and admins remove those they may invite; anyone may leave
   await addMember(ctx.t, ctx.owner, ctx.workspaceId, ctx.viewer, 'viewer');
 });
 
+// INTERFACE-DECISIONS: an address at a Unicode domain is kept in its ASCII form, and a filter
+// written in Unicode finds it; the list's prefix too, written with whole labels.
+test('suppressions: a prefix written with a Unicode domain finds the address kept in its ASCII form', async (ctx) => {
+  const base = `/v1/workspaces/${ctx.workspaceId}/suppressions`;
+  const added = await call(ctx.t, 'POST', base, { as: ctx.admin, body: { address: 'kunde@münchen.example' } });
+  assert.is(added.statusCode, 201, added.body);
+  assert.is(added.json().address, 'kunde@xn--mnchen-3ya.example');
+  for (const prefix of ['kunde@xn--mnchen-3ya.example', 'kunde@münchen.example', 'Kunde@München.Example', '"kunde"@münchen.example', 'kunde@münchen', 'kunde@xn--mnch']) {
+    const found = await call(ctx.t, 'GET', `${base}?prefix=${encodeURIComponent(prefix)}`, { as: ctx.viewer });
+    assert.is(found.statusCode, 200, found.body);
+    assert.equal(found.json().suppressions.map((s: { address: string }) => s.address), ['kunde@xn--mnchen-3ya.example'], `prefix ${prefix}`);
+  }
+});
+
 test('suppressions: found by the beginning of the address, exported whole as CSV that no spreadsheet runs', async (ctx) => {
   const base = `/v1/workspaces/${ctx.workspaceId}/suppressions`;
   for (const address of ['bob@a.test', 'bobby@b.test', 'carol@a.test', '=cmd@a.test', 'x,"y"@a.test']) {

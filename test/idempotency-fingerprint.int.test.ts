@@ -105,7 +105,11 @@ test('replay and conflict are unchanged', async () => {
 });
 
 test('an email admitted before the change (plain sha256 fingerprint) is still replayed; another body is still a conflict', async () => {
-  const legacy = { mac: (_purpose: string, data: string | Buffer) => createHash('sha256').update(data).digest(), macVerify: () => false };
+  const box = ctx.services.secrets;
+  const legacy = {
+    mac: (_purpose: string, data: string | Buffer) => createHash('sha256').update(data).digest(), macVerify: () => false,
+    keyId: box.keyId, seal: box.seal.bind(box), open: box.open.bind(box), isSealed: box.isSealed.bind(box),
+  };
   const body = bodyWith('333333');
   const first = await admit(legacy, body, 'fp-legacy');
   assert.is(await storedFingerprint('fp-legacy'), sha256Hex(canonicalJson(body)), 'the fixture is an old-style stream');

@@ -3,6 +3,7 @@
 // a write that died: the retention sweep deletes those of emails whose content can no longer be
 // read, and any older than a write lasts (ABANDONED_TEMP_AFTER_MS); a starting outbox thread
 // deletes the latter too. A young copy of a live email stays: its write may still be running.
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { startRetention } from '../apps/pipeline/retention.ts';
 import { takeContentKey } from '../apps/services/content-vault.ts';
 import { DELIVERY_POLICY } from '../domain/email/delivery.ts';
 import { ABANDONED_TEMP_AFTER_MS, OutboxTransport } from '../infra/mail/outbox-transport.ts';
+import { SecretBox } from '../infra/secrets/secret-box.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { SqliteEventStore } from '../infra/sqlite/event-store.ts';
 import { startFixture } from './support/fixture-process.ts';
@@ -75,7 +77,7 @@ test('after a SIGKILL mid-write, a sweep right away deletes every copy of an ema
 
 test('a live email\'s copy stays while a write could still be making it, and goes once older than any write lasts', async (ctx) => {
   const now = new Date();
-  await takeContentKey(ctx.documents, 'em_live', now);
+  await takeContentKey(ctx.documents, new SecretBox({ current: randomBytes(32), previous: [] }), 'em_live', now);
   const young = temp(ctx.outbox, '.em_live.eml.0123456789ab.tmp', 1_000);
   temp(ctx.outbox, '.em_live.envelope.json.ba9876543210.tmp', ABANDONED_TEMP_AFTER_MS + 60_000);
   const unrelated = temp(ctx.outbox, '.notes.tmp', ABANDONED_TEMP_AFTER_MS + 60_000);

@@ -75,6 +75,15 @@ sealing('given a value sealed for one purpose, when opened for another, then ope
   throwsSecretBoxError(() => box.open(box.seal('webhook secret', 'webhook-secret'), 'dkim-private-key'), /for purpose "dkim-private-key"/);
 });
 
+sealing('given a value sealed with a context (an email id), then it opens with that context only', () => {
+  const box = boxOf(KEY_A);
+  const sealed = box.seal('content key of em_1', 'content-key', 'em_1');
+  assert.is(box.open(sealed, 'content-key', 'em_1'), 'content key of em_1');
+  throwsSecretBoxError(() => box.open(sealed, 'content-key', 'em_2'), /for purpose "content-key" and "em_2"/);
+  throwsSecretBoxError(() => box.open(sealed, 'content-key'), /for purpose "content-key"/);
+  throwsSecretBoxError(() => box.open(box.seal('no context', 'content-key'), 'content-key', 'em_1'), /altered/);
+});
+
 sealing('given a value sealed with another key, when opened without that key, then the error names the key ids', () => {
   const sealed = boxOf(KEY_A).seal('x', 'p');
   throwsSecretBoxError(() => boxOf(KEY_B).open(sealed, 'p'), new RegExp(`key ${boxOf(KEY_A).keyId}.*RELAY_SECRET_KEY \\(${boxOf(KEY_B).keyId}\\)`));

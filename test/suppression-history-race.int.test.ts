@@ -193,7 +193,7 @@ test('the suppressor handling a bounce again writes nothing more', async ({ t, i
   // At-least-once: the same RecipientReported handled once more.
   const reported = (await t.stores.events.readStream(emailStreamId(id))).find((e) => e.type === 'RecipientReported')!;
   assert.is(reported.id, before?.lastEventId);
-  const added = await applyAutomaticSuppression({ events: t.stores.events, documents: t.stores.documents, now: () => new Date() }, upcastEmailEvent(reported));
+  const added = await applyAutomaticSuppression({ events: t.stores.events, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date() }, upcastEmailEvent(reported));
 
   assert.is(added, 0);
   assert.equal(await historyOf(t, tenant, address), ['RecipientSuppressed'], 'no second event');

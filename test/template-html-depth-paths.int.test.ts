@@ -39,7 +39,7 @@ async function renderedBy(w: TemplateWorld, slug: string, variables: Record<stri
   assert.is(response.statusCode, 202, response.body.slice(0, 300));
   const [accepted] = await readEmailStream(w.t.ctx.events, response.json().id);
   assert.is(accepted.type, 'EmailAccepted');
-  const content = await openContent(w.t.ctx.documents, (accepted.data as AdmittedMessage).content, w.t.ctx.now());
+  const content = await openContent(w.t.ctx.documents, w.t.ctx.services.secrets, (accepted.data as AdmittedMessage).content, w.t.ctx.now());
   assert.ok(content?.html, 'the admitted email has html');
   return content!.html!;
 }

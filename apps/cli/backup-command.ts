@@ -3,20 +3,22 @@
 // `VACUUM INTO`, one read transaction: a snapshot of one instant, whatever Relay writes
 // meanwhile (its writers do not wait; the WAL grows until the copy ends). Everything Relay keeps
 // of an email (events, read models, consumer offsets, content keys) is in that one file, so the
-// copy is a state Relay could have stopped in. Then the secret key (without it the sealed
-// bodies, DKIM keys and webhook secrets cannot be opened) and the outbox's messages (in clear:
-// left out with the key).
+// copy is a state Relay could have stopped in. Then the key file (without the secret key the
+// sealed values, message bodies and BCC among them, cannot be opened; the rest of relay.db is in
+// clear) and the outbox's messages (in clear: left out with the key). With RELAY_SECRET_KEY set,
+// the key is that value, which no copy holds: the report names it, and the key file, if any, as
+// the earlier key it is.
 //
 // Data directories made before the stores shared relay.db keep events.db, documents.db and
 // log.db: three files cannot be copied at one instant while Relay writes to them (a body's key
 // copied before the email's event, say), so those are refused with how to copy them stopped.
-import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import { BUSY_TIMEOUT_MS, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, restrictMode } from '../../infra/sqlite/database.ts';
-import { KEY_FILE_NAME } from '../../infra/secrets/secret-box.ts';
+import { KEY_FILE_NAME, keyIdOf, parseKey, splitKeyList } from '../../infra/secrets/secret-box.ts';
 import { embeddedFiles, outboxDirOf } from '../runtime.ts';
 import { asksForHelp } from './command.ts';
 
@@ -27,8 +29,15 @@ const USAGE = [
   'data directory: to restore, stop Relay and start it with RELAY_DATA_DIR=<directory> (or put the',
   'directory in place of the old one). What was admitted after the snapshot is not in it.',
   '  --without-secret-key  leave secret.key out, and the outbox (its messages are in clear): keep the key',
-  '                        apart; the backup\'s sealed values cannot be opened without it',
+  '                        apart; the backup\'s sealed values (message bodies and BCC, DKIM keys, webhook',
+  '                        secrets) cannot be opened without it, while the rest of relay.db (addresses,',
+  '                        subjects, headers, metadata, events) is in clear',
+  'With RELAY_SECRET_KEY set, that value is the key: no backup holds it, so keep it (and',
+  'RELAY_SECRET_KEY_PREVIOUS) with the backups, and set it again to restore.',
 ].join('\n');
+
+/** What the secret key opens, for the report. */
+const SEALED = 'the sealed message bodies and BCC, DKIM keys and webhook secrets';
 
 const EXIT_USAGE = 2;
 
@@ -46,6 +55,41 @@ function refusal(config: RelayConfig): string | null {
 }
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+/**
+ * With RELAY_SECRET_KEY set, the key the backup's sealed values open with, and the previous ones
+ * (by id: ids are safe to print, keys never are); and what the key file holds, if there is one:
+ * the same key, or an earlier one that Relay keeps as a previous key (infra/secrets/secret-box.ts).
+ */
+interface EnvironmentKeys {
+  currentId: string;
+  previousIds: string[];
+  file: { kind: 'current' | 'earlier'; keyId: string } | { kind: 'unreadable' } | null;
+}
+
+function environmentKeys(config: RelayConfig, keyFile: string): EnvironmentKeys | null {
+  if (config.secretKey === null || config.secretKey.trim() === '') return null;
+  const current = parseKey(config.secretKey);
+  const previousIds = config.previousSecretKeys.flatMap(splitKeyList).map((key, i) => keyIdOf(parseKey(key, `RELAY_SECRET_KEY_PREVIOUS (entry ${i + 1})`)));
+  if (!existsSync(keyFile)) return { currentId: keyIdOf(current), previousIds, file: null };
+  let fileKey: Buffer;
+  try {
+    fileKey = parseKey(readFileSync(keyFile, 'utf8'));
+  } catch {
+    return { currentId: keyIdOf(current), previousIds, file: { kind: 'unreadable' } };
+  }
+  return { currentId: keyIdOf(current), previousIds, file: { kind: fileKey.equals(current) ? 'current' : 'earlier', keyId: keyIdOf(fileKey) } };
+}
+
+/**
+ * Makes the target and its missing parents one at a time: Node's recursive mkdir never returns
+ * where mkdir answers ENOENT under a parent that exists (/proc), where this fails at once.
+ */
+function makeDirectory(target: string): void {
+  const missing: string[] = [];
+  for (let dir = target; !existsSync(dir); dir = dirname(dir)) missing.unshift(dir);
+  for (const dir of missing) mkdirSync(dir, { mode: PRIVATE_DIR_MODE });
+}
 
 export async function backup(args: string[]): Promise<number> {
   if (asksForHelp(args)) {
@@ -78,7 +122,14 @@ export async function backup(args: string[]): Promise<number> {
     console.error(`relay: ${target} exists and is not an empty directory; a backup goes into a new or empty one`);
     return EXIT_USAGE;
   }
-  mkdirSync(target, { recursive: true, mode: PRIVATE_DIR_MODE });
+  const key = join(source, KEY_FILE_NAME);
+  const envKeys = environmentKeys(config, key);
+  try {
+    makeDirectory(target);
+  } catch (error) {
+    console.error(`relay: cannot make the backup directory ${target}: ${(error as Error).message}`);
+    return 1;
+  }
   restrictMode(target, PRIVATE_DIR_MODE);
 
   // Written under another name and renamed once whole and checked: a copy cut short (a full
@@ -113,16 +164,33 @@ export async function backup(args: string[]): Promise<number> {
   renameSync(partial, database);
   const lines = [`relay.db: ${mib(statSync(database).size)}, as it was at ${snapshotAt}`];
 
-  const key = join(source, KEY_FILE_NAME);
-  if (withoutKey) {
-    lines.push(`${KEY_FILE_NAME}: left out (--without-secret-key): keep the key with which Relay runs, or the backup's sealed values cannot be opened`);
-  } else if (existsSync(key)) {
+  if (envKeys) {
+    const { currentId, previousIds } = envKeys;
+    const previous = previousIds.length === 0 ? ''
+      : ` (RELAY_SECRET_KEY_PREVIOUS, ${previousIds.length === 1 ? 'key' : 'keys'} ${previousIds.join(', ')}: what is still sealed under ${previousIds.length === 1 ? 'it' : 'them'})`;
+    lines.push(`secret key: RELAY_SECRET_KEY (key ${currentId}) opens ${SEALED}${previous}; no backup holds ${previous ? 'these values' : 'that value'}: keep ${previous ? 'them' : 'it'} with this one, or nothing sealed in it opens`);
+  }
+  // Whether the copy holds the key its sealed values open with.
+  let holdsKey = false;
+  if (withoutKey && existsSync(key)) {
+    lines.push(`${KEY_FILE_NAME}: left out (--without-secret-key): keep the key with which Relay runs apart, or the backup's sealed values cannot be opened`);
+  } else if (existsSync(key) && !withoutKey) {
     copyFileSync(key, join(target, KEY_FILE_NAME));
     restrictMode(join(target, KEY_FILE_NAME), PRIVATE_FILE_MODE);
-    lines.push(`${KEY_FILE_NAME}: copied; it opens the sealed message bodies, DKIM keys and webhook secrets, so keep this backup as private as the data directory (or back up --without-secret-key and keep the key apart)`);
-  } else {
-    lines.push(`${KEY_FILE_NAME}: none in the data directory (the key comes from RELAY_SECRET_KEY): keep that value with the backup's`);
+    const file = envKeys?.file ?? null;
+    if (file?.kind === 'earlier') {
+      lines.push(`${KEY_FILE_NAME}: copied; it holds an earlier key (${file.keyId}), not RELAY_SECRET_KEY: Relay keeps it as a previous key, and it opens only what it sealed before RELAY_SECRET_KEY was set (docs/operations.md, "The secret key")`);
+    } else if (file?.kind === 'unreadable') {
+      lines.push(`${KEY_FILE_NAME}: copied; it holds no key Relay reads (with RELAY_SECRET_KEY set, Relay leaves it alone)`);
+    } else {
+      holdsKey = true;
+      lines.push(`${KEY_FILE_NAME}: copied; it opens ${SEALED}, so keep this backup as private as the data directory (or back up --without-secret-key and keep the key apart)`);
+    }
+  } else if (!envKeys) {
+    lines.push(`${KEY_FILE_NAME}: none in the data directory, and RELAY_SECRET_KEY is not set here: the key is the RELAY_SECRET_KEY of the Relay that runs on it; keep that value with the backup`);
   }
+  // What the key does not protect, said of every copy that goes without it.
+  if (!holdsKey) lines.push('relay.db, without the key: its message bodies and BCC stay sealed, but the rest is in clear (addresses, subjects, headers, tags, metadata, events), readable by whoever holds the copy');
 
   // After the snapshot: every message the snapshot says was written to the outbox is there. The
   // outbox holds messages as sent, bodies and BCC envelopes in clear: a backup kept apart from
@@ -137,6 +205,8 @@ export async function backup(args: string[]): Promise<number> {
   }
   console.log(`backed up ${source} into ${target}`);
   for (const line of lines) console.log(`  ${line}`);
-  console.log(`to restore: stop Relay, then start it with RELAY_DATA_DIR=${target} (or put that directory in place of ${source})`);
+  const keys = envKeys ? ` and RELAY_SECRET_KEY${envKeys.previousIds.length > 0 ? ' and RELAY_SECRET_KEY_PREVIOUS' : ''} set as now`
+    : withoutKey ? `, the key file kept apart put back in it as ${KEY_FILE_NAME}` : '';
+  console.log(`to restore: stop Relay, then start it with RELAY_DATA_DIR=${target}${keys} (or put that directory in place of ${source})`);
   return 0;
 }

@@ -8,6 +8,7 @@
 import { claimDeadline } from '../../domain/email/delivery.ts';
 import { emailIdOfStream } from '../../domain/email/events.ts';
 import { originOfEvent } from '../../domain/events/metadata.ts';
+import { resealContentKeys, type ContentKeyReseal } from '../services/content-vault.ts';
 import { resealDkimKeys, type ResealOutcome, type UnopenableDkimKey } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { deliveryOutcomeReport } from '../services/delivery/outcome-report.ts';
@@ -162,12 +163,15 @@ export const sender = defineProcessor({
       },
     }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
     kick = () => dispatcher.kick();
+    // Started last, so that no failure of the start leaves it running.
+    const contentKeys = resealContentKeysAside(deps);
     return {
       ...dispatcher,
       // The work items go on being brought in line with the events the consumer reads meanwhile,
       // for the next start to send.
       stopClaiming: () => dispatcher.stop(),
       stop: async () => {
+        await contentKeys.stop();
         await reporting?.stop();
         await dispatcher.stop();
         await publishing.stop();
@@ -198,6 +202,37 @@ const UNOPENABLE_KEYS_LOGGED = 100;
 function logDkimReseal(deps: ProcessorDeps, outcome: ResealOutcome): void {
   deps.onInfo?.('re-sealed DKIM keys under the current secret key', { keyId: deps.services.secrets.keyId, resealed: outcome.changed, remaining: outcome.remaining });
   logUnopenableDkimKeys(deps, outcome.unopenable);
+}
+
+/**
+ * The content keys' re-seal (content-vault.ts), beside sending: it reads every key of the
+ * retention window, which must not hold up the start. Its count at info once it ends, as the DKIM
+ * keys' (`remaining: 0`: the previous key is no longer needed for message bodies), and at warn
+ * the emails whose key no configured secret key opens. A stop cuts it short, said by nothing:
+ * the next start goes over the keys again.
+ */
+function resealContentKeysAside(deps: ProcessorDeps): { stop(): Promise<void> } {
+  const abort = new AbortController();
+  const done = resealContentKeys(deps.documents, deps.services.secrets, deps.now, abort.signal).then(
+    (outcome) => outcome && logContentKeyReseal(deps, outcome),
+    (error: Error) => deps.onError(new Error(`re-sealing content keys under the current secret key failed (the next start tries again): ${error.message}`, { cause: error })),
+  );
+  return {
+    async stop() {
+      abort.abort();
+      await done;
+    },
+  };
+}
+
+function logContentKeyReseal(deps: ProcessorDeps, outcome: ContentKeyReseal): void {
+  deps.onInfo?.('re-sealed content keys under the current secret key', { keyId: deps.services.secrets.keyId, resealed: outcome.changed, remaining: outcome.remaining });
+  if (outcome.unopenableCount === 0) return;
+  (deps.onWarning ?? deps.onInfo)?.('content keys that no configured secret key opens: the bodies of these emails can be neither sent nor shown until their secret key is back in RELAY_SECRET_KEY_PREVIOUS (docs/operations.md, "The secret key")', {
+    count: outcome.unopenableCount,
+    emails: outcome.unopenable,
+    ...(outcome.unopenableCount > outcome.unopenable.length ? { more: true } : {}),
+  });
 }
 
 function logUnopenableDkimKeys(deps: ProcessorDeps, unopenable: UnopenableDkimKey[]): void {

@@ -9,7 +9,7 @@ export const suppressor = defineProcessor({
   summary: 'adds hard-bounced and complaining recipients to their workspace\'s suppression list',
   eventTypes: ['RecipientReported', 'DeliveryAttempted'],
   async handle(event, _runtime, deps) {
-    const added = await applyAutomaticSuppression(deps, upcastEmailEvent(event));
+    const added = await applyAutomaticSuppression({ ...deps, secrets: deps.services.secrets }, upcastEmailEvent(event));
     if (added > 0) deps.onDebug?.('suppressed', { streamId: event.streamId, added });
   },
 });

@@ -62,7 +62,7 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import type { AdmissionFlow } from './admission-flow.ts';
 import { COLLECTIONS } from './collections.ts';
 import type { Loaded } from './command-handler.ts';
-import { contentPlaintext, giveBackContentKey, sealPlaintext, takeContentKey, type HeldContentKey } from './content-vault.ts';
+import { contentPlaintext, giveBackContentKey, sealPlaintext, takeContentKey, type ContentKeySecrets, type HeldContentKey } from './content-vault.ts';
 import { checkEmailEventSize } from './event-size.ts';
 import type { Emails } from './email-stream.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
@@ -77,8 +77,8 @@ export interface AdmissionDeps {
   documents: DocumentStore;
   rateLimits: RateLimiter;
   usage: UsageLedger;
-  /** Relay's secret (services.secrets): keys the idempotency fingerprint. */
-  secrets: Pick<SecretBox, 'mac' | 'macVerify'>;
+  /** Relay's secret (services.secrets): keys the idempotency fingerprint, seals the content key. */
+  secrets: Pick<SecretBox, 'mac' | 'macVerify'> & ContentKeySecrets;
   now: () => Date;
   /** Holds a valid send while the pipeline is too far behind (./admission-flow.ts). */
   flow?: Pick<AdmissionFlow, 'pass'>;
@@ -327,7 +327,7 @@ async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest):
     // taken over from an attempt that got no email in: ./content-vault.ts) meanwhile, expiring
     // seven days after `now`, the email's admission time.
     const charged = decided.type === 'EmailAccepted' ? deps.usage.charge(chargeOf(decision)) : Promise.resolve();
-    const [charge, key] = await Promise.allSettled([charged, takeContentKey(deps.documents, emailId, now)]);
+    const [charge, key] = await Promise.allSettled([charged, takeContentKey(deps.documents, deps.secrets, emailId, now)]);
     if (key.status === 'fulfilled') held = key.value;
     if (charge.status === 'rejected') throw charge.reason;
     if (key.status === 'rejected') throw key.reason;

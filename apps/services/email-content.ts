@@ -4,6 +4,7 @@
 import { RelayError } from '../../domain/errors.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore } from '../../infra/ports/event-store.ts';
+import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { openRetainedContent } from './content-vault.ts';
 import { readEmailStream } from './email-stream.ts';
 
@@ -26,13 +27,13 @@ export interface EmailMessage {
  * The message of an email of `projectId`. 404 for an email of another project or none at all;
  * 410 content_expired once its bodies are past retention (the addresses are still in the detail).
  */
-export async function emailMessage(documents: DocumentStore, events: EventStore, projectId: string, emailId: string, now: Date): Promise<EmailMessage> {
+export async function emailMessage(documents: DocumentStore, events: EventStore, secrets: SecretBox, projectId: string, emailId: string, now: Date): Promise<EmailMessage> {
   const [first] = await readEmailStream(events, emailId);
   if (!first || (first.type !== 'EmailAccepted' && first.type !== 'EmailSuppressed') || first.data.projectId !== projectId) {
     throw new RelayError('not_found', `email ${emailId} was not found`);
   }
   const admitted = first.data;
-  const opened = await openRetainedContent(documents, admitted.content, now);
+  const opened = await openRetainedContent(documents, secrets, admitted.content, now);
   if (!opened) throw new RelayError('content_expired', `the bodies of email ${emailId} were destroyed after the retention period; its timeline and recipients remain`);
   return {
     id: admitted.emailId,

@@ -217,7 +217,7 @@ async function existingKeyFile(dataDir: string): Promise<{ key: Buffer; path: st
 }
 
 /** A key's id as it appears in the values it seals (a fingerprint, safe to log). */
-const keyIdOf = (key: Buffer): string => new MasterKey(key).id;
+export const keyIdOf = (key: Buffer): string => new MasterKey(key).id;
 
 export async function loadSecretKeys(options: SecretKeyOptions): Promise<SecretKeys> {
   const previous = (options.previousKeys ?? []).flatMap(splitKeyList).map((k, i) => parseKey(k, `RELAY_SECRET_KEY_PREVIOUS (entry ${i + 1})`));
@@ -272,6 +272,11 @@ function checkPurpose(purpose: string): void {
   if (typeof purpose !== 'string' || purpose.length === 0) throw new TypeError('purpose must be a non-empty string');
 }
 
+/** The purpose, then the context after a NUL when there is one (without one, the purpose alone). */
+function associatedData(purpose: string, context: string | undefined): Buffer {
+  return Buffer.from(context === undefined ? purpose : `${purpose}\u0000${context}`, 'utf8');
+}
+
 export class SecretBox {
   readonly #current: MasterKey;
   /** Current first, then previous keys, by key id. */
@@ -289,16 +294,21 @@ export class SecretBox {
     return this.#current.id;
   }
 
-  seal(plaintext: string, purpose: string): string {
+  /**
+   * `context` binds the value to what it belongs to (an email id, say): it opens only with the
+   * same context. It is authenticated, not encrypted, and goes into the associated data rather
+   * than the subkey, since a subkey per value would cost a derivation and a cached key each.
+   */
+  seal(plaintext: string, purpose: string, context?: string): string {
     checkPurpose(purpose);
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current.subkey('seal', purpose), iv);
-    cipher.setAAD(Buffer.from(purpose, 'utf8'));
+    cipher.setAAD(associatedData(purpose, context));
     const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [VERSION, this.#current.id, b64u(iv), b64u(data), b64u(cipher.getAuthTag())].join('.');
   }
 
-  open(sealed: string, purpose: string): string {
+  open(sealed: string, purpose: string, context?: string): string {
     checkPurpose(purpose);
     const parts = typeof sealed === 'string' ? SEALED.exec(sealed) : null;
     if (!parts) throw new SecretBoxError('not a sealed value (expected v1.<keyId>.<iv>.<data>.<tag>)');
@@ -314,11 +324,12 @@ export class SecretBox {
     }
     try {
       const decipher = createDecipheriv('aes-256-gcm', key.subkey('seal', purpose), Buffer.from(iv, 'base64url'));
-      decipher.setAAD(Buffer.from(purpose, 'utf8'));
+      decipher.setAAD(associatedData(purpose, context));
       decipher.setAuthTag(Buffer.from(tag, 'base64url'));
       return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
     } catch {
-      throw new SecretBoxError(`sealed value does not authenticate for purpose "${purpose}": it was altered, or sealed for another purpose`);
+      const sealedFor = context === undefined ? `purpose "${purpose}"` : `purpose "${purpose}" and ${JSON.stringify(context)}`;
+      throw new SecretBoxError(`sealed value does not authenticate for ${sealedFor}: it was altered, or sealed for another purpose${context === undefined ? '' : ' or value'}`);
     }
   }
 

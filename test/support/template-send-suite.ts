@@ -30,7 +30,7 @@ async function admitted(w: TemplateWorld, emailId: string) {
   const events = await readEmailStream(w.t.ctx.events, emailId);
   assert.ok(events.length >= 1, `email ${emailId} has events`);
   const data = events[0].data as AdmittedMessage;
-  const content = await openContent(w.t.ctx.documents, data.content, w.t.ctx.now());
+  const content = await openContent(w.t.ctx.documents, w.t.ctx.services.secrets, data.content, w.t.ctx.now());
   assert.ok(content, 'the sealed content opens');
   return { events, type: events[0].type, data, html: content!.html, text: content!.text, bcc: content!.bcc };
 }

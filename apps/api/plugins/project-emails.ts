@@ -148,7 +148,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
     config: { openapi: { summary: 'The message as admitted: addresses, the sender\'s headers, the HTML and text parts (410 content_expired after retention; BCC never).', responses: { 200: { description: 'The message.', schema: EmailMessage } } } },
   }, async (request, reply) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-    const message = await emailMessage(ctx.documents, ctx.events, project._id, request.params.emailId, ctx.now());
+    const message = await emailMessage(ctx.documents, ctx.events, ctx.services.secrets, project._id, request.params.emailId, ctx.now());
     return reply.header('cache-control', 'private, no-store').send(message);
   });
 
@@ -158,7 +158,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
   }, async (request, reply) => {
     if (openedAsPage(request.headers)) throw forbidden('the HTML part is shown inside the dashboard\'s message page, not as a page of its own');
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-    const message = await emailMessage(ctx.documents, ctx.events, project._id, request.params.emailId, ctx.now());
+    const message = await emailMessage(ctx.documents, ctx.events, ctx.services.secrets, project._id, request.params.emailId, ctx.now());
     if (message.html === null) throw notFound(`email ${message.id} has no HTML part`);
     return reply.headers({
       'content-security-policy': messageCsp(request.query.remote_images === 'on'),

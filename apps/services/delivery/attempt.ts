@@ -183,7 +183,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
     return failed;
   };
 
-  const content = await openContent(deps.documents, message.content, deps.now());
+  const content = await openContent(deps.documents, deps.secrets, message.content, deps.now());
   if (!content) {
     await syncWorkItem(deps.documents, deps.events, item._id, after, deps.policy, await fail('content_expired', 'the message body was destroyed (retention) before it could be sent'));
     return 'sent';

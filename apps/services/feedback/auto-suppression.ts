@@ -13,6 +13,7 @@ import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../..
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EventStore } from '../../../infra/ports/event-store.ts';
+import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
 import { markHandled, wasHandled } from '../management/suppression-sources.ts';
@@ -41,7 +42,7 @@ export function blocksIn(event: RecordedEmailEvent): Array<{ index: number; reas
  * email: To and CC from the admitted event, BCC from its sealed content (a BCC recipient
  * whose content is gone cannot be named, so it is not blocked).
  */
-export async function applyAutomaticSuppression(deps: { events: EventStore; documents: DocumentStore; now: () => Date }, event: RecordedEmailEvent): Promise<number> {
+export async function applyAutomaticSuppression(deps: { events: EventStore; documents: DocumentStore; secrets: SecretBox; now: () => Date }, event: RecordedEmailEvent): Promise<number> {
   const blocks = blocksIn(event);
   if (blocks.length === 0) return 0;
   const emailId = emailIdOfStream(event.streamId);

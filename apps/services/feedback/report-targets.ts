@@ -98,11 +98,11 @@ function bccAddress(state: EmailState, content: EmailContent | null, index: numb
 }
 
 /** The address of recipient `index` of an admitted email: To and CC from its event, BCC from its sealed content. */
-export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'now'>, state: EmailState, index: number): Promise<string | null> {
+export async function recipientAddress(deps: Pick<TargetDeps, 'documents' | 'secrets' | 'now'>, state: EmailState, index: number): Promise<string | null> {
   const visible = state.visibleAddresses[index];
   if (visible !== undefined) return visible;
   if (!state.message) return null;
-  return bccAddress(state, await openContent(deps.documents, state.message.content, deps.now()), index);
+  return bccAddress(state, await openContent(deps.documents, deps.secrets, state.message.content, deps.now()), index);
 }
 
 /** The targets with their BCC recipients' addresses, each email's content opened once. */
@@ -110,7 +110,7 @@ export async function withBccAddresses(deps: TargetDeps, targets: ReportTarget[]
   const addresses = new Map<string, (index: number) => string | null>();
   for (const emailId of new Set(targets.filter((t) => t.address === null).map((t) => t.emailId))) {
     const { state } = await loadEmail(deps.events, emailId, { upTo: 0 });
-    const content = state.message ? await openContent(deps.documents, state.message.content, deps.now()) : null;
+    const content = state.message ? await openContent(deps.documents, deps.secrets, state.message.content, deps.now()) : null;
     addresses.set(emailId, (index) => bccAddress(state, content, index));
   }
   return targets.map((t) => (t.address === null ? { ...t, address: addresses.get(t.emailId)?.(t.recipientIndex) ?? null } : t));

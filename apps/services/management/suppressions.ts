@@ -25,6 +25,7 @@
 // which the order above allows anyway.)
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
+import { asciiDomainName } from '../../../domain/dns-names.ts';
 import { canonicalAddress, parseAddress } from '../../../domain/mailbox.ts';
 import { randomUUID } from 'node:crypto';
 import { originOfRequest, type CommandOrigin } from '../../../domain/events/metadata.ts';
@@ -132,16 +133,33 @@ export async function removeSuppression(stores: SuppressionStores, workspaceId: 
 }
 
 /**
+ * A `prefix` as entries keep addresses (normalizeSuppressedAddress): a whole address in its
+ * canonical form, a domain written in Unicode in its ASCII form ("kunde@münchen.example" finds
+ * kunde@xn--mnchen-3ya.example). A Unicode label cut short ("kunde@münch") is converted as the
+ * whole label it could be, whose ASCII form begins no longer label's: it finds nothing of
+ * münchen.example (apps/api/INTERFACE-DECISIONS.md).
+ */
+function prefixFilter(written: string): string {
+  const trimmed = written.trim();
+  if (parseAddress(trimmed).ok) return canonicalAddress(trimmed);
+  const prefix = normalizeAddress(trimmed);
+  const at = prefix.lastIndexOf('@');
+  if (at < 0 || !/[^\x00-\x7f]/.test(prefix.slice(at + 1))) return prefix;
+  const domain = asciiDomainName(prefix.slice(at + 1));
+  return domain === null ? prefix : `${prefix.slice(0, at + 1)}${domain}`;
+}
+
+/**
  * A page of the list in address order; `cursor` is the last address of the previous page.
- * `prefix` (normalized like an address) keeps the addresses that begin with it: "bob@" finds
- * bob at every domain, "bob@example.com" that one.
+ * `prefix` (prefixFilter) keeps the addresses that begin with it: "bob@" finds bob at every
+ * domain, "bob@example.com" that one.
  */
 export async function listSuppressions(
   documents: DocumentStore,
   workspaceId: string,
   page: { limit: number; cursor?: string; prefix?: string },
 ): Promise<{ entries: SuppressionEntry[]; nextCursor: string | null }> {
-  const prefix = page.prefix === undefined ? '' : normalizeAddress(page.prefix);
+  const prefix = page.prefix === undefined ? '' : prefixFilter(page.prefix);
   // _id is "<workspaceId>:<address>", so a prefix of the address is a range of _id.
   const where: Where = { workspaceId };
   if (prefix !== '') where._id = { gte: `${workspaceId}:${prefix}`, lt: `${workspaceId}:${prefix}\u{10ffff}` };
