@@ -270,6 +270,7 @@ async function sealedValuesStored(documents: DocumentStore): Promise<string | nu
   for (const [collection, what, field] of [
     [COLLECTIONS.domains, 'the DKIM keys of domains', 'dkimPrivateKeySealed'],
     [COLLECTIONS.webhookEndpoints, 'the signing secrets of webhook endpoints', 'secretSealed'],
+    [COLLECTIONS.contentKeys, 'the content keys of emails (their bodies)', 'key'],
   ] as const) {
     const documentsOf = documents.collection<{ _id: string; [field: string]: unknown }>(collection);
     const count = await documentsOf.count();

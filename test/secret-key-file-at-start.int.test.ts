@@ -20,6 +20,7 @@ import type { SendingDomain } from '../domain/management.ts';
 import { loadConfig } from '../infra/config.ts';
 import { parseKey, SecretBox } from '../infra/secrets/secret-box.ts';
 import { freePort, runRelay, runRelayWithin, spawnRelay, waitForReady } from './support/relay-process.ts';
+import { takeContentKey } from '../apps/services/content-vault.ts';
 
 const test = suite<{ dir: string }>('the secret key file at start, beside stores that hold sealed values');
 test.before.each((ctx) => {
@@ -69,6 +70,24 @@ test('secret.key gone where only a webhook endpoint\'s signing secret is sealed:
   const run = await runRelayWithin(['start'], { RELAY_DATA_DIR: dataDir, RELAY_DELIVERY: 'outbox' });
   assert.is(run.code, EXIT_CONFIG, run.output);
   assert.match(run.output, `the signing secrets of webhook endpoints: 1, one sealed under key ${sealer.keyId}`);
+  assert.not.ok(existsSync(join(dataDir, 'secret.key')), 'a new secret.key was made');
+});
+
+test('secret.key gone where only an email\'s content key is sealed: the start stops as well', async ({ dir }) => {
+  const dataDir = join(dir, 'data');
+  const config = loadConfig({ RELAY_DATA_DIR: dataDir, RELAY_LOG_LEVEL: 'silent' });
+  const stores = await openStores(config, { withoutLog: true });
+  const sealer = new SecretBox({ current: randomBytes(32), previous: [] });
+  try {
+    await takeContentKey(stores.documents, sealer, 'em_key_file', new Date());
+    assert.is(await stores.documents.collection(COLLECTIONS.domains).count(), 0);
+  } finally {
+    await stores.close();
+  }
+
+  const run = await runRelayWithin(['start'], { RELAY_DATA_DIR: dataDir, RELAY_DELIVERY: 'outbox' });
+  assert.is(run.code, EXIT_CONFIG, run.output);
+  assert.match(run.output, `the content keys of emails (their bodies): 1, one sealed under key ${sealer.keyId}`);
   assert.not.ok(existsSync(join(dataDir, 'secret.key')), 'a new secret.key was made');
 });
 
