@@ -1,6 +1,7 @@
 // Webhook endpoints through the session API: write roles create, change, rotate and delete;
 // members read; the secret shows only at creation and rotation, and is stored sealed; URLs
-// that could point inside are refused, naming the rule.
+// that could point inside are refused, naming the rule; the length limit holds for the URL as
+// stored.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../apps/services/collections.ts';
@@ -82,6 +83,32 @@ test('viewers read but do not change; outsiders get 404/403; no session is 401',
   const outsider = await call(ctx.t, 'GET', `/v1/webhook-endpoints/${id}`, { as: ctx.outsider });
   assert.ok([403, 404].includes(outsider.statusCode));
   assert.is((await call(ctx.t, 'GET', `/v1/webhook-endpoints/${id}`, { as: null })).statusCode, 401);
+});
+
+test('the 2048-character URL limit holds for the URL as stored (normalized, non-ASCII percent-encoded), so the URL as returned is accepted back', async (ctx) => {
+  const base = 'https://hooks.example.com/';
+  // An "é" is six characters normalized (%C3%A9): 337 of them bring the stored URL to 2048.
+  const tooLong = await create(ctx, { url: `${base}${'é'.repeat(338)}`, events: ['email.sent'] });
+  assert.is(tooLong.statusCode, 400, tooLong.body.slice(0, 300));
+  assert.is(errorCode(tooLong), 'validation_error');
+  assert.match(tooLong.json().error.message, /at most 2048 characters/);
+  const created = await create(ctx, { url: `${base}${'é'.repeat(337)}`, events: ['email.sent'] });
+  assert.is(created.statusCode, 201, created.body.slice(0, 300));
+  const stored = created.json().url as string;
+  assert.is(stored, `${base}${'%C3%A9'.repeat(337)}`);
+  const patched = await call(ctx.t, 'PATCH', `/v1/webhook-endpoints/${created.json().id}`, { as: ctx.owner, body: { url: stored, events: ['email.sent', 'email.delivered'] } });
+  assert.is(patched.statusCode, 200, patched.body.slice(0, 300));
+  assert.is(patched.json().url, stored);
+});
+
+test('a description of 500 characters is taken however many UTF-16 units they are (500 emoji), 501 is refused', async (ctx) => {
+  const url = 'https://hooks.example.com/described';
+  const taken = await create(ctx, { url, events: ['email.sent'], description: '🔑'.repeat(500) });
+  assert.is(taken.statusCode, 201, taken.body.slice(0, 300));
+  assert.is(taken.json().description, '🔑'.repeat(500));
+  const refused = await create(ctx, { url, events: ['email.sent'], description: '🔑'.repeat(501) });
+  assert.is(refused.statusCode, 400);
+  assert.match(refused.json().error.message, /at most 500 characters/);
 });
 
 const refusals: Array<[string, Record<string, unknown>, number, RegExp]> = [

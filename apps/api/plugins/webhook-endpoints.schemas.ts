@@ -1,10 +1,12 @@
 // Request schemas of the webhook endpoint routes. Event types and URL rules are checked by the
 // service (apps/services/webhooks/endpoints.ts), which names the rule a value breaks.
 import { Type, type Static } from '@sinclair/typebox';
+import { Text } from './text.schemas.ts';
 
 const Url = Type.String({ minLength: 1, maxLength: 2048, errorMessage: 'must be an https URL of at most 2048 characters' });
 const EventTypes = Type.Array(Type.String({ maxLength: 64 }), { minItems: 1, maxItems: 8, errorMessage: 'must list 1 to 8 event types' });
-const Description = Type.Union([Type.String({ maxLength: 500 }), Type.Null()], { errorMessage: 'must be a string of at most 500 characters, or null' });
+/** Characters as code points (./text.schemas.ts), as every other text limit of the API. */
+const Description = Type.Union([Text({ maxLength: 500 }), Type.Null()], { errorMessage: 'must be a string of at most 500 characters, or null' });
 
 export const CreateEndpointBody = Type.Object(
   { url: Url, events: EventTypes, description: Type.Optional(Description) },
