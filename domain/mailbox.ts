@@ -31,6 +31,10 @@ export const MAX_ADDRESS_LENGTH = 254;
 const LOCAL_DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
 const LOCAL_QUOTED = /^"([\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$/;
 const NON_ASCII = /[^\x00-\x7f]/;
+// A bare address whose local part is a quoted string: its quotes may hold spaces and angle
+// brackets ("john doe"@example.org, RFC 5321 4.1.2), which parseAddress judges, not the
+// bare form's own refusal of them. The domain may hold neither.
+const BARE_QUOTED_LOCAL = /^"(?:[^"\\]|\\.)*"@[^<>\s"]+$/;
 
 export type MailboxResult = { ok: true; value: Mailbox } | { ok: false; reason: string };
 
@@ -77,7 +81,7 @@ export function parseMailbox(input: string): MailboxResult {
     const name = angle[1].trim();
     displayName = name.length > 0 ? unquote(name) : null;
     if (displayName !== null && /[<>]/.test(angle[1]) && !/^".*"$/.test(name)) return { ok: false, reason: 'has an invalid display name' };
-  } else if (/[<>\s]/.test(mailbox)) {
+  } else if (!BARE_QUOTED_LOCAL.test(mailbox) && /[<>\s]/.test(mailbox)) {
     return { ok: false, reason: 'must be an address or "Name <address>"' };
   }
   const parsed = parseAddress(address);

@@ -1,5 +1,6 @@
 // The management model the service cannot run without: users, workspaces, memberships,
 // projects, sending domains, API keys and suppressions. Pure types and rules only.
+import { characterCount } from './text.ts';
 import type { AllowanceSettings } from './usage/quota.ts';
 
 export type Role = 'owner' | 'admin' | 'developer' | 'viewer';
@@ -121,10 +122,14 @@ export const membershipIdOf = (workspaceId: string, userId: string): string => `
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 1024;
 
-/** Why a new password is refused, or null. Length only: composition rules make passwords worse (NIST SP 800-63B 3.1.1.2). */
+/**
+ * Why a new password is refused, or null. Length only, in characters (domain/text.ts), as the
+ * sign-in schema counts them: composition rules make passwords worse (NIST SP 800-63B 3.1.1.2).
+ */
 export function passwordProblem(password: string): string | null {
-  if ([...password].length < PASSWORD_MIN_LENGTH) return `password must be at least ${PASSWORD_MIN_LENGTH} characters`;
-  if (password.length > PASSWORD_MAX_LENGTH) return `password must be at most ${PASSWORD_MAX_LENGTH} characters`;
+  const characters = characterCount(password);
+  if (characters < PASSWORD_MIN_LENGTH) return `password must be at least ${PASSWORD_MIN_LENGTH} characters`;
+  if (characters > PASSWORD_MAX_LENGTH) return `password must be at most ${PASSWORD_MAX_LENGTH} characters`;
   return null;
 }
 

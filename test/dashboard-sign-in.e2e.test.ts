@@ -2,6 +2,7 @@
 // repeated wrong passwords the sign-in page shows the wait and counts it down, with the button
 // held, rather than an error.
 import * as assert from 'uvu/assert';
+import { createUser } from '../apps/services/management/users.ts';
 import { axeViolations, chromiumMissing, launchBrowser, screenshot, type TestBrowser } from './support/browser.ts';
 import { startDashboard, type DashboardFixture } from './support/dashboard.ts';
 import { skippableSuite } from './support/skippable-suite.ts';
@@ -52,6 +53,26 @@ test('repeated wrong passwords show the wait in seconds, not an error, and hold 
   assert.ok(await button.isDisabled());
   assert.equal(await axeViolations(page), []);
   await screenshot(page, 'sign-in-wait-desktop');
+  assert.equal(problems, []);
+  await context.close();
+});
+
+test('a password of 1024 characters that are two UTF-16 units each (emoji) is typed whole and signs in', async ({ f, browser }) => {
+  const password = '🔑'.repeat(1024);
+  const user = await createUser(f.t.ctx.documents, { email: `emoji-password@dash.example.test`, password }, f.t.ctx.now());
+  const { page, problems, context } = await browser.open();
+  await page.goto(`${f.origin}/sign-in`);
+  await page.getByLabel('Email').fill(user.email);
+  const field = page.getByLabel('Password');
+  await field.focus();
+  // Typed text goes through the browser's editing, where maxlength cuts it off.
+  await page.keyboard.insertText(password);
+  assert.is((await field.inputValue()).length, password.length, 'the field kept the whole password');
+  const [response] = await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith('/v1/session') && r.request().method() === 'POST'),
+    page.getByRole('button', { name: 'Sign in' }).click(),
+  ]);
+  assert.is(response.status(), 200);
   assert.equal(problems, []);
   await context.close();
 });

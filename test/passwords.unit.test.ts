@@ -3,7 +3,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { hashPassword, needsRehash, SCRYPT_PARAMS, verifyAgainstDecoy, verifyPassword } from '../apps/services/management/passwords.ts';
-import { passwordProblem, PASSWORD_MIN_LENGTH } from '../domain/management.ts';
+import { passwordProblem, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../domain/management.ts';
 
 test('a hash verifies its own password and no other', async () => {
   const hash = await hashPassword('correct horse battery staple');
@@ -78,6 +78,13 @@ test('password policy: length only', () => {
   assert.match(passwordProblem('x'.repeat(PASSWORD_MIN_LENGTH - 1)) ?? '', /at least/);
   assert.is(passwordProblem('aaaaaaaaaaaaaaaa'), null, 'no composition rules');
   assert.match(passwordProblem('x'.repeat(1025)) ?? '', /at most/);
+});
+
+test('password lengths count characters (code points): an emoji is one, at both bounds', () => {
+  assert.is(passwordProblem('🔑'.repeat(PASSWORD_MAX_LENGTH)), null, `${PASSWORD_MAX_LENGTH} emoji (${2 * PASSWORD_MAX_LENGTH} UTF-16 units)`);
+  assert.is(passwordProblem('🔑'.repeat(PASSWORD_MAX_LENGTH + 1)), `password must be at most ${PASSWORD_MAX_LENGTH} characters`);
+  assert.is(passwordProblem('🔑'.repeat(PASSWORD_MIN_LENGTH - 1)), `password must be at least ${PASSWORD_MIN_LENGTH} characters`, `${2 * (PASSWORD_MIN_LENGTH - 1)} UTF-16 units`);
+  assert.is(passwordProblem('🔑'.repeat(PASSWORD_MIN_LENGTH)), null);
 });
 
 test.run();

@@ -59,6 +59,25 @@ mailboxes('given malformed mailboxes, then each refused with its reason', () => 
   assert.is(reason(`a@${'d'.repeat(64)}.example`), 'has an invalid domain');
 });
 
+mailboxes('given a bare address whose quoted local part holds spaces or angle brackets, then it is read as that address', () => {
+  assert.equal(parseMailbox('"john doe"@example.org'), { ok: true, value: { mailbox: '"john doe"@example.org', address: '"john doe"@example.org', normalized: '"john doe"@example.org', domain: 'example.org', displayName: null } });
+  for (const written of ['"a<b"@example.org', '"<a> b"@example.org', '"a\\" b"@example.org', '" "@example.org']) {
+    assert.ok(parseMailbox(written).ok, written);
+  }
+  const mailboxOf = (input: string) => (parseMailbox(input) as { value: { mailbox: string } }).value.mailbox;
+  assert.is(mailboxOf('"ann lee"@bücher.example'), '"ann lee"@xn--bcher-kva.example', 'a Unicode domain in its ASCII form');
+});
+
+mailboxes('given a bare address with a quoted local part that is malformed, or spaces or angle brackets outside the quotes, then each refused with its reason', () => {
+  const reason = (input: string) => (parseMailbox(input) as { ok: false; reason: string }).reason;
+  assert.is(reason('"john\tdoe"@example.org'), 'is not an email address', 'a tab is no quoted-string character');
+  assert.is(reason('"jö doe"@example.org'), 'has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)');
+  assert.is(reason(`"${'l '.repeat(32)}"@example.org`), 'local part is longer than 64 characters');
+  for (const written of ['"john doe"@exa mple.org', '"john doe"@example.org>', '"john" doe@example.org', 'john "doe"@example.org', '"john doe"@<example.org', '"john doe" @example.org']) {
+    assert.is(reason(written), 'must be an address or "Name <address>"', written);
+  }
+});
+
 mailboxes('given an address whose domain is written in Unicode, then the mailbox, the address, the normalized address and the domain hold its ASCII form', () => {
   assert.equal(parseMailbox('Kunde <Kunde@München.example>'), {
     ok: true,

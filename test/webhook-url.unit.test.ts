@@ -143,6 +143,16 @@ url('given more than 2048 characters, then url_too_long; exactly 2048 is accepte
   refusedWith(base + 'a'.repeat(MAX_WEBHOOK_URL_LENGTH - base.length + 1), 'url_too_long');
 });
 
+url('given a URL within 2048 characters as sent but longer once normalized (non-ASCII percent-encoded), then url_too_long; 2048 normalized is accepted', () => {
+  const base = 'https://hooks.example.com/';
+  // An "é" is six characters once normalized (%C3%A9).
+  const fits = (MAX_WEBHOOK_URL_LENGTH - base.length) / 6;
+  assert.ok(Number.isInteger(fits));
+  assert.is(accepted(base + 'é'.repeat(fits)).url.href.length, MAX_WEBHOOK_URL_LENGTH);
+  refusedWith(base + 'é'.repeat(fits + 1), 'url_too_long');
+  refusedWith(`${base}?q=${'😀'.repeat(400)}`, 'url_too_long');
+});
+
 url('given something that is not an absolute URL, or has spaces or control characters, then url_invalid', () => {
   for (const raw of ['', 'hooks.example.com/x', '/relative', 'https://', 'https://hooks.exa mple.com/', ' https://hooks.example.com/', 'https://hooks.example.com/\n', 'https://hooks.ex\tample.com/']) {
     refusedWith(raw, 'url_invalid');

@@ -40,7 +40,7 @@ export interface WebhookUrlOptions {
 }
 
 const MESSAGES: Record<WebhookUrlRule, string> = {
-  url_too_long: `The webhook URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters long.`,
+  url_too_long: `The webhook URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters long, also once normalized as it is stored (non-ASCII characters percent-encoded).`,
   url_invalid: 'The webhook URL must be an absolute URL without spaces or control characters.',
   https_required: 'The webhook URL must use https://.',
   credentials_forbidden: 'The webhook URL must not contain a user name or password.',
@@ -96,6 +96,7 @@ function looksNumeric(host: string): boolean {
 }
 
 export function checkWebhookUrl(raw: string, options: WebhookUrlOptions): WebhookUrlCheck {
+  // An early bound, before any parsing; the normalized form is limited below.
   if (raw.length > MAX_WEBHOOK_URL_LENGTH) return refuse('url_too_long');
   // The parser silently drops tabs and newlines and trims spaces; a URL that needs that is
   // not one we want to store and show back.
@@ -109,6 +110,10 @@ export function checkWebhookUrl(raw: string, options: WebhookUrlOptions): Webhoo
     // useful answer is the host rule.
     return refuse(written !== undefined && looksNumeric(written) ? 'ip_literal_forbidden' : 'url_invalid');
   }
+  // What is stored and shown back is the normalized URL, where a non-ASCII character of the
+  // path or query is %XX per UTF-8 byte (an "é" six characters): limited too, so that a URL as
+  // returned is always one that may be sent back.
+  if (url.href.length > MAX_WEBHOOK_URL_LENGTH) return refuse('url_too_long');
   if (url.protocol !== 'https:') return refuse('https_required');
   if (url.username !== '' || url.password !== '') return refuse('credentials_forbidden');
   // An empty fragment ("…/#") leaves url.hash empty.

@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { RelayError } from '../../../domain/errors.ts';
-import { SESSION_MAX_MS, type User } from '../../../domain/management.ts';
+import { PASSWORD_MAX_LENGTH, SESSION_MAX_MS, type User } from '../../../domain/management.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
 import { createSession, endSession } from '../../services/management/sessions.ts';
 import { beginSignIn } from '../../services/management/sign-in-throttle.ts';
@@ -14,9 +14,12 @@ import { authenticateSession, checkOrigin, requireSession, sessionCookieName } f
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
 import { NoQuery } from './query.schemas.ts';
+import { Text } from './text.schemas.ts';
 
 const Login = Type.Object(
-  { email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 1024 }) },
+  // The password's length in characters, as domain/management.ts passwordProblem counts it: any
+  // password that could be set can sign in.
+  { email: Type.String({ minLength: 1, maxLength: 254 }), password: Text({ minLength: 1, maxLength: PASSWORD_MAX_LENGTH, errorMessage: `must be 1 to ${PASSWORD_MAX_LENGTH} characters` }) },
   { additionalProperties: false },
 );
 

@@ -32,6 +32,14 @@ export function fill(element: Element, ...children: Child[]): void {
   append(element, children);
 }
 
+/**
+ * The maxlength of a text input the API limits to `characters` (code points). The browser
+ * counts UTF-16 code units, so `maxlength: characters` would cut off text the API takes (an
+ * emoji is two units); twice lets all of it be typed, and the API refuses the rest with its own
+ * message.
+ */
+export const maxCharacters = (characters: number): number => 2 * characters;
+
 let ids = 0;
 export const uniqueId = (prefix: string) => `${prefix}-${++ids}`;
 

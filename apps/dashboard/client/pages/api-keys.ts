@@ -2,7 +2,7 @@
 // copy button, and never again), and revoke (refused at once from then on).
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, notice, section, table, value, when } from '../dom.ts';
 
 interface ApiKey { id: string; name: string; environment: string; preview: string; permissions: string[]; createdAt: string; revokedAt: string | null }
 
@@ -37,7 +37,7 @@ export async function render(ctx: PageContext): Promise<void> {
   if (!ctx.can.write) return;
   const secret = h('div');
   ctx.main.append(section('Create a key', form({ 'aria-label': 'Create a key' }, [
-    field('Name', h('input', { name: 'name', required: true, maxlength: 100, placeholder: 'Backend (production)' })),
+    field('Name', h('input', { name: 'name', required: true, maxlength: maxCharacters(100), placeholder: 'Backend (production)' })),
     checkboxes('Permissions', 'permissions', ctx.settings.permissions, ctx.settings.permissions),
     h('button', { type: 'submit' }, 'Create key'),
   ], async (element) => {

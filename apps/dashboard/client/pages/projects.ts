@@ -2,7 +2,7 @@
 // changes: development keys send only to the project's verified domains.
 import { api } from '../api.ts';
 import type { PageContext, Project } from '../context.ts';
-import { field, form, h, section, select, table, value, when } from '../dom.ts';
+import { field, form, h, maxCharacters, section, select, table, value, when } from '../dom.ts';
 
 export async function render(ctx: PageContext): Promise<void> {
   ctx.title('Projects');
@@ -14,7 +14,7 @@ export async function render(ctx: PageContext): Promise<void> {
   ]), 'This workspace has no project yet.'));
   if (!ctx.can.write) return;
   ctx.main.append(section('New project', form({ 'aria-label': 'New project' }, [
-    field('Name', h('input', { name: 'name', required: true, maxlength: 100 })),
+    field('Name', h('input', { name: 'name', required: true, maxlength: maxCharacters(100) })),
     field('Environment', select('environment', [['development', 'development'], ['production', 'production']], 'development'),
       'Development keys send only to this project\'s verified domains; production needs the workspace activated by the operator.'),
     h('button', { type: 'submit' }, 'Create project'),

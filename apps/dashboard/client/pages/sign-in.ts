@@ -3,7 +3,7 @@
 // with the button held until then; it is not an error of the reader's.
 import { ApiError, api } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { field, fill, form, h, notice, value } from '../dom.ts';
+import { field, fill, form, h, maxCharacters, notice, value } from '../dom.ts';
 
 /**
  * Only a path of this dashboard: `next` comes from the address and must not lead elsewhere. The
@@ -49,7 +49,7 @@ export async function render(ctx: PageContext): Promise<void> {
 
   const signIn = form({ 'aria-label': 'Sign in', class: 'narrow' }, [
     field('Email', h('input', { name: 'email', type: 'email', autocomplete: 'username', required: true, maxlength: 254 })),
-    field('Password', h('input', { name: 'password', type: 'password', autocomplete: 'current-password', required: true, maxlength: 1024 })),
+    field('Password', h('input', { name: 'password', type: 'password', autocomplete: 'current-password', required: true, maxlength: maxCharacters(1024) })),
     wait,
     submit,
   ], async (element) => {

@@ -5,7 +5,7 @@
 import { ApiError, api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { EMAIL_FRAME_SANDBOX, previewSrcdoc } from '../email-frame.ts';
-import { actionButton, append, field, fill, form, h, notice, section, value, when, type Child } from '../dom.ts';
+import { actionButton, append, type Child, field, fill, form, h, maxCharacters, notice, section, value, when } from '../dom.ts';
 
 interface Template {
   id: string; projectId: string; name: string; slug: string; subject: string; html: string | null; text: string | null;
@@ -40,10 +40,10 @@ export async function render(ctx: PageContext): Promise<void> {
   const variables = h('textarea', { name: 'variables', rows: 4, spellcheck: 'false' },
     JSON.stringify(Object.fromEntries((current?.variables ?? ['name']).map((name) => [name, name])), null, 2));
   const editor = form({ 'aria-label': 'Template', class: 'editor' }, [
-    field('Name', h('input', { name: 'name', required: true, maxlength: 100, value: current?.name ?? '', readonly: readOnly })),
+    field('Name', h('input', { name: 'name', required: true, maxlength: maxCharacters(100), value: current?.name ?? '', readonly: readOnly })),
     field('Slug', h('input', { name: 'slug', required: true, maxlength: 80, pattern: '[a-z0-9]+(-[a-z0-9]+)*', value: current?.slug ?? '', readonly: readOnly }),
       'What a template send names: lowercase letters and digits in groups joined by single hyphens.'),
-    field('Subject', h('input', { name: 'subject', required: true, maxlength: 998, value: current?.subject ?? '', readonly: readOnly }),
+    field('Subject', h('input', { name: 'subject', required: true, maxlength: maxCharacters(998), value: current?.subject ?? '', readonly: readOnly }),
       'Handlebars: {{name}} inserts the variable "name".'),
     field('HTML', h('textarea', { name: 'html', rows: 14, spellcheck: 'false', readonly: readOnly }, current?.html ?? ''),
       'Handlebars, or MJML (starting with <mjml>). Sanitized when rendered.'),

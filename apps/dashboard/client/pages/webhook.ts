@@ -3,7 +3,7 @@
 // attempt and the receiver's status codes (cursor paging in the address).
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, checkboxes, checkedValues, facts, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, facts, field, fill, form, h, maxCharacters, notice, section, table, value, when } from '../dom.ts';
 import { livePoll } from '../live.ts';
 import { attemptsTable } from './email.ts';
 import { secretPanel, type Endpoint } from './webhooks.ts';
@@ -87,7 +87,7 @@ export async function render(ctx: PageContext): Promise<void> {
     ctx.main.append(section('Settings', form({ 'aria-label': 'Endpoint settings' }, [
       field('URL', url),
       checkboxes('Events', 'events', ctx.settings.webhookEvents, endpoint.events),
-      field('Description', h('input', { name: 'description', maxlength: 500, value: endpoint.description ?? '' })),
+      field('Description', h('input', { name: 'description', maxlength: maxCharacters(500), value: endpoint.description ?? '' })),
       h('div', { class: 'actions' },
         h('button', { type: 'submit' }, 'Save changes'),
         actionButton('Rotate secret', { class: 'secondary' }, { status, confirm: 'Rotate the signing secret? The old one stops signing at once.' }, rotate),

@@ -1,7 +1,7 @@
 // The project's webhook endpoints; creating one shows its signing secret once.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, section, table, value } from '../dom.ts';
+import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, section, table, value } from '../dom.ts';
 
 export interface Endpoint { id: string; projectId: string; url: string; events: string[]; description: string | null; enabled: boolean; createdAt: string; updatedAt: string }
 
@@ -31,7 +31,7 @@ export async function render(ctx: PageContext): Promise<void> {
     field('URL', h('input', { name: 'url', type: 'url', required: true, maxlength: 2048, placeholder: 'https://example.com/relay-webhooks' }),
       'https on port 443, a host name that resolves to public addresses.'),
     checkboxes('Events', 'events', ctx.settings.webhookEvents, ctx.settings.webhookEvents),
-    field('Description', h('input', { name: 'description', maxlength: 500 })),
+    field('Description', h('input', { name: 'description', maxlength: maxCharacters(500) })),
     h('button', { type: 'submit' }, 'Add endpoint'),
   ], async (element) => {
     const events = checkedValues(element, 'events');
