@@ -29,8 +29,8 @@
 //   relay_dispatch_run_failures_total  by part: the parts with a dispatcher (sender, webhooks), from 0 at their start
 //   relay_worker_thread_start_failures_total, relay_worker_pool_start_failing
 //                                   by pool (compose, template_rendering, template_compilation, password_hashing,
-//                                   report_parsing): threads that failed to start, and whether the pool is
-//                                   refusing its jobs for that now
+//                                   dkim_key_generation, report_parsing): threads that failed to start, and whether
+//                                   the pool is refusing its jobs for that now
 //                                   (apps/worker-thread-reports.ts); made at a pool's first failure
 // Read at each scrape (collectors, bounded by COLLECT_TIMEOUT_MS):
 //   relay_forwarder_lag             events in the event store after the forwarder's saved checkpoint (up to
@@ -386,7 +386,7 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const runFailures = registry.counter('relay_dispatch_run_failures_total',
     'Runs of due items that threw before they rescheduled their item, or ended without rescheduling it (either way retried after a back-off), by part (sender: delivery steps; webhooks: webhook attempts).', ['part']);
   const threadStartFailures = registry.counter('relay_worker_thread_start_failures_total',
-    'Worker threads that failed to start (their module did not load, or the system refused a thread), by pool (compose, template_rendering, template_compilation, password_hashing, report_parsing).', ['pool']);
+    'Worker threads that failed to start (their module did not load, or the system refused a thread), by pool (compose, template_rendering, template_compilation, password_hashing, dkim_key_generation, report_parsing).', ['pool']);
   const poolStartFailing = registry.gauge('relay_worker_pool_start_failing',
     '1 while the pool\'s last thread start failed: its jobs are refused at once (template sends answer 503) while it tries again with a back-off; 0 once one starts.', ['pool']);
   const up = registry.gauge('relay_metrics_collector_up',

@@ -34,6 +34,7 @@ import type { ThreadStartReport } from '../infra/threads/thread-starts.ts';
 import { reportHashingThreadStarts } from '../infra/secrets/scrypt-thread.ts';
 import { TemplateThreads } from '../infra/rendering/template-threads.ts';
 export { wakeOtherThreads } from '../infra/sqlite/change-signal.ts';
+import { reportDkimKeyThreadStarts } from '../infra/dns/dkim-keys.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
@@ -202,6 +203,7 @@ export async function openServices(
   const policies = policiesOf(config);
   const templates = new TemplateThreads({ timeLimitMs: config.templateTimeLimitMs, ...(threadStarts ? { onThreadStart: threadStarts } : {}) });
   if (threadStarts) reportHashingThreadStarts(threadStarts('password_hashing'));
+  if (threadStarts) reportDkimKeyThreadStarts(threadStarts('dkim_key_generation'));
   return {
     policies,
     emails: emailsOf(stores.events, policies),

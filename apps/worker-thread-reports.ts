@@ -18,6 +18,7 @@ const REFUSED: Record<string, string> = {
   template_rendering: 'sends with a template are refused (503)',
   template_compilation: 'template saves and previews are refused (503)',
   password_hashing: 'sign-ins, set-up and password changes are refused (503)',
+  dkim_key_generation: 'domain creations and DKIM key rotation starts are refused (503)',
   report_parsing: 'bounce and complaint reports are answered 451 (their senders retry later)',
 };
 

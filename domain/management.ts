@@ -229,6 +229,11 @@ export interface SendingDomain {
   dkimPrivateKeyPem?: string;
   /** A rotation under way; null or absent when none is (domain/dkim-rotation.ts). */
   dkimRotation?: PendingDkimKey | null;
+  /**
+   * A rotation start under way (its key being made): which start took the domain, and when; other
+   * starts are refused meanwhile rather than make keys that would lose (apps/services/management/dkim-rotations.ts).
+   */
+  dkimRotationClaim?: { id: string; at: string } | null;
   /** Keys earlier rotations retired, newest first. */
   dkimRetiredKeys?: RetiredDkimKey[];
   /** Label(s) before the domain forming the envelope sender domain, e.g. "bounce". */

@@ -4,7 +4,7 @@
 // one thread of its own, one at a time, at a lower priority than the event loop; a few wait
 // behind it and more are refused at once, so no flood of sign-ins can queue work without bound,
 // take more than that one core, or take it from the requests when the cores are busy.
-import type { ThreadStartReport } from '../threads/thread-starts.ts';
+import { ForwardedStartReport, type ThreadStartReport } from '../threads/thread-starts.ts';
 import { WorkerQueue, WorkerQueueFullError } from '../threads/worker-queue.ts';
 
 export interface ScryptJob {
@@ -23,7 +23,7 @@ export const MAX_WAITING_HASHES = 16;
 export { WorkerQueueFullError as HashingBusyError };
 
 let queue: WorkerQueue<ScryptJob, Uint8Array> | null = null;
-let startReport: ThreadStartReport | undefined;
+const starts = new ForwardedStartReport();
 
 /**
  * Where the process tells of the hashing thread failing to start and of its recovery (without
@@ -31,7 +31,7 @@ let startReport: ThreadStartReport | undefined;
  * the last process part to open its services is told.
  */
 export function reportHashingThreadStarts(report: ThreadStartReport): void {
-  startReport = report;
+  starts.target = report;
 }
 
 /** scrypt's derived key; HashingBusyError when MAX_WAITING_HASHES are already waiting. */
@@ -42,10 +42,7 @@ export async function scryptOnThread(job: ScryptJob): Promise<Buffer> {
     // Sign-ins give way to sends when the cores are contended.
     niceIncrement: 10,
     name: 'password hashing',
-    onThreadStart: {
-      failed: (error, failures, retryInMs) => startReport?.failed(error, failures, retryInMs),
-      recovered: (failures, failingMs) => startReport?.recovered(failures, failingMs),
-    },
+    onThreadStart: starts,
   });
   const key = await queue.run(job);
   return Buffer.from(key.buffer, key.byteOffset, key.byteLength);

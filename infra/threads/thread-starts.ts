@@ -60,3 +60,19 @@ export class StartFailures {
     this.#report?.recovered(failures, Date.now() - this.#since);
   }
 }
+
+/**
+ * The start report of a queue made once per process (password hashing, DKIM keys), told later
+ * where to report: the last process part to open its services sets `target`.
+ */
+export class ForwardedStartReport implements ThreadStartReport {
+  target: ThreadStartReport | undefined;
+
+  failed(error: Error, failures: number, retryInMs: number): void {
+    this.target?.failed(error, failures, retryInMs);
+  }
+
+  recovered(failures: number, failingMs: number): void {
+    this.target?.recovered(failures, failingMs);
+  }
+}

@@ -9,7 +9,7 @@ import {
   SendingDomainInputError, checkRecordNamesFit, dkimRecord, normalizeDomainName, requiredRecords, splitTxtValue, type DnsRecord, type RecordCheck, type SendingDomainSettings,
 } from '../../../domain/sending-domain.ts';
 import type { RelayConfig } from '../../../infra/config.ts';
-import { generateDkimKeyPair, newDkimSelector } from '../../../infra/dns/dkim-keys.ts';
+import { KeyGenerationBusyError, generateDkimKeyPairOnThread, newDkimSelector, type DkimKeyPair } from '../../../infra/dns/dkim-keys.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { sealDkimKey } from '../dkim-key-vault.ts';
 import { checkDkimRecord, verifySendingDomain } from '../../../infra/dns/verify-domain.ts';
@@ -180,6 +180,19 @@ export function newSendingDomainName(input: string, now: Date, field = 'body.nam
   return name;
 }
 
+/**
+ * A new DKIM key, made on the key thread in the workspace's turn (infra/dns/dkim-keys.ts); 503,
+ * retry in 1 second, while that thread has as many waiting as it takes.
+ */
+export async function newDkimKey(workspaceId: string, now: Date): Promise<DkimKeyPair> {
+  try {
+    return await generateDkimKeyPairOnThread(workspaceId, { now });
+  } catch (error) {
+    if (error instanceof KeyGenerationBusyError) throw new RelayError('service_unavailable', 'DKIM key generation is busy: retry in 1 second', { retryAfterSeconds: 1 });
+    throw error;
+  }
+}
+
 export async function createDomain(
   documents: DocumentStore,
   input: { workspaceId: string; name: string },
@@ -190,7 +203,7 @@ export async function createDomain(
   const taken = () => conflict(`the domain ${name} already exists in this workspace`);
   // Checked first only to spare a key generation; the unique index is what decides a race.
   if (await findDomainByName(documents, input.workspaceId, name)) throw taken();
-  const key = await generateDkimKeyPair({ now });
+  const key = await newDkimKey(input.workspaceId, now);
   checkRecordNames(name, key.selector, 'body.name');
   const domain: SendingDomain = {
     _id: newId('dom'),
