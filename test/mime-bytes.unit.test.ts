@@ -37,6 +37,9 @@ const bodies: Record<string, Mail> = {
   'empty bodies': { text: '', html: '' },
   'a text ending in CR': { text: 'ends with a carriage return\r' },
   'dot-stuffing and From lines are left to the transport': { text: '.\n..\nFrom me\n' },
+  // Bodies as compose.ts hands them over: every line break CRLF.
+  'CJK and Arabic text with CRLF line breaks (base64)': { text: '日本語のテキスト\r\n二行目\r\n\r\n', html: '<p>مرحبا يا آن</p>\r\n<p>شكرا</p>\r\n' },
+  'Latin text with CRLF line breaks, trailing spaces and long lines (quoted-printable)': { text: `Grüße \r\n${LONG} ü\r\n\t\r\n`, html: `<p>Grüße aus Köln</p>\r\n<p>${LONG}</p>\r\n` },
   'CJK (base64), Cc and Reply-To with display names': {
     text: '日本語のテキスト', html: '<p>日本語</p>',
     cc: [{ name: 'Dö, Jane', address: 'jane@other.test' }], replyTo: { name: 'Support', address: 'support@acme.example' },

@@ -229,8 +229,18 @@ export const MAILBOX_LIST_HEADERS: readonly string[] = [
   'disposition-notification-to', 'return-receipt-to', 'errors-to', 'mail-followup-to', 'mail-reply-to',
 ];
 
-/** A custom header the composer writes as structured: only the phrase or display names encoded. */
+/**
+ * Every custom header (lower-cased names) the composer writes as a structured field, never as
+ * text: Sender, List-Id and the mailbox lists, the URI lists, and UNENCODED_HEADERS.
+ */
+const STRUCTURED_HEADERS: ReadonlySet<string> = new Set(['sender', LIST_ID_HEADER, ...MAILBOX_LIST_HEADERS, ...URI_LIST_HEADERS, ...UNENCODED_HEADERS]);
+
+/**
+ * How the composer writes a structured custom header: left out, or with only the phrase or
+ * display names encoded.
+ */
 export type StructuredHeader =
+  | { kind: 'left-out' }
   | { kind: 'mailboxes'; mailboxes: Mailbox[] }
   | { kind: 'list-id'; phrase: string | null; listId: string };
 
@@ -297,7 +307,7 @@ function parseMailboxList(lower: string, value: string): Parsed<Mailbox[]> {
 
 /** The structured form of a List-Id or mailbox-list header as admission reads it, or why it cannot be sent so. */
 function parseStructured(lower: string, value: string): Parsed<StructuredHeader> | null {
-  // Empty, nodemailer leaves the header out, as the composer does an empty Sender.
+  // Blank, it is left out of the message (structuredHeader).
   if (value.trim() === '') return null;
   if (lower === LIST_ID_HEADER) {
     const parsed = parseListId(value);
@@ -309,13 +319,18 @@ function parseStructured(lower: string, value: string): Parsed<StructuredHeader>
 }
 
 /**
- * How the composer writes this custom header when it is a List-Id or a list of mailboxes as
- * admission takes them now; null for any other (and an empty one). One admitted before these
- * rules goes as it went then, encoded where nodemailer would.
+ * How the composer writes this custom header: left out when it is structured (STRUCTURED_HEADERS)
+ * and its value, which admission accepts, is empty or only whitespace ("an empty value leaves
+ * the header out"): such a field says nothing, and none of them may hold the encoded word a text
+ * field of only whitespace is sent as (RFC 2047 5). Otherwise a List-Id or a list of mailboxes
+ * as admission takes them now; null for any other. One admitted before these rules goes as it
+ * went then, encoded where nodemailer would.
  */
 export function structuredHeader(name: string, value: string): StructuredHeader | null {
+  const lower = name.toLowerCase();
+  if (value.trim() === '' && STRUCTURED_HEADERS.has(lower)) return { kind: 'left-out' };
   if (headerTextProblem(value) !== null) return null;
-  const parsed = parseStructured(name.toLowerCase(), value);
+  const parsed = parseStructured(lower, value);
   return parsed?.ok ? parsed.value : null;
 }
 

@@ -183,7 +183,7 @@ function encodeDisplayNames(root: MimeNode): (name: string) => string {
  * Mailboxes are at most 320 characters, so a line is too long only for a long List-Id phrase
  * that needs quotes: it goes as encoded words.
  */
-function structuredValue(root: MimeNode, fieldName: string, header: StructuredHeader, displayName: (name: string) => string): string {
+function structuredValue(root: MimeNode, fieldName: string, header: Exclude<StructuredHeader, { kind: 'left-out' }>, displayName: (name: string) => string): string {
   if (header.kind === 'mailboxes') {
     return root.encodeHeaderValue('To', header.mailboxes.map((m) => ({ name: m.displayName ?? '', address: m.address })));
   }
@@ -202,12 +202,21 @@ function sender(value: string): string | { name: string; address: string } {
 }
 
 /**
- * A body with every line end LF, which the composer then writes as CRLF. A bare CR would be
- * signed as it is (mime-bytes.ts and nodemailer repair only bare LF, quoted-printable keeps a
- * CR), while an SMTP client sends it as CRLF: the receiver would hash other bytes than were
- * signed, and DKIM would fail.
+ * A body in the canonical form of text, every line break CRLF (RFC 2046 4.1.1), before it is
+ * encoded (RFC 2045 6.8): base64, nodemailer's choice for mostly non-Latin text, encodes the
+ * line breaks as they are, while 7bit and quoted-printable keep CRLF as a line break. A bare CR
+ * would also be signed as it is (mime-bytes.ts and nodemailer repair only bare LF, and
+ * quoted-printable keeps a CR), while an SMTP client sends it as CRLF: the receiver would hash
+ * other bytes than were signed, and DKIM would fail.
  */
-const withLfLineEnds = (body: string | null) => (body === null ? undefined : body.replace(/\r\n?/g, '\n'));
+const withCrlfLineEnds = (body: string | null) => (body === null ? undefined : body.replace(/\r\n|\r|\n/g, '\r\n'));
+
+/**
+ * In-Reply-To as a list of msg-ids (RFC 5322 3.6.4), written by References' rule (each id in
+ * <…>, one space between them): nodemailer brackets an In-Reply-To as one id, so two ids
+ * written without brackets would become one holding a space.
+ */
+const msgIdList = (root: MimeNode, value: string) => root.encodeHeaderValue('References', value);
 
 export async function composeMessage(input: ComposeInput): Promise<ComposedMessage> {
   if (input.to.length + input.cc.length === 0) throw new Error('a message needs at least one To or Cc recipient');
@@ -218,8 +227,8 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     cc: input.cc.length > 0 ? input.cc.map((m, i) => address(m, `cc[${i}]`)) : undefined,
     replyTo: input.replyTo === null ? undefined : address(input.replyTo, 'replyTo'),
     subject: input.subject,
-    text: withLfLineEnds(input.text),
-    html: withLfLineEnds(input.html),
+    text: withCrlfLineEnds(input.text),
+    html: withCrlfLineEnds(input.html),
     messageId: `<${messageId}>`,
     date: input.date,
     newline: 'win',
@@ -236,6 +245,8 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
   // Added after compiling so they follow the standard headers instead of preceding them.
   for (const [name, value] of Object.entries(input.headers)) {
     if (isComposerOwned(name)) continue;
+    const structured = structuredHeader(name, value);
+    if (structured?.kind === 'left-out') continue;
     // A list of <URI> (List-Unsubscribe and kin) is structured: no encoded word, neither ours
     // nor nodemailer's (it encodes text holding '"' or an encoded word look-alike such as "=?4f").
     // Whitespace around a structured value (this, In-Reply-To, OTP-Token) is no part of it, and
@@ -245,7 +256,6 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
       continue;
     }
     // List-Id and the address fields are structured too, but for a phrase or display names.
-    const structured = structuredHeader(name, value);
     if (structured !== null) {
       root.addHeader(name, prepared(structuredValue(root, name, structured, displayName)));
       continue;
@@ -253,10 +263,10 @@ export async function composeMessage(input: ComposeInput): Promise<ComposedMessa
     const lower = name.toLowerCase();
     if (lower === 'sender') {
       root.addHeader(name, sender(value));
+    } else if (lower === 'in-reply-to') {
+      root.addHeader(name, prepared(msgIdList(root, value)));
     } else if (NOT_TEXT_FIELDS.has(lower)) {
-      // A structured field of only whitespace has nothing to say (an empty message id list would
-      // go out as "<>"): left out, as nodemailer leaves out an empty text field.
-      if (value.trim() !== '') root.addHeader(name, value.trim());
+      root.addHeader(name, value.trim());
     } else {
       const encoded = forcedEncodedWords(name, value);
       root.addHeader(name, encoded === null ? value : prepared(encoded));
