@@ -48,9 +48,10 @@ const bodies: Record<string, Mail> = {
 
 for (const [name, mail] of Object.entries(bodies)) {
   test(`given ${name}, when joined, then the bytes are nodemailer's own build`, async () => {
+    // Joined first, on the tree as compose.ts holds it (no header built yet), then built.
     const root = compiled(mail);
-    const built = await root.build();
     const joined = messageBytes(root);
+    const built = await root.build();
     assert.ok(joined, 'joined');
     assert.is(joined!.toString('latin1'), built.toString('latin1'));
   });

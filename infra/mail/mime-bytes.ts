@@ -48,8 +48,11 @@ function joinPart(node: MimeNode, chunks: Buffer[]): boolean {
   const { content } = part;
   if (part._raw || (content !== undefined && content !== null && typeof content !== 'string' && !Buffer.isBuffer(content))) return false;
   const encoding = part.getTransferEncoding();
+  // Building the headers sets contentType: read it after, or every quoted-printable part of a
+  // tree not built before would be left to nodemailer.
+  const headers = part.buildHeaders();
   if (encoding === 'quoted-printable' && !/^text\//i.test(part.contentType ?? '')) return false;
-  chunks.push(Buffer.from(`${part.buildHeaders()}\r\n\r\n`, 'utf8'));
+  chunks.push(Buffer.from(`${headers}\r\n\r\n`, 'utf8'));
   if (content) {
     const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
     if (encoding === 'base64') chunks.push(Buffer.from(base64.wrap(base64.encode(bytes), LINE_LENGTH), 'latin1'));
