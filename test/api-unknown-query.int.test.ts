@@ -107,7 +107,11 @@ const ROUTES: Record<string, Row> = {
   'POST /v1/domains/:id/projects/:projectId': { auth: 'session', params: id((f) => f.domainId) },
   'DELETE /v1/domains/:id/projects/:projectId': { auth: 'session', params: id((f) => f.domainId) },
   'POST /v1/projects/:projectId/api-keys': { auth: 'session', body: () => ({ name: 'ci', permissions: ['email:read'] }) },
-  'GET /v1/projects/:projectId/api-keys': { auth: 'session' },
+  'GET /v1/projects/:projectId/api-keys': {
+    // The fixture's key is listed live or, once the DELETE row revoked it, as the one revoked key a page of 1 shows.
+    auth: 'session', query: () => ({ limit: '1' }),
+    check: (f, answer) => assert.ok(answer.json().apiKeys.some((k: { id: string }) => k.id === f.apiKeyId), answer.text),
+  },
   'DELETE /v1/api-keys/:id': { auth: 'session', params: id((f) => f.apiKeyId) },
   'GET /v1/projects/:projectId/stats': {
     auth: 'session', query: () => ({ ...FROM_TO, granularity: 'day', groupBy: 'recipient_domain' }),

@@ -34,7 +34,12 @@ const api = suite<Ctx>('management API');
 api.before(async (ctx) => {
   ctx.dns = await startDnsServer([]);
   ctx.t = await startTestApp({ RELAY_DNS_SERVERS: ctx.dns.address, RELAY_MAIL_HOST: MAIL_HOST });
-  ctx.owner = await newCaller(ctx.t, 'owner@acme.test');
+});
+
+// An owner of its own for each test: a user creates at most 10 workspaces (MANAGEMENT-API.md, Limits).
+let owners = 0;
+api.before.each(async (ctx) => {
+  ctx.owner = await newCaller(ctx.t, `owner${++owners}@acme.test`);
 });
 
 api.after(async (ctx) => {
@@ -56,7 +61,7 @@ api('a workspace is created with its creator as owner, inactive, and listed', as
   const list = await call(t, 'GET', '/v1/workspaces', { as: owner });
   assert.ok(list.json().workspaces.some((w: { id: string }) => w.id === ws.id));
   const one = await call(t, 'GET', `/v1/workspaces/${ws.id}`, { as: owner });
-  assert.equal(one.json().members.map((m: { email: string; role: string }) => [m.email, m.role]), [['owner@acme.test', 'owner']]);
+  assert.equal(one.json().members.map((m: { email: string; role: string }) => [m.email, m.role]), [[owner.email, 'owner']]);
 });
 
 api('members are invited by email with a role and join when they accept; a member twice is 409', async ({ t, owner }) => {
@@ -72,7 +77,7 @@ api('members are invited by email with a role and join when they accept; a membe
   // Not a member before accepting: nobody is added to a workspace without their consent.
   assert.is((await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: colleague })).statusCode, 403);
   const pending = (await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: owner })).json();
-  assert.equal(pending.members.map((m: { email: string }) => m.email), ['owner@acme.test']);
+  assert.equal(pending.members.map((m: { email: string }) => m.email), [owner.email]);
   assert.equal(pending.invitations.map((i: { email: string; role: string; status: string }) => [i.email, i.role, i.status]), [['colleague@acme.test', 'developer', 'pending']]);
   assert.equal((await call(t, 'GET', '/v1/invitations', { as: colleague })).json().invitations, [invitation]);
 
@@ -88,7 +93,7 @@ api('members are invited by email with a role and join when they accept; a membe
   assert.is(badRole.statusCode, 400);
   assert.match(badRole.json().error.message, /body\.role/);
   const members = await call(t, 'GET', `/v1/workspaces/${workspaceId}`, { as: colleague });
-  assert.equal(members.json().members.map((m: { email: string }) => m.email).sort(), ['colleague@acme.test', 'owner@acme.test']);
+  assert.equal(members.json().members.map((m: { email: string }) => m.email).sort(), ['colleague@acme.test', owner.email]);
   assert.equal(members.json().invitations, []);
 });
 

@@ -32,6 +32,14 @@ export const COLLECTIONS = {
   webhookEndpointSlots: 'webhook_endpoint_slots',
   /** A workspace's pending-invitation allowance, one document per slot taken: apps/services/management/workspaces.ts. */
   invitationSlots: 'invitation_slots',
+  /** A project's allowance of live API keys, one document per slot taken (`<projectId>#<n>`): apps/services/management/api-keys.ts. */
+  apiKeySlots: 'api_key_slots',
+  /** A workspace's allowance of projects, one document per slot taken: apps/services/management/projects.ts. */
+  projectSlots: 'project_slots',
+  /** The workspaces a user may create, one document per slot taken (`<userId>#<n>`): apps/services/management/workspaces.ts. */
+  workspaceSlots: 'workspace_slots',
+  /** A project's allowance of templates, one document per slot taken: apps/services/templates/templates.ts. */
+  templateSlots: 'template_slots',
   /** One document per (webhook event, endpoint): its state, schedule and attempt logs. */
   webhookDeliveries: 'webhook_deliveries',
   /** Events a processor or a rebuild could not apply and went past (apps/services/parked-events.ts). */

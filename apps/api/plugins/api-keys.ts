@@ -1,4 +1,5 @@
-// API keys of a project. The secret is in the create response and nowhere else, ever.
+// API keys of a project. The secret is in the create response and nowhere else, ever. The list
+// shows every live key and pages the revoked ones (apps/services/management/api-keys.ts).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { notFound } from '../../../domain/errors.ts';
@@ -14,7 +15,14 @@ const CreateKey = Type.Object(
   { additionalProperties: false },
 );
 const ByProject = Type.Object({ projectId: Id });
+const ListKeysQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, errorMessage: 'must be an integer from 1 to 100' })),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be an API key id' })),
+}, { additionalProperties: false });
 const ById = Type.Object({ id: Id });
+
+/** Revoked keys in a page of the list when the query names no limit. */
+export const DEFAULT_REVOKED_KEYS_PAGE = 50;
 
 export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
@@ -29,10 +37,15 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     },
   );
 
-  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/api-keys', { schema: { params: ByProject, querystring: NoQuery } }, async (request) => {
-    const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
-    return { apiKeys: (await listApiKeys(ctx.documents, project._id)).map(apiKeyView) };
-  });
+  app.get<{ Params: Static<typeof ByProject>; Querystring: Static<typeof ListKeysQuery> }>(
+    '/v1/projects/:projectId/api-keys',
+    { schema: { params: ByProject, querystring: ListKeysQuery } },
+    async (request) => {
+      const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
+      const page = await listApiKeys(ctx.documents, project._id, { limit: request.query.limit ?? DEFAULT_REVOKED_KEYS_PAGE, cursor: request.query.cursor });
+      return { apiKeys: page.keys.map(apiKeyView), next_cursor: page.nextCursor };
+    },
+  );
 
   app.delete<{ Params: Static<typeof ById> }>('/v1/api-keys/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
     const key = await apiKeysOf(ctx.documents).get(request.params.id);

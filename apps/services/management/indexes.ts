@@ -26,6 +26,8 @@ export async function ensureManagementIndexes(documents: DocumentStore): Promise
     documents.collection(COLLECTIONS.apiKeys).ensureIndexes([
       { name: 'secret', fields: [['secretHash', 'asc']], unique: true },
       { name: 'project', fields: [['projectId', 'asc'], ['createdAt', 'asc']] },
+      // The live keys a creation counts and a list shows, and the revoked ones by time of revocation (api-keys.ts).
+      { name: 'project_revoked', fields: [['projectId', 'asc'], ['revokedAt', 'asc'], ['_id', 'asc']] },
     ]),
     documents.collection(COLLECTIONS.invitations).ensureIndexes([
       { name: 'email', fields: [['email', 'asc']] },

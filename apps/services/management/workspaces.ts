@@ -1,4 +1,6 @@
-// Workspaces and their members. The creator becomes the owner; owners and admins invite
+// Workspaces and their members. Any signed-in user may create one, MAX_WORKSPACES_PER_CREATOR
+// at most (each holds one of its creator's slots, ../slots.ts; workspaces are not deleted, so a
+// slot is freed only when its creation failed). The creator becomes the owner; owners and admins invite
 // members by the email they log in with, and the invited user accepts (nobody is made a member
 // of a workspace without their consent). Activation (needed by production keys) is an
 // operator's decision after review, never the customer's.
@@ -12,14 +14,18 @@ import { canGrantRole, membershipIdOf, roleAtLeast, type Membership, type Role, 
 import { checkAllowance, type AllowanceSettings, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { claimSlot } from '../slots.ts';
+import { claimHeldSlot, claimSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
 import { findUserByEmail, normalizeUserEmail, usersOf } from './users.ts';
 
-export const workspacesOf = (documents: DocumentStore) => documents.collection<Workspace>(COLLECTIONS.workspaces);
+export const workspacesOf = (documents: DocumentStore) => documents.collection<Workspace & SlotHolder>(COLLECTIONS.workspaces);
 export const membershipsOf = (documents: DocumentStore) => documents.collection<Membership>(COLLECTIONS.memberships);
+const workspaceSlotsOf = (documents: DocumentStore) => documents.collection<HeldSlot>(COLLECTIONS.workspaceSlots);
+
+/** The workspaces one user may create. */
+export const MAX_WORKSPACES_PER_CREATOR = 10;
 
 export interface WorkspaceView { id: string; name: string; activated: boolean; activatedAt: string | null; createdAt: string; role: Role }
 export interface MemberView { userId: string; email: string; role: Role; createdAt: string }
@@ -35,30 +41,55 @@ export const workspaceView = (workspace: Workspace, role: Role): WorkspaceView =
 
 export async function createWorkspace(documents: DocumentStore, owner: User, name: string, now: Date): Promise<{ workspace: Workspace; membership: Membership }> {
   const createdAt = now.toISOString();
-  const workspace = await workspacesOf(documents).insert({ _id: newId('ws'), name: normalizeName(name), activated: false, activatedAt: null, createdAt });
+  const normalized = normalizeName(name);
+  const id = newId('ws');
+  const slot = await claimWorkspaceSlot(documents, owner._id, id, now);
+  if (slot === null) throw conflict(`a user may create at most ${MAX_WORKSPACES_PER_CREATOR} workspaces`);
   try {
-    const membership = await membershipsOf(documents).insert({
-      _id: membershipIdOf(workspace._id, owner._id), workspaceId: workspace._id, userId: owner._id, role: 'owner', createdAt,
-    });
-    return { workspace, membership };
+    const workspace = await workspacesOf(documents).insert({ _id: id, name: normalized, activated: false, activatedAt: null, createdAt, slot });
+    try {
+      const membership = await membershipsOf(documents).insert({
+        _id: membershipIdOf(workspace._id, owner._id), workspaceId: workspace._id, userId: owner._id, role: 'owner', createdAt,
+      });
+      return { workspace, membership };
+    } catch (error) {
+      // Two writes without a transaction: a workspace nobody owns would be unreachable, so undo it.
+      await workspacesOf(documents).delete(workspace._id).catch(() => false);
+      throw error;
+    }
   } catch (error) {
-    // Two writes without a transaction: a workspace nobody owns would be unreachable, so undo it.
-    await workspacesOf(documents).delete(workspace._id).catch(() => false);
+    await freeHeldSlot(workspaceSlotsOf(documents), slot, id).catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * Claims a free slot of the creator for `workspaceId`: its id, or null when they created
+ * MAX_WORKSPACES_PER_CREATOR. Workspaces made before slots existed hold none and name no
+ * creator: those the user owns take as many slots off the end of the range.
+ */
+async function claimWorkspaceSlot(documents: DocumentStore, userId: string, workspaceId: string, now: Date): Promise<string | null> {
+  const owned = await membershipsOf(documents).find({ where: { userId, role: 'owner' }, fields: ['workspaceId'] });
+  const unslotted = owned.length === 0 ? 0 : await workspacesOf(documents).count({ _id: { in: owned.map((m) => m.workspaceId) }, slot: null });
+  return claimHeldSlot(workspaceSlotsOf(documents), userId, MAX_WORKSPACES_PER_CREATOR - unslotted, workspaceId, now,
+    (ids) => workspacesOf(documents).find({ where: { _id: { in: ids } }, fields: ['slot'] }));
 }
 
 export async function getMembership(documents: DocumentStore, workspaceId: string, userId: string): Promise<Membership | null> {
   return membershipsOf(documents).get(membershipIdOf(workspaceId, userId));
 }
 
-/** The user's workspaces with their role in each, oldest membership first. */
+/** The user's workspaces with their role in each, oldest workspace first: two reads however many there are. */
 export async function listWorkspacesOf(documents: DocumentStore, userId: string): Promise<WorkspaceView[]> {
   const memberships = await membershipsOf(documents).find({ where: { userId }, orderBy: [['userId', 'asc'], ['workspaceId', 'asc']] });
-  const workspaces = await Promise.all(memberships.map((m) => workspacesOf(documents).get(m.workspaceId)));
+  if (memberships.length === 0) return [];
+  const found = await workspacesOf(documents).find({ where: { _id: { in: memberships.map((m) => m.workspaceId) } } });
+  const workspaces = new Map(found.map((w) => [w._id, w]));
   return memberships
-    .map((m, i) => (workspaces[i] ? workspaceView(workspaces[i], m.role) : null))
-    .filter((w): w is WorkspaceView => w !== null)
+    .flatMap((m) => {
+      const workspace = workspaces.get(m.workspaceId);
+      return workspace ? [workspaceView(workspace, m.role)] : [];
+    })
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
 }
 

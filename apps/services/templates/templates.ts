@@ -2,14 +2,22 @@
 // races without locks: the unique index (projectId, slug) lets one of two creates (or renames)
 // with one slug win; the store's compare-and-set on `_v` lets one of two edits from the same
 // revision win. `revision` is the document's version: 1 on create, +1 on each edit.
+//
+// A project has at most MAX_TEMPLATES_PER_PROJECT templates, also when creations race (in any
+// number of processes): each template holds one of the project's slots (../slots.ts), which its
+// deletion frees.
 import { conflict, notFound } from '../../../domain/errors.ts';
 import { checkRevision, templateContentOf, type TemplateContent } from '../../../domain/templates/content.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import type { WorkspaceTemplates } from '../../../infra/rendering/template-threads.ts';
 import { COLLECTIONS } from '../collections.ts';
+import { claimHeldSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { newTemplateId } from './template-ids.ts';
 
-export interface TemplateDocument extends TemplateContent {
+/** A project's templates, at most: deleting one makes room for another. */
+export const MAX_TEMPLATES_PER_PROJECT = 1000;
+
+export interface TemplateDocument extends TemplateContent, SlotHolder {
   _id: string;
   projectId: string;
   revision: number;
@@ -20,6 +28,7 @@ export interface TemplateDocument extends TemplateContent {
 }
 
 export const templatesOf = (documents: DocumentStore) => documents.collection<TemplateDocument>(COLLECTIONS.templates);
+const slotsOf = (documents: DocumentStore) => documents.collection<HeldSlot>(COLLECTIONS.templateSlots);
 
 export async function ensureTemplateIndexes(documents: DocumentStore): Promise<void> {
   await templatesOf(documents).ensureIndexes([
@@ -79,23 +88,37 @@ async function prepareContent(threads: WorkspaceTemplates, body: TemplateBody) {
 export async function createTemplate(documents: DocumentStore, threads: WorkspaceTemplates, projectId: string, body: TemplateBody, now: Date): Promise<Stored<TemplateDocument>> {
   const { content, compiled } = await prepareContent(threads, body);
   const at = now.toISOString();
+  const id = newTemplateId(now);
+  const slot = await claimTemplateSlot(documents, projectId, id, now);
+  if (slot === null) throw conflict(`a project has at most ${MAX_TEMPLATES_PER_PROJECT} templates; delete one to make room`);
   const doc: TemplateDocument = {
-    _id: newTemplateId(now),
+    _id: id,
     projectId,
     ...content,
     revision: 1,
     variables: compiled.variables,
+    slot,
     createdAt: at,
     updatedAt: at,
   };
-  let stored: Stored<TemplateDocument>;
   try {
-    stored = await templatesOf(documents).insert(doc);
+    return await templatesOf(documents).insert(doc);
   } catch (error) {
+    await freeHeldSlot(slotsOf(documents), slot, id).catch(() => undefined);
     if (error instanceof DuplicateKeyError) throw slugTaken(content.slug);
     throw error;
   }
-  return stored;
+}
+
+/**
+ * Claims a free slot of the project for `templateId`: its id, or null when the project has its
+ * MAX_TEMPLATES_PER_PROJECT templates. Templates made before slots existed hold none: they take
+ * as many slots off the end of the range (their number never grows).
+ */
+async function claimTemplateSlot(documents: DocumentStore, projectId: string, templateId: string, now: Date): Promise<string | null> {
+  const unslotted = await templatesOf(documents).count({ projectId, slot: null });
+  return claimHeldSlot(slotsOf(documents), projectId, MAX_TEMPLATES_PER_PROJECT - unslotted, templateId, now,
+    (ids) => templatesOf(documents).find({ where: { _id: { in: ids } }, fields: ['slot'] }));
 }
 
 /** The template, if it is one of this project's; a template of another project is not found. */
@@ -153,6 +176,7 @@ export async function updateTemplate(
     ...content,
     revision: body.revision + 1,
     variables: compiled.variables,
+    ...(current.slot === undefined ? {} : { slot: current.slot }),
     createdAt: current.createdAt,
     updatedAt: now.toISOString(),
   };
@@ -173,7 +197,9 @@ export async function updateTemplate(
   return stored;
 }
 
+/** Deletes the template and frees its slot. */
 export async function deleteTemplate(documents: DocumentStore, projectId: string, id: string): Promise<void> {
-  await getTemplate(documents, projectId, id);
+  const template = await getTemplate(documents, projectId, id);
   if (!(await templatesOf(documents).delete(id))) throw notFound(`template ${id} not found in this project`);
+  if (template.slot !== undefined) await freeHeldSlot(slotsOf(documents), template.slot, id);
 }

@@ -1,6 +1,7 @@
 // The project's API keys: create one with its permissions (the secret is shown once, with a
-// copy button, and never again), and revoke (refused at once from then on).
-import { api, get } from '../api.ts';
+// copy button, and never again), and revoke (refused at once from then on). Every live key is on
+// the first page with the most recently revoked; older revoked keys page on (the cursor in the address).
+import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, notice, section, table, value, when } from '../dom.ts';
 
@@ -9,12 +10,14 @@ interface ApiKey { id: string; name: string; environment: string; preview: strin
 export async function render(ctx: PageContext): Promise<void> {
   ctx.title('API keys');
   const projectId = ctx.project!.id;
+  const here = `/projects/${projectId}/api-keys`;
+  const cursor = ctx.query.get('cursor');
   const list = h('div');
   const status = h('div');
 
   async function load(): Promise<void> {
-    const { apiKeys } = await get<{ apiKeys: ApiKey[] }>(`/v1/projects/${projectId}/api-keys`);
-    fill(list, table('API keys', ['Name', 'Key', 'Permissions', 'Created', 'State', ''], apiKeys.map((key) => [
+    const page = await get<{ apiKeys: ApiKey[]; next_cursor: string | null }>(withQuery(`/v1/projects/${projectId}/api-keys`, { cursor }));
+    fill(list, table('API keys', ['Name', 'Key', 'Permissions', 'Created', 'State', ''], page.apiKeys.map((key) => [
       key.name,
       h('code', null, `${key.preview}…`),
       key.permissions.join(', '),
@@ -29,12 +32,16 @@ export async function render(ctx: PageContext): Promise<void> {
           fill(status, notice('success', `Revoked ${key.name}.`));
         })
         : null,
-    ]), 'No API key yet.'));
+    ]), cursor ? 'No older revoked key.' : 'No API key yet.'),
+    h('nav', { class: 'pager', 'aria-label': 'Pages' },
+      cursor ? h('a', { href: here }, 'Live keys and the latest revoked') : null,
+      page.next_cursor ? h('a', { href: withQuery(here, { cursor: page.next_cursor }), rel: 'next' }, 'Older revoked keys') : null));
   }
 
   ctx.main.append(h('p', { class: 'hint' }, `Keys of this ${ctx.project!.environment} project start with ${ctx.project!.environment === 'production' ? 'rr_live_' : 'rr_test_'}; send with "Authorization: Bearer <key>".`), status, list);
   await load();
-  if (!ctx.can.write) return;
+  // Later pages hold older revoked keys only: a new key would not show there.
+  if (!ctx.can.write || cursor) return;
   const secret = h('div');
   ctx.main.append(section('Create a key', form({ 'aria-label': 'Create a key' }, [
     field('Name', h('input', { name: 'name', required: true, maxlength: maxCharacters(100), placeholder: 'Backend (production)' })),
