@@ -4,9 +4,10 @@
 // every RCPT TO or to DATA) took nothing of the message: the next host gets it in the same call, under
 // the one transaction start the caller marked. Once the body began to go out the outcome
 // stands (deferred, or unknown after the dot), as a second host could make a duplicate; a
-// deadline run out stands too (the begun transaction's grace is sized for one). When every host
-// fails, the deferral says what each answered and carries the reply's codes to the site's
-// backoff, as a 421 at MAIL FROM of a domain's only host does.
+// deadline run out stands too, and no host is moved on to once what is left of the caller's
+// grace after the mark would not cover a whole transaction there. When no later host runs a
+// transaction, the last one's recipients keep their own replies, each saying what every host
+// answered; the site judges the answering host's reply alone.
 //
 // Real sockets: the test's DNS server; the preferred MX host (127.0.0.2) a raw SMTP server
 // scripted per test, the backup (127.0.0.1) the real smtp-server sink on the same port, and
@@ -22,6 +23,8 @@ import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/d
 import { startScriptedSmtp, type ScriptedSmtp, type SmtpScript } from './support/scripted-smtp.ts';
 import { smtpError, startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
 
+const SLOW_ADDRESSES = ['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14', '127.0.0.15'];
+
 const ZONE: ZoneRecord[] = [
   { name: 'backup.test', type: 'MX', data: { preference: 10, exchange: 'mx1.backup.test' } },
   { name: 'backup.test', type: 'MX', data: { preference: 20, exchange: 'mx2.backup.test' } },
@@ -33,6 +36,14 @@ const ZONE: ZoneRecord[] = [
   { name: 'mx2.gone.test', type: 'A', data: '127.0.0.3' },
   // No backup at all.
   { name: 'single.test', type: 'MX', data: { preference: 10, exchange: 'mx1.backup.test' } },
+  // The sink first, then a host refusing connections.
+  { name: 'mixed.test', type: 'MX', data: { preference: 10, exchange: 'mx2.backup.test' } },
+  { name: 'mixed.test', type: 'MX', data: { preference: 20, exchange: 'mx2.gone.test' } },
+  // Five slow hosts (the grace test's own servers).
+  ...SLOW_ADDRESSES.flatMap((address, i): ZoneRecord[] => [
+    { name: 'slow.test', type: 'MX', data: { preference: 10 * (i + 1), exchange: `mx${i + 1}.slow.test` } },
+    { name: `mx${i + 1}.slow.test`, type: 'A', data: address },
+  ]),
 ];
 
 const SHUTTING_DOWN = '421 4.3.2 mx1.backup.test Service shutting down, closing transmission channel';
@@ -48,8 +59,19 @@ interface Context {
 const test = suite<Context>('mx: a transaction the preferred host failed before the body goes to the next MX host');
 
 test.before(async (ctx) => {
-  // `later-` recipients are greylisted by the backup.
-  ctx.sink = await startSmtpSink({ onRcptTo: (address) => (address.address.startsWith('later-') ? smtpError(451, '4.7.1 Greylisted, try again') : undefined) });
+  // The backup defers `later-` recipients (greylisting), `full-` ones (a full mailbox) and `busy-`
+  // ones (the sender's rate).
+  const deferrals: Record<string, [number, string]> = {
+    later: [451, '4.7.1 Greylisted, try again'],
+    full: [452, '4.2.2 Mailbox full'],
+    busy: [450, '4.7.1 Too many messages from your IP, slow down'],
+  };
+  ctx.sink = await startSmtpSink({
+    onRcptTo: (address) => {
+      const deferral = deferrals[address.address.split('-')[0]];
+      return deferral ? smtpError(...deferral) : undefined;
+    },
+  });
   ctx.primary = await startScriptedSmtp({}, { host: '127.0.0.2', port: ctx.sink.port, name: 'mx1.backup.test' });
   ctx.dnsServer = await startDnsServer(ZONE);
 });
@@ -82,17 +104,23 @@ const message = (recipients: string[], raw: Buffer = Buffer.from('Subject: x\r\n
   emailId: 'em_backup', envelope: { mailFrom: 'b@bounce.example.test', recipients }, raw, messageId: 'backup@example.test',
 });
 
-/** Sends, counting the caller's transaction starts. */
-async function send(transport: MailTransport, recipients: string[], raw?: Buffer) {
+/**
+ * Sends as the sender does, counting the caller's transaction starts and timing the call from
+ * the first. The grace covers a few transactions at this file's deadlines.
+ */
+async function send(transport: MailTransport, recipients: string[], raw?: Buffer, transactionGraceMs = 60_000) {
   let begins = 0;
+  let begunAt = 0;
   const options: SendOptions = {
     beginTransaction: async () => {
       begins++;
+      begunAt = performance.now();
       return true;
     },
+    transactionGraceMs,
   };
   const outcome = await transport.send(message(recipients, raw), options);
-  return { outcome, begins };
+  return { outcome, begins, sinceBegunMs: performance.now() - begunAt };
 }
 
 const moves: Array<[string, SmtpScript]> = [
@@ -167,7 +195,7 @@ test('the preferred host says 421 at MAIL FROM and the backup refuses connection
   const sites = new SiteRegistry({ dns: ctx.dns, rules: [] });
   const { outcome, begins } = await send(observedBySites(ctx.transport, sites), ['ann@gone.test']);
   const [r] = outcome.recipients;
-  assert.equal([r.result, r.smtpCode, r.enhancedCode, r.stage], ['deferred', 421, '4.3.2', 'connection'], r.response);
+  assert.equal([r.result, r.smtpCode, r.enhancedCode, r.stage], ['deferred', 421, '4.3.2', 'mail_from'], r.response);
   assert.match(r.response, /^mx1\.backup\.test \[127\.0\.0\.2\]: 421 4\.3\.2 .*Service shutting down.*; mx2\.gone\.test \[127\.0\.0\.3\]: .*ECONNREFUSED/);
   assert.is(begins, 1);
   const site = sites.snapshot().find((s) => s.site === sites.keyOf('gone.test'));
@@ -181,6 +209,59 @@ test('both hosts defer in their transactions: the last host\'s codes, each host\
   const [r] = outcome.recipients;
   assert.equal([r.result, r.smtpCode, r.enhancedCode, r.stage], ['deferred', 451, '4.7.1', 'rcpt_to'], r.response);
   assert.match(r.response, /^mx1\.backup\.test \[127\.0\.0\.2\]: 421 4\.3\.2 .*; mx2\.backup\.test \[127\.0\.0\.1\]: 451 4\.7\.1 Greylisted/);
+});
+
+test('the first host defers each recipient at RCPT TO and the next refuses connections: each keeps its own reply, codes and stage', async (ctx) => {
+  const { outcome } = await send(ctx.transport, ['full-ann@mixed.test', 'later-bob@mixed.test']);
+  assert.equal(outcome.recipients.map((r) => [r.address, r.result, r.smtpCode, r.enhancedCode, r.stage]), [
+    ['full-ann@mixed.test', 'deferred', 452, '4.2.2', 'rcpt_to'],
+    ['later-bob@mixed.test', 'deferred', 451, '4.7.1', 'rcpt_to'],
+  ]);
+  const [ann, bob] = outcome.recipients;
+  assert.match(ann.response, /^mx2\.backup\.test \[127\.0\.0\.1\]: 452 4\.2\.2 Mailbox full.*; mx2\.gone\.test \[127\.0\.0\.3\]: .*ECONNREFUSED/s);
+  assert.match(bob.response, /^mx2\.backup\.test \[127\.0\.0\.1\]: 451 4\.7\.1 Greylisted.*; mx2\.gone\.test \[127\.0\.0\.3\]: .*ECONNREFUSED/s);
+  assert.not.match(ann.response, /bob/);
+});
+
+test('the preferred host greylists, the backup says "slow down": the site is throttled by the backup\'s own reply', async (ctx) => {
+  ctx.primary.script = { rcpt: '451 4.7.1 Greylisting in action, please come back in 00:05:00' };
+  const sites = new SiteRegistry({ dns: ctx.dns, rules: [] });
+  const { outcome } = await send(observedBySites(ctx.transport, sites), ['busy-ann@backup.test']);
+  const [r] = outcome.recipients;
+  assert.equal([r.result, r.smtpCode, r.enhancedCode, r.stage], ['deferred', 450, '4.7.1', 'rcpt_to'], r.response);
+  assert.match(r.response, /^mx1\.backup\.test \[127\.0\.0\.2\]: 451 4\.7\.1 Greylisting.*; mx2\.backup\.test \[127\.0\.0\.1\]: 450 4\.7\.1 Too many messages/);
+  const site = sites.snapshot().find((s) => s.site === sites.keyOf('backup.test'));
+  assert.is(site?.throttles, 1);
+  assert.match(site!.recent[0], /^450 4\.7\.1 Too many messages/);
+});
+
+test('hosts that answer slowly, each inside its deadlines: no transaction starts at another host past what the grace after the one start covers', async (ctx) => {
+  // A transaction at these deadlines takes up to 1.5 + 1.5 + 1.5 s; the grace covers one and a
+  // little. The first host fails at once, so the second fits; the second takes 1.2 s, after
+  // which none would. Without that bound the fifth host, the one that takes the message, had it
+  // about 6 s after the start: past the grace, when the recipient is taken for unknown.
+  const graceMs = 5000;
+  const slowly = { delays: { data: 1200, endOfData: 1200 } };
+  const scripts: SmtpScript[] = [
+    { data: '451 4.3.0 Try again later' },
+    ...Array.from({ length: 3 }, () => ({ ...slowly, data: '451 4.3.0 Try again later' })),
+    slowly,
+  ];
+  const hosts = await Promise.all(SLOW_ADDRESSES.map((host, i) => startScriptedSmtp(scripts[i], { host, port: ctx.sink.port, name: `mx${i + 1}.slow.test` })));
+  await ctx.transport.close();
+  ctx.transport = new MxTransport({ ...transportOptions(ctx), commandTimeoutMs: 1500, allowAddresses: new Set(SLOW_ADDRESSES) });
+  try {
+    const { outcome, begins, sinceBegunMs } = await send(ctx.transport, ['ann@slow.test'], undefined, graceMs);
+    const [r] = outcome.recipients;
+    assert.equal([r.result, r.smtpCode, r.stage], ['deferred', 451, 'data'], r.response);
+    assert.match(r.response, /^mx1\.slow\.test \[127\.0\.0\.11\]: 451 .*; mx2\.slow\.test \[127\.0\.0\.12\]: 451 .*; 3 more MX hosts of slow\.test not tried: /);
+    assert.equal(hosts.map((h) => h.connections), [1, 1, 0, 0, 0]);
+    assert.is(hosts[4].queued, 0);
+    assert.is(begins, 1);
+    assert.ok(sinceBegunMs < graceMs, `the call ended ${Math.round(sinceBegunMs)} ms after the start`);
+  } finally {
+    for (const host of hosts) host.close();
+  }
 });
 
 test('control: a domain\'s only MX host says 421 at MAIL FROM: deferred with its reply as before, the site backs off', async (ctx) => {

@@ -1,7 +1,8 @@
 // The `mx` transport: Relay as the MTA. Per recipient domain of a call it looks up the MX
 // hosts (RFC 5321 5.1: implicit MX when there are none, RFC 7505 null MX), connects to them in
 // preference order and runs one transaction (MAIL FROM, RCPT TO per recipient, DATA): at the
-// next host when one failed it before any of the body went out (it took nothing of the message).
+// next host when one failed it before any of the body went out (it took nothing of the message)
+// and the caller's grace for a begun transaction still covers one more.
 //
 // TLS: STARTTLS whenever offered (mx-connections.ts). Without a policy it is opportunistic:
 // a certificate that cannot be verified is used anyway and a failed handshake falls back to
@@ -31,7 +32,7 @@ import { envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyO
 import type { NodemailerError } from './smtp-replies.ts';
 import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
 import { daneMismatch, tlsaText, usableTlsa } from './dane.ts';
-import { MIN_BODY_BYTES_PER_SECOND, transact, type SessionLog } from './pooled-sessions.ts';
+import { MIN_BODY_BYTES_PER_SECOND, transact, transactionDeadlineMs, type SessionLog, type TransactionLimits } from './pooled-sessions.ts';
 import { createHash } from 'node:crypto';
 
 export interface MxTransportOptions {
@@ -75,7 +76,7 @@ export interface MxTransportOptions {
   tlsReports?: TlsSessionSink;
   /** How long a session refused by a required TLS policy keeps its address passed over (mx-connections.ts). Default 5 min. */
   refusalMemoryMs?: number;
-  /** The monotonic clock (ms) of that memory (tests). Default performance.now. */
+  /** The monotonic clock (ms) of that memory and of a begun transaction's grace (tests). Default performance.now. */
   monotonicNow?: () => number;
 }
 
@@ -159,6 +160,8 @@ export class MxTransport implements MailTransport {
   readonly #allow: ReadonlySet<string>;
   readonly #dns: DnsCache;
   readonly #pool: ConnectionPool;
+  readonly #limits: TransactionLimits;
+  readonly #monotonicNow: () => number;
   readonly #inFlight = new InFlight('mx');
 
   constructor(options: MxTransportOptions) {
@@ -174,6 +177,8 @@ export class MxTransport implements MailTransport {
       minBodyBytesPerSecond: options.minBodyBytesPerSecond ?? MIN_BODY_BYTES_PER_SECOND,
     };
     this.#allow = new Set([...(options.allowAddresses ?? [])].map((a) => a.toLowerCase()));
+    this.#limits = { replyMs: this.#options.commandTimeoutMs, minBodyBytesPerSecond: this.#options.minBodyBytesPerSecond };
+    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
     try {
       this.#dns = options.dns ?? new DnsCache(new StubResolver({ servers: options.dnsServers, timeoutMs: this.#options.dnsTimeoutMs }));
     } catch (error) {
@@ -362,10 +367,27 @@ export class MxTransport implements MailTransport {
     const considered = route.hosts.slice(0, MAX_MX_HOSTS_PER_DOMAIN);
     // The caller's mark that the transaction begins is made once, before the first MAIL FROM:
     // a host moved on from took nothing of the message, so the next one carries on the same
-    // transaction.
-    let begun = false;
+    // transaction, but only while it can end, at its every deadline, within the caller's grace
+    // after the mark.
+    let begunAt: number | null = null;
+    const neededMs = transactionDeadlineMs(message.raw.length, this.#limits);
+    const leftMs = () => (begunAt === null || options.transactionGraceMs === undefined ? Infinity : begunAt + options.transactionGraceMs - this.#monotonicNow());
+    // The last transaction moved on from: its outcomes, stated as `failures[at]`, each recipient's
+    // own to return should no later host run one.
+    let movedFrom: { outcomes: RecipientOutcome[]; at: number; named: (response: string) => string } | null = null;
+    const movedOutcomes = (moved: NonNullable<typeof movedFrom>) => {
+      const [before, after] = [failures.slice(0, moved.at), failures.slice(moved.at + 1)];
+      return moved.outcomes.map((o) => ({ ...o, response: [...before, moved.named(o.response), ...after].join('; '), reply: o.response }));
+    };
+    const outOfTime = (at: number) => {
+      const left = leftMs();
+      if (left >= neededMs) return false;
+      failures.push(`${route.hosts.length - at} more MX hosts of ${domain} not tried: ${Math.max(0, Math.round(left / 1000))} s left of the begun transaction's grace, one takes up to ${Math.round(neededMs / 1000)} s`);
+      return true;
+    };
     for (const [at, host] of considered.entries()) {
       if (budget.attempts <= 0) break;
+      if (movedFrom && outOfTime(at)) return movedOutcomes(movedFrom);
       const resolved = await this.#addresses(host);
       if (resolved.kind !== 'usable') {
         onlyFinal &&= resolved.kind !== 'unknown';
@@ -418,8 +440,10 @@ export class MxTransport implements MailTransport {
         continue; // RFC 5321 5.1: on to the next MX host
       }
       if (lease.fresh) this.#report(domain, policy.applied, policy.judge(lease.tls), host, lease.address, lease.localAddress);
-      if (!begun) {
+      if (begunAt === null) {
         // Once the connection answered: right before MAIL FROM.
+        const markedAt = this.#monotonicNow();
+        let begun: boolean;
         try {
           begun = options.beginTransaction ? await options.beginTransaction() : true;
         } catch (error) {
@@ -430,27 +454,33 @@ export class MxTransport implements MailTransport {
           this.#pool.release(lease, true);
           return addresses.map(notBegunOutcome);
         }
+        begunAt = markedAt;
+      } else if (outOfTime(at)) {
+        // The session's setup took what was left.
+        this.#pool.release(lease, true);
+        return movedOutcomes(movedFrom!);
       }
       const { outcomes, movable } = await this.#transaction(lease, domain, addresses, message);
       const named = (response: string) => `${host} [${lease.address}]: ${response}`;
       // RFC 5321 5.1: on to the next MX host, as after a failed setup, while the budget allows.
       if (movable && at < considered.length - 1 && budget.attempts > 0) {
-        onlyPolicy = false;
-        // The reply goes with the deferral, should no later host answer: the site's backoff
-        // sees a 421 here as it would have without the move.
-        const replied = outcomes.find((o) => o.smtpCode !== null);
-        if (replied) refusedWith = { smtpCode: replied.smtpCode!, enhancedCode: replied.enhancedCode };
+        movedFrom = { outcomes, at: failures.length, named };
         const responses = [...new Set(outcomes.map((o) => o.response))];
         failures.push(named(responses.length === 1 ? responses[0] : outcomes.map((o) => `${o.address}: ${o.response}`).join(', ')));
         continue;
       }
-      // A deferral says what the hosts before this one answered too; other outcomes are this
-      // host's reply alone (a 250 names its queue id, a refusal is classified by its text).
-      return failures.length === 0 ? outcomes : outcomes.map((o) => (o.result === 'deferred' ? { ...o, response: [...failures, named(o.response)].join('; ') } : o));
+      // A deferral says what the hosts before this one answered too, and keeps its own reply
+      // apart (the site judges this host's words alone); other outcomes are this host's reply
+      // alone (a 250 names its queue id, a refusal is classified by its text).
+      return failures.length === 0 ? outcomes : outcomes.map((o) => (o.result === 'deferred' ? { ...o, response: [...failures, named(o.response)].join('; '), reply: o.response } : o));
     }
     // Hosts left out may have addresses: only a verdict on every host is final.
     const leftOut = route.hosts.length - considered.length;
     if (leftOut > 0) failures.push(`${leftOut} more MX hosts of ${domain} not tried in this attempt`);
+    // No host after the last transaction ran one: its recipients keep their own replies (codes,
+    // stage: the site's backoff sees a 421 as it would have without the move), each followed by
+    // what the later hosts did.
+    if (movedFrom) return movedOutcomes(movedFrom);
     if (onlyFinal && leftOut === 0) {
       const [enhancedCode, why] = anyRefused
         ? ['5.4.4', `no MX host of ${domain} has a public address`]
@@ -466,16 +496,18 @@ export class MxTransport implements MailTransport {
    * One transaction on the lease. `movable`: every recipient was deferred before any of the
    * body went out (a lost connection or 421 before DATA, a 4xx to MAIL FROM, to every RCPT TO
    * or to DATA), so nothing of the message reached the host and another may be tried without
-   * risking a duplicate. Not after a deadline: a begun transaction's recipients stay open for a
-   * grace sized for one mx transaction at its deadlines (domain/email/delivery.ts), and a host
-   * that let one run out has spent its part of it.
+   * risking a duplicate. A begun transaction's recipients stay open for a grace sized for one mx
+   * transaction at its deadlines (domain/email/delivery.ts), which every host tried under the
+   * one begin mark spends: one that let a deadline run out spent a whole deadline of it, and is
+   * never moved on from; slow hosts that each answer just inside their deadlines spend it as
+   * surely, so #deliverDomain starts a transaction at another host only while what is left of the
+   * caller's grace (SendOptions.transactionGraceMs) covers a whole one.
    */
   async #transaction(lease: Lease, domain: string, addresses: string[], message: OutgoingMessage): Promise<{ outcomes: RecipientOutcome[]; movable: boolean }> {
     const wire = new Map(addresses.map((a) => [wireAddress(a, domain), a]));
     const rcpts = [...wire.keys()];
     const original = (address: string) => wire.get(address) ?? address;
-    const limits = { replyMs: this.#options.commandTimeoutMs, minBodyBytesPerSecond: this.#options.minBodyBytesPerSecond };
-    const { error, info, bodyBegan, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, limits);
+    const { error, info, bodyBegan, bodySent } = await transact(lease.conn, { from: message.envelope.mailFrom, to: rcpts, size: message.raw.length } as SMTPConnection.Envelope, message.raw, this.#limits);
     this.#pool.release(lease, !lease.conn.destroyed && (!error || !isConnectionLevel(error)));
 
     const withNote = (outcome: RecipientOutcome): RecipientOutcome => (lease.note ? { ...outcome, response: `${outcome.response} (${lease.note})` } : outcome);

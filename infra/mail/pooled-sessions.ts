@@ -80,8 +80,8 @@ export function setupDeadline(conn: SMTPConnection, ms: number, fail: (error: Er
  * a trickle would hold the connection and its slot for as long as it likes. 32 KiB/s is far
  * below any link a receiving MTA works over, and fast enough that a 10 MiB message (the API's
  * request limit) goes out within about 5.5 minutes: with the smarthost's 2-minute envelope and
- * end-of-data deadlines, its transaction ends inside the 10 minutes a begun one has before the
- * delivery decider calls its recipients unknown (claimGraceMs, domain/email/delivery.ts). The
+ * end-of-data deadlines, its transaction ends well inside the 20 minutes a begun one has before
+ * the delivery decider calls its recipients unknown (claimGraceMs, domain/email/delivery.ts). The
  * floor of the command timeout keeps small messages on the footing of every other exchange.
  */
 export const MIN_BODY_BYTES_PER_SECOND = 32 * 1024;
@@ -104,6 +104,14 @@ export interface TransactionLimits {
   replyMs: number;
   /** See MIN_BODY_BYTES_PER_SECOND. */
   minBodyBytesPerSecond: number;
+}
+
+/**
+ * The longest one transaction of a message of `bytes` may take, each of its deadlines run out
+ * (see transact): the envelope, the body, the reply to the dot.
+ */
+export function transactionDeadlineMs(bytes: number, limits: TransactionLimits): number {
+  return limits.replyMs + bodyDeadlineMs(bytes, limits.replyMs, limits.minBodyBytesPerSecond) + limits.replyMs;
 }
 
 /**

@@ -42,6 +42,12 @@ export interface RecipientOutcome {
   response: string;
   /** Which stage failed, for `rejected` / `deferred`: connection, tls, mail_from, rcpt_to, data, dns, not_begun. */
   stage?: string;
+  /**
+   * When `response` joins the answers of several hosts (mx: those passed over before the one
+   * that answered), the reply the codes and stage are of, alone: what a site's shaping judges,
+   * as another host's words are not this host's.
+   */
+  reply?: string;
 }
 
 export interface TransportOutcome {
@@ -64,6 +70,14 @@ export interface SendOptions {
    * rejection ends the send with that rejection, nothing sent.
    */
   beginTransaction?: () => Promise<boolean>;
+  /**
+   * How long after a beginTransaction the caller still waits for the transaction's outcome: past
+   * it the decider takes its recipients for unknown (the claim grace, domain/email/delivery.ts).
+   * A transport that carries one begun transaction on at another host (mx, after a host that took
+   * nothing of the message) starts it there only while what is left of this covers the
+   * transaction at its every deadline. Unset: no bound.
+   */
+  transactionGraceMs?: number;
 }
 
 /** The outcome of a recipient whose transaction the caller declined to begin. */

@@ -1,9 +1,9 @@
 // A raw SMTP server whose replies a test writes byte for byte, for what smtp-server will not
 // do: one reply line of any length, control characters, hundreds of lines, a 421 or a dropped
-// connection at a chosen command, a connection closed as the body arrives. A reply is written
-// as given, with a CRLF added unless it ends with one; after a 421 the connection is closed.
-// Commands not scripted get the usual positive reply; the script may be changed between
-// transactions (`server.script = …`).
+// connection at a chosen command, a reply held back, a connection closed as the body arrives.
+// A reply is written as given, with a CRLF added unless it ends with one; after a 421 the
+// connection is closed. Commands not scripted get the usual positive reply; the script may be
+// changed between transactions (`server.script = …`).
 import net from 'node:net';
 
 /** A reply, `drop` (the connection closed without one) or `silent` (no reply ever). */
@@ -19,6 +19,8 @@ export interface SmtpScript {
   /** The reply to the end-of-data dot. Default "250 2.0.0 queued as Q1". */
   endOfData?: Answer;
   rset?: Answer;
+  /** Milliseconds a reply waits before it is written: a slow host, answering inside its deadlines. */
+  delays?: { mail?: number; rcpt?: number; data?: number; endOfData?: number };
 }
 
 export interface ScriptedSmtp {
@@ -42,7 +44,13 @@ export async function startScriptedSmtp(script: SmtpScript, where: { host?: stri
     socket.once('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     socket.write(`220 ${name} ESMTP\r\n`);
-    const answer = (reply: Answer) => {
+    const answer = (reply: Answer, delayMs = 0) => {
+      if (delayMs > 0) {
+        setTimeout(() => {
+          if (!socket.destroyed && !socket.writableEnded) answer(reply);
+        }, delayMs);
+        return;
+      }
       if (reply === 'drop') socket.destroy();
       else if (reply === 'silent') return;
       else {
@@ -74,21 +82,21 @@ export async function startScriptedSmtp(script: SmtpScript, where: { host?: stri
           inData = false;
           const reply = scripted.script.endOfData ?? '250 2.0.0 queued as Q1';
           if (reply.startsWith('250')) scripted.queued++;
-          answer(reply);
+          answer(reply, scripted.script.delays?.endOfData);
           continue;
         }
         const eol = buffered.indexOf('\r\n');
         if (eol < 0) return;
         const verb = buffered.slice(0, 4).toUpperCase();
         buffered = buffered.slice(eol + 2);
-        const { mail, rcpt, data, rset } = scripted.script;
+        const { mail, rcpt, data, rset, delays } = scripted.script;
         if (verb === 'EHLO') socket.write(`250-${name}\r\n250 8BITMIME\r\n`);
-        else if (verb === 'MAIL') answer(mail ?? '250 2.1.0 Ok');
-        else if (verb === 'RCPT') answer(rcpt ?? '250 2.1.5 Ok');
+        else if (verb === 'MAIL') answer(mail ?? '250 2.1.0 Ok', delays?.mail);
+        else if (verb === 'RCPT') answer(rcpt ?? '250 2.1.5 Ok', delays?.rcpt);
         else if (verb === 'DATA') {
           const reply = data ?? '354 End data with <CR><LF>.<CR><LF>';
           inData = reply.startsWith('354');
-          answer(reply);
+          answer(reply, delays?.data);
         } else if (verb === 'RSET' && rset) answer(rset);
         else if (verb === 'QUIT') socket.end('221 2.0.0 Bye\r\n');
         else socket.write('250 2.0.0 Ok\r\n');

@@ -228,7 +228,7 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   };
   const reports = (await mapLimited(targets, deps.parallelTransactions ?? 5, async (target) => {
     const mailFrom = verpAddress({ emailId: message.emailId, recipientIndex: target.index, mailFromDomain }, (data) => deps.secrets.mac(VERP_MAC_PURPOSE, data));
-    const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId }, { beginTransaction: begin(target) });
+    const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId }, { beginTransaction: begin(target), transactionGraceMs: deps.policy.claimGraceMs });
     return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0], outcome.providerMessageId);
   })).flat();
   // Every transaction's queue id is kept with its recipient; the email's one field shows the

@@ -336,7 +336,8 @@ export function observedBySites(transport: MailTransport, sites: SiteRegistry): 
           // Not sent at all (the claim was taken over): nothing the site said.
           if (r.stage === 'not_begun') return;
           const domain = domainOf(r.address);
-          if (domain) sites.record(sites.keyOf(domain), r);
+          // The answering host's own reply, not the joined words of hosts passed over before it.
+          if (domain) sites.record(sites.keyOf(domain), r.reply === undefined ? r : { ...r, response: r.reply });
         });
         return outcome;
       } finally {
