@@ -1,5 +1,5 @@
-// A role change on the members page that Relay refuses, in real Chromium: the change is a select
-// that sends at once, so after a refusal (here an owner made that member an owner meanwhile, and
+// A role change on the members page that Relay refuses, in real Chromium: a role is picked in a
+// select and sent by the row's "Change role" button, so after a refusal (here an owner made that member an owner meanwhile, and
 // admins may not change owners) the list is drawn again from Relay, showing the role the member
 // really has and only the controls the reader may use on them.
 import * as assert from 'uvu/assert';
@@ -45,6 +45,7 @@ test('after a refused change the list shows the role the member really has, and 
   assert.is(promoted.statusCode, 200);
 
   await role.selectOption('viewer');
+  await page.getByRole('button', { name: `Change role for ${member.email}` }).click();
   const error = page.getByRole('alert');
   await error.waitFor();
   assert.match(await error.innerText(), /owner/);

@@ -51,6 +51,7 @@ test('repeated wrong passwords show the wait in seconds, not an error, and hold 
   assert.match(await wait.innerText(), /Try again in \d+ seconds?\./);
   assert.is(await page.getByRole('alert').count(), 0, 'the wait is not shown as an error');
   assert.ok(await button.isDisabled());
+  assert.ok(await page.evaluate("document.activeElement.closest('.wait-slot') !== null"), 'keyboard focus is not on the wait: it went with the held button');
   assert.equal(await axeViolations(page), []);
   await screenshot(page, 'sign-in-wait-desktop');
   assert.equal(problems, []);

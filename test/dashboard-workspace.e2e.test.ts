@@ -122,7 +122,7 @@ test('a viewer sees no write control on any page', async ({ f, viewer: { page, p
     [`/workspaces/${f.workspaceId}/projects`, 'Projects'],
   ];
   // What reading needs: navigating, filtering, searching, copying, previewing, signing out, leaving.
-  const READING = new Set(['Sign out', 'Apply filters', 'Search', 'Load remote images', 'Copy', 'Leave']);
+  const READING = new Set(['Sign out', 'Switch', 'Apply filters', 'Search', 'Load remote images', 'Copy', 'Leave']);
   for (const [path, heading] of pages) {
     await page.goto(`${f.origin}${path}`);
     await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
@@ -142,6 +142,7 @@ test('a viewer sees no write control on any page', async ({ f, viewer: { page, p
 test('the owner changes the member\'s role and removes them', async ({ f, owner: { page, problems }, viewerEmail }) => {
   await goTo(page, f, 'Members');
   await page.getByLabel(`Role of ${viewerEmail}`).selectOption('developer');
+  await page.getByRole('button', { name: `Change role for ${viewerEmail}` }).click();
   await page.getByText(`${viewerEmail} is now developer.`).waitFor();
   const workspace = await f.t.app.inject({ url: `/v1/workspaces/${f.workspaceId}`, headers: { cookie: await ownerCookie(f) } });
   assert.is(workspace.json().members.find((m: { email: string }) => m.email === viewerEmail).role, 'developer');

@@ -139,6 +139,7 @@ test('the switcher: a new project from the projects page, then the same section 
   assert.is(await page.getByLabel('Project', { exact: true }).inputValue(), billing);
   await page.getByRole('link', { name: 'Templates' }).click();
   await page.getByLabel('Project', { exact: true }).selectOption(f.projectId);
+  await page.getByRole('button', { name: 'Switch project' }).click();
   await page.waitForURL(`${f.origin}/projects/${f.projectId}/templates`);
   // A workspace page links back to the project last used.
   await page.getByRole('link', { name: 'Domains' }).click();

@@ -1,6 +1,6 @@
 // Building the page: elements from plain values, text always as text (never parsed as HTML,
 // so nothing an email or a name holds can become markup), and the few widgets every page uses.
-import { withQuery, type SessionListener } from './api.ts';
+import { ApiError, withQuery, type SessionListener } from './api.ts';
 import { PAGES } from './route-table.ts';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
@@ -114,64 +114,168 @@ export function copyable(label: string, value: string): HTMLElement {
 }
 
 /**
- * A form whose submission runs `submit` (an API call) with its button disabled meanwhile; a
- * failure is shown inside the form. Forms are method=post so that, were the script not to
- * run, nothing typed (a password) ends up in a URL.
+ * Whether keyboard focus is lost: on <body>, where Chromium puts it when the focused control is
+ * drawn away (and where a screen reader starts again from the top of the page), or on a control
+ * just disabled (Chromium moves it from there to <body> at its next rendering).
+ */
+function focusLost(): boolean {
+  const active = document.activeElement;
+  return !active || active === document.body || !active.isConnected || active.matches(':disabled');
+}
+
+/**
+ * Gives keyboard focus back, when it was lost, to the first of `targets` that can take it; a
+ * message (a notice) is made focusable by script only, not by Tab.
+ */
+export function refocus(...targets: Array<HTMLElement | null | undefined>): void {
+  if (!focusLost()) return;
+  const target = targets.find((candidate) => candidate?.isConnected && !candidate.matches(':disabled'));
+  if (!target) return;
+  if (!target.hasAttribute('tabindex') && !target.matches('a[href], button, input, select, textarea, summary')) target.tabIndex = -1;
+  target.focus();
+}
+
+/** What names a focusable element across redraws: its data-key, else its link's address, else its label. */
+const focusKey = (element: HTMLElement): string | null => element.dataset.key ?? element.getAttribute('href') ?? element.getAttribute('aria-label');
+
+/** The element of `container` whose data-key is `key` (a control drawn again, found by what it is about). */
+export const keyed = (container: Element, key: string): HTMLElement | null =>
+  [...container.querySelectorAll<HTMLElement>('[data-key]')].find((element) => element.dataset.key === key) ?? null;
+
+/**
+ * Draws `container` again with `draw`, and focuses again what had focus in it (found by
+ * `focusKey`), if it is still there: the element focused is replaced, and focus would fall to <body>.
+ */
+export function redrawKeepingFocus(container: HTMLElement, draw: () => void): void {
+  const active = document.activeElement;
+  const key = active instanceof HTMLElement && container.contains(active) ? focusKey(active) : null;
+  draw();
+  if (key === null) return;
+  refocus([...container.querySelectorAll<HTMLElement>('a[href], button, summary, [tabindex]')].find((element) => focusKey(element) === key));
+}
+
+/** The field a refusal is about: the API names it first ("body.name: …", "body.name is required"). */
+const REFUSED_FIELD = /^body\.([A-Za-z0-9_]+)/;
+
+type Control = HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
+const isControl = (element: unknown): element is Control =>
+  element instanceof HTMLInputElement || element instanceof HTMLSelectElement || element instanceof HTMLTextAreaElement;
+
+/** Marks `control` refused: invalid, and described by the refusal (after its hint). */
+function markRefused(control: Control, refusal: HTMLElement): void {
+  control.setAttribute('aria-invalid', 'true');
+  control.setAttribute('aria-describedby', [control.getAttribute('aria-describedby'), refusal.id].filter(Boolean).join(' '));
+  control.dataset.refusal = refusal.id;
+}
+
+function unmarkRefused(control: Control): void {
+  const refusal = control.dataset.refusal;
+  if (refusal === undefined) return;
+  delete control.dataset.refusal;
+  control.removeAttribute('aria-invalid');
+  const rest = (control.getAttribute('aria-describedby') ?? '').split(/\s+/).filter((id) => id && id !== refusal);
+  if (rest.length > 0) control.setAttribute('aria-describedby', rest.join(' '));
+  else control.removeAttribute('aria-describedby');
+}
+
+/**
+ * A form whose submission runs `submit` (an API call); a failure is shown inside the form, and
+ * the field Relay refused, when it names one, is marked and focused. While it runs a second
+ * submission (Enter twice, a double click) does nothing, and the buttons are aria-disabled, not
+ * disabled: a disabled button loses focus, which letting it go does not bring back. Forms are
+ * method=post so that, were the script not to run, nothing typed (a password) ends up in a URL.
  */
 export function form(attrs: Attrs, children: Child[], submit: (form: HTMLFormElement) => Promise<void>): HTMLFormElement {
   const errors = h('div', { class: 'form-errors' });
   const element = h('form', { method: 'post', ...attrs }, ...children, errors);
+  let busy = false;
   element.addEventListener('submit', async (event) => {
     event.preventDefault();
+    if (busy) return;
+    busy = true;
     const buttons = [...element.querySelectorAll<HTMLButtonElement>('button[type=submit]')];
-    buttons.forEach((b) => (b.disabled = true));
+    buttons.forEach((b) => b.setAttribute('aria-disabled', 'true'));
+    element.setAttribute('aria-busy', 'true');
+    for (const control of element.elements) if (isControl(control)) unmarkRefused(control);
     fill(errors);
     try {
       await submit(element);
     } catch (error) {
-      fill(errors, notice('error', (error as Error).message));
+      const refusal = notice('error', (error as Error).message);
+      refusal.id = uniqueId('refusal');
+      fill(errors, refusal);
+      const name = error instanceof ApiError && error.code === 'validation_error' ? REFUSED_FIELD.exec(error.message)?.[1] : undefined;
+      const control = name === undefined ? null : element.elements.namedItem(name);
+      if (isControl(control)) {
+        markRefused(control, refusal);
+        control.focus();
+      } else refocus(refusal);
     } finally {
-      // A button held by the page (a sign-in wait) stays disabled until the page lets it go.
-      buttons.forEach((b) => (b.disabled = b.dataset.held !== undefined));
+      busy = false;
+      buttons.forEach((b) => b.removeAttribute('aria-disabled'));
+      element.removeAttribute('aria-busy');
     }
+  });
+  // What is typed again is no longer what was refused; the refusal stays shown until the next submission.
+  element.addEventListener('input', (event) => {
+    if (isControl(event.target)) unmarkRefused(event.target);
   });
   return element;
 }
 
+/** Controls whose action is running: activating one again meanwhile does nothing. */
+const running = new WeakSet<HTMLButtonElement>();
+
 /**
- * Runs `run` (an API call) for `control` (a button, a select that acts when changed): disabled
- * and aria-busy meanwhile, so that a double click or a second change sends nothing more, and let
- * go however it ends; a failure is shown in `status`.
+ * Runs `run` (an API call) for `button`: aria-disabled and aria-busy meanwhile (disabled would
+ * take focus away), let go however it ends; a failure is shown in `status`. When it is done and
+ * focus was lost (the button drawn again), focus goes to `focusAfter`, else to the notice in `status`.
  */
-export async function runAction(control: HTMLButtonElement | HTMLSelectElement, status: HTMLElement, run: () => Promise<void>): Promise<void> {
-  control.disabled = true;
-  control.setAttribute('aria-busy', 'true');
+async function runAction(button: HTMLButtonElement, status: HTMLElement, run: () => Promise<void>, focusAfter?: () => HTMLElement | null): Promise<void> {
+  running.add(button);
+  button.setAttribute('aria-disabled', 'true');
+  button.setAttribute('aria-busy', 'true');
   fill(status);
   try {
     await run();
   } catch (error) {
     fill(status, notice('error', (error as Error).message));
   } finally {
-    control.disabled = false;
-    control.removeAttribute('aria-busy');
+    running.delete(button);
+    button.removeAttribute('aria-disabled');
+    button.removeAttribute('aria-busy');
+    refocus(focusAfter?.(), status.querySelector<HTMLElement>('.notice'));
   }
 }
 
 export interface Action {
   /** Where a failure is shown. */
   status: HTMLElement;
-  /** Asked first (what happens, said at the time of the click); cancelling sends nothing and says nothing. */
-  confirm?: string | (() => string);
+  /**
+   * Asked first (what happens, said at the time of the click; null: nothing to ask this time);
+   * cancelling sends nothing and says nothing.
+   */
+  confirm?: string | (() => string | null);
+  /** Told when the question is cancelled (a choice put back as it was). */
+  cancelled?: () => void;
+  /** The control that replaces the button once the action has drawn it again (found by `keyed`); else (none, or disabled) the notice in `status`. */
+  focusAfter?: () => HTMLElement | null;
 }
 
 /** A button outside a form that runs `run` (an API call): asked first when it undoes something, held while it runs, a failure shown in `status`. */
-export function actionButton(label: string, attrs: Attrs, { status, confirm: question }: Action, run: () => Promise<void>): HTMLButtonElement {
+export function actionButton(label: string, attrs: Attrs, { status, confirm: question, cancelled, focusAfter }: Action, run: () => Promise<void>): HTMLButtonElement {
   const button: HTMLButtonElement = h('button', {
     type: 'button', ...attrs,
     onclick: () => {
+      // A double click: the first runs, the second neither asks nor sends.
+      if (running.has(button)) return;
+      const asked = typeof question === 'function' ? question() : question;
       // Cancelling is a choice, not a failure: nothing is sent and nothing is said.
-      if (question !== undefined && !confirm(typeof question === 'function' ? question() : question)) return;
-      void runAction(button, status, run);
+      if (asked !== undefined && asked !== null && !confirm(asked)) {
+        cancelled?.();
+        return;
+      }
+      void runAction(button, status, run, focusAfter);
     },
   }, label);
   return button;

@@ -18,26 +18,32 @@ async function signOut(): Promise<void> {
   location.assign('/sign-in');
 }
 
+/**
+ * A switcher goes when its button is pressed, never when its select changes: in Chromium an arrow
+ * key on a closed select changes it (and fires "change") at once, which would leave the page for
+ * the first workspace or project passed.
+ */
+function switchControl(label: string, control: HTMLSelectElement, go: () => void): HTMLElement {
+  return h('div', { class: 'switch' },
+    h('label', { for: control.id }, label),
+    control,
+    h('button', { type: 'button', class: 'secondary small', 'aria-label': `Switch ${label.toLowerCase()}`, onclick: go }, 'Switch'));
+}
+
 function switcher(ctx: PageContext, route: Route): HTMLElement | null {
   const session = ctx.session!;
   if (session.memberships.length === 0) return null;
-  const workspaces = select('workspace', session.memberships.map((m) => [m.workspaceId, m.workspaceName]), ctx.workspace?.workspaceId ?? null, {
-    id: 'switch-workspace',
-    onchange: (event: Event) => location.assign(`/workspaces/${(event.target as HTMLSelectElement).value}`),
-  });
-  const parts: HTMLElement[] = [h('div', { class: 'switch' }, h('label', { for: 'switch-workspace' }, 'Workspace'), workspaces)];
+  const workspaces = select('workspace', session.memberships.map((m) => [m.workspaceId, m.workspaceName]), ctx.workspace?.workspaceId ?? null, { id: 'switch-workspace' });
+  const parts: HTMLElement[] = [switchControl('Workspace', workspaces, () => location.assign(`/workspaces/${workspaces.value}`))];
   if (ctx.workspace && ctx.projects.length > 0) {
-    const projects = select('project', ctx.projects.map((p) => [p.id, `${p.name} (${p.environment})`]), ctx.project?.id ?? null, {
-      id: 'switch-project',
-      onchange: (event: Event) => {
-        const projectId = (event.target as HTMLSelectElement).value;
-        lastProject.set(ctx.workspace!.workspaceId, projectId);
-        // The same section of the other project; a workspace page stays where it is.
-        const section = route.scope === 'project' ? ROUTES.find((r) => r.nav === (route.nav ?? route.section))! : route;
-        location.assign(pathOf(section.path, { ...ctx.params, projectId }));
-      },
-    });
-    parts.push(h('div', { class: 'switch' }, h('label', { for: 'switch-project' }, 'Project'), projects));
+    const projects = select('project', ctx.projects.map((p) => [p.id, `${p.name} (${p.environment})`]), ctx.project?.id ?? null, { id: 'switch-project' });
+    parts.push(switchControl('Project', projects, () => {
+      const projectId = projects.value;
+      lastProject.set(ctx.workspace!.workspaceId, projectId);
+      // The same section of the other project; a workspace page stays where it is.
+      const section = route.scope === 'project' ? ROUTES.find((r) => r.nav === (route.nav ?? route.section))! : route;
+      location.assign(pathOf(section.path, { ...ctx.params, projectId }));
+    }));
   }
   return h('div', { class: 'switcher' }, parts);
 }

@@ -3,7 +3,7 @@
 // connected to.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, copyable, facts, fill, h, notice, section, table, when } from '../dom.ts';
+import { actionButton, badge, copyable, facts, fill, h, keyed, notice, section, table, when } from '../dom.ts';
 import type { Domain } from './domains.ts';
 
 const PURPOSE: Record<string, string> = { dkim: 'DKIM signature key', mail_from_mx: 'Bounces (MAIL FROM MX)', mail_from_spf: 'SPF of MAIL FROM', dmarc: 'DMARC policy' };
@@ -45,8 +45,11 @@ export async function render(ctx: PageContext): Promise<void> {
           return [p.name, connected ? 'yes' : 'no', ctx.can.write
             ? actionButton(connected ? 'Disconnect' : 'Connect', {
               class: 'secondary small', disabled: !connected && domain.status !== 'verified', 'aria-label': `${connected ? 'Disconnect' : 'Connect'} ${p.name}`,
+              'data-key': `connect-${p.id}`,
             }, {
               status,
+              // The project's button drawn again (now the other way), to go on down the list.
+              focusAfter: () => keyed(body, `connect-${p.id}`),
               confirm: connected
                 ? `Disconnect ${p.name} from ${domain.name}? From now on every send of ${p.name} from ${domain.name} is refused, until it is connected again.`
                 : undefined,

@@ -3,7 +3,7 @@
 // while it is open. Webhook deliveries are not replayed by hand: the spec rules it out.
 import { get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, facts, fill, h, section, table, when, type Child } from '../dom.ts';
+import { badge, facts, fill, h, redrawKeepingFocus, section, table, when, type Child } from '../dom.ts';
 import { livePoll, type Seen } from '../live.ts';
 
 interface Attempt { number: number; httpStatus: number | null; errorCode: string | null; durationMs: number; createdAt: string }
@@ -72,24 +72,40 @@ function draw(ctx: PageContext, email: EmailDetail): Child[] {
   ];
 }
 
+/** What moved since the email was last drawn, in a few words: "Status: sent; 2 new events." */
+function changeOf(before: EmailDetail, after: EmailDetail): string {
+  const parts: string[] = [];
+  if (after.status !== before.status) parts.push(`Status: ${after.status}`);
+  const known = new Set(before.events.map((event) => event.id));
+  const events = after.events.filter((event) => !known.has(event.id)).length;
+  if (events > 0) parts.push(`${events} new ${events === 1 ? 'event' : 'events'}`);
+  if (JSON.stringify(after.webhookDeliveries) !== JSON.stringify(before.webhookDeliveries)) parts.push('webhook deliveries updated');
+  return parts.length > 0 ? `${parts.join('; ')}.` : 'The email was updated.';
+}
+
 export async function render(ctx: PageContext): Promise<void> {
   const path = `/v1/projects/${ctx.project!.id}/emails/${ctx.params.emailId}`;
-  const body = h('div', { 'aria-live': 'polite' });
+  // The body is not a live region (each redraw would read the whole page out again): a short
+  // status line says what changed.
+  const body = h('div');
+  const status = h('p', { class: 'visually-hidden', role: 'status' });
   const back = h('p', null, h('a', { href: `/projects/${ctx.project!.id}/emails` }, '← All emails'));
   let shown = '';
+  let last: EmailDetail | null = null;
   async function load(): Promise<Seen> {
     const email = await get<EmailDetail>(path);
     const seen = JSON.stringify(email);
-    const changed = seen !== shown;
-    if (changed) {
-      shown = seen;
-      ctx.title(email.subject);
-      fill(body, draw(ctx, email));
-    }
-    return changed ? 'changed' : 'unchanged';
+    if (seen === shown) return 'unchanged';
+    shown = seen;
+    ctx.title(email.subject);
+    // Focus stays where the reader was (a link, a table), in the new drawing.
+    redrawKeepingFocus(body, () => fill(body, draw(ctx, email)));
+    if (last !== null) status.textContent = changeOf(last, email);
+    last = email;
+    return 'changed';
   }
   await load();
-  ctx.main.append(back, body);
+  ctx.main.append(back, status, body);
   // Followed for as long as the page is open, with a wait that grows while nothing moves: no
   // status is the last word (a bounce report or a complaint may come days after "sent" or
   // "delivered"), and a delayed email may wait minutes for its next attempt.

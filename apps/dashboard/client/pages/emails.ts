@@ -3,7 +3,7 @@
 // so a send shows up without reloading.
 import { ApiError, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, field, fill, h, notice, select, table, when } from '../dom.ts';
+import { badge, field, fill, h, notice, redrawKeepingFocus, select, table, when } from '../dom.ts';
 import { livePoll } from '../live.ts';
 
 interface EmailSummary {
@@ -20,9 +20,6 @@ const toLocalInput = (iso: string | null) => {
   return new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
 };
 const fromLocalInput = (local: string) => (local ? new Date(local).toISOString() : '');
-
-/** What names a focusable element of the list across redraws: a link's address, the table's label. */
-const focusKey = (element: HTMLElement) => element.getAttribute('href') ?? element.getAttribute('aria-label');
 
 export async function render(ctx: PageContext): Promise<void> {
   ctx.title('Emails');
@@ -79,15 +76,12 @@ export async function render(ctx: PageContext): Promise<void> {
     ]);
     const filtered = FILTERS.some((name) => name !== 'limit' && query[name]);
     // A real change redraws the table: focus goes back to the same link (or the table) if it is still there.
-    const active = document.activeElement;
-    const focused = active instanceof HTMLElement && results.contains(active) ? focusKey(active) : null;
-    fill(results,
+    redrawKeepingFocus(results, () => fill(results,
       table('Emails', ['Subject', 'To', 'From', 'Status', 'Created'], rows,
         filtered ? 'No email matches these filters.' : 'No emails yet. Send one with an API key of this project (POST /v1/emails).'),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
         cursor ? h('a', { href: withQuery(here, { ...query }) }, 'Newest') : null,
-        page.next_cursor ? h('a', { href: withQuery(here, { ...query, cursor: page.next_cursor }), rel: 'next' }, 'Next page') : null));
-    if (focused !== null) [...results.querySelectorAll<HTMLElement>('a, [tabindex]')].find((e) => focusKey(e) === focused)?.focus();
+        page.next_cursor ? h('a', { href: withQuery(here, { ...query, cursor: page.next_cursor }), rel: 'next' }, 'Next page') : null)));
     if (!first) status.textContent = `The list was updated at ${new Date().toLocaleTimeString()}: ${page.emails.length} ${page.emails.length === 1 ? 'email' : 'emails'} on this page.`;
   }
   try {

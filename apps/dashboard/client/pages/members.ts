@@ -2,7 +2,7 @@
 // accepts after signing in), revoke an invitation, change a role, remove a member, or leave.
 import { api, get } from '../api.ts';
 import type { PageContext, Role } from '../context.ts';
-import { actionButton, runAction, field, fill, form, h, notice, section, select, table, value, when } from '../dom.ts';
+import { actionButton, field, fill, form, h, keyed, notice, section, select, table, value, when } from '../dom.ts';
 
 interface Member { userId: string; email: string; role: Role; createdAt: string }
 interface Invitation { id: string; email: string; role: Role; createdAt: string; expiresAt: string }
@@ -28,30 +28,51 @@ export async function render(ctx: PageContext): Promise<void> {
     fill(status, notice('success', done));
   }
 
+  /**
+   * A member's role: chosen in the select, changed by the button. The select does nothing by
+   * itself: in Chromium an arrow key on a closed select changes it (and fires "change") at once,
+   * so a reader looking through the roles would give the first one passed.
+   */
+  function roleChange(m: Member): HTMLElement {
+    const role = select('role', grants.map((r): [string, string] => [r, r]), m.role, { 'aria-label': `Role of ${m.email}` });
+    const change = actionButton('Change role', { class: 'secondary small', 'aria-label': `Change role for ${m.email}`, 'data-key': `role-${m.userId}` }, {
+      status,
+      // Asked for owner alone: an owner can do everything, to other owners too.
+      confirm: () => (role.value === 'owner' && m.role !== 'owner'
+        ? `Make ${m.email} an owner? Owners can do everything in the workspace, including changing the roles of other owners and removing them.`
+        : null),
+      cancelled: () => {
+        role.value = m.role;
+      },
+      // The same member's button, drawn again with the list (gone if the reader may no longer change that role: then the notice).
+      focusAfter: () => keyed(body, `role-${m.userId}`),
+    }, async () => {
+      const chosen = role.value;
+      if (chosen === m.role) {
+        fill(status, notice('info', `${m.email} is already ${m.role}: choose another role first.`));
+        return;
+      }
+      await act(async () => {
+        try {
+          await api('PATCH', `/v1/workspaces/${workspaceId}/members/${m.userId}`, { role: chosen });
+        } catch (error) {
+          // The role last read, should the list not be read again either.
+          role.value = m.role;
+          throw error;
+        }
+        return `${m.email} is now ${chosen}.`;
+      });
+    });
+    return h('div', { class: 'row-actions' }, role, change);
+  }
+
   async function load(): Promise<void> {
     const workspace = await get<{ members: Member[]; invitations: Invitation[] }>(`/v1/workspaces/${workspaceId}`);
     const manageable = (m: Member) => m.userId !== me && grants.includes(m.role);
     fill(body,
       table('Members', ['Email', 'Role', 'Member since', ''], workspace.members.map((m) => [
         m.userId === me ? [m.email, h('span', { class: 'hint' }, ' (you)')] : m.email,
-        manageable(m)
-          ? select('role', grants.map((r): [string, string] => [r, r]), m.role, {
-            'aria-label': `Role of ${m.email}`,
-            onchange: (event: Event) => {
-              const control = event.target as HTMLSelectElement;
-              void runAction(control, status, () => act(async () => {
-                try {
-                  await api('PATCH', `/v1/workspaces/${workspaceId}/members/${m.userId}`, { role: control.value });
-                } catch (error) {
-                  // The role last read, should the list not be read again either.
-                  control.value = m.role;
-                  throw error;
-                }
-                return `${m.email} is now ${control.value}.`;
-              }));
-            },
-          })
-          : m.role,
+        manageable(m) ? roleChange(m) : m.role,
         when(m.createdAt),
         manageable(m)
           ? actionButton('Remove', { class: 'danger small', 'aria-label': `Remove ${m.email}` }, { status, confirm: `Remove ${m.email} from the workspace?` },

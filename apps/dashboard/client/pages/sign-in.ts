@@ -3,7 +3,7 @@
 // with the button held until then; it is not an error of the reader's.
 import { ApiError, api } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { field, fill, form, h, maxCharacters, notice, value } from '../dom.ts';
+import { field, fill, form, h, maxCharacters, notice, refocus, value } from '../dom.ts';
 
 /**
  * Only a path of this dashboard: `next` comes from the address and must not lead elsewhere. The
@@ -36,14 +36,13 @@ export async function render(ctx: PageContext): Promise<void> {
       const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
       line.textContent = left > 0 ? `Try again in ${left} second${left === 1 ? '' : 's'}.` : 'You can try again now.';
       submit.disabled = left > 0;
-      if (left > 0) submit.dataset.held = 'wait';
-      else {
-        delete submit.dataset.held;
-        clearInterval(timer);
-      }
+      if (left === 0) clearInterval(timer);
     };
-    fill(wait, notice('warning', h('strong', null, 'Too many sign-in attempts. '), message, line));
+    const shown = notice('warning', h('strong', null, 'Too many sign-in attempts. '), message, line);
+    fill(wait, shown);
     tick();
+    // The button pressed is held (disabled), which takes focus away: the wait is where the reader is now.
+    refocus(shown);
     timer = window.setInterval(tick, 1000);
   }
 

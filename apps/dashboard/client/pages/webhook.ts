@@ -3,7 +3,7 @@
 // attempt and the receiver's status codes (cursor paging in the address).
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, checkboxes, checkedValues, facts, field, fill, form, h, maxCharacters, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, facts, field, fill, form, h, keyed, maxCharacters, notice, redrawKeepingFocus, section, table, value, when } from '../dom.ts';
 import { livePoll } from '../live.ts';
 import { attemptsTable } from './email.ts';
 import { secretPanel, type Endpoint } from './webhooks.ts';
@@ -14,6 +14,15 @@ interface Delivery {
   createdAt: string; updatedAt: string;
 }
 
+/** What moved in the list since it was last drawn, in a few words: "Deliveries: 1 new, 2 updated." */
+function changeOf(before: Delivery[], after: Delivery[]): string {
+  const known = new Map(before.map((d) => [d.id, JSON.stringify(d)]));
+  const added = after.filter((d) => !known.has(d.id)).length;
+  const updated = after.filter((d) => known.has(d.id) && known.get(d.id) !== JSON.stringify(d)).length;
+  const parts = [added > 0 ? `${added} new` : null, updated > 0 ? `${updated} updated` : null].filter(Boolean);
+  return parts.length > 0 ? `Deliveries: ${parts.join(', ')}.` : 'The deliveries were updated.';
+}
+
 export async function render(ctx: PageContext): Promise<void> {
   const projectId = ctx.project!.id;
   const list = `/projects/${projectId}/webhooks`;
@@ -22,13 +31,17 @@ export async function render(ctx: PageContext): Promise<void> {
   let endpoint = await get<Endpoint>(path);
   const status = h('div');
   const summary = h('div');
-  const deliveries = h('div', { 'aria-live': 'polite' });
+  // Not a live region (each redraw would read the whole list out again): a short status line says what changed.
+  const deliveries = h('div');
+  const deliveriesStatus = h('p', { class: 'visually-hidden', role: 'status' });
 
   function drawSummary(): void {
     ctx.title(endpoint.url);
     fill(summary, facts([
       ['State', [endpoint.enabled ? badge('enabled') : badge('disabled'), ' ',
-        ctx.can.write ? actionButton(endpoint.enabled ? 'Disable' : 'Enable', { class: 'secondary small' }, { status }, toggle) : null]],
+        ctx.can.write
+          ? actionButton(endpoint.enabled ? 'Disable' : 'Enable', { class: 'secondary small', 'data-key': 'toggle' }, { status, focusAfter: () => keyed(summary, 'toggle') }, toggle)
+          : null]],
       ['Events', endpoint.events.join(', ')],
       ['Created', when(endpoint.createdAt)],
       ['Updated', when(endpoint.updatedAt)],
@@ -50,18 +63,20 @@ export async function render(ctx: PageContext): Promise<void> {
   }
 
   let shown = '';
+  let drawn: Delivery[] | null = null;
   async function loadDeliveries(): Promise<void> {
     const page = await get<{ deliveries: Delivery[]; next_cursor: string | null }>(withQuery(`${path}/deliveries`, { cursor, limit: 20 }));
     const seen = JSON.stringify(page);
     if (seen === shown) return;
     shown = seen;
-    // Attempt logs the reader opened stay open when the list is drawn again.
-    const open = [...deliveries.querySelectorAll('details[open] summary')].map((s) => s.textContent);
-    fill(deliveries,
+    // Attempt logs the reader opened stay open when the list is drawn again (a delivery's summary keyed by its id).
+    const open = [...deliveries.querySelectorAll<HTMLElement>('details[open] summary')].map((s) => s.dataset.key);
+    redrawKeepingFocus(deliveries, () => fill(deliveries,
       table('Recent deliveries', ['Email', 'Event', 'Status', 'Attempts', 'Last answer', 'Created'], page.deliveries.map((d) => {
         const last = d.attemptLogs[d.attemptLogs.length - 1];
         return [
-          h('a', { href: `/projects/${projectId}/emails/${d.emailId}` }, d.emailId),
+          // Keyed by the delivery: an email has a delivery per event, all linking to it.
+          h('a', { href: `/projects/${projectId}/emails/${d.emailId}`, 'data-key': `email-${d.id}` }, d.emailId),
           d.type,
           [badge(d.status), d.nextAttemptAt ? h('p', { class: 'hint' }, 'next ', when(d.nextAttemptAt)) : null],
           String(d.attempts),
@@ -69,15 +84,14 @@ export async function render(ctx: PageContext): Promise<void> {
           when(d.createdAt),
         ];
       }), 'No delivery yet: events of this project\'s emails appear here as they are sent.'),
-      page.deliveries.filter((d) => d.attemptLogs.length > 0).map((d) => h('details', { class: 'attempts' },
-        h('summary', null, `Attempts of ${d.type} for ${d.emailId} (${d.attemptLogs.length})`),
+      page.deliveries.filter((d) => d.attemptLogs.length > 0).map((d) => h('details', { class: 'attempts', open: open.includes(`attempts-${d.id}`) },
+        h('summary', { 'data-key': `attempts-${d.id}` }, `Attempts of ${d.type} for ${d.emailId} (${d.attemptLogs.length})`),
         attemptsTable(`Attempts of delivery ${d.id}`, d.attemptLogs))),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
         cursor ? h('a', { href: `${list}/${endpoint.id}` }, 'Newest') : null,
-        page.next_cursor ? h('a', { href: withQuery(`${list}/${endpoint.id}`, { cursor: page.next_cursor }), rel: 'next' }, 'Older deliveries') : null));
-    for (const summaryElement of deliveries.querySelectorAll('details summary')) {
-      if (open.includes(summaryElement.textContent)) (summaryElement.parentElement as HTMLDetailsElement).open = true;
-    }
+        page.next_cursor ? h('a', { href: withQuery(`${list}/${endpoint.id}`, { cursor: page.next_cursor }), rel: 'next' }, 'Older deliveries') : null)));
+    if (drawn !== null) deliveriesStatus.textContent = changeOf(drawn, page.deliveries);
+    drawn = page.deliveries;
   }
 
   drawSummary();
@@ -106,7 +120,7 @@ export async function render(ctx: PageContext): Promise<void> {
       drawSummary();
     })));
   }
-  ctx.main.append(section('Recent deliveries', deliveries));
+  ctx.main.append(section('Recent deliveries', deliveriesStatus, deliveries));
   await loadDeliveries();
   // The newest page follows deliveries as they are attempted.
   if (!cursor) livePoll(loadDeliveries);
