@@ -74,7 +74,7 @@ export interface SuppressionEntry {
   workspaceId: string;
   address: string;
   reason: 'manual' | 'hard_bounce' | 'complaint';
-  /** Email whose bounce or complaint caused it; null for manual blocks. */
+  /** Email whose bounce or complaint caused it; null for manual blocks and for a BCC recipient's (never tied to its email). */
   emailId: string | null;
   createdAt: string;
   /** Event id of the bounce/complaint that last wrote this entry (idempotent projection). */

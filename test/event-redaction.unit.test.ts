@@ -2,11 +2,14 @@
 // (apps/services/event-reading.ts, docs/analysing-events.md): address fields hashed whole
 // whatever the address looks like, recipients' mailboxes become the hash of their address (the
 // name goes with it), the sender's display name stays, and in any other text every address, a
-// dot-atom local part with an apostrophe or a quoted local part included, is hashed whole.
+// dot-atom local part with an apostrophe or a quoted local part included, is hashed whole, also
+// one written URL-encoded (`?email=ann%40example.org`), as the address it decodes to; and text of
+// any length is redacted in time linear in it.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { hashAddress, redactEvent } from '../apps/services/event-reading.ts';
 import type { StoredEvent } from '../infra/ports/event-store.ts';
+import { longestStall } from './support/event-loop.ts';
 
 const test = suite('event redaction');
 
@@ -56,6 +59,44 @@ test('in free text every address is hashed whole: quoted, with an apostrophe, in
     data.diagnosticCode,
     `550 5.1.1 <${hashAddress(APOSTROPHE)}>: unknown; also ${hashAddress(QUOTED)}, '${hashAddress('ann@example.net')}' and ${hashAddress('bob@example.net')}.`,
   );
+});
+
+test('an address URL-encoded in the headers, metadata or text (its @ as %40, other escapes in either case) is hashed as the address it decodes to', () => {
+  const cases: Array<[string, string]> = [
+    ['<https://app.example/unsubscribe?email=ann.private%40example.org>', `<https://app.example/unsubscribe?email=${hashAddress('ann.private@example.org')}>`],
+    ['https://app.example/u?to=Ann%2bNews%40Example.ORG&from=bob%40example.net#x', `https://app.example/u?to=${hashAddress('ann+news@example.org')}&from=${hashAddress('bob@example.net')}#x`],
+    [`mailto:list@acme.example?subject=unsubscribe%20${encodeURIComponent("o'brien@example.org")}`, `mailto:${hashAddress('list@acme.example')}?subject=unsubscribe%20${hashAddress(APOSTROPHE)}`],
+    [`/u/${encodeURIComponent(QUOTED)}.`, `/u/${hashAddress(QUOTED)}.`],
+    [`/u/${encodeURIComponent('kunde@münchen.example')}`, `/u/${hashAddress('kunde@xn--mnchen-3ya.example')}`],
+  ];
+  const { data } = redactEvent(event('EmailAccepted', {
+    headers: { 'List-Unsubscribe': cases[0][0] }, metadata: Object.fromEntries(cases.slice(1).map(([text], i) => [`link${i}`, text])), subject: cases[4][0],
+  }));
+  assert.equal(data, {
+    headers: { 'List-Unsubscribe': cases[0][1] }, metadata: Object.fromEntries(cases.slice(1).map(([, redacted], i) => [`link${i}`, redacted])), subject: cases[4][1],
+  });
+  // The same address gives the same hash however it is written.
+  assert.equal(redactEvent(event('EmailAccepted', { toAddresses: ['ann.private@example.org'] })).data.toAddresses, [hashAddress('ann.private@example.org')]);
+  // A plain address whose local part holds %40 is one address, hashed whole.
+  assert.equal(redactEvent(event('RecipientReported', { diagnosticCode: 'to user%40relay@example.org' })).data, { diagnosticCode: `to ${hashAddress('user%40relay@example.org')}` });
+});
+
+test('a value of 1 MB that a pattern would try again from each character (%40s and letters, dots, escaped quotes) is redacted without holding the process', async () => {
+  const MB = 1 << 20;
+  const a97 = 'a'.repeat(97);
+  // Each with its addresses redacted: in the first, every other %40 joins the letters around it;
+  // the others end in an @ or %40 with no domain after it, so they hold none.
+  const values: Array<[string, (redacted: string) => boolean]> = [
+    [('%40' + a97).repeat(MB / 100), (redacted) => redacted.startsWith(`%40${hashAddress(`${a97}@${a97}`)}%40`)],
+    ['ann%2B'.repeat(MB / 6) + '%40', (redacted) => redacted.endsWith('ann%2B%40')],
+    ['a.'.repeat(MB / 2) + '@', (redacted) => redacted.endsWith('a.@')],
+    ['"' + '\\"'.repeat(MB / 2) + '@x', (redacted) => redacted.endsWith('\\"@x')],
+  ];
+  for (const [value, redactedWell] of values) {
+    const { result, stallMs } = await longestStall(async () => redactEvent(event('EmailAccepted', { metadata: { value } })));
+    assert.ok(stallMs < 1000, `${JSON.stringify(value.slice(0, 12))}…: redacting held the event loop for ${Math.round(stallMs)} ms`);
+    assert.ok(redactedWell((result.data.metadata as { value: string }).value), JSON.stringify(value.slice(0, 12)));
+  }
 });
 
 test.run();

@@ -2,7 +2,8 @@
 // export: a quoted local part ("john doe"@…) or one with an apostrophe (o'brien@…, an RFC 5322
 // dot-atom) in To, CC and Reply-To, the normalized address fields and the mailboxes alike (a
 // recipient's display name goes with its address); the same address gives the same hash
-// wherever it stands, never a hash of part of it (brien@… is another address).
+// wherever it stands, never a hash of part of it (brien@… is another address), also written as a
+// URL writes it in a List-Unsubscribe header or metadata (`?email=ann%40example.org`).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { hashAddress } from '../apps/services/event-reading.ts';
@@ -42,6 +43,22 @@ test('an address with a quoted local part or an apostrophe is hashed whole', asy
   assert.equal([accepted.data.ccAddresses, accepted.data.cc], [[hashAddress(ccQuoted)], [hashAddress(ccQuoted)]]);
   assert.is(accepted.data.replyTo, hashAddress(apostrophe));
   assert.is(accepted.data.fromAddress, hashAddress(`hello@${tenant.domain}`));
+});
+
+test('an address URL-encoded in a header or the metadata is hashed as the address itself', async ({ t, tenant }) => {
+  const recipient = 'ann.private@example.org';
+  const link = `https://app.example/unsubscribe?email=${encodeURIComponent(recipient)}`;
+  const id = await send(t, tenant.key, {
+    from: `hello@${tenant.domain}`, to: recipient, subject: 'Your receipt', text: 'hi',
+    headers: { 'List-Unsubscribe': `<${link}>` }, metadata: { unsubscribe: link },
+  });
+  const run = await runRelay(['events', 'export', '--redact'], { RELAY_DATA_DIR: t.config.dataDir });
+  assert.is(run.code, 0, run.stderr);
+  const accepted = run.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((e) => e.streamId === `email-${id}` && e.type === 'EmailAccepted');
+  assert.ok(accepted, run.stdout);
+  assert.not.ok(run.stdout.includes('ann.private'), `the address is in clear: ${JSON.stringify([accepted.data.headers, accepted.data.metadata])}`);
+  const hashed = `https://app.example/unsubscribe?email=${accepted.data.toAddresses[0]}`;
+  assert.equal([accepted.data.headers, accepted.data.metadata], [{ 'List-Unsubscribe': `<${hashed}>` }, { unsubscribe: hashed }]);
 });
 
 test.run();

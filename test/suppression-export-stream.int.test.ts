@@ -1,9 +1,11 @@
 // The suppression list's CSV export (GET /v1/workspaces/:id/suppressions/export) over real HTTP:
 // a list of many pages comes out whole, in address order, as valid CSV; it is streamed, so a
 // client that stops reading stops the server's reads of the store and one that goes away leaves
-// the server healthy; a store failing part-way cuts the response short and is logged; HEAD reads
-// nothing. And the suppression routes refuse query parameters they do not take.
+// the server healthy; a store failing part-way cuts the response short (a reset connection, so
+// that over HTTP/1.0 too it cannot pass for the whole list) and is logged; HEAD reads nothing.
+// And the suppression routes refuse query parameters they do not take.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -233,6 +235,31 @@ test('the store failing part-way: the response is cut short (its status already 
   ctx.reads.failAt = null;
   const list = await get(ctx, `/v1/workspaces/${ctx.workspaceId}/suppressions?limit=1`);
   assert.is(list.response.statusCode, 200);
+});
+
+test('HTTP/1.0, the store failing part-way: the connection is reset, so the part sent cannot pass for the whole list', async (ctx) => {
+  // HTTP/1.0 has no chunked encoding: the end of the connection is the end of the body, and a
+  // reverse proxy (nginx by default) speaks it to the API.
+  ctx.reads.failAt = 2;
+  const { raw, how } = await new Promise<{ raw: string; how: string }>((resolve) => {
+    let raw = '';
+    const { port } = new URL(ctx.url);
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write(
+      `GET ${exportPath(ctx)} HTTP/1.0\r\nHost: relay.test\r\nCookie: ${ctx.owner.cookie}\r\n\r\n`,
+    ));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => { raw += chunk; });
+    socket.on('error', (error: NodeJS.ErrnoException) => resolve({ raw, how: `error ${error.code}` }));
+    socket.on('end', () => resolve({ raw, how: 'clean end' }));
+    socket.on('close', () => resolve({ raw, how: 'closed' }));
+  });
+  const [head, body = ''] = raw.split(/\r\n\r\n(.*)/s);
+  assert.match(head, /^HTTP\/1\.1 200/);
+  assert.not.match(head, /content-length|transfer-encoding/i, 'the body is delimited by the end of the connection');
+  // The status and some of the first page came (what the connection took before the reset) ...
+  assert.ok(body.startsWith('address,reason,email_id,created_at\r\n'), body.slice(0, 200));
+  // ... and the end of the connection tells the client that this is not the whole list.
+  assert.is(how, 'error ECONNRESET');
 });
 
 test('the store failing on the first page: an error answer, nothing of the file', async (ctx) => {

@@ -13,6 +13,7 @@ import { upcastSuppressionEvent } from '../../domain/suppressions/upcast.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { upcastUsageEvent } from '../../domain/usage/upcast.ts';
 import type { EventFilter, EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
+import { addressesInText, firstAddress } from './addresses-in-text.ts';
 
 /** Where reading starts or stops: a global position (exclusive start, inclusive end) or an instant (recordedAt). */
 export type Bound = { position: string } | { time: Date };
@@ -196,15 +197,17 @@ export function upcastStored(event: StoredEvent): StoredEvent {
   return read('UnrecognizedEvent', { type: event.type });
 }
 
-// An address in free text (replies, reasons, subjects): a local part that is an RFC 5322
-// dot-atom (apostrophes included, though not leading: 'ann@…' in a reply is ann@…; UTF-8 too) or
-// quoted ("john doe"@…), and a domain of dot-separated labels (a trailing full stop is the
-// sentence's) or an address literal. domain/mailbox.ts admits both forms of local part.
-const ATEXT = "A-Za-z0-9!#$%&*+/=?^_`{|}~\\u0080-\\uFFFF-";
-const DOT_ATOM_LOCAL = `[${ATEXT}][${ATEXT}']*(?:\\.[${ATEXT}']+)*`;
-const QUOTED_LOCAL = '"(?:[^"\\\\\\r\\n]|\\\\.)*"';
-const DOMAIN = '(?:[A-Za-z0-9_\\u0080-\\uFFFF-]+(?:\\.[A-Za-z0-9_\\u0080-\\uFFFF-]+)*|\\[[A-Za-z0-9:.]+\\])';
-const ADDRESS = new RegExp(`(?:${QUOTED_LOCAL}|${DOT_ATOM_LOCAL})@${DOMAIN}`, 'g');
+/** Every address in the text hashed, plain or URL-encoded. */
+function redactText(text: string): string {
+  const found = addressesInText(text);
+  let out = '';
+  let copied = 0;
+  for (const { start, end, address } of found) {
+    out += text.slice(copied, start) + hashAddress(address);
+    copied = end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
 
 /**
  * An address as redaction shows it: a hash of the whole address in the canonical form Relay keys
@@ -236,8 +239,6 @@ const SENDER_MAILBOXES = new Set(['from']);
 /** The sender's own free-form data: its keys mean nothing to Relay (a `to` there is no recipient); addresses in it are redacted as text. */
 const FREE_FORM = new Set(['metadata', 'tags', 'headers']);
 
-const redactText = (text: string): string => text.replace(ADDRESS, (match) => hashAddress(match));
-
 function redactFreeForm(value: unknown): unknown {
   if (typeof value === 'string') return redactText(value);
   if (Array.isArray(value)) return value.map(redactFreeForm);
@@ -249,7 +250,7 @@ function redactFreeForm(value: unknown): unknown {
 
 function redactMailbox(value: string, keepName: boolean): string {
   const parsed = parseMailbox(value);
-  if (!parsed.ok) return keepName ? redactText(value) : hashAddress(value.match(ADDRESS)?.[0] ?? value);
+  if (!parsed.ok) return keepName ? redactText(value) : hashAddress(firstAddress(value) ?? value);
   const hashed = hashAddress(parsed.value.address);
   if (!keepName || parsed.value.displayName === null) return hashed;
   // The name as written (before the angle brackets), its addresses redacted too.
@@ -279,8 +280,8 @@ function redactValue(key: string, value: unknown): unknown {
  * replies and reasons) becomes a hash of it with its domain: the same address gives the same
  * hash, so counts and joins still work. Address fields are hashed whole, mailboxes parsed as
  * admission parses them (a recipient's name goes with its address; the sender's name stays),
- * and free text by the address pattern above. Subjects, tags and metadata are the sender's own
- * and stay, addresses in them redacted.
+ * and free text by the rules above (plain and URL-encoded addresses). Subjects, tags and
+ * metadata are the sender's own and stay, addresses in them redacted.
  */
 export function redactEvent(event: StoredEvent): StoredEvent {
   return { ...event, data: redactValue('', event.data) as Record<string, unknown> };

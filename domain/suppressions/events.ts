@@ -9,7 +9,11 @@ export const suppressionStreamId = (workspaceId: string): string => `${SUPPRESSI
 
 const Reason = Type.Union([Type.Literal('manual'), Type.Literal('hard_bounce'), Type.Literal('complaint')]);
 
-/** Who or what made the change: a signed-in user, or an email event (a hard bounce, a complaint). */
+/**
+ * Who or what made the change: a signed-in user, or an email event (a hard bounce, a complaint).
+ * An email event about a BCC recipient is not named: the address is on the list, and naming the
+ * email (or its event, or the report) would tell, for good, whose BCC recipient it was.
+ */
 export const SuppressionCauseSchema = Type.Union([
   Type.Object({ kind: Type.Literal('user'), userId: Type.String() }),
   Type.Object({
@@ -18,6 +22,10 @@ export const SuppressionCauseSchema = Type.Union([
     eventId: Type.String({ description: 'The DeliveryAttempted or RecipientReported event that called for it.' }),
     reportId: Type.Union([Type.String(), Type.Null()], { description: "The report's identity, when a report called for it." }),
   }),
+  Type.Object(
+    { kind: Type.Literal('bcc_recipient_event') },
+    { description: 'A hard bounce or complaint of a BCC recipient: which email, event or report is never said (nor by the metadata), so that the address is not tied to the email it was a BCC recipient of.' },
+  ),
 ]);
 export type SuppressionCause = Static<typeof SuppressionCauseSchema>;
 

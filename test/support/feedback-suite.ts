@@ -1,7 +1,9 @@
 // Feedback end to end: an email goes out through a smarthost (its VERP return paths captured
 // there), then a real SMTP client (nodemailer) delivers reports to Relay's inbound server at
-// those return paths, and the statuses, timeline and suppression list change. Runs embedded
+// those return paths, and the statuses, timeline and suppression list change (a BCC recipient's
+// entry and its event never naming the email). Runs embedded
 // (test/feedback.int.test.ts) and on Kafka + FerretDB (test/feedback.distributed.int.test.ts).
+import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import * as assert from 'uvu/assert';
 import { startInbound, type InboundServer } from '../../apps/inbound/inbound-server.ts';
@@ -11,6 +13,7 @@ import { verpAddress, VERP_MAC_PURPOSE } from '../../domain/delivery/verp.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { deliveryTenant, detail, send, waitForDetail, type DeliveryTenant } from './delivery.ts';
 import { waitUntil } from './eventually.ts';
+import { call, workspaceOwner } from './management.ts';
 import { processorsCaughtUp } from './markers.ts';
 import { arf, deliverReport, dsn } from './reports.ts';
 import { skippableSuite } from './skippable-suite.ts';
@@ -129,6 +132,26 @@ export function feedbackSuite(mode: string, storesEnv: () => Record<string, stri
     assert.is(final.status, 'sent');
     assert.not.match(JSON.stringify(final), /hidden@example\.org/);
     assert.not.ok(final.events.some((e: any) => e.type === 'email.bounced'));
+    // The list names the address (it must, to block it), never the email it was a BCC recipient of:
+    // every member reads the list, long after the email's BCC became unreadable.
+    assert.is((await suppressionOf(ctx, 'hidden@example.org'))!.emailId, null);
+    const member = await workspaceOwner(ctx.t, ctx.tenant.workspaceId, `owner-${randomUUID()}@bcc-suppression.test`);
+    const exported = await call(ctx.t, 'GET', `/v1/workspaces/${ctx.tenant.workspaceId}/suppressions/export`, { as: member });
+    assert.is(exported.statusCode, 200);
+    const row = exported.body.split('\r\n').find((line) => line.startsWith('hidden@example.org,'));
+    assert.equal(row?.split(',').slice(0, 3), ['hidden@example.org', 'hard_bounce', ''], exported.body);
+    const listed = await call(ctx.t, 'GET', `/v1/workspaces/${ctx.tenant.workspaceId}/suppressions?prefix=hidden@example.org`, { as: member });
+    assert.equal(listed.json().suppressions.map((s: { address: string; emailId: string | null }) => [s.address, s.emailId]), [['hidden@example.org', null]]);
+    // Nor does the list's history: no email, event or report in the event, no link in its metadata.
+    const history = () => ctx.t.stores.events.readStream(`suppressions-${ctx.tenant.workspaceId}`);
+    await waitUntil(async () => (await history()).some((e) => e.type === 'RecipientSuppressed' && e.data.address === 'hidden@example.org'), 'the addition is recorded');
+    const added = (await history()).find((e) => e.type === 'RecipientSuppressed' && e.data.address === 'hidden@example.org')!;
+    assert.equal(added.data.by, { kind: 'bcc_recipient_event' });
+    const emailEvents = await ctx.t.stores.events.readStream(`email-${id}`);
+    const ofTheEmail = [id, ...emailEvents.flatMap((e) => [e.id, e.metadata?.correlationId]).filter((v): v is string => typeof v === 'string')];
+    for (const value of [...Object.values(added.metadata ?? {}), JSON.stringify(added.data)].map(String)) {
+      for (const link of ofTheEmail) assert.not.ok(value.includes(link), `the suppression event names ${link} of the email: ${value}`);
+    }
   });
 
   test('refused at RCPT: a forged MAC, an unknown email, an address that is no return path; a report about someone else changes nothing', async (ctx) => {

@@ -1,5 +1,6 @@
 // A workspace's suppression list: every member reads it, owners and admins change it.
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { Type, type Static } from '@sinclair/typebox';
@@ -32,19 +33,31 @@ const csvLine = (entry: SuppressionEntry) => `${[entry.address, entry.reason, en
 /** Entries per read of the store, and so per chunk of the export: about 40 KB of CSV. */
 const EXPORT_PAGE = 500;
 
+/** Ends the connection with a TCP reset, once what the response holds (it may be corked for this tick) is handed to the kernel. */
+function resetConnection(socket: Socket | undefined): void {
+  // A request injected in tests has no connection of its own: the stream's error ends it.
+  if (!(socket instanceof Socket)) return;
+  while (socket.writableCorked) socket.uncork();
+  socket.resetAndDestroy();
+}
+
 /**
  * The export as a byte stream that pulls the next page only when its consumer wants more (a
  * client that stops reading stops the reads; one that goes away destroys the stream, which ends
  * the reads). The status is sent with the first chunk: a later failure of the store can only cut
- * the response short, so it is logged and the stream destroyed, and the client sees it aborted.
+ * the response short, so it is logged and the connection reset. A plain close would not do: over
+ * HTTP/1.0 (no chunked encoding; what nginx speaks to its upstreams by default) the end of the
+ * connection is the end of the body, so a list cut at a page boundary would arrive as a complete
+ * 200. A reset is an error to any client or proxy, whatever the version.
  */
-function csvExport(first: SuppressionEntry[], rest: AsyncIterable<SuppressionEntry[]>, log: FastifyBaseLogger): Readable {
+function csvExport(first: SuppressionEntry[], rest: AsyncIterable<SuppressionEntry[]>, log: FastifyBaseLogger, socket: Socket | undefined): Readable {
   async function* chunks() {
     yield CSV_HEADER + first.map(csvLine).join('');
     try {
       for await (const page of rest) yield page.map(csvLine).join('');
     } catch (error) {
       log.error({ err: error }, 'suppression export failed part-way: response cut short');
+      resetConnection(socket);
       throw error;
     }
   }
@@ -84,7 +97,7 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
       const pages = suppressionPages(ctx.documents, workspace._id, EXPORT_PAGE);
       // Read before anything is sent, so that a store failing at once still gets its error answer.
       const first = await pages.next();
-      return csv(csvExport(first.done ? [] : first.value, pages, request.log));
+      return csv(csvExport(first.done ? [] : first.value, pages, request.log, request.raw.socket));
     },
   );
 

@@ -4,11 +4,16 @@
 // manual addition (apps/services/management/suppressions.ts, top), so a removal that overlaps
 // ends with the history's last word RecipientUnsuppressed, as the list has it.
 //
+// A BCC recipient is blocked like any other, but neither its entry nor its event names the email
+// (no emailId, a cause of kind bcc_recipient_event, an origin of its own rather than the email
+// event's): every member reads the list, and the list outlives the email's BCC.
+//
 // The suppressor's input may come again (at-least-once). An event it is done with for an address
 // is not acted on again, even once an owner removed the entry (../management/suppression-sources.ts).
 // Otherwise an entry already there is not written again and its event not appended again; when it
 // is this very event's, it is only settled once more, since the first handling may have stopped
 // between its event and its settling.
+import { randomUUID } from 'node:crypto';
 import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../../domain/email/events.ts';
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -18,11 +23,17 @@ import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
 import { markHandled, wasHandled } from '../management/suppression-sources.ts';
 import { recordAddition, settleAddition, suppressionsOf } from '../management/suppressions.ts';
-import type { RecipientSuppressed } from '../../../domain/suppressions/events.ts';
-import { originOfEvent } from '../../../domain/events/metadata.ts';
+import type { RecipientSuppressed, SuppressionCause } from '../../../domain/suppressions/events.ts';
+import { originOfEvent, type CommandOrigin } from '../../../domain/events/metadata.ts';
 import { recipientAddress } from './report-targets.ts';
 
 type Reason = Extract<SuppressionEntry['reason'], 'hard_bounce' | 'complaint'>;
+
+/** The origin of a BCC recipient's block: its own, naming neither the email's event nor the request that sent it. */
+function unlinkedOrigin(): CommandOrigin {
+  const id = randomUUID();
+  return { correlationId: id, causationId: id };
+}
 
 /** The recipients (by index) an event says must be blocked, and why. */
 export function blocksIn(event: RecordedEmailEvent): Array<{ index: number; reason: Reason }> {
@@ -57,26 +68,27 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
     const source = { workspaceId, eventId: event.id, address };
     if (await wasHandled(deps.documents, source)) continue;
     const createdAt = new Date(Date.parse(occurredAtOf(event) ?? '') || deps.now().getTime()).toISOString();
-    const change: RecipientSuppressed = {
-      type: 'RecipientSuppressed',
-      data: {
-        workspaceId, address, reason: block.reason, occurredAt: createdAt,
-        by: { kind: 'email_event', emailId, eventId: event.id, reportId: event.type === 'RecipientReported' ? event.data.reportId : null },
-      },
-    };
+    const bcc = state.visibleAddresses[block.index] === undefined;
+    const by: SuppressionCause = bcc
+      ? { kind: 'bcc_recipient_event' }
+      : { kind: 'email_event', emailId, eventId: event.id, reportId: event.type === 'RecipientReported' ? event.data.reportId : null };
+    const origin = bcc ? unlinkedOrigin() : originOfEvent(event);
+    const change: RecipientSuppressed = { type: 'RecipientSuppressed', data: { workspaceId, address, reason: block.reason, occurredAt: createdAt, by } };
     try {
-      await entries.insert({ _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: block.reason, emailId, createdAt, lastEventId: event.id });
+      // lastEventId stays on the entry whoever the recipient was: it is never read out, and a
+      // removal needs it (../management/suppressions.ts).
+      await entries.insert({ _id: suppressionIdOf(workspaceId, address), workspaceId, address, reason: block.reason, emailId: bcc ? null : emailId, createdAt, lastEventId: event.id });
     } catch (error) {
       // Blocked already (manually, or by an earlier report): one entry per address is enough.
       if (!(error instanceof DuplicateKeyError)) throw error;
-      if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await settleAddition(deps, change, originOfEvent(event), deps.now);
+      if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await settleAddition(deps, change, origin, deps.now);
       await markHandled(deps.documents, source, deps.now());
       continue;
     }
     // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
     // consumer's deferred-durability round the entry is durable only once this returns.
     await durableSoFar();
-    await recordAddition(deps, change, originOfEvent(event), deps.now);
+    await recordAddition(deps, change, origin, deps.now);
     await markHandled(deps.documents, source, deps.now());
     added++;
   }
