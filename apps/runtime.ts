@@ -15,7 +15,7 @@ import type { MailTransport } from '../infra/ports/mail-transport.ts';
 import type { FieldFillReport } from '../infra/sqlite/field-fills.ts';
 import type { CommitHold } from '../infra/sqlite/group-commit.ts';
 import type { ReadFault } from '../infra/sqlite/read-fault.ts';
-import { KeyFileMissingError, loadSecretKeys, SecretBox, type SecretKeys } from '../infra/secrets/secret-box.ts';
+import { KeyFileMissingError, loadSecretKeys, SecretBox, sealedKeyIdOf, type SecretKeys } from '../infra/secrets/secret-box.ts';
 import { DELIVERY_POLICY, scaleDeliveryPolicy } from '../domain/email/delivery.ts';
 import { WEBHOOK_POLICY, scaleWebhookPolicy } from '../domain/webhooks/delivery.ts';
 import { COLLECTIONS } from './services/collections.ts';
@@ -279,7 +279,7 @@ async function sealedValuesStored(documents: DocumentStore): Promise<string | nu
     if (count === 0) continue;
     const [first] = await documentsOf.find({ limit: 1 });
     const sealed = first?.[field];
-    const keyId = typeof sealed === 'string' ? sealed.split('.')[1] : undefined;
+    const keyId = sealedKeyIdOf(sealed);
     held.push(`${what}: ${count}${keyId ? `, one sealed under key ${keyId}` : ''}`);
   }
   return held.length === 0 ? null : held.join('; ');

@@ -12,7 +12,7 @@ import { createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
 import type { EmailContent, SealedContent } from '../../domain/email/events.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../infra/ports/document-store.ts';
 import { deferDurability } from '../../infra/ports/durability.ts';
-import { SecretBoxError, type SecretBox } from '../../infra/secrets/secret-box.ts';
+import { SecretBoxError, sealedKeyIdOf, type SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
 import { pooledRandomBytes } from '../../infra/secrets/random-pool.ts';
 
@@ -37,8 +37,6 @@ const KEY_PURPOSE = 'content-key';
 /** The key as stored: sealed under the current secret key, for this email only. */
 const sealContentKey = (secrets: ContentKeySecrets, emailId: string, key: string): string => secrets.seal(key, KEY_PURPOSE, emailId);
 
-/** The id of the secret key that sealed a stored key, or null for one in clear. */
-const sealedWithOf = (secrets: ContentKeySecrets, stored: string): string | null => (secrets.isSealed(stored) ? stored.split('.')[1] : null);
 
 /** The key of a stored row as base64; throws SecretBoxError when no configured secret key opens it (or it belongs to another email). */
 function openedKey(secrets: ContentKeySecrets, stored: Pick<ContentKey, '_id' | 'key'>): string {
@@ -121,7 +119,7 @@ export async function takeContentKey(documents: DocumentStore, secrets: ContentK
     const live = stored.expiresAt > now.toISOString();
     const key = live ? openedKey(secrets, stored) : newKey();
     // Written sealed under the current secret key, whatever sealed the row taken over.
-    const sealed = live && sealedWithOf(secrets, stored.key) === secrets.keyId ? stored.key : sealContentKey(secrets, emailId, key);
+    const sealed = live && sealedKeyIdOf(stored.key) === secrets.keyId ? stored.key : sealContentKey(secrets, emailId, key);
     const renewed: ContentKey = { _id: emailId, key: sealed, expiresAt: live && stored.expiresAt > expiresAt ? stored.expiresAt : expiresAt };
     const taken = await keys.replace(renewed, stored._v);
     if (taken) return { key: { ...taken, key }, made: false };
@@ -287,7 +285,7 @@ export async function resealContentKeys(documents: DocumentStore, secrets: Conte
     if (signal?.aborted) return null;
     const page = await keys.find({ orderBy: [['_id', 'asc']], limit: RESEAL_PAGE, fields: ['key', 'expiresAt'], ...(after === undefined ? {} : { after: { _id: after } }) });
     const at = now().toISOString();
-    const stale = page.filter((stored) => stored.expiresAt > at && sealedWithOf(secrets, stored.key) !== secrets.keyId);
+    const stale = page.filter((stored) => stored.expiresAt > at && sealedKeyIdOf(stored.key) !== secrets.keyId);
     // A page's writes go together, as the sweep's deletes do (shredExpiredContent).
     const results = await deferDurability(() => Promise.all(stale.map(async (stored): Promise<'resealed' | 'unopenable' | 'left' | 'done'> => {
       let key: string;
@@ -295,7 +293,7 @@ export async function resealContentKeys(documents: DocumentStore, secrets: Conte
         key = openedKey(secrets, stored);
       } catch (error) {
         if (!(error instanceof SecretBoxError)) throw error;
-        if (outcome.unopenable.length < UNOPENABLE_LISTED) outcome.unopenable.push({ emailId: stored._id, sealedWithKeyId: sealedWithOf(secrets, stored.key) });
+        if (outcome.unopenable.length < UNOPENABLE_LISTED) outcome.unopenable.push({ emailId: stored._id, sealedWithKeyId: sealedKeyIdOf(stored.key) });
         return 'unopenable';
       }
       // At the version read: an admission that took the key over meanwhile wrote it under its own
@@ -303,7 +301,7 @@ export async function resealContentKeys(documents: DocumentStore, secrets: Conte
       // give-back that deleted it leaves nothing to keep.
       if (await keys.replace({ _id: stored._id, key: sealContentKey(secrets, stored._id, key), expiresAt: stored.expiresAt }, stored._v)) return 'resealed';
       const current = await keys.get(stored._id);
-      return current === null || current.expiresAt <= at || sealedWithOf(secrets, current.key) === secrets.keyId ? 'done' : 'left';
+      return current === null || current.expiresAt <= at || sealedKeyIdOf(current.key) === secrets.keyId ? 'done' : 'left';
     })));
     for (const result of results) {
       if (result === 'resealed') outcome.changed++;

@@ -4,7 +4,7 @@
 // current key (and seals keys stored in clear by earlier versions).
 import type { SendingDomain } from '../../domain/management.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
-import { SecretBoxError, type SecretBox } from '../../infra/secrets/secret-box.ts';
+import { SecretBoxError, sealedKeyIdOf, type SecretBox } from '../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from './collections.ts';
 
 const PURPOSE = 'dkim-private-key';
@@ -35,8 +35,6 @@ export interface ResealOutcome {
   remaining: number;
 }
 
-const sealedKeyId = (sealed: string | undefined): string | null => sealed?.split('.')[1] ?? null;
-
 /**
  * Seals keys kept in clear by earlier versions and re-seals those of a previous secret: the
  * active key and a pending rotation's (domain/dkim-rotation.ts), each on its own, so that one
@@ -47,8 +45,8 @@ export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBo
   const outcome: ResealOutcome = { changed: 0, unopenable: [], remaining: 0 };
   for (const domain of await domains.find({})) {
     const pending = domain.dkimRotation ?? null;
-    const activeCurrent = sealedKeyId(domain.dkimPrivateKeySealed) === secrets.keyId && domain.dkimPrivateKeyPem === undefined;
-    const pendingCurrent = pending === null || sealedKeyId(pending.privateKeySealed) === secrets.keyId;
+    const activeCurrent = sealedKeyIdOf(domain.dkimPrivateKeySealed) === secrets.keyId && domain.dkimPrivateKeyPem === undefined;
+    const pendingCurrent = pending === null || sealedKeyIdOf(pending.privateKeySealed) === secrets.keyId;
     if (activeCurrent && pendingCurrent) continue;
     const { _v, ...body } = domain;
     let resealed: SendingDomain = body;
@@ -58,7 +56,7 @@ export async function resealDkimKeys(documents: DocumentStore, secrets: SecretBo
     // restarted onto the new key): only that domain's mail fails (message_unbuildable,
     // delivery/attempt.ts), never every workspace's by keeping the sender from starting.
     const unopenable = (sealed: string | undefined, error: SecretBoxError) => {
-      outcome.unopenable.push({ domainId: domain._id, sealedWithKeyId: sealedKeyId(sealed), reason: error.message });
+      outcome.unopenable.push({ domainId: domain._id, sealedWithKeyId: sealedKeyIdOf(sealed), reason: error.message });
       left = true;
     };
     if (!activeCurrent) {

@@ -47,7 +47,7 @@ export interface HeldSlot {
  * died between its two writes (claim, then insert, with nothing but the store between), or its
  * end (a revocation, a deletion) died before freeing it.
  */
-const ABANDONED_SLOT_MS = 60_000;
+export const ABANDONED_SLOT_MS = 60_000;
 
 /**
  * Claims a free slot of `owner` among the first `limit` for `holderId`: its id, or null when all
@@ -91,4 +91,14 @@ export async function claimHeldSlot(
 export async function freeHeldSlot(slots: Collection<HeldSlot>, id: string, holderId: string): Promise<void> {
   const taken = await slots.get(id);
   if (taken?.holderId === holderId) await slots.delete(id, taken._v);
+}
+
+/** Runs `insert`, the write of the holder of `slot`; when it fails, the slot is freed again and the failure rethrown. */
+export async function insertHoldingSlot<T>(slots: Collection<HeldSlot>, slot: string, holderId: string, insert: () => Promise<T>): Promise<T> {
+  try {
+    return await insert();
+  } catch (error) {
+    await freeHeldSlot(slots, slot, holderId).catch(() => undefined);
+    throw error;
+  }
 }

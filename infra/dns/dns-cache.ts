@@ -57,6 +57,15 @@ function sizeOf(records: Answer[]): number {
   return bytes;
 }
 
+/** Each TXT record of an answer as one string: its character-strings joined (RFC 7208 3.3, RFC 8461 3.1). */
+export function txtStrings(records: readonly Answer[]): string[] {
+  return records.flatMap((r) => {
+    if (r.type !== 'TXT') return [];
+    const parts = Array.isArray(r.data) ? r.data : [r.data];
+    return [parts.map((p) => (Buffer.isBuffer(p) ? p.toString('utf8') : p)).join('')];
+  });
+}
+
 export class DnsCache {
   readonly #resolver: StubResolver;
   readonly #now: () => number;
@@ -162,12 +171,7 @@ export class DnsCache {
   async txt(name: string): Promise<DnsLookup<string>> {
     const found = await this.lookup(name, 'TXT');
     if (found.kind !== 'answer') return found;
-    const joined = found.records.flatMap((r) => {
-      if (r.type !== 'TXT') return [];
-      const parts = Array.isArray(r.data) ? r.data : [r.data];
-      return [parts.map((p) => (Buffer.isBuffer(p) ? p.toString('utf8') : p)).join('')];
-    });
-    return { ...found, records: joined };
+    return { ...found, records: txtStrings(found.records) };
   }
 
   async tlsa(name: string): Promise<DnsLookup<TlsaData>> {

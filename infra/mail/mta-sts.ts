@@ -27,7 +27,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Answer } from 'dns-packet';
 import { parsePolicy, validateMx } from 'mailauth/lib/mta-sts.js';
-import type { DnsCache, DnsLookup } from '../dns/dns-cache.ts';
+import { txtStrings, type DnsCache, type DnsLookup } from '../dns/dns-cache.ts';
 import { DnsQueryError } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
 import { readStsRecords, type StsRecord } from './mta-sts-record.ts';
@@ -107,13 +107,7 @@ interface CacheEntry extends Omit<MtaStsPolicy, 'lines'> {
 
 /** What a TXT answer's records say, each one's character-strings joined (RFC 8461 3.1). */
 function stsRecordOf(answer: DnsLookup<Answer>): StsRecord {
-  if (answer.kind !== 'answer') return { kind: 'none' };
-  const texts = answer.records.flatMap((r) => {
-    if (r.type !== 'TXT') return [];
-    const parts = Array.isArray(r.data) ? r.data : [r.data];
-    return [parts.map((p) => (Buffer.isBuffer(p) ? p.toString('utf8') : p)).join('')];
-  });
-  return readStsRecords(texts);
+  return answer.kind === 'answer' ? readStsRecords(txtStrings(answer.records)) : { kind: 'none' };
 }
 
 /** How many lines of a policy file mailauth takes for mx lines ("mx:", any case, blanks around). */

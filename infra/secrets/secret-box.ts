@@ -272,6 +272,11 @@ function checkPurpose(purpose: string): void {
   if (typeof purpose !== 'string' || purpose.length === 0) throw new TypeError('purpose must be a non-empty string');
 }
 
+/** The id of the key that sealed `value` (a value of SecretBox.seal), or null for anything else. */
+export function sealedKeyIdOf(value: unknown): string | null {
+  return typeof value === 'string' ? SEALED.exec(value)?.[1] ?? null : null;
+}
+
 /** The purpose, then the context after a NUL when there is one (without one, the purpose alone). */
 function associatedData(purpose: string, context: string | undefined): Buffer {
   return Buffer.from(context === undefined ? purpose : `${purpose}\u0000${context}`, 'utf8');

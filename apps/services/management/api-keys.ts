@@ -9,7 +9,7 @@ import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { keyPrefixOf, PERMISSIONS, type ApiKey, type Environment, type Permission, type Project } from '../../../domain/management.ts';
 import type { DocumentStore, Scalar } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { claimHeldSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
+import { claimHeldSlot, freeHeldSlot, insertHoldingSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, newSecret, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
@@ -78,13 +78,8 @@ export async function createApiKey(
     revokedAt: null,
     slot,
   };
-  try {
-    // 256 random bits never collide; reaching this means the random source is broken.
-    return { key: await insertUnique(apiKeysOf(documents), key, 'could not create a unique key; try again'), secret };
-  } catch (error) {
-    await freeHeldSlot(slotsOf(documents), slot, id).catch(() => undefined);
-    throw error;
-  }
+  // 256 random bits never collide; reaching this means the random source is broken.
+  return { key: await insertHoldingSlot(slotsOf(documents), slot, id, () => insertUnique(apiKeysOf(documents), key, 'could not create a unique key; try again')), secret };
 }
 
 /**

@@ -8,7 +8,7 @@ import { conflict } from '../../../domain/errors.ts';
 import type { Environment, Project } from '../../../domain/management.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { claimHeldSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
+import { claimHeldSlot, insertHoldingSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { insertUnique } from './documents.ts';
 import { newId } from './ids.ts';
 import { normalizeName } from './names.ts';
@@ -34,16 +34,11 @@ export async function createProject(
   const id = newId('prj');
   const slot = await claimProjectSlot(documents, input.workspaceId, id, now);
   if (slot === null) throw conflict(`a workspace has at most ${MAX_PROJECTS_PER_WORKSPACE} projects`);
-  try {
-    return await insertUnique(
-      projectsOf(documents),
-      { _id: id, workspaceId: input.workspaceId, name, environment: input.environment, createdAt: now.toISOString(), slot },
-      `a project named "${name}" already exists in this workspace`,
-    );
-  } catch (error) {
-    await freeHeldSlot(slotsOf(documents), slot, id).catch(() => undefined);
-    throw error;
-  }
+  return insertHoldingSlot(slotsOf(documents), slot, id, () => insertUnique(
+    projectsOf(documents),
+    { _id: id, workspaceId: input.workspaceId, name, environment: input.environment, createdAt: now.toISOString(), slot },
+    `a project named "${name}" already exists in this workspace`,
+  ));
 }
 
 /**

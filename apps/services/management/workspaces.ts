@@ -14,7 +14,7 @@ import { canGrantRole, membershipIdOf, roleAtLeast, type Membership, type Role, 
 import { checkAllowance, type AllowanceSettings, type MonthlyAllowances } from '../../../domain/usage/quota.ts';
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { claimHeldSlot, claimSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
+import { ABANDONED_SLOT_MS, claimHeldSlot, claimSlot, insertHoldingSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { insertUnique, updateDocument } from './documents.ts';
 import { newId, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
@@ -45,7 +45,7 @@ export async function createWorkspace(documents: DocumentStore, owner: User, nam
   const id = newId('ws');
   const slot = await claimWorkspaceSlot(documents, owner._id, id, now);
   if (slot === null) throw conflict(`a user may create at most ${MAX_WORKSPACES_PER_CREATOR} workspaces`);
-  try {
+  return insertHoldingSlot(workspaceSlotsOf(documents), slot, id, async () => {
     const workspace = await workspacesOf(documents).insert({ _id: id, name: normalized, activated: false, activatedAt: null, createdAt, slot });
     try {
       const membership = await membershipsOf(documents).insert({
@@ -57,10 +57,7 @@ export async function createWorkspace(documents: DocumentStore, owner: User, nam
       await workspacesOf(documents).delete(workspace._id).catch(() => false);
       throw error;
     }
-  } catch (error) {
-    await freeHeldSlot(workspaceSlotsOf(documents), slot, id).catch(() => undefined);
-    throw error;
-  }
+  });
 }
 
 /**
@@ -195,11 +192,6 @@ export interface InvitationSlot {
 }
 
 const slotsOf = (documents: DocumentStore) => documents.collection<InvitationSlot>(COLLECTIONS.invitationSlots);
-/**
- * A slot claimed this long ago whose invitation does not exist is free again: the invitation's
- * creation died between its two writes (claim, then insert, with nothing but the store between).
- */
-const ABANDONED_SLOT_MS = 60_000;
 
 export interface InvitationView { id: string; workspaceId: string; workspaceName: string; email: string; role: Role; status: 'pending'; createdAt: string; expiresAt: string }
 

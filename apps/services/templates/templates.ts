@@ -11,7 +11,7 @@ import { checkRevision, templateContentOf, type TemplateContent } from '../../..
 import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../infra/ports/document-store.ts';
 import type { WorkspaceTemplates } from '../../../infra/rendering/template-threads.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { claimHeldSlot, freeHeldSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
+import { claimHeldSlot, freeHeldSlot, insertHoldingSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { newTemplateId } from './template-ids.ts';
 
 /** A project's templates, at most: deleting one makes room for another. */
@@ -102,9 +102,8 @@ export async function createTemplate(documents: DocumentStore, threads: Workspac
     updatedAt: at,
   };
   try {
-    return await templatesOf(documents).insert(doc);
+    return await insertHoldingSlot(slotsOf(documents), slot, id, () => templatesOf(documents).insert(doc));
   } catch (error) {
-    await freeHeldSlot(slotsOf(documents), slot, id).catch(() => undefined);
     if (error instanceof DuplicateKeyError) throw slugTaken(content.slug);
     throw error;
   }

@@ -17,23 +17,17 @@ import { isWebhookEventType, type WebhookEventType } from '../../../domain/webho
 import { checkWebhookUrl } from '../../../infra/http/webhook-url.ts';
 import { checkResolvesPublic } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
-import { SecretBoxError, type SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { SecretBoxError, sealedKeyIdOf, type SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { updateDocument } from '../management/documents.ts';
 import { newId } from '../management/ids.ts';
 import { CONTROL_CHARACTERS } from '../management/names.ts';
-import { claimSlot } from '../slots.ts';
+import { ABANDONED_SLOT_MS, claimSlot } from '../slots.ts';
 import type { DeliveryEndings } from './delivery-endings.ts';
 
 const SECRET_PURPOSE = 'webhook-signing-secret';
 /** A project's endpoints, at most: what creation allows, the list shows and each event fans out to. */
 export const MAX_ENDPOINTS_PER_PROJECT = 20;
-/**
- * A slot claimed this long ago whose endpoint does not exist is free again: its creation or
- * deletion died between its two writes (each follows the other at once, with no I/O but the
- * store's in between).
- */
-const ABANDONED_SLOT_MS = 60_000;
 
 export interface WebhookEndpoint {
   _id: string;
@@ -129,7 +123,7 @@ export interface SigningSecretReseal {
 export async function resealSigningSecrets(documents: DocumentStore, secrets: SecretBox): Promise<SigningSecretReseal> {
   const outcome: SigningSecretReseal = { changed: 0, unopenable: [], remaining: 0 };
   for (const endpoint of await endpointsOf(documents).find({})) {
-    const sealedWithKeyId = typeof endpoint.secretSealed === 'string' ? endpoint.secretSealed.split('.')[1] ?? null : null;
+    const sealedWithKeyId = sealedKeyIdOf(endpoint.secretSealed);
     if (sealedWithKeyId === secrets.keyId) continue;
     const { _v, ...rest } = endpoint;
     let secret: string;
