@@ -10,10 +10,12 @@
 //
 // The suppressor's input may come again (at-least-once). An event it is done with for an address
 // is not acted on again, even once an owner removed the entry (../management/suppression-sources.ts).
-// Otherwise an entry already there is not written again and its event not appended again; when it
-// is this very event's, it is only settled once more, since the first handling may have stopped
-// between its event and its settling.
-import { randomUUID } from 'node:crypto';
+// Otherwise an entry already there is not written again; when it is this very event's, the first
+// handling may have stopped anywhere between writing it and marking the event handled, so its
+// addition is recorded again: the block's event id is derived from the report's event and the
+// address (blockEventId), so an event the first handling appended is not appended twice, and one
+// it never got to is appended now.
+import { createHash, randomUUID } from 'node:crypto';
 import { emailIdOfStream, occurredAtOf, type RecordedEmailEvent } from '../../../domain/email/events.ts';
 import { suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -22,7 +24,7 @@ import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { durableSoFar } from '../../../infra/ports/durability.ts';
 import { loadEmail } from '../email-stream.ts';
 import { markHandled, wasHandled } from '../management/suppression-sources.ts';
-import { recordAddition, settleAddition, suppressionsOf } from '../management/suppressions.ts';
+import { recordAddition, suppressionsOf } from '../management/suppressions.ts';
 import type { RecipientSuppressed, SuppressionCause } from '../../../domain/suppressions/events.ts';
 import { originOfEvent, type CommandOrigin } from '../../../domain/events/metadata.ts';
 import { recipientAddress } from './report-targets.ts';
@@ -33,6 +35,15 @@ type Reason = Extract<SuppressionEntry['reason'], 'hard_bounce' | 'complaint'>;
 function unlinkedOrigin(): CommandOrigin {
   const id = randomUUID();
   return { correlationId: id, causationId: id };
+}
+
+/** The id of the RecipientSuppressed that `eventId` causes for `address`: the same on every handling (a UUID, as event stores want). */
+export function blockEventId(eventId: string, address: string): string {
+  const bytes = createHash('sha256').update(`relay automatic suppression\n${eventId}\n${address}`).digest().subarray(0, 16);
+  bytes[6] = (bytes[6] & 0x0f) | 0x80; // version 8: name-based, by a hash of Relay's choosing (RFC 9562 5.8)
+  bytes[8] = (bytes[8] & 0x3f) | 0x80; // the RFC's variant
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** The recipients (by index) an event says must be blocked, and why. */
@@ -81,14 +92,14 @@ export async function applyAutomaticSuppression(deps: { events: EventStore; docu
     } catch (error) {
       // Blocked already (manually, or by an earlier report): one entry per address is enough.
       if (!(error instanceof DuplicateKeyError)) throw error;
-      if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await settleAddition(deps, change, origin, deps.now);
+      if ((await entries.get(suppressionIdOf(workspaceId, address)))?.lastEventId === event.id) await recordAddition(deps, change, origin, deps.now, blockEventId(event.id, address));
       await markHandled(deps.documents, source, deps.now());
       continue;
     }
     // The entry first, then its event (apps/services/management/suppressions.ts says why): in the
     // consumer's deferred-durability round the entry is durable only once this returns.
     await durableSoFar();
-    await recordAddition(deps, change, origin, deps.now);
+    await recordAddition(deps, change, origin, deps.now, blockEventId(event.id, address));
     await markHandled(deps.documents, source, deps.now());
     added++;
   }

@@ -67,10 +67,14 @@ export interface SuppressionStores {
   events: EventStore;
 }
 
-/** Appends a change of the list to its workspace's stream (any revision: changes of different addresses do not conflict). */
-export async function recordSuppressionChange(events: EventStore, change: SuppressionEvent, origin: CommandOrigin): Promise<void> {
+/**
+ * Appends a change of the list to its workspace's stream (any revision: changes of different
+ * addresses do not conflict). `eventId` names a change that may be recorded again (an automatic
+ * block whose report comes again): the store then keeps the first append only.
+ */
+export async function recordSuppressionChange(events: EventStore, change: SuppressionEvent, origin: CommandOrigin, eventId: string = randomUUID()): Promise<void> {
   await events.append(suppressionStreamId(change.data.workspaceId), [{
-    id: randomUUID(),
+    id: eventId,
     type: change.type,
     data: change.data as unknown as Record<string, unknown>,
     metadata: { ...origin, schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[change.type] },
@@ -82,8 +86,8 @@ export async function recordSuppressionChange(events: EventStore, change: Suppre
  * (top of this file): after it, no removal that began before the event can leave the history
  * saying the address is blocked while the list does not.
  */
-export async function recordAddition(stores: SuppressionStores, change: RecipientSuppressed, origin: CommandOrigin, now: () => Date): Promise<void> {
-  await recordSuppressionChange(stores.events, change, origin);
+export async function recordAddition(stores: SuppressionStores, change: RecipientSuppressed, origin: CommandOrigin, now: () => Date, eventId?: string): Promise<void> {
+  await recordSuppressionChange(stores.events, change, origin, eventId);
   await settleAddition(stores, change, origin, now);
 }
 
