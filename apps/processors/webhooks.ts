@@ -89,7 +89,11 @@ export const webhooks = defineProcessor({
     const events = webhookEventsOf(event, state, state.occurredAt ?? stored.recordedAt);
     if (events.length === 0) return;
     const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, orderBy: [['createdAt', 'asc'], ['_id', 'asc']], limit: MAX_ENDPOINTS_PER_PROJECT });
-    if (await fanOut(deps.documents, events, endpoints, deps.now()) > 0) afterDurable(() => dispatcher.kick());
+    // An endpoint gets what happens once it exists: an event recorded before it was created, seen
+    // late (a lagging group, a redelivery, a parked record retried), would be a replay, which the spec rules out.
+    const recordedAt = Date.parse(stored.recordedAt);
+    const current = endpoints.filter((endpoint) => !(Date.parse(endpoint.createdAt) > recordedAt));
+    if (await fanOut(deps.documents, events, current, deps.now()) > 0) afterDurable(() => dispatcher.kick());
   },
 });
 
