@@ -50,7 +50,7 @@
 //                                   collector="pipeline_thread": 0 when the pipeline thread's registry did not
 //                                   answer in time (its last answer is shown instead: its counters never go down)
 //   process_*, nodejs_*             the process: start time, CPU, resident memory, heap, event-loop delay
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
@@ -61,6 +61,8 @@ import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import { partitionLag, type Log } from '../infra/ports/log.ts';
 import { PROCESSORS } from './processors/registry.ts';
+import { DEFAULT_LIMITS, serverOptionsOf } from './api/connection-limits.ts';
+import { limitPipelining } from './api/pipelining.ts';
 import { eventsTopic, groupOf } from './pipeline/topics.ts';
 import { forwarderCheckpointId, type ForwarderCheckpoint } from './pipeline/forwarder.ts';
 import { COLLECTIONS } from './services/collections.ts';
@@ -577,7 +579,11 @@ export function countingAppends(store: EventStore, metrics: { eventsAppended(typ
  * monitoring network reaches while the API's port is public. Serves nothing else.
  */
 export async function listenForMetrics(metrics: RelayMetrics, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
-  const server = createServer((request, response) => {
+  // The API's bounds on time and on what one connection holds: a client that sends headers
+  // slowly, stays silent, or pipelines scrapes it never reads is cut like one of the API's.
+  // (Host is Node's to check here: nothing routes on it and no envelope is owed.)
+  const limits = DEFAULT_LIMITS;
+  const server = createServer({ ...serverOptionsOf(limits).http, requireHostHeader: true }, (request, response) => {
     const path = (request.url ?? '').split('?')[0];
     if (path !== '/metrics' || (request.method !== 'GET' && request.method !== 'HEAD')) {
       response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('only /metrics is served here\n');
@@ -589,7 +595,9 @@ export async function listenForMetrics(metrics: RelayMetrics, host: string, port
     );
   });
   // Scrapers keep their connection; an idle one must not hold up shutdown.
-  server.keepAliveTimeout = 5000;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  server.setTimeout(limits.idleTimeoutMs);
+  limitPipelining(server, { inProgress: limits.requestsInProgress, waiting: limits.requestsWaiting, closeMs: limits.unauthenticatedLingerMs }, tooManyScrapes);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -608,4 +616,9 @@ export async function listenForMetrics(metrics: RelayMetrics, host: string, port
       server.closeAllConnections();
     }),
   };
+}
+
+function tooManyScrapes(_request: IncomingMessage, response: ServerResponse): void {
+  response.writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '1', connection: 'close' })
+    .end('too many requests outstanding on this connection\n');
 }

@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'request_timeout'
   | 'headers_too_large'
   | 'http_version_not_supported'
+  | 'expectation_failed'
   | 'rate_limit_exceeded'
   | 'quota_exceeded'
   | 'service_unavailable'

@@ -1,14 +1,19 @@
 // What one client can hold on to: time (header, request, keep-alive and idle timeouts), the
 // socket after a refusal (closed, after a bounded drain so the answer is not lost to a reset),
-// and memory (request bodies are admitted against a process-wide budget of bytes in flight).
-// Node's own parser errors and timeouts are answered in the spec's envelope here too, and so is
-// a stop: it is bounded, whatever the clients hold open.
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+// and memory (request bodies are admitted against a process-wide budget of bytes in flight; the
+// requests of one connection are handled a few at a time: pipelining.ts). Node's own parser
+// errors and timeouts are answered in the spec's envelope here too, after the answers the
+// connection still owes, and so is a stop: it is bounded, whatever the clients hold open. And
+// what Node lets through that HTTP/1.1 refuses: Host (RFC 9112 3.2), transfer codings (6.1),
+// Expect (RFC 9110 10.1.1, 100 Continue only once the body is about to be read).
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RelayError } from '../../domain/errors.ts';
-import { envelope, parserErrorAnswer } from './error-registry.ts';
+import { envelope, EXPECTATION_FAILED, parserErrorAnswer } from './error-registry.ts';
+import { afterAnswersOwed, limitPipelining } from './pipelining.ts';
+import { endThenClose, stopReading } from './socket-closing.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -42,6 +47,10 @@ export interface ConnectionLimits {
   unauthenticatedLingerBytes: number;
   /** How long a stop waits for the requests being handled before it cuts every connection left (stopDrainOf). */
   stopDrainMs: number;
+  /** Requests of one connection handled at once; while they are, the connection is not read. */
+  requestsInProgress: number;
+  /** Requests pipelined past those in what was already read, waiting their turn; past this, 503 and the connection closes. */
+  requestsWaiting: number;
 }
 
 /**
@@ -74,6 +83,9 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   unauthenticatedLingerMs: 1_000,
   unauthenticatedLingerBytes: 64 * KiB,
   stopDrainMs: STOP_DRAIN_MS,
+  // 16 of the largest answers (the 78 KB OpenAPI document) are about 1.2 MB per connection.
+  requestsInProgress: 16,
+  requestsWaiting: 64,
 };
 
 /** The fastify options that carry the timeouts; spread into Fastify({...}). */
@@ -89,6 +101,9 @@ export function serverOptionsOf(limits: ConnectionLimits) {
       // Node checks header and request deadlines on this period (30 s by default, which would
       // let a request outlive its timeout by up to 30 s).
       connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4))),
+      // Node's own refusal of a request without Host has no body: the onRequest check
+      // (hostProblem) answers it in the envelope, and lets HTTP/1.0 requests through.
+      requireHostHeader: false,
     },
   };
 }
@@ -104,32 +119,6 @@ interface Linger { ms: number; bytes: number }
 const lingerOf = (limits: ConnectionLimits, unauthenticated: boolean): Linger => unauthenticated
   ? { ms: limits.unauthenticatedLingerMs, bytes: limits.unauthenticatedLingerBytes }
   : { ms: limits.lingerMs, bytes: limits.lingerBytes };
-
-/** Stops reading from `socket` for good: what the client still sends stays in the kernel's buffers and pushes back on it. */
-function stopReading(socket: Socket): void {
-  socket.pause();
-  // Node's request machinery resumes consumed sockets when a request is read or dumped.
-  socket.resume = () => socket;
-}
-
-/**
- * Closes `socket` without losing the answer just written. Destroying a socket that still
- * has unread bytes makes the kernel send a reset, and a client still writing its body may
- * then report EPIPE instead of our answer. So the write side is ended (FIN after the answer)
- * and the socket is destroyed when the client is done (it closes its side, or its request
- * ends), or after `ms` at the latest.
- */
-function endThenClose(socket: Socket, ms: number, onDone: (done: () => void) => void = () => {}): void {
-  const done = () => {
-    clearTimeout(timer);
-    socket.destroy();
-  };
-  const timer = setTimeout(done, ms);
-  socket.once('close', () => clearTimeout(timer));
-  socket.once('end', done);
-  onDone(done);
-  socket.end();
-}
 
 /**
  * Marks a response sent before its request's body was read in full: it goes out with
@@ -177,7 +166,12 @@ function closeAfterResponse(request: IncomingMessage, linger: Linger, received: 
 
 const answered = new WeakSet<Socket>();
 
-/** fastify's clientErrorHandler: Node's parser errors and timeouts, in the envelope, then a bounded drain. */
+/**
+ * fastify's clientErrorHandler: Node's parser errors and timeouts, in the envelope, then a
+ * bounded drain. Requests received in full before the failing one are answered first, in
+ * order (RFC 9112 9.3.2): a client takes the first answer on a connection for its first
+ * request, so a refusal written ahead of an answer still owed would stand for that request.
+ */
 export function clientErrorHandler(limits: ConnectionLimits) {
   return function onClientError(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
     // A parser in error reports again for every chunk that follows: the first answer stands.
@@ -187,26 +181,28 @@ export function clientErrorHandler(limits: ConnectionLimits) {
       socket.destroy();
       return;
     }
-    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    // Never write into a response already under way: that would corrupt the stream.
-    if (!socket.writable || inFlight?.headersSent) {
-      socket.destroy();
-      return;
-    }
+    // Whatever follows is not read; the client gets the answers owed, this one and a FIN.
+    stopReading(socket);
     const answer = parserErrorAnswer(error.code, limits);
     this.log.debug({ code: error.code, status: answer.status }, 'client error');
-    const body = JSON.stringify(envelope(answer.code, answer.message));
-    const headers = [
-      `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}`,
-      'Content-Type: application/json; charset=utf-8',
-      `Content-Length: ${Buffer.byteLength(body)}`,
-      `Date: ${new Date().toUTCString()}`,
-      'Connection: close',
-    ];
-    socket.write(`${headers.join('\r\n')}\r\n\r\n${body}`);
-    // Whatever follows is not read; the client has the answer and a FIN.
-    stopReading(socket);
-    endThenClose(socket, limits.unauthenticatedLingerMs);
+    afterAnswersOwed(socket, () => {
+      const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+      // Never write into a response already under way: that would corrupt the stream.
+      if (!socket.writable || inFlight?.headersSent) {
+        socket.destroy();
+        return;
+      }
+      const body = JSON.stringify(envelope(answer.code, answer.message));
+      const headers = [
+        `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}`,
+        'Content-Type: application/json; charset=utf-8',
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        `Date: ${new Date().toUTCString()}`,
+        'Connection: close',
+      ];
+      socket.write(`${headers.join('\r\n')}\r\n\r\n${body}`);
+      endThenClose(socket, limits.unauthenticatedLingerMs);
+    });
   };
 }
 
@@ -281,6 +277,21 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
   const budget = new BodyBudget(limits);
   budgets.set(app, budget);
 
+  limitPipelining(app.server, { inProgress: limits.requestsInProgress, waiting: limits.requestsWaiting, closeMs: limits.unauthenticatedLingerMs }, tooManyRequests(limits));
+  // Node answers 100 Continue before any hook runs unless the server listens for checkContinue:
+  // the request is then handled like any other, and 100 goes out when its body is about to be
+  // read (continueWhenRead), never ahead of a refusal on its headers. Other expectations are
+  // refused in the envelope (onRequest below) rather than by Node's bare 417.
+  app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    continueExpected.add(request);
+    app.server.emit('request', request, response);
+  });
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    expectationUnmet.add(request);
+    app.server.emit('request', request, response);
+  });
+  const transferCodingRefused = parserErrorAnswer('HPE_INVALID_TRANSFER_ENCODING', limits).message;
+
   const stop = new StopDrain(app, limits.stopDrainMs);
 
   app.addHook('preParsing', async (request, reply, payload) => {
@@ -297,13 +308,13 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       if (declared === null || declared === 0 || declared > bodyLimit) return payload;
       if (!budget.take(declared, 0)) throw budgetFull();
       reply.raw.once('close', () => budget.give(declared));
-      return payload;
+      return continueWhenRead(request, reply, payload);
     }
     const metered = new MeteredBody(budget);
     meteredBodies.set(request.raw, metered);
     reply.raw.once('close', () => budget.give(metered.size));
     payload.on('error', (error) => metered.destroy(error));
-    return payload.pipe(metered);
+    return continueWhenRead(request, reply, payload.pipe(metered));
   });
 
   app.addHook('onRequest', async (request, reply) => {
@@ -320,6 +331,18 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     if (request.raw.httpVersionMajor !== 1 || request.raw.httpVersionMinor > 1) {
       reply.header('connection', 'close');
       throw new RelayError('http_version_not_supported', 'request: only HTTP/1.0 and HTTP/1.1 are served');
+    }
+    // A proxy in front may read another host, or another framing, than Relay does: the
+    // request is refused and its connection closed.
+    const refusal = hostProblem(request.raw) ?? transferCodingProblem(request.raw, transferCodingRefused);
+    if (refusal !== null) {
+      reply.header('connection', 'close');
+      throw new RelayError('validation_error', refusal);
+    }
+    if (expectationUnmet.has(request.raw)) {
+      reply.header('connection', 'close');
+      reply.status(EXPECTATION_FAILED.status).send(envelope(EXPECTATION_FAILED.code, EXPECTATION_FAILED.message));
+      return reply;
     }
     // A request no route serves is answered by the not-found handler now, before preParsing:
     // its answer never depends on the body, so the body takes no budget and is not waited for
@@ -347,6 +370,68 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
   });
 
   return budget;
+}
+
+// ---------------------------------------------------------------------------------------
+// What HTTP/1.1 refuses and Node lets through
+
+/** Requests that asked for 100 Continue (Node's checkContinue), and those with any other expectation (checkExpectation). */
+const continueExpected = new WeakSet<IncomingMessage>();
+const expectationUnmet = new WeakSet<IncomingMessage>();
+
+/** `body` as the route will read it: 100 Continue goes out when the reading begins, if the client asked for it and still waits. */
+function continueWhenRead<T extends NodeJS.ReadableStream>(request: FastifyRequest, reply: FastifyReply, body: T): T {
+  if (!continueExpected.has(request.raw) || request.raw.complete) return body;
+  body.once('resume', () => {
+    // (A refusal already sent may still read and discard the body: closeAfterResponse.)
+    if (!reply.raw.headersSent && !reply.raw.destroyed) reply.raw.writeContinue();
+  });
+  return body;
+}
+
+/** RFC 9110 7.2: uri-host [":" port]; uri-host an IP literal, an IPv4 address or a reg-name (RFC 3986 3.2.2), possibly empty. */
+const HOST = /^(?:\[(?:[0-9A-Fa-f:.]+|[vV][0-9A-Fa-f]+\.[\w.~!$&'()*+,;=:-]+)\]|(?:[\w.~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?$/;
+
+/** What is wrong with the request's Host (RFC 9112 3.2), or null. Node keeps the first of several lines, so the raw lines are counted. */
+function hostProblem(request: IncomingMessage): string | null {
+  let lines = 0;
+  let value = '';
+  const raw = request.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 4 && raw[i].toLowerCase() === 'host') {
+      lines++;
+      value = String(raw[i + 1]);
+    }
+  }
+  if (lines > 1) return 'header Host: must be sent once';
+  // HTTP/1.0 predates Host: its requests are served without one.
+  if (lines === 0) return request.httpVersionMinor === 0 ? null : 'header Host: is required';
+  return HOST.test(value) ? null : 'header Host: must be a host name or address, with an optional port';
+}
+
+/** What is wrong with the request's Transfer-Encoding (RFC 9112 6.1), or null: only chunked alone is decoded. */
+function transferCodingProblem(request: IncomingMessage, refused: string): string | null {
+  const codings = request.headers['transfer-encoding'];
+  if (codings === undefined) return null;
+  // An HTTP/1.0 intermediary may have framed it otherwise: its framing cannot be trusted.
+  if (request.httpVersionMinor === 0) return 'header Transfer-Encoding: not accepted in an HTTP/1.0 request';
+  return codings.trim().toLowerCase() === 'chunked' ? null : refused;
+}
+
+/** The answer to a request past a connection's bound (pipelining.ts), written as Node would a handler's. */
+function tooManyRequests(limits: ConnectionLimits) {
+  const body = JSON.stringify(envelope(
+    'service_unavailable',
+    `request: a connection may have ${limits.requestsInProgress + limits.requestsWaiting} requests outstanding; read the answers, or retry on a new connection`,
+  ));
+  return (_request: IncomingMessage, response: ServerResponse): void => {
+    response.writeHead(503, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'retry-after': '1',
+      connection: 'close',
+    }).end(body);
+  };
 }
 
 // ---------------------------------------------------------------------------------------

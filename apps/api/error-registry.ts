@@ -24,6 +24,7 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   request_timeout: 408,
   headers_too_large: 431,
   http_version_not_supported: 505,
+  expectation_failed: 417,
   rate_limit_exceeded: 429,
   quota_exceeded: 429,
   internal_error: 500,
@@ -78,6 +79,11 @@ export function parserErrorAnswer(nodeCode: string, limits: { maxHeaderBytes: nu
       return bad('request: the request is not valid HTTP/1.1');
   }
 }
+
+/** An Expect other than 100-continue (RFC 9110 10.1.1): the same request without it may succeed. */
+export const EXPECTATION_FAILED: ParserErrorAnswer = {
+  status: httpStatusOf.expectation_failed, code: 'expectation_failed', message: 'header Expect: only 100-continue is supported',
+};
 
 /** Turns fastify's validation output into one sentence that names the field. */
 function describeValidation(error: FastifyError): string {
