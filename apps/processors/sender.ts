@@ -12,7 +12,9 @@ import { resealContentKeys, type ContentKeyReseal } from '../services/content-va
 import { resealDkimKeys, type ResealOutcome, type UnopenableDkimKey } from '../services/dkim-key-vault.ts';
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { deliveryOutcomeReport } from '../services/delivery/outcome-report.ts';
-import { ensureWorkItemIndexes, openClaimItems, syncWorkItem, workItems, type WorkItem } from '../services/delivery/work-items.ts';
+import {
+  dueWorkspaceItems, ensureWorkItemIndexes, firstDueOfNextWorkspace, openClaimItems, syncWorkItem, workItems, workspaceOfItem, type WorkItem,
+} from '../services/delivery/work-items.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
@@ -20,7 +22,7 @@ import { afterDurable } from '../../infra/ports/durability.ts';
 import { startDispatcher, type Dispatcher } from '../pipeline/dispatcher.ts';
 import { startTlsReporting } from '../services/tls-reports/daily-reports.ts';
 import { ensureTlsSessionCountIndexes } from '../services/tls-reports/session-counts.ts';
-import { observedBySites, publishSites, type SiteRegistry } from '../services/delivery/sites.ts';
+import { MAX_LOOKUPS, observedBySites, publishSites, type SiteRegistry, type WantedLookup } from '../services/delivery/sites.ts';
 import { defineProcessor, type ProcessorDeps, type ProcessorRuntime } from './processor.ts';
 
 const SITE_KEY = 'site ';
@@ -42,46 +44,160 @@ async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item:
   return false;
 }
 
-/** Pages of due items one look reads at most, passing over sites that have no room. */
+/** Pages of due items (of the dispatcher's read size) one look reads at most, passing over sites that have no room. */
 const DUE_PAGES = 10;
+/** Workspaces one look gives turns, at most; the next look goes on from the last of them. */
+const WORKSPACES_PER_LOOK = 64;
+/** The first page of a workspace's items a look reads, at least (each further page of it twice the last). */
+const WORKSPACE_PAGE = 8;
+
+/** Where the next look at the schedule starts giving workspaces turns: after this one (null: from the first). */
+interface TurnCursor {
+  after: string | null;
+}
+
+/** One workspace's place in a look: its items read and not taken yet, and where its next page starts. */
+interface Turn {
+  workspace: string;
+  buffer: WorkItem[];
+  last: WorkItem;
+  /** The size of its last page read (0: none read yet). */
+  pageSize: number;
+  /** Its last page came short: nothing more of it is due. */
+  exhausted: boolean;
+  /** Nothing more of it to take in this look. */
+  done: boolean;
+  /** Lookups asked for it in this look. */
+  wanted: number;
+}
+
+interface DueRead {
+  documents: DocumentStore;
+  sites: SiteRegistry;
+  cursor: TurnCursor;
+  /** Items this instance runs now: nothing to start again. */
+  running: ReadonlySet<string>;
+  looked: () => void;
+}
 
 /**
- * Due items, earliest first, but at most as many per site as it has room for: items of a site
- * that is full (slow, or sending at its limit) are passed over for other sites' within the next
- * DUE_PAGES pages, so a backlog at one site never fills the window the dispatcher reads.
+ * Due items in workspace turns: each workspace's earliest due item in turn, then each one's
+ * next, and so on; within a workspace earliest first (by dueAt, then _id), as for a workspace
+ * alone. The schedule is every workspace's, and a site's connections and rate, a smarthost's
+ * pool and the DNS lookups of new domains are shared by all of them: served by due time alone,
+ * one workspace's burst (a newsletter of 2,000) would make another's one email (a sign-in code)
+ * wait for the whole burst. In turns, it waits behind a few items of each busy workspace.
+ *
+ * The workspaces with due items are found one seek each (firstDueOfNextWorkspace), at most
+ * WORKSPACES_PER_LOOK per look. Where the turns start moves on from look to look: past the last
+ * workspace reached when the look ended before every workspace had its first turn (so that the
+ * next ones get theirs), else past the first (so that no workspace is always first: at a site
+ * whose rate takes one message per slot, the first turn of each look is the one sent).
+ *
+ * At most `room` items (the dispatcher's free slots): an item read beyond them would wait in
+ * the dispatcher's queue in front of another workspace's item that comes due meanwhile.
+ *
+ * Within a workspace, at most as many items per site as the site has room for: items of a site
+ * that is full (slow, or sending at its limit) are passed over for other sites', within
+ * DUE_PAGES pages of `window` items read in all (a page per workspace per turn at most), so a
+ * backlog at one site never fills the window the dispatcher reads.
  *
  * An item whose recipient domain was not looked up yet is passed over too, while its site is
- * looked up in the background (a bounded number at once, through the DNS cache): until then its
- * key would be the domain itself, with a limit of its own, and new domains served by one MX set
- * (Google Workspace, Microsoft 365) would each run as a site of their own, past the real site's
- * `connections`. `looked` (a kick of the dispatcher) reads it again once its site is known.
+ * looked up in the background (a bounded number at once, through the DNS cache, shared out
+ * in workspace turns too): until then its key would be the domain itself, with a limit of its
+ * own, and new domains served by one MX set (Google Workspace, Microsoft 365) would each run as
+ * a site of their own, past the real site's `connections`. `looked` (a kick of the dispatcher)
+ * reads it again once its site is known.
  */
-async function dueBySite(documents: DocumentStore, sites: SiteRegistry, now: Date, limit: number, looked: () => void): Promise<WorkItem[]> {
+async function dueBySite(read: DueRead, now: Date, room: number, window: number, full: ReadonlySet<string>): Promise<WorkItem[]> {
+  const { documents, sites, cursor, running } = read;
   const picked: WorkItem[] = [];
+  if (room <= 0) return picked;
   const perSite = new Map<string, number>();
-  let after: WorkItem | undefined;
-  for (let page = 0; page < DUE_PAGES && picked.length < limit; page++) {
-    const batch = await workItems(documents).find({
-      where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit, ...(after ? { after: { dueAt: after.dueAt, _id: after._id } } : {}),
-    });
-    for (const item of batch) {
-      // As siteKeyOfItem, with a site only when it is known.
-      if (item.step !== 'recover' && item.domain) {
-        const site = sites.knownKeyOf(item.domain);
-        if (site === null) {
-          sites.lookUp(item.domain, looked);
-          continue;
+  const wanted: WantedLookup[] = [];
+  const wantedDomains = new Set<string>();
+  const turns: Turn[] = [];
+  let budget = DUE_PAGES * window;
+
+  /** Takes the item when it can start now: as siteKeyOfItem, with a site only when it is known. */
+  const take = (item: WorkItem, turn: Turn): boolean => {
+    if (running.has(item._id)) return false;
+    if (item.step !== 'recover' && item.domain) {
+      const site = sites.knownKeyOf(item.domain);
+      if (site === null) {
+        // A workspace never gets more lookups at once than there are: its domains past those can wait.
+        if (turn.wanted < MAX_LOOKUPS && !wantedDomains.has(item.domain) && !sites.lookingUp(item.domain)) {
+          turn.wanted++;
+          wantedDomains.add(item.domain);
+          wanted.push({ domain: item.domain, workspace: turn.workspace });
         }
-        const taken = perSite.get(site) ?? 0;
-        if (taken + sites.inFlight(site) >= sites.concurrency(site)) continue;
-        perSite.set(site, taken + 1);
+        return false;
       }
-      picked.push(item);
-      if (picked.length >= limit) break;
+      const taken = perSite.get(site) ?? 0;
+      if (full.has(`${SITE_KEY}${site}`) || taken + sites.inFlight(site) >= sites.concurrency(site)) return false;
+      perSite.set(site, taken + 1);
     }
-    if (batch.length < limit) break;
-    after = batch[batch.length - 1];
+    picked.push(item);
+    return true;
+  };
+
+  /** The workspace's next item that can start, reading one page of its items at most. */
+  const takeTurn = async (turn: Turn): Promise<void> => {
+    for (let paged = false; ;) {
+      while (turn.buffer.length > 0) if (take(turn.buffer.shift()!, turn)) return;
+      if (turn.exhausted || budget <= 0) {
+        turn.done = true;
+        return;
+      }
+      // Its next page on its next turn: the pages read are shared out in turns too.
+      if (paged) return;
+      // The first in proportion to the room left per workspace (many workspaces do not each read
+      // the whole room), each further one twice the last (a long backlog at full sites is passed quickly).
+      turn.pageSize = turn.pageSize === 0 ? Math.max(WORKSPACE_PAGE, Math.ceil((room - picked.length) / turns.length)) : 2 * turn.pageSize;
+      const size = Math.min(budget, window, turn.pageSize);
+      const page = await dueWorkspaceItems(documents, turn.workspace, now, turn.last, size);
+      paged = true;
+      budget -= page.length;
+      turn.exhausted = page.length < size;
+      if (page.length > 0) turn.last = page[page.length - 1];
+      turn.buffer = page;
+    }
+  };
+
+  // The first round finds the workspaces as it goes, from where the last look left off.
+  let after = cursor.after;
+  let wrapped = after === null;
+  let allFound = false;
+  while (picked.length < room && turns.length < WORKSPACES_PER_LOOK) {
+    const first = await firstDueOfNextWorkspace(documents, now, after);
+    if (first === null) {
+      if (wrapped) {
+        allFound = true;
+        break;
+      }
+      wrapped = true;
+      after = null;
+      continue;
+    }
+    const workspace = workspaceOfItem(first);
+    if (turns.some((turn) => turn.workspace === workspace)) {
+      allFound = true;
+      break;
+    }
+    after = workspace;
+    const turn: Turn = { workspace, buffer: [first], last: first, pageSize: 0, exhausted: false, done: false, wanted: 0 };
+    turns.push(turn);
+    await takeTurn(turn);
   }
+  if (turns.length > 0) cursor.after = (allFound ? turns[0] : turns[turns.length - 1]).workspace;
+  for (let active = turns; picked.length < room && active.length > 0; active = active.filter((turn) => !turn.done)) {
+    for (const turn of active) {
+      if (turn.done) continue;
+      await takeTurn(turn);
+      if (picked.length >= room) break;
+    }
+  }
+  sites.lookUp(wanted, read.looked);
   return picked;
 }
 
@@ -144,25 +260,33 @@ export const sender = defineProcessor({
     const runFailures = deps.metrics?.dispatchRunFailures('sender');
     // Set once the dispatcher exists: a site lookup that ends makes it read the schedule again.
     let kick = () => {};
+    let inFlight = () => 0;
+    const concurrency = transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY;
+    const running = new Set<string>();
+    const read: DueRead = { documents: deps.documents, sites, cursor: { after: null }, running, looked: () => kick() };
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
     const dispatcher = startDispatcher<WorkItem>({
-      due: (now, limit) => dueBySite(deps.documents, sites, now, limit, () => kick()),
+      due: (now, limit, full) => dueBySite(read, now, Math.min(limit, concurrency - inFlight()), limit, full),
       id: (item) => item._id,
       dueAt: (item) => item.dueAt,
       // A first attempt, a retry or a takeover is scheduled by its recipient's site; a recovery by itself.
       key: (item) => siteKeyOfItem(sites, item),
       run: async (item) => {
-        if (!(await takeSiteSlot(deps.documents, sites, item))) return;
-        return runDeliveryStep(delivery, item).then(
-        (result) => deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result }),
-        (error: Error) => {
-          throw new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${error.message}`, { cause: error });
-        },
-        );
+        running.add(item._id);
+        try {
+          if (!(await takeSiteSlot(deps.documents, sites, item))) return;
+          const result = await runDeliveryStep(delivery, item).catch((error: Error) => {
+            throw new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${error.message}`, { cause: error });
+          });
+          deps.onDebug?.('delivery step', { emailId: item._id, step: item.step, attempt: item.attempt, result });
+        } finally {
+          running.delete(item._id);
+        }
       },
-    }, { concurrency: transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
+    }, { concurrency, perKey: (key) => (key.startsWith(SITE_KEY) ? sites.concurrency(key.slice(SITE_KEY.length)) : 1), pollMs: POLL_MS, now: deps.now, onError: deps.onError, onRunFailed: () => runFailures?.inc(), onStuckRun: () => runFailures?.inc() });
     kick = () => dispatcher.kick();
+    inFlight = () => dispatcher.status().inFlight;
     // Started last, so that no failure of the start leaves it running.
     const contentKeys = resealContentKeysAside(deps);
     return {

@@ -97,7 +97,14 @@ const EVICTION_LOOKS = 64;
  * Site lookups (lookUp) under way at once, at most: however many new recipient domains a look
  * at the schedule finds, its DNS work is bounded, and the rest are looked up on later looks.
  */
-const MAX_LOOKUPS = 16;
+export const MAX_LOOKUPS = 16;
+
+/** A recipient domain whose site a workspace's due mail waits for. */
+export interface WantedLookup {
+  domain: string;
+  workspace: string;
+}
+
 /** How fast a site's recent volume forgets: a transaction this long ago counts half. */
 export const VOLUME_HALF_LIFE_MS = 10 * 60_000;
 const decayed = (volume: number, elapsedMs: number) => volume * 2 ** (-Math.max(0, elapsedMs) / VOLUME_HALF_LIFE_MS);
@@ -117,6 +124,8 @@ export class SiteRegistry {
   #domainChars = 0;
   /** Domains whose lookUp is under way. */
   readonly #lookingUp = new Set<string>();
+  /** Lookups under way per workspace (none: absent). */
+  readonly #lookupsOf = new Map<string, number>();
 
   constructor(options: SiteRegistryOptions) {
     this.#dns = options.dns;
@@ -144,20 +153,48 @@ export class SiteRegistry {
     return this.#domains.get(name) ?? null;
   }
 
+  /** Whether the domain's lookUp is under way. */
+  lookingUp(domain: string): boolean {
+    return this.#lookingUp.has(domain.toLowerCase());
+  }
+
   /**
-   * Looks a domain's site up in the background (resolve), at most MAX_LOOKUPS at once;
-   * `looked` is called when it is known. A domain already being looked up, or one past the
-   * bound, is left for a later call.
+   * Looks the wanted domains' sites up in the background (resolve), as many as MAX_LOOKUPS
+   * leaves room for; `looked` is called as each is known. The room goes by workspace turns, the
+   * lookups under way counted: every workspace's first wanted domain before any workspace's
+   * second, so that one workspace's many new domains (a list imported from a CRM) do not spend
+   * every lookup while another's one email waits. Within a workspace, and between workspaces
+   * on the same turn, in the order given. A domain already being looked up, or past the room, is
+   * left for a later call.
    */
-  lookUp(domain: string, looked: () => void): void {
-    const name = domain.toLowerCase();
-    if (this.#lookingUp.has(name) || this.#lookingUp.size >= MAX_LOOKUPS) return;
-    this.#lookingUp.add(name);
-    // resolve() does not throw: a failed lookup makes the domain its own site.
-    void this.resolve(name).finally(() => {
-      this.#lookingUp.delete(name);
-      looked();
-    });
+  lookUp(wanted: readonly WantedLookup[], looked: () => void): void {
+    if (this.#lookingUp.size >= MAX_LOOKUPS) return;
+    const seen = new Set<string>();
+    const turnsTaken = new Map<string, number>();
+    const queued: Array<{ name: string; workspace: string; turn: number }> = [];
+    for (const { domain, workspace } of wanted) {
+      const name = domain.toLowerCase();
+      if (seen.has(name) || this.#lookingUp.has(name)) continue;
+      seen.add(name);
+      const turn = turnsTaken.get(workspace) ?? this.#lookupsOf.get(workspace) ?? 0;
+      turnsTaken.set(workspace, turn + 1);
+      queued.push({ name, workspace, turn });
+    }
+    // Stable: the given order decides within a turn.
+    queued.sort((a, b) => a.turn - b.turn);
+    for (const { name, workspace } of queued) {
+      if (this.#lookingUp.size >= MAX_LOOKUPS) return;
+      this.#lookingUp.add(name);
+      this.#lookupsOf.set(workspace, (this.#lookupsOf.get(workspace) ?? 0) + 1);
+      // resolve() does not throw: a failed lookup makes the domain its own site.
+      void this.resolve(name).finally(() => {
+        this.#lookingUp.delete(name);
+        const left = (this.#lookupsOf.get(workspace) ?? 1) - 1;
+        if (left > 0) this.#lookupsOf.set(workspace, left);
+        else this.#lookupsOf.delete(workspace);
+        looked();
+      });
+    }
   }
 
   /** The site a domain belongs to, looking its MX set up (through the cache) when needed. */

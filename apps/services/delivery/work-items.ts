@@ -31,7 +31,16 @@ export interface WorkItem {
   claimedAt?: string;
   /** attempt and takeover: the domain of the first recipient the step is for (its site schedules it); null when only BCC recipients are left. */
   domain?: string | null;
+  /**
+   * The email's workspace: the sender gives workspaces turns at its schedule. Absent from items
+   * written before it was recorded; those take their turns together, as one workspace
+   * (workspaceOfItem).
+   */
+  workspaceId?: string;
 }
+
+/** The workspace whose turn an item takes: '' for items that do not name theirs. */
+export const workspaceOfItem = (item: Pick<WorkItem, 'workspaceId'>): string => item.workspaceId ?? '';
 
 export const workItems = (documents: DocumentStore) => documents.collection<WorkItem>(COLLECTIONS.deliveries);
 
@@ -40,6 +49,9 @@ export async function ensureWorkItemIndexes(documents: DocumentStore): Promise<v
     { name: 'dueAt', fields: [['dueAt', 'asc'], ['_id', 'asc']] },
     // Open claims, for the sender's start and /metrics.
     { name: 'step_dueAt', fields: [['step', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']] },
+    // Workspaces' turns: which workspaces have items due (the first due item past a workspace,
+    // one seek each) and one workspace's due items, earliest first (dueWorkspaceItems).
+    { name: 'workspaceId_dueAt', fields: [['workspaceId', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']] },
   ]);
 }
 
@@ -62,6 +74,41 @@ export async function openClaimsSummary(documents: DocumentStore): Promise<{ cou
 export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number): Promise<WorkItem[]> =>
   workItems(documents).find({ where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit });
 
+/**
+ * The earliest due item of the first workspace after `after` with one due, in workspace order:
+ * the items that name no workspace first (after = null), then by workspaceId. Null past the last.
+ * Repeated from the workspace it returns, it lists the workspaces with due items, one seek each
+ * however many items each has. Each workspace's first item is read whatever its due time: a
+ * filter on due time in the same read would walk every item of a workspace whose mail is all
+ * due later (a burst deferred by greylisting), where its first item already says so.
+ */
+export async function firstDueOfNextWorkspace(documents: DocumentStore, now: Date, after: string | null): Promise<WorkItem | null> {
+  const items = workItems(documents);
+  const dueBy = now.toISOString();
+  if (after === null) {
+    const [unnamed] = await items.find({ where: { workspaceId: null, dueAt: { lte: dueBy } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
+    if (unnamed) return unnamed;
+  }
+  // A range matches strings only: never the items without a workspace, which came first.
+  for (let past = after ?? ''; ;) {
+    const [first] = await items.find({ where: { workspaceId: { gt: past } }, orderBy: [['workspaceId', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
+    if (!first) return null;
+    if (first.dueAt <= dueBy) return first;
+    past = workspaceOfItem(first);
+  }
+}
+
+/** A workspace's items due at `now` after `after` (by dueAt, then _id), earliest first. */
+export function dueWorkspaceItems(documents: DocumentStore, workspace: string, now: Date, after: WorkItem, limit: number): Promise<WorkItem[]> {
+  return workItems(documents).find({
+    // By dueAt and _id within the workspace: the cursor then bounds dueAt, a range the index seeks.
+    where: { workspaceId: workspace === '' ? null : workspace, dueAt: { lte: now.toISOString() } },
+    orderBy: [['dueAt', 'asc'], ['_id', 'asc']],
+    after: { dueAt: after.dueAt, _id: after._id },
+    limit,
+  });
+}
+
 /** What the schedule should say for an email in `state`; null when nothing more is due. */
 export function desiredWorkItem(state: EmailState, revision: number, origin: CommandOrigin, policy: DeliveryPolicy): WorkItem | null {
   const d = state.delivery;
@@ -75,13 +122,15 @@ export function desiredWorkItem(state: EmailState, revision: number, origin: Com
   const first = pending.map((index) => state.visibleAddresses[index]).find((a) => a !== undefined);
   const domain = first ? first.slice(first.lastIndexOf('@') + 1).toLowerCase() : null;
   const deadline = claimDeadline(state, policy);
+  const workspaceId = state.message?.workspaceId;
+  const of = workspaceId === undefined ? {} : { workspaceId };
   if (d.openClaim && deadline) {
     // A takeover sends, so its site schedules it as it does an attempt.
     return deadline.kind === 'takeover'
-      ? { _id: state.emailId, step: 'takeover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt, domain }
-      : { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt };
+      ? { _id: state.emailId, step: 'takeover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt, domain, ...of }
+      : { _id: state.emailId, step: 'recover', attempt: d.openClaim.attempt, dueAt: deadline.at, streamRevision: revision, origin, claimedAt: d.openClaim.claimedAt, ...of };
   }
-  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin, domain };
+  return { _id: state.emailId, step: 'attempt', attempt: d.attempts + 1, dueAt: d.nextAttemptAt ?? new Date(0).toISOString(), streamRevision: revision, origin, domain, ...of };
 }
 
 /**
