@@ -14,6 +14,16 @@
 // also kept in a store (the document store), so that a restart does not open a window in which
 // a blocked policy host would let mail go out under no policy.
 //
+// A cached policy is fetched again, same id or not, once it is older than about a day (RFC 8461
+// 3.3 and 10.2): otherwise an attacker who can block the policy host only around the moment a
+// long max_age ends gets the domain's mail under no policy. The refresh runs in the background,
+// started by a lookup that finds the policy due: the cached policy is in force meanwhile, so
+// waiting for the refresh would only add the policy host's delay (up to the fetch's time budget,
+// which whoever blocks the host chooses) to mail that already has what it needs; and a policy no
+// mail uses is not worth fetching. A refresh that fails leaves the cached policy as it was, is
+// reported like any failed fetch, and is not tried again for FETCH_RETRY_MS; one that succeeds
+// renews the policy's max_age, in memory and in the store.
+//
 // A recipient domain's owner writes its policy, and whoever gives an address chooses the domain,
 // so what the cache holds is bounded in bytes (an estimate of the heap, as the DNS cache's), the
 // least recently used policy going first (one evicted is read again from the store, if any). A
@@ -87,8 +97,10 @@ export interface MtaStsOptions {
   now?: () => number;
 }
 
-/** How long a domain whose policy could not be fetched (and nothing is cached) is not asked again. */
+/** How long a domain whose policy could not be fetched (nothing cached, a new id, or a refresh) is not asked again. */
 const FETCH_RETRY_MS = 5 * 60_000;
+/** A cached policy this old is fetched again (RFC 8461 3.3: "a suggested refresh frequency is once per day"). */
+const REFRESH_AFTER_MS = 86_400_000;
 const MAX_AGE_LIMIT_S = 31_557_600;
 /** More mx patterns than this make a policy invalid. */
 export const MAX_MX_PATTERNS = 100;
@@ -122,6 +134,19 @@ function mxLineCount(lines: readonly string[]): number {
 
 /** A V8 string's heap: a header, and one byte a character (two once any is outside Latin-1). */
 const stringBytes = (s: string): number => 24 + s.length * (/[^\x00-\xff]/.test(s) ? 2 : 1);
+
+/** When a policy was fetched (the store keeps its expiry and max_age). */
+const fetchedAt = (policy: Pick<MtaStsPolicy, 'expiresAt' | 'maxAge'>): number => policy.expiresAt - policy.maxAge * 1000;
+
+/**
+ * Whether a cached policy is due to be fetched again: daily, or at half its max_age when that
+ * is shorter (a policy of one day, common, would otherwise expire before any refresh), but not
+ * more often than a failed fetch is retried.
+ */
+function refreshDue(policy: Pick<MtaStsPolicy, 'expiresAt' | 'maxAge'>, now: number): boolean {
+  const after = Math.max(FETCH_RETRY_MS, Math.min(REFRESH_AFTER_MS, (policy.maxAge * 1000) / 2));
+  return now - fetchedAt(policy) >= after;
+}
 
 function cacheEntry(policy: Omit<MtaStsPolicy, 'lines'>, lines: readonly string[]): CacheEntry {
   const { domain, id, mode, mx, maxAge, expiresAt } = policy;
@@ -162,6 +187,10 @@ export class MtaStsResolver {
   /** Domains whose fetch failed with nothing cached: not asked again until then. */
   readonly #retryAfter = new Map<string, { at: number; id: string; failure: PolicyFailure }>();
   readonly #running = new Map<string, Promise<PolicyLookup>>();
+  /** Domains whose cached policy is being fetched again in the background. */
+  readonly #refreshing = new Set<string>();
+  /** One failure per `several` record read, so that while the DNS answer stands it is the same failure (counted per session, not per message). */
+  readonly #recordFailures = new WeakMap<StsRecord, PolicyFailure>();
   /** The `_mta-sts` record each DNS answer held: an answer the DNS cache hands out again is not read again. */
   readonly #records = new WeakMap<DnsLookup<Answer>, StsRecord>();
 
@@ -207,24 +236,71 @@ export class MtaStsResolver {
       return { policy: cached, failure: { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${(error as Error).message}` } };
     }
     if (record.kind === 'several') {
-      return { policy: cached, failure: { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${record.count} records begin with v=STSv1;` } };
+      let failure = this.#recordFailures.get(record);
+      if (!failure) {
+        failure = { resultType: 'sts-policy-fetch-error', detail: `_mta-sts.${domain} TXT: ${record.count} records begin with v=STSv1;` };
+        this.#recordFailures.set(record, failure);
+      }
+      return { policy: cached, failure };
     }
     if (record.kind !== 'id') return { policy: cached };
     const { id } = record;
-    if (cached && cached.id === id) return { policy: cached };
     const retry = this.#retryAfter.get(domain);
-    if (retry && retry.id === id && retry.at > now) return { policy: cached, failure: retry.failure };
+    const failed = retry && retry.id === id && retry.at > now ? retry.failure : null;
+    if (cached && cached.id === id) {
+      // A refresh that failed is said until it is tried again.
+      if (failed) return { policy: cached, failure: failed };
+      if (refreshDue(cached, now)) this.#refresh(domain, id);
+      return { policy: cached };
+    }
+    if (failed) return { policy: cached, failure: failed };
     try {
       const policy = this.#policyOf(this.#remember(await this.#fetch(domain, id)));
       this.#retryAfter.delete(domain);
       await this.#store?.save(policy).catch((error: Error) => this.#onStoreError(error));
       return { policy };
     } catch (error) {
-      const failure = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
-      this.#retryAfter.set(domain, { at: now + FETCH_RETRY_MS, id, failure });
-      if (this.#retryAfter.size > this.#maxPolicies) this.#retryAfter.delete(this.#retryAfter.keys().next().value!);
-      return { policy: cached, failure };
+      return { policy: cached, failure: this.#fetchFailed(domain, id, error, now) };
     }
+  }
+
+  /** Remembers a failed fetch of policy `id` for FETCH_RETRY_MS; returns the failure. */
+  #fetchFailed(domain: string, id: string, error: unknown, now: number): PolicyFailure {
+    const failure = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
+    this.#retryAfter.delete(domain);
+    this.#retryAfter.set(domain, { at: now + FETCH_RETRY_MS, id, failure });
+    if (this.#retryAfter.size > this.#maxPolicies) this.#retryAfter.delete(this.#retryAfter.keys().next().value!);
+    return failure;
+  }
+
+  /** Fetches the cached policy `id` of `domain` again, in the background (see the file comment). */
+  #refresh(domain: string, id: string): void {
+    if (this.#refreshing.has(domain)) return;
+    this.#refreshing.add(domain);
+    void (async () => {
+      const started = this.#now();
+      try {
+        // Another instance may have refreshed it already: its copy in the store is as good.
+        let stored: MtaStsPolicy | null = null;
+        try {
+          stored = (await this.#store?.load(domain)) ?? null;
+        } catch (error) {
+          this.#onStoreError(error as Error);
+        }
+        const fromStore = stored !== null && stored.id === id && !refreshDue(stored, started);
+        const entry = fromStore ? cacheEntry(stored!, stored!.lines) : await this.#fetch(domain, id);
+        // A lookup that met a new id meanwhile fetched that policy: this one is older.
+        const current = this.#cache.get(domain);
+        if (current && current.id !== id) return;
+        const policy = this.#policyOf(this.#remember(entry));
+        this.#retryAfter.delete(domain);
+        if (!fromStore) await this.#store?.save(policy).catch((error: Error) => this.#onStoreError(error));
+      } catch (error) {
+        if ((this.#cache.get(domain)?.id ?? id) === id) this.#fetchFailed(domain, id, error, started);
+      } finally {
+        this.#refreshing.delete(domain);
+      }
+    })();
   }
 
   async #record(domain: string): Promise<StsRecord> {

@@ -10,7 +10,12 @@
 // domain's MTA-STS policy (mta-sts.ts) in `enforce` mode changes that: only MX hosts matching
 // the policy, only over TLS with a certificate valid for the host; anything else is a
 // temporary failure naming MTA-STS. `testing` delivers as before and reports. Every session's
-// TLS outcome goes to the TLS report sink (RFC 8460).
+// TLS outcome goes to the TLS report sink (RFC 8460) once, when it is set up: RFC 8460 4.4
+// counts sessions, so a connection reused from the pool is not counted again, and a session has
+// one result (under `testing`, one to an MX host the policy does not list is that mismatch).
+// A send with `ignoreTlsPolicy` (TLS reports by mail, RFC 8460 5.3.1) is judged and counted
+// under the domain's policies all the same, so that the domain's report tells the truth, but
+// they decide nothing: TLS is opportunistic.
 //
 // Connections are pooled per MX host (a receiver like Gmail serves many domains).
 //
@@ -27,7 +32,7 @@ import { domainToASCII } from 'node:url';
 import type SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type RecipientResult, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { ConnectionPool, SessionRefused, SetupFailed, type Lease, type SessionRequirement, type SetupReply } from './mx-connections.ts';
-import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyLookup } from './mta-sts.ts';
+import { mxMatchesPolicy, type MtaStsPolicy, type MtaStsResolver, type PolicyFailure } from './mta-sts.ts';
 import { envelopeOutcomes, errorOutcome, isConnectionLevel, parseQueueId, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 import type { TlsFailureType, TlsPolicyApplied, TlsSessionSink, TlsVerdict } from './tls-sessions.ts';
@@ -90,6 +95,8 @@ interface HostPolicy {
 
 const NO_POLICY = (domain: string): TlsPolicyApplied => ({ type: 'no-policy-found', domain, strings: [], mxHosts: [] });
 const stsApplied = (policy: MtaStsPolicy): TlsPolicyApplied => ({ type: 'sts', domain: policy.domain, strings: policy.lines, mxHosts: policy.mx });
+/** Sessions that need not be verified share one pool slot per host. */
+const opportunistic = (host: string): SessionRequirement => ({ key: `${host} opportunistic`, required: false, accept: () => null });
 
 /** Connection attempts per domain and call, over all its MX hosts and their addresses. */
 const MAX_ATTEMPTS_PER_DOMAIN = 5;
@@ -163,6 +170,12 @@ export class MxTransport implements MailTransport {
   readonly #limits: TransactionLimits;
   readonly #monotonicNow: () => number;
   readonly #inFlight = new InFlight('mx');
+  /**
+   * MTA-STS failures already counted where they were met (the lookup that fetched): the resolver
+   * hands the same failure to every lookup while it remembers it, and those are counted per
+   * session they lead to, not per message.
+   */
+  readonly #countedFailures = new WeakSet<PolicyFailure>();
 
   constructor(options: MxTransportOptions) {
     this.#options = {
@@ -270,28 +283,38 @@ export class MxTransport implements MailTransport {
     return { kind: codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA') ? 'none' : 'unknown', response };
   }
 
-  /** The MTA-STS policy (or none) for sessions to MX host `host` of `domain`. */
-  #stsHostPolicy(domain: string, host: string, sts: MtaStsPolicy | null): HostPolicy {
+  /**
+   * The MTA-STS policy (or none) for sessions to MX host `host` of `domain`. `unlisted`: why the
+   * host does not match the policy's mx patterns, when it does not (and is used anyway: under
+   * `testing`, or a policy not honored). `honor`: false, the policy is judged but decides nothing.
+   */
+  #stsHostPolicy(domain: string, host: string, sts: MtaStsPolicy | null, unlisted: string | null, honor: boolean): HostPolicy {
     if (sts && sts.mode !== 'none') {
-      const enforce = sts.mode === 'enforce';
+      const enforce = sts.mode === 'enforce' && honor;
       const label = `MTA-STS (${sts.mode}) of ${domain}`;
-      const judge = (verdict: TlsVerdict) => ({ problem: verdict.problem, detail: verdict.detail });
+      // A host the policy does not list fails it whatever its certificate (RFC 8461 4.1 checks
+      // the name first): that is the session's one result.
+      const judge = unlisted !== null
+        ? (): { problem: TlsFailureType | null; detail: string } => ({ problem: 'validation-failure', detail: unlisted })
+        : (verdict: TlsVerdict) => ({ problem: verdict.problem, detail: verdict.detail });
       return {
         applied: stsApplied(sts),
         judge,
-        requirement: {
-          // Sessions that must be verified never share a pool slot with opportunistic ones.
-          key: `${host} ${enforce ? 'webpki' : 'opportunistic'}`,
-          required: enforce,
-          accept: (verdict) => (verdict.problem ? `${label}: ${verdict.detail}` : null),
-        },
+        requirement: enforce
+          ? {
+            // Sessions that must be verified never share a pool slot with opportunistic ones.
+            key: `${host} webpki`,
+            required: true,
+            accept: (verdict) => (verdict.problem ? `${label}: ${verdict.detail}` : null),
+          }
+          : opportunistic(host),
       };
     }
     return {
       applied: NO_POLICY(domain),
       // Without a policy only the lack of encryption is worth reporting.
       judge: (verdict) => ({ problem: verdict.encrypted ? null : 'starttls-not-supported', detail: verdict.detail }),
-      requirement: { key: `${host} opportunistic`, required: false, accept: () => null },
+      requirement: opportunistic(host),
     };
   }
 
@@ -342,19 +365,32 @@ export class MxTransport implements MailTransport {
     });
   }
 
-  async #stsPolicy(domain: string): Promise<PolicyLookup> {
-    if (!this.#mtaSts) return { policy: null };
-    const lookup = await this.#mtaSts.policyFor(domain);
-    if (lookup.failure) {
-      this.#report(domain, lookup.policy ? stsApplied(lookup.policy) : NO_POLICY(domain), { problem: lookup.failure.resultType, detail: lookup.failure.detail });
-    }
-    return lookup;
+  /**
+   * The domain's MTA-STS policy, and a failure to fetch it that is still to be counted with each
+   * session this message opens (one the resolver remembers, counted already where it was met).
+   */
+  async #stsPolicy(domain: string): Promise<{ policy: MtaStsPolicy | null; perSession: (() => void) | null }> {
+    if (!this.#mtaSts) return { policy: null, perSession: null };
+    const { policy, failure } = await this.#mtaSts.policyFor(domain);
+    if (!failure) return { policy, perSession: null };
+    const count = () => this.#report(domain, policy ? stsApplied(policy) : NO_POLICY(domain), { problem: failure.resultType, detail: failure.detail });
+    if (this.#countedFailures.has(failure)) return { policy, perSession: count };
+    this.#countedFailures.add(failure);
+    count();
+    return { policy, perSession: null };
   }
 
   async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage, options: SendOptions): Promise<RecipientOutcome[]> {
     const route = await this.#route(domain);
     if (route.kind === 'final') return addresses.map((a) => final(a, route.result, route.enhancedCode, route.response));
-    const { policy: sts } = await this.#stsPolicy(domain);
+    const { policy: sts, perSession } = await this.#stsPolicy(domain);
+    // RFC 8460 5.3.1: a TLS report by mail does not honor the failures it may be reporting.
+    const honor = !options.ignoreTlsPolicy;
+    // Each session set up (accepted or refused) counts once.
+    const counted = (policy: HostPolicy, verdict: TlsVerdict, host: string, address: string, sendingIp?: string | null) => {
+      perSession?.();
+      this.#report(domain, policy.applied, policy.judge(verdict), host, address, sendingIp);
+    };
     const budget = { attempts: MAX_ATTEMPTS_PER_DOMAIN };
     const failures: string[] = [];
     // Whether every host so far was ruled out for good (no address, or none Relay may use).
@@ -399,20 +435,30 @@ export class MxTransport implements MailTransport {
       onlyFinal = false;
       // DANE, where it applies, takes precedence over MTA-STS (RFC 8461 2).
       const dane = await this.#danePolicy(domain, host, route.secure, resolved.authenticated);
+      let policy: HostPolicy;
       if (dane && 'unusable' in dane) {
-        failures.push(`${host}: ${dane.unusable}`);
-        this.#report(domain, { type: 'tlsa', domain, strings: [], mxHosts: [host] }, { problem: 'dnssec-invalid', detail: dane.unusable }, host);
-        continue;
-      }
-      if (!dane && sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
-        const detail = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
-        this.#report(domain, stsApplied(sts), { problem: 'validation-failure', detail }, host);
-        if (sts.mode === 'enforce') {
-          failures.push(`MTA-STS (enforce) of ${domain}: ${detail}`);
+        const applied: TlsPolicyApplied = { type: 'tlsa', domain, strings: [], mxHosts: [host] };
+        if (honor) {
+          failures.push(`${host}: ${dane.unusable}`);
+          this.#report(domain, applied, { problem: 'dnssec-invalid', detail: dane.unusable }, host);
           continue;
         }
+        policy = { applied, judge: () => ({ problem: 'dnssec-invalid', detail: dane.unusable }), requirement: opportunistic(host) };
+      } else if (dane) {
+        policy = honor ? dane : { ...dane, requirement: opportunistic(host) };
+      } else {
+        let unlisted: string | null = null;
+        if (sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
+          unlisted = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
+          if (sts.mode === 'enforce' && honor) {
+            // No session: the host is no candidate (RFC 8461 4.1).
+            this.#report(domain, stsApplied(sts), { problem: 'validation-failure', detail: unlisted }, host);
+            failures.push(`MTA-STS (enforce) of ${domain}: ${unlisted}`);
+            continue;
+          }
+        }
+        policy = this.#stsHostPolicy(domain, host, sts, unlisted, honor);
       }
-      const policy = dane ?? this.#stsHostPolicy(domain, host, sts);
       let lease: Lease;
       try {
         lease = await this.#pool.acquire(host, resolved.addresses, budget, policy.requirement);
@@ -420,7 +466,7 @@ export class MxTransport implements MailTransport {
         // Every session a policy refused in the attempt is reported, whatever ended it; a
         // remembered refusal opened no session: it was reported when it happened.
         if (error instanceof SessionRefused || error instanceof SetupFailed) {
-          for (const refused of error.refusals) this.#report(domain, policy.applied, policy.judge(refused.verdict), host, refused.address);
+          for (const refused of error.refusals) counted(policy, refused.verdict, host, refused.address);
         }
         if (error instanceof SessionRefused) {
           // Still a deferral, but not a policy's alone: the host's reply decides the site's backoff.
@@ -439,7 +485,7 @@ export class MxTransport implements MailTransport {
         failures.push((error as Error).message);
         continue; // RFC 5321 5.1: on to the next MX host
       }
-      if (lease.fresh) this.#report(domain, policy.applied, policy.judge(lease.tls), host, lease.address, lease.localAddress);
+      if (lease.fresh) counted(policy, lease.tls, host, lease.address, lease.localAddress);
       if (begunAt === null) {
         // Once the connection answered: right before MAIL FROM.
         const markedAt = this.#monotonicNow();

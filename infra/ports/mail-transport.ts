@@ -78,6 +78,13 @@ export interface SendOptions {
    * transaction at its every deadline. Unset: no bound.
    */
   transactionGraceMs?: number;
+  /**
+   * The recipient domain's TLS policy (MTA-STS, DANE) decides nothing: TLS is opportunistic,
+   * as without a policy. For TLS reports sent by mail (RFC 8460 5.3.1: "Sending MTAs MUST NOT
+   * honor MTA-STS or DANE TLSA failures"), whose failures are often the very ones being
+   * reported. A transport that applies no such policy (smtp, outbox) has nothing to ignore.
+   */
+  ignoreTlsPolicy?: boolean;
 }
 
 /** The outcome of a recipient whose transaction the caller declined to begin. */

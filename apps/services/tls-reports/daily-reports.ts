@@ -7,10 +7,16 @@
 // and goes straight to the process's mail transport: it is Relay's operational mail, not a
 // customer's email, so it has no email stream, no timeline, no usage charge and no webhooks.
 // Without RELAY_TLSRPT_FROM, mailto destinations are skipped (HTTPS ones are still posted).
+// The mail does not honor the rua domain's MTA-STS or DANE (RFC 8460 5.3.1): its MX may be the
+// very one whose TLS failures are being reported.
 //
 // Each (day, domain) report is claimed first (a unique document), so several sender instances
 // send it once. Each hourly pass looks at the last REPORT_DAYS days, not only yesterday, so a
 // report whose sending failed is tried again after the UTC day turns, up to MAX_ATTEMPTS times.
+// Its document keeps which destinations have it: a failure at one destination is a delivery
+// failure to that one (RFC 8460 5.5: retried), whoever else took the report, and a retry goes
+// only to those that lack it. A day is reported once the session counts of every instance are
+// in the store (COUNTS_SETTLE_MS after it ends).
 // The claim is refreshed (compare-and-set) after each destination, so it is taken over as
 // abandoned only when its holder stopped, and a holder whose claim was taken over stops sending.
 // One instance runs one pass at a time, and a domain whose report throws is logged and left for
@@ -29,7 +35,7 @@ import type { MailTransport } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
 import { COLLECTIONS } from '../collections.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
-import { tlsSessionCounts, type TlsSessionCountDoc } from './session-counts.ts';
+import { FLUSH_EVERY_MS, tlsSessionCounts, type TlsSessionCountDoc } from './session-counts.ts';
 
 export interface TlsReportingDeps {
   documents: DocumentStore;
@@ -53,11 +59,22 @@ export interface TlsReportDoc {
   day: string;
   domain: string;
   reportId: string;
-  status: 'sending' | 'sent' | 'failed' | 'no_destination';
+  /** `partial`: some destinations have it, the others are tried again (as after `failed`). */
+  status: 'sending' | 'sent' | 'partial' | 'failed' | 'no_destination';
   attempts: number;
-  /** What each destination answered. */
+  /** What each destination answered, on the latest attempt. */
   results: string[];
+  /**
+   * Each destination tried (an https URL, or `mailto:` and the address) and whether it has the
+   * report. Absent from documents written before it was kept: none is known to have it.
+   */
+  destinations?: ReportDestination[];
   updatedAt: string;
+}
+
+export interface ReportDestination {
+  to: string;
+  delivered: boolean;
 }
 
 export const tlsReports = (documents: DocumentStore) => documents.collection<TlsReportDoc>(COLLECTIONS.tlsReports);
@@ -79,6 +96,13 @@ const MAX_ATTEMPTS = 48;
  * first passes did not run (every instance down) or could not look its domain up.
  */
 const REPORT_DAYS = 3;
+/**
+ * How long after a day ends its report waits: each sender instance adds its session counts to
+ * the store every FLUSH_EVERY_MS, and a flush of many lines, an instance under load and clocks a
+ * few seconds apart all stretch that; a report sent before the last of them is short of
+ * sessions for good. Many flush intervals, and still small beside the hourly passes.
+ */
+const COUNTS_SETTLE_MS = 30 * FLUSH_EVERY_MS;
 /**
  * Destinations of one report at most (a rua's https ones first, then its mailto ones): each is a
  * POST or a mail recipient, and a record is the recipient domain's to write.
@@ -178,7 +202,7 @@ export async function reportMessage(
  */
 function due(report: TlsReportDoc, now: Date): boolean {
   if (report.attempts >= MAX_ATTEMPTS) return false;
-  return report.status === 'failed' || (report.status === 'sending' && Date.parse(report.updatedAt) + CLAIM_STALE_MS < now.getTime());
+  return report.status === 'failed' || report.status === 'partial' || (report.status === 'sending' && Date.parse(report.updatedAt) + CLAIM_STALE_MS < now.getTime());
 }
 
 async function claim(documents: DocumentStore, day: string, domain: string, reportId: string, now: Date): Promise<Stored<TlsReportDoc> | null> {
@@ -250,16 +274,26 @@ async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: 
   let claimed = await claim(deps.documents, day, domain, reportId, deps.now());
   if (!claimed) return null;
   const results: string[] = found.note ? [found.note] : [];
+  // Which destinations have the report, as earlier attempts left it (a document from before this
+  // was kept has none: each destination gets it).
+  const reached = new Map((claimed.destinations ?? []).map((d) => [d.to, d.delivered]));
+  const destinationList = (): ReportDestination[] => [...reached].map(([to, delivered]) => ({ to, delivered }));
   // After each destination: the claim stays this pass's, refreshed, or the pass stops (another
   // took it over as abandoned and sends the report itself).
   const refresh = async (): Promise<boolean> => {
     const { _v, ...rest } = claimed!;
-    const next = await tlsReports(deps.documents).replace({ ...rest, results, updatedAt: deps.now().toISOString() }, _v);
+    const next = await tlsReports(deps.documents).replace({ ...rest, results, destinations: destinationList(), updatedAt: deps.now().toISOString() }, _v);
     if (next) claimed = next;
     else warn(deps, 'TLS report claim taken over while sending: this pass stops sending it', { domain, day, results });
     return next !== null;
   };
-  let delivered = false;
+  // The destinations this report is for: every one must have it for the report to be sent.
+  const wanted: string[] = [];
+  const statusNow = (): TlsReportDoc['status'] => {
+    if (!destinations) return 'no_destination';
+    const have = wanted.filter((to) => reached.get(to) === true).length;
+    return have === 0 ? 'failed' : have < wanted.length ? 'partial' : 'sent';
+  };
   try {
     if (destinations) {
       const { https, mailto, leftOut } = capped(destinations);
@@ -267,39 +301,53 @@ async function sendDomainReport(deps: TlsReportingDeps, pass: PassContext, day: 
       const report = buildTlsReport(day, domain, domainLines, identity, reportId);
       const gz = gzipSync(Buffer.from(JSON.stringify(report)));
       for (const url of https) {
+        wanted.push(url);
+        if (reached.get(url)) {
+          results.push(`${url}: has it (an earlier attempt)`);
+          continue;
+        }
         const outcome = await deps.egress.post({ url, body: gz, headers: { 'Content-Type': 'application/tlsrpt+gzip', 'User-Agent': 'Relay-TLSRPT/1.0' }, ...deps.https });
         results.push(`${url}: ${outcome.errorCode ?? `HTTP ${outcome.httpStatus}`}`);
-        delivered ||= outcome.errorCode === null;
+        reached.set(url, outcome.errorCode === null);
         if (!(await refresh())) return null;
       }
       if (mailto.length > 0) {
         if (!sender || !signing) {
           results.push(`mailto skipped: ${sender ? `${submitter} is not a verified sending domain` : 'RELAY_TLSRPT_FROM is not set'}`);
         } else {
-          const { raw, messageId } = await reportMessage(report, gz, identity, domain, day, sender, mailto, signing, deps.secrets, deps.now());
-          const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: sender, recipients: mailto }, raw, messageId });
-          for (const r of outcome.recipients) {
-            results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
-            delivered ||= r.result === 'delivered' || r.result === 'accepted';
+          wanted.push(...mailto.map((address) => `mailto:${address}`));
+          const lacking = mailto.filter((address) => !reached.get(`mailto:${address}`));
+          for (const address of mailto) if (!lacking.includes(address)) results.push(`mailto:${address}: has it (an earlier attempt)`);
+          if (lacking.length > 0) {
+            const { raw, messageId } = await reportMessage(report, gz, identity, domain, day, sender, lacking, signing, deps.secrets, deps.now());
+            const outcome = await deps.transport.send({ emailId: `tlsrpt-${day}`, envelope: { mailFrom: sender, recipients: lacking }, raw, messageId }, { ignoreTlsPolicy: true });
+            for (const r of outcome.recipients) {
+              results.push(`mailto:${r.address}: ${r.result} ${r.response}`.slice(0, 300));
+              reached.set(`mailto:${r.address}`, r.result === 'delivered' || r.result === 'accepted');
+            }
+            if (!(await refresh())) return null;
           }
-          if (!(await refresh())) return null;
         }
       }
     }
   } catch (error) {
-    // Failed rather than left `sending`: the next pass tries it again (within MAX_ATTEMPTS).
+    // Left due rather than `sending`: the next pass tries the destinations that lack it (within MAX_ATTEMPTS).
     const { _v, ...rest } = claimed;
-    await tlsReports(deps.documents).replace({ ...rest, status: 'failed', results: [...results, `error: ${(error as Error).message}`.slice(0, 300)], updatedAt: deps.now().toISOString() }, _v).catch(() => null);
+    const status = statusNow() === 'partial' ? 'partial' : 'failed';
+    await tlsReports(deps.documents).replace({ ...rest, status, results: [...results, `error: ${(error as Error).message}`.slice(0, 300)], destinations: destinationList(), updatedAt: deps.now().toISOString() }, _v).catch(() => null);
     throw error;
   }
-  const status: TlsReportDoc['status'] = !destinations ? 'no_destination' : delivered ? 'sent' : 'failed';
   const { _v, ...rest } = claimed;
-  return tlsReports(deps.documents).replace({ ...rest, status, results, updatedAt: deps.now().toISOString() }, _v);
+  return tlsReports(deps.documents).replace({ ...rest, status: statusNow(), results, destinations: destinationList(), updatedAt: deps.now().toISOString() }, _v);
 }
 
-/** The UTC days a pass at `now` looks at: yesterday first, then the earlier ones of REPORT_DAYS. */
+/**
+ * The UTC days a pass at `now` looks at: yesterday first, then the earlier ones of REPORT_DAYS;
+ * yesterday only once COUNTS_SETTLE_MS have passed since it ended.
+ */
 function reportDays(now: Date): string[] {
-  return Array.from({ length: REPORT_DAYS }, (_, i) => new Date(now.getTime() - (i + 1) * 86_400_000).toISOString().slice(0, 10));
+  const days = Array.from({ length: REPORT_DAYS }, (_, i) => new Date(now.getTime() - (i + 1) * 86_400_000).toISOString().slice(0, 10));
+  return days.filter((day) => Date.parse(`${day}T00:00:00Z`) + 86_400_000 + COUNTS_SETTLE_MS <= now.getTime());
 }
 
 /** Runs sendTlsReports for each of the last REPORT_DAYS days (UTC) now and then every hour, until stopped. */

@@ -17,6 +17,9 @@ export async function ensureTlsSessionCountIndexes(documents: DocumentStore): Pr
   await tlsSessionCounts(documents).ensureIndexes([{ name: 'day_domain', fields: [['day', 'asc'], ['domain', 'asc']] }]);
 }
 
+/** How often a process adds its counts to the store, by default (the daily reports wait for the last of them). */
+export const FLUSH_EVERY_MS = 10_000;
+
 /** Different lines a process keeps before it must flush (a flood of distinct MX addresses cannot grow it). */
 const MAX_PENDING_LINES = 10_000;
 
@@ -46,7 +49,7 @@ export class TlsSessionCounter implements TlsSessionSink {
   constructor(documents: DocumentStore, options: { flushEveryMs?: number; onError?: (error: Error) => void } = {}) {
     this.#documents = documents;
     this.#onError = options.onError ?? (() => {});
-    this.#timer = setInterval(() => void this.flush(), options.flushEveryMs ?? 10_000);
+    this.#timer = setInterval(() => void this.flush(), options.flushEveryMs ?? FLUSH_EVERY_MS);
     this.#timer.unref();
   }
 
