@@ -11,8 +11,10 @@
 //   the record is retried for as long as the outage lasts: no event is parked for a store down.
 // - both answer: the failure counts. At the `attempts`-th counted failure the event is parked (a
 //   document in `parked_events`, apps/services/parked-events.ts), a warning goes out, and the
-//   handler returns, so the offset is committed and the partition moves on. If the park itself
-//   cannot be written, the record is retried as in an outage and parked at its next failure.
+//   handler returns, so the offset is committed and the partition moves on. A park does not fail
+//   on what it records (a record the store refuses is written again with ids and counts only:
+//   parkEvent); if even that cannot be written, the store takes no writes: the record is retried
+//   as in an outage (the processor `recovering`) and parked at its next failure.
 // A record held longer than `stuckAfterMs` (an outage, or a handler that never settles) makes
 // the processor `stuck`: /readyz answers 503 for its process (apps/relay.ts).
 //
@@ -215,11 +217,19 @@ export async function startProcessor<R extends ProcessorRuntime>(definition: Pro
   };
 
   async function park(h: Held, record: LogRecord, error: Error): Promise<void> {
-    const parked = await parkEvent(deps.documents, {
-      processor: definition.name, group, event: h.target, error, attempts: h.failures,
-      firstFailedAt: h.firstFailedAt ?? deps.now(), lastFailedAt: deps.now(),
-      record: { topic: record.topic, partition: record.partition, offset: record.offset },
-    });
+    let parked: Awaited<ReturnType<typeof parkEvent>>;
+    try {
+      parked = await parkEvent(deps.documents, {
+        processor: definition.name, group, event: h.target, error, attempts: h.failures,
+        firstFailedAt: h.firstFailedAt ?? deps.now(), lastFailedAt: deps.now(),
+        record: { topic: record.topic, partition: record.partition, offset: record.offset },
+      });
+    } catch (parkError) {
+      const cause = errorOf(parkError);
+      liveness.failed(cause, 'park');
+      throw new Error(`${definition.name}: ${describe(h.target, record)} could not be parked (retried; parked at its next failure): ${cause.message}`, { cause });
+    }
+    liveness.succeeded('park');
     parkedHere++;
     release(record);
     warn(`${definition.name}: parked ${describe(h.target, record)} after ${h.failures} failed attempts; its partition moves on (relay parked list --processor ${definition.name})`, {

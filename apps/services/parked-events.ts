@@ -3,6 +3,9 @@
 // One document per (consumer group, event): parking the same event again only counts the new
 // attempts, so redeliveries and several instances agree on one record. `relay parked list`
 // shows them, `relay parked retry <id>` runs one again; /readyz counts them.
+// Parking must not fail on what it records, or the consumer it frees would be held for good: the
+// failure's message is made storable (a driver's message may quote the data it failed on, NUL and
+// all), and a record the store refuses all the same is written again with ids and counts only.
 import type { DocumentStore, Stored } from '../../infra/ports/document-store.ts';
 import type { StoredEvent } from '../../infra/ports/event-store.ts';
 import { COLLECTIONS } from './collections.ts';
@@ -21,7 +24,7 @@ export interface ParkedEvent {
   /** Position in the event store's global order, when known. */
   position: string | null;
   type: string | null;
-  /** The last error's message (capped). */
+  /** The last error's message (capped, made storable: see storableMessage), or UNSTORED_ERROR. */
   error: string;
   /** Failed attempts over every time it was parked. */
   attempts: number;
@@ -49,6 +52,9 @@ export interface Parking {
 
 const MAX_ERROR_CHARS = 2000;
 
+/** The error of a record the store would only take without the failure's own text. */
+export const UNSTORED_ERROR = 'the store refused the parked record holding the failure\'s message: look for it in the logs at lastFailedAt';
+
 export const parkedEventId = (group: string, eventId: string): string => `${group}:${eventId}`;
 
 /** The group that parks what `relay projections rebuild <name>` cannot apply. */
@@ -63,13 +69,43 @@ export async function ensureParkedIndexes(documents: DocumentStore): Promise<voi
   ]);
 }
 
-function messageOf(error: Error): string {
-  const text = error.message || error.name || String(error);
-  return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS)}…` : text;
+/**
+ * `text` as every store holds it: NUL (which PostgreSQL's jsonb cannot hold) and lone surrogates
+ * (which UTF-8 cannot) as U+FFFD, at most `max` characters and an ellipsis. Other control
+ * characters are kept as the failure said them: every store holds them, and `relay parked list`
+ * escapes them when it shows them (apps/cli/printable.ts).
+ */
+export function storableText(text: string, max = MAX_ERROR_CHARS): string {
+  const bounded = text.length > max ? `${text.slice(0, max)}…` : text;
+  // Made well formed after the cut: a cut inside a surrogate pair leaves a lone one.
+  return bounded.replaceAll('\u0000', '\ufffd').toWellFormed();
 }
 
-/** Records the event as parked (or adds these attempts to its record). Idempotent per (group, event). */
+/** The failure's message as a parked record holds it. */
+export function storableMessage(error: Error): string {
+  return storableText(error.message || error.name || String(error));
+}
+
+/**
+ * Records the event as parked (or adds these attempts to its record). Idempotent per (group, event).
+ * When the store refuses the record, a record of ids and counts with UNSTORED_ERROR is written
+ * instead (the type is left out, and a stream id made storable, as they come from the log for a
+ * record that could not be decoded); when it refuses that too (it takes no writes), the first
+ * refusal is thrown.
+ */
 export async function parkEvent(documents: DocumentStore, parking: Parking): Promise<Stored<ParkedEvent>> {
+  try {
+    return await writeParked(documents, parking, false);
+  } catch (error) {
+    try {
+      return await writeParked(documents, parking, true);
+    } catch {
+      throw error;
+    }
+  }
+}
+
+async function writeParked(documents: DocumentStore, parking: Parking, minimal: boolean): Promise<Stored<ParkedEvent>> {
   const parked = parkedEventsOf(documents);
   const id = parkedEventId(parking.group, parking.event.id);
   for (;;) {
@@ -79,11 +115,11 @@ export async function parkEvent(documents: DocumentStore, parking: Parking): Pro
       processor: parking.processor,
       group: parking.group,
       eventId: parking.event.id,
-      streamId: parking.event.streamId,
+      streamId: minimal ? storableText(parking.event.streamId, Infinity) : parking.event.streamId,
       revision: parking.event.revision,
       position: parking.event.position ?? current?.position ?? null,
-      type: parking.event.type,
-      error: messageOf(parking.error),
+      type: minimal ? null : parking.event.type,
+      error: minimal ? UNSTORED_ERROR : storableMessage(parking.error),
       attempts: (current?.attempts ?? 0) + parking.attempts,
       firstFailedAt: current?.firstFailedAt ?? parking.firstFailedAt.toISOString(),
       lastFailedAt: parking.lastFailedAt.toISOString(),

@@ -11,9 +11,12 @@
 //   a partial index for a query that implies its filter; it cannot infer a `$type` from an
 //   equality, so without the guard a lookup by a unique field would scan the collection.
 // Field paths and values are checked at run time: both may come from request input, and an
-// object in either place would be read by the server as query operators.
+// object in either place would be read by the server as query operators. Both are then written
+// as the documents store them (storable.ts), so a query names the stored keys and compares the
+// stored strings.
 import type { Document, Sort } from 'mongodb';
 import type { Condition, Direction, FindOptions, Scalar, Where } from '../ports/document-store.ts';
+import { storedPath, storedScalar } from './storable.ts';
 
 /**
  * The non-null BSON types a document can hold here: JSON's, plus what a driver may write.
@@ -25,6 +28,7 @@ export const NON_NULL_TYPES = ['number', 'string', 'bool', 'object', 'array', 'd
 /** Matches no document; a literal so callers need no special case. */
 export const NOTHING: Document = { _id: { $in: [] } };
 
+/** The path as stored, once checked. */
 export function checkField(field: string): string {
   if (typeof field !== 'string') throw new TypeError(`field path must be a string, got ${typeof field}`);
   for (const segment of field.split('.')) {
@@ -33,11 +37,12 @@ export function checkField(field: string): string {
       throw new Error(`invalid field path: ${JSON.stringify(field)}`);
     }
   }
-  return field;
+  return storedPath(field);
 }
 
+/** The value as stored, once checked. */
 function checkScalar(value: unknown, where: string): Scalar {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return storedScalar(value);
   // NaN has no place in the port's JSON model, and FerretDB drops the connection on it.
   if (typeof value === 'number' && !Number.isNaN(value)) return value;
   throw new TypeError(`${where}: not a scalar: ${typeof value === 'object' ? JSON.stringify(value) : String(value)}`);
@@ -105,8 +110,8 @@ function isCondition(value: unknown): value is Condition {
 export function whereClauses(where: Where | undefined): Array<Document> {
   if (!where) return [];
   return Object.entries(where).flatMap(([field, value]) => {
-    checkField(field);
-    return isCondition(value) ? conditionClauses(field, value) : [equals(field, checkScalar(value, `equality on ${field}`))];
+    const path = checkField(field);
+    return isCondition(value) ? conditionClauses(path, value) : [equals(path, checkScalar(value, `equality on ${field}`))];
   });
 }
 

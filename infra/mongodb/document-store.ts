@@ -1,7 +1,8 @@
 // The distributed adapter of the document store port, on MongoDB; also run against
 // FerretDB v1 (MongoDB wire protocol on PostgreSQL, or SQLite), the engine available for tests here.
-// Documents are stored as given plus the `_v` version field; the database is the URL's path
-// ('relay' when the URL has none).
+// Documents are stored as given plus the `_v` version field, through the encoding of
+// storable.ts (the identity for ordinary data) so that any JSON the port takes can be stored on
+// either engine; the database is the URL's path ('relay' when the URL has none).
 //
 // Compare-and-set. On MongoDB replace is `replaceOne({_id, _v: expected}, {...doc, _v:
 // expected + 1})` and delete-at-version is `deleteOne({_id, _v})`: a single-document write
@@ -65,11 +66,13 @@ import {
   type Where,
 } from '../ports/document-store.ts';
 import { and, checkField, compileFind, uniquePartialFilter, whereClauses } from './document-query.ts';
+import { fromStored, storedKey, storedString, toStored } from './storable.ts';
 
 const DEFAULT_DATABASE = 'relay';
 const PING_TIMEOUT_MS = 2000;
 
 const NAMESPACE_NOT_FOUND = 26;
+const NAMESPACE_EXISTS = 48;
 const INDEX_NOT_FOUND = 27;
 const INDEX_OPTIONS_CONFLICT = 85;
 const INDEX_KEY_SPECS_CONFLICT = 86;
@@ -223,18 +226,19 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
   }
 
   async get(id: string): Promise<Stored<T> | null> {
-    return (await this.#coll.findOne({ _id: id as never })) as Stored<T> | null;
+    return fromStored(await this.#coll.findOne({ _id: storedString(id) as never })) as Stored<T> | null;
   }
 
   async insert(doc: T, options?: InsertOptions): Promise<Stored<T>> {
     const version = insertVersion(options);
     const { id, body } = splitDocument(doc);
     const stored = { _id: id, ...body, _v: version };
+    const written = toStored(stored);
     try {
       // A copy: the driver would otherwise write into the document it is given.
-      await this.#coll.insertOne({ ...stored } as Document);
+      await this.#coll.insertOne({ ...written } as Document);
     } catch (err) {
-      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, stored, true);
+      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, written, true);
       throw err;
     }
     return stored as unknown as Stored<T>;
@@ -243,9 +247,11 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
   async insertMany(docs: T[], options?: InsertOptions): Promise<{ duplicates: string[] }> {
     const version = insertVersion(options);
     if (docs.length === 0) return { duplicates: [] };
+    const ids: string[] = [];
     const stored = docs.map((doc) => {
       const { id, body } = splitDocument(doc);
-      return { _id: id, ...body, _v: version } as Document;
+      ids.push(id);
+      return toStored({ _id: id, ...body, _v: version }) as Document;
     });
     try {
       // Unordered: a taken _id refuses that document only, as separate inserts would.
@@ -257,7 +263,7 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
       // As isDuplicateKey reads a single write's error (FerretDB may say InternalError).
       const duplicate = (e: { code: number; errmsg?: string }) => e.code === DUPLICATE_KEY || (e.code === 1 && /UNIQUE constraint failed|\(SQLSTATE 23505\)/.test(e.errmsg ?? ''));
       if (writeErrors.length === 0 || !writeErrors.every(duplicate)) throw err;
-      return { duplicates: writeErrors.map((e) => stored[e.index]._id as string) };
+      return { duplicates: writeErrors.map((e) => ids[e.index]) };
     }
   }
 
@@ -265,30 +271,34 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     const { id, body } = splitDocument(doc);
     if (!Number.isInteger(expectedVersion)) throw new TypeError(`expected version must be an integer, got ${expectedVersion}`);
     const replacement = { ...body, _v: expectedVersion + 1 };
+    const written = toStored(replacement);
+    const storedId = storedString(id);
     let matched: number;
     try {
       matched = this.#engine.flavor === 'ferretdb'
-        ? await this.#atVersion(id, expectedVersion, async (coll) => (await coll.replaceOne({ _id: id as never }, replacement)).matchedCount)
-        : (await this.#coll.replaceOne({ _id: id as never, _v: expectedVersion }, replacement)).matchedCount;
+        ? await this.#atVersion(storedId, expectedVersion, async (coll) => (await coll.replaceOne({ _id: storedId as never }, written)).matchedCount)
+        : (await this.#coll.replaceOne({ _id: storedId as never, _v: expectedVersion }, written)).matchedCount;
     } catch (err) {
-      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, { _id: id, ...replacement }, false);
+      if (isDuplicateKey(err)) throw await this.#duplicateKey(err, { _id: storedId, ...written }, false);
       throw err;
     }
     return matched === 1 ? ({ _id: id, ...replacement } as unknown as Stored<T>) : null;
   }
 
   async delete(id: string, expectedVersion?: number): Promise<boolean> {
-    if (expectedVersion === undefined) return (await this.#coll.deleteOne({ _id: id as never })).deletedCount === 1;
+    const storedId = storedString(id);
+    if (expectedVersion === undefined) return (await this.#coll.deleteOne({ _id: storedId as never })).deletedCount === 1;
     if (this.#engine.flavor === 'ferretdb') {
-      return (await this.#atVersion(id, expectedVersion, async (coll) => (await coll.deleteOne({ _id: id as never })).deletedCount)) === 1;
+      return (await this.#atVersion(storedId, expectedVersion, async (coll) => (await coll.deleteOne({ _id: storedId as never })).deletedCount)) === 1;
     }
-    return (await this.#coll.deleteOne({ _id: id as never, _v: expectedVersion })).deletedCount === 1;
+    return (await this.#coll.deleteOne({ _id: storedId as never, _v: expectedVersion })).deletedCount === 1;
   }
 
   /**
    * FerretDB's compare-and-set (see the header): `write` runs only if the document is at
    * `expectedVersion`, with no other compare-and-set on it in this process in between.
    * Both steps filter by the bare _id, the one filter FerretDB does not decode documents for.
+   * `id` is the _id as stored.
    */
   #atVersion(id: string, expectedVersion: number, write: (coll: MongoCollection<Document>) => Promise<number>): Promise<number> {
     return this.#engine.serialized(`${this.#name}\u0000${id}`, async () => {
@@ -308,13 +318,13 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
     // Inclusion projection: _id comes by default, _v is asked for; absent fields stay absent.
     const projection = options.fields === undefined
       ? undefined
-      : Object.fromEntries([['_v', 1], ...projectedFields(options.fields).map((field) => [field, 1])]) as Document;
+      : Object.fromEntries([['_v', 1], ...projectedFields(options.fields).map((field) => [storedKey(field), 1])]) as Document;
     const ids = this.#engine.flavor === 'ferretdb' ? pointReadIds(options) : null;
     if (ids) {
-      const found = (await Promise.all(ids.map((id) => this.#coll.findOne({ _id: id as never }, projection && { projection })))).filter((doc) => doc !== null);
-      return (limit === undefined ? found : found.slice(0, limit)) as unknown as Array<Stored<T>>;
+      const found = (await Promise.all(ids.map((id) => this.#coll.findOne({ _id: storedString(id) as never }, projection && { projection })))).filter((doc) => doc !== null);
+      return (limit === undefined ? found : found.slice(0, limit)).map(fromStored) as unknown as Array<Stored<T>>;
     }
-    return (await this.#coll.find(filter, { sort, limit, ...(projection && { projection }) }).toArray()) as unknown as Array<Stored<T>>;
+    return (await this.#coll.find(filter, { sort, limit, ...(projection && { projection }) }).toArray()).map(fromStored) as unknown as Array<Stored<T>>;
   }
 
   async deleteWhere(where: Where): Promise<number> {
@@ -328,9 +338,21 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
   async ensureIndexes(indexes: IndexSpec[]): Promise<void> {
     const wanted = indexes.map((spec) => this.#describe(spec));
     let existing = await this.#existingIndexes();
+    let skipped = false;
     for (const [i, description] of wanted.entries()) {
       const spec = indexes[i];
       const current = existing.find((index) => index.name === spec.name);
+      // On FerretDB only unique indexes are made. It never reads through a secondary index (its
+      // backends scan: infra/engines/README.md, "Query plans"), so a non-unique one only costs
+      // every write; and it indexes a field's whole value as one entry, so an index over an array
+      // or a long value refuses documents MongoDB takes (on PostgreSQL a btree entry holds at most
+      // 2,704 bytes: fifty long addresses of an email's toAddresses pass it). One found under the
+      // name is dropped, as it would go on refusing them. Unique indexes stay: they enforce rules.
+      if (this.#engine.flavor === 'ferretdb' && !description.unique) {
+        if (current) await this.#dropIndex(spec.name);
+        skipped = true;
+        continue;
+      }
       if (current && this.#sameDefinition(current, description)) continue;
       // Same name, other definition: the caller's current definition wins.
       if (current) await this.#dropIndex(spec.name);
@@ -348,6 +370,16 @@ class MongoDocumentCollection<T extends { _id: string }> implements Collection<T
         await this.#dropIndex(clash.name);
         await this.#createIndex(spec, description);
       }
+    }
+    // ensureIndexes makes the collection (the port's exists(): a rebuild of no document).
+    if (skipped && existing.length === 0) await this.#createCollection();
+  }
+
+  async #createCollection(): Promise<void> {
+    try {
+      await this.#engine.db.createCollection(this.#name);
+    } catch (err) {
+      if (serverCode(err) !== NAMESPACE_EXISTS) throw err;
     }
   }
 

@@ -469,6 +469,89 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.is((await coll.find({ fields: ['n'] })).length, 1);
   });
 
+  // Any JSON value is a document's content (an email's metadata is free-form): keys MongoDB
+  // reads as paths or operators, NUL (which BSON keys and PostgreSQL's jsonb refuse), control
+  // characters, quotes and backslashes in keys, arrays in arrays, lone surrogates, and U+E000
+  // (the MongoDB adapter's escape character, infra/mongodb/storable.ts) in keys and strings.
+  const ESCAPE = '\uE000';
+  const anyJson = (): Record<string, unknown> => ({
+    ...JSON.parse('{"__proto__": {"x.y": 1}}') as Record<string, unknown>,
+    'order.id': 42, '.': 1, $amount: '9.99', $: { $in: [1], '$gt.x': null }, 'a$b': 'c$d', '': 'an empty key',
+    'a\u0000b': 'a key with NUL', 'tab\tline\nkey\u001f': 2, 'say "hi"': 'quoted', 'back\\slash': true, 'lone\ud800': 'a lone high surrogate', '\udc00': 'a lone low one',
+    [ESCAPE]: 'the escape character alone', [`${ESCAPE}lead`]: `${ESCAPE}lead`, [`x${ESCAPE}0000`]: `${ESCAPE}002e`, [`${ESCAPE}${ESCAPE}`]: ESCAPE,
+    note: 'before\u0000after', nuls: '\u0000\u0000', lone: 'x\ud800y\udc00', pair: '😀',
+    route: [[52.52, 13.4], [48.14, 11.58]], empty: [[]], deep: [[[1, 'a\u0000'], []], [{ 'k.k': [[null, { [ESCAPE]: [[ESCAPE]] }]] }]],
+    wrapperLike: { [ESCAPE]: [1, 2] },
+  });
+
+  /** Deep equality that also holds keys' order and own `__proto__` keys. */
+  function sameJson(actual: unknown, expected: unknown, what: string): void {
+    assert.equal(actual, expected, what);
+    assert.is(JSON.stringify(actual), JSON.stringify(expected), `${what}: the same keys, in the same order`);
+  }
+
+  test('any JSON document round-trips: odd keys and strings, arrays in arrays, the escape character, at any depth', async () => {
+    const coll = store.collection<{ _id: string; group: string } & Record<string, unknown>>(collectionName('any_json'));
+    const doc = { _id: 'odd', group: 'g', ...anyJson(), metadata: anyJson(), list: [anyJson(), [anyJson()]] };
+    sameJson(await coll.insert(doc), { ...doc, _v: 1 }, 'insert');
+    sameJson(await coll.get('odd'), { ...doc, _v: 1 }, 'get');
+    sameJson(await coll.find({ where: { group: 'g' } }), [{ ...doc, _v: 1 }], 'find');
+    sameJson(await coll.find({ where: { _id: 'odd' } }), [{ ...doc, _v: 1 }], 'find by _id');
+    // The projected fields come in an order of the adapter's; each holds its value as written.
+    const [picked] = await coll.find({ where: { _id: { in: ['odd', 'other'] } }, fields: ['metadata', 'note', 'route'] });
+    assert.equal(picked, projected(doc, ['metadata', 'note', 'route']), 'find with fields');
+    sameJson(picked.metadata, doc.metadata, 'a projected field');
+
+    const changed = { ...doc, metadata: { 'order.id': 43, nested: anyJson() }, note: 'b\u0000' };
+    sameJson(await coll.replace(changed, 1), { ...changed, _v: 2 }, 'replace');
+    sameJson(await coll.get('odd'), { ...changed, _v: 2 }, 'get after replace');
+    if (coll.insertMany) {
+      assert.equal(await coll.insertMany([{ _id: 'many', group: 'h', ...anyJson() }, { _id: 'odd', group: 'h' }]), { duplicates: ['odd'] });
+      sameJson(await coll.find({ where: { group: 'h' } }), [{ _id: 'many', group: 'h', ...anyJson(), _v: 1 }], 'insertMany');
+    }
+    // Ordinary queries over documents holding them.
+    assert.is(await coll.count({ group: 'g' }), 1);
+    assert.is(await coll.deleteWhere({ group: 'g' }), 1);
+    assert.is(await coll.get('odd'), null);
+  });
+
+  test('strings holding NUL or the escape character are found by equality, in, ne and contains, as _ids too, and collide in a unique index', async () => {
+    const name = collectionName('odd_strings');
+    const coll = store.collection<{ _id: string; s: string; list?: string[]; n?: number }>(name);
+    await coll.ensureIndexes([{ name: 'by_s', fields: [['s', 'asc']], unique: true }]);
+    const docs = [
+      { _id: 'nul', s: 'a\u0000b', list: ['x\u0000', 'y'] },
+      { _id: 'plain', s: 'a', list: ['x'] },
+      { _id: 'escape', s: `${ESCAPE}x`, list: [ESCAPE] },
+      { _id: 'id\u0000nul', s: 'other', n: 1 },
+      { _id: `${ESCAPE}id`, s: `x${ESCAPE}` },
+    ];
+    for (const doc of docs) await coll.insert(doc);
+    const found = async (where: Where) => sortedIds(await coll.find({ where }));
+    assert.equal(await found({ s: 'a\u0000b' }), ['nul']);
+    assert.equal(await found({ s: { eq: 'a\u0000b' } }), ['nul']);
+    assert.equal(await found({ s: 'a' }), ['plain'], 'not a prefix of it');
+    assert.equal(await found({ s: { in: ['a\u0000b', `${ESCAPE}x`, 'zz'] } }), ['escape', 'nul']);
+    assert.equal(await found({ s: `x${ESCAPE}` }), [`${ESCAPE}id`]);
+    assert.equal(await found({ s: { ne: 'a\u0000b' } }), sortedIds(docs.filter((d) => d._id !== 'nul')));
+    assert.equal(await found({ list: { contains: 'x\u0000' } }), ['nul']);
+    assert.equal(await found({ list: { contains: ESCAPE } }), ['escape']);
+    assert.equal(await found({ _id: 'id\u0000nul' }), ['id\u0000nul']);
+    assert.equal(await found({ _id: { in: ['id\u0000nul', `${ESCAPE}id`] } }), sortedIds([{ _id: 'id\u0000nul' }, { _id: `${ESCAPE}id` }]));
+    assert.is(await coll.count({ s: 'a\u0000b' }), 1);
+    assert.equal(await coll.get('id\u0000nul'), { ...docs[3], _v: 1 });
+    assert.equal(await coll.get(`${ESCAPE}id`), { ...docs[4], _v: 1 });
+    assert.is(await coll.get('id'), null);
+    assert.equal(await coll.replace({ _id: 'id\u0000nul', s: 'other\u0000' }, 1), { _id: 'id\u0000nul', s: 'other\u0000', _v: 2 });
+    assert.equal(await coll.find({ where: { s: 'other\u0000' }, fields: ['s'] }), [{ _id: 'id\u0000nul', s: 'other\u0000', _v: 2 }]);
+    await rejectsDuplicate(coll.insert({ _id: 'again', s: 'a\u0000b' }), name, 'by_s');
+    await rejectsDuplicate(coll.replace({ _id: 'plain', s: `${ESCAPE}x` }, 1), name, 'by_s');
+    assert.is(await coll.delete('id\u0000nul', 1), false);
+    assert.is(await coll.delete('id\u0000nul', 2), true);
+    assert.is(await coll.delete(`${ESCAPE}id`), true);
+    assert.equal(sortedIds(await coll.find()), ['escape', 'nul', 'plain']);
+  });
+
   const ranked: Ranked[] = [
     { _id: 'r1', group: 'b', rank: 2 },
     { _id: 'r2', group: 'a', rank: 1 },
