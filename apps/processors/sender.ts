@@ -13,7 +13,7 @@ import { resealDkimKeys, type ResealOutcome, type UnopenableDkimKey } from '../s
 import { runDeliveryStep } from '../services/delivery/attempt.ts';
 import { deliveryOutcomeReport } from '../services/delivery/outcome-report.ts';
 import {
-  dueWorkspaceItems, ensureWorkItemIndexes, firstDueOfNextWorkspace, openClaimItems, syncWorkItem, workItems, workspaceOfItem, type WorkItem,
+  dueWorkItems, dueWorkspaceItems, ensureWorkItemIndexes, openClaimItems, scanNextWorkspace, syncWorkItem, workItems, workspaceOfItem, type WorkItem,
 } from '../services/delivery/work-items.ts';
 import { loadEmail } from '../services/email-stream.ts';
 import { ensureSendRateIndexes } from '../services/send-rate.ts';
@@ -46,24 +46,46 @@ async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item:
 
 /** Pages of due items (of the dispatcher's read size) one look reads at most, passing over sites that have no room. */
 const DUE_PAGES = 10;
-/** Workspaces one look gives turns, at most; the next look goes on from the last of them. */
-const WORKSPACES_PER_LOOK = 64;
+/** Reads of workspaces' own pages one look makes, at most (what the earliest page holds costs none). */
+const WORKSPACE_READS = 64;
 /** The first page of a workspace's items a look reads, at least (each further page of it twice the last). */
 const WORKSPACE_PAGE = 8;
+/** Reads one look spends looking for workspaces whose due mail lies past the earliest page. */
+const SCAN_READS = 4;
+/** Workspaces remembered as having mail due past the earliest page, at most. */
+const KNOWN_WORKSPACES = 1024;
 
-/** Where the next look at the schedule starts giving workspaces turns: after this one (null: from the first). */
+/** What one sender instance carries from look to look about workspaces' turns. */
 interface TurnCursor {
-  after: string | null;
+  /** Where the scan for workspaces with due mail goes on (scanNextWorkspace); null: from the start. */
+  scanAfter: string | null;
+  /** Workspaces the scan found with mail due, until a look finds none of theirs due. */
+  known: Set<string>;
+  /**
+   * Workspaces by when one of their items last started (a site slot taken, a transaction begun),
+   * least recently first: a look gives the first turns to those that waited longest.
+   */
+  served: Map<string, true>;
+}
+
+export const newTurnCursor = (): TurnCursor => ({ scanAfter: null, known: new Set(), served: new Map() });
+
+/** Records that an item of `workspace` starts now: its workspace's turns come after the others' until they start one too. */
+function served(cursor: TurnCursor, workspace: string): void {
+  cursor.served.delete(workspace);
+  cursor.served.set(workspace, true);
+  if (cursor.served.size > KNOWN_WORKSPACES) cursor.served.delete(cursor.served.keys().next().value!);
 }
 
 /** One workspace's place in a look: its items read and not taken yet, and where its next page starts. */
 interface Turn {
   workspace: string;
   buffer: WorkItem[];
-  last: WorkItem;
+  /** The last of its items read (null: none yet, its next page starts at its earliest). */
+  last: WorkItem | null;
   /** The size of its last page read (0: none read yet). */
   pageSize: number;
-  /** Its last page came short: nothing more of it is due. */
+  /** Nothing more of it is due past what was read. */
   exhausted: boolean;
   /** Nothing more of it to take in this look. */
   done: boolean;
@@ -88,19 +110,21 @@ interface DueRead {
  * one workspace's burst (a newsletter of 2,000) would make another's one email (a sign-in code)
  * wait for the whole burst. In turns, it waits behind a few items of each busy workspace.
  *
- * The workspaces with due items are found one seek each (firstDueOfNextWorkspace), at most
- * WORKSPACES_PER_LOOK per look. Where the turns start moves on from look to look: past the last
- * workspace reached when the look ended before every workspace had its first turn (so that the
- * next ones get theirs), else past the first (so that no workspace is always first: at a site
- * whose rate takes one message per slot, the first turn of each look is the one sent).
+ * Which workspaces have mail due: those in the earliest page of the schedule (one read of the
+ * dueAt index, whoever's mail it is), and, when that page is full, those a scan over the
+ * workspaces finds further on: SCAN_READS reads a look (one read a workspace, due or not: a
+ * look's cost must not grow with the workspaces whose mail is all due later), going on from look
+ * to look, its finds remembered until a look finds none of their mail due. The first turns go to
+ * the workspaces that waited longest since one of their items started, so that no workspace is
+ * always first: at a site whose rate takes one message per slot, the first turn is the one sent.
  *
  * At most `room` items (the dispatcher's free slots): an item read beyond them would wait in
  * the dispatcher's queue in front of another workspace's item that comes due meanwhile.
  *
  * Within a workspace, at most as many items per site as the site has room for: items of a site
  * that is full (slow, or sending at its limit) are passed over for other sites', within
- * DUE_PAGES pages of `window` items read in all (a page per workspace per turn at most), so a
- * backlog at one site never fills the window the dispatcher reads.
+ * DUE_PAGES pages of `window` items read in all and WORKSPACE_READS reads (a page per workspace
+ * per turn at most), so a backlog at one site never fills the window the dispatcher reads.
  *
  * An item whose recipient domain was not looked up yet is passed over too, while its site is
  * looked up in the background (a bounded number at once, through the DNS cache, shared out
@@ -116,8 +140,47 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
   const perSite = new Map<string, number>();
   const wanted: WantedLookup[] = [];
   const wantedDomains = new Set<string>();
-  const turns: Turn[] = [];
-  let budget = DUE_PAGES * window;
+
+  const earliest = await dueWorkItems(documents, now, window);
+  let budget = DUE_PAGES * window - earliest.length;
+  // A short page holds everything due: every workspace's turn is what it holds.
+  const pageHoldsAll = earliest.length < window;
+  const byWorkspace = new Map<string, Turn>();
+  const turnOf = (workspace: string): Turn => {
+    let turn = byWorkspace.get(workspace);
+    if (!turn) {
+      turn = { workspace, buffer: [], last: null, pageSize: 0, exhausted: pageHoldsAll, done: false, wanted: 0 };
+      byWorkspace.set(workspace, turn);
+    }
+    return turn;
+  };
+  for (const item of earliest) {
+    const turn = turnOf(workspaceOfItem(item));
+    turn.buffer.push(item);
+    turn.last = item;
+  }
+  if (pageHoldsAll) cursor.known.clear();
+  else {
+    for (let reads = 0; reads < SCAN_READS; reads++) {
+      const found = await scanNextWorkspace(documents, now, cursor.scanAfter);
+      if (found === null) {
+        // Past the last workspace: the next look starts over.
+        cursor.scanAfter = null;
+        break;
+      }
+      cursor.scanAfter = found.workspace;
+      if (found.due && cursor.known.size < KNOWN_WORKSPACES) cursor.known.add(found.workspace);
+    }
+    for (const workspace of cursor.known) turnOf(workspace);
+  }
+
+  // Those that never started an item first (in workspace order), then the one that started one
+  // longest ago: however many looks come between two slots of a site, the next slot's first turn
+  // is the workspace that waited longest for one.
+  const ordered = [...byWorkspace.keys()].filter((name) => !cursor.served.has(name)).sort();
+  for (const name of cursor.served.keys()) if (byWorkspace.has(name)) ordered.push(name);
+  const turns = ordered.map((name) => byWorkspace.get(name)!);
+  let reads = WORKSPACE_READS;
 
   /** Takes the item when it can start now: as siteKeyOfItem, with a site only when it is known. */
   const take = (item: WorkItem, turn: Turn): boolean => {
@@ -145,7 +208,7 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
   const takeTurn = async (turn: Turn): Promise<void> => {
     for (let paged = false; ;) {
       while (turn.buffer.length > 0) if (take(turn.buffer.shift()!, turn)) return;
-      if (turn.exhausted || budget <= 0) {
+      if (turn.exhausted || budget <= 0 || reads <= 0) {
         turn.done = true;
         return;
       }
@@ -157,39 +220,16 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
       const size = Math.min(budget, window, turn.pageSize);
       const page = await dueWorkspaceItems(documents, turn.workspace, now, turn.last, size);
       paged = true;
+      reads--;
       budget -= page.length;
       turn.exhausted = page.length < size;
+      // A remembered workspace with nothing due any more is forgotten.
+      if (page.length === 0 && turn.last === null) cursor.known.delete(turn.workspace);
       if (page.length > 0) turn.last = page[page.length - 1];
       turn.buffer = page;
     }
   };
 
-  // The first round finds the workspaces as it goes, from where the last look left off.
-  let after = cursor.after;
-  let wrapped = after === null;
-  let allFound = false;
-  while (picked.length < room && turns.length < WORKSPACES_PER_LOOK) {
-    const first = await firstDueOfNextWorkspace(documents, now, after);
-    if (first === null) {
-      if (wrapped) {
-        allFound = true;
-        break;
-      }
-      wrapped = true;
-      after = null;
-      continue;
-    }
-    const workspace = workspaceOfItem(first);
-    if (turns.some((turn) => turn.workspace === workspace)) {
-      allFound = true;
-      break;
-    }
-    after = workspace;
-    const turn: Turn = { workspace, buffer: [first], last: first, pageSize: 0, exhausted: false, done: false, wanted: 0 };
-    turns.push(turn);
-    await takeTurn(turn);
-  }
-  if (turns.length > 0) cursor.after = (allFound ? turns[0] : turns[turns.length - 1]).workspace;
   for (let active = turns; picked.length < room && active.length > 0; active = active.filter((turn) => !turn.done)) {
     for (const turn of active) {
       if (turn.done) continue;
@@ -263,7 +303,7 @@ export const sender = defineProcessor({
     let inFlight = () => 0;
     const concurrency = transport.capacity ? Math.min(CONCURRENCY, 2 * transport.capacity) : CONCURRENCY;
     const running = new Set<string>();
-    const read: DueRead = { documents: deps.documents, sites, cursor: { after: null }, running, looked: () => kick() };
+    const read: DueRead = { documents: deps.documents, sites, cursor: newTurnCursor(), running, looked: () => kick() };
     // Stopping waits for the steps in flight (their outcome is recorded): stopping mid-transaction
     // would leave exactly the unknown outcome that claims exist to contain.
     const dispatcher = startDispatcher<WorkItem>({
@@ -276,6 +316,7 @@ export const sender = defineProcessor({
         running.add(item._id);
         try {
           if (!(await takeSiteSlot(deps.documents, sites, item))) return;
+          served(read.cursor, workspaceOfItem(item));
           const result = await runDeliveryStep(delivery, item).catch((error: Error) => {
             throw new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${error.message}`, { cause: error });
           });

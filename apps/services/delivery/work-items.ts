@@ -75,36 +75,32 @@ export const dueWorkItems = (documents: DocumentStore, now: Date, limit: number)
   workItems(documents).find({ where: { dueAt: { lte: now.toISOString() } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit });
 
 /**
- * The earliest due item of the first workspace after `after` with one due, in workspace order:
- * the items that name no workspace first (after = null), then by workspaceId. Null past the last.
- * Repeated from the workspace it returns, it lists the workspaces with due items, one seek each
- * however many items each has. Each workspace's first item is read whatever its due time: a
- * filter on due time in the same read would walk every item of a workspace whose mail is all
- * due later (a burst deferred by greylisting), where its first item already says so.
+ * The first workspace after `after` that has items in the schedule, in workspace order (the
+ * items that name no workspace first, after = null, then by workspaceId), and whether any of its
+ * items is due: its earliest item says, read whatever its due time, so that one read passes a
+ * workspace whose mail is all due later (a filter on due time in the same read would walk all
+ * of it). Null past the last. Repeated from the workspace it returns, it walks every workspace
+ * with items, one read each.
  */
-export async function firstDueOfNextWorkspace(documents: DocumentStore, now: Date, after: string | null): Promise<WorkItem | null> {
+export async function scanNextWorkspace(documents: DocumentStore, now: Date, after: string | null): Promise<{ workspace: string; due: boolean } | null> {
   const items = workItems(documents);
   const dueBy = now.toISOString();
   if (after === null) {
-    const [unnamed] = await items.find({ where: { workspaceId: null, dueAt: { lte: dueBy } }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
-    if (unnamed) return unnamed;
+    const [unnamed] = await items.find({ where: { workspaceId: null }, orderBy: [['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
+    if (unnamed) return { workspace: '', due: unnamed.dueAt <= dueBy };
   }
   // A range matches strings only: never the items without a workspace, which came first.
-  for (let past = after ?? ''; ;) {
-    const [first] = await items.find({ where: { workspaceId: { gt: past } }, orderBy: [['workspaceId', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
-    if (!first) return null;
-    if (first.dueAt <= dueBy) return first;
-    past = workspaceOfItem(first);
-  }
+  const [first] = await items.find({ where: { workspaceId: { gt: after ?? '' } }, orderBy: [['workspaceId', 'asc'], ['dueAt', 'asc'], ['_id', 'asc']], limit: 1 });
+  return first ? { workspace: workspaceOfItem(first), due: first.dueAt <= dueBy } : null;
 }
 
-/** A workspace's items due at `now` after `after` (by dueAt, then _id), earliest first. */
-export function dueWorkspaceItems(documents: DocumentStore, workspace: string, now: Date, after: WorkItem, limit: number): Promise<WorkItem[]> {
+/** A workspace's items due at `now` after `after` (by dueAt, then _id; null: from its earliest), earliest first. */
+export function dueWorkspaceItems(documents: DocumentStore, workspace: string, now: Date, after: WorkItem | null, limit: number): Promise<WorkItem[]> {
   return workItems(documents).find({
     // By dueAt and _id within the workspace: the cursor then bounds dueAt, a range the index seeks.
     where: { workspaceId: workspace === '' ? null : workspace, dueAt: { lte: now.toISOString() } },
     orderBy: [['dueAt', 'asc'], ['_id', 'asc']],
-    after: { dueAt: after.dueAt, _id: after._id },
+    ...(after ? { after: { dueAt: after.dueAt, _id: after._id } } : {}),
     limit,
   });
 }
