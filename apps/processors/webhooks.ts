@@ -90,12 +90,17 @@ export const webhooks = defineProcessor({
     if (events.length === 0) return;
     const endpoints = await endpointsOf(deps.documents).find({ where: { projectId: state.message!.projectId, enabled: true }, orderBy: [['createdAt', 'asc'], ['_id', 'asc']], limit: MAX_ENDPOINTS_PER_PROJECT });
     // An endpoint gets what happens once it exists: an event recorded before it was created, seen
-    // late (a lagging group, a redelivery, a parked record retried), would be a replay, which the spec rules out.
-    const recordedAt = Date.parse(stored.recordedAt);
+    // late (a lagging group, a redelivery, a parked record retried), would be a replay, which the
+    // spec rules out. The two times come from two clocks (the API's, the event store's), so an
+    // event recorded within ENDPOINT_CLOCK_SKEW_MS before the creation still counts as after it.
+    const recordedAt = Date.parse(stored.recordedAt) + ENDPOINT_CLOCK_SKEW_MS;
     const current = endpoints.filter((endpoint) => !(Date.parse(endpoint.createdAt) > recordedAt));
     if (await fanOut(deps.documents, events, current, deps.now()) > 0) afterDurable(() => dispatcher.kick());
   },
 });
+
+/** How far the clock of the process that creates an endpoint may run ahead of the event store's without losing its first events. */
+export const ENDPOINT_CLOCK_SKEW_MS = 2_000;
 
 /** Unopenable signing secrets named in the start log, at most; the count says how many there are. */
 const UNOPENABLE_SECRETS_LOGGED = 100;
