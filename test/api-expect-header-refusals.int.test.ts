@@ -18,12 +18,11 @@
 //    with an empty body, outside the spec's envelope ("Every error is {error: {code,
 //    message}}", INTERFACE-DECISIONS.md; the contract's Error schema), on a connection kept
 //    open. 417 is allowed (RFC 9110 10.1.1: MAY), an answer with no code or message is not.
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
-import { head } from './support/raw-http.ts';
+import { exchange, head } from './support/raw-http.ts';
 
 const MiB = 1024 * 1024;
 
@@ -43,27 +42,6 @@ test.after(async (f) => {
 
 const statusLines = (raw: string) => raw.match(/HTTP\/1\.[01] \d{3}[^\r\n]*/g) ?? [];
 
-/** Sends `raw` and collects what the server sends until `enough` says so, the server closes, or 5 s pass. */
-function collect(port: number, raw: string, enough: (received: string) => boolean): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
-    let received = '';
-    const done = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(received);
-    };
-    const timer = setTimeout(done, 5_000);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => {
-      received += d;
-      if (enough(received)) done();
-    });
-    socket.on('close', done);
-    socket.on('error', done);
-  });
-}
-
 /** A final (not 1xx) status line has arrived. */
 const finalAnswer = (received: string) => statusLines(received).some((line) => !/^HTTP\/1\.[01] 1\d\d/.test(line));
 
@@ -75,7 +53,7 @@ test('Expect: 100-continue on a request refused on its headers is answered with 
   ];
   const failures: string[] = [];
   for (const [label, lines, status] of cases) {
-    const raw = await collect(f.port, head([...lines, 'Expect: 100-continue']), finalAnswer);
+    const raw = (await exchange(f.port, head([...lines, 'Expect: 100-continue']), { enough: finalAnswer })).received;
     const seen = statusLines(raw);
     if (!seen[0]?.includes(` ${status} `)) failures.push(`${label}: the client was told ${seen.join(' then ') || 'nothing'} (expected ${status} alone)`);
   }
@@ -84,7 +62,7 @@ test('Expect: 100-continue on a request refused on its headers is answered with 
 
 test('an expectation the server cannot meet is refused in the envelope', async (f) => {
   // (Connection: close: the whole answer is in once the server closes.)
-  const raw = await collect(f.port, head(['GET /healthz HTTP/1.1', 'Host: x', 'Expect: 200-ok', 'Connection: close']), () => false);
+  const raw = (await exchange(f.port, head(['GET /healthz HTTP/1.1', 'Host: x', 'Expect: 200-ok', 'Connection: close']))).received;
   const end = raw.indexOf('\r\n\r\n');
   assert.ok(end > 0, `no answer: ${JSON.stringify(raw)}`);
   const [statusLine, ...headerLines] = raw.slice(0, end).split('\r\n');

@@ -12,11 +12,10 @@
 //    body: not the envelope every error carries (INTERFACE-DECISIONS.md: "Every error is
 //    {error: {code, message}}", and "400 validation_error also [for] requests Node's HTTP
 //    parser refuses"). Correct: the same 400 validation_error naming Host, Connection: close.
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { answerOf, head } from './support/raw-http.ts';
+import { answerOf, exchange, head } from './support/raw-http.ts';
 
 interface Fixture { t: TestApp; port: number }
 
@@ -30,25 +29,6 @@ test.before(async (f) => {
 test.after(async (f) => {
   await f.t.close();
 });
-
-/** Sends `raw` (which asks for Connection: close); collects until the server closes. */
-function exchange(port: number, raw: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
-    let received = '';
-    const finish = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(received);
-    };
-    const timer = setTimeout(finish, 5_000);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => (received += d));
-    socket.on('end', finish);
-    socket.on('close', finish);
-    socket.on('error', finish);
-  });
-}
 
 /** The body of a response, chunked or not. */
 function bodyOf(raw: string): string {
@@ -82,14 +62,14 @@ test('two Host lines, or a Host that is no host, are 400 validation_error', asyn
     ['a Host of spaces and slashes', ['Host: a b/c@d']],
   ];
   for (const [label, hosts] of cases) {
-    const problem = refusedInEnvelope(await exchange(f.port, head(['GET /healthz HTTP/1.1', ...hosts, 'Connection: close'])));
+    const problem = refusedInEnvelope((await exchange(f.port, head(['GET /healthz HTTP/1.1', ...hosts, 'Connection: close']))).received);
     if (problem) failures.push(`${label}: ${problem}`);
   }
   assert.equal(failures, []);
 });
 
 test('an HTTP/1.1 request without Host is 400 validation_error in the envelope', async (f) => {
-  const problem = refusedInEnvelope(await exchange(f.port, head(['GET /healthz HTTP/1.1', 'Connection: close'])));
+  const problem = refusedInEnvelope((await exchange(f.port, head(['GET /healthz HTTP/1.1', 'Connection: close']))).received);
   assert.is(problem, null);
 });
 

@@ -2,12 +2,11 @@
 // gets every one, in order, however many requests it sends together within the bound (16 handled
 // at once, 64 more waiting; reading stops meanwhile); past the bound the rest is refused 503 after
 // the answers owed and the connection closes. The metrics listener of its own has the same bound.
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createRelayMetrics, listenForMetrics } from '../apps/relay-metrics.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { head } from './support/raw-http.ts';
+import { exchange, head } from './support/raw-http.ts';
 
 interface Fixture { t: TestApp; port: number }
 
@@ -41,35 +40,11 @@ function responsesIn(raw: string): Parsed[] {
   }
 }
 
-/** Writes `raw` in one piece and reads until `enough` says so or the server closes (10 s at most). */
-function exchange(port: number, raw: string, enough: (received: string) => boolean): Promise<{ received: string; closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
-    let received = '';
-    let settled = false;
-    const finish = (closed: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ received, closed });
-    };
-    const timer = setTimeout(() => finish(false), 10_000);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => {
-      received += d;
-      if (enough(received)) finish(false);
-    });
-    socket.on('close', () => finish(true));
-    socket.on('error', () => finish(true));
-  });
-}
-
 test('80 requests pipelined in one write are all answered, in order, on a connection kept open', async (f) => {
   // /readyz asks the stores and answers later than /healthz: out of order, the bodies would not alternate.
   const paths = Array.from({ length: 80 }, (_, i) => (i % 2 === 0 ? '/readyz' : '/healthz'));
   const requests = paths.map((path) => head([`GET ${path} HTTP/1.1`, 'Host: x'])).join('');
-  const { received, closed } = await exchange(f.port, requests, (r) => responsesIn(r).length >= paths.length);
+  const { received, closed } = await exchange(f.port, requests, { waitMs: 10_000, enough: (r) => responsesIn(r).length >= paths.length });
   const answers = responsesIn(received);
   assert.is(answers.length, paths.length, `${answers.length} answers (closed: ${closed})`);
   answers.forEach((answer, i) => {
@@ -84,7 +59,7 @@ test('the metrics listener: pipelined scrapes past the bound are refused 503 aft
   const listener = await listenForMetrics(createRelayMetrics(undefined, { process: false }), '127.0.0.1', 0);
   try {
     const port = Number(new URL(listener.url).port);
-    const { received, closed } = await exchange(port, head(['GET /metrics HTTP/1.1', 'Host: x']).repeat(300), () => false);
+    const { received, closed } = await exchange(port, head(['GET /metrics HTTP/1.1', 'Host: x']).repeat(300), { waitMs: 10_000 });
     assert.ok(closed, 'the connection was kept open');
     const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
     const ok = statuses.filter((status) => status === 200).length;

@@ -20,12 +20,11 @@
 //    the message" (an HTTP/1.0 intermediary may have framed it otherwise, and what it kept
 //    back would be read as the next request). Correct: answer (or refuse) it with
 //    `Connection: close`, then close.
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
-import { answerOf, head } from './support/raw-http.ts';
+import { answerOf, exchange, head } from './support/raw-http.ts';
 
 interface Fixture { t: TestApp; tenant: DeliveryTenant; port: number }
 
@@ -41,30 +40,6 @@ test.after(async (f) => {
   await f.t.close();
 });
 
-interface Exchange { raw: string; closed: boolean }
-
-/** Sends `raw`; collects until the server closes or `waitMs` passes. */
-function exchange(port: number, raw: string, waitMs = 3_000): Promise<Exchange> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
-    let received = '';
-    let settled = false;
-    const finish = (closed: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ raw: received, closed });
-    };
-    const timer = setTimeout(() => finish(false), waitMs);
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => (received += d));
-    socket.on('end', () => finish(true));
-    socket.on('close', () => finish(true));
-    socket.on('error', () => finish(true));
-  });
-}
-
 const sendBody = (f: Fixture) => JSON.stringify({ from: `app@${f.tenant.domain}`, to: 'someone@example.org', subject: 'Hi', text: 'Hello' });
 const chunked = (body: string) => `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`;
 const sendHead = (f: Fixture, version: string, extra: string[]) => head([
@@ -73,12 +48,12 @@ const sendHead = (f: Fixture, version: string, extra: string[]) => head([
 
 test('a transfer coding other than chunked is refused also when chunked follows it', async (f) => {
   const body = sendBody(f);
-  const alone = answerOf((await exchange(f.port, sendHead(f, 'HTTP/1.1', ['Transfer-Encoding: gzip']) + chunked(body))).raw);
+  const alone = answerOf((await exchange(f.port, sendHead(f, 'HTTP/1.1', ['Transfer-Encoding: gzip']) + chunked(body))).received);
   assert.is(alone.status, 400);
   const expected = JSON.parse(alone.body);
   const failures: string[] = [];
   for (const codings of ['gzip, chunked', 'x-unknown, chunked']) {
-    const answer = answerOf((await exchange(f.port, sendHead(f, 'HTTP/1.1', [`Transfer-Encoding: ${codings}`, 'Connection: close']) + chunked(body))).raw);
+    const answer = answerOf((await exchange(f.port, sendHead(f, 'HTTP/1.1', [`Transfer-Encoding: ${codings}`, 'Connection: close']) + chunked(body))).received);
     if (answer.status !== alone.status || JSON.stringify(JSON.parse(answer.body)) !== JSON.stringify(expected)) {
       failures.push(`Transfer-Encoding: ${codings}: ${answer.status} ${answer.body}`);
     }
@@ -88,7 +63,7 @@ test('a transfer coding other than chunked is refused also when chunked follows 
 
 test('an HTTP/1.0 request with Transfer-Encoding is answered with Connection: close, and its connection closed', async (f) => {
   const x = await exchange(f.port, sendHead(f, 'HTTP/1.0', ['Connection: keep-alive', 'Transfer-Encoding: chunked']) + chunked(sendBody(f)));
-  const answer = answerOf(x.raw);
+  const answer = answerOf(x.received);
   assert.is(answer.headers.connection?.toLowerCase(), 'close', `answered ${answer.status} with Connection: ${answer.headers.connection}`);
   assert.ok(x.closed, 'the connection was kept open');
 });

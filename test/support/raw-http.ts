@@ -1,5 +1,6 @@
 // HTTP/1.1 spoken by hand over a socket, for tests of what a server does with framing that
 // ordinary clients never send (refused bodies, pipelining, junk).
+import { connect } from 'node:net';
 import * as assert from 'uvu/assert';
 
 export interface Answer { status: number; headers: Record<string, string>; body: string }
@@ -22,4 +23,35 @@ export function answerOf(raw: string): Answer {
   const length = Number(headers['content-length']);
   const body = Number.isFinite(length) ? raw.slice(end + 4, end + 4 + length) : raw.slice(end + 4);
   return { status, headers, body };
+}
+
+/** What a raw exchange collected, and whether the server closed the connection (a timeout or `enough` did not). */
+export interface Exchange { received: string; closed: boolean }
+
+/**
+ * Writes `raw` to the server on `port` and collects what it sends (as latin1) until the server
+ * closes the connection, `enough` says the answer is complete, or `waitMs` passes.
+ */
+export function exchange(port: number, raw: string, options: { waitMs?: number; enough?: (received: string) => boolean } = {}): Promise<Exchange> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(raw));
+    let received = '';
+    let settled = false;
+    const finish = (closed: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ received, closed });
+    };
+    const timer = setTimeout(() => finish(false), options.waitMs ?? 5_000);
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => {
+      received += d;
+      if (options.enough?.(received)) finish(false);
+    });
+    socket.on('end', () => finish(true));
+    socket.on('close', () => finish(true));
+    socket.on('error', () => finish(true));
+  });
 }
