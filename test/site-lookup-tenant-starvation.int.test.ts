@@ -29,7 +29,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
+import { deliveryTenant, sendPaced, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
@@ -95,16 +95,6 @@ interface Context { dns: TestDnsServer; resolver: HoldingResolver; sink: SmtpSin
 
 const test = suite<Context>('sender: site lookups of one workspace\'s new domains and another workspace\'s one new domain');
 
-/** POST /v1/emails, waiting out the per-key request rate (100 a second) when the burst reaches it. */
-async function send(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
-  for (;;) {
-    const response = await t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${key}` }, payload: body });
-    if (response.statusCode === 202) return response.json().id as string;
-    if (response.statusCode !== 429) throw new Error(`POST /v1/emails: ${response.statusCode} ${response.body}`);
-    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(response.headers['retry-after'] ?? 1)));
-  }
-}
-
 test.before(async (ctx) => {
   ctx.dns = await startDnsServer([]);
   ctx.resolver = await startHoldingResolver(ctx.dns, (name) => /^company\d+\.test$/.test(name));
@@ -136,11 +126,11 @@ test('workspace B\'s one new domain is looked up within the next few lookups aft
   const { t, a, b, resolver } = ctx;
   const burst: string[] = [];
   for (let i = 0; i < BURST; i++) {
-    burst.push(await send(t, a.key, { from: `news@${a.domain}`, to: `buyer@${domainOfA(i)}`, subject: `Our offer ${i}`, text: 'This month…' }));
+    burst.push(await sendPaced(t, a.key, { from: `news@${a.domain}`, to: `buyer@${domainOfA(i)}`, subject: `Our offer ${i}`, text: 'This month…' }));
   }
   await waitUntil(async () => (await workItems(t.stores.documents).get(burst[BURST - 1])) !== null, 'A\'s whole burst is in the schedule');
   await waitUntil(() => resolver.heldNow > 0, 'the resolver holds the lookups of A\'s domains');
-  const reset = await send(t, b.key, { from: `security@${b.domain}`, to: `someone@${DOMAIN_OF_B}`, subject: 'Your password reset code', text: '123456' });
+  const reset = await sendPaced(t, b.key, { from: `security@${b.domain}`, to: `someone@${DOMAIN_OF_B}`, subject: 'Your password reset code', text: '123456' });
   await waitUntil(async () => (await workItems(t.stores.documents).get(reset)) !== null, 'B\'s email is in the schedule');
   const heldAtRelease = resolver.heldNow;
   const askedAtRelease = resolver.mxQuestions.length;

@@ -27,7 +27,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
+import { deliveryTenant, sendPaced, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { deferred, waitUntil } from './support/eventually.ts';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
@@ -38,16 +38,6 @@ const test = suite<Context>('sender: one workspace\'s burst to a site and anothe
 const MX = 'mx.provider.test';
 const PROVIDER = 'provider.test';
 const BURST = 60;
-
-/** POST /v1/emails, waiting out the per-key request rate (100 a second) when the burst reaches it. */
-async function send(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
-  for (;;) {
-    const response = await t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${key}` }, payload: body });
-    if (response.statusCode === 202) return response.json().id as string;
-    if (response.statusCode !== 429) throw new Error(`POST /v1/emails: ${response.statusCode} ${response.body}`);
-    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(response.headers['retry-after'] ?? 1)));
-  }
-}
 
 test.before(async (ctx) => {
   ctx.gate = deferred<void>();
@@ -88,12 +78,12 @@ test('workspace B\'s one email to a site comes within the first few after worksp
   const { t, a, b, sink } = ctx;
   const burst: string[] = [];
   for (let i = 0; i < BURST; i++) {
-    burst.push(await send(t, a.key, { from: `news@${a.domain}`, to: `reader${i}@${PROVIDER}`, subject: `Newsletter ${i}`, text: 'This week…' }));
+    burst.push(await sendPaced(t, a.key, { from: `news@${a.domain}`, to: `reader${i}@${PROVIDER}`, subject: `Newsletter ${i}`, text: 'This week…' }));
   }
   // A's burst is at the site: the first transactions are held at the MX, the rest queued.
   await waitUntil(() => ctx.held > 0, 'the MX holds A\'s first transactions');
   await waitUntil(async () => (await workItems(t.stores.documents).get(burst[BURST - 1])) !== null, 'A\'s whole burst is in the schedule');
-  const reset = await send(t, b.key, { from: `security@${b.domain}`, to: `someone@${PROVIDER}`, subject: 'Your password reset code', text: '123456' });
+  const reset = await sendPaced(t, b.key, { from: `security@${b.domain}`, to: `someone@${PROVIDER}`, subject: 'Your password reset code', text: '123456' });
   await waitUntil(async () => (await workItems(t.stores.documents).get(reset)) !== null, 'B\'s email is in the schedule');
   const heldAtRelease = ctx.held;
   ctx.gate.resolve();

@@ -15,7 +15,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
+import { deliveryTenant, sendPaced, type DeliveryTenant } from './support/delivery.ts';
 import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
 import { waitUntil } from './support/eventually.ts';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
@@ -26,16 +26,6 @@ const test = suite<Context>('sender: a rate-shaped site\'s slots, one workspace\
 const MX = 'mx.slow.test';
 const SLOW = 'slow.test';
 const BURST = 20;
-
-/** POST /v1/emails, waiting out the per-key request rate (100 a second) when the burst reaches it. */
-async function send(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
-  for (;;) {
-    const response = await t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${key}` }, payload: body });
-    if (response.statusCode === 202) return response.json().id as string;
-    if (response.statusCode !== 429) throw new Error(`POST /v1/emails: ${response.statusCode} ${response.body}`);
-    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(response.headers['retry-after'] ?? 1)));
-  }
-}
 
 test.before(async (ctx) => {
   ctx.dir = mkdtempSync(join(tmpdir(), 'relay-site-rate-'));
@@ -73,11 +63,11 @@ test('workspace B\'s one email takes one of the next slots of a site where works
   const isA = (m: SmtpSink['messages'][number]) => m.rcptTo.some((r) => r.address.startsWith('reader'));
   const burst: string[] = [];
   for (let i = 0; i < BURST; i++) {
-    burst.push(await send(t, a.key, { from: `news@${a.domain}`, to: `reader${i}@${SLOW}`, subject: `Newsletter ${i}`, text: 'This week…' }));
+    burst.push(await sendPaced(t, a.key, { from: `news@${a.domain}`, to: `reader${i}@${SLOW}`, subject: `Newsletter ${i}`, text: 'This week…' }));
   }
   await waitUntil(async () => (await workItems(t.stores.documents).get(burst[BURST - 1])) !== null, 'A\'s whole burst is in the schedule');
   await waitUntil(() => sink.messages.some(isA), 'the site receives A\'s first messages');
-  const reset = await send(t, b.key, { from: `security@${b.domain}`, to: `someone@${SLOW}`, subject: 'Your password reset code', text: '123456' });
+  const reset = await sendPaced(t, b.key, { from: `security@${b.domain}`, to: `someone@${SLOW}`, subject: 'Your password reset code', text: '123456' });
   await waitUntil(async () => (await workItems(t.stores.documents).get(reset)) !== null, 'B\'s email is in the schedule');
   const ofAAtQueue = sink.messages.filter(isA).length;
   assert.ok(ofAAtQueue < BURST - 3, `A's backlog is still waiting when B's email is queued (${ofAAtQueue} of ${BURST} sent)`);

@@ -49,6 +49,16 @@ export async function send(t: TestApp, key: string, body: Record<string, unknown
   return response.json().id as string;
 }
 
+/** POST /v1/emails, waiting out the key's request rate (100 a second) when a burst reaches it. */
+export async function sendPaced(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
+  for (;;) {
+    const response = await t.app.inject({ method: 'POST', url: '/v1/emails', headers: { authorization: `Bearer ${key}` }, payload: body });
+    if (response.statusCode === 202) return response.json().id as string;
+    if (response.statusCode !== 429) throw new Error(`POST /v1/emails: ${response.statusCode} ${response.body}`);
+    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(response.headers['retry-after'] ?? 1)));
+  }
+}
+
 export async function detail(t: TestApp, key: string, id: string) {
   const response = await t.app.inject({ method: 'GET', url: `/v1/emails/${id}`, headers: { authorization: `Bearer ${key}` } });
   if (response.statusCode !== 200) throw new Error(`GET /v1/emails/${id}: ${response.statusCode} ${response.body}`);
