@@ -1,27 +1,12 @@
-// Defect: every look the sender takes at its schedule costs one read per workspace that has mail
-// in the schedule at all, due or not. dueBySite (apps/processors/sender.ts) finds the workspaces
-// with due mail through firstDueOfNextWorkspace (apps/services/delivery/work-items.ts), which
-// reads the first item of each workspace in workspace order and, when that item is due later
-// (a retry after a deferral, a greylisted burst), goes on to the next workspace: one read each,
-// with no bound, past every such workspace, and again past them after the wrap. A look happens
-// on every kick (each accepted email, each finished step, each site lookup that ends) and every
-// idle second. So one email's delivery, while W workspaces only have retries pending, costs
-// several looks of W reads each; before the workspace turns it cost one read per look (the
-// dueAt index: what is due now, whoever's it is).
-//
-// Why it matters: the sender's cost grows with the number of tenants holding any deferred mail,
-// not with the work due. Measured with this rig: on the embedded store, 1,000 such workspaces made
-// one email's delivery cost about 16,000 schedule reads, and with 10,000 every look held the event
-// loop (the API's too, in the default single process: node:sqlite answers synchronously) for
-// about 130 ms, while an idle instance takes a look every second. On the distributed store each
-// read is a round trip (on FerretDB, which makes no secondary index, a scan of the schedule): with
-// 300 such workspaces one sign-in code took 8.6 s to reach the smarthost instead of 0.2 s, and
-// with 1,000 it had not arrived after a minute.
-//
-// Correct: a look's reads are bounded by the work it can start (its room, its pages), not by
-// the number of workspaces whose mail is due later: e.g. find the workspaces with due mail from
-// the dueAt index (what is due now) rather than by walking every workspace's first item, or
-// bound the walk per look and resume it on the next.
+// What one email's delivery costs in reads of the sender's schedule must not grow with the
+// workspaces whose mail is all due later (a retry after a deferral, a greylisted burst). The
+// sender gives workspaces turns (apps/processors/sender.ts dueBySite); a first version found the
+// workspaces with due mail by walking every workspace's first item, one read each and no bound
+// per look: with 1,000 such workspaces one email cost about 16,000 reads on the embedded store
+// (with 10,000, each look held the event loop about 130 ms, the API's too in the default single
+// process), and on FerretDB, where every read scans the schedule, 300 of them delayed a sign-in
+// code by seconds. Now a look reads the earliest page of the schedule (the dueAt index: what is
+// due now, whoever's it is) and scans a few workspaces only behind a backlog longer than that page.
 //
 // Shown through the real sender and a real SMTP smarthost, in both modes: W workspaces hold one
 // retry each, due in an hour; one email is sent; the schedule reads the sender makes until the
