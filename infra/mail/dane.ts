@@ -7,6 +7,7 @@
 //   the next), the leaf is valid now and names the MX host (3.1.2, 3.2.2).
 import { createHash, X509Certificate } from 'node:crypto';
 import type { TlsaData } from 'dns-packet';
+import { x509NamesHost } from './certificate-dns-ids.ts';
 
 export function usableTlsa(records: TlsaData[]): TlsaData[] {
   return records.filter((r) => (r.usage === 2 || r.usage === 3) && (r.selector === 0 || r.selector === 1) && r.matchingType >= 0 && r.matchingType <= 2);
@@ -41,7 +42,8 @@ export function daneMismatch(chain: Buffer[], records: TlsaData[], host: string,
     for (let i = 0; i < anchor && linked; i++) linked = certs[i].checkIssued(certs[i + 1]) && certs[i].verify(certs[i + 1].publicKey);
     if (!linked) return 'the certificate chain does not lead to the TLSA trust anchor';
     if (Date.parse(leaf.validFrom) > now.getTime() || Date.parse(leaf.validTo) < now.getTime()) return 'the certificate is not valid now';
-    if (!leaf.checkHost(host, { subject: 'never' })) return `the certificate does not name ${host}`;
+    // RFC 7672 3.2.3: the MX host by a DNS-ID, a wildcard only as the whole leftmost label.
+    if (!x509NamesHost(leaf, host)) return `the certificate does not name ${host}`;
     return null;
   }
   return 'no TLSA record matches the server\'s certificate';

@@ -40,6 +40,7 @@ import { parsePolicy, validateMx } from 'mailauth/lib/mta-sts.js';
 import { txtStrings, type DnsCache, type DnsLookup } from '../dns/dns-cache.ts';
 import { DnsQueryError } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
+import { dnsIdIdentityError } from './certificate-dns-ids.ts';
 import { readStsRecords, type StsRecord } from './mta-sts-record.ts';
 
 export type MtaStsMode = 'enforce' | 'testing' | 'none';
@@ -101,6 +102,7 @@ export interface MtaStsOptions {
 const FETCH_RETRY_MS = 5 * 60_000;
 /** A cached policy this old is fetched again (RFC 8461 3.3: "a suggested refresh frequency is once per day"). */
 const REFRESH_AFTER_MS = 86_400_000;
+/** RFC 8461 3.2: max_age's "maximum value of 31557600" (a year). */
 const MAX_AGE_LIMIT_S = 31_557_600;
 /** More mx patterns than this make a policy invalid. */
 export const MAX_MX_PATTERNS = 100;
@@ -130,6 +132,28 @@ function mxLineCount(lines: readonly string[]): number {
     if (colon >= 0 && line.slice(0, colon).trim().toLowerCase() === 'mx') count++;
   }
   return count;
+}
+
+/**
+ * The policy text for mailauth, its max_age brought down to MAX_AGE_LIMIT_S when it is a
+ * larger number. mailauth rejects the whole policy over a max_age above the maximum, and the
+ * domain would then have none (its mail going out under no policy, the failure reported as
+ * sts-policy-invalid); but a policy host that publishes more than RFC 8461 3.2 allows most
+ * likely means "as long as allowed" (the policy is otherwise well formed, and its author asked
+ * for it to be kept longer, not less), so it is used, held for the maximum: refusing it would
+ * turn a domain's request for MTA-STS into no MTA-STS at all. Only the first max_age line counts,
+ * as in mailauth; a value that is not digits is left to mailauth's judgement.
+ */
+function maxAgeClamped(lines: readonly string[]): string {
+  const clamped = [...lines];
+  for (const [at, line] of lines.entries()) {
+    const colon = line.indexOf(':');
+    if (colon < 0 || line.slice(0, colon).trim().toLowerCase() !== 'max_age') continue;
+    const value = line.slice(colon + 1).trim();
+    if (/^[0-9]+$/.test(value) && Number(value) > MAX_AGE_LIMIT_S) clamped[at] = `max_age: ${MAX_AGE_LIMIT_S}`;
+    break;
+  }
+  return clamped.join('\n');
 }
 
 /** A V8 string's heap: a header, and one byte a character (two once any is outside Latin-1). */
@@ -388,7 +412,7 @@ export class MtaStsResolver {
     }
     let parsed: { mode?: string; mx?: string[]; maxAge?: number };
     try {
-      parsed = parsePolicy(text) as typeof parsed;
+      parsed = parsePolicy(maxAgeClamped(lines)) as typeof parsed;
     } catch (error) {
       throw new FetchError({ resultType: 'sts-policy-invalid', detail: `${url}: ${(error as Error).message}` });
     }
@@ -417,8 +441,11 @@ export class MtaStsResolver {
         servername: host,
         headers: { host, 'user-agent': 'Relay MTA-STS' },
         ...(this.#ca ? { ca: this.#ca } : {}),
+        // The chain is Node's to check (trusted CA, dates); the name is matched against the
+        // certificate's DNS-IDs only (./certificate-dns-ids.ts: Node's check also takes the CN
+        // and partial wildcards).
         rejectUnauthorized: true,
-        checkServerIdentity: (_name, cert) => tls.checkServerIdentity(host, cert),
+        checkServerIdentity: (_name, cert) => dnsIdIdentityError(host, cert),
         agent: false,
       }, (response) => {
         // Redirects are not followed (RFC 8461 3.3): only a 200 is a policy.

@@ -12,7 +12,9 @@
 // temporary failure naming MTA-STS. `testing` delivers as before and reports. Every session's
 // TLS outcome goes to the TLS report sink (RFC 8460) once, when it is set up: RFC 8460 4.4
 // counts sessions, so a connection reused from the pool is not counted again, and a session has
-// one result (under `testing`, one to an MX host the policy does not list is that mismatch).
+// one result (under `testing`, one to an MX host the policy does not list is that mismatch;
+// under `enforce` such a host is passed over, and counted as the session it would have been:
+// once per attempt that sets sessions up, not again for messages a pooled session carries).
 // A send with `ignoreTlsPolicy` (TLS reports by mail, RFC 8460 5.3.1) is judged and counted
 // under the domain's policies all the same, so that the domain's report tells the truth, but
 // they decide nothing: TLS is opportunistic.
@@ -380,14 +382,34 @@ export class MxTransport implements MailTransport {
     return { policy, perSession: null };
   }
 
+  /**
+   * One attempt at a domain's MX hosts. A host its `enforce` policy passes over opens no session,
+   * yet it is the session that would have been made, and TLS reports count sessions (RFC 8460
+   * 4.4), as they count, under `testing`, the one session to such a host however many messages it
+   * carries. So a host passed over is counted once per attempt that sets up sessions, or would
+   * have: with the first session the attempt sets up or has refused, or when it ends without one
+   * (its mail deferred: the next attempt, which would connect anew, counts it again); not when a
+   * pooled session carries the message, which sets none up (the host was counted with the attempt
+   * that set that session up; #tryHosts drops it).
+   */
   async #deliverDomain(domain: string, addresses: string[], message: OutgoingMessage, options: SendOptions): Promise<RecipientOutcome[]> {
+    const passedOver: Array<() => void> = [];
+    try {
+      return await this.#tryHosts(domain, addresses, message, options, passedOver);
+    } finally {
+      for (const count of passedOver.splice(0)) count();
+    }
+  }
+
+  async #tryHosts(domain: string, addresses: string[], message: OutgoingMessage, options: SendOptions, passedOver: Array<() => void>): Promise<RecipientOutcome[]> {
     const route = await this.#route(domain);
     if (route.kind === 'final') return addresses.map((a) => final(a, route.result, route.enhancedCode, route.response));
     const { policy: sts, perSession } = await this.#stsPolicy(domain);
     // RFC 8460 5.3.1: a TLS report by mail does not honor the failures it may be reporting.
     const honor = !options.ignoreTlsPolicy;
-    // Each session set up (accepted or refused) counts once.
+    // Each session set up (accepted or refused) counts once, after the hosts passed over before it.
     const counted = (policy: HostPolicy, verdict: TlsVerdict, host: string, address: string, sendingIp?: string | null) => {
+      for (const count of passedOver.splice(0)) count();
       perSession?.();
       this.#report(domain, policy.applied, policy.judge(verdict), host, address, sendingIp);
     };
@@ -451,8 +473,10 @@ export class MxTransport implements MailTransport {
         if (sts && sts.mode !== 'none' && !mxMatchesPolicy(host, sts)) {
           unlisted = `MX host ${host} does not match the policy's mx patterns (${sts.mx.join(', ')})`;
           if (sts.mode === 'enforce' && honor) {
-            // No session: the host is no candidate (RFC 8461 4.1).
-            this.#report(domain, stsApplied(sts), { problem: 'validation-failure', detail: unlisted }, host);
+            // No session: the host is no candidate (RFC 8461 4.1). Counted as the session it
+            // would have been, once per attempt that sets sessions up (#deliverDomain).
+            const detail = unlisted;
+            passedOver.push(() => this.#report(domain, stsApplied(sts), { problem: 'validation-failure', detail }, host));
             failures.push(`MTA-STS (enforce) of ${domain}: ${unlisted}`);
             continue;
           }
@@ -486,6 +510,8 @@ export class MxTransport implements MailTransport {
         continue; // RFC 5321 5.1: on to the next MX host
       }
       if (lease.fresh) counted(policy, lease.tls, host, lease.address, lease.localAddress);
+      // A pooled session: none set up, nor would one have been to the hosts passed over before it.
+      else passedOver.length = 0;
       if (begunAt === null) {
         // Once the connection answered: right before MAIL FROM.
         const markedAt = this.#monotonicNow();

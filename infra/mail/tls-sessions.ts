@@ -2,7 +2,8 @@
 // which policy applied to the recipient domain and how the session measured up to it, in the
 // RFC's own result types (4.3.2). The transport only tells a sink; counting and reporting
 // happen elsewhere (apps/services/tls-reports/).
-import tls, { type PeerCertificate, type TLSSocket } from 'node:tls';
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import { certificateNamesHost } from './certificate-dns-ids.ts';
 
 export type TlsFailureType =
   | 'starttls-not-supported'
@@ -70,7 +71,9 @@ function chainOf(socket: TLSSocket): Buffer[] {
 
 /**
  * Judges a session against WebPKI rules for MX host `host`: a certificate chain to a trusted
- * CA (the system's, or those the transport was given), valid now, naming the host.
+ * CA (the system's, or those the transport was given), valid now, naming the host by a DNS-ID
+ * (./certificate-dns-ids.ts; Node's own name check, whose verdict the socket also carries, is
+ * more lenient and is not used).
  */
 export function judgeTls(socket: TLSSocket | null, host: string): TlsVerdict {
   if (!socket || !socket.encrypted) return { encrypted: false, problem: 'starttls-not-supported', detail: 'the session is not encrypted (no STARTTLS, or it failed)', chain: [] };
@@ -79,8 +82,6 @@ export function judgeTls(socket: TLSSocket | null, host: string): TlsVerdict {
   const code = typeof error === 'string' ? error : (error as (Error & { code?: string }) | null)?.code ?? (error ? String(error) : null);
   if (code === 'CERT_HAS_EXPIRED') return { encrypted: true, problem: 'certificate-expired', detail: 'certificate has expired', chain };
   if (code && code !== 'ERR_TLS_CERT_ALTNAME_INVALID') return { encrypted: true, problem: 'certificate-not-trusted', detail: `certificate not trusted (${code})`, chain };
-  const peer = socket.getPeerCertificate();
-  const mismatch = tls.checkServerIdentity(host, peer);
-  if (mismatch) return { encrypted: true, problem: 'certificate-host-mismatch', detail: `certificate does not name ${host}`, chain };
+  if (!certificateNamesHost(socket.getPeerCertificate(), host)) return { encrypted: true, problem: 'certificate-host-mismatch', detail: `certificate does not name ${host}`, chain };
   return { encrypted: true, problem: null, detail: 'verified', chain };
 }
