@@ -390,7 +390,7 @@ function continueWhenRead<T extends NodeJS.ReadableStream>(request: FastifyReque
 }
 
 /** RFC 9110 7.2: uri-host [":" port]; uri-host an IP literal, an IPv4 address or a reg-name (RFC 3986 3.2.2), possibly empty. */
-const HOST = /^(?:\[(?:[0-9A-Fa-f:.]+|[vV][0-9A-Fa-f]+\.[\w.~!$&'()*+,;=:-]+)\]|(?:[\w.~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?$/;
+export const HOST_VALUE = /^(?:\[(?:[0-9A-Fa-f:.]+|[vV][0-9A-Fa-f]+\.[\w.~!$&'()*+,;=:-]+)\]|(?:[\w.~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?$/;
 
 /** What is wrong with the request's Host (RFC 9112 3.2), or null. Node keeps the first of several lines, so the raw lines are counted. */
 function hostProblem(request: IncomingMessage): string | null {
@@ -406,7 +406,7 @@ function hostProblem(request: IncomingMessage): string | null {
   if (lines > 1) return 'header Host: must be sent once';
   // HTTP/1.0 predates Host: its requests are served without one.
   if (lines === 0) return request.httpVersionMinor === 0 ? null : 'header Host: is required';
-  return HOST.test(value) ? null : 'header Host: must be a host name or address, with an optional port';
+  return HOST_VALUE.test(value) ? null : 'header Host: must be a host name or address, with an optional port';
 }
 
 /** What is wrong with the request's Transfer-Encoding (RFC 9112 6.1), or null: only chunked alone is decoded. */

@@ -1,6 +1,6 @@
 // The one mapping from error codes to HTTP statuses, and the spec's envelope
 // {error: {code, message}} for every failure, including fastify's own.
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RelayError, type ErrorCode } from '../../domain/errors.ts';
 
 export const httpStatusOf: Record<ErrorCode, number> = {
@@ -39,9 +39,30 @@ export const envelope = (code: string, message: string): ErrorBody => ({ error: 
 
 export interface ParserErrorAnswer { status: number; code: ErrorCode; message: string }
 
+/** A request line that is not `method SP target SP HTTP-version CRLF` (RFC 9112 3). */
+const REQUEST_LINE_REFUSED = 'HPE_INVALID_REQUEST_LINE';
+
 /**
- * What Node's HTTP parser refuses before fastify sees a request (llhttp's HPE_* codes), and
- * Node's header and request timeouts. Statuses follow HTTP; the codes are the registry's.
+ * The code a parser error is answered by (parserErrorAnswer): llhttp's own, except where one of
+ * its codes covers two problems that only its reason tells apart. HPE_INVALID_VERSION is both a
+ * version Relay does not serve ("Invalid HTTP version": HTTP/1.2, 3.7) and a request line that
+ * does not end right after its version ("Expected CRLF after version": a bare LF, a space, a
+ * third digit; "Expected dot": HTTP/11); HPE_INVALID_CONSTANT is both a request line without
+ * "HTTP/" and a malformed HTTP/2 preface. A malformed request line is named by a code of Relay's
+ * own, HPE_INVALID_REQUEST_LINE (an HPE_ code like llhttp's, answered as they are).
+ */
+export function parserErrorCode(error: { code?: string; reason?: string }): string | undefined {
+  const { code, reason } = error;
+  if (code === 'HPE_INVALID_VERSION' && reason !== undefined && reason !== 'Invalid HTTP version') return REQUEST_LINE_REFUSED;
+  if (code === 'HPE_STRICT' && reason === 'Expected CRLF after version') return REQUEST_LINE_REFUSED;
+  if (code === 'HPE_INVALID_CONSTANT' && reason?.startsWith('Expected HTTP/')) return REQUEST_LINE_REFUSED;
+  return code;
+}
+
+/**
+ * What Node's HTTP parser refuses before fastify sees a request (llhttp's HPE_* codes, as
+ * parserErrorCode names them), and Node's header and request timeouts. Statuses follow HTTP;
+ * the codes are the registry's.
  */
 export function parserErrorAnswer(nodeCode: string, limits: { maxHeaderBytes: number; headersTimeoutMs: number; requestTimeoutMs: number }): ParserErrorAnswer {
   const bad = (message: string): ParserErrorAnswer => ({ status: 400, code: 'validation_error', message });
@@ -57,6 +78,8 @@ export function parserErrorAnswer(nodeCode: string, limits: { maxHeaderBytes: nu
       return { status: 413, code: 'message_too_large', message: 'body: chunk extensions are too large' };
     case 'HPE_INVALID_VERSION':
       return { status: 505, code: 'http_version_not_supported', message: 'request: only HTTP/1.0 and HTTP/1.1 are served' };
+    case REQUEST_LINE_REFUSED:
+      return bad('request: the request line is malformed: it must be the method, the target and HTTP/1.1 (or HTTP/1.0), separated by single spaces and ended by CRLF (a bare LF ends no line)');
     case 'HPE_INVALID_METHOD':
       return bad('request: the method is not a known HTTP method');
     case 'HPE_INVALID_URL':
@@ -66,13 +89,15 @@ export function parserErrorAnswer(nodeCode: string, limits: { maxHeaderBytes: nu
       return bad('header Content-Length: must be one decimal number, and not sent together with Transfer-Encoding');
     case 'HPE_INVALID_TRANSFER_ENCODING':
       return bad('header Transfer-Encoding: only chunked is supported');
+    case 'HPE_CR_EXPECTED':
+    case 'HPE_LF_EXPECTED':
+      return bad('request: a header line (or a line of the chunked body) is malformed: it must end with CRLF, not a bare LF or CR');
     case 'HPE_INVALID_CHUNK_SIZE':
     case 'HPE_INVALID_EOF_STATE':
     case 'HPE_STRICT':
-    case 'HPE_CR_EXPECTED':
-    case 'HPE_LF_EXPECTED':
       return bad('request: the request is not valid HTTP/1.1 framing');
     case 'HPE_INVALID_HEADER_TOKEN':
+      return bad('headers: a header line is malformed (a character its name or value may not hold, or a bare LF where CRLF belongs)');
     case 'HPE_INVALID_CONSTANT':
       return bad('headers: a header line is malformed');
     default:
@@ -144,7 +169,12 @@ function bytesText(bytes: number): string {
   return `${bytes} bytes`;
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+/**
+ * `unrouted` answers first, when it has an answer, a request that reached no route because its
+ * target is not one a route could serve (server.ts, requestTargets: `*`, a fragment, an
+ * absolute-form URI's authority); it returns the reply it answered with.
+ */
+export function registerErrorHandling(app: FastifyInstance, unrouted?: (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined): void {
   app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {
     // The route's own limit: most take a send's 10 MiB, a sign-in far less.
     const answer = errorAnswerOf(error, request.routeOptions.bodyLimit);
@@ -154,6 +184,6 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.status(answer.status).send(envelope(answer.code, answer.message));
   });
   app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send(envelope('not_found', `no route for ${request.method} ${request.url.split('?')[0]}`)),
+    unrouted?.(request, reply) ?? reply.status(404).send(envelope('not_found', `no route for ${request.method} ${request.url.split('?')[0]}`)),
   );
 }

@@ -1,12 +1,15 @@
 // Builds the HTTP API: one fastify plugin per resource, the spec's error envelope
 // everywhere, JSON bodies up to the spec's 10 MiB (UTF-8, bounded before parsing: body-parser.ts).
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import cookie from '@fastify/cookie';
 import type { ApiContext } from './context.ts';
 import { jsonBodyParser } from './body-parser.ts';
 import { clientErrorHandler, installConnectionLimits, limitsOf, serverOptionsOf, stopDrainOf, type ConnectionLimits } from './connection-limits.ts';
-import { envelope, registerErrorHandling } from './error-registry.ts';
+import { envelope, parserErrorCode, registerErrorHandling } from './error-registry.ts';
+import { refuseTunnel, requestTargets } from './request-targets.ts';
 import { apiKeyRoutes } from './plugins/api-keys.ts';
 import { domainRoutes } from './plugins/domains.ts';
 import { emailRoutes } from './plugins/emails.ts';
@@ -70,13 +73,21 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   const { metrics } = ctx;
   const level = options.logLevel ?? ctx.config.logLevel;
   const limits = limitsOf({ stopDrainMs: stopDrainOf(ctx.config.shutdownTimeoutMs), ...options.limits });
+  const onClientError = clientErrorHandler(limits);
+  const targets = requestTargets();
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: level === false || level === 'silent' ? false : { level } }),
     logController: new OneLinePerRequest({ requestIdLogLabel: 'requestId' }),
     bodyLimit: MAX_REQUEST_BYTES,
     // Header, request, keep-alive and idle timeouts; Node's own refusals in the envelope.
     ...serverOptionsOf(limits),
-    clientErrorHandler: clientErrorHandler(limits),
+    // (llhttp's code alone does not tell a malformed request line from a version not served.)
+    clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException & { reason?: string }, socket: Socket) {
+      error.code = parserErrorCode(error);
+      onClientError.call(this, error, socket);
+    },
+    // Each request target routes as its path, or to no route with the answer it is owed (requestTargets).
+    rewriteUrl: (request) => targets.rewrite(request),
     // Request ids become the correlation id of the events a request appends: unique across
     // processes and restarts, unlike fastify's per-process counter.
     genReqId: () => randomUUID(),
@@ -95,7 +106,15 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   // Before any route or scope: each copies the parsers it finds when it is made.
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
   installTypeBoxValidation(app);
-  registerErrorHandling(app);
+  registerErrorHandling(app, targets.answer);
+  // Before any route: the methods OPTIONS * names.
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) targets.methods.add(method);
+  });
+  // CONNECT asks for a tunnel (RFC 9110 9.3.6), which Node hands to 'connect' listeners, past
+  // every route; with none it drops the connection without an answer, and with it the answers
+  // owed to the requests pipelined before it. Relay is no proxy: no route serves it.
+  app.server.on('connect', (request: IncomingMessage, socket: Socket) => refuseTunnel(request, socket, limits.unauthenticatedLingerMs));
   // Before any route: each route gets its counters as it is declared.
   installHttpMetrics(app, metrics);
   // Every route from here on is recorded for the OpenAPI document (apps/api/openapi.ts).
