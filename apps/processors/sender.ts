@@ -32,13 +32,15 @@ function siteKeyOfItem(sites: SiteRegistry, item: WorkItem): string {
 }
 
 /**
- * Takes a slot of the item's site for this attempt (or takeover). When the site is paused or at its rate, the
- * item moves to the site's next free slot (its claim untouched) and false is returned.
+ * Takes a slot of the item's site for this attempt (or takeover): the site's key, or null for an item
+ * that has no site (a recovery, only BCC recipients left). When the site is paused or at its rate,
+ * the item moves to the site's next free slot (its claim untouched) and false is returned.
  */
-async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item: WorkItem): Promise<boolean> {
-  if (item.step === 'recover' || !item.domain) return true;
-  const slot = sites.take(await sites.resolve(item.domain));
-  if (slot.ok) return true;
+async function takeSiteSlot(documents: DocumentStore, sites: SiteRegistry, item: WorkItem): Promise<string | null | false> {
+  if (item.step === 'recover' || !item.domain) return null;
+  const site = await sites.resolve(item.domain);
+  const slot = sites.take(site);
+  if (slot.ok) return site;
   const { _v, ...rest } = item as WorkItem & { _v: number };
   if (_v !== undefined) await workItems(documents).replace({ ...rest, dueAt: new Date(slot.retryAt).toISOString() }, _v);
   return false;
@@ -52,29 +54,88 @@ const WORKSPACE_READS = 64;
 const WORKSPACE_PAGE = 8;
 /** Reads one look spends looking for workspaces whose due mail lies past the earliest page. */
 const SCAN_READS = 4;
-/** Workspaces remembered as having mail due past the earliest page, at most. */
+/** Workspaces remembered as having mail due past the earliest page, at most (and per site, as served there). */
 const KNOWN_WORKSPACES = 1024;
+/** Sites whose turns are remembered, at most: the least recently served there are forgotten first. */
+const TURN_SITES = 1024;
+/** Workspaces remembered as served at a site, at most, counted over every site remembered. */
+const TURN_ENTRIES = 16 * 1024;
 
 /** What one sender instance carries from look to look about workspaces' turns. */
 interface TurnCursor {
   /** Where the scan for workspaces with due mail goes on (scanNextWorkspace); null: from the start. */
   scanAfter: string | null;
-  /** Workspaces the scan found with mail due, until a look finds none of theirs due. */
+  /** Workspaces the scan found with mail due, and those fresh ones given a turn, until a look finds none of their mail due. */
   known: Set<string>;
+  /**
+   * Workspaces whose item this instance's consumer just wrote, due now (a new email): the next
+   * look gives them a turn whatever lies ahead of them in the schedule.
+   */
+  fresh: Set<string>;
   /**
    * Workspaces by when one of their items last started (a site slot taken, a transaction begun),
    * least recently first: a look gives the first turns to those that waited longest.
    */
   served: Map<string, true>;
+  /**
+   * Per site (by key; the least recently served site first): its workspaces by when one of their
+   * items last took a slot there (a number that grows with each), least recently first. A
+   * workspace a site does not remember has waited there longer than any it remembers.
+   */
+  servedAt: Map<string, Map<string, number>>;
+  /** Workspaces remembered in servedAt, over every site. */
+  servedAtCount: number;
+  /** The number of the last slot taken at a site. */
+  slots: number;
 }
 
-export const newTurnCursor = (): TurnCursor => ({ scanAfter: null, known: new Set(), served: new Map() });
+export const newTurnCursor = (): TurnCursor => ({
+  scanAfter: null, known: new Set(), fresh: new Set(), served: new Map(), servedAt: new Map(), servedAtCount: 0, slots: 0,
+});
 
 /** Records that an item of `workspace` starts now: its workspace's turns come after the others' until they start one too. */
 function served(cursor: TurnCursor, workspace: string): void {
   cursor.served.delete(workspace);
   cursor.served.set(workspace, true);
   if (cursor.served.size > KNOWN_WORKSPACES) cursor.served.delete(cursor.served.keys().next().value!);
+}
+
+/**
+ * Records that an item of `workspace` took a slot of `site` now: there, its turns come after
+ * those of the other workspaces, until they take one too, whatever any of them sends elsewhere.
+ * Bounded: a site remembers KNOWN_WORKSPACES workspaces, and TURN_SITES sites with TURN_ENTRIES
+ * workspaces in all are remembered; the least recently served go first, which are those that
+ * would come first anyway.
+ */
+function servedAtSite(cursor: TurnCursor, site: string, workspace: string): void {
+  let order = cursor.servedAt.get(site);
+  if (order) cursor.servedAt.delete(site);
+  else order = new Map();
+  cursor.servedAt.set(site, order);
+  if (order.delete(workspace)) cursor.servedAtCount--;
+  order.set(workspace, ++cursor.slots);
+  cursor.servedAtCount++;
+  if (order.size > KNOWN_WORKSPACES) {
+    order.delete(order.keys().next().value!);
+    cursor.servedAtCount--;
+  }
+  // This site is the most recent: the oldest is another one whenever a bound is passed.
+  while (cursor.servedAt.size > TURN_SITES || cursor.servedAtCount > TURN_ENTRIES) {
+    const [oldest, forgotten] = cursor.servedAt.entries().next().value!;
+    cursor.servedAt.delete(oldest);
+    cursor.servedAtCount -= forgotten.size;
+  }
+}
+
+/**
+ * Records that this instance's consumer wrote an item of `workspace` that is due now (its write
+ * durable): the next look gives the workspace a turn. Other instances find it as they find any
+ * (the earliest page, the scan); this one, which wrote it, need not wait for either.
+ */
+function scheduledDue(cursor: TurnCursor, workspace: string): void {
+  cursor.fresh.delete(workspace);
+  cursor.fresh.add(workspace);
+  if (cursor.fresh.size > KNOWN_WORKSPACES) cursor.fresh.delete(cursor.fresh.keys().next().value!);
 }
 
 /** One workspace's place in a look: its items read and not taken yet, and where its next page starts. */
@@ -102,6 +163,14 @@ interface DueRead {
   looked: () => void;
 }
 
+/** One item a look picked for a site, and its place in the site's turns. */
+interface SitePick {
+  item: WorkItem;
+  workspace: string;
+  /** Items of its workspace picked for the site before it in this look. */
+  nth: number;
+}
+
 /**
  * Due items in workspace turns: each workspace's earliest due item in turn, then each one's
  * next, and so on; within a workspace earliest first (by dueAt, then _id), as for a workspace
@@ -111,12 +180,21 @@ interface DueRead {
  * wait for the whole burst. In turns, it waits behind a few items of each busy workspace.
  *
  * Which workspaces have mail due: those in the earliest page of the schedule (one read of the
- * dueAt index, whoever's mail it is), and, when that page is full, those a scan over the
- * workspaces finds further on: SCAN_READS reads a look (one read a workspace, due or not: a
- * look's cost must not grow with the workspaces whose mail is all due later), going on from look
- * to look, its finds remembered until a look finds none of their mail due. The first turns go to
- * the workspaces that waited longest since one of their items started, so that no workspace is
- * always first: at a site whose rate takes one message per slot, the first turn is the one sent.
+ * dueAt index, whoever's mail it is), and, when that page is full, those whose item this
+ * instance's consumer just wrote due (scheduledDue: a new email, which nothing else would find
+ * soon, as first attempts are dated 1970 and ordered by their time-ordered ids, behind the whole
+ * backlog) and those a scan over the workspaces finds further on: SCAN_READS reads a look (one
+ * read a workspace, due or not: a look's cost must not grow with the workspaces whose mail is all
+ * due later), going on from look to look. Both are remembered until a look finds none of their
+ * mail due. The first turns go to the workspaces that waited longest since one of their items
+ * started, so that no workspace is always first.
+ *
+ * At a site, the workspaces take turns of their own, whatever they send elsewhere: the items a
+ * look picks for the site go in the order of the site's turns (each workspace's first one there
+ * before any workspace's second; among those, first the workspace whose item took a slot of the
+ * site longest ago), and the first to start takes the site's next slot (takeSiteSlot): at a site
+ * whose rate takes one message per slot, the one sent. When the site has no room left in the
+ * look, an item that comes before the last one picked for it in the site's turns takes its place.
  *
  * At most `room` items (the dispatcher's free slots): an item read beyond them would wait in
  * the dispatcher's queue in front of another workspace's item that comes due meanwhile.
@@ -137,11 +215,21 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
   const { documents, sites, cursor, running } = read;
   const picked: WorkItem[] = [];
   if (room <= 0) return picked;
-  const perSite = new Map<string, number>();
+  const picksAt = new Map<string, SitePick[]>();
   const wanted: WantedLookup[] = [];
   const wantedDomains = new Set<string>();
 
-  const earliest = await dueWorkItems(documents, now, window);
+  // Taken before the page is read: each was noted once its item was durable, so a page that holds
+  // everything due holds their items.
+  const fresh = [...cursor.fresh];
+  cursor.fresh.clear();
+  let earliest: WorkItem[];
+  try {
+    earliest = await dueWorkItems(documents, now, window);
+  } catch (error) {
+    for (const workspace of fresh) scheduledDue(cursor, workspace);
+    throw error;
+  }
   let budget = DUE_PAGES * window - earliest.length;
   // A short page holds everything due: every workspace's turn is what it holds.
   const pageHoldsAll = earliest.length < window;
@@ -171,6 +259,12 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
       cursor.scanAfter = found.workspace;
       if (found.due && cursor.known.size < KNOWN_WORKSPACES) cursor.known.add(found.workspace);
     }
+    // Room for the fresh ones before the scan's finds: the scan finds those again, nothing else finds these.
+    for (const workspace of fresh) {
+      cursor.known.delete(workspace);
+      cursor.known.add(workspace);
+      if (cursor.known.size > KNOWN_WORKSPACES) cursor.known.delete(cursor.known.keys().next().value!);
+    }
     for (const workspace of cursor.known) turnOf(workspace);
   }
 
@@ -180,7 +274,18 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
   const ordered = [...byWorkspace.keys()].filter((name) => !cursor.served.has(name)).sort();
   for (const name of cursor.served.keys()) if (byWorkspace.has(name)) ordered.push(name);
   const turns = ordered.map((name) => byWorkspace.get(name)!);
+  const place = new Map(ordered.map((name, index) => [name, index]));
   let reads = WORKSPACE_READS;
+
+  /**
+   * Negative when `a` comes before `b` in the site's turns: fewer items of its workspace before
+   * it, then its workspace's last slot there longer ago (none remembered: longest), then its
+   * workspace's turn in this look.
+   */
+  const atSite = (site: string, a: SitePick, b: SitePick): number => {
+    const slots = cursor.servedAt.get(site);
+    return a.nth - b.nth || (slots?.get(a.workspace) ?? 0) - (slots?.get(b.workspace) ?? 0) || place.get(a.workspace)! - place.get(b.workspace)!;
+  };
 
   /** Takes the item when it can start now: as siteKeyOfItem, with a site only when it is known. */
   const take = (item: WorkItem, turn: Turn): boolean => {
@@ -196,9 +301,19 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
         }
         return false;
       }
-      const taken = perSite.get(site) ?? 0;
-      if (full.has(`${SITE_KEY}${site}`) || taken + sites.inFlight(site) >= sites.concurrency(site)) return false;
-      perSite.set(site, taken + 1);
+      if (full.has(`${SITE_KEY}${site}`)) return false;
+      const picks = picksAt.get(site) ?? [];
+      const pick: SitePick = { item, workspace: turn.workspace, nth: picks.filter((p) => p.workspace === turn.workspace).length };
+      if (picks.length + sites.inFlight(site) >= sites.concurrency(site)) {
+        // No room left at the site in this look: the last picked there in its turns gives way to
+        // this one if this one comes before it (an earlier round's pick of a workspace that waited less there).
+        const last = picks.reduce<SitePick | null>((worst, p) => (worst === null || atSite(site, p, worst) > 0 ? p : worst), null);
+        if (last === null || atSite(site, pick, last) >= 0) return false;
+        picks.splice(picks.indexOf(last), 1);
+        picked.splice(picked.indexOf(last.item), 1);
+      }
+      picks.push(pick);
+      picksAt.set(site, picks);
     }
     picked.push(item);
     return true;
@@ -237,6 +352,16 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
       if (picked.length >= room) break;
     }
   }
+  // Each site's picks in the site's turns, in the places its picks took: the dispatcher starts them
+  // in this order, and the first to start takes the site's next slot.
+  for (const [site, picks] of picksAt) {
+    if (picks.length < 2) continue;
+    const places = picks.map((p) => picked.indexOf(p.item)).sort((x, y) => x - y);
+    picks.sort((a, b) => atSite(site, a, b));
+    places.forEach((at, i) => {
+      picked[at] = picks[i].item;
+    });
+  }
   sites.lookUp(wanted, read.looked);
   return picked;
 }
@@ -257,7 +382,7 @@ export const sender = defineProcessor({
   name: 'sender',
   summary: 'delivers queued emails through RELAY_DELIVERY (outbox, smtp or mx), with durable retries',
   eventTypes: ['EmailAccepted', 'DeliveryClaimed', 'DeliveryAttempted', 'DeliveryFailed'],
-  async init(deps): Promise<Dispatcher & Required<Pick<ProcessorRuntime, 'stopClaiming'>>> {
+  async init(deps): Promise<Dispatcher & Required<Pick<ProcessorRuntime, 'stopClaiming'>> & { scheduled(item: WorkItem): void }> {
     await ensureWorkItemIndexes(deps.documents);
     await ensureSendRateIndexes(deps.documents);
     logDkimReseal(deps, await resealDkimKeys(deps.documents, deps.services.secrets));
@@ -315,8 +440,11 @@ export const sender = defineProcessor({
       run: async (item) => {
         running.add(item._id);
         try {
-          if (!(await takeSiteSlot(deps.documents, sites, item))) return;
+          const site = await takeSiteSlot(deps.documents, sites, item);
+          if (site === false) return;
           served(read.cursor, workspaceOfItem(item));
+          // Sites only where they shape: elsewhere no slot is taken and every domain is its own.
+          if (site !== null && sites.shaping) servedAtSite(read.cursor, site, workspaceOfItem(item));
           const result = await runDeliveryStep(delivery, item).catch((error: Error) => {
             throw new Error(`delivery of ${item._id} (${item.step} ${item.attempt}) failed: ${error.message}`, { cause: error });
           });
@@ -332,6 +460,11 @@ export const sender = defineProcessor({
     const contentKeys = resealContentKeysAside(deps);
     return {
       ...dispatcher,
+      // An item the consumer wrote, due now and durable: its workspace has a turn in the next look.
+      scheduled: (item) => {
+        scheduledDue(read.cursor, workspaceOfItem(item));
+        dispatcher.kick();
+      },
       // The work items go on being brought in line with the events the consumer reads meanwhile,
       // for the next start to send.
       stopClaiming: () => dispatcher.stop(),
@@ -353,7 +486,7 @@ export const sender = defineProcessor({
     if (current ? current.streamRevision >= event.revision : event.type !== 'EmailAccepted') return;
     const item = await syncWorkItem(deps.documents, deps.events, emailId, originOfEvent(event), deps.services.policies.delivery);
     // The dispatcher reads another connection: it finds the item once its round made it durable.
-    if (item && item.dueAt <= deps.now().toISOString()) afterDurable(() => dispatcher.kick());
+    if (item && item.dueAt <= deps.now().toISOString()) afterDurable(() => dispatcher.scheduled(item));
   },
 });
 

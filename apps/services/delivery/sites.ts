@@ -137,6 +137,11 @@ export class SiteRegistry {
     this.#shaping = options.shaping ?? true;
   }
 
+  /** Whether sites shape traffic (limits, spacing, backoff); false: every domain is a site of its own, without limits. */
+  get shaping(): boolean {
+    return this.#shaping;
+  }
+
   /** The site a domain belongs to, as far as known now (before its first lookup: the domain itself). */
   keyOf(domain: string): string {
     return this.#domains.get(domain.toLowerCase()) ?? domain.toLowerCase();
