@@ -55,6 +55,8 @@ function zone(ctx: Context): ZoneRecord[] {
     mx('ta-name.test', 'mx.ta-name.test'), loopback('mx.ta-name.test'), tlsa(ta, 'mx.ta-name.test', 2, 0, 1, ctx.caDigest),
     // A signed zone whose TLSA lookup fails.
     mx('broken.test', 'mx.broken.test'), loopback('mx.broken.test'), { name: `_${ee}._tcp.mx.broken.test`, type: 'SERVFAIL' },
+    // Its preferred host's TLSA lookup fails; the next one has no TLSA record (opportunistic TLS).
+    { name: 'halfbroken.test', type: 'MX', data: { preference: 5, exchange: 'mx.broken.test' } }, mx('halfbroken.test', 'mx2.halfbroken.test'), loopback('mx2.halfbroken.test'),
   ];
 }
 
@@ -162,6 +164,18 @@ test('a signed host whose TLSA lookup fails is not used: deferred', async (ctx) 
   assert.match(recipient.response, /TLSA lookup for _\d+\._tcp\.mx\.broken\.test failed \(ESERVFAIL\)/);
   assert.is(ctx.selfSigned.connections, before, 'no connection to a host whose TLSA is unknown');
   assert.equal(results(ctx), [['tlsa', 'mx.broken.test', 'dnssec-invalid']]);
+});
+
+// TLS reports count sessions (RFC 8460 4.4): the host passed over is the session that would have
+// been made, counted with the one made instead, not again for each message that session carries.
+test('a host passed over for its failed TLSA lookup is counted once per session, not once per message', async (ctx) => {
+  const t = transport(ctx, ctx.selfSigned);
+  for (const to of ['ann@halfbroken.test', 'bob@halfbroken.test', 'cy@halfbroken.test']) {
+    const recipient = await outcomeOf(t, to);
+    assert.is(recipient.result, 'delivered', recipient.response);
+  }
+  assert.is(ctx.selfSigned.messages.length, 3, 'all three went to the next MX host');
+  assert.equal(results(ctx), [['tlsa', 'mx.broken.test', 'dnssec-invalid'], ['no-policy-found', 'mx2.halfbroken.test', 'success']]);
 });
 
 test.run();

@@ -383,10 +383,10 @@ export class MxTransport implements MailTransport {
   }
 
   /**
-   * One attempt at a domain's MX hosts. A host its `enforce` policy passes over opens no session,
-   * yet it is the session that would have been made, and TLS reports count sessions (RFC 8460
-   * 4.4), as they count, under `testing`, the one session to such a host however many messages it
-   * carries. So a host passed over is counted once per attempt that sets up sessions, or would
+   * One attempt at a domain's MX hosts. A host its `enforce` policy passes over (or one whose TLSA
+   * lookup failed, which DANE leaves unused) opens no session, yet it is the session that would
+   * have been made, and TLS reports count sessions (RFC 8460 4.4), as they count, under
+   * `testing`, the one session to such a host however many messages it carries. So a host passed over is counted once per attempt that sets up sessions, or would
    * have: with the first session the attempt sets up or has refused, or when it ends without one
    * (its mail deferred: the next attempt, which would connect anew, counts it again); not when a
    * pooled session carries the message, which sets none up (the host was counted with the attempt
@@ -462,7 +462,9 @@ export class MxTransport implements MailTransport {
         const applied: TlsPolicyApplied = { type: 'tlsa', domain, strings: [], mxHosts: [host] };
         if (honor) {
           failures.push(`${host}: ${dane.unusable}`);
-          this.#report(domain, applied, { problem: 'dnssec-invalid', detail: dane.unusable }, host);
+          // No session: counted as the session it would have been, as a host an enforce policy passes over.
+          const detail = dane.unusable;
+          passedOver.push(() => this.#report(domain, applied, { problem: 'dnssec-invalid', detail }, host));
           continue;
         }
         policy = { applied, judge: () => ({ problem: 'dnssec-invalid', detail: dane.unusable }), requirement: opportunistic(host) };
