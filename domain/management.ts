@@ -77,7 +77,7 @@ export interface SuppressionEntry {
   /** Email whose bounce or complaint caused it; null for manual blocks and for a BCC recipient's (never tied to its email). */
   emailId: string | null;
   createdAt: string;
-  /** Event id of the bounce/complaint that last wrote this entry (idempotent projection). */
+  /** Event id of the bounce/complaint that last wrote this entry (idempotent projection); for a BCC recipient's block, the block's own RecipientSuppressed id. */
   lastEventId: string | null;
 }
 

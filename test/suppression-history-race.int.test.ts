@@ -14,6 +14,7 @@ import { applyAutomaticSuppression } from '../apps/services/feedback/auto-suppre
 import { verpAddress, VERP_MAC_PURPOSE } from '../domain/delivery/verp.ts';
 import { emailStreamId } from '../domain/email/events.ts';
 import { upcastEmailEvent } from '../domain/email/upcast.ts';
+import { originOfEvent } from '../domain/events/metadata.ts';
 import type { SuppressionEntry } from '../domain/management.ts';
 import { suppressionStreamId } from '../domain/suppressions/events.ts';
 import type { Collection, DocumentStore } from '../infra/ports/document-store.ts';
@@ -193,7 +194,7 @@ test('the suppressor handling a bounce again writes nothing more', async ({ t, i
   // At-least-once: the same RecipientReported handled once more.
   const reported = (await t.stores.events.readStream(emailStreamId(id))).find((e) => e.type === 'RecipientReported')!;
   assert.is(reported.id, before?.lastEventId);
-  const added = await applyAutomaticSuppression({ events: t.stores.events, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date() }, upcastEmailEvent(reported));
+  const added = await applyAutomaticSuppression({ events: t.stores.events, documents: t.stores.documents, secrets: t.ctx.services.secrets, now: () => new Date() }, upcastEmailEvent(reported), originOfEvent(reported));
 
   assert.is(added, 0);
   assert.equal(await historyOf(t, tenant, address), ['RecipientSuppressed'], 'no second event');

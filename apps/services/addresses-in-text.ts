@@ -1,5 +1,6 @@
 // Where the email addresses in a text are: what `relay events export --redact` hashes
-// (./event-reading.ts).
+// (./event-reading.ts), and what is masked out of a BCC recipient's server reply or report
+// before it is recorded (maskAddresses: ./delivery/attempt.ts, ./feedback/ingest-report.ts).
 //
 // An address in free text (replies, reasons, subjects): a local part that is an RFC 5322
 // dot-atom (apostrophes included, though not leading: 'ann@…' in a reply is ann@…; UTF-8 too) or
@@ -200,4 +201,24 @@ function* encodedApart(text: string, plain: Found[]): Generator<Found> {
 export function addressesInText(text: string): Found[] {
   const plain = [...literalAddresses(text)];
   return [...plain, ...encodedApart(text, plain)].sort((a, b) => a.start - b.start);
+}
+
+/** What an address becomes in a masked text (projections/deliverability.ts maskedReply writes the same). */
+export const MASKED_ADDRESS = '<address>';
+
+/**
+ * `text` with every address in it (plain or URL-encoded, as addressesInText finds them) replaced
+ * by `<address>`, and the rest as written: a server's reply or a report about a BCC recipient
+ * (Postfix: "550 5.1.1 <bcc@example.org>: Recipient address rejected") keeps its codes and words,
+ * never the address. Angle brackets around an address go with it ("<…>" stays "<address>").
+ */
+export function maskAddresses(text: string): string {
+  let out = '';
+  let copied = 0;
+  for (const { start, end } of addressesInText(text)) {
+    const bracketed = start > copied && text.charCodeAt(start - 1) === 0x3c && text.charCodeAt(end) === 0x3e;
+    out += text.slice(copied, bracketed ? start - 1 : start) + MASKED_ADDRESS;
+    copied = bracketed ? end + 1 : end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
 }

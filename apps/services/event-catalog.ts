@@ -61,7 +61,8 @@ export function eventCatalog(): CatalogEntry[] {
     stream: `${SUPPRESSION_STREAM_PREFIX}<workspaceId>`,
     summary: type === 'RecipientSuppressed'
       ? "An address was added to its workspace's suppression list: by a user, or by a hard bounce or complaint."
-      : "An address was removed from its workspace's suppression list by a user.",
+      : "An address was removed from its workspace's suppression list: by a user; or an addition (by a user, a hard bounce or a complaint) " +
+        'whose entry was removed while it was being recorded gives way to that removal, naming its own cause and reason.',
     schemaVersion: SUPPRESSION_SCHEMA_VERSIONS[type],
     upcasting: upcastingOf(SUPPRESSION_SCHEMA_VERSIONS[type], SUPPRESSION_UPCASTS[type]),
     data: SUPPRESSION_EVENT_DATA[type],

@@ -63,6 +63,12 @@ export interface RecipientResultReport {
   result: TransportResult;
   smtpCode: number | null;
   enhancedCode: string | null;
+  /**
+   * The server's reply or the local error, recorded as given (DeliveryAttempted's
+   * `recipients[i].response`). For a BCC recipient, with every address in it masked already
+   * ("<address>": apps/services/delivery/attempt.ts): replies quote the recipient's address, and
+   * a BCC recipient's is in no event.
+   */
   response: string;
   /** The stage a refusal came at (connection, mail_from, rcpt_to, data, dns…), when the transport said. */
   stage?: string;

@@ -48,7 +48,10 @@ export const AdmittedMessageSchema = Type.Object({
   workspaceId: Type.String(),
   apiKeyId: Type.String(),
   testMode: Type.Boolean({ description: 'Sent with a development key.' }),
-  fingerprint: Type.String({ description: 'sha256 of the canonical request body: idempotent replays must match it.' }),
+  fingerprint: Type.String({
+    description: 'A MAC (HMAC-SHA-256, hex) of the canonical request body under a key derived from RELAY_SECRET_KEY: idempotent replays must match it. ' +
+      'It cannot be recomputed without that key (emails admitted by versions before keyed fingerprints hold the plain sha256 of the body).',
+  }),
   idempotencyKey: Nullable(Type.String()),
   from: Type.String({ description: 'The From mailbox as written.' }),
   fromAddress: Type.String(),
@@ -70,7 +73,10 @@ export const AdmittedMessageSchema = Type.Object({
 });
 export type AdmittedMessage = Static<typeof AdmittedMessageSchema>;
 
-export const SuppressedRecipientSchema = Type.Object({ address: Type.String(), reason: Type.String() });
+export const SuppressedRecipientSchema = Type.Object({
+  address: Type.String({ description: 'The normalized address; for a BCC recipient the words "a BCC recipient" (its address is in no event).' }),
+  reason: Type.String({ description: 'What put it on the list: manual, hard_bounce or complaint.' }),
+});
 export type SuppressedRecipient = Static<typeof SuppressedRecipientSchema>;
 
 export const EmailSuppressedDataSchema = Type.Composite([AdmittedMessageSchema, Type.Object({
@@ -120,7 +126,7 @@ export const RecipientAttemptSchema = Type.Object({
   status: StatusSchema,
   smtpCode: Nullable(Type.Integer()),
   enhancedCode: Nullable(Type.String()),
-  response: Type.String({ description: "The server's reply or the local error; never message content." }),
+  response: Type.String({ description: "The server's reply or the local error; never message content. A BCC recipient's has every address in it masked (\"<address>\")." }),
   providerMessageId: Type.Optional(
     Nullable(Type.String({ description: 'The queue id the accepting server gave this recipient\'s transaction; absent in events from before it was kept.' })),
   ),
@@ -166,12 +172,16 @@ export type DeliveryFailed = { type: 'DeliveryFailed'; data: Static<typeof Deliv
 export const REPORT_OUTCOMES = ['hard_bounced', 'soft_bounced', 'delayed', 'delivered', 'complained', 'undetermined'] as const satisfies readonly ReportOutcome[];
 export type ReportedOutcome = ReportOutcome;
 
+const ReportIdDescription = "The finding's identity, not the report's Message-ID: 32 base64url characters of a SHA-256 over the report's " +
+  'Message-ID (else the SHA-256 of its bytes), the finding\'s place in the report and what it found (outcome, status). The same report taken ' +
+  'again gives the same reportId and is not recorded again.';
+
 /**
  * A report that came back to the recipient's return path (VERP), about that recipient. Kept
  * even when it could not be classified (`undetermined`), which changes no status.
  */
 export const RecipientReportedDataSchema = Type.Object({
-  reportId: Type.String({ description: "The report's identity (its Message-ID, or a hash of its bytes): the same report twice changes nothing." }),
+  reportId: Type.String({ description: ReportIdDescription }),
   recipientIndex: RecipientIndex,
   address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
   outcome: Type.Union(REPORT_OUTCOMES.map((o) => Type.Literal(o))),
@@ -180,8 +190,8 @@ export const RecipientReportedDataSchema = Type.Object({
     description: 'The enhanced status code the report gave, normalized ("5.1.1"), or null; a comment after it is in `reason`. ' +
       'Events recorded by earlier versions may hold the Status field as written: read only a leading code from it.',
   })),
-  diagnosticCode: Nullable(Type.String()),
-  reason: Type.String(),
+  diagnosticCode: Nullable(Type.String({ description: 'As reported; about a BCC recipient, every address in it masked ("<address>").' })),
+  reason: Type.String({ description: 'The report\'s explanation, at most 1,000 characters; about a BCC recipient, every address in it masked.' }),
   complaintType: Nullable(Type.String({ description: 'ARF Feedback-Type (abuse, fraud, …) for a complaint.' })),
   occurredAt: Instant,
 });
@@ -192,7 +202,7 @@ export type RecipientReported = { type: 'RecipientReported'; data: Static<typeof
  * delay): counted, never shown as an entry of its own nor sent as a webhook.
  */
 export const RecipientReportRepeatedDataSchema = Type.Object({
-  reportId: Type.String(),
+  reportId: Type.String({ description: ReportIdDescription }),
   recipientIndex: RecipientIndex,
   address: Nullable(Type.String({ description: 'Null for a BCC recipient.' })),
   outcome: Type.Union(REPORT_OUTCOMES.map((o) => Type.Literal(o))),

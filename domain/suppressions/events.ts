@@ -20,11 +20,14 @@ export const SuppressionCauseSchema = Type.Union([
     kind: Type.Literal('email_event'),
     emailId: Type.String(),
     eventId: Type.String({ description: 'The DeliveryAttempted or RecipientReported event that called for it.' }),
-    reportId: Type.Union([Type.String(), Type.Null()], { description: "The report's identity, when a report called for it." }),
+    reportId: Type.Union([Type.String(), Type.Null()], { description: 'The reportId of the RecipientReported that called for it; null for a DeliveryAttempted.' }),
   }),
   Type.Object(
     { kind: Type.Literal('bcc_recipient_event') },
-    { description: 'A hard bounce or complaint of a BCC recipient: which email, event or report is never said (nor by the metadata), so that the address is not tied to the email it was a BCC recipient of.' },
+    {
+      description: 'A hard bounce or complaint of a BCC recipient: which email, event or report is never said (nor by the metadata, the event\'s id or its ' +
+        'occurredAt: an origin of its own, an id derived with a key, the time the block was made), so that the address is not tied to the email it was a BCC recipient of.',
+    },
   ),
 ]);
 export type SuppressionCause = Static<typeof SuppressionCauseSchema>;
@@ -34,7 +37,10 @@ export const RecipientSuppressedDataSchema = Type.Object({
   address: Type.String({ description: 'Normalized (trimmed, lower case).' }),
   reason: Reason,
   by: SuppressionCauseSchema,
-  occurredAt: Type.String({ format: 'date-time' }),
+  occurredAt: Type.String({
+    format: 'date-time',
+    description: "When it was added: a user's request; for a bounce or complaint of a To or CC recipient, that email event's occurredAt; of a BCC recipient, when the block was made.",
+  }),
 });
 
 export const RecipientUnsuppressedDataSchema = Type.Object({

@@ -27,6 +27,7 @@ import { deferDurability, durableSoFar } from '../../../infra/ports/durability.t
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { maskAddresses } from '../addresses-in-text.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
 import type { Handled, Loaded } from '../command-handler.ts';
@@ -92,14 +93,23 @@ function targetsOf(message: AdmittedMessage, bcc: string[], pending: number[]): 
   return [...byAddress.values()];
 }
 
-function report(target: Target, outcome: RecipientOutcome | undefined, providerMessageId: string | null): RecipientResultReport[] {
+/**
+ * What the transport said for `target`, for each of its indexes. Servers quote the address in
+ * their replies (Postfix: "550 5.1.1 <bcc@…>: Recipient address rejected"), and a BCC recipient's
+ * address is in no event: for an index past To and CC (`visible`), every address in the reply is
+ * masked ("<address>"), its codes and words kept. Masked before it is cut, so no cut leaves part
+ * of an address behind.
+ */
+function report(target: Target, outcome: RecipientOutcome | undefined, providerMessageId: string | null, visible: number): RecipientResultReport[] {
   const accepted = outcome?.result === 'accepted' || outcome?.result === 'delivered';
   const base = outcome
     ? {
-      result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response.slice(0, 1000),
+      result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response,
       ...(outcome.stage ? { stage: outcome.stage } : {}), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
-  return [target.index, ...target.alsoIndexes].map((index) => ({ index, ...base }));
+  return [target.index, ...target.alsoIndexes].map((index) => ({
+    index, ...base, response: (index < visible ? base.response : maskAddresses(base.response)).slice(0, 1000),
+  }));
 }
 
 /** The exact bytes: headers as admitted, bodies as rendered at admission, DKIM-signed with the domain's key. */
@@ -212,6 +222,8 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   }
   const mailFromDomain = `${domain.mailFromSubdomain}.${domain.name}`;
   const targets = targetsOf(message, content.bcc, pending);
+  // Recipients from this index on are BCC ones.
+  const visible = message.toAddresses.length + message.ccAddresses.length;
   // The stream as this instance last appended to it: each transaction start decides on it
   // (and reads what it missed when another start got in first).
   let latest: Loaded<EmailState> = claim;
@@ -229,11 +241,10 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   const reports = (await mapLimited(targets, deps.parallelTransactions ?? 5, async (target) => {
     const mailFrom = verpAddress({ emailId: message.emailId, recipientIndex: target.index, mailFromDomain }, (data) => deps.secrets.mac(VERP_MAC_PURPOSE, data));
     const outcome = await deps.transport.send({ emailId: message.emailId, envelope: { mailFrom, recipients: [target.address] }, raw, messageId }, { beginTransaction: begin(target), transactionGraceMs: deps.policy.claimGraceMs });
-    return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0], outcome.providerMessageId);
+    return report(target, outcome.recipients.find((r) => r.address.toLowerCase() === target.address) ?? outcome.recipients[0], outcome.providerMessageId, visible);
   })).flat();
   // Every transaction's queue id is kept with its recipient; the email's one field shows the
   // first visible (To, CC) recipient's, never a BCC one's (apps/api/INTERFACE-DECISIONS.md).
-  const visible = message.toAddresses.length + message.ccAddresses.length;
   const providerMessageId = reports.find((r) => r.index < visible && r.providerMessageId)?.providerMessageId ?? null;
 
   const recorded = await emails.handle(item._id, {

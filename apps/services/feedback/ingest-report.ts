@@ -4,6 +4,11 @@
 // recipient of that email: a bounce's entry naming any other address is ignored, while a
 // complaint is that recipient's whatever address it names (findingsFor).
 //
+// A report about a BCC recipient quotes its address as a rule (a DSN's Diagnostic-Code: "550
+// 5.1.1 <bcc@…>: Recipient address rejected"; a complaint's Original-Rcpt-To), and a BCC
+// recipient's address is in no event: its finding is recorded with every address in the
+// diagnostic code and the reason masked ("<address>"), its status, outcome and format as reported.
+//
 // Reports about one email are recorded one after the other (`lanes`): each decides on the stream
 // the one before appended to, so concurrent reports never meet a revision conflict in this
 // process, and reports about other emails never wait for them.
@@ -14,6 +19,7 @@ import { canonicalAddress } from '../../../domain/mailbox.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import type { ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { Emails } from '../email-stream.ts';
+import { maskAddresses } from '../addresses-in-text.ts';
 import type { SerialByKey } from '../serial-by-key.ts';
 import type { ReportTarget } from './report-targets.ts';
 
@@ -112,6 +118,8 @@ export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], re
 async function recordFindings(deps: IngestDeps, target: ReportTarget, report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult['findings']> {
   const { parsed } = report;
   const found: IngestResult['findings'] = [];
+  // Masked before the reason is cut, so no cut leaves part of an address behind.
+  const shown = (text: string): string => (target.bcc ? maskAddresses(text) : text);
   for (const [i, finding] of findingsFor(parsed, target).entries()) {
     const handled = await deps.emails.handle(target.emailId, {
       type: 'RecordReport',
@@ -120,8 +128,8 @@ async function recordFindings(deps: IngestDeps, target: ReportTarget, report: Re
       outcome: finding.outcome,
       format: parsed.kind,
       status: finding.status,
-      diagnosticCode: finding.diagnosticCode,
-      reason: finding.reason.slice(0, 1000),
+      diagnosticCode: finding.diagnosticCode === null ? null : shown(finding.diagnosticCode),
+      reason: shown(finding.reason).slice(0, 1000),
       complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
       at: deps.now().toISOString(),
     }, { origin });

@@ -26,6 +26,8 @@ export interface ReportTarget {
    * withBccAddresses takes it from the sealed content, and stays null once that is gone (seven days).
    */
   address: string | null;
+  /** A BCC recipient (its index past To and CC): nothing recorded about it may hold its address (ingest-report.ts). */
+  bcc: boolean;
   workspaceId: string;
 }
 
@@ -77,7 +79,13 @@ export class ReportTargets {
     return {
       ok: true,
       read,
-      target: { emailId: verp.emailId, recipientIndex: verp.recipientIndex, address: email.visibleAddresses[verp.recipientIndex] ?? null, workspaceId: email.workspaceId },
+      target: {
+        emailId: verp.emailId,
+        recipientIndex: verp.recipientIndex,
+        address: email.visibleAddresses[verp.recipientIndex] ?? null,
+        bcc: verp.recipientIndex >= email.visibleAddresses.length,
+        workspaceId: email.workspaceId,
+      },
     };
   }
 
