@@ -4,7 +4,7 @@
 // written; a text without an address comes back unchanged.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { maskAddresses } from '../apps/services/addresses-in-text.ts';
+import { maskAddresses, maskAddressesInCut } from '../apps/services/addresses-in-text.ts';
 
 test('a Postfix refusal keeps its codes and words, not the address it quotes', () => {
   assert.is(
@@ -25,6 +25,13 @@ test('every address goes, whatever its form, and the rest is as written (line br
 
 test('a text without an address is unchanged', () => {
   for (const text of ['250 2.0.0 Ok: queued as Q000001', '', '421 4.7.0 Try again @ 10:00', 'not attempted']) assert.is(maskAddresses(text), text);
+});
+
+test('given a text cut short ("…"), when masked, then the remains of an address the cut went through go too, and nothing else', () => {
+  assert.is(maskAddressesInCut('550 5.1.1 mailbox unavailable. Recipient: <quiet.w…'), '550 5.1.1 mailbox unavailable. Recipient: …');
+  assert.is(maskAddressesInCut('550 5.1.1 <a@b.example> rejected and so on…'), '550 5.1.1 <address> rejected and so …', 'the last word goes: it may be an address\'s start');
+  assert.is(maskAddressesInCut('550 5.1.1 rejected: <a@b.example>…'), '550 5.1.1 rejected: <address>…');
+  assert.is(maskAddressesInCut('550 5.1.1 <a@b.example> rejected'), '550 5.1.1 <address> rejected', 'a text not cut keeps its last word');
 });
 
 test.run();

@@ -222,3 +222,16 @@ export function maskAddresses(text: string): string {
   }
   return copied === 0 ? text : out + text.slice(copied);
 }
+
+/**
+ * maskAddresses for a text already cut short and ended by "…" (a report's reason, cut by the
+ * parser before anyone knew whose it was): an address the cut went through has lost its "@" and
+ * is no address any more, so the last word before the "…", which it would be, goes too.
+ */
+export function maskAddressesInCut(text: string): string {
+  const masked = maskAddresses(text);
+  if (!masked.endsWith('…')) return masked;
+  const kept = masked.slice(0, -1);
+  if (kept.endsWith(MASKED_ADDRESS)) return masked;
+  return `${kept.replace(/\S+$/, '')}…`;
+}

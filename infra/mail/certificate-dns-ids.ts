@@ -1,8 +1,9 @@
 // Whether a certificate names a host, as MTA-STS asks: the policy host's certificate valid for
 // `mta-sts.<domain>` (RFC 8461 3.3), an MX host's with "a subject alternative name (SAN) with a
-// DNS-ID matching the host name" (4.2), by RFC 6125's rules; and, under DANE-TA, the leaf's
-// (RFC 7672 3.2.3): the host is matched against the certificate's DNS-IDs (subjectAltName dNSName
-// entries) and nothing else.
+// DNS-ID matching the host name" (4.2), by RFC 6125's rules: the host is matched against the
+// certificate's DNS-IDs (subjectAltName dNSName entries) and nothing else. Under DANE-TA the
+// leaf's names are matched the same way, but its Common Name counts when it has no DNS-ID
+// (RFC 7672 3.2.3).
 //
 // Node's tls.checkServerIdentity is more lenient than that (checked against Node 24): a
 // certificate without any dNSName (no subjectAltName, or IP addresses only) is matched through
@@ -33,10 +34,15 @@ function referenceOf(host: string): string | null {
   return ascii === '' ? null : ascii;
 }
 
-/** Whether the parsed certificate names `host` by a DNS-ID (never by its Common Name). */
-export function x509NamesHost(cert: X509Certificate, host: string): boolean {
+/**
+ * Whether the parsed certificate names `host` by a DNS-ID; by its Common Name too when it has no
+ * DNS-ID and `commonName` is 'when no DNS-ID' (DANE-TA: RFC 7672 3.2.3 considers the CN "only
+ * ... when no DNS-IDs are present"; MTA-STS never does).
+ */
+export function x509NamesHost(cert: X509Certificate, host: string, commonName: 'never' | 'when no DNS-ID' = 'never'): boolean {
   const reference = referenceOf(host);
-  return reference !== null && cert.checkHost(reference, DNS_ID_ONLY) !== undefined;
+  const options = commonName === 'never' ? DNS_ID_ONLY : { ...DNS_ID_ONLY, subject: 'default' as const };
+  return reference !== null && cert.checkHost(reference, options) !== undefined;
 }
 
 /** Whether the certificate names `host` by a DNS-ID (never by its Common Name). */

@@ -42,8 +42,9 @@ export function daneMismatch(chain: Buffer[], records: TlsaData[], host: string,
     for (let i = 0; i < anchor && linked; i++) linked = certs[i].checkIssued(certs[i + 1]) && certs[i].verify(certs[i + 1].publicKey);
     if (!linked) return 'the certificate chain does not lead to the TLSA trust anchor';
     if (Date.parse(leaf.validFrom) > now.getTime() || Date.parse(leaf.validTo) < now.getTime()) return 'the certificate is not valid now';
-    // RFC 7672 3.2.3: the MX host by a DNS-ID, a wildcard only as the whole leftmost label.
-    if (!x509NamesHost(leaf, host)) return `the certificate does not name ${host}`;
+    // RFC 7672 3.2.3: the MX host by a DNS-ID (by the CN only when there is none), a wildcard
+    // only as the whole leftmost label.
+    if (!x509NamesHost(leaf, host, 'when no DNS-ID')) return `the certificate does not name ${host}`;
     return null;
   }
   return 'no TLSA record matches the server\'s certificate';

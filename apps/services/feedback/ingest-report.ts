@@ -19,7 +19,7 @@ import { canonicalAddress } from '../../../domain/mailbox.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import type { ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { Emails } from '../email-stream.ts';
-import { maskAddresses } from '../addresses-in-text.ts';
+import { maskAddresses, maskAddressesInCut } from '../addresses-in-text.ts';
 import type { SerialByKey } from '../serial-by-key.ts';
 import type { ReportTarget } from './report-targets.ts';
 
@@ -118,8 +118,10 @@ export async function ingestReport(deps: IngestDeps, targets: ReportTarget[], re
 async function recordFindings(deps: IngestDeps, target: ReportTarget, report: ReceivedReport, origin: CommandOrigin): Promise<IngestResult['findings']> {
   const { parsed } = report;
   const found: IngestResult['findings'] = [];
-  // Masked before the reason is cut, so no cut leaves part of an address behind.
+  // The reason comes cut already (the parser's bounceReason): an address the cut went through is
+  // masked with the word it left (maskAddressesInCut).
   const shown = (text: string): string => (target.bcc ? maskAddresses(text) : text);
+  const shownReason = (text: string): string => (target.bcc ? maskAddressesInCut(text) : text);
   for (const [i, finding] of findingsFor(parsed, target).entries()) {
     const handled = await deps.emails.handle(target.emailId, {
       type: 'RecordReport',
@@ -129,7 +131,7 @@ async function recordFindings(deps: IngestDeps, target: ReportTarget, report: Re
       format: parsed.kind,
       status: finding.status,
       diagnosticCode: finding.diagnosticCode === null ? null : shown(finding.diagnosticCode),
-      reason: shown(finding.reason).slice(0, 1000),
+      reason: shownReason(finding.reason).slice(0, 1000),
       complaintType: finding.outcome === 'complained' ? complaintType(parsed.complaint?.feedbackType ?? 'abuse') : null,
       at: deps.now().toISOString(),
     }, { origin });
