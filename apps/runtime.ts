@@ -3,7 +3,7 @@
 // under RELAY_DATA_DIR (embeddedFiles).
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, type RelayConfig } from '../infra/config.ts';
+import { ConfigError, StoreConnectError, type RelayConfig } from '../infra/config.ts';
 import type { DocumentStore } from '../infra/ports/document-store.ts';
 import type { EventStore } from '../infra/ports/event-store.ts';
 import type { Log } from '../infra/ports/log.ts';
@@ -129,6 +129,10 @@ export async function openStores(config: RelayConfig, options: OpenStoresOptions
       mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? '';
+      // mkdir -p stops at a file: EEXIST when the path is one, ENOTDIR when a part of it is.
+      if (code === 'EEXIST' || code === 'ENOTDIR') {
+        throw new ConfigError('RELAY_DATA_DIR', `${config.dataDir} is not a directory (${code === 'EEXIST' ? 'a file is there' : 'a part of the path is a file'}, ${code}); name a directory, or a path where one can be made`);
+      }
       if (!NOT_WRITABLE.has(code)) throw error;
       throw new ConfigError('RELAY_DATA_DIR', `cannot create ${config.dataDir} (${code}); the embedded stores need a directory Relay's user can write (or set RELAY_EVENTSTORE_URL, RELAY_KAFKA_BROKERS and RELAY_MONGODB_URL)`);
     }
@@ -321,6 +325,8 @@ function openMxDelivery(config: RelayConfig, documents: DocumentStore, log: Sess
   return { transport, dns, tlsSessions };
 }
 
+const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 async function openEventStore(config: RelayConfig, options: StoreOptions): Promise<{ store: EventStore; kind: string }> {
   if (config.eventStoreUrl) {
     const { EsdbEventStore } = await import('../infra/esdb/event-store.ts');
@@ -332,8 +338,16 @@ async function openEventStore(config: RelayConfig, options: StoreOptions): Promi
 
 async function openDocumentStore(config: RelayConfig, options: StoreOptions & Pick<OpenStoresOptions, 'abandon' | 'onFieldFill'>): Promise<{ store: DocumentStore; kind: string }> {
   if (config.mongodbUrl) {
-    const { MongoDocumentStore } = await import('../infra/mongodb/document-store.ts');
-    return { store: await MongoDocumentStore.connect(config.mongodbUrl), kind: 'mongodb' };
+    const url = config.mongodbUrl;
+    const { MongoDocumentStore, MongoUrlError, withoutUserinfo } = await import('../infra/mongodb/document-store.ts');
+    try {
+      return { store: await MongoDocumentStore.connect(url), kind: 'mongodb' };
+    } catch (error) {
+      if (error instanceof MongoUrlError) throw error;
+      // The host list: what follows the scheme and any user information, up to the path.
+      const hosts = /^[^:/?#]+:\/\/(?:[^/?#]*@)?([^/?#]*)/.exec(url)?.[1] ?? '?';
+      throw new StoreConnectError('document store', 'RELAY_MONGODB_URL', hosts, withoutUserinfo(errorMessage(error), url), error);
+    }
   }
   const { SqliteDocumentStore } = await import('../infra/sqlite/document-store.ts');
   return { store: new SqliteDocumentStore(embeddedFiles(config.dataDir).documents, options), kind: 'sqlite' };
@@ -345,7 +359,11 @@ async function openLog(config: RelayConfig, options: OpenStoresOptions): Promise
     const brokers = config.kafkaBrokers;
     const connect = () => KafkaLog.connect(brokers, { logLine: options.logClientLines });
     if (options.logInBackground) return { store: new ConnectingLog(connect, options.logInBackground), kind: 'kafka' };
-    return { store: await connect(), kind: 'kafka' };
+    try {
+      return { store: await connect(), kind: 'kafka' };
+    } catch (error) {
+      throw new StoreConnectError('log', 'RELAY_KAFKA_BROKERS', brokers.join(','), errorMessage(error), error);
+    }
   }
   const { SqliteLog } = await import('../infra/sqlite/log.ts');
   const files = embeddedFiles(config.dataDir);

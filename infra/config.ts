@@ -6,6 +6,7 @@ import { hostname, networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { parseShapingFile, ShapingFileError, type ShapingRule } from '../domain/delivery/sites.ts';
+import { labelProblem } from '../domain/dns-names.ts';
 import { DEFAULT_RECHECK_POLICY, type RecheckPolicy } from '../domain/domain-recheck.ts';
 import { parseAddress } from '../domain/mailbox.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
@@ -126,6 +127,20 @@ export class ListenError extends Error {
   }
 }
 
+/**
+ * A store a variable points at could not be reached at start (down, or the address is wrong):
+ * told in one line naming the store, its variable and its address. `reason` must hold no
+ * password (the caller strips the URL's user information from it).
+ */
+export class StoreConnectError extends Error {
+  readonly variable: string;
+  constructor(store: string, variable: string, address: string, reason: string, cause: unknown) {
+    super(`cannot connect to the ${store} (${variable}, ${address}): ${reason}`, { cause });
+    this.name = 'StoreConnectError';
+    this.variable = variable;
+  }
+}
+
 type Env = Record<string, string | undefined>;
 
 function text(env: Env, name: string): string | undefined {
@@ -133,6 +148,22 @@ function text(env: Env, name: string): string | undefined {
   return value ? value : undefined;
 }
 
+/**
+ * A whole number from `min` to `max` written as such (digits only: not 0x10, 1e3, 2.0 or 16.5,
+ * which Number() would take), `fallback` when unset. `unit` says what it counts in the refusal,
+ * `minMeans` what `min` means when it is special ("off").
+ */
+function wholeNumber<F>(env: Env, name: string, fallback: F, { min, max, unit, minMeans }: { min: number; max: number; unit: string; minMeans?: string }): number | F {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!(/^\d+$/.test(raw) && value >= min && value <= max)) {
+    throw new ConfigError(name, `must be a whole number of ${unit} from ${min}${minMeans ? ` (${minMeans})` : ''} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+/** A port to listen on: 0 asks the system for any free one. */
 function port(env: Env, name: string, fallback: number): number {
   const raw = text(env, name);
   if (raw === undefined) return fallback;
@@ -140,11 +171,40 @@ function port(env: Env, name: string, fallback: number): number {
   return Number(raw);
 }
 
-function hostPort(variable: string, item: string): string {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+|[0-9a-fA-F:]+)(?::(\d{1,5}))?$/.exec(item);
-  if (!match) throw new ConfigError(variable, `"${item}" is not a host or host:port`);
-  if (match[2] !== undefined && Number(match[2]) > 65535) throw new ConfigError(variable, `"${item}": the port must be from 0 to 65535`);
-  return item;
+/** A port to connect to, null when unset: from 1 (no server can be reached at port 0) to 65535. */
+function connectPort(env: Env, name: string): number | null {
+  const raw = text(env, name);
+  if (raw === undefined) return null;
+  if (!isConnectPort(raw)) throw new ConfigError(name, `must be a port number from 1 to 65535, got "${raw}"`);
+  return Number(raw);
+}
+
+const isConnectPort = (digits: string): boolean => /^\d{1,5}$/.test(digits) && Number(digits) >= 1 && Number(digits) <= 65535;
+
+/** A destination to connect to, `host:port` (an IPv6 address in brackets), the port from 1 to 65535; lower-cased. */
+function hostAndPort(variable: string, item: string): string {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d+)$/.exec(item);
+  if (!match) throw new ConfigError(variable, `"${item}" must be host:port`);
+  if (!isConnectPort(match[2])) throw new ConfigError(variable, `"${item}": the port must be from 1 to 65535`);
+  return item.toLowerCase();
+}
+
+/**
+ * A host name by RFC 1123: labels of 1 to 63 letters, digits and inner hyphens (the label rule
+ * sending domains are held to, domain/dns-names.ts), at most 253 characters, one trailing dot at
+ * most, and not an IPv4 address (its last label is not all digits). One label is a name too
+ * (`localhost`).
+ */
+function hostNameProblem(name: string): string | null {
+  const bare = name.endsWith('.') ? name.slice(0, -1) : name;
+  if (bare.length > 253) return 'longer than 253 characters';
+  const labels = bare.toLowerCase().split('.');
+  for (const label of labels) {
+    const problem = labelProblem(label);
+    if (problem) return problem.message;
+  }
+  if (/^\d+$/.test(labels[labels.length - 1])) return 'its last label is all digits, as an IP address\'s is: a name is needed';
+  return null;
 }
 
 /**
@@ -161,15 +221,25 @@ function brokerAddress(variable: string, item: string): string {
 
 /** A whole number of milliseconds from `min` to `max`; `fallback` when unset. */
 function wholeMs(env: Env, name: string, fallback: number, min: number, max: number): number {
+  return wholeNumber(env, name, fallback, { min, max, unit: 'milliseconds' });
+}
+
+/**
+ * A test-only factor on retry delays, above 0 and at most 1 (1 when unset), in decimal notation
+ * (0.001, 0.5, 1): not 0x1, 1e-3 or Infinity, which Number() would take.
+ */
+function retryScale(env: Env, name: string): number {
   const raw = text(env, name);
-  if (raw === undefined) return fallback;
-  const ms = Number(raw);
-  if (!(/^\d+$/.test(raw) && ms >= min && ms <= max)) throw new ConfigError(name, `must be a whole number of milliseconds from ${min} to ${max}, got "${raw}"`);
-  return ms;
+  if (raw === undefined) return 1;
+  const factor = Number(raw);
+  if (!(/^(?:\d+(?:\.\d*)?|\.\d+)$/.test(raw) && factor > 0 && factor <= 1)) {
+    throw new ConfigError(name, `must be a decimal number above 0 and at most 1 (e.g. 0.01), got "${raw}"`);
+  }
+  return factor;
 }
 
 /** A comma-separated list; null when unset. Set with no item in it ("," or " , ") is an error, not "none". */
-function list(env: Env, name: string, check: (variable: string, item: string) => string = hostPort): string[] | null {
+function list(env: Env, name: string, check: (variable: string, item: string) => string): string[] | null {
   const raw = text(env, name);
   if (raw === undefined) return null;
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
@@ -306,7 +376,9 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (!['auto', 'json', 'pretty'].includes(logFormatRaw)) throw new ConfigError('RELAY_LOG_FORMAT', `must be auto, json or pretty; got "${text(env, 'RELAY_LOG_FORMAT')}"`);
   const logFormat: LogFormat = logFormatRaw === 'auto' ? (terminal ? 'pretty' : 'json') : logFormatRaw as LogFormat;
   const mailHost = text(env, 'RELAY_MAIL_HOST') ?? 'mail.relay.localhost';
-  if (!/^[A-Za-z0-9.-]+$/.test(mailHost)) throw new ConfigError('RELAY_MAIL_HOST', `"${mailHost}" is not a host name`);
+  // Said in HELO and named by every sending domain's MAIL FROM MX record: a host name, as DNS has them.
+  const mailHostProblem = hostNameProblem(mailHost);
+  if (mailHostProblem !== null) throw new ConfigError('RELAY_MAIL_HOST', `"${mailHost}" is not a host name (${mailHostProblem})`);
   const logNamespace = text(env, 'RELAY_LOG_NAMESPACE') ?? 'relay';
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(logNamespace)) {
     throw new ConfigError('RELAY_LOG_NAMESPACE', `must be 1 to 100 characters of letters, digits, ".", "_" and "-", got "${logNamespace}"`);
@@ -337,13 +409,8 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   testOnly('RELAY_DELIVERY_RETRY_SCALE');
   testOnly('RELAY_WEBHOOK_ALLOW', 'for development (webhook receivers on your own machine)');
   testOnly('RELAY_WEBHOOK_RETRY_SCALE');
-  const webhookScaleRaw = text(env, 'RELAY_WEBHOOK_RETRY_SCALE');
-  const webhookRetryScale = webhookScaleRaw === undefined ? 1 : Number(webhookScaleRaw);
-  if (!(webhookRetryScale > 0 && webhookRetryScale <= 1)) throw new ConfigError('RELAY_WEBHOOK_RETRY_SCALE', `must be a number above 0 and at most 1, got "${webhookScaleRaw}"`);
-  const webhookAllow = new Set((list(env, 'RELAY_WEBHOOK_ALLOW') ?? []).map((item) => {
-    if (!/:\d{1,5}$/.test(item)) throw new ConfigError('RELAY_WEBHOOK_ALLOW', `"${item}" must be host:port`);
-    return item.toLowerCase();
-  }));
+  const webhookRetryScale = retryScale(env, 'RELAY_WEBHOOK_RETRY_SCALE');
+  const webhookAllow = new Set(list(env, 'RELAY_WEBHOOK_ALLOW', hostAndPort) ?? []);
   const mxAllow = new Set((list(env, 'RELAY_MX_ALLOW', (variable, item) => {
     if (!isIP(item)) throw new ConfigError(variable, `"${item}" is not an IP address (the addresses an MX host may resolve to)`);
     return item.toLowerCase();
@@ -374,33 +441,15 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     throw new ConfigError('RELAY_TLSRPT_FROM', `must be an address such as tlsrpt@mail.example.com at a sending domain verified in Relay, got "${tlsRptFromRaw}"`);
   }
   const tlsRptFrom = tlsRptAddress?.ok ? tlsRptAddress.address : null;
-  const scaleRaw = text(env, 'RELAY_DELIVERY_RETRY_SCALE');
-  const deliveryRetryScale = scaleRaw === undefined ? 1 : Number(scaleRaw);
-  if (!(deliveryRetryScale > 0 && deliveryRetryScale <= 1)) throw new ConfigError('RELAY_DELIVERY_RETRY_SCALE', `must be a number above 0 and at most 1, got "${scaleRaw}"`);
-  const rateRaw = text(env, 'RELAY_SEND_RATE');
-  const sendRate = rateRaw === undefined ? null : Number(rateRaw);
-  if (sendRate !== null && !(Number.isInteger(sendRate) && sendRate >= 1 && sendRate <= 100_000)) {
-    throw new ConfigError('RELAY_SEND_RATE', `must be a whole number of messages per second from 1 to 100000, got "${rateRaw}"`);
-  }
-  const composeRaw = text(env, 'RELAY_COMPOSE_THREADS');
-  const composeThreads = composeRaw === undefined ? 1 : Number(composeRaw);
-  if (composeRaw !== undefined && !(/^\d+$/.test(composeRaw) && composeThreads <= 64)) {
-    throw new ConfigError('RELAY_COMPOSE_THREADS', `must be a whole number of threads from 0 to 64, got "${composeRaw}"`);
-  }
-  const templateLimitRaw = text(env, 'RELAY_TEMPLATE_TIME_LIMIT_MS');
-  const templateTimeLimitMs = templateLimitRaw === undefined ? 2000 : Number(templateLimitRaw);
-  if (templateLimitRaw !== undefined && !(/^\d+$/.test(templateLimitRaw) && templateTimeLimitMs >= 10 && templateTimeLimitMs <= 60_000)) {
-    throw new ConfigError('RELAY_TEMPLATE_TIME_LIMIT_MS', `must be a whole number of milliseconds from 10 to 60000, got "${templateLimitRaw}"`);
-  }
+  const deliveryRetryScale = retryScale(env, 'RELAY_DELIVERY_RETRY_SCALE');
+  const sendRate = wholeNumber(env, 'RELAY_SEND_RATE', null, { min: 1, max: 100_000, unit: 'messages per second' });
+  const composeThreads = wholeNumber(env, 'RELAY_COMPOSE_THREADS', 1, { min: 0, max: 64, unit: 'threads' });
+  const templateTimeLimitMs = wholeMs(env, 'RELAY_TEMPLATE_TIME_LIMIT_MS', 2000, 10, 60_000);
   const pipelineThreadRaw = text(env, 'RELAY_PIPELINE_THREAD')?.toLowerCase();
   if (pipelineThreadRaw !== undefined && pipelineThreadRaw !== 'on' && pipelineThreadRaw !== 'off') {
     throw new ConfigError('RELAY_PIPELINE_THREAD', `must be on or off, got "${text(env, 'RELAY_PIPELINE_THREAD')}"`);
   }
-  const backlogRaw = text(env, 'RELAY_ADMISSION_BACKLOG');
-  const maxBacklog = backlogRaw === undefined ? 500 : Number(backlogRaw);
-  if (backlogRaw !== undefined && !(/^\d+$/.test(backlogRaw) && maxBacklog <= 10_000_000)) {
-    throw new ConfigError('RELAY_ADMISSION_BACKLOG', `must be a whole number of records from 0 (off) to 10000000, got "${backlogRaw}"`);
-  }
+  const maxBacklog = wholeNumber(env, 'RELAY_ADMISSION_BACKLOG', 500, { min: 0, minMeans: 'off', max: 10_000_000, unit: 'records' });
   // Well inside the API's 30 s request timeout: a send held longer could see its connection
   // cut while it is still admitted, and its client would send it again.
   const maxWaitMs = wholeMs(env, 'RELAY_ADMISSION_MAX_WAIT_MS', 1000, 1, 10_000);
@@ -418,11 +467,8 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
     throw new ConfigError(tlsCertFile ? 'RELAY_INBOUND_TLS_KEY' : 'RELAY_INBOUND_TLS_CERT', 'STARTTLS needs both RELAY_INBOUND_TLS_CERT and RELAY_INBOUND_TLS_KEY (PEM files)');
   }
-  const perClientRaw = text(env, 'RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT');
-  const maxConnectionsPerClient = perClientRaw === undefined ? INBOUND_LIMITS.maxConnectionsPerClient : Number(perClientRaw);
-  if (perClientRaw !== undefined && !(/^\d+$/.test(perClientRaw) && maxConnectionsPerClient >= 1 && maxConnectionsPerClient <= INBOUND_LIMITS.maxConnections)) {
-    throw new ConfigError('RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', `must be a whole number of connections from 1 to ${INBOUND_LIMITS.maxConnections}, got "${perClientRaw}"`);
-  }
+  const maxConnectionsPerClient = wholeNumber(env, 'RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', INBOUND_LIMITS.maxConnectionsPerClient,
+    { min: 1, max: INBOUND_LIMITS.maxConnections, unit: 'connections' });
   const listenHost = text(env, 'HOST') ?? '127.0.0.1';
   const inbound = { host: text(env, 'RELAY_INBOUND_SMTP_HOST') ?? listenHost, port: port(env, 'RELAY_INBOUND_SMTP_PORT', 2525), tlsCertFile, tlsKeyFile, maxConnectionsPerClient };
   if (delivery === 'smtp' && smtpUrl) checkSmarthostIsNotInbound(smtpUrl, inbound);
@@ -432,6 +478,14 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     throw new ConfigError('RELAY_METRICS_PORT', `must be a port number from 0 to 65535, or off; got "${metricsRaw}"`);
   }
   const metricsPort = metricsRaw === undefined || metricsOff ? null : Number(metricsRaw);
+  // The host of the metrics listener of its own: without one it would be ignored, and /metrics
+  // served on HOST:PORT (or nowhere), not where the operator meant to keep it.
+  const metricsHost = text(env, 'RELAY_METRICS_HOST');
+  if (metricsHost !== undefined && metricsPort === null) {
+    throw new ConfigError('RELAY_METRICS_HOST', `is the address of the metrics listener RELAY_METRICS_PORT opens, and takes effect only with it; ${metricsOff
+      ? 'RELAY_METRICS_PORT=off serves no /metrics at all: leave RELAY_METRICS_HOST unset'
+      : 'set RELAY_METRICS_PORT (the port to serve /metrics on there), or leave RELAY_METRICS_HOST unset to serve /metrics on HOST:PORT'}`);
+  }
   return {
     env: relayEnv,
     host: listenHost,
@@ -450,11 +504,11 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     logNamespace,
     delivery,
     smtpUrl,
-    mxPort: text(env, 'RELAY_MX_PORT') === undefined ? null : port(env, 'RELAY_MX_PORT', 25),
+    mxPort: connectPort(env, 'RELAY_MX_PORT'),
     mxAllow,
     dnssecResolvers: list(env, 'RELAY_DNSSEC_RESOLVER', resolverAddress),
     mtaSts: mtaStsRaw !== 'off',
-    mtaStsPort: text(env, 'RELAY_MTA_STS_PORT') === undefined ? null : port(env, 'RELAY_MTA_STS_PORT', 443),
+    mtaStsPort: connectPort(env, 'RELAY_MTA_STS_PORT'),
     tlsRptFrom,
     shaping,
     deliveryRetryScale,
@@ -470,7 +524,7 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
     inbound,
     webhookAllow,
     webhookRetryScale,
-    metrics: { enabled: !metricsOff, host: text(env, 'RELAY_METRICS_HOST') ?? listenHost, port: metricsPort },
+    metrics: { enabled: !metricsOff, host: metricsHost ?? listenHost, port: metricsPort },
     trustProxy: list(env, 'RELAY_TRUST_PROXY', proxyAddress) ?? [],
   };
 }

@@ -3,7 +3,7 @@
 // (2 usage, 78 configuration, 1 refused or failed).
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -268,12 +268,13 @@ cli('relay start on a port that is taken exits 1 naming PORT, without a stack tr
 });
 
 cli('a failure nobody anticipated is one line without a stack; RELAY_LOG_LEVEL=debug shows the stack', async ({ dataDir }) => {
-  // A data directory below a regular file cannot be created.
-  const blocked = join(dataDir, 'relay.db', 'below-a-file');
-  await makeStores(dataDir);
+  // The embedded stores' file is a directory: sqlite cannot open it. (A data directory that is
+  // itself a file, or below one, is a configuration error naming RELAY_DATA_DIR.)
+  const blocked = join(dataDir, 'relay-db-is-a-directory');
+  mkdirSync(join(blocked, 'relay.db'), { recursive: true });
   const run = await relay(['user', 'create', '--email', 'a@b.test', '--password', PASSWORD], { RELAY_DATA_DIR: blocked });
   assert.is(run.code, 1, where(run));
-  assert.match(run.stderr, /^relay: ENOTDIR: not a directory/, where(run));
+  assert.match(run.stderr, /^relay: EISDIR: illegal operation on a directory/, where(run));
   assertNoStack(run);
   const debug = await relay(['user', 'create', '--email', 'a@b.test', '--password', PASSWORD], { RELAY_DATA_DIR: blocked, RELAY_LOG_LEVEL: 'debug' });
   assert.is(debug.code, 1, where(debug));

@@ -106,6 +106,24 @@ const cases: Array<[string, Record<string, string>]> = [
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '0' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '201' }],
   ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: 'many' }],
+  // Number forms Number() would read but that are not written as whole numbers.
+  ['RELAY_SEND_RATE', { RELAY_SEND_RATE: '0x10' }],
+  ['RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT', { RELAY_INBOUND_MAX_CONNECTIONS_PER_CLIENT: '1e2' }],
+  ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '0x1' }],
+  ['RELAY_DELIVERY_RETRY_SCALE', { RELAY_DELIVERY_RETRY_SCALE: '1e-3' }],
+  ['RELAY_WEBHOOK_RETRY_SCALE', { RELAY_WEBHOOK_RETRY_SCALE: '0' }],
+  ['RELAY_WEBHOOK_RETRY_SCALE', { RELAY_WEBHOOK_RETRY_SCALE: 'Infinity' }],
+  // Ports Relay connects to: 0 reaches nothing.
+  ['RELAY_MX_PORT', { RELAY_MX_PORT: '0' }],
+  ['RELAY_MTA_STS_PORT', { RELAY_MTA_STS_PORT: '65536' }],
+  ['RELAY_WEBHOOK_ALLOW', { RELAY_WEBHOOK_ALLOW: 'hooks.test:8443,[::1]:0' }],
+  // Without its own listener, the metrics host would be ignored.
+  ['RELAY_METRICS_HOST', { RELAY_METRICS_HOST: '10.0.0.5' }],
+  ['RELAY_METRICS_HOST', { RELAY_METRICS_HOST: '10.0.0.5', RELAY_METRICS_PORT: 'off' }],
+  ['RELAY_MAIL_HOST', { RELAY_MAIL_HOST: 'mail.example-.com' }],
+  ['RELAY_MAIL_HOST', { RELAY_MAIL_HOST: `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(63)}.example` }], // 260 characters
+  ['RELAY_MAIL_HOST', { RELAY_MAIL_HOST: 'mail.example.com..' }],
+  ['RELAY_MAIL_HOST', { RELAY_MAIL_HOST: '192.0.2.25' }],
 ];
 
 test('a smarthost at the feedback server\'s address is refused with a message naming both; another port, or a host elsewhere on that port, is accepted', () => {
@@ -191,6 +209,47 @@ for (const [variable, env] of cases) {
     }
   });
 }
+
+test('number forms: whole numbers and decimal factors as written are read; ports Relay connects to from 1 to 65535', () => {
+  const config = loadConfig({
+    RELAY_SEND_RATE: '100000', RELAY_DELIVERY_RETRY_SCALE: '.5', RELAY_WEBHOOK_RETRY_SCALE: '0.00001', RELAY_MX_PORT: '1', RELAY_MTA_STS_PORT: '65535',
+    RELAY_WEBHOOK_ALLOW: 'LocalHost:8443, [::1]:1',
+  });
+  assert.equal([config.sendRate, config.deliveryRetryScale, config.webhookRetryScale, config.mxPort, config.mtaStsPort], [100000, 0.5, 0.00001, 1, 65535]);
+  assert.equal([...config.webhookAllow], ['localhost:8443', '[::1]:1']);
+  assert.equal([loadConfig({}).mxPort, loadConfig({}).mtaStsPort], [null, null]);
+  // Listeners may ask for any free port.
+  assert.equal([loadConfig({ PORT: '0' }).port, loadConfig({ RELAY_METRICS_PORT: '0' }).metrics.port, loadConfig({ RELAY_INBOUND_SMTP_PORT: '0' }).inbound.port], [0, 0, 0]);
+  assert.throws(() => loadConfig({ RELAY_SEND_RATE: '1e3' }), (e: unknown) => e instanceof ConfigError
+    && e.message === 'RELAY_SEND_RATE: must be a whole number of messages per second from 1 to 100000, got "1e3"');
+});
+
+test('RELAY_MAIL_HOST: a host name by RFC 1123 (one label too, a trailing dot), as written', () => {
+  for (const name of ['localhost', 'mail.example.com.', 'MX-1.Example.COM', `${'a'.repeat(63)}.example.com`, '1mail.2example.com']) {
+    assert.is(loadConfig({ RELAY_MAIL_HOST: name }).mailHost, name);
+  }
+  assert.throws(() => loadConfig({ RELAY_MAIL_HOST: 'mail..example.com' }), (e: unknown) => e instanceof ConfigError
+    && /^RELAY_MAIL_HOST: "mail\.\.example\.com" is not a host name \(empty label/.test(e.message));
+});
+
+test('RELAY_MONGODB_URL: a number option the driver would misread with parseInt is refused, whatever the case of its name or its encoding', () => {
+  const url = (query: string) => `mongodb://admin:s3cret@db.internal:27017/relay?${query}`;
+  for (const [query, problem] of [
+    ['socketTimeoutMS=10s', /^RELAY_MONGODB_URL: socketTimeoutMS: expected a whole number of milliseconds from 0, without a unit; got "10s", which the driver would read as 10 milliseconds$/],
+    ['SOCKETTIMEOUTMS=10s', /socketTimeoutMS: .*got "10s"/],
+    ['socketTimeoutMS=%31%30s', /socketTimeoutMS: .*got "10s"/],
+    ['maxPoolSize=1.5', /maxPoolSize: expected a whole number of connections from 0, .*got "1\.5", which the driver would read as 1 connections/],
+    ['maxConnecting=0', /maxConnecting: expected a whole number of connections from 1, without a unit; got "0"$/],
+    ['w=majority&wtimeoutMS=5s', /wtimeoutMS: .*got "5s"/],
+    ['zlibCompressionLevel=-2', /zlibCompressionLevel: expected a whole number from -1 \(-1: the default\)/],
+  ] as const) {
+    assert.throws(() => loadConfig({ RELAY_MONGODB_URL: url(query) }), (e: unknown) => e instanceof ConfigError && problem.test(e.message) && !e.message.includes('s3cret'), query);
+  }
+  assert.throws(() => loadConfig({ RELAY_MONGODB_URL: 'mongodb://m1:27017,m2:27017/relay?replicaSet=rs0&serverSelectionTimeoutMS=30s' }),
+    (e: unknown) => e instanceof ConfigError && /serverSelectionTimeoutMS: .*read as 30 milliseconds/.test(e.message));
+  const accepted = url('socketTimeoutMS=60000&maxPoolSize=50&zlibCompressionLevel=-1&w=majority&appName=relay-1');
+  assert.is(loadConfig({ RELAY_MONGODB_URL: accepted }).mongodbUrl, accepted);
+});
 
 test('a resolver at the ends of the port range, in either form, is accepted as written', () => {
   assert.equal(loadConfig({ RELAY_DNS_SERVERS: '127.0.0.1:1,127.0.0.1:65535,[::1]:5353,[::1]' }).dnsServers, ['127.0.0.1:1', '127.0.0.1:65535', '[::1]:5353', '[::1]']);

@@ -5,11 +5,10 @@ import { loadConfig } from '../../infra/config.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
 import { CSV_COLUMNS, TIME_FORMS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
-import { asksForHelp } from './command.ts';
+import { asksForHelp, countProblem, EXIT_USAGE, parseOrExplain } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { isOutputClosed, lineWriter } from './output.ts';
 import { printable, printableJson } from './printable.ts';
-import { EXIT_USAGE, parseOrExplain } from './projection-commands.ts';
 
 const POSITION_FORMAT = [
   'Positions are the event store\'s place of an event in the global order, opaque: pass back what was printed.',
@@ -87,7 +86,8 @@ export async function events(args: string[]): Promise<number> {
   if (!parsed) return EXIT_USAGE;
   const { values, positionals } = parsed;
   if (positionals.length) return refuse(`unexpected argument ${JSON.stringify(positionals[0])}`);
-  if (values.limit !== undefined && !/^[1-9]\d{0,15}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1, got ${JSON.stringify(values.limit)}`);
+  const limitProblem = values.limit === undefined ? null : countProblem('--limit', values.limit);
+  if (limitProblem !== null) return refuse(limitProblem);
   if (values.from !== undefined && !/^\d{1,16}$/.test(values.from)) return refuse(`--from must be a stream revision (0, 1, 2, …), got ${JSON.stringify(values.from)}`);
   if (values.stream !== undefined && values.stream === '') return refuse('--stream needs a stream id');
   if (values.stream && (values.follow || values.after || values.prefix || values.type || values.since || values.until)) return refuse('--stream reads one stream: it takes only --from, --limit, --upcast and --redact');

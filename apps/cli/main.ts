@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `relay` command: runs the service or one of its parts, and the operator's tasks.
-import { ConfigError, ListenError } from '../../infra/config.ts';
+import { ConfigError, ListenError, StoreConnectError } from '../../infra/config.ts';
 import type { CommandEntry } from './command.ts';
 import { managementCommands } from './management-commands.ts';
 import { isOutputClosed } from './output.ts';
@@ -65,7 +65,7 @@ interface SystemError extends Error { code?: string; syscall?: string; address?:
 function describeFailure(error: unknown): { message: string; exitCode: number } {
   const e = (error instanceof Error ? error : new Error(String(error))) as SystemError;
   if (e instanceof ConfigError) return { message: `relay: invalid configuration: ${e.message}`, exitCode: EXIT_CONFIG };
-  if (e instanceof ListenError) return { message: `relay: ${e.message}`, exitCode: 1 };
+  if (e instanceof ListenError || e instanceof StoreConnectError) return { message: `relay: ${e.message}`, exitCode: 1 };
   if (['debug', 'trace'].includes(process.env.RELAY_LOG_LEVEL?.trim() ?? '')) return { message: `relay: ${e.stack ?? e.message}`, exitCode: 1 };
   if (e.syscall === 'listen') {
     // "listen EADDRINUSE: address already in use 127.0.0.1:3000" → "address already in use"

@@ -8,7 +8,7 @@ import { serializeDocument, type OpenApiDocument } from '../api/openapi.ts';
 import { buildApi } from '../api/server.ts';
 import { createRelayMetrics } from '../relay-metrics.ts';
 import type { Services } from '../services/services.ts';
-import { asksForHelp } from './command.ts';
+import { asksForHelp, EXIT_USAGE, parseOrExplain } from './command.ts';
 
 const USAGE = 'usage: relay openapi [--out FILE]   print (or write to FILE) the OpenAPI 3.1 document of the HTTP API';
 
@@ -49,11 +49,17 @@ export async function openapi(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const out = args[0] === '--out' && args.length === 2 ? args[1] : args.length === 0 ? null : undefined;
-  if (out === undefined) {
-    console.error(USAGE);
-    return 2;
+  const parsed = parseOrExplain(args, { out: { type: 'string' } }, USAGE);
+  if (!parsed) return EXIT_USAGE;
+  if (parsed.positionals.length > 0) {
+    console.error(`relay: unexpected argument ${JSON.stringify(parsed.positionals[0])}\n\n${USAGE}`);
+    return EXIT_USAGE;
   }
+  if (parsed.values.out === '') {
+    console.error(`relay: --out needs a file name\n\n${USAGE}`);
+    return EXIT_USAGE;
+  }
+  const out = parsed.values.out ?? null;
   const text = serializeDocument(await generateOpenApiDocument());
   if (out === null) {
     process.stdout.write(text);

@@ -2,7 +2,7 @@
 import { loadConfig } from '../../infra/config.ts';
 import { outboxDirOf } from '../runtime.ts';
 import { outboxMessage, outboxMessages } from '../services/outbox.ts';
-import { asksForHelp } from './command.ts';
+import { asksForHelp, countProblem, EXIT_USAGE, parseOrExplain } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { printable } from './printable.ts';
 
@@ -11,20 +11,30 @@ const USAGE = [
   '       relay outbox show <emailId>        print one message exactly as written (.eml, DKIM-signed)',
 ].join('\n');
 
+const refuse = (problem: string): number => {
+  console.error(`relay: ${problem}\n\n${USAGE}`);
+  return EXIT_USAGE;
+};
+
 export async function outbox(args: string[]): Promise<number> {
-  const [verb, ...rest] = args;
   if (asksForHelp(args)) {
     console.log(USAGE);
     return 0;
   }
-  const limitAt = rest.indexOf('--limit');
-  const limit = limitAt >= 0 ? Number(rest[limitAt + 1]) : 20;
-  const listArgsOk = verb === 'list' && (rest.length === 0 || (rest.length === 2 && limitAt === 0 && Number.isInteger(limit) && limit >= 1));
-  const showArgsOk = verb === 'show' && rest.length === 1 && /^[A-Za-z0-9_-]{1,64}$/.test(rest[0]);
-  if (!listArgsOk && !showArgsOk) {
-    console.error(USAGE);
-    return 2;
+  const parsed = parseOrExplain(args, { limit: { type: 'string' } }, USAGE);
+  if (!parsed) return EXIT_USAGE;
+  const { values, positionals: [verb, ...rest] } = parsed;
+  if (verb !== 'list' && verb !== 'show') return refuse(verb === undefined ? 'which one: list or show?' : `unknown subcommand ${JSON.stringify(verb)}`);
+  if (verb === 'list' && rest.length > 0) return refuse(`unexpected argument ${JSON.stringify(rest[0])}`);
+  if (verb === 'show') {
+    if (rest.length === 0) return refuse('show needs the id of an email (relay outbox list)');
+    if (rest.length > 1) return refuse(`unexpected argument ${JSON.stringify(rest[1])}`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(rest[0])) return refuse(`${JSON.stringify(rest[0])} is not an email id`);
+    if (values.limit !== undefined) return refuse('--limit goes with list');
   }
+  const limitProblem = values.limit === undefined ? null : countProblem('--limit', values.limit);
+  if (limitProblem !== null) return refuse(limitProblem);
+  const limit = Number(values.limit ?? 20);
   const config = loadConfig();
   // The documents and the outbox's files only: reading opens no services, whose secret key
   // would be made as a new file where the Relay's key is RELAY_SECRET_KEY and the shell lacks it.

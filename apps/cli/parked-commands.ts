@@ -12,7 +12,7 @@ import {
   ensureParkedIndexes, listParked, markRetryRequested, parkEvent, parkedEventsOf, resolveParked, type ParkedEvent,
 } from '../services/parked-events.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
-import { asksForHelp } from './command.ts';
+import { asksForHelp, countProblem } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { printable, printableJson } from './printable.ts';
 
@@ -66,7 +66,8 @@ export async function parked(args: string[]): Promise<number> {
   if (verb === 'list') {
     if (id !== undefined) return refuse(`unexpected argument ${JSON.stringify(id)}`);
     if (values.wait !== undefined) return refuse('--wait goes with retry');
-    if (values.limit !== undefined && !/^[1-9]\d{0,3}$/.test(values.limit)) return refuse(`--limit must be a whole number from 1 to 9999, got ${JSON.stringify(values.limit)}`);
+    const limitProblem = values.limit === undefined ? null : countProblem('--limit', values.limit, 9999);
+    if (limitProblem !== null) return refuse(limitProblem);
     return withStores(await openExistingStores(loadConfig()), async (stores) => {
       const found = await listParked(stores.documents, { processor: values.processor, limit: Number(values.limit ?? 100) });
       if (values.json) console.log(printableJson({ parked: found.map(view) }));

@@ -2,13 +2,12 @@
 import { statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig } from '../../infra/config.ts';
 import { checkModule, runCustomProjection, type CustomProjectionModule } from '../services/custom-projection.ts';
 import { PROJECTIONS } from '../services/projection-registry.ts';
 import { RebuildRefusedError, rebuildProjection, scratchCollectionProblem, type RebuildProgress } from '../services/rebuild.ts';
 import { collectionNameProblem, dropScratch, listScratch } from '../services/scratch-collections.ts';
-import { asksForHelp } from './command.ts';
+import { asksForHelp, EXIT_USAGE, parseOrExplain } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { printableJson } from './printable.ts';
 
@@ -27,17 +26,6 @@ export function progressBar(stream: NodeJS.WriteStream) {
   };
 }
 
-export const EXIT_USAGE = 2;
-
-/** Arguments as parseArgs reads them, or null after printing what is wrong and the usage. */
-export function parseOrExplain<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, usage: string) {
-  try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    console.error(`relay: ${(error as Error).message}\n\n${usage}`);
-    return null;
-  }
-}
 
 
 const PROJECTIONS_USAGE = [

@@ -18,6 +18,7 @@ import type { ConnectionOptions } from '@eventstore/db-client/dist/Client/parseC
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { WrongExpectedRevisionError } from '../ports/event-store.ts';
+import { wholeNumberProblem, type WholeNumberOption } from '../url-whole-numbers.ts';
 import type {
   AppendResult,
   EventStore,
@@ -102,25 +103,14 @@ const FILE_OPTIONS = ['tlsCAFile', 'userCertFile', 'userKeyFile'] as const;
  * 1 and keep-alives below -1, which turns them off, but only once it is made, and not as a
  * configuration error).
  */
-const WHOLE_NUMBER_OPTIONS = new Map<string, { unit: string; min: number }>([
+const WHOLE_NUMBER_OPTIONS = new Map<string, WholeNumberOption>([
   ['defaultDeadline', { unit: 'milliseconds', min: 1 }],
-  ['keepAliveInterval', { unit: 'milliseconds', min: -1 }],
-  ['keepAliveTimeout', { unit: 'milliseconds', min: -1 }],
+  ['keepAliveInterval', { unit: 'milliseconds', min: -1, minMeans: '-1: off' }],
+  ['keepAliveTimeout', { unit: 'milliseconds', min: -1, minMeans: '-1: off' }],
   ['discoveryInterval', { unit: 'milliseconds', min: 0 }],
   ['gossipTimeout', { unit: 'seconds', min: 1 }],
   ['maxDiscoverAttempts', { unit: 'attempts', min: 1 }],
 ]);
-
-/** Why `value` is not a whole number the client reads as written for `option`, or null. */
-function wholeNumberProblem(option: string, value: string): string | null {
-  const whole = WHOLE_NUMBER_OPTIONS.get(option);
-  if (!whole) return null;
-  const number = Number(value);
-  if (/^-?\d+$/.test(value) && Number.isSafeInteger(number) && number >= whole.min) return null;
-  const expected = `${option}: expected a whole number of ${whole.unit} from ${whole.min}${whole.min === -1 ? ' (-1: off)' : ''}, without a unit; got "${value}"`;
-  const read = Number.parseInt(value, 10);
-  return Number.isNaN(read) || String(read) === value ? expected : `${expected}, which the client would read as ${read} ${whole.unit}`;
-}
 
 /** A connection string the client would refuse or misread. The message never holds the string. */
 export class EventStoreUrlError extends Error {
@@ -205,7 +195,8 @@ function queryOption(pair: string): { key: string; option: string; value: string
   const option = KNOWN_OPTIONS.get(flatCase(key));
   if (!option) throw new EventStoreUrlError(`unknown option "${key}" (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
   if (value.trim() === '') throw new EventStoreUrlError(`${option}: expected a value (${option}=…)`);
-  const problem = wholeNumberProblem(option, value.trim());
+  const whole = WHOLE_NUMBER_OPTIONS.get(option);
+  const problem = whole ? wholeNumberProblem(option, value.trim(), whole, 'client') : null;
   if (problem !== null) throw new EventStoreUrlError(problem);
   return { key, option, value };
 }

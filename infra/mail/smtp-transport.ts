@@ -11,7 +11,7 @@
 //   smtp://user:pass@host:587            STARTTLS required: a server that does not offer it fails
 //                                        the send (`deferred`, stage tls), never plain text
 //   smtps://user:pass@host:465           TLS from the first byte
-//   smtp://127.0.0.1:2525?tls=none       plain text; only to a loopback host (127.0.0.0/8, ::1,
+//   smtp://127.0.0.1:1025?tls=none       plain text; only to a loopback host (127.0.0.0/8, ::1,
 //                                        localhost), e.g. a local Postfix or a test server
 // User and password are percent-decoded. Default ports: 587 (smtp), 465 (smtps).
 import { InFlight } from './in-flight.ts';
@@ -33,7 +33,7 @@ export interface SmtpUrlSettings {
   pass: string | null;
 }
 
-const URL_FORMS = 'smtp://user:pass@host:587 (STARTTLS), smtps://user:pass@host:465 (TLS) or smtp://127.0.0.1:2525?tls=none (plain text, loopback only)';
+const URL_FORMS = 'smtp://user:pass@host:587 (STARTTLS), smtps://user:pass@host:465 (TLS) or smtp://127.0.0.1:1025?tls=none (plain text, loopback only)';
 
 /** 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost: traffic that never leaves the machine. */
 export function isLoopbackHost(host: string): boolean {

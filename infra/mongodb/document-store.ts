@@ -67,6 +67,7 @@ import {
 } from '../ports/document-store.ts';
 import { and, checkField, compileFind, uniquePartialFilter, whereClauses } from './document-query.ts';
 import { fromStored, storedKey, storedString, toStored } from './storable.ts';
+import { wholeNumberProblem, type WholeNumberOption } from '../url-whole-numbers.ts';
 
 const DEFAULT_DATABASE = 'relay';
 const PING_TIMEOUT_MS = 2000;
@@ -485,10 +486,49 @@ export class MongoUrlError extends Error {
 }
 
 /**
+ * The URL options the driver reads as numbers, with parseInt (mongodb/lib/utils.js parseInteger,
+ * through getIntFromOptions and getUIntFromOptions in lib/connection_string.js, 7.9.0: the
+ * options of type 'uint' and 'int' there and those whose transform calls one of the two). It
+ * stops at the first character that is not a digit and takes no unit, so socketTimeoutMS=10s
+ * would be a 10 ms timeout, connectTimeoutMS=1e4 1 ms and socketTimeoutMS=0x10 none at all:
+ * only a whole number as written is accepted. The driver matches option names ignoring case.
+ * Check this list against that file when the driver is upgraded.
+ */
+const WHOLE_NUMBER_OPTIONS: Array<[string, WholeNumberOption]> = [
+  ...['connectTimeoutMS', 'heartbeatFrequencyMS', 'localThresholdMS', 'maxIdleTimeMS', 'minHeartbeatFrequencyMS', 'serverSelectionTimeoutMS',
+    'socketTimeoutMS', 'waitQueueTimeoutMS', 'wtimeoutMS', 'wtimeout', 'autoSelectFamilyAttemptTimeout'].map((option): [string, WholeNumberOption] => [option, { unit: 'milliseconds', min: 0 }]),
+  ['maxPoolSize', { unit: 'connections', min: 0 }],
+  ['minPoolSize', { unit: 'connections', min: 0 }],
+  ['maxConnecting', { unit: 'connections', min: 1 }],
+  ['maxStalenessSeconds', { unit: 'seconds', min: 0 }],
+  ['maxAdaptiveRetries', { unit: 'retries', min: 0 }],
+  ['srvMaxHosts', { unit: 'hosts', min: 0 }],
+  ['minInternalBufferSize', { unit: 'bytes', min: 0 }],
+  ['mongodbLogMaxDocumentLength', { unit: 'characters', min: 0 }],
+  ['proxyPort', { unit: '', min: 0 }],
+  ['family', { unit: '', min: 4 }],
+  ['zlibCompressionLevel', { unit: '', min: -1, minMeans: '-1: the default' }],
+];
+const NUMBER_OPTION_BY_KEY = new Map(WHOLE_NUMBER_OPTIONS.map(([option, spec]) => [option.toLowerCase(), { option, spec }]));
+
+/** A number option of the URL's query the driver would misread (see WHOLE_NUMBER_OPTIONS), or null. */
+function urlNumberProblem(url: string): string | null {
+  const query = /\?([^#]*)/.exec(url)?.[1] ?? '';
+  for (const [key, value] of new URLSearchParams(query)) {
+    const known = NUMBER_OPTION_BY_KEY.get(key.toLowerCase());
+    const problem = known ? wholeNumberProblem(known.option, value.trim(), known.spec, 'driver') : null;
+    if (problem !== null) return problem;
+  }
+  return null;
+}
+
+/**
  * The client for `url` and the database it names. The driver reads the URL (and its options)
  * as the client is made, synchronously, and connects only when asked to.
  */
 function clientOf(url: string, options: MongoDocumentStoreOptions): { client: MongoClient; database: string } {
+  const misread = urlNumberProblem(url);
+  if (misread !== null) throw new MongoUrlError(misread);
   try {
     const client = new MongoClient(url, {
       // An undefined field is absent, as in the JSON the other adapter stores.
@@ -516,7 +556,7 @@ function urlSets(url: string, option: string): boolean {
 }
 
 /** `message` with the URL's user name and password, as written and decoded, replaced by ***. */
-function withoutUserinfo(message: string, url: string): string {
+export function withoutUserinfo(message: string, url: string): string {
   const userinfo = /^[^:/?#]+:\/\/([^/?#]*)@/.exec(url)?.[1];
   if (!userinfo) return message;
   const decoded = (part: string) => {
