@@ -2,7 +2,10 @@
 // failed-session-count are sessions), not messages: a message that reuses a pooled connection
 // adds nothing, whether the MX host is one an MTA-STS policy in `testing` mode does not list or
 // the domain's policy could not be fetched. A fetch failure the resolver remembers (5 minutes)
-// is counted with each new session made meanwhile, once per session.
+// is counted with each new session made meanwhile, once per session. Under `enforce`, an MX host
+// the policy does not list is passed over (RFC 8461 4.1) and reported as the session that would
+// have been made: once per attempt that sets up a session (or ends without one, its mail
+// deferred), not again for a message a pooled session carries.
 //
 // Through real interfaces: the mx transport and MTA-STS resolver, the test DNS server, a real
 // HTTPS policy host (which answers 404 for a domain without a policy file) and a real SMTP server
@@ -30,10 +33,13 @@ const test = suite<Context>('TLS reports: each session counted once');
 
 test.before(async (ctx) => {
   ctx.ca = makeTestCa();
-  const mxCert = ctx.ca.issue(['mx.shared.test']);
+  const mxCert = ctx.ca.issue(['mx.shared.test', 'mx.enforce.test', 'mx.other.test']);
   ctx.sink = await startSmtpSink({ cert: { key: Buffer.from(mxCert.key), cert: Buffer.from(mxCert.cert) } });
-  ctx.policies = await startPolicyServer(ctx.ca.issue(['mta-sts.testing.test', 'mta-sts.nopolicy.test']));
+  ctx.policies = await startPolicyServer(ctx.ca.issue(['mta-sts.testing.test', 'mta-sts.nopolicy.test', 'mta-sts.enforce.test', 'mta-sts.stuck.test']));
   ctx.policies.policies.set('testing.test', policyText('testing', ['good.testing.test']));
+  // enforce.test prefers mx.other.test, which its policy does not list; stuck.test has no other.
+  ctx.policies.policies.set('enforce.test', policyText('enforce', ['mx.enforce.test']));
+  ctx.policies.policies.set('stuck.test', policyText('enforce', ['mx.stuck.test']));
   // nopolicy.test publishes an id but no policy file: every fetch is a 404.
   ctx.dns = await startDnsServer([
     { name: 'testing.test', type: 'MX', data: { preference: 10, exchange: 'mx.shared.test' } },
@@ -43,6 +49,15 @@ test.before(async (ctx) => {
     { name: '_mta-sts.nopolicy.test', type: 'TXT', data: 'v=STSv1; id=n1' },
     { name: 'mta-sts.testing.test', type: 'A', data: '127.0.0.1' },
     { name: 'mta-sts.nopolicy.test', type: 'A', data: '127.0.0.1' },
+    { name: 'enforce.test', type: 'MX', data: { preference: 5, exchange: 'mx.other.test' } },
+    { name: 'enforce.test', type: 'MX', data: { preference: 10, exchange: 'mx.enforce.test' } },
+    { name: 'stuck.test', type: 'MX', data: { preference: 10, exchange: 'mx.other.test' } },
+    { name: 'mx.other.test', type: 'A', data: '127.0.0.1' },
+    { name: 'mx.enforce.test', type: 'A', data: '127.0.0.1' },
+    { name: '_mta-sts.enforce.test', type: 'TXT', data: 'v=STSv1; id=e1' },
+    { name: '_mta-sts.stuck.test', type: 'TXT', data: 'v=STSv1; id=s1' },
+    { name: 'mta-sts.enforce.test', type: 'A', data: '127.0.0.1' },
+    { name: 'mta-sts.stuck.test', type: 'A', data: '127.0.0.1' },
   ]);
 });
 
@@ -108,6 +123,44 @@ test('a remembered fetch failure is counted once with each new session made whil
   assert.is(ctx.policies.fetches.get('nopolicy.test'), 1);
   const session = [['no-policy-found', null, 'sts-policy-fetch-error'], ['no-policy-found', 'mx.shared.test', 'success']];
   assert.equal(counted(ctx), [...session, ...session]);
+});
+
+const PASSED_OVER = ['sts', 'mx.other.test', 'validation-failure'];
+const SESSION = ['sts', 'mx.enforce.test', 'success'];
+
+async function deliveredToListed(ctx: Context, t: MxTransport, to: string): Promise<void> {
+  const outcome = await t.send(message(to));
+  assert.equal(outcome.recipients.map((r) => r.result), ['delivered'], outcome.recipients[0].response);
+  assert.is(ctx.sink.messages.at(-1)!.servername, 'mx.enforce.test', 'the listed host, the unlisted one passed over');
+}
+
+test('enforce: messages over one pooled session to the listed host: the host passed over is one failed session, beside the one successful session', async (ctx) => {
+  const t = transport(ctx);
+  const before = ctx.sink.connections;
+  for (const to of ['a@enforce.test', 'b@enforce.test', 'c@enforce.test']) await deliveredToListed(ctx, t, to);
+  assert.is(ctx.sink.connections - before, 1, 'one session carried the three messages');
+  assert.equal(counted(ctx), [PASSED_OVER, SESSION], `counted: ${JSON.stringify(counted(ctx))}`);
+});
+
+test('enforce, one message per connection: each new session counts the host passed over again, once', async (ctx) => {
+  const t = transport(ctx, { messagesPerConnection: () => 1 });
+  const before = ctx.sink.connections;
+  for (const to of ['a@enforce.test', 'b@enforce.test']) await deliveredToListed(ctx, t, to);
+  assert.is(ctx.sink.connections - before, 2);
+  assert.equal(counted(ctx), [PASSED_OVER, SESSION, PASSED_OVER, SESSION]);
+});
+
+test('enforce, no host qualifies: each attempt, deferred without a session, counts the host it passed over once', async (ctx) => {
+  const t = transport(ctx);
+  const before = ctx.sink.connections;
+  for (const to of ['a@stuck.test', 'b@stuck.test']) {
+    const [recipient] = (await t.send(message(to))).recipients;
+    assert.equal([recipient.result, recipient.stage], ['deferred', 'tls'], recipient.response);
+    assert.match(recipient.response, /MTA-STS \(enforce\) of stuck\.test: MX host mx\.other\.test does not match the policy's mx patterns \(mx\.stuck\.test\)/);
+  }
+  assert.is(ctx.sink.connections - before, 0);
+  const passedOver = ['sts', 'mx.other.test', 'validation-failure'];
+  assert.equal(counted(ctx), [passedOver, passedOver]);
 });
 
 test.run();

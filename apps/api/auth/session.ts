@@ -77,7 +77,9 @@ export async function requireWorkspaceRole(ctx: ApiContext, request: FastifyRequ
     getMembership(ctx.documents, workspaceId, principal.user._id),
   ]);
   if (!workspace) throw notFound(`workspace ${workspaceId} not found`);
-  if (!membership) throw forbidden(`you are not a member of workspace ${workspaceId}`);
+  // Not naming the workspace: reached through a project, domain, key or endpoint of another
+  // tenant, the answer would tell which of the ids the caller holds belong to one customer.
+  if (!membership) throw forbidden('you are not a member of the workspace this belongs to');
   if (!roleAtLeast(membership.role, minimum)) throw forbidden(`this needs the ${minimum} role or higher in the workspace; you are ${membership.role}`);
   return { principal, workspace, membership };
 }
