@@ -11,21 +11,15 @@
 // backlog queued for it and being sent; workspace A's burst to another site (a slow one: 250 ms a
 // message over its 5 connections) being sent; then A's one email to the shaped site. It should take
 // one of the next slots there, not wait until A's burst elsewhere is over or B's backlog is sent.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, sendPaced, type DeliveryTenant } from './support/delivery.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { sendPaced } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
-import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+import type { SmtpSink } from './support/smtp-sink.ts';
+import { startShapedSites, type ShapedSites } from './support/shaped-sites.ts';
 
-interface Context { dir: string; dns: TestDnsServer; sink: SmtpSink; t: TestApp; a: DeliveryTenant; b: DeliveryTenant }
-
-const test = suite<Context>('sender: a rate-shaped site\'s slots go in turns there, whatever the workspaces send elsewhere');
+const test = suite<ShapedSites>('sender: a rate-shaped site\'s slots go in turns there, whatever the workspaces send elsewhere');
 const SHAPED = 'shaped.test';
 const SHAPED_MX = 'mx.shaped.test';
 const ELSEWHERE = 'elsewhere.test';
@@ -38,42 +32,16 @@ const BURST = 100;
 const ELSEWHERE_ANSWER_MS = 250;
 
 test.before(async (ctx) => {
-  ctx.dir = mkdtempSync(join(tmpdir(), 'relay-site-turns-'));
-  const shaping = join(ctx.dir, 'shaping.conf');
-  writeFileSync(shaping, `${SHAPED_MX} messages_per_minute=12\n`);
-  ctx.dns = await startDnsServer([]);
-  ctx.sink = await startSmtpSink({
+  // The shaped site's slots 250 ms apart (with retries scaled down).
+  Object.assign(ctx, await startShapedSites({ [SHAPED]: SHAPED_MX, [ELSEWHERE]: ELSEWHERE_MX }, `${SHAPED_MX} messages_per_minute=12\n`, {
     onData: async (_raw, session) => {
       if (session.envelope.rcptTo.some((r) => r.address.endsWith(`@${ELSEWHERE}`))) await new Promise((resolve) => setTimeout(resolve, ELSEWHERE_ANSWER_MS));
       return {};
     },
-  });
-  ctx.t = await startTestApp({
-    RELAY_DELIVERY: 'mx',
-    RELAY_DNS_SERVERS: ctx.dns.address,
-    RELAY_MX_PORT: String(ctx.sink.port),
-    RELAY_MX_ALLOW: '127.0.0.1',
-    RELAY_SHAPING_FILE: shaping,
-    // The shaped site's slots 250 ms apart; retries scaled down too.
-    RELAY_DELIVERY_RETRY_SCALE: '0.05',
-  }, { processors: true });
-  ctx.a = await deliveryTenant(ctx.t);
-  ctx.b = await deliveryTenant(ctx.t);
-  ctx.dns.setZone([
-    ...ctx.a.zone, ...ctx.b.zone,
-    { name: SHAPED, type: 'MX', data: { preference: 10, exchange: SHAPED_MX } },
-    { name: SHAPED_MX, type: 'A', data: '127.0.0.1' },
-    { name: ELSEWHERE, type: 'MX', data: { preference: 10, exchange: ELSEWHERE_MX } },
-    { name: ELSEWHERE_MX, type: 'A', data: '127.0.0.1' },
-  ]);
+  }));
 });
 
-test.after(async (ctx) => {
-  await ctx.t.close();
-  await ctx.sink.close();
-  await ctx.dns.close();
-  rmSync(ctx.dir, { recursive: true, force: true });
-});
+test.after((ctx) => ctx.close());
 
 test('workspace A\'s one email takes one of the next slots of the shaped site while A keeps sending elsewhere and B\'s backlog waits there', async (ctx) => {
   const { t, a, b, sink } = ctx;

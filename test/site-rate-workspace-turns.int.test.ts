@@ -8,55 +8,25 @@
 // The test: a site shaped to 30 messages a minute (spacing scaled down), workspace A's burst
 // queued for it and being sent; then workspace B's one email to the same site. B's message
 // should reach the MX within a slot or two of being queued, not after A's backlog.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { workItems } from '../apps/services/delivery/work-items.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { deliveryTenant, sendPaced, type DeliveryTenant } from './support/delivery.ts';
-import { startDnsServer, type TestDnsServer } from './support/dns-server.ts';
+import { sendPaced } from './support/delivery.ts';
 import { waitUntil } from './support/eventually.ts';
-import { startSmtpSink, type SmtpSink } from './support/smtp-sink.ts';
+import type { SmtpSink } from './support/smtp-sink.ts';
+import { startShapedSites, type ShapedSites } from './support/shaped-sites.ts';
 
-interface Context { dir: string; dns: TestDnsServer; sink: SmtpSink; t: TestApp; a: DeliveryTenant; b: DeliveryTenant }
-
-const test = suite<Context>('sender: a rate-shaped site\'s slots, one workspace\'s backlog and another workspace\'s one email');
+const test = suite<ShapedSites>('sender: a rate-shaped site\'s slots, one workspace\'s backlog and another workspace\'s one email');
 const MX = 'mx.slow.test';
 const SLOW = 'slow.test';
 const BURST = 20;
 
 test.before(async (ctx) => {
-  ctx.dir = mkdtempSync(join(tmpdir(), 'relay-site-rate-'));
-  const shaping = join(ctx.dir, 'shaping.conf');
-  writeFileSync(shaping, `${MX} messages_per_minute=30\n`);
-  ctx.dns = await startDnsServer([]);
-  ctx.sink = await startSmtpSink();
-  ctx.t = await startTestApp({
-    RELAY_DELIVERY: 'mx',
-    RELAY_DNS_SERVERS: ctx.dns.address,
-    RELAY_MX_PORT: String(ctx.sink.port),
-    RELAY_MX_ALLOW: '127.0.0.1',
-    RELAY_SHAPING_FILE: shaping,
-    // Slots 100 ms apart; retries scaled down too.
-    RELAY_DELIVERY_RETRY_SCALE: '0.05',
-  }, { processors: true });
-  ctx.a = await deliveryTenant(ctx.t);
-  ctx.b = await deliveryTenant(ctx.t);
-  ctx.dns.setZone([
-    ...ctx.a.zone, ...ctx.b.zone,
-    { name: SLOW, type: 'MX', data: { preference: 10, exchange: MX } },
-    { name: MX, type: 'A', data: '127.0.0.1' },
-  ]);
+  // Slots 100 ms apart (with retries scaled down).
+  Object.assign(ctx, await startShapedSites({ [SLOW]: MX }, `${MX} messages_per_minute=30\n`));
 });
 
-test.after(async (ctx) => {
-  await ctx.t.close();
-  await ctx.sink.close();
-  await ctx.dns.close();
-  rmSync(ctx.dir, { recursive: true, force: true });
-});
+test.after((ctx) => ctx.close());
 
 test('workspace B\'s one email takes one of the next slots of a site where workspace A\'s backlog waits for its slots', async (ctx) => {
   const { t, a, b, sink } = ctx;
