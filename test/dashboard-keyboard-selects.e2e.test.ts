@@ -66,6 +66,8 @@ test('an arrow key on a member\'s role writes nothing; "Change role" does, askin
   await change.focus();
   await page.keyboard.press('Enter');
   await page.getByRole('status').getByText(`${member.email} is now developer.`).waitFor();
+  // Said as soon as Relay answered; the list is drawn again after it (the member's button there is not the one still running).
+  await page.locator(`button[aria-label="Change role for ${member.email}"]:not([aria-busy])`).waitFor();
   assert.is(await roleOf(ctx), 'developer');
   assert.is(writes.length, 1);
   assert.is(await page.evaluate("document.activeElement.getAttribute('aria-label')"), `Change role for ${member.email}`);

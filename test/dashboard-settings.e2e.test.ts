@@ -125,6 +125,7 @@ test('an API key: created with its permissions, the secret shown once and workin
   page.once('dialog', (dialog) => void dialog.accept());
   await page.getByRole('button', { name: 'Revoke Read-only reporting' }).click();
   await page.getByText('Revoked Read-only reporting.').waitFor();
+  await page.getByRole('button', { name: 'Revoke Read-only reporting' }).waitFor({ state: 'detached' });
   assert.match(await row.innerText(), /revoked/);
   assert.is((await list(secret)).status, 401);
   assert.equal(problems, []);
@@ -179,6 +180,10 @@ test('a webhook endpoint: secret once, then after a send its page shows each att
   await page.getByText('Copy the signing secret now').waitFor();
   const rotated = await page.locator('.secret .copy-value').innerText();
   assert.is.not(rotated, firstSecret);
+  // Shown only this once: the next action's word does not take its place.
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Saved.').waitFor();
+  assert.is(await page.locator('.secret .copy-value').innerText(), rotated);
   // The email's own page shows the same attempts.
   await page.getByRole('link', { name: emailId }).click();
   await page.getByRole('heading', { name: 'Hooked', level: 1 }).waitFor();

@@ -46,6 +46,8 @@ test('create with a live preview, edit, the conflict from a second tab, reload, 
   await page.getByLabel('Subject').fill('Welcome, {{name}}!');
   await page.getByRole('button', { name: 'Save' }).click();
   await page.getByText('Saved: revision 2.').waitFor();
+  const revisionHint = (tab: typeof page) => tab.getByText(/^Revision \d+, saved/).innerText();
+  assert.match(await revisionHint(page), /^Revision 2, saved/);
 
   // A second tab opens revision 2; the first saves revision 3; the second, still on 2, saves too.
   const second = await context.newPage();
@@ -66,10 +68,12 @@ test('create with a live preview, edit, the conflict from a second tab, reload, 
   await second.getByRole('button', { name: 'Reload the saved version' }).click();
   assert.is(await second.getByLabel('Subject').inputValue(), 'Welcome from tab one, {{name}}');
   await second.getByText('Reloaded revision 3.').waitFor();
+  assert.match(await revisionHint(second), /^Revision 3, saved/);
   // Saving now builds on revision 3.
   await second.getByLabel('Text', { exact: true }).fill('Edited in tab two, {{name}}');
   await second.getByRole('button', { name: 'Save' }).click();
   await second.getByText('Saved: revision 4.').waitFor();
+  assert.match(await revisionHint(second), /^Revision 4, saved/);
   await second.close();
 
   // A test send: the saved template, the variables of the preview, to the project's own domain.

@@ -42,6 +42,8 @@ test('suppressions: add, find by the beginning of an address, export as CSV, rem
     await page.getByLabel('Address', { exact: true }).fill(address);
     await page.getByRole('button', { name: 'Suppress' }).click();
     await page.getByText(`Suppressed ${address.toLowerCase()}.`).waitFor();
+    // Said as soon as Relay answered; the form is let go once the list is drawn again.
+    await page.locator('form[aria-label="Add an address"]:not([aria-busy])').waitFor();
   }
   const rows = page.locator('.table-wrap[aria-label="Suppressed addresses"] tbody tr');
   assert.is(await rows.count(), 3);
@@ -67,6 +69,7 @@ test('suppressions: add, find by the beginning of an address, export as CSV, rem
   page.once('dialog', (dialog) => void dialog.accept());
   await page.getByRole('button', { name: 'Remove bob@other.test' }).click();
   await page.getByText('Removed bob@other.test.').waitFor();
+  await page.getByRole('button', { name: 'Remove bob@other.test' }).waitFor({ state: 'detached' });
   assert.is(await rows.count(), 1);
   assert.equal(problems, []);
 });
@@ -78,6 +81,7 @@ test('members: invite a viewer, who signs in, accepts and sees the workspace wit
   await page.getByLabel('Role', { exact: true }).selectOption('viewer');
   await page.getByRole('button', { name: 'Invite' }).click();
   await page.getByText(`Invited ${ctx.viewerEmail}.`).waitFor();
+  await page.locator('form[aria-label="Invite someone"]:not([aria-busy])').waitFor();
   assert.match(await page.locator('.table-wrap[aria-label="Pending invitations"]').innerText(), new RegExp(`${ctx.viewerEmail}\\s+viewer`));
   assert.equal(await axeViolations(page), []);
   await screenshot(page, 'members-invited-desktop');
@@ -144,6 +148,8 @@ test('the owner changes the member\'s role and removes them', async ({ f, owner:
   await page.getByLabel(`Role of ${viewerEmail}`).selectOption('developer');
   await page.getByRole('button', { name: `Change role for ${viewerEmail}` }).click();
   await page.getByText(`${viewerEmail} is now developer.`).waitFor();
+  // The list drawn again: the member's button there is not the one still running.
+  await page.locator(`button[aria-label="Change role for ${viewerEmail}"]:not([aria-busy])`).waitFor();
   const workspace = await f.t.app.inject({ url: `/v1/workspaces/${f.workspaceId}`, headers: { cookie: await ownerCookie(f) } });
   assert.is(workspace.json().members.find((m: { email: string }) => m.email === viewerEmail).role, 'developer');
 
@@ -168,6 +174,7 @@ test('the owner changes the member\'s role and removes them', async ({ f, owner:
   page.once('dialog', (dialog) => void dialog.accept());
   await page.getByRole('button', { name: `Remove ${viewerEmail}` }).click();
   await page.getByText(`Removed ${viewerEmail}.`).waitFor();
+  await page.getByRole('button', { name: `Remove ${viewerEmail}` }).waitFor({ state: 'detached' });
   assert.not.match(await page.locator('.table-wrap[aria-label="Members"]').innerText(), new RegExp(viewerEmail));
   // The owner is alone: leaving would leave the workspace without one.
   page.once('dialog', (dialog) => void dialog.accept());

@@ -13,6 +13,7 @@ import { STATUSES } from '../../domain/email/status.ts';
 import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../domain/webhooks/events.ts';
 import type { RelayConfig } from '../../infra/config.ts';
+import { DEFAULT_LIMITS } from '../api/connection-limits.ts';
 import { PAGES } from './client/route-table.ts';
 
 /** Where the assets are read from: the browser modules' directory and the stylesheet. */
@@ -55,7 +56,9 @@ export const PAGE_PATHS = ['/', '/workspaces/:workspaceId', ...PAGES.map((page) 
 /**
  * What the pages need to know of Relay's rules, decided here from domain/ so that each rule
  * keeps its one place: the statuses and event types to filter by, the statuses after which an
- * email's page stops following it, what each role may do, and what each deliverability rate counts.
+ * email's page stops following it, what each role may do, what each deliverability rate counts,
+ * and how long a request may wait for its answer (the API's idle timeout: it closes a connection
+ * silent for longer, so no answer comes after it).
  */
 export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>) {
   return {
@@ -64,6 +67,7 @@ export function dashboardSettings(config: Pick<RelayConfig, 'dashboardOrigin' | 
     webhookEvents: [...WEBHOOK_EVENT_TYPES],
     permissions: [...PERMISSIONS],
     rates: RATE_DEFINITIONS,
+    requestDeadlineMs: DEFAULT_LIMITS.idleTimeoutMs,
     roles: Object.fromEntries(ROLES.map((role) => [role, {
       write: canWrite(role),
       suppressions: canManageSuppressions(role),

@@ -1,6 +1,7 @@
 // Relay's HTTP API as the pages call it: the session cookie rides along (same origin), the
-// browser adds the Origin the server checks on writes, and every failure becomes an ApiError
-// carrying the envelope's code and message.
+// browser adds the Origin the server checks on writes, every failure becomes an ApiError
+// carrying the envelope's code and message, and a request that stops being answered is given up.
+import { readSettings } from './context.ts';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -52,21 +53,71 @@ export function keepPageWhenSessionEnds(session: SessionListener): void {
 
 export const SESSION_ENDED = 'Your session has ended, so Relay did not do this. Sign in again with the link at the top of the page (it opens a new tab), then try again here.';
 
+let deadlineMs: number | null = null;
+
+/**
+ * The longest a request waits for its answer, or for the next part of it (settings: the API's
+ * own idle timeout, after which Relay would have closed a silent connection anyway).
+ */
+const deadline = (): number => (deadlineMs ??= readSettings().requestDeadlineMs);
+
+/**
+ * A request given up at its deadline. A write may have reached Relay and been done, with only its
+ * answer lost: the reader is told so, since doing it again could do it twice (a second key).
+ */
+function unanswered(method: Method): ApiError {
+  const seconds = Math.round(deadline() / 1000);
+  return new ApiError(0, 'network_error', method === 'GET'
+    ? `Relay did not answer within ${seconds} s; try again`
+    : `Relay did not answer within ${seconds} s, so this may or may not have been done: check (in another tab, to keep what you typed here) before doing it again`, null);
+}
+
+/**
+ * The answer's body, read here so that the deadline covers it too: each part that arrives starts
+ * it again, so a long answer that keeps coming (a message's raw source) is not cut, and one that
+ * stops coming is.
+ */
+async function bodyOf(response: Response, progressed: () => void): Promise<Blob | null> {
+  if (response.body === null) return null;
+  const reader = response.body.getReader();
+  const parts: BlobPart[] = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return new Blob(parts);
+    parts.push(value);
+    progressed();
+  }
+}
+
 /**
  * Sends a request. A 401 session_required anywhere but sign-in goes to the sign-in page while
- * the page is loading, and once it is drawn is told to the session listener instead.
+ * the page is loading, and once it is drawn is told to the session listener instead. Without a
+ * deadline a connection gone silent (a proxy, a network change) would hold the form or button
+ * that sent it for good, and with it what the reader typed.
  */
 export async function request(method: Method, path: string, body?: unknown): Promise<Response> {
+  const abort = new AbortController();
+  let timer: number | undefined;
+  const restart = () => {
+    clearTimeout(timer);
+    timer = window.setTimeout(() => abort.abort(), deadline());
+  };
+  restart();
   let response: Response;
   try {
-    response = await fetch(path, {
+    const answer = await fetch(path, {
       method,
       headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: 'same-origin',
+      signal: abort.signal,
     });
+    response = new Response(await bodyOf(answer, restart), { status: answer.status, statusText: answer.statusText, headers: answer.headers });
   } catch {
+    if (abort.signal.aborted) throw unanswered(method);
     throw new ApiError(0, 'network_error', 'Relay could not be reached; check that it is running and try again', null);
+  } finally {
+    clearTimeout(timer);
   }
   if (response.ok) {
     if (ended) {

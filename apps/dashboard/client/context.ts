@@ -21,6 +21,8 @@ export interface Settings {
   roles: Record<Role, Capabilities>;
   /** Per deliverability rate: the outcome it counts among the recipients that reached any outcome of its base. */
   rates: Record<'bounce_rate' | 'complaint_rate', RateDefinition>;
+  /** How long a request waits for its answer, or for its next part, before it is given up: the API's idle timeout. */
+  requestDeadlineMs: number;
 }
 
 export interface RateDefinition { counts: string; base: string[] }

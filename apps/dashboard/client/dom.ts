@@ -262,6 +262,24 @@ export interface Action {
   focusAfter?: () => HTMLElement | null;
 }
 
+/**
+ * Draws a view again with `load` after an action Relay has done, once the page has said so (a new
+ * key's secret, "Revoked …"): what the answer said must not wait on a second request, which may
+ * fail or hang on its own (the session ended just then, Relay restarting). A failed read adds to
+ * `where` that the view could not be read again; it never says the action failed, which the
+ * reader would take as a reason to do it again.
+ */
+export async function redrawAfterAction(where: HTMLElement, load: () => Promise<unknown>): Promise<void> {
+  try {
+    await load();
+  } catch (error) {
+    const why = error instanceof ApiError && error.code === 'session_required'
+      ? 'your session has ended: sign in again with the link at the top of the page'
+      : (error as Error).message;
+    append(where, [notice('warning', `That was done, but the list could not be read again, so it may not show it yet (${why}). Reload the page to see it as it is now.`)]);
+  }
+}
+
 /** A button outside a form that runs `run` (an API call): asked first when it undoes something, held while it runs, a failure shown in `status`. */
 export function actionButton(label: string, attrs: Attrs, { status, confirm: question, cancelled, focusAfter }: Action, run: () => Promise<void>): HTMLButtonElement {
   const button: HTMLButtonElement = h('button', {

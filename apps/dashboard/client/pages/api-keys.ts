@@ -3,7 +3,7 @@
 // the first page with the most recently revoked; older revoked keys page on (the cursor in the address).
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, notice, redrawAfterAction, section, table, value, when } from '../dom.ts';
 
 interface ApiKey { id: string; name: string; environment: string; preview: string; permissions: string[]; createdAt: string; revokedAt: string | null }
 
@@ -28,8 +28,8 @@ export async function render(ctx: PageContext): Promise<void> {
           status, confirm: `Revoke the key "${key.name}"? Requests with it are refused at once.`,
         }, async () => {
           await api('DELETE', `/v1/api-keys/${key.id}`);
-          await load();
           fill(status, notice('success', `Revoked ${key.name}.`));
+          await redrawAfterAction(status, load);
         })
         : null,
     ]), cursor ? 'No older revoked key.' : 'No API key yet.'),
@@ -52,9 +52,10 @@ export async function render(ctx: PageContext): Promise<void> {
     if (permissions.length === 0) throw new Error('Choose at least one permission.');
     const created = await api<ApiKey & { secret: string }>('POST', `/v1/projects/${projectId}/api-keys`, { name: value(element, 'name'), permissions });
     element.reset();
-    await load();
+    // Relay keeps only the key's hash: this answer is the one chance to show the secret.
     fill(secret, h('div', { class: 'secret', role: 'status' },
       h('p', null, h('strong', null, `Your new key "${created.name}". `), 'Copy it now: it is shown this once and Relay keeps only its hash.'),
       copyable('the new API key', created.secret)));
+    await redrawAfterAction(secret, load);
   }), secret));
 }

@@ -2,7 +2,7 @@
 // role offered) or decline. An invited person signs in and finds them here.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, fill, h, notice, table, when } from '../dom.ts';
+import { actionButton, fill, h, notice, redrawAfterAction, table, when } from '../dom.ts';
 
 interface Invitation { id: string; workspaceId: string; workspaceName: string; role: string; expiresAt: string }
 
@@ -28,8 +28,8 @@ export async function render(ctx: PageContext): Promise<void> {
         }),
         actionButton('Decline', { class: 'secondary', 'aria-label': `Decline the invitation to ${invitation.workspaceName}` }, { status }, async () => {
           await api('DELETE', `/v1/invitations/${invitation.id}`);
-          await load();
           fill(status, notice('success', `Declined the invitation to ${invitation.workspaceName}.`));
+          await redrawAfterAction(status, load);
         })),
     ]), none));
   }

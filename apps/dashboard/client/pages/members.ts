@@ -2,7 +2,7 @@
 // accepts after signing in), revoke an invitation, change a role, remove a member, or leave.
 import { api, get } from '../api.ts';
 import type { PageContext, Role } from '../context.ts';
-import { actionButton, field, fill, form, h, keyed, notice, section, select, table, value, when } from '../dom.ts';
+import { actionButton, field, fill, form, h, keyed, notice, redrawAfterAction, section, select, table, value, when } from '../dom.ts';
 
 interface Member { userId: string; email: string; role: Role; createdAt: string }
 interface Invitation { id: string; email: string; role: Role; createdAt: string; expiresAt: string }
@@ -24,8 +24,8 @@ export async function render(ctx: PageContext): Promise<void> {
       await load().catch(() => undefined);
       throw error;
     }
-    await load();
     fill(status, notice('success', done));
+    await redrawAfterAction(status, load);
   }
 
   /**
@@ -109,7 +109,7 @@ export async function render(ctx: PageContext): Promise<void> {
     const email = value(element, 'email');
     await api('POST', `/v1/workspaces/${workspaceId}/members`, { email, role: value(element, 'role') });
     element.reset();
-    await load();
     fill(status, notice('success', `Invited ${email}. Once they sign in to Relay with that email, they accept it on their Invitations page (${location.origin}/invitations).`));
+    await redrawAfterAction(status, load);
   })));
 }

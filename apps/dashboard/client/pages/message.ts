@@ -33,18 +33,29 @@ function htmlPart(path: string): HTMLElement {
   return h('div', null, h('p', { class: 'actions' }, state, toggle), frame);
 }
 
+/**
+ * Read when the details are first opened, and kept once read. Anything else shown there (a
+ * failure, "not in the outbox") is read again at the next opening: a failure may have passed
+ * (the session back, Relay restarted), and an email still being delivered is in the outbox later.
+ */
 function rawSource(projectId: string, emailId: string): HTMLElement {
   const body = h('div');
   const details = h('details', null, h('summary', null, 'Show the raw source'), body);
+  let source: HTMLElement | null = null;
+  let reading = false;
   details.addEventListener('toggle', async () => {
-    if (!details.open || body.childElementCount > 0) return;
+    if (!details.open || source !== null || reading) return;
+    reading = true;
     try {
       const raw = await (await request('GET', `/v1/projects/${projectId}/outbox/${emailId}`)).text();
-      fill(body, h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Raw source' }, raw));
+      source = h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Raw source' }, raw);
+      fill(body, source);
     } catch (error) {
       fill(body, error instanceof ApiError && error.status === 404
         ? notice('info', 'Not in the outbox: Relay keeps the bytes of a message only with the outbox transport (RELAY_DELIVERY=outbox, the development default); with smtp or mx they go on the wire.')
         : notice('error', (error as Error).message));
+    } finally {
+      reading = false;
     }
   });
   return details;

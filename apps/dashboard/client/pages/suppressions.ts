@@ -3,7 +3,7 @@
 // CSV. Search and paging live in the address.
 import { api, get, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { actionButton, badge, field, fill, form, h, notice, section, table, value, when } from '../dom.ts';
+import { actionButton, badge, field, fill, form, h, notice, redrawAfterAction, section, table, value, when } from '../dom.ts';
 
 interface Suppression { address: string; reason: string; emailId: string | null; createdAt: string }
 
@@ -28,8 +28,8 @@ export async function render(ctx: PageContext): Promise<void> {
           status, confirm: `Remove ${s.address} from the suppression list? Emails to it will be sent again.`,
         }, async () => {
           await api('DELETE', `/v1/workspaces/${workspaceId}/suppressions/${encodeURIComponent(s.address)}`);
-          await load();
           fill(status, notice('success', `Removed ${s.address}.`));
+          await redrawAfterAction(status, load);
         })] : []),
       ]), prefix ? `No suppressed address begins with "${prefix}".` : 'No address is suppressed. Hard bounces and complaints add addresses here by themselves.'),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
@@ -51,7 +51,7 @@ export async function render(ctx: PageContext): Promise<void> {
   ], async (element) => {
     const added = await api<Suppression>('POST', `/v1/workspaces/${workspaceId}/suppressions`, { address: value(element, 'address') });
     element.reset();
-    await load();
     fill(status, notice('success', `Suppressed ${added.address}.`));
+    await redrawAfterAction(status, load);
   })));
 }

@@ -37,6 +37,11 @@ export async function render(ctx: PageContext): Promise<void> {
 
   const status = h('div');
   const conflict = h('div');
+  const revision = h('p', { class: 'hint' });
+  /** The revision the editor's content is saved against: it changes with each save and with a conflict's choice. */
+  const drawRevision = () => {
+    if (current) fill(revision, `Revision ${current.revision}, saved `, when(current.updatedAt));
+  };
   const variables = h('textarea', { name: 'variables', rows: 4, spellcheck: 'false' },
     JSON.stringify(Object.fromEntries((current?.variables ?? ['name']).map((name) => [name, name])), null, 2));
   const editor = form({ 'aria-label': 'Template', class: 'editor' }, [
@@ -113,6 +118,7 @@ export async function render(ctx: PageContext): Promise<void> {
       fill(conflict);
       fill(status, notice('success', `Saved: revision ${current.revision}.`));
       ctx.title(current.name);
+      drawRevision();
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 409)) throw error;
       const saved = await get<Template>(withQuery(`/v1/templates/${current.id}`, { projectId }));
@@ -134,6 +140,7 @@ export async function render(ctx: PageContext): Promise<void> {
             for (const name of CONTENT_FIELDS) (editor.elements.namedItem(name) as HTMLInputElement).value = saved[name] ?? '';
             fill(conflict);
             fill(status, notice('info', `Reloaded revision ${saved.revision}.`));
+            drawRevision();
             schedule();
           },
         }, 'Reload the saved version'),
@@ -143,6 +150,7 @@ export async function render(ctx: PageContext): Promise<void> {
             current = saved;
             fill(conflict);
             fill(status, notice('info', `Your version will replace revision ${saved.revision} when you save.`));
+            drawRevision();
           },
         }, 'Keep my version'))));
     conflict.scrollIntoView();
@@ -182,9 +190,10 @@ export async function render(ctx: PageContext): Promise<void> {
       }));
   }
 
+  drawRevision();
   append(ctx.main, [
     h('p', null, h('a', { href: list }, '← All templates')),
-    current ? h('p', { class: 'hint' }, `Revision ${current.revision}, saved `, when(current.updatedAt)) : null,
+    current ? revision : null,
     readOnly ? notice('info', 'You can read and preview this template; your role cannot change it.') : null,
     status,
     conflict,

@@ -30,6 +30,9 @@ export async function render(ctx: PageContext): Promise<void> {
   const cursor = ctx.query.get('cursor');
   let endpoint = await get<Endpoint>(path);
   const status = h('div');
+  // Not in `status`, which the next action's outcome ("Saved.") replaces: the secret is shown only
+  // this once, and stays until the page is left or the secret rotated again.
+  const rotated = h('div');
   const summary = h('div');
   // Not a live region (each redraw would read the whole list out again): a short status line says what changed.
   const deliveries = h('div');
@@ -55,7 +58,7 @@ export async function render(ctx: PageContext): Promise<void> {
   }
   async function rotate(): Promise<void> {
     const { secret } = await api<{ secret: string }>('POST', `${path}/rotate-secret`);
-    fill(status, secretPanel('New signing secret', secret));
+    fill(rotated, secretPanel('New signing secret', secret));
   }
   async function remove(): Promise<void> {
     await api('DELETE', path);
@@ -95,7 +98,7 @@ export async function render(ctx: PageContext): Promise<void> {
   }
 
   drawSummary();
-  ctx.main.append(h('p', null, h('a', { href: list }, '← All endpoints')), status, summary);
+  ctx.main.append(h('p', null, h('a', { href: list }, '← All endpoints')), status, rotated, summary);
   if (ctx.can.write) {
     const url = h('input', { name: 'url', type: 'url', required: true, maxlength: 2048, value: endpoint.url });
     ctx.main.append(section('Settings', form({ 'aria-label': 'Endpoint settings' }, [

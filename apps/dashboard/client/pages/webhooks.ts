@@ -1,7 +1,7 @@
 // The project's webhook endpoints; creating one shows its signing secret once.
 import { api, get } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, section, table, value } from '../dom.ts';
+import { badge, checkboxes, checkedValues, copyable, field, fill, form, h, maxCharacters, redrawAfterAction, section, table, value } from '../dom.ts';
 
 export interface Endpoint { id: string; projectId: string; url: string; events: string[]; description: string | null; enabled: boolean; createdAt: string; updatedAt: string }
 
@@ -41,7 +41,8 @@ export async function render(ctx: PageContext): Promise<void> {
       url: value(element, 'url'), events, ...(description ? { description } : {}),
     });
     element.reset();
-    await load();
+    // Relay never shows the secret again: this answer is the one chance.
     fill(secret, secretPanel(`Endpoint ${created.url} added`, created.secret), h('p', null, h('a', { href: `${here}/${created.id}` }, 'Open the endpoint')));
+    await redrawAfterAction(secret, load);
   }), secret));
 }
