@@ -9,23 +9,39 @@
 // the key is that value, which no copy holds: the report names it, and the key file, if any, as
 // the earlier key it is.
 //
+// Data directories made from 2026-11-23 to 2026-11-27 keep the log in log.db beside relay.db (the
+// forwarder's copy of the events topic and the consumer groups' offsets: apps/runtime.ts,
+// embeddedFiles), and Relay goes on running on them so. Both files are copied, each as one
+// snapshot, log.db's first; the two are not of one instant, so the order and one correction make
+// the pair a state Relay could have stopped in. Every offset a consumer group committed in log.db's
+// snapshot follows events whose effects relay.db's later one holds (a group takes what follows
+// again, at least once, as after a crash), and every event log.db's snapshot holds is in relay.db's
+// event store. Only the forwarder's checkpoint, in relay.db, may have moved past what log.db's
+// snapshot holds: the copy's is set back to the checkpoint read before that snapshot began, which
+// the log had acknowledged, so the restored forwarder publishes again what followed it.
+//
 // Data directories made before the stores shared relay.db keep events.db, documents.db and
-// log.db: three files cannot be copied at one instant while Relay writes to them (a body's key
-// copied before the email's event, say), so those are refused with how to copy them stopped.
+// log.db: three files whose writes depend on each other both ways (a body's key copied before the
+// email's event, say), so those are refused with how to copy them stopped.
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import { BUSY_TIMEOUT_MS, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, restrictMode } from '../../infra/sqlite/database.ts';
 import { KEY_FILE_NAME, keyIdOf, parseKey, splitKeyList } from '../../infra/secrets/secret-box.ts';
+import { SqliteDocumentStore } from '../../infra/sqlite/document-store.ts';
+import type { Collection, Stored } from '../../infra/ports/document-store.ts';
+import type { ForwarderCheckpoint } from '../pipeline/forwarder.ts';
+import { COLLECTIONS } from '../services/collections.ts';
 import { embeddedFiles, outboxDirOf } from '../runtime.ts';
 import { asksForHelp } from './command.ts';
 
 const USAGE = [
   'usage: relay backup <directory> [--without-secret-key]',
   'Copies the embedded data directory (RELAY_DATA_DIR) into <directory>, which must not exist or be',
-  'empty: relay.db as one snapshot (safe while Relay runs), secret.key, and the outbox. The copy is a',
+  'empty: relay.db as one snapshot (safe while Relay runs; log.db too where the directory keeps its log',
+  'there), secret.key, and the outbox. The copy is a',
   'data directory: to restore, stop Relay and start it with RELAY_DATA_DIR=<directory> (or put the',
   'directory in place of the old one). What was admitted after the snapshot is not in it.',
   '  --without-secret-key  leave secret.key out, and the outbox (its messages are in clear): keep the key',
@@ -47,8 +63,9 @@ function refusal(config: RelayConfig): string | null {
     return 'relay backup copies the embedded stores; with RELAY_EVENTSTORE_URL, RELAY_MONGODB_URL or RELAY_KAFKA_BROKERS set, back up EventStoreDB, MongoDB and Kafka with their own tools (docs/operations.md, "Backups")';
   }
   const files = embeddedFiles(config.dataDir);
-  if (files.documents !== files.events || files.log !== files.events) {
-    return `${config.dataDir} keeps its stores in separate files (events.db, documents.db, log.db: a data directory from before they shared relay.db), which cannot be copied at one instant while Relay runs: stop every Relay process on it, then copy the whole directory (cp -a)`;
+  if (files.documents !== files.events) {
+    const found = [...new Set(Object.values(files))].filter((file) => existsSync(file)).map((file) => basename(file));
+    return `${config.dataDir} keeps its stores in separate files (${found.join(', ')}: a data directory from before they shared relay.db), which cannot be copied at one instant while Relay runs: stop every Relay process on it, then copy the whole directory (cp -a)`;
   }
   if (!existsSync(files.events)) return `no relay.db in ${config.dataDir}: RELAY_DATA_DIR must name the data directory of a Relay`;
   return null;
@@ -89,6 +106,82 @@ function makeDirectory(target: string): void {
   const missing: string[] = [];
   for (let dir = target; !existsSync(dir); dir = dirname(dir)) missing.unshift(dir);
   for (const dir of missing) mkdirSync(dir, { mode: PRIVATE_DIR_MODE });
+}
+
+/**
+ * One snapshot of sqlite file `from` (VACUUM INTO: one read transaction), written beside `to` under
+ * a partial name, amended (`amend`, on the copy), then checked: the partial file, or why it could
+ * not be made (nothing is left then).
+ */
+async function snapshot(from: string, to: string, amend?: (copy: string) => Promise<void>): Promise<{ partial: string; snapshotAt: string } | string> {
+  const partial = `${to}.partial`;
+  const db = new DatabaseSync(from, { readOnly: true, timeout: BUSY_TIMEOUT_MS });
+  let snapshotAt: string;
+  try {
+    snapshotAt = new Date().toISOString();
+    db.prepare('VACUUM INTO ?').run(partial);
+  } catch (error) {
+    rmSync(partial, { force: true });
+    return `copying ${from} failed: ${(error as Error).message}`;
+  } finally {
+    db.close();
+  }
+  restrictMode(partial, PRIVATE_FILE_MODE);
+  try {
+    await amend?.(partial);
+  } catch (error) {
+    rmSync(partial, { force: true });
+    return `amending the copy of ${basename(to)} failed: ${(error as Error).message}`;
+  }
+  const copy = new DatabaseSync(partial, { readOnly: true });
+  let check: string;
+  try {
+    check = (copy.prepare('PRAGMA quick_check').get() as { quick_check: string }).quick_check;
+  } finally {
+    copy.close();
+  }
+  if (check !== 'ok') {
+    rmSync(partial, { force: true });
+    return `the copy of ${basename(to)} failed its check (${check}); nothing was kept`;
+  }
+  return { partial, snapshotAt };
+}
+
+/** The forwarders' checkpoints (one per log namespace: forwarderCheckpointId) among `checkpoints`, by id. */
+async function forwarderCheckpointsIn(checkpoints: Collection<ForwarderCheckpoint>): Promise<Map<string, Stored<ForwarderCheckpoint>>> {
+  const found = await checkpoints.find({ where: { _id: { gte: 'forwarder:', lt: 'forwarder;' } } });
+  return new Map(found.map((checkpoint) => [checkpoint._id, checkpoint]));
+}
+
+/** `work` on the document store of sqlite file `file` (its collections as Relay keeps them). */
+async function withDocuments<T>(file: string, options: { readOnly: boolean }, work: (documents: SqliteDocumentStore) => Promise<T>): Promise<T> {
+  const db = new DatabaseSync(file, { readOnly: options.readOnly, timeout: BUSY_TIMEOUT_MS });
+  const documents = new SqliteDocumentStore(db);
+  try {
+    return await work(documents);
+  } finally {
+    await documents.close();
+    db.close();
+  }
+}
+
+/**
+ * Sets each forwarder's checkpoint in the copy `file` back to its position in `before` (read
+ * before log.db's snapshot: the copied log holds what it names); one that had none then starts
+ * from the first event. Returns how many were set back.
+ */
+function setBackForwarders(file: string, before: Map<string, ForwarderCheckpoint>): Promise<number> {
+  return withDocuments(file, { readOnly: false }, async (documents) => {
+    const checkpoints = documents.collection<ForwarderCheckpoint>(COLLECTIONS.checkpoints);
+    let setBack = 0;
+    for (const [id, { _v, ...copied }] of await forwarderCheckpointsIn(checkpoints)) {
+      const position = before.get(id)?.position ?? null;
+      if (copied.position === position) continue;
+      if (!(await checkpoints.replace({ ...copied, position }, _v))) throw new Error(`its ${id} changed while it was set back`);
+      setBack++;
+    }
+    return setBack;
+  });
 }
 
 export async function backup(args: string[]): Promise<number> {
@@ -132,37 +225,41 @@ export async function backup(args: string[]): Promise<number> {
   }
   restrictMode(target, PRIVATE_DIR_MODE);
 
-  // Written under another name and renamed once whole and checked: a copy cut short (a full
-  // disk, a kill) never looks like a backup.
+  // Written under other names and renamed once whole and checked, relay.db last: a copy cut short
+  // (a full disk, a kill) never looks like a backup.
+  const files = embeddedFiles(source);
+  const lines: string[] = [];
+  let log: { partial: string; snapshotAt: string } | null = null;
+  let amend: ((copy: string) => Promise<void>) | undefined;
+  let setBack = 0;
+  if (files.log !== files.events) {
+    // Read before log.db's snapshot, which then holds what they name (top of this file).
+    const forwarders = await withDocuments(files.events, { readOnly: true }, (documents) => forwarderCheckpointsIn(documents.collection(COLLECTIONS.checkpoints)));
+    const copied = await snapshot(files.log, join(target, 'log.db'));
+    if (typeof copied === 'string') {
+      console.error(`relay: ${copied}`);
+      return 1;
+    }
+    log = copied;
+    amend = async (copy) => {
+      setBack = await setBackForwarders(copy, forwarders);
+    };
+  }
   const database = join(target, 'relay.db');
-  const partial = `${database}.partial`;
-  const db = new DatabaseSync(embeddedFiles(source).events, { readOnly: true, timeout: BUSY_TIMEOUT_MS });
-  let snapshotAt: string;
-  try {
-    snapshotAt = new Date().toISOString();
-    db.prepare('VACUUM INTO ?').run(partial);
-  } catch (error) {
-    rmSync(partial, { force: true });
-    console.error(`relay: copying ${embeddedFiles(source).events} failed: ${(error as Error).message}`);
-    return 1;
-  } finally {
-    db.close();
-  }
-  restrictMode(partial, PRIVATE_FILE_MODE);
-  const copy = new DatabaseSync(partial, { readOnly: true });
-  let check: string;
-  try {
-    check = (copy.prepare('PRAGMA quick_check').get() as { quick_check: string }).quick_check;
-  } finally {
-    copy.close();
-  }
-  if (check !== 'ok') {
-    rmSync(partial, { force: true });
-    console.error(`relay: the copy of relay.db failed its check (${check}); nothing was kept`);
+  const copied = await snapshot(files.events, database, amend);
+  if (typeof copied === 'string') {
+    if (log) rmSync(log.partial, { force: true });
+    console.error(`relay: ${copied}`);
     return 1;
   }
-  renameSync(partial, database);
-  const lines = [`relay.db: ${mib(statSync(database).size)}, as it was at ${snapshotAt}`];
+  lines.push(`relay.db: ${mib(statSync(copied.partial).size)}, as it was at ${copied.snapshotAt}`);
+  if (log) {
+    renameSync(log.partial, join(target, 'log.db'));
+    // A data directory from 2026-11-23 to 2026-11-27 keeps its log there (top of this file).
+    lines.push(`log.db: ${mib(statSync(join(target, 'log.db')).size)}, as it was at ${log.snapshotAt}, just before relay.db's snapshot`
+      + (setBack > 0 ? '; the copy\'s forwarder checkpoint is set back to what it holds (the restored forwarder publishes again what followed)' : ''));
+  }
+  renameSync(copied.partial, database);
 
   if (envKeys) {
     const { currentId, previousIds } = envKeys;

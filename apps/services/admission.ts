@@ -6,7 +6,9 @@
 // Order of the checks, after the HTTP layer authenticated the key (401/403), refused an
 // oversized body (413) and validated it (400):
 //   1. idempotent replay: a request seen before gets its original answer, whatever changed
-//      since (domain removed, quota used up, block lifted), so a client's retry is safe;
+//      since (domain removed, quota used up, block lifted), so a client's retry is safe; the
+//      rules too: a body today's validation refuses that an older version admitted under its
+//      Idempotency-Key gets its replay (replayOfRefused, asked by the HTTP layer only then);
 //   2. rate limit: a slot is taken before any rule is looked at, so that a burst cannot get
 //      past the limit while its first requests are still being checked; replays take one too
 //      (spec: replays count), and every later rejection gives it back (rejections do not).
@@ -244,25 +246,63 @@ export function admitEmail(deps: AdmissionDeps, sender: Sender, request: SendReq
 /** The content an admission's rules are decided with: nothing is sealed before they passed. */
 const notSealed = (emailId: string): AdmittedMessage['content'] => ({ keyId: emailId, alg: 'A256GCM', iv: '', data: '', tag: '' });
 
-async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
+/** What step 1 finds: the email id, its stream as loaded, and this body's fingerprint against it. */
+interface Lookup {
+  emailId: string;
+  loaded: Loaded<EmailState>;
+  fingerprint: string;
+}
+
+/** Step 1's read: the stream the request's Idempotency-Key names (a fresh random id has none to read). */
+async function lookUp(deps: AdmissionDeps, sender: Sender, request: Pick<SendRequestBase, 'body' | 'idempotencyKey'>): Promise<Lookup> {
   const emailId = emailIdFor(sender.projectId, request.idempotencyKey, deps.now().getTime());
+  const loaded: Loaded<EmailState> = request.idempotencyKey === null
+    ? { state: initialEmailState, revision: -1 }
+    : await deps.emails.load(emailId);
+  return { emailId, loaded, fingerprint: fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint) };
+}
+
+/** A replay's answer: its original result, with the rate slot it takes (2: replays count) and keeps. */
+async function replayed(deps: AdmissionDeps, sender: Sender, replay: AdmissionResult): Promise<Admission> {
+  const rate = await deps.rateLimits.reserve(sender, deps.now());
+  rate.keep();
+  return { ...replay, rate, replayed: true };
+}
+
+/**
+ * The replay of a send whose body today's rules refuse (the HTTP layer's validation, before
+ * admission): a request an older version of Relay admitted under this Idempotency-Key, with this
+ * very body, is answered as any replay is (rule 1: whatever changed since, the rules included);
+ * null when it is none (no email under the key, another body, or one this version cannot read),
+ * and the refusal stands. Only a refused request with a key pays for this read.
+ */
+export function replayOfRefused(deps: AdmissionDeps, sender: Sender, request: { body: unknown; idempotencyKey: string }): Promise<Admission | null> {
+  return deferDurability(async () => {
+    const { loaded, fingerprint } = await lookUp(deps, sender, request);
+    if (loaded.state.admission === null) return null;
+    let replay: AdmissionResult | null;
+    try {
+      replay = replayOf(loaded.state, fingerprint);
+    } catch (error) {
+      // Another body under the key (409): this one is still the refused request it was.
+      if (error instanceof RelayError) return null;
+      throw error;
+    }
+    return replay ? replayed(deps, sender, replay) : null;
+  });
+}
+
+async function admit(deps: AdmissionDeps, sender: Sender, request: SendRequest): Promise<Admission> {
   const { emails } = deps;
 
   // 1. Replay, or conflict (409, not counted: it is a rejection), or an email stored by a
-  // version this one cannot read (503: never a second admission after it). A fresh random id
-  // has no stream to read.
-  const loaded: Loaded<EmailState> = request.idempotencyKey === null
-    ? { state: initialEmailState, revision: -1 }
-    : await emails.load(emailId);
-  const fingerprint = fingerprintFor(deps.secrets, request.body, loaded.state.fingerprint);
+  // version this one cannot read (503: never a second admission after it).
+  const { emailId, loaded, fingerprint } = await lookUp(deps, sender, request);
   const replay = replayOf(loaded.state, fingerprint);
 
   // 2. Rate limit.
+  if (replay) return replayed(deps, sender, replay);
   const rate = await deps.rateLimits.reserve(sender, deps.now());
-  if (replay) {
-    rate.keep();
-    return { ...replay, rate, replayed: true };
-  }
 
   let held: HeldContentKey | null = null;
   let appending = false;

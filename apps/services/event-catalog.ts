@@ -30,9 +30,12 @@ export interface CatalogEntry {
   webhooks?: readonly string[];
 }
 
-const upcastingOf = (version: number, steps: ReadonlyArray<{ from: number; change: string }>) =>
+/** What an email event's addresses become when read (domain/email/upcast.ts). */
+const CANONICAL_ON_READ = 'Addresses are read in today\'s canonical form (events written before 2026-11-28 may hold a quoted local part as written, e.g. "ann"@example.org for ann@example.org).';
+
+const upcastingOf = (version: number, steps: ReadonlyArray<{ from: number; change: string }>, onRead = '') =>
   steps.length === 0
-    ? `Version ${version} is the only one so far: stored data is read as it is. A version above ${version} (written by a newer Relay) is not read: it becomes UnrecognizedEvent and changes nothing.`
+    ? `Version ${version} is the only one so far: stored data is read as it is${onRead ? `, but for this: ${onRead}` : '.'} A version above ${version} (written by a newer Relay) is not read: it becomes UnrecognizedEvent and changes nothing.`
     : steps.map((s) => `from version ${s.from}: ${s.change}`).join('; ');
 
 /** Every event type that can be appended, with what it means. */
@@ -42,7 +45,7 @@ export function eventCatalog(): CatalogEntry[] {
     stream: `${EMAIL_STREAM_PREFIX}<emailId>`,
     summary: EMAIL_EVENT_MEANINGS[type].summary,
     schemaVersion: EMAIL_SCHEMA_VERSIONS[type],
-    upcasting: upcastingOf(EMAIL_SCHEMA_VERSIONS[type], EMAIL_UPCASTS[type]),
+    upcasting: upcastingOf(EMAIL_SCHEMA_VERSIONS[type], EMAIL_UPCASTS[type], type === 'DeliveryClaimed' || type === 'DeliveryTransactionStarted' ? '' : CANONICAL_ON_READ),
     data: EMAIL_EVENT_DATA[type],
     statuses: { gives: EMAIL_EVENT_MEANINGS[type].statuses, merge: EMAIL_EVENT_MEANINGS[type].merge },
     timeline: EMAIL_EVENT_MEANINGS[type].timeline,

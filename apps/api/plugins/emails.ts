@@ -7,7 +7,7 @@ import { RelayError } from '../../../domain/errors.ts';
 import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { rateLimitHeaders, type RateStanding } from '../../../domain/rate-limits.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
-import { admitEmail, type Admission, type AdmissionDeps, type PreparedSend, type Sender } from '../../services/admission.ts';
+import { admitEmail, replayOfRefused, type Admission, type AdmissionDeps, type PreparedSend, type Sender } from '../../services/admission.ts';
 import { getEmail, listEmails, type ListedEmail, type ReadScope } from '../../services/email-reads.ts';
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
@@ -77,6 +77,26 @@ function templateSend(ctx: ApiContext, principal: Pick<ApiKeyPrincipal, 'project
   }
   const checked = checkTemplateSend(body);
   return () => renderTemplateSend(ctx.documents, ctx.services.templates, principal.projectId, checked);
+}
+
+/**
+ * The send's body checked (400; 422 for a template's variables), or, when the checks refuse a body
+ * sent with an Idempotency-Key, the replay of the email admitted under that key with this very
+ * body (by an older version, before the rules grew stricter): admission's rule 1 gives a replay
+ * its original answer whatever changed since (apps/services/admission.ts, replayOfRefused). Only
+ * a refused request with a key pays for that read; any other refusal stands.
+ */
+async function checkedOrReplayed(
+  ctx: ApiContext, deps: AdmissionDeps, principal: ApiKeyPrincipal, sender: Sender, body: Record<string, unknown>, idempotencyKey: string | null,
+): Promise<{ prepare: PrepareSend } | { replay: Admission }> {
+  try {
+    return { prepare: 'template' in body ? templateSend(ctx, principal, body) : directSend(body) };
+  } catch (refusal) {
+    if (idempotencyKey === null || !(refusal instanceof RelayError)) throw refusal;
+    const replay = await replayOfRefused(deps, sender, { body, idempotencyKey });
+    if (replay === null) throw refusal;
+    return { replay };
+  }
 }
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
@@ -206,16 +226,13 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     const idempotencyKey = idempotencyKeyOf(request);
     const body = request.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new RelayError('validation_error', 'body: must be a JSON object');
-    const prepare = 'template' in body
-      ? templateSend(ctx, principal, body as Record<string, unknown>)
-      : directSend(body as Record<string, unknown>);
+    const sender: Sender = { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment, allowances: principal.allowances };
     let admission;
     try {
-      admission = await admitEmail(
-        deps,
-        { keyId: principal.keyId, projectId: principal.projectId, workspaceId: principal.workspaceId, environment: principal.environment, allowances: principal.allowances },
-        { body, idempotencyKey, prepare, origin: originOfRequest(request.id) },
-      );
+      const checked = await checkedOrReplayed(ctx, deps, principal, sender, body as Record<string, unknown>, idempotencyKey);
+      admission = 'replay' in checked
+        ? checked.replay
+        : await admitEmail(deps, sender, { body, idempotencyKey, prepare: checked.prepare, origin: originOfRequest(request.id) });
     } catch (error) {
       const standing = error instanceof RelayError ? (error.details.standing as RateStanding | undefined) : undefined;
       if (standing) setRateHeaders(reply, [standing]);

@@ -1,8 +1,12 @@
 // The management collections' indexes, created at start by every process that serves them.
 // Unique indexes are what settle concurrent creation: the loser of a race gets a
-// DuplicateKeyError (409 conflict), never a second document.
+// DuplicateKeyError (409 conflict), never a second document. Then, once after an upgrade from a
+// version before 2026-11-28, the suppression entries (and email read models) that version keyed
+// by an older form of an address are put under its canonical form (./canonical-addresses.ts):
+// before any process serving them answers, since admission looks a block up by that form only.
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { COLLECTIONS } from '../collections.ts';
+import { canonicalizeStoredAddresses } from './canonical-addresses.ts';
 import { ensureSuppressionSourceIndexes } from './suppression-sources.ts';
 
 export async function ensureManagementIndexes(documents: DocumentStore): Promise<void> {
@@ -38,4 +42,5 @@ export async function ensureManagementIndexes(documents: DocumentStore): Promise
     ]),
     ensureSuppressionSourceIndexes(documents),
   ]);
+  await canonicalizeStoredAddresses(documents);
 }
