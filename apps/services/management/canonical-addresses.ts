@@ -13,7 +13,9 @@
 //     earlier block stays whole (its createdAt, reason, email and source), and the other one's
 //     source is marked handled for the canonical address (./suppression-sources.ts), so that its
 //     bounce or complaint handled again cannot block the address after an owner removed it. The
-//     list's history (the RecipientSuppressed events) stays as it was recorded.
+//     list's history (the RecipientSuppressed events) stays as it was recorded. The records of the
+//     reports the suppressor is done with get a twin under the canonical address, so that a
+//     removal made before the upgrade still stands when such a report is handled again.
 //   - each email read model document holding an address in an older form gets the canonical form
 //     in every place the projection copies an address from the events (projections/email-view.ts):
 //     fromAddress, toAddresses, recipients, and the timeline's recipients and suppressedRecipients:
@@ -33,7 +35,7 @@ import { suppressionIdOf, type Workspace } from '../../../domain/management.ts';
 import { DuplicateKeyError, type Collection, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
 import { COLLECTIONS } from '../collections.ts';
-import { markHandled } from './suppression-sources.ts';
+import { markHandled, suppressionSourcesOf } from './suppression-sources.ts';
 import { suppressionsOf } from './suppressions.ts';
 
 /** The mark's id in `checkpoints`. */
@@ -66,6 +68,7 @@ export async function canonicalizeStoredAddresses(documents: DocumentStore, now:
   if (mark?.done) return null;
   const report: CanonicalAddressesReport = { rekeyed: 0, merged: 0, emails: 0 };
   await rekeySuppressions(documents, report, now);
+  await rekeyHandledSources(documents);
   let after = mark?.emailsAfter ?? null;
   for (;;) {
     const page = await documents.collection<EmailView>(COLLECTIONS.emails).find({
@@ -101,6 +104,27 @@ async function saveMark(marks: Collection<Mark>, fields: Pick<Mark, 'done' | 'em
 
 // ---------------------------------------------------------------------------------------
 // Suppression entries
+
+/**
+ * The records of the bounces and complaints the suppressor is done with (./suppression-sources.ts)
+ * name the address in its older form: read in the canonical form now, such a report handled again
+ * (a redelivery, `relay parked retry`) would find no record and block an address an owner removed
+ * before the upgrade. Each gets a twin under the canonical address, dated as it is (its retention
+ * unchanged). The records are few (kept as long as webhook deliveries) and read whole, once.
+ */
+async function rekeyHandledSources(documents: DocumentStore): Promise<void> {
+  const sources = suppressionSourcesOf(documents);
+  let after: string | undefined;
+  for (;;) {
+    const page = await sources.find({ orderBy: [['_id', 'asc']], after: after === undefined ? undefined : { _id: after }, limit: PAGE });
+    for (const { workspaceId, eventId, address, handledAt } of page) {
+      const canonical = canonicalStoredAddress(address);
+      if (canonical !== address) await markHandled(documents, { workspaceId, eventId, address: canonical }, new Date(handledAt));
+    }
+    if (page.length < PAGE) return;
+    after = page[page.length - 1]._id;
+  }
+}
 
 async function rekeySuppressions(documents: DocumentStore, report: CanonicalAddressesReport, now: () => Date): Promise<void> {
   const workspaces = documents.collection<Workspace>(COLLECTIONS.workspaces);
