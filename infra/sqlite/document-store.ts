@@ -45,6 +45,8 @@ const TABLE_PREFIX = 'doc_';
 const INDEX_SEPARATOR = '__';
 const STATEMENT_CACHE_LIMIT = 256;
 const COLLECTION_CACHE_LIMIT = 1_000;
+/** Rows one statement of deleteWhere deletes at most (a few milliseconds of the event loop). */
+const DELETE_BATCH = 1_000;
 /** purgeDeleted's tries while a reader keeps the WAL in use: the first after firstMs, doubling up to maxMs, for forMs in all. */
 const PURGE_RETRY = { firstMs: 5, maxMs: 100, forMs: 1_000 };
 
@@ -601,13 +603,24 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
     }), bytes);
   }
 
+  /**
+   * In batches of DELETE_BATCH rows, each a write of its own with a turn of the event loop between
+   * them: one statement over every match (200,000 expired webhook deliveries after 30 days) held
+   * the event loop and the file's write lock for seconds. The port promises no atomicity here.
+   */
   async deleteWhere(where: Where): Promise<number> {
     const engine = this.#engine;
-    const result = await engine.commitStatement(() => engine.read(() => {
-      const filter = whereSql(where, engine.filterColumns(this.#table));
-      return engine.statement(`DELETE FROM ${this.#quoted}${filter.sql}`).run(...filter.params);
-    }, { changes: 0, lastInsertRowid: 0 }));
-    return Number(result.changes);
+    let deleted = 0;
+    for (;;) {
+      const result = await engine.commitStatement(() => engine.read(() => {
+        const filter = whereSql(where, engine.filterColumns(this.#table));
+        return engine.statement(`DELETE FROM ${this.#quoted} WHERE rowid IN (SELECT rowid FROM ${this.#quoted}${filter.sql} LIMIT ${DELETE_BATCH})`).run(...filter.params);
+      }, { changes: 0, lastInsertRowid: 0 }));
+      const changes = Number(result.changes);
+      deleted += changes;
+      if (changes < DELETE_BATCH) return deleted;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 }
 
