@@ -19,31 +19,17 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runRelay, spawnRelay, waitForReady } from './support/relay-process.ts';
-import { fixtureJson, postSend, restoreFixture, signIn, startUpgraded, type RestoredFixture, type UpgradedRelay } from './support/upgrade-fixtures.ts';
+import { endUpgraded, postSend, upgradeFixture, type UpgradedFixture } from './support/upgrade-fixtures.ts';
 
 const FIXTURE = 'upgrade-c0b790a';
 
-interface Requests {
-  workspaceId: string;
-  apiKey: string;
-  requests: Record<string, { body: Record<string, unknown>; answer: { id: string; status: string; test_mode: boolean; reason?: string } }>;
-}
-
-interface Ctx { fixture: RestoredFixture; up: UpgradedRelay; cookie: string; recorded: Requests }
+type Ctx = UpgradedFixture;
 
 const test = suite<Ctx>('upgrade from c0b790a: a block of a needlessly quoted address');
 
-test.before(async (ctx) => {
-  ctx.recorded = fixtureJson<Requests>(FIXTURE, 'requests.json');
-  ctx.fixture = restoreFixture(FIXTURE);
-  ctx.up = await startUpgraded(ctx.fixture.dataDir);
-  ctx.cookie = await signIn(ctx.up.baseUrl, 'owner@example.com', 'a long local password');
-});
+test.before((ctx) => upgradeFixture(ctx, FIXTURE));
 
-test.after(async (ctx) => {
-  await ctx.up?.relay.stop();
-  ctx.fixture?.remove();
-});
+test.after(endUpgraded);
 
 const listed = async ({ up, cookie, recorded }: Ctx) => {
   const response = await fetch(`${up.baseUrl}/v1/workspaces/${recorded.workspaceId}/suppressions`, { headers: { cookie } });

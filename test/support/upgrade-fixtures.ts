@@ -74,3 +74,27 @@ export async function postSend(baseUrl: string, apiKey: string, body: unknown, i
   });
   return { status: response.status, body: await response.json() };
 }
+
+/** What a fixture's requests.json holds: its workspace, a key, and each request with the answer it got. */
+export interface RecordedRequests {
+  workspaceId: string;
+  apiKey: string;
+  requests: Record<string, { body: Record<string, unknown>; answer: { id: string; status: string; test_mode: boolean; reason?: string } }>;
+}
+
+/** A suite's context: the fixture restored, today's Relay started on it, its owner signed in. */
+export interface UpgradedFixture { fixture: RestoredFixture; up: UpgradedRelay; cookie: string; recorded: RecordedRequests }
+
+/** For test.before: restores fixture `name` (one with requests.json), starts today's Relay on it and signs its owner in. */
+export async function upgradeFixture(ctx: UpgradedFixture, name: string): Promise<void> {
+  ctx.recorded = fixtureJson<RecordedRequests>(name, 'requests.json');
+  ctx.fixture = restoreFixture(name);
+  ctx.up = await startUpgraded(ctx.fixture.dataDir);
+  ctx.cookie = await signIn(ctx.up.baseUrl, 'owner@example.com', 'a long local password');
+}
+
+/** For test.after: stops Relay and removes the restored fixture. */
+export async function endUpgraded(ctx: Partial<UpgradedFixture>): Promise<void> {
+  await ctx.up?.relay.stop();
+  ctx.fixture?.remove();
+}
