@@ -76,7 +76,7 @@ interface TurnCursor {
    * Workspaces by when one of their items last started (a site slot taken, a transaction begun),
    * least recently first: a look gives the first turns to those that waited longest.
    */
-  served: Map<string, true>;
+  served: Set<string>;
   /**
    * Per site (by key; the least recently served site first): its workspaces by when one of their
    * items last took a slot there (a number that grows with each), least recently first. A
@@ -90,15 +90,18 @@ interface TurnCursor {
 }
 
 export const newTurnCursor = (): TurnCursor => ({
-  scanAfter: null, known: new Set(), fresh: new Set(), served: new Map(), servedAt: new Map(), servedAtCount: 0, slots: 0,
+  scanAfter: null, known: new Set(), fresh: new Set(), served: new Set(), servedAt: new Map(), servedAtCount: 0, slots: 0,
 });
 
-/** Records that an item of `workspace` starts now: its workspace's turns come after the others' until they start one too. */
-function served(cursor: TurnCursor, workspace: string): void {
-  cursor.served.delete(workspace);
-  cursor.served.set(workspace, true);
-  if (cursor.served.size > KNOWN_WORKSPACES) cursor.served.delete(cursor.served.keys().next().value!);
+/** Puts `workspace` last in the set's order (the most recent), the first forgotten past KNOWN_WORKSPACES. */
+function remember(workspaces: Set<string>, workspace: string): void {
+  workspaces.delete(workspace);
+  workspaces.add(workspace);
+  if (workspaces.size > KNOWN_WORKSPACES) workspaces.delete(workspaces.values().next().value!);
 }
+
+/** Records that an item of `workspace` starts now: its workspace's turns come after the others' until they start one too. */
+const served = (cursor: TurnCursor, workspace: string): void => remember(cursor.served, workspace);
 
 /**
  * Records that an item of `workspace` took a slot of `site` now: there, its turns come after
@@ -132,11 +135,7 @@ function servedAtSite(cursor: TurnCursor, site: string, workspace: string): void
  * durable): the next look gives the workspace a turn. Other instances find it as they find any
  * (the earliest page, the scan); this one, which wrote it, need not wait for either.
  */
-function scheduledDue(cursor: TurnCursor, workspace: string): void {
-  cursor.fresh.delete(workspace);
-  cursor.fresh.add(workspace);
-  if (cursor.fresh.size > KNOWN_WORKSPACES) cursor.fresh.delete(cursor.fresh.keys().next().value!);
-}
+const scheduledDue = (cursor: TurnCursor, workspace: string): void => remember(cursor.fresh, workspace);
 
 /** One workspace's place in a look: its items read and not taken yet, and where its next page starts. */
 interface Turn {
@@ -260,11 +259,7 @@ async function dueBySite(read: DueRead, now: Date, room: number, window: number,
       if (found.due && cursor.known.size < KNOWN_WORKSPACES) cursor.known.add(found.workspace);
     }
     // Room for the fresh ones before the scan's finds: the scan finds those again, nothing else finds these.
-    for (const workspace of fresh) {
-      cursor.known.delete(workspace);
-      cursor.known.add(workspace);
-      if (cursor.known.size > KNOWN_WORKSPACES) cursor.known.delete(cursor.known.keys().next().value!);
-    }
+    for (const workspace of fresh) remember(cursor.known, workspace);
     for (const workspace of cursor.known) turnOf(workspace);
   }
 

@@ -57,7 +57,7 @@ function canonicalList(value: unknown): unknown {
 }
 
 /** A list of objects with an `address` (each recipient of an outcome, each suppressed recipient): the list itself when none changes. */
-function canonicalRecipients(value: unknown): unknown {
+export function canonicalRecipients(value: unknown): unknown {
   if (!Array.isArray(value)) return value;
   const canonical = value.map((r: unknown) => {
     if (r === null || typeof r !== 'object') return r;

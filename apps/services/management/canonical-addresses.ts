@@ -30,7 +30,7 @@
 // goes on from there. Several processes starting at once may each run the pass: every step is a
 // compare-and-set or an insert that a duplicate refuses, made again on what it finds, so two
 // passes end as one would.
-import { canonicalStoredAddress } from '../../../domain/email/upcast.ts';
+import { canonicalRecipients, canonicalStoredAddress } from '../../../domain/email/upcast.ts';
 import { suppressionIdOf, type Workspace } from '../../../domain/management.ts';
 import { DuplicateKeyError, type Collection, type DocumentStore } from '../../../infra/ports/document-store.ts';
 import type { EmailView } from '../../../projections/email-view.ts';
@@ -206,20 +206,6 @@ const isOlderForm = (address: unknown): boolean => typeof address === 'string' &
 const mayHoldOlderForms = (email: Partial<Pick<EmailView, 'fromAddress' | 'recipients'>>): boolean =>
   isOlderForm(email.fromAddress) || (email.recipients ?? []).some((r) => isOlderForm(r.address));
 
-/** A list's objects with their `address` in canonical form (for timeline payloads: anything else as it is). */
-function withCanonicalAddress<T>(items: T): T {
-  if (!Array.isArray(items)) return items;
-  return items.map((item: unknown) => {
-    if (item === null || typeof item !== 'object' || typeof (item as { address?: unknown }).address !== 'string') return item;
-    return { ...item, address: canonicalStoredAddress((item as { address: string }).address) };
-  }) as T;
-}
-
-/**
- * The document as the projection makes it of the upcast events (projections/email-view.ts): each
- * address it copied from an event in canonical form. `to`, `cc` and `replyTo` are mailboxes as
- * written, and a reason's text says what it said: the upcast leaves them as stored too.
- */
 export function emailViewWithCanonicalAddresses(view: EmailView): EmailView {
   return {
     ...view,
@@ -233,8 +219,8 @@ export function emailViewWithCanonicalAddresses(view: EmailView): EmailView {
         ...entry,
         payload: {
           ...entry.payload,
-          ...(Array.isArray(recipients) ? { recipients: withCanonicalAddress(recipients) } : {}),
-          ...(Array.isArray(suppressedRecipients) ? { suppressedRecipients: withCanonicalAddress(suppressedRecipients) } : {}),
+          ...(Array.isArray(recipients) ? { recipients: canonicalRecipients(recipients) } : {}),
+          ...(Array.isArray(suppressedRecipients) ? { suppressedRecipients: canonicalRecipients(suppressedRecipients) } : {}),
         },
       };
     }),
