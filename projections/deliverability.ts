@@ -31,6 +31,7 @@
 // class's window visits beyond the active emails is of that class only: most mail is in the first
 // (its outcomes come within minutes; retries end within a day), and the classes grow fourfold,
 // so a read makes a few seeks, one per class, whatever the history after `from`.
+import { maskAddresses } from '../domain/addresses-in-text.ts';
 import { occurredAtOf, type RecordedEmailEvent } from '../domain/email/events.ts';
 import { outcomesOf, statusAfter, type RecipientOutcome } from '../domain/email/outcomes.ts';
 import type { Status } from '../domain/email/status.ts';
@@ -117,12 +118,7 @@ export function spanClassOf(firstAt: string, lastAt: string): number {
 
 const domainOf = (address: string): string => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 
-// An address in a reply's words: a dot-atom local part (an apostrophe inside it too), or a
-// quoted one ("john doe"@…), both of which admission accepts, and what surrounds it up to the domain's end.
-const ADDRESS = /<?(?:"(?:[^"\\\r\n]|\\.)*"|[^\s<>"'(),;:[\]@]+(?:'[^\s<>"'(),;:[\]@]+)*)@[^\s<>"'(),;:[\]]+>?/g;
-
-/** A reply's words as stats show them: one line, at most 200 characters, no address. */
-export const maskedReply = (text: string): string => text.replace(ADDRESS, '<address>').replace(/\s+/g, ' ').trim().slice(0, 200);
+export const maskedReply = (text: string): string => maskAddresses(text).replace(/\s+/g, ' ').trim().slice(0, 200);
 
 
 function reach(recipient: DeliverabilityRecipient, status: Status, at: string, reply: FailureReply | null): DeliverabilityRecipient {

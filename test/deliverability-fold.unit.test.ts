@@ -45,6 +45,12 @@ test('given an accepted email, when its delivery fails, then the failure keeps i
   assert.equal(failuresCounted(email), [['failed', after(3_000), 'delivery_unknown']]);
 });
 
+test('given a failure whose reply names addresses (quoted, URL-encoded, in brackets), then the reply kept holds none of them, on one line', () => {
+  const reply = 'user "john doe"@example.org unknown;\n see https://help.example.net/?rcpt=ann%40example.org or <bob@example.org>';
+  const email = documentOf(accepted(), claimed(), deliveryFailed([0, 1], { failureCode: 'delivery_unknown', reason: reply, occurredAt: after(3_000) }));
+  assert.is(email.recipients[0].replies?.failed?.text, 'user <address> unknown; see https://help.example.net/?rcpt=<address> or <address>');
+});
+
 test('given a failed recipient, when a DSN hard-bounces it two days later, then each failure counts its own reply at its own instant', () => {
   const failed = documentOf(accepted(), claimed(), unknownOutcome);
   const bounced = next(failed, 3, dsn('5.1.1'));

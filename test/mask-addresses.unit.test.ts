@@ -1,10 +1,10 @@
-// maskAddresses (apps/services/addresses-in-text.ts): what a BCC recipient's server reply or
+// maskAddresses (domain/addresses-in-text.ts): what a BCC recipient's server reply or
 // report keeps when it is recorded. Every address goes, in each form redaction finds (plain,
 // quoted local part, URL-encoded), with its angle brackets; the codes and the words stay as
 // written; a text without an address comes back unchanged.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { maskAddresses, maskAddressesInCut } from '../apps/services/addresses-in-text.ts';
+import { maskAddresses, maskAddressesInCut } from '../domain/addresses-in-text.ts';
 
 test('a Postfix refusal keeps its codes and words, not the address it quotes', () => {
   assert.is(

@@ -24,6 +24,7 @@
 // senders give up on their reports: each one is told (onRefused: relay_inbound_refused_total),
 // and at most once a minute per reason with how many (onRefusing: a warn line).
 import { randomUUID } from 'node:crypto';
+import { setImmediate } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
@@ -145,7 +146,7 @@ export class ClientSlots {
 }
 
 /** Resolves on the next turn of the event loop, after the I/O and timers that are due. */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+const nextTurn = (): Promise<void> => setImmediate();
 
 /** An SMTP error reply; `text` starts with its enhanced status code (RFC 3463). */
 const smtpError = (code: number, text: string) => Object.assign(new Error(text), { responseCode: code });

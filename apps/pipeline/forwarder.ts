@@ -29,6 +29,7 @@
 // the embedded log in the event store's file) there is nothing to forward: the forwarder runs
 // idle, running and never waiting, so that `relay forwarder`, `relay start` and /readyz are the
 // same in every mode; it reads nothing and saves no checkpoint.
+import { setImmediate } from 'node:timers/promises';
 import type { DocumentStore } from '../../infra/ports/document-store.ts';
 import type { EventStore, StoredEvent, Subscription } from '../../infra/ports/event-store.ts';
 import { RecordsTooLargeError, type Log, type OutgoingRecord } from '../../infra/ports/log.ts';
@@ -235,7 +236,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
 
   const publishPending = async () => {
     // Let the subscription hand over what it already has, so it goes out in one publish.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await setImmediate();
     while (pending.length > 0 && !abort.signal.aborted) {
       const batch = nextBatch();
       let outcome = 'published' as 'published' | 'split';

@@ -2,6 +2,7 @@
 // recipient domain × outcome, the bounce and complaint rates, the latency histograms and the
 // recipient domains ranked by failures, summed from the deliverability read model
 // (projections/deliverability.ts says why it holds one document per email, not counters).
+import { setImmediate } from 'node:timers/promises';
 import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, SPAN_BOUNDS_MS, countsOf, latencyBucketOf, type DeliverabilityEmail, type Latency, type Outcome } from '../../projections/deliverability.ts';
 import { RATE_DEFINITIONS, RATE_NAMES, RATE_THRESHOLDS, rateLevel, type RateLevel, type RateName } from '../../domain/deliverability/rates.ts';
 import type { DocumentStore, IndexSpec, Scalar } from '../../infra/ports/document-store.ts';
@@ -239,7 +240,7 @@ async function* emailsActiveIn(documents: DocumentStore, projectId: string, from
       // The embedded store answers each page at once, so without a turn of the event loop between
       // pages a long range (200,000 emails) is read and summed in one stretch: 7 s in which the
       // process served nothing else.
-      await new Promise((resolve) => setImmediate(resolve));
+      await setImmediate();
     }
   }
 }

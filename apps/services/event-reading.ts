@@ -13,7 +13,7 @@ import { upcastSuppressionEvent } from '../../domain/suppressions/upcast.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { upcastUsageEvent } from '../../domain/usage/upcast.ts';
 import type { EventFilter, EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
-import { addressesInText, firstAddress } from './addresses-in-text.ts';
+import { addressesInText, firstAddress } from '../../domain/addresses-in-text.ts';
 
 /** Where reading starts or stops: a global position (exclusive start, inclusive end) or an instant (recordedAt). */
 export type Bound = { position: string } | { time: Date };

@@ -21,6 +21,7 @@
 // Folds are kept within a memory budget (./usage-folds.ts). A stream has one read under way at a
 // time: those who ask for it meanwhile (members opening the usage page after a restart) wait for
 // that read, then fold on from its result together.
+import { setImmediate } from 'node:timers/promises';
 import type { CommandOrigin } from '../../domain/events/metadata.ts';
 import type { Decider } from '../../domain/decider.ts';
 import { usageDecider } from '../../domain/usage/decider.ts';
@@ -275,7 +276,7 @@ async function foldInPages(events: EventStore, stream: string, reader: ReturnTyp
     // A short page is the stream's end.
     if (next.revision < start + FOLD_PAGE) return next;
     folded = next;
-    await new Promise((resolve) => setImmediate(resolve));
+    await setImmediate();
   }
 }
 

@@ -8,6 +8,7 @@
 // distinct), i.e. sparse semantics.
 // Tables are created on first write; reads of a collection that does not exist see it
 // empty. Several adapters may share one database file or connection.
+import { setImmediate } from 'node:timers/promises';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import {
   checkArrayField,
@@ -216,7 +217,7 @@ class Engine {
       if (batch.next === null) break;
       after = batch.next;
       // The event loop's turn: timers (a stop's deadline), signals, other writes.
-      await new Promise((resolve) => setImmediate(resolve));
+      await setImmediate();
     }
     onFieldFill?.({ phase: 'done', table, columns, ...done });
   }
@@ -619,7 +620,7 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
       const changes = Number(result.changes);
       deleted += changes;
       if (changes < DELETE_BATCH) return deleted;
-      await new Promise((resolve) => setImmediate(resolve));
+      await setImmediate();
     }
   }
 }

@@ -27,7 +27,7 @@ import { deferDurability, durableSoFar } from '../../../infra/ports/durability.t
 import type { EventStore } from '../../../infra/ports/event-store.ts';
 import type { MailTransport, RecipientOutcome } from '../../../infra/ports/mail-transport.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
-import { maskAddresses } from '../addresses-in-text.ts';
+import { maskAddresses } from '../../../domain/addresses-in-text.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
 import type { Handled, Loaded } from '../command-handler.ts';

@@ -19,7 +19,7 @@ import { canonicalAddress } from '../../../domain/mailbox.ts';
 import { complaintOutcome, complaintType } from '../../../domain/feedback/classify.ts';
 import type { ParsedReport } from '../../../infra/mail/report-parser.ts';
 import type { Emails } from '../email-stream.ts';
-import { maskAddresses, maskAddressesInCut } from '../addresses-in-text.ts';
+import { maskAddresses, maskAddressesInCut } from '../../../domain/addresses-in-text.ts';
 import type { SerialByKey } from '../serial-by-key.ts';
 import type { ReportTarget } from './report-targets.ts';
 

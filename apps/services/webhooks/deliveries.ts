@@ -8,6 +8,7 @@
 // (endPendingDeliveries, run by ./delivery-endings.ts), and so does taking an event type out of
 // its events for the deliveries of that type; any of them left pending then (a crash, a stop)
 // ends as it falls due (./attempt.ts).
+import { setImmediate } from 'node:timers/promises';
 import { createHash } from 'node:crypto';
 import { afterAttempt, type WebhookDeliveryStatus, type WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import type { WebhookEvent } from '../../../domain/webhooks/events.ts';
@@ -296,7 +297,7 @@ export async function endPendingDeliveries(documents: DocumentStore, endpointId:
     if (batch.length < END_BATCH) break;
     const last = batch[batch.length - 1];
     after = { status: 'pending', endpointId, nextAttemptAt: last.nextAttemptAt!, _id: last._id };
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await setImmediate();
   }
   return ended;
 }

@@ -10,6 +10,7 @@
 // due, as attemptWebhookDelivery ends any delivery whose endpoint is gone or disabled, or that
 // was made before the endpoint was last disabled (WebhookEndpoint.disableGeneration), or whose
 // event type the endpoint no longer subscribes to, without a request.
+import { setImmediate } from 'node:timers/promises';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
 import { endPendingDeliveries, type DeliveryClosed, type Ending } from './deliveries.ts';
 
@@ -72,7 +73,7 @@ export class DeliveryEndings {
   async #run(endpointId: string, first: Ending): Promise<void> {
     try {
       // A turn of the event loop first: the request that asked for it is answered before any batch is read.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await setImmediate();
       let ending: Ending | undefined = first;
       while (ending !== undefined && !this.#stopped) {
         try {

@@ -1,6 +1,8 @@
 // Where the email addresses in a text are: what `relay events export --redact` hashes
-// (./event-reading.ts), and what is masked out of a BCC recipient's server reply or report
-// before it is recorded (maskAddresses: ./delivery/attempt.ts, ./feedback/ingest-report.ts).
+// (apps/services/event-reading.ts), what is masked out of a BCC recipient's server reply or
+// report before it is recorded (maskAddresses: apps/services/delivery/attempt.ts,
+// apps/services/feedback/ingest-report.ts), and out of every reply the deliverability read model
+// keeps (projections/deliverability.ts).
 //
 // An address in free text (replies, reasons, subjects): a local part that is an RFC 5322
 // dot-atom (apostrophes included, though not leading: 'ann@…' in a reply is ann@…; UTF-8 too) or
@@ -203,7 +205,7 @@ export function addressesInText(text: string): Found[] {
   return [...plain, ...encodedApart(text, plain)].sort((a, b) => a.start - b.start);
 }
 
-/** What an address becomes in a masked text (projections/deliverability.ts maskedReply writes the same). */
+/** What an address becomes in a masked text. */
 export const MASKED_ADDRESS = '<address>';
 
 /**
