@@ -93,6 +93,11 @@ const REAL_REPLIES: Array<[source: string, smtpCode: number, enhancedCode: strin
   ['Yahoo', 421, '4.7.0', '421 4.7.0 [TSS04] Messages from 192.0.2.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1', true],
   ['Yahoo', 451, null, '451 Message temporarily deferred - [160]', true],
   ['a rate-limiting policy service', 452, '4.3.2', '452 4.3.2 Connection rate limit exceeded.', true],
+  // Postfix's client limits (anvil(8)), as smtpd words them.
+  ['Postfix, smtpd_client_message_rate_limit', 450, '4.7.1', '450 4.7.1 Error: too much mail from 192.0.2.1', true],
+  ['Postfix, smtpd_client_connection_rate_limit', 421, '4.7.0', '421 4.7.0 mx.example.org Error: too many connection requests from 192.0.2.1', true],
+  ['Postfix, smtpd_client_recipient_rate_limit', 450, '4.7.1', '450 4.7.1 Error: too many recipients from 192.0.2.1', true],
+  ['Postfix, smtpd_client_new_tls_session_rate_limit', 421, '4.7.0', '421 4.7.0 mx.example.org Error: too many new TLS sessions from 192.0.2.1', true],
 ];
 
 test('given real receivers\' replies, then greylisting and replies about one recipient leave the site alone, rate and load replies slow it', () => {

@@ -125,11 +125,13 @@ export interface Reply {
 /**
  * Words by which a receiver says the sender's traffic to it, as a whole, is too much: a rate,
  * a count of messages or connections, load ("server busy", Microsoft's 451 4.7.500 for an IP it
- * does not know yet). Not "try (again) later" alone: every temporary reply means that, and the
+ * does not know yet), Postfix's client limits (anvil(8): "450 4.7.1 Error: too much mail from
+ * <address>", "421 4.7.0 <host>: Error: too many connection requests from <address>", "… too
+ * many new TLS sessions from …"). Not "try (again) later" alone: every temporary reply means that, and the
  * usual greylisting texts say it (Exim's default "451 Temporary local problem - please try
  * later", OpenBSD spamd's "451 Temporary failure, please try again later").
  */
-const RATE_WORDS = /\b(rate.?limit(ed|ing)?|too many (messages|connections|concurrent|recipients)|slow down|throttl\w*|temporarily (deferred|rate)|exceeded .{0,40}(rate|limit)|(sending|send|connection) rate|unusual rate|(server|system|service) (is )?(too |currently )?busy|too busy)\b/i;
+const RATE_WORDS = /\b(rate.?limit(ed|ing)?|too many (messages|connections|connection requests|concurrent|recipients|new TLS sessions)|too much mail from|slow down|throttl\w*|temporarily (deferred|rate)|exceeded .{0,40}(rate|limit)|(sending|send|connection) rate|unusual rate|(server|system|service) (is )?(too |currently )?busy|too busy)\b/i;
 
 /**
  * Greylisting (RFC 6647): the receiver defers the first try of each sender/recipient/client IP
