@@ -12,8 +12,7 @@
 //     a remote MX would not, for a client that is not local to it);
 //   - Relay's smarthost (listener `submission`), relaying sink.test to a smtp-server sink and the
 //     bounces it writes to Relay's feedback server (bounce.<domain>, the VERP return path).
-// Without /usr/sbin/postfix
-// it reports itself skipped (.ci/run installs Debian's package).
+// Without /usr/sbin/postfix it reports itself skipped (.ci/run installs Debian's package).
 import { createHash, X509Certificate } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
