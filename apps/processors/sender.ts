@@ -553,6 +553,9 @@ async function logOpenClaims(deps: ProcessorDeps): Promise<void> {
     const deadline = claimDeadline((await loadEmail(deps.events, item._id)).state, deps.services.policies.delivery);
     if (deadline) due[deadline.kind].push(deadline.at);
   }
+  // Claims the stream shows settled since the schedule was read (another sender that runs
+  // finished them meanwhile) leave nothing to say.
+  if (due.takeover.length === 0 && due.unknown.length === 0 && items.length <= INHERITED_CLAIMS_READ) return;
   const span = (times: string[]) => (times.length === 0 ? null : { count: times.length, from: times.reduce((a, b) => (a < b ? a : b)), until: times.reduce((a, b) => (a > b ? a : b)) });
   (deps.onWarning ?? deps.onInfo)?.('open delivery claims found at start (left by a sender that stopped, or held by another that runs)', {
     ...(items.length > INHERITED_CLAIMS_READ ? { read: INHERITED_CLAIMS_READ, more: true } : {}),
