@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'headers_too_large'
   | 'http_version_not_supported'
   | 'expectation_failed'
+  | 'unsupported_content_encoding'
   | 'rate_limit_exceeded'
   | 'quota_exceeded'
   | 'service_unavailable'

@@ -5,7 +5,9 @@
 // errors and timeouts are answered in the spec's envelope here too, after the answers the
 // connection still owes, and so is a stop: it is bounded, whatever the clients hold open. And
 // what Node lets through that HTTP/1.1 refuses: Host (RFC 9112 3.2), transfer codings (6.1),
-// Expect (RFC 9110 10.1.1, 100 Continue only once the body is about to be read).
+// Expect (RFC 9110 10.1.1, 100 Continue only once the body is about to be read), and content
+// codings Relay does not decode (RFC 9110 8.4, 415). Whatever a request line and headers alone
+// refuse (these, the key, the route's path parameters and query) is answered before the body.
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
@@ -35,14 +37,17 @@ export interface ConnectionLimits {
   largeBodyBytes: number;
   /** …and large bodies together may hold only this much, so ordinary sends always find room. */
   largeBodyBytesInFlight: number;
-  /** After a refusal sent before the body was read in full (413, 503, 400): the rest of the body is read
+  /** After a refusal sent before the body was read in full (413, 415, 503, 403, 400): the rest of the body is read
    * and discarded while the body stays within `lingerBytes` in all (so that a client that reads only once it
    * has sent everything, as many do, gets the answer); of a body that announces more nothing is read, and a chunked
    * one is no longer read once past it. The connection is closed when the client is done, or after
    * `lingerMs` at the latest. Discarded bytes are not held: they do not count against the body budget. */
   lingerMs: number;
   lingerBytes: number;
-  /** The same bounds after a 401 or a 404 for a request no route serves (and `unauthenticatedLingerMs` after a parser error or a timeout). */
+  /** The same bounds after a 404 for a request no route serves (and `unauthenticatedLingerMs` after a parser error or a
+   * timeout). After a 401 on a route that takes a body, the body is read and discarded up to the route's own body limit
+   * within `lingerMs` (a client that sends its whole body before reading, as Python's urllib does, must get its 401
+   * for any body the route would take), but the socket is closed once `unauthenticatedLingerMs` pass without a byte. */
   unauthenticatedLingerMs: number;
   unauthenticatedLingerBytes: number;
   /** How long a stop waits for the requests being handled before it cuts every connection left (stopDrainOf). */
@@ -114,11 +119,28 @@ export function serverOptionsOf(limits: ConnectionLimits) {
 /** Connections that answered a refusal and only wait for the rest of its body: no request after it is run. */
 const closing = new WeakSet<Socket>();
 
-interface Linger { ms: number; bytes: number }
+/** How long a refused request's socket stays (`ms`, and `idleMs` without a byte from the client) and how much of its body is discarded meanwhile. */
+interface Linger { ms: number; bytes: number; idleMs?: number }
 
-const lingerOf = (limits: ConnectionLimits, unauthenticated: boolean): Linger => unauthenticated
-  ? { ms: limits.unauthenticatedLingerMs, bytes: limits.unauthenticatedLingerBytes }
-  : { ms: limits.lingerMs, bytes: limits.lingerBytes };
+/**
+ * The bounds after a refusal sent before the body is in. A request no route serves (404), or a
+ * bodiless method's 401: the small ones, nothing of it was ever going to be read. A 401 on a
+ * route that takes a body: up to that route's own body limit (10 MiB for a send, 16 KiB for a
+ * sign-in) within `lingerMs`, so that a client that writes its whole body before it reads gets
+ * the 401 for any body the route would have taken; but a caller that failed to identify itself
+ * holds the socket no longer than `unauthenticatedLingerMs` without sending a byte. Any other
+ * refusal (413, 415, 503, 400 on the headers or the target, 403): the large bounds.
+ */
+function lingerOf(limits: ConnectionLimits, request: FastifyRequest, status: number, bodyLimit: number): Linger {
+  const small = { ms: limits.unauthenticatedLingerMs, bytes: limits.unauthenticatedLingerBytes };
+  if (request.is404) return small;
+  if (status === 401) {
+    if (BODYLESS.has(request.method)) return small;
+    const routeLimit = request.routeOptions.bodyLimit ?? bodyLimit;
+    return { ms: limits.lingerMs, bytes: Math.min(routeLimit, limits.lingerBytes), idleMs: limits.unauthenticatedLingerMs };
+  }
+  return { ms: limits.lingerMs, bytes: limits.lingerBytes };
+}
 
 /**
  * Marks a response sent before its request's body was read in full: it goes out with
@@ -128,7 +150,7 @@ const lingerOf = (limits: ConnectionLimits, unauthenticated: boolean): Linger =>
  * they have sent their whole body, and one that is made to wait, or reset, never sees the
  * answer. A body announced larger is not read at all (it could never end in bounds); a
  * chunked one stops being read once past the bound. The socket is destroyed when the body
- * ends or the client closes, or after `linger.ms`.
+ * ends or the client closes, or after `linger.ms`, or once `linger.idleMs` pass without a byte.
  */
 function closeAfterResponse(request: IncomingMessage, linger: Linger, received: () => number): void {
   const socket = request.socket as Socket & { destroySoon?: () => void };
@@ -142,9 +164,13 @@ function closeAfterResponse(request: IncomingMessage, linger: Linger, received: 
     const declared = Number(request.headers['content-length']);
     const chunked = request.headers['transfer-encoding'] !== undefined;
     let size = received();
+    // (Nothing read, a client gone quiet: either way the socket has nothing more to wait for.)
+    const idle = linger.idleMs === undefined ? undefined : setTimeout(() => socket.destroy(), linger.idleMs);
+    if (idle) socket.once('close', () => clearTimeout(idle));
     if (!chunked && !(Number.isSafeInteger(declared) && declared <= linger.bytes)) stopReading(socket);
     else {
       request.on('data', (chunk: Buffer) => {
+        idle?.refresh();
         size += chunk.length;
         if (size <= linger.bytes) return;
         request.removeAllListeners('data');
@@ -298,10 +324,12 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     // (A client gone already would never give back what it took: its response 'close' has passed.)
     if (BODYLESS.has(request.method) || reply.raw.destroyed || request.raw.socket?.destroyed) return payload;
     // A body still arriving is read only while the server does not stop; one that is in already is handled.
-    if (request.raw.complete === false) {
-      if (stop.draining) throw shuttingDown();
-      stop.reading(request, reply);
-    }
+    const arriving = request.raw.complete === false;
+    if (arriving && stop.draining) throw shuttingDown();
+    // The route's path parameters and query refuse the request whatever its body: before the
+    // body is read, and before 100 Continue (after the key or session, which onRequest checked).
+    checkRequestTarget(request);
+    if (arriving) stop.reading(request, reply);
     if (request.headers['transfer-encoding'] === undefined) {
       const declared = declaredLength(request);
       // No body, or one over the limit that fastify refuses without reading it (413).
@@ -352,12 +380,19 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
       request.routeOptions.handler.call(app, request, reply);
       return reply;
     }
+    // A body in a content coding Relay does not decode would be read as the JSON itself (gzip's
+    // bytes refused as "not UTF-8"): 415, naming the coding, with the codings accepted (RFC 9110 15.5.16).
+    const coding = contentCodingProblem(request.raw);
+    if (coding !== null) {
+      reply.header('accept-encoding', 'identity');
+      throw new RelayError('unsupported_content_encoding', coding);
+    }
   });
 
-  // A refusal sent before the body is in (401 from the key check, the 404 above, 413, 503
-  // above or from a stop, 400 for a media type) closes the connection after a bounded drain.
-  // Every 401 and every answer to a request no route serves closes it, within the
-  // unauthenticated bounds: a caller that failed to identify itself, or asked for nothing this
+  // A refusal sent before the body is in (401 from the key check, the 404 above, 413, 415, 503
+  // above or from a stop, 400 for a media type, a query or an Idempotency-Key) closes the
+  // connection after a bounded drain (lingerOf). Every 401 and every answer to a request no
+  // route serves closes it: a caller that failed to identify itself, or asked for nothing this
   // API serves, keeps no connection. While the server stops, every answer closes its connection:
   // Node closes only the connections idle when the stop begins.
   app.addHook('onSend', async (request, reply, payload) => {
@@ -365,7 +400,7 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     const unread = request.raw.complete === false;
     const unauthenticated = reply.statusCode === 401 || request.is404;
     if (unread || unauthenticated || stop.draining) reply.header('connection', 'close');
-    if (unread) closeAfterResponse(request.raw, lingerOf(limits, unauthenticated), () => meteredBodies.get(request.raw)?.size ?? 0);
+    if (unread) closeAfterResponse(request.raw, lingerOf(limits, request, reply.statusCode, bodyLimit), () => meteredBodies.get(request.raw)?.size ?? 0);
     return payload;
   });
 
@@ -387,6 +422,43 @@ function continueWhenRead<T extends NodeJS.ReadableStream>(request: FastifyReque
     if (!reply.raw.headersSent && !reply.raw.destroyed) reply.raw.writeContinue();
   });
   return body;
+}
+
+/** Requests whose path parameters and query passed the route's schema before their body was read (checkRequestTarget). */
+const targetsChecked = new WeakSet<FastifyRequest>();
+
+/**
+ * The route's own checks of its path parameters and query (its schema, as fastify's validation
+ * runs them later, the same answers), run before the body is read: a request they refuse is
+ * refused whatever its body, so it is answered before the body is uploaded and before any 100
+ * Continue (RFC 9110 10.1.1). Throws the route's validation error. The preParsing hook runs it on
+ * every route; a route whose onRequest has refusals of its own to make after these (POST
+ * /v1/emails: the Idempotency-Key) calls it first, to keep their order.
+ */
+export function checkRequestTarget(request: FastifyRequest): void {
+  if (targetsChecked.has(request)) return;
+  for (const part of ['params', 'querystring'] as const) {
+    const validate = request.getValidationFunction(part) as unknown as ((data: unknown) => unknown) | undefined;
+    if (typeof validate !== 'function') continue;
+    const data = part === 'params' ? request.params : request.query;
+    // (The validator compiler of apps/api/validation.ts answers {value} or {error}; anything else is left to fastify's own pass.)
+    const result = validate(data ?? null) as { error?: unknown } | null;
+    if (result !== null && typeof result === 'object' && result.error instanceof Error) throw result.error;
+  }
+  targetsChecked.add(request);
+}
+
+/** What is wrong with a request body's Content-Encoding (RFC 9110 8.4), or null: bodies are read as sent (identity). */
+function contentCodingProblem(request: IncomingMessage): string | null {
+  const value = request.headers['content-encoding'];
+  if (value === undefined || BODYLESS.has(request.method ?? '')) return null;
+  // Without a body there is nothing encoded.
+  const length = request.headers['content-length'];
+  if (request.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0)) return null;
+  const codings = value.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
+  if (codings.length === 0) return null;
+  const named = codings.every((coding) => /^[a-z0-9!#$%&'*+.^_`|~-]{1,40}$/.test(coding)) ? codings.join(', ') : 'that content coding';
+  return `header Content-Encoding: ${named} is not accepted; send the body uncompressed (Content-Encoding: identity, or none)`;
 }
 
 /** RFC 9110 7.2: uri-host [":" port]; uri-host an IP literal, an IPv4 address or a reg-name (RFC 3986 3.2.2), possibly empty. */

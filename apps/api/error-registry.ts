@@ -25,6 +25,7 @@ export const httpStatusOf: Record<ErrorCode, number> = {
   headers_too_large: 431,
   http_version_not_supported: 505,
   expectation_failed: 417,
+  unsupported_content_encoding: 415,
   rate_limit_exceeded: 429,
   quota_exceeded: 429,
   internal_error: 500,

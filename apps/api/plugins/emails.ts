@@ -12,6 +12,7 @@ import { getEmail, listEmails, type ListedEmail, type ReadScope } from '../../se
 import { checkTemplateSend, renderTemplateSend } from '../../services/templates/template-send.ts';
 import { authenticateApiKey, requirePermission, type ApiKeyPrincipal } from '../auth/bearer.ts';
 import type { ApiContext } from '../context.ts';
+import { checkRequestTarget } from '../connection-limits.ts';
 import { errorAnswerOf } from '../error-registry.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
@@ -199,7 +200,14 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
   const { admissions, admissionDurations } = ctx.metrics;
   app.post('/v1/emails', {
     schema: { querystring: NoQuery },
-    onRequest: async (request) => requirePermission(principalOf(request), 'email:send'),
+    // Every refusal the request line and headers decide alone comes before the body is read
+    // (and before 100 Continue): the permission, then the query, then the Idempotency-Key, in
+    // the order the handler would meet them, with the same answers.
+    onRequest: async (request) => {
+      requirePermission(principalOf(request), 'email:send');
+      checkRequestTarget(request);
+      idempotencyKeyOf(request);
+    },
     onError: (_request, reply, error, done) => {
       admissions.rejected(errorAnswerOf(error).code).inc();
       admissionDurations.rejected.observe(reply.elapsedTime / 1000);
