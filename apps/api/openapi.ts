@@ -3,14 +3,39 @@
 // validates (params, querystring, headers, body, response) and, under `config.openapi`, what
 // its handler checks or answers itself. Served at GET /v1/openapi.json without authentication
 // and committed as apps/api/openapi.json (`npm run openapi`); test/openapi.int.test.ts keeps the
-// two equal, so the document cannot go stale.
+// two equal, so the document cannot go stale. Every operation documents its success answers
+// (a route without one stops the start, as one without an authentication does).
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { Type, type TSchema } from '@sinclair/typebox';
+import { sessionCookieNameFor } from '../../domain/management.ts';
 import { httpStatusOf } from './error-registry.ts';
 
 /** How a route authenticates its caller. */
 export type Security = 'apiKey' | 'session' | 'none';
+
+/**
+ * Response headers some answers carry, each documented once (components.headers) and named by
+ * the answers that send it.
+ */
+const RESPONSE_HEADERS = {
+  'Retry-After': {
+    description: 'Whole seconds to wait before trying again (at least 1).',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'RateLimit-Policy': {
+    description: 'The request-rate policies of the request (IETF draft-ietf-httpapi-ratelimit-headers), comma-separated: ' +
+      'name, quota (q) and window in seconds (w), e.g. `"dev-key";q=15;w=60`. Policies: dev-key, key (production keys), workspace.',
+    schema: { type: 'string' },
+  },
+  RateLimit: {
+    description: 'Where the request leaves each policy of RateLimit-Policy, in the same order: requests remaining (r) and seconds ' +
+      'until the window resets (t), e.g. `"dev-key";r=14;t=60`.',
+    schema: { type: 'string' },
+  },
+} as const;
+
+export type ResponseHeader = keyof typeof RESPONSE_HEADERS;
 
 /** What a route declares for the document beyond its `schema` (fastify route option `config.openapi`). */
 export interface OpenApiRoute {
@@ -18,14 +43,26 @@ export interface OpenApiRoute {
   /** Overrides the authentication of the plugin that declares the route. */
   security?: Security;
   /**
-   * A request body the handler validates itself, for messages a schema cannot give (declaring
-   * it as `schema.body` would have fastify validate it first).
+   * The request body as documented, in place of `schema.body`: a body the handler validates
+   * itself, for messages a schema cannot give (declaring it as `schema.body` would have fastify
+   * validate it first), or a validated body with the rules its handler checks after fastify
+   * (answers a schema would word or number otherwise: 422 for template variables, the
+   * messages of html-or-text and of webhook event types).
    */
   body?: TSchema;
+  /** The body may be left out (the handler takes none as `{}`). */
+  optionalBody?: boolean;
+  /** The query as documented, in place of `schema.querystring`, when the validated one is written otherwise (the same values pass). */
+  query?: TSchema;
   /** Request headers the handler reads and checks itself (an object schema, as `schema.headers`). */
   headers?: TSchema;
-  /** Successful answers: status → description and, for JSON, the body's schema (or another media type). */
-  responses?: Record<number, { description: string; schema?: TSchema; mediaType?: string }>;
+  /**
+   * Successful answers: status → description and, for JSON, the body's schema (or another media
+   * type), and the headers it carries. Documents, does not serialize: the handler builds the body.
+   */
+  responses?: Record<number, { description: string; schema?: TSchema; mediaType?: string; headers?: ResponseHeader[] }>;
+  /** Failures that carry headers of their own (429 and Retry-After): each answers the error envelope, as the rest of 4XX. */
+  failures?: Record<number, { description: string; headers: ResponseHeader[] }>;
 }
 
 declare module 'fastify' {
@@ -97,17 +134,31 @@ export const serializeDocument = (document: OpenApiDocument): string => `${JSON.
 
 const METHOD_ORDER = ['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH', 'TRACE'];
 const PARAMETER_PARTS = [['params', 'path'], ['querystring', 'query'], ['headers', 'header']] as const;
-const SECURITY_REQUIREMENTS: Record<Security, Array<Record<string, string[]>>> = { apiKey: [{ apiKey: [] }], session: [{ session: [] }], none: [] };
+/** A session operation takes either cookie: the one of production (`__Host-` prefixed) or the other one; any of the two suffices. */
+const SECURITY_REQUIREMENTS: Record<Security, Array<Record<string, string[]>>> = {
+  apiKey: [{ apiKey: [] }], session: [{ session: [] }, { productionSession: [] }], none: [],
+};
 const ERROR_RESPONSE = { $ref: '#/components/responses/Error' };
+const SESSION_COOKIE = sessionCookieNameFor('development');
+const PRODUCTION_SESSION_COOKIE = sessionCookieNameFor('production');
 
 function documentOf(routes: RecordedRoute[]): OpenApiDocument {
   const paths: Record<string, Record<string, unknown>> = {};
+  const named: NamedSchemas = new Map();
   // Code-unit order, not the locale's: the document is the same wherever it is generated.
   const byPath = (a: RecordedRoute, b: RecordedRoute) => (a.url < b.url ? -1 : a.url > b.url ? 1 : 0);
   const sorted = [...routes].sort((a, b) => byPath(a, b) || METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method));
   for (const route of sorted) {
     if (route.security === undefined) throw new Error(`${route.method} ${route.url}: declared in a scope with no authentication recorded (RouteRecorder.secure)`);
-    (paths[openApiPath(route.url)] ??= {})[route.method.toLowerCase()] = operationOf(route, route.security);
+    if (!Object.keys({ ...(route.schema.response as object | undefined), ...route.openapi.responses }).some((status) => status.startsWith('2'))) {
+      throw new Error(`${route.method} ${route.url}: documents no success answer (config.openapi.responses)`);
+    }
+    (paths[openApiPath(route.url)] ??= {})[route.method.toLowerCase()] = operationOf(route, route.security, named);
+  }
+  const schemas: Record<string, unknown> = { Error: jsonSchemaOf(ErrorEnvelope, named) };
+  for (const name of [...named.keys()].sort()) {
+    if (name in schemas) throw new Error(`the schema name ${name} ($id) is taken`);
+    schemas[name] = named.get(name)!.schema;
   }
   return {
     openapi: '3.1.0',
@@ -121,16 +172,22 @@ function documentOf(routes: RecordedRoute[]): OpenApiDocument {
     },
     paths,
     components: {
-      schemas: { Error: jsonSchemaOf(ErrorEnvelope) },
+      schemas,
       responses: {
         Error: { description: 'The request failed: the error envelope, its code naming why.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
       },
+      headers: RESPONSE_HEADERS,
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key of a project (rr_live_… or rr_test_…) with the permission the operation needs (email:send, email:read).' },
         session: {
-          type: 'apiKey', in: 'cookie', name: 'rr_session',
-          description: 'The dashboard session that POST /v1/session sets (the cookie is __Host-rr_session when RELAY_ENV=production). ' +
-            'State-changing requests must also carry the Origin of RELAY_DASHBOARD_ORIGIN.',
+          type: 'apiKey', in: 'cookie', name: SESSION_COOKIE,
+          description: `The dashboard session that POST /v1/session sets, outside production. With RELAY_ENV=production the cookie is ${PRODUCTION_SESSION_COOKIE} ` +
+            `(productionSession) and ${SESSION_COOKIE} is not read. A state-changing request that carries an Origin must carry RELAY_DASHBOARD_ORIGIN's.`,
+        },
+        productionSession: {
+          type: 'apiKey', in: 'cookie', name: PRODUCTION_SESSION_COOKIE,
+          description: `The dashboard session that POST /v1/session sets with RELAY_ENV=production (elsewhere the cookie is ${SESSION_COOKIE}: session). ` +
+            'A state-changing request that carries an Origin must carry RELAY_DASHBOARD_ORIGIN\'s.',
         },
       },
     },
@@ -147,24 +204,33 @@ function operationIdOf(method: string, url: string): string {
   return method.toLowerCase() + words.join('');
 }
 
-function operationOf(route: RecordedRoute, security: Security): Record<string, unknown> {
+/** The `headers` of a response: references to components.headers. */
+const headersOf = (names: ResponseHeader[] | undefined) =>
+  names?.length ? { headers: Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } : {};
+
+function operationOf(route: RecordedRoute, security: Security, named: NamedSchemas): Record<string, unknown> {
+  const json = (schema: TSchema) => jsonSchemaOf(schema, named);
   const parameters = PARAMETER_PARTS.flatMap(([part, where]) => {
-    const schema = (route.schema[part] ?? (part === 'headers' ? route.openapi.headers : undefined)) as { properties?: Record<string, TSchema>; required?: string[] } | undefined;
+    const declared = part === 'querystring' ? route.openapi.query ?? route.schema[part] : part === 'headers' ? route.schema[part] ?? route.openapi.headers : route.schema[part];
+    const schema = declared as { properties?: Record<string, TSchema>; required?: string[] } | undefined;
     return Object.entries(schema?.properties ?? {}).map(([name, property]) => ({
-      name, in: where, required: where === 'path' || (schema?.required ?? []).includes(name), schema: jsonSchemaOf(property),
+      name, in: where, required: where === 'path' || (schema?.required ?? []).includes(name), schema: json(property),
     }));
   });
-  const body = (route.schema.body as TSchema | undefined) ?? route.openapi.body;
+  const body = route.openapi.body ?? (route.schema.body as TSchema | undefined);
   const responses: Record<string, unknown> = {};
   const declared = { ...(route.schema.response as Record<string, TSchema> | undefined) };
-  for (const [status, schema] of Object.entries(declared)) responses[status] = { description: 'Success.', content: { 'application/json': { schema: jsonSchemaOf(schema) } } };
+  for (const [status, schema] of Object.entries(declared)) responses[status] = { description: 'Success.', content: { 'application/json': { schema: json(schema) } } };
   for (const [status, answer] of Object.entries(route.openapi.responses ?? {})) {
     responses[status] = {
       description: answer.description,
-      ...(answer.mediaType ? { content: { [answer.mediaType]: {} } } : answer.schema ? { content: { 'application/json': { schema: jsonSchemaOf(answer.schema) } } } : {}),
+      ...headersOf(answer.headers),
+      ...(answer.mediaType ? { content: { [answer.mediaType]: {} } } : answer.schema ? { content: { 'application/json': { schema: json(answer.schema) } } } : {}),
     };
   }
-  if (!Object.keys(responses).some((status) => status.startsWith('2'))) responses['2XX'] = { description: 'Success: a JSON object.' };
+  for (const [status, failure] of Object.entries(route.openapi.failures ?? {})) {
+    responses[status] = { description: failure.description, ...headersOf(failure.headers), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+  }
   responses['4XX'] ??= ERROR_RESPONSE;
   responses['5XX'] ??= ERROR_RESPONSE;
   return {
@@ -172,20 +238,35 @@ function operationOf(route: RecordedRoute, security: Security): Record<string, u
     ...(route.openapi.summary ? { summary: route.openapi.summary } : {}),
     security: SECURITY_REQUIREMENTS[security],
     ...(parameters.length ? { parameters } : {}),
-    ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchemaOf(body) } } } } : {}),
+    ...(body ? { requestBody: { required: route.openapi.optionalBody !== true, content: { 'application/json': { schema: json(body) } } } } : {}),
     responses,
   };
 }
 
 /**
+ * Schemas named by a TypeBox `$id` (the management API's resources: Domain, ApiKey, …): each is
+ * kept once, in components.schemas under its name, and referenced wherever it is used.
+ */
+type NamedSchemas = Map<string, { source: string; schema: unknown }>;
+
+/**
  * A TypeBox schema as plain JSON Schema 2020-12 (what OpenAPI 3.1 uses): TypeBox's own marks
  * are symbols, which JSON drops; Relay's keywords become a description (`errorMessage`, the
- * rule in words) and an extension (`lengthAfterTrim`, apps/api/plugins/text.schemas.ts).
+ * rule in words) and an extension (`lengthAfterTrim`, apps/api/plugins/text.schemas.ts); a
+ * schema with an `$id` becomes a reference to its entry of `named`.
  */
-function jsonSchemaOf(schema: TSchema): unknown {
+function jsonSchemaOf(schema: TSchema, named: NamedSchemas): unknown {
   const plain = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(plain);
     if (value === null || typeof value !== 'object') return value;
+    if (typeof (value as { $id?: unknown }).$id === 'string') {
+      const { $id: name, ...rest } = value as Record<string, unknown> & { $id: string };
+      const source = JSON.stringify(rest);
+      const known = named.get(name);
+      if (known && known.source !== source) throw new Error(`two different schemas are named ${name} ($id)`);
+      if (!known) named.set(name, { source, schema: plain(rest) });
+      return { $ref: `#/components/schemas/${name}` };
+    }
     const out: Record<string, unknown> = {};
     for (const [key, member] of Object.entries(value)) {
       if (key === 'errorMessage') {

@@ -7,7 +7,7 @@ import { apiKeysOf, apiKeyView, createApiKey, listApiKeys, revokeApiKey } from '
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
-import { Id, Name, Permission } from './management-schemas.ts';
+import { ApiKey, ApiKeyList, CreatedApiKey, Id, Name, Permission } from './management-schemas.ts';
 import { NoQuery } from './query.schemas.ts';
 
 const CreateKey = Type.Object(
@@ -29,7 +29,10 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.post<{ Params: Static<typeof ByProject>; Body: Static<typeof CreateKey> }>(
     '/v1/projects/:projectId/api-keys',
-    { schema: { params: ByProject, querystring: NoQuery, body: CreateKey } },
+    {
+      schema: { params: ByProject, querystring: NoQuery, body: CreateKey },
+      config: { openapi: { responses: { 201: { description: 'Created, with its secret (shown this once).', schema: CreatedApiKey } } } },
+    },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
       const { key, secret } = await createApiKey(ctx.documents, { project, ...request.body }, ctx.now());
@@ -39,7 +42,10 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.get<{ Params: Static<typeof ByProject>; Querystring: Static<typeof ListKeysQuery> }>(
     '/v1/projects/:projectId/api-keys',
-    { schema: { params: ByProject, querystring: ListKeysQuery } },
+    {
+      schema: { params: ByProject, querystring: ListKeysQuery },
+      config: { openapi: { responses: { 200: { description: 'The live keys and a page of the revoked ones.', schema: ApiKeyList } } } },
+    },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
       const page = await listApiKeys(ctx.documents, project._id, { limit: request.query.limit ?? DEFAULT_REVOKED_KEYS_PAGE, cursor: request.query.cursor });
@@ -47,7 +53,10 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     },
   );
 
-  app.delete<{ Params: Static<typeof ById> }>('/v1/api-keys/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
+  app.delete<{ Params: Static<typeof ById> }>('/v1/api-keys/:id', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'Revoked (again: the same answer).', schema: ApiKey } } } },
+  }, async (request) => {
     const key = await apiKeysOf(ctx.documents).get(request.params.id);
     if (!key) throw notFound(`API key ${request.params.id} not found`);
     await requireProjectAccess(ctx, request, key.projectId, 'write');

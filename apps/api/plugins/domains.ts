@@ -10,7 +10,7 @@ import {
 import { cancelDomainDkimRotation, startDomainDkimRotation } from '../../services/management/dkim-rotations.ts';
 import { requireProjectAccess, requireSession, requireWorkspaceAccess, type AccessMode } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
-import { Id } from './management-schemas.ts';
+import { Domain, DomainList, Id } from './management-schemas.ts';
 import { NoQuery } from './query.schemas.ts';
 
 const CreateDomain = Type.Object({ name: Type.String({ minLength: 1, maxLength: 253 }) }, { additionalProperties: false });
@@ -36,7 +36,10 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.post<{ Params: Static<typeof ByWorkspace>; Body: Static<typeof CreateDomain> }>(
     '/v1/workspaces/:workspaceId/domains',
-    { schema: { params: ByWorkspace, querystring: NoQuery, body: CreateDomain } },
+    {
+      schema: { params: ByWorkspace, querystring: NoQuery, body: CreateDomain },
+      config: { openapi: { responses: { 201: { description: 'Created with a new DKIM key: the records to publish.', schema: Domain } } } },
+    },
     async (request, reply) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'write');
       const domain = await createDomain(ctx.documents, { workspaceId: workspace._id, name: request.body.name }, ctx.now(), ctx.services.secrets);
@@ -44,18 +47,29 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     },
   );
 
-  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/domains', { schema: { params: ByWorkspace, querystring: NoQuery } }, async (request) => {
+  app.get<{ Params: Static<typeof ByWorkspace> }>('/v1/workspaces/:workspaceId/domains', {
+    schema: { params: ByWorkspace, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'The workspace\'s domains.', schema: DomainList } } } },
+  }, async (request) => {
     const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
     return { domains: (await listDomains(ctx.documents, workspace._id)).map(view) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/domains/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) =>
+  app.get<{ Params: Static<typeof ById> }>('/v1/domains/:id', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'The domain.', schema: Domain } } } },
+  }, async (request) =>
     view(await requireDomainAccess(request, request.params.id, 'read')),
   );
 
   app.post<{ Params: Static<typeof ById> }>('/v1/domains/:id/verify', {
     schema: { params: ById, querystring: NoQuery },
-    config: { openapi: { summary: 'Check the records in DNS; a pending DKIM key rotation whose new record is found completes (the new key signs from then on)' } },
+    config: {
+      openapi: {
+        summary: 'Check the records in DNS; a pending DKIM key rotation whose new record is found completes (the new key signs from then on)',
+        responses: { 200: { description: 'The domain after the check.', schema: Domain } },
+      },
+    },
   }, async (request) => {
     const domain = await requireDomainAccess(request, request.params.id, 'write');
     return view(await verifyDomain(ctx.documents, ctx.config, dns, domain._id, ctx.now()));
@@ -65,7 +79,13 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     '/v1/domains/:id/dkim-rotation',
     {
       schema: { params: ById, querystring: NoQuery, body: StartRotation },
-      config: { openapi: { summary: 'Start a DKIM key rotation: a new key under a new selector, its record to publish; the current key signs until a verify finds that record (409 conflict while one is pending)' } },
+      config: {
+        openapi: {
+          summary: 'Start a DKIM key rotation: a new key under a new selector, its record to publish; the current key signs until a verify finds that record (409 conflict while one is pending)',
+          optionalBody: true,
+          responses: { 201: { description: 'Started: the domain with its pending rotation.', schema: Domain } },
+        },
+      },
       // Every field is optional: a POST with no body at all asks for the defaults.
       preValidation: async (request) => {
         request.body ??= {};
@@ -81,7 +101,15 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.delete<{ Params: Static<typeof ById> }>(
     '/v1/domains/:id/dkim-rotation',
-    { schema: { params: ById, querystring: NoQuery }, config: { openapi: { summary: 'Cancel the pending DKIM key rotation: its key is dropped, the current one signs on' } } },
+    {
+      schema: { params: ById, querystring: NoQuery },
+      config: {
+        openapi: {
+          summary: 'Cancel the pending DKIM key rotation: its key is dropped, the current one signs on',
+          responses: { 200: { description: 'The domain without a rotation.', schema: Domain } },
+        },
+      },
+    },
     async (request) => {
       const domain = await requireDomainAccess(request, request.params.id, 'write');
       return view(await cancelDomainDkimRotation(ctx.documents, domain._id));
@@ -90,7 +118,10 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.post<{ Params: Static<typeof ByDomainAndProject> }>(
     '/v1/domains/:id/projects/:projectId',
-    { schema: { params: ByDomainAndProject, querystring: NoQuery } },
+    {
+      schema: { params: ByDomainAndProject, querystring: NoQuery },
+      config: { openapi: { responses: { 200: { description: 'Connected (already connected: the same answer).', schema: Domain } } } },
+    },
     async (request) => {
       const domain = await requireDomainAccess(request, request.params.id, 'write');
       await requireProjectAccess(ctx, request, request.params.projectId, 'write');
@@ -100,7 +131,10 @@ export async function domainRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.delete<{ Params: Static<typeof ByDomainAndProject> }>(
     '/v1/domains/:id/projects/:projectId',
-    { schema: { params: ByDomainAndProject, querystring: NoQuery } },
+    {
+      schema: { params: ByDomainAndProject, querystring: NoQuery },
+      config: { openapi: { responses: { 200: { description: 'Disconnected (already disconnected: the same answer).', schema: Domain } } } },
+    },
     async (request) => {
       const domain = await requireDomainAccess(request, request.params.id, 'write');
       return view(await disconnectDomain(ctx.documents, domain._id, request.params.projectId));

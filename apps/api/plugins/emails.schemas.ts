@@ -79,6 +79,23 @@ export const SendEmailBody = Type.Object(
 );
 export type SendEmailBody = Static<typeof SendEmailBody>;
 
+/**
+ * The rule "at least one of html or text is a nonempty string" in JSON Schema, for the document:
+ * the handlers check it after the schema (domain/email/send-request.ts, domain/templates/content.ts),
+ * with a message of their own, so the validated schemas leave it out.
+ */
+export const HTML_OR_TEXT = [
+  { required: ['html'], properties: { html: { type: 'string', minLength: 1 } } },
+  { required: ['text'], properties: { text: { type: 'string', minLength: 1 } } },
+];
+
+/** SendEmail as the OpenAPI document shows it (config.openapi.body): the validated schema and html-or-text. */
+export const DocumentedSendEmailBody = Type.Object(SendEmailBody.properties, {
+  additionalProperties: false,
+  anyOf: HTML_OR_TEXT,
+  description: 'A direct send. At least one of html or text must be present and nonempty.',
+});
+
 export const IdParam = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$', errorMessage: 'must be 1 to 64 characters of letters, digits, _ and -' }),
 });
@@ -99,6 +116,15 @@ export const ListEmailsQuery = Type.Object(
   { additionalProperties: false },
 );
 export type ListEmailsQuery = Static<typeof ListEmailsQuery>;
+
+/**
+ * The list query as the document shows it (config.openapi.query): `limit` is an integer, as on
+ * the other lists. The validated schema takes it as its digits (the same values pass).
+ */
+export const DocumentedListEmailsQuery = Type.Object(
+  { ...ListEmailsQuery.properties, limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'An integer from 1 to 100 (default 50).' })) },
+  { additionalProperties: false },
+);
 
 /**
  * What no valid send body (direct or template) can exceed, for the scan before JSON.parse

@@ -16,9 +16,9 @@ import { checkRequestTarget } from '../connection-limits.ts';
 import { errorAnswerOf } from '../error-registry.ts';
 import { Type } from '@sinclair/typebox';
 import { EmailDetail, EmailList, SendResult } from './email-responses.schemas.ts';
-import { IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
+import { DocumentedListEmailsQuery, DocumentedSendEmailBody, IDEMPOTENCY_KEY, IdParam, ListEmailsQuery, SEND_BODY_BOUNDS, SendEmailBody } from './emails.schemas.ts';
 import { NoQuery } from './query.schemas.ts';
-import { TemplateSendBody } from './template-send.schemas.ts';
+import { DocumentedTemplateSendBody, TemplateSendBody } from './template-send.schemas.ts';
 
 const sendEmailChecker = TypeCompiler.Compile(SendEmailBody);
 const templateSendChecker = TypeCompiler.Compile(TemplateSendBody);
@@ -218,11 +218,18 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       jsonBounds: SEND_BODY_BOUNDS,
       openapi: {
         summary: 'Send an email (SendEmail) or a template (TemplateSend: a body with `template`). Needs email:send.',
-        body: Type.Union([SendEmailBody, TemplateSendBody]),
+        body: Type.Union([DocumentedSendEmailBody, DocumentedTemplateSendBody]),
         headers: Type.Object({
           'Idempotency-Key': Type.Optional(Type.String({ pattern: IDEMPOTENCY_KEY.source, description: 'One field at most (a repeated one is 400 validation_error). The same key with the same body answers the first result again; with another body, 409 idempotency_conflict.' })),
         }),
-        responses: { 202: { description: 'Admitted (queued) or suppressed; delivery is asynchronous.', schema: SendResult } },
+        responses: { 202: { description: 'Admitted (queued) or suppressed; delivery is asynchronous.', schema: SendResult, headers: ['RateLimit-Policy', 'RateLimit'] } },
+        failures: {
+          429: {
+            description: 'rate_limit_exceeded, with Retry-After and the rate-limit headers of the policy that refused (retry with the same ' +
+              'Idempotency-Key after waiting); or quota_exceeded, a monthly allowance used up until the next UTC month, with none of these headers.',
+            headers: ['Retry-After', 'RateLimit-Policy', 'RateLimit'],
+          },
+        },
       },
     },
   }, async (request, reply) => {
@@ -260,7 +267,7 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
 
   app.get('/v1/emails', {
     schema: { querystring: ListEmailsQuery },
-    config: { openapi: { summary: 'The project\'s emails, newest first (email:read; a key with only email:send sees its own).', responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
+    config: { openapi: { summary: 'The project\'s emails, newest first (email:read; a key with only email:send sees its own).', query: DocumentedListEmailsQuery, responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
   }, async (request) => {
     const principal = principalOf(request);
     const query = request.query as ListEmailsQuery;

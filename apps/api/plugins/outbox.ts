@@ -7,7 +7,7 @@ import { outboxMessage, projectOutboxMessages } from '../../services/outbox.ts';
 import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { NoQuery } from './query.schemas.ts';
-import { Id } from './management-schemas.ts';
+import { Id, OutboxList } from './management-schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
 const ByEmail = Type.Object({ projectId: Id, emailId: Id });
@@ -18,7 +18,10 @@ export async function outboxRoutes(app: FastifyInstance, ctx: ApiContext): Promi
 
   app.get<{ Params: Static<typeof ByProject>; Querystring: Static<typeof Page> }>(
     '/v1/projects/:projectId/outbox',
-    { schema: { params: ByProject, querystring: Page } },
+    {
+      schema: { params: ByProject, querystring: Page },
+      config: { openapi: { responses: { 200: { description: 'The project\'s outbox copies of the last seven days.', schema: OutboxList } } } },
+    },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
       const messages = await projectOutboxMessages(ctx.documents, ctx.services.outboxDir, project._id, { limit: request.query.limit ?? 50, now: ctx.now() });

@@ -11,7 +11,7 @@ import { requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { EmailDetail, EmailList, EmailMessage } from './email-responses.schemas.ts';
 import { detailOf, summaryOf } from './emails.ts';
-import { IdParam, ListEmailsQuery } from './emails.schemas.ts';
+import { DocumentedListEmailsQuery, IdParam, ListEmailsQuery } from './emails.schemas.ts';
 import { NoQuery } from './query.schemas.ts';
 import { Id } from './management-schemas.ts';
 
@@ -124,7 +124,7 @@ export async function projectEmailRoutes(app: FastifyInstance, ctx: ApiContext):
 
   app.get<{ Params: Static<typeof ByProject>; Querystring: ListEmailsQuery }>('/v1/projects/:projectId/emails', {
     schema: { params: ByProject, querystring: ListEmailsQuery },
-    config: { openapi: { summary: 'The project\'s emails, newest first, with the filters and paging of GET /v1/emails (members).', responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
+    config: { openapi: { summary: 'The project\'s emails, newest first, with the filters and paging of GET /v1/emails (members).', query: DocumentedListEmailsQuery, responses: { 200: { description: 'A page of emails.', schema: EmailList } } } },
   }, async (request) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
     const query = request.query;

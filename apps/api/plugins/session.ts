@@ -13,6 +13,7 @@ import { listWorkspacesOf } from '../../services/management/workspaces.ts';
 import { authenticateSession, checkOrigin, requireSession, sessionCookieName } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
+import { SessionView, SignedIn, SignedOut } from './management-schemas.ts';
 import { NoQuery } from './query.schemas.ts';
 import { Text } from './text.schemas.ts';
 
@@ -49,7 +50,13 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
     onRequest: async (request) => checkOrigin(ctx.config, request),
     schema: { querystring: NoQuery, body: Login },
     // Signing in is what needs no session.
-    config: { openapi: { security: 'none' } },
+    config: {
+      openapi: {
+        security: 'none',
+        responses: { 200: { description: 'Signed in: the session cookie is set (rr_session; __Host-rr_session with RELAY_ENV=production).', schema: SignedIn } },
+        failures: { 429: { description: 'rate_limit_exceeded: too many failed sign-ins for this account or client address; the message says how long to wait.', headers: ['Retry-After'] } },
+      },
+    },
   }, async (request, reply) => {
     // Throttled per account and per client address before any other work (apps/services/management/sign-in-throttle.ts).
     const attempt = await beginSignIn(ctx.documents, { email: request.body.email, address: request.ip }, ctx.now);
@@ -67,7 +74,11 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
   });
 
   // The session before the query (MANAGEMENT-API.md, Order of checks): an anonymous caller learns nothing of schemas.
-  app.get('/v1/session', { onRequest: requireSession(ctx), schema: { querystring: NoQuery } }, async (request) => {
+  app.get('/v1/session', {
+    onRequest: requireSession(ctx),
+    schema: { querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'Who is signed in, and their workspaces.', schema: SessionView } } } },
+  }, async (request) => {
     const { user, session } = await authenticateSession(ctx, request);
     const workspaces = await listWorkspacesOf(ctx.documents, user._id);
     return {
@@ -78,7 +89,11 @@ export async function sessionRoutes(app: FastifyInstance, ctx: ApiContext): Prom
   });
 
   // Checked before the body is read, as on every other route that needs a session.
-  app.delete('/v1/session', { onRequest: requireSession(ctx), schema: { querystring: NoQuery } }, async (request, reply) => {
+  app.delete('/v1/session', {
+    onRequest: requireSession(ctx),
+    schema: { querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'Signed out: this session ended, its cookie cleared.', schema: SignedOut } } } },
+  }, async (request, reply) => {
     const { session } = await authenticateSession(ctx, request);
     await endSession(ctx.documents, session._id);
     reply.clearCookie(cookieName, cookieOptions);

@@ -9,7 +9,7 @@ import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSup
 import { requireSession, requireWorkspaceAccess, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { NoQuery } from './query.schemas.ts';
-import { Address, Id } from './management-schemas.ts';
+import { Address, Id, Suppression, SuppressionList, SuppressionRemoved } from './management-schemas.ts';
 
 const ByWorkspace = Type.Object({ workspaceId: Id });
 const ByAddress = Type.Object({ workspaceId: Id, address: Address });
@@ -70,7 +70,10 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
 
   app.get<{ Params: Static<typeof ByWorkspace>; Querystring: Static<typeof Page> }>(
     '/v1/workspaces/:workspaceId/suppressions',
-    { schema: { params: ByWorkspace, querystring: Page } },
+    {
+      schema: { params: ByWorkspace, querystring: Page },
+      config: { openapi: { responses: { 200: { description: 'A page of the list, in address order.', schema: SuppressionList } } } },
+    },
     async (request) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
       const cursor = request.query.cursor === undefined ? undefined : normalizeSuppressedAddress(request.query.cursor, 'query.cursor');
@@ -103,7 +106,10 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
 
   app.post<{ Params: Static<typeof ByWorkspace>; Body: Static<typeof AddBody> }>(
     '/v1/workspaces/:workspaceId/suppressions',
-    { schema: { params: ByWorkspace, querystring: NoQuery, body: AddBody } },
+    {
+      schema: { params: ByWorkspace, querystring: NoQuery, body: AddBody },
+      config: { openapi: { responses: { 201: { description: 'Added.', schema: Suppression } } } },
+    },
     async (request, reply) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
       const entry = await addSuppression(ctx, workspace._id, request.body.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
@@ -113,7 +119,10 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
 
   app.delete<{ Params: Static<typeof ByAddress> }>(
     '/v1/workspaces/:workspaceId/suppressions/:address',
-    { schema: { params: ByAddress, querystring: NoQuery } },
+    {
+      schema: { params: ByAddress, querystring: NoQuery },
+      config: { openapi: { responses: { 200: { description: 'Removed: the address as the list keys it.', schema: SuppressionRemoved } } } },
+    },
     async (request) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
       await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));

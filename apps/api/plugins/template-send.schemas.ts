@@ -3,7 +3,7 @@
 // send accept and refuse them alike.
 import { Type, type Static } from '@sinclair/typebox';
 import { SendEmailBody } from './emails.schemas.ts';
-import { Slug } from './templates.schemas.ts';
+import { Slug, withVariables } from './templates.schemas.ts';
 
 const { from, to, cc, bcc, reply_to, headers, tags, metadata } = SendEmailBody.properties;
 
@@ -24,3 +24,6 @@ export const TemplateSendBody = Type.Object(
   { additionalProperties: false },
 );
 export type TemplateSendBody = Static<typeof TemplateSendBody>;
+
+/** TemplateSend as the OpenAPI document shows it (config.openapi.body): `variables` as TemplateVariables. */
+export const DocumentedTemplateSendBody = withVariables(TemplateSendBody);

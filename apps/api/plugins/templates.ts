@@ -13,6 +13,7 @@ import { SendResult } from './email-responses.schemas.ts';
 import type { ApiContext } from '../context.ts';
 import { allowancesOf } from '../../../domain/usage/quota.ts';
 import {
+  DocumentedTemplateContentBody, DocumentedTemplatePreviewBody, DocumentedTemplateTestBody, DocumentedTemplateUpdateBody,
   ListTemplatesQuery, ProjectQuery, TemplateContentBody, TemplateIdParams, TemplatePreviewBody, TemplateTestBody, TemplateUpdateBody,
 } from './templates.schemas.ts';
 import { Template, TemplateDeleted, TemplateList, TemplatePreviewResult } from './template-responses.schemas.ts';
@@ -33,7 +34,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
 
   app.post<{ Querystring: ProjectQuery; Body: TemplateContentBody }>(
     '/v1/templates',
-    { schema: { querystring: ProjectQuery, body: TemplateContentBody }, config: { openapi: { responses: { 201: { description: 'Created.', schema: Template } } } } },
+    { schema: { querystring: ProjectQuery, body: TemplateContentBody }, config: { openapi: { body: DocumentedTemplateContentBody, responses: { 201: { description: 'Created.', schema: Template } } } } },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
       return reply.status(201).send(templateView(await createTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.body, ctx.now())));
@@ -43,7 +44,16 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
   // Renders without writing anything, so readers may preview too; rate-limited per session.
   app.post<{ Querystring: ProjectQuery; Body: TemplatePreviewBody }>(
     '/v1/templates/preview',
-    { schema: { querystring: ProjectQuery, body: TemplatePreviewBody }, config: { openapi: { responses: { 200: { description: 'Rendered, nothing saved.', schema: TemplatePreviewResult } } } } },
+    {
+      schema: { querystring: ProjectQuery, body: TemplatePreviewBody },
+      config: {
+        openapi: {
+          body: DocumentedTemplatePreviewBody,
+          responses: { 200: { description: 'Rendered, nothing saved.', schema: TemplatePreviewResult } },
+          failures: { 429: { description: 'rate_limit_exceeded: the session\'s previews of this 10-second window are used up.', headers: ['Retry-After'] } },
+        },
+      },
+    },
     async (request) => {
       const { project, principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'read');
       // Per session, whatever the project: 429 with Retry-After beyond PREVIEW_RATE.
@@ -63,7 +73,7 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
 
   app.patch<{ Querystring: ProjectQuery; Params: TemplateIdParams; Body: TemplateUpdateBody }>(
     '/v1/templates/:id',
-    { schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateUpdateBody }, config: { openapi: { responses: { 200: { description: 'Updated.', schema: Template } } } } },
+    { schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateUpdateBody }, config: { openapi: { body: DocumentedTemplateUpdateBody, responses: { 200: { description: 'Updated.', schema: Template } } } } },
     async (request) => {
       const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
       return templateView(await updateTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.params.id, request.body, ctx.now()));
@@ -77,7 +87,14 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     '/v1/templates/:id/test',
     {
       schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateTestBody },
-      config: { openapi: { summary: 'Sends the saved template to one address as a template send of the project (write roles).', responses: { 202: { description: 'Admitted, as POST /v1/emails answers.', schema: SendResult } } } },
+      config: {
+        openapi: {
+          summary: 'Sends the saved template to one address as a template send of the project (write roles).',
+          body: DocumentedTemplateTestBody,
+          responses: { 202: { description: 'Admitted, as POST /v1/emails answers.', schema: SendResult } },
+          failures: { 429: { description: 'rate_limit_exceeded (with Retry-After) or quota_exceeded (the monthly allowance is used up until the next UTC month).', headers: ['Retry-After'] } },
+        },
+      },
     },
     async (request, reply) => {
       const { project, workspace, principal } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');

@@ -16,7 +16,10 @@ import { notFound } from '../../../domain/errors.ts';
 import { endpointDeliveries } from '../../services/webhooks/deliveries.ts';
 import { DeliveryEndings } from '../../services/webhooks/delivery-endings.ts';
 import { NoQuery } from './query.schemas.ts';
-import { CreateEndpointBody, DeliveriesQuery, EndpointDeliveries, UpdateEndpointBody } from './webhook-endpoints.schemas.ts';
+import {
+  CreatedEndpoint, CreateEndpointBody, DeletedEndpoint, DeliveriesQuery, DocumentedCreateEndpointBody, DocumentedUpdateEndpointBody, Endpoint, EndpointDeliveries,
+  EndpointList, RotatedSecret, UpdateEndpointBody,
+} from './webhook-endpoints.schemas.ts';
 
 const ByProject = Type.Object({ projectId: Id });
 const ById = Type.Object({ id: Id });
@@ -41,7 +44,10 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.post<{ Params: Static<typeof ByProject>; Body: CreateEndpointBody }>(
     '/v1/projects/:projectId/webhook-endpoints',
-    { schema: { params: ByProject, querystring: NoQuery, body: CreateEndpointBody } },
+    {
+      schema: { params: ByProject, querystring: NoQuery, body: CreateEndpointBody },
+      config: { openapi: { body: DocumentedCreateEndpointBody, responses: { 201: { description: 'Created, with its signing secret (shown this once).', schema: CreatedEndpoint } } } },
+    },
     async (request, reply) => {
       const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
       const { endpoint, secret } = await createEndpoint(ctx.documents, ctx.services.secrets, policy, {
@@ -51,12 +57,18 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
     },
   );
 
-  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/webhook-endpoints', { schema: { params: ByProject, querystring: NoQuery } }, async (request) => {
+  app.get<{ Params: Static<typeof ByProject> }>('/v1/projects/:projectId/webhook-endpoints', {
+    schema: { params: ByProject, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'The project\'s endpoints.', schema: EndpointList } } } },
+  }, async (request) => {
     const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'read');
     return { endpoints: (await listEndpoints(ctx.documents, project._id)).map(endpointView) };
   });
 
-  app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) =>
+  app.get<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'The endpoint.', schema: Endpoint } } } },
+  }, async (request) =>
     endpointView(await requireEndpointAccess(request, request.params.id, 'read')));
 
   // The endpoint's recent deliveries with every attempt and what the receiver answered.
@@ -72,20 +84,29 @@ export async function webhookEndpointRoutes(app: FastifyInstance, ctx: ApiContex
 
   app.patch<{ Params: Static<typeof ById>; Body: UpdateEndpointBody }>(
     '/v1/webhook-endpoints/:id',
-    { schema: { params: ById, querystring: NoQuery, body: UpdateEndpointBody } },
+    {
+      schema: { params: ById, querystring: NoQuery, body: UpdateEndpointBody },
+      config: { openapi: { body: DocumentedUpdateEndpointBody, responses: { 200: { description: 'The endpoint as changed.', schema: Endpoint } } } },
+    },
     async (request) => {
       const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
       return endpointView(await updateEndpoint(ctx.documents, policy, endpoint._id, request.body, ctx.now(), endings));
     },
   );
 
-  app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', { schema: { params: ById, querystring: NoQuery } }, async (request) => {
+  app.delete<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'Deleted: the endpoint as it was.', schema: DeletedEndpoint } } } },
+  }, async (request) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
     await deleteEndpoint(ctx.documents, endpoint._id, endings);
     return { ...endpointView(endpoint), deleted: true };
   });
 
-  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', { schema: { params: ById, querystring: NoQuery } }, async (request, reply) => {
+  app.post<{ Params: Static<typeof ById> }>('/v1/webhook-endpoints/:id/rotate-secret', {
+    schema: { params: ById, querystring: NoQuery },
+    config: { openapi: { responses: { 200: { description: 'The new signing secret (shown this once); the old one stops signing at once.', schema: RotatedSecret } } } },
+  }, async (request, reply) => {
     const endpoint = await requireEndpointAccess(request, request.params.id, 'write');
     return showsSecret(reply).send({ secret: await rotateSecret(ctx.documents, ctx.services.secrets, endpoint._id, ctx.now()) });
   });
