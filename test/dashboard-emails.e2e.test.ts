@@ -78,7 +78,7 @@ test('the message view: the script does not run, the remote image waits until as
   assert.is(tracker.count('/script-ran.png') + tracker.count('/handler-ran.png'), 0, 'a script of the message ran');
   await page.getByText('Remote images are blocked.').waitFor();
   assert.match(await page.locator('pre[aria-label="Text part"]').innerText(), /text part/);
-  assert.match(await page.locator('.table-wrap[aria-label="Headers"]').innerText(), /X-Campaign\s+spring-2026/);
+  assert.match(await page.getByRole('region', { name: 'Headers' }).locator('dl').innerText(), /X-Campaign\s+spring-2026/);
   assert.equal(await axeViolations(page), []);
   await screenshot(page, 'message-safe-preview-desktop');
 

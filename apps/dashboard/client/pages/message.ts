@@ -6,7 +6,7 @@
 import { ApiError, get, request } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { EMAIL_FRAME_SANDBOX } from '../email-frame.ts';
-import { facts, fill, h, notice, section, table, when, type Child } from '../dom.ts';
+import { facts, fill, h, notice, section, when, type Child } from '../dom.ts';
 
 interface EmailMessage {
   id: string; from: string; to: string[]; cc: string[]; replyTo: string | null; subject: string;
@@ -77,12 +77,14 @@ export async function render(ctx: PageContext): Promise<void> {
     return;
   }
   ctx.title(message.subject);
-  const headerRows: Child[][] = [
+  // Name and value pairs, as facts (not a table: a long value, a List-Unsubscribe token, wraps
+  // rather than widening a column the reader must scroll across).
+  const headerFacts: Array<[string, Child]> = [
     ['From', message.from], ['To', message.to.join(', ')],
-    ...(message.cc.length ? [['Cc', message.cc.join(', ')]] : []),
-    ...(message.replyTo ? [['Reply-To', message.replyTo]] : []),
+    ...(message.cc.length ? [['Cc', message.cc.join(', ')] as [string, Child]] : []),
+    ...(message.replyTo ? [['Reply-To', message.replyTo] as [string, Child]] : []),
     ['Subject', message.subject],
-    ...Object.entries(message.headers).map(([name, v]): Child[] => [name, v]),
+    ...Object.entries(message.headers).map(([name, v]): [string, Child] => [name, v]),
   ];
   ctx.main.append(
     back,
@@ -91,7 +93,7 @@ export async function render(ctx: PageContext): Promise<void> {
     section('Text part', message.text === null ? h('p', { class: 'empty' }, 'This message has no text part.') : h('pre', { tabindex: 0, role: 'region', 'aria-label': 'Text part' }, message.text)),
     section('Headers',
       h('p', { class: 'hint' }, 'As the sender gave them. Relay adds its own when it composes the message (Message-ID, DKIM-Signature, …): see the raw source.'),
-      table('Headers', ['Name', 'Value'], headerRows)),
+      facts(headerFacts)),
     section('Raw source', rawSource(projectId, emailId)),
   );
 }
