@@ -20,7 +20,8 @@ export function createLogger(options: { level: string; format: LogFormat; base?:
   if (options.format === 'json') return pino(settings);
   return pino(settings, pretty({
     sync: true,
-    colorize: true,
+    // Colours left to pino-pretty: only on a terminal, and never with NO_COLOR (no-color.org),
+    // so `relay start | tee relay.log` writes plain text.
     translateTime: 'SYS:HH:MM:ss.l',
     // The same on every line of a process: noise on a terminal.
     ignore: 'pid,hostname,service',

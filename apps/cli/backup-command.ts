@@ -225,8 +225,9 @@ export async function backup(args: string[]): Promise<number> {
   }
   restrictMode(target, PRIVATE_DIR_MODE);
 
-  // Written under other names and renamed once whole and checked, relay.db last: a copy cut short
-  // (a full disk, a kill) never looks like a backup.
+  // Written under other names and renamed once whole and checked, relay.db last of all files
+  // (after the key and the outbox): a copy cut short (a full disk, a kill, Ctrl-C) never looks
+  // like a backup.
   const files = embeddedFiles(source);
   const lines: string[] = [];
   let log: { partial: string; snapshotAt: string } | null = null;
@@ -259,7 +260,6 @@ export async function backup(args: string[]): Promise<number> {
     lines.push(`log.db: ${mib(statSync(join(target, 'log.db')).size)}, as it was at ${log.snapshotAt}, just before relay.db's snapshot`
       + (setBack > 0 ? '; the copy\'s forwarder checkpoint is set back to what it holds (the restored forwarder publishes again what followed)' : ''));
   }
-  renameSync(copied.partial, database);
 
   if (envKeys) {
     const { currentId, previousIds } = envKeys;
@@ -300,6 +300,8 @@ export async function backup(args: string[]): Promise<number> {
     const messages = readdirSync(outboxDirOf({ dataDir: target })).filter((name) => name.endsWith('.eml')).length;
     lines.push(`outbox: ${messages} ${messages === 1 ? 'message' : 'messages'}`);
   }
+  // Only now, with the key and the outbox beside it, does the copy look like a backup.
+  renameSync(copied.partial, database);
   console.log(`backed up ${source} into ${target}`);
   for (const line of lines) console.log(`  ${line}`);
   const keys = envKeys ? ` and RELAY_SECRET_KEY${envKeys.previousIds.length > 0 ? ' and RELAY_SECRET_KEY_PREVIOUS' : ''} set as now`
