@@ -357,7 +357,9 @@ async function openLog(config: RelayConfig, options: OpenStoresOptions): Promise
   if (config.kafkaBrokers) {
     const { KafkaLog } = await import('../infra/kafka/log.ts');
     const brokers = config.kafkaBrokers;
-    const connect = () => KafkaLog.connect(brokers, { logLine: options.logClientLines });
+    // The instance name ends the client id, by which a restarted instance recognises its crashed
+    // predecessor still in a group (infra/kafka/log.ts, waitForEarlierSelf).
+    const connect = () => KafkaLog.connect(brokers, { logLine: options.logClientLines, instanceId: config.instanceId, sessionTimeoutMs: config.kafkaSessionTimeoutMs });
     if (options.logInBackground) return { store: new ConnectingLog(connect, options.logInBackground), kind: 'kafka' };
     try {
       return { store: await connect(), kind: 'kafka' };

@@ -10,6 +10,7 @@ import { labelProblem } from '../domain/dns-names.ts';
 import { DEFAULT_RECHECK_POLICY, type RecheckPolicy } from '../domain/domain-recheck.ts';
 import { parseAddress } from '../domain/mailbox.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
+import { defaultInstanceName, INSTANCE_NAME, INSTANCE_NAME_RULE } from './kafka/instance-name.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
 
 export type RelayEnv = 'development' | 'production';
@@ -34,6 +35,14 @@ export interface RelayConfig {
   mailHost: string;
   /** Prefix of log topics and consumer group names, so several installations can share one Kafka cluster. */
   logNamespace: string;
+  /**
+   * This instance's name, the same across its restarts (RELAY_INSTANCE_ID, else the host name):
+   * part of its Kafka client id, by which a restarted instance recognises the group member its
+   * crashed predecessor left behind (infra/kafka/log.ts, waitForEarlierSelf).
+   */
+  instanceId: string;
+  /** How long a Kafka consumer group member that stopped heartbeating keeps its partitions (RELAY_KAFKA_SESSION_TIMEOUT_MS). */
+  kafkaSessionTimeoutMs: number;
   /** How the sender puts mail on the wire (RELAY_DELIVERY). */
   delivery: DeliveryTransport;
   /** Smarthost for the smtp transport (RELAY_SMTP_URL). */
@@ -383,6 +392,12 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(logNamespace)) {
     throw new ConfigError('RELAY_LOG_NAMESPACE', `must be 1 to 100 characters of letters, digits, ".", "_" and "-", got "${logNamespace}"`);
   }
+  const instanceIdRaw = text(env, 'RELAY_INSTANCE_ID');
+  if (instanceIdRaw !== undefined && !INSTANCE_NAME.test(instanceIdRaw)) {
+    throw new ConfigError('RELAY_INSTANCE_ID', `must be ${INSTANCE_NAME_RULE}, got "${instanceIdRaw}"`);
+  }
+  // Above the broker's group.min.session.timeout.ms (6 s by default), which refuses less.
+  const kafkaSessionTimeoutMs = wholeMs(env, 'RELAY_KAFKA_SESSION_TIMEOUT_MS', 10_000, 6_000, 300_000);
   const smtpUrl = url(env, 'RELAY_SMTP_URL', ['smtp', 'smtps'], 'smtp://user:pass@host:587 or smtps://user:pass@host:465');
   const deliveryRaw = text(env, 'RELAY_DELIVERY');
   if (deliveryRaw !== undefined && !['outbox', 'smtp', 'mx'].includes(deliveryRaw)) {
@@ -502,6 +517,8 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
       (raw) => adapter.mongodb().mongoUrlProblem(raw)),
     mailHost,
     logNamespace,
+    instanceId: instanceIdRaw ?? defaultInstanceName(),
+    kafkaSessionTimeoutMs,
     delivery,
     smtpUrl,
     mxPort: connectPort(env, 'RELAY_MX_PORT'),

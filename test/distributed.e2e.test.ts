@@ -85,7 +85,7 @@ if (!brokers || !mongoUrl) {
     stores = await openStores(loadConfig(env));
     apiUrl = (await start(['api'])).url;
     forwarder = (await start(['forwarder'])).process;
-    projector1 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug' })).process;
+    projector1 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug', RELAY_INSTANCE_ID: 'projector-1' })).process;
   });
 
   test.after(async () => {
@@ -103,7 +103,8 @@ if (!brokers || !mongoUrl) {
   });
 
   test('two projector instances in one consumer group both receive partitions, and the read model is right', async () => {
-    const projector2 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug' })).process;
+    // Instances of one part on one host need names of their own (they would share the host name).
+    const projector2 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug', RELAY_INSTANCE_ID: 'projector-2' })).process;
     await waitUntil(async () => {
       await send(8);
       return projectedPartitions(projector2).size > 0 && projectedPartitions(projector1).size > 0 && (await projectedCount()) > sent.length - 8;
@@ -122,7 +123,7 @@ if (!brokers || !mongoUrl) {
     const exit = await projector1.kill();
     assert.is(exit.signal, 'SIGKILL');
     await burst;
-    projector1 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug' })).process;
+    projector1 = (await start(['processor', 'projector'], { RELAY_LOG_LEVEL: 'debug', RELAY_INSTANCE_ID: 'projector-1' })).process;
     await waitAllProjected('after the restart');
     await assertEqualsRebuild();
   });

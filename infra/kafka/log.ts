@@ -11,22 +11,37 @@
 //   heartbeat thread does the same).
 // - A consumer kafkajs gives up on (a crash it deems non-retriable) is started again after a
 //   back-off, so no error ends a consumer group member for good.
+// - A starting consumer first waits for its earlier self to leave the group (see
+//   waitForEarlierSelf): kafkajs has neither static membership nor cooperative rebalancing, and
+//   a join while a crashed member's session runs out would stop every member for that long.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Admin, ConfigResourceTypes, Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, ISocketFactory, KafkaMessage, LogEntry, Producer } from 'kafkajs';
+import type { Admin, ConfigResourceTypes, Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, ISocketFactory, KafkaMessage, LogEntry, MemberDescription, Producer } from 'kafkajs';
 import { RecordsTooLargeError, type ConsumeOptions, type ConsumerState, type GroupPartitionOffsets, type Log, type LogConsumer, type LogRecord, type MembershipChange, type OutgoingRecord } from '../ports/log.ts';
 import { MAX_EVENT_BYTES } from '../events-topic.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
+import { defaultInstanceName } from './instance-name.ts';
 // Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
 import './request-queue-fix.ts';
 
 export interface KafkaLogOptions {
-  /** Default 'relay'. */
+  /** What the Kafka client id starts with; `/` and the instance name follow. Default 'relay'. */
   clientId?: string;
+  /**
+   * This instance's name, the same across its restarts (RELAY_INSTANCE_ID; a restarted
+   * container keeps its pod's host name, a restarted systemd unit its host's): it ends the client
+   * id (`relay/<instance>`), which the broker shows for each member of a group, so that a
+   * starting consumer recognises the member its crashed predecessor left behind. Instances of
+   * one part must have distinct names. Default: the host name.
+   */
+  instanceId?: string;
   /**
    * How long a member that stopped heartbeating (crashed) keeps its partitions. Default 10 s;
    * the broker refuses values below group.min.session.timeout.ms (6 s by default).
    */
   sessionTimeoutMs?: number;
+  /** How often a starting consumer looks whether its earlier self has left the group (waitForEarlierSelf). Default 300 ms. */
+  earlierSelfPollMs?: number;
   /** Default 1 s. Members notice a rebalance at their next heartbeat. */
   heartbeatIntervalMs?: number;
   /** How long a rebalance waits for members to rejoin, i.e. for their in-flight handlers. Default 60 s. */
@@ -73,6 +88,10 @@ export interface KafkaLogLine {
 
 interface Settings {
   logLine: (line: KafkaLogLine) => void;
+  /** `relay/<instance>`: every client of this log says it, and each group member's description shows it. */
+  clientId: string;
+  instanceId: string;
+  earlierSelfPollMs: number;
   maxMessageBytes: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
@@ -128,6 +147,20 @@ function logThrough(logLine: (line: KafkaLogLine) => void): () => (entry: LogEnt
     logLine({ level: severity, source: 'kafkajs', message: line, fields: seen && seen.held > 0 ? { heldBack: seen.held } : {} });
   };
 }
+
+/**
+ * How much longer than the session timeout a starting consumer waits for a member of its own
+ * name to leave: the broker expires a silent member once its session has run out, and removes it
+ * at once; past this, the member is alive.
+ */
+const EARLIER_SELF_MARGIN_MS = 3000;
+
+/**
+ * Consumers of this process that are in a group (or joining it), by client id and group: the
+ * members of that name are then this process's own, not an earlier one's (several consumers of
+ * one group in one process, as tests have). Process-wide: each KafkaLog has a client of its own.
+ */
+const consumingHere = new Map<string, number>();
 
 function describe(error: Error): string {
   return `${error.name}: ${error.message}`;
@@ -202,8 +235,13 @@ export class KafkaLog implements Log {
   /** Connects a producer and an admin client; rejects when no broker answers. */
   static async connect(brokers: string[], options: KafkaLogOptions = {}): Promise<KafkaLog> {
     if (!Array.isArray(brokers) || brokers.length === 0) throw new TypeError('at least one Kafka broker address is needed');
+    const instanceId = options.instanceId ?? defaultInstanceName();
+    nonEmptyString('instanceId', instanceId);
     const settings: Settings = {
       logLine: options.logLine ?? toStderr,
+      clientId: `${options.clientId ?? 'relay'}/${instanceId}`,
+      instanceId,
+      earlierSelfPollMs: options.earlierSelfPollMs ?? 300,
       sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 1000,
       rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 60_000,
@@ -215,7 +253,7 @@ export class KafkaLog implements Log {
       maxMessageBytes: options.maxMessageBytes ?? 16 * 1024 * 1024,
     };
     const kafka = new Kafka({
-      clientId: options.clientId ?? 'relay',
+      clientId: settings.clientId,
       brokers,
       connectionTimeout: 3000,
       logLevel: LOG_LEVELS[options.logLevel ?? 'warn'],
@@ -310,7 +348,11 @@ export class KafkaLog implements Log {
     nonEmptyString('topic', options.topic);
     if (typeof options.handle !== 'function') throw new TypeError('handle must be a function');
     await this.#assertTopicExists(options.topic);
-    const consumer = new GroupConsumer(this.#kafka, this.#settings, options, () => this.#consumers.delete(consumer));
+    const members = async (group: string): Promise<MemberDescription[]> => {
+      const { groups } = await this.#admin.describeGroups([group]);
+      return groups.find((g) => g.groupId === group)?.members ?? [];
+    };
+    const consumer = new GroupConsumer(this.#kafka, this.#settings, options, members, () => this.#consumers.delete(consumer));
     this.#consumers.add(consumer);
     try {
       await consumer.start();
@@ -400,10 +442,17 @@ class GroupConsumer implements LogConsumer {
   #restartTimer: NodeJS.Timeout | undefined;
   /** A restart under way (it never rejects); stop() waits for it rather than racing it. */
   #restarting: Promise<void> | undefined;
+  readonly #members: (group: string) => Promise<MemberDescription[]>;
+  /** The wait for an earlier self to leave (it never rejects); stop() ends it and waits for it. */
+  #waiting: Promise<void> | undefined;
+  readonly #abortWait = new AbortController();
+  /** This consumer's key in consumingHere, once counted there. */
+  #countedAs: string | null = null;
 
-  constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, onStopped: () => void) {
+  constructor(kafka: Kafka, settings: Settings, options: ConsumeOptions, members: (group: string) => Promise<MemberDescription[]>, onStopped: () => void) {
     this.#settings = settings;
     this.#options = options;
+    this.#members = members;
     this.#onStopped = onStopped;
     this.#restartDelay = settings.retryDelayMs;
     this.#runConfig = {
@@ -464,9 +513,113 @@ class GroupConsumer implements LogConsumer {
 
   /** Resolves once the consumer joined the group and received its first assignment. */
   async start(): Promise<void> {
+    const waiting = this.#waitForEarlierSelf();
+    this.#waiting = waiting;
+    await waiting;
+    if (this.#stopping) throw new Error(`the consumer of group ${this.#options.group} was stopped before it joined`);
     await this.#consumer.connect();
     await this.#consumer.subscribe({ topics: [this.#options.topic], fromBeginning: this.#options.fromBeginning ?? true });
     await this.#consumer.run(this.#runConfig);
+  }
+
+  /**
+   * An instance killed (SIGKILL, an OOM kill) and started again at once, as supervisors do,
+   * finds the member it was still in the group: nobody left it, and the broker keeps it until its
+   * session runs out. Joining then would start a rebalance in which, under kafkajs's eager
+   * protocol, every other member gives up its partitions, and the broker holds that rebalance
+   * until the dead member's session ends: the whole group would handle nothing meanwhile.
+   * Waiting for that member to leave first keeps the others on their partitions, and only the
+   * dead member's partitions wait for the session timeout, as they would without the restart.
+   *
+   * The earlier member is told by the client id, which ends with the instance name. The wait
+   * ends when no member of this name is left, when no other member is left (nobody whose
+   * partitions a join would stop: the broker then holds the join as before), or after the
+   * session timeout and a margin: a member of this name that stays is alive, another process
+   * under the same name (a warning says to set RELAY_INSTANCE_ID), and it joins anyway. A
+   * group whose members cannot be read (the broker down) is joined without waiting. Never rejects.
+   */
+  async #waitForEarlierSelf(): Promise<void> {
+    const { group, topic } = this.#options;
+    const { clientId, instanceId, sessionTimeoutMs, earlierSelfPollMs, logLine } = this.#settings;
+    const key = `${clientId}\u0000${group}`;
+    const here = consumingHere.get(key) ?? 0;
+    consumingHere.set(key, here + 1);
+    this.#countedAs = key;
+    // Members of this name may be this process's own consumers of the group.
+    if (here > 0) return;
+    const boundMs = sessionTimeoutMs + EARLIER_SELF_MARGIN_MS;
+    const startedAt = Date.now();
+    const fields = { group, topic, instance: instanceId };
+    let waited = false;
+    for (;;) {
+      if (this.#stopping) return;
+      let members: MemberDescription[];
+      try {
+        members = await this.#membersWithin(Math.max(startedAt + boundMs - Date.now(), earlierSelfPollMs));
+      } catch (error) {
+        if (this.#stopping) return;
+        logLine({ level: 'warn', source: 'kafka-log', fields, message: `group ${group}: could not read its members (${describe(errorOf(error))}); joining without looking for an earlier member named ${instanceId}` });
+        return;
+      }
+      if (this.#stopping) return;
+      const earlier = members.filter((m) => m.clientId === clientId);
+      const others = members.length - earlier.length;
+      const elapsed = Date.now() - startedAt;
+      if (earlier.length === 0 || others === 0) {
+        if (waited) {
+          logLine({
+            level: 'info', source: 'kafka-log', fields: { ...fields, waitedMs: elapsed },
+            message: earlier.length === 0
+              ? `group ${group}: the earlier member named ${instanceId} left after ${elapsed} ms; joining`
+              : `group ${group}: no other member is left whose partitions a join would stop; joining`,
+          });
+        }
+        return;
+      }
+      if (elapsed >= boundMs) {
+        logLine({
+          level: 'warn', source: 'kafka-log', fields: { ...fields, waitedMs: elapsed, memberIds: earlier.map((m) => m.memberId) },
+          message: `group ${group}: a member named ${instanceId}, this instance's name, is still in the group after ${elapsed} ms, past the session timeout (${sessionTimeoutMs} ms): ` +
+            `it is alive, so another process runs under the same name; joining anyway. Give each instance of a part a name of its own: set RELAY_INSTANCE_ID (instances on one host share its host name)`,
+        });
+        return;
+      }
+      if (!waited) {
+        waited = true;
+        logLine({
+          level: 'info', source: 'kafka-log', fields: { ...fields, memberIds: earlier.map((m) => m.memberId), otherMembers: others, waitMs: boundMs },
+          message: `group ${group}: a member named ${instanceId}, this instance's name, is still in the group (this instance before a crash or kill, whose session has not run out); ` +
+            `waiting for it to leave, at most ${boundMs} ms, before joining, so that the other members keep their partitions meanwhile`,
+        });
+      }
+      try {
+        await sleep(Math.max(1, Math.min(earlierSelfPollMs, startedAt + boundMs - Date.now())), undefined, { signal: this.#abortWait.signal });
+      } catch {
+        return; // stop()
+      }
+    }
+  }
+
+  /**
+   * The group's members; an error once `ms` passed without an answer (kafkajs retries a broker
+   * that is down for longer) or once stop() came.
+   */
+  async #membersWithin(ms: number): Promise<MemberDescription[]> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const givenUp = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the broker did not answer within ${ms} ms`)), ms);
+      onAbort = () => reject(new Error('stopped'));
+      this.#abortWait.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const answer = this.#members(this.#options.group);
+    answer.catch(() => {}); // an answer that comes after the timeout
+    try {
+      return await Promise.race([answer, givenUp]);
+    } finally {
+      clearTimeout(timer);
+      this.#abortWait.signal.removeEventListener('abort', onAbort!);
+    }
   }
 
   /** what: what happened to the consumer, for the log line. */
@@ -501,10 +654,13 @@ class GroupConsumer implements LogConsumer {
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
       this.#stopping = true;
+      this.#abortWait.abort();
       clearTimeout(this.#restartTimer);
       for (const timer of this.#resumeTimers) clearTimeout(timer);
       this.#resumeTimers.clear();
       try {
+        // A wait for an earlier self ends at once; start() then joins nothing.
+        await this.#waiting;
         // A restart under way ends first: stopping kafkajs while it joins would leave it running.
         await this.#restarting;
         // Waits for the running eachBatch (whose handler commits on its own), then leaves the
@@ -513,6 +669,12 @@ class GroupConsumer implements LogConsumer {
         await this.#consumer.disconnect();
         if (this.#memberId !== null) this.#tell('left', []);
       } finally {
+        if (this.#countedAs !== null) {
+          const left = (consumingHere.get(this.#countedAs) ?? 1) - 1;
+          if (left > 0) consumingHere.set(this.#countedAs, left);
+          else consumingHere.delete(this.#countedAs);
+          this.#countedAs = null;
+        }
         this.#onStopped();
       }
     })();
