@@ -30,7 +30,7 @@ test('a small HTML template that begins with 30 comments is saved and previewed 
 });
 
 test('the same comments before <mjml> (after an XML declaration) make an MJML document', async ({ w }) => {
-  const html = `<?xml version="1.0"?>\n${comments}<mjml><mj-body><mj-text>Hello {{name}}</mj-text></mj-body></mjml>`;
+  const html = `<?xml version="1.0"?>\n${comments}<mjml><mj-body><mj-section><mj-column><mj-text>Hello {{name}}</mj-text></mj-column></mj-section></mj-body></mjml>`;
   const previewed = await templates(w.t, 'POST', '/v1/templates/preview', { as: w.owner, projectId: w.projectId, body: { subject: 'Hi', html, variables: { name: 'Ann' } } });
   assert.is(previewed.statusCode, 200, previewed.body);
   const rendered: string = previewed.json().html;

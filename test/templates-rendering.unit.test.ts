@@ -1,5 +1,6 @@
-// Rendering: values merged HTML-escaped in html and plain in text and subject, MJML compiled
-// before the merge, html sanitized after it, a locked handlebars environment, the size bound,
+// Rendering: values merged HTML-escaped in html and plain in text and subject, MJML checked as
+// written (its handlebars, MJML's validator, no mustache dropped) and compiled before the merge,
+// html sanitized after it, a locked handlebars environment, the size bound,
 // the compiled-template cache and time-ordered template ids.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -173,6 +174,16 @@ test('MJML documents are recognised by their root element', () => {
   for (const html of ['<html><body><mjml></mjml></body></html>', '<p>mjml</p>', '<mjmlx>', 'mjml']) assert.not.ok(isMjmlDocument(html), html);
 });
 
+test('MJML documents may begin with handlebars comments, which render to nothing', () => {
+  for (const html of [
+    '{{!-- Welcome, v2 --}}\n<mjml>', '{{! owner: growth }}<mjml>', '{{~!-- a }} b --~}}  <mjml>', '<!-- a -->\n{{! b }}\n{{!-- c --}}<mjml>',
+    '<?xml version="1.0"?>{{!-- x --}}<mjml>', '{{!----}}<mjml>',
+  ]) assert.ok(isMjmlDocument(html), html);
+  for (const html of ['{{!-- unclosed <mjml>', '{{! unclosed <mjml>', '{{name}}<mjml>', '{{!-- c --}}<p>x</p>', '{{#if a}}<mjml>', '{{!-- a }} <mjml> --}}<p>']) {
+    assert.not.ok(isMjmlDocument(html), html);
+  }
+});
+
 test('MJML: compiled to responsive HTML first, then merged, then sanitized; variables found in what MJML produces', async () => {
   const t = await compileTemplate({
     subject: '{{subject}}',
@@ -195,12 +206,71 @@ test('MJML: compiled to responsive HTML first, then merged, then sanitized; vari
   assert.not.match(out.html!, /<script|onclick|\{\{/i);
 });
 
-test('MJML content that MJML drops uses no variables; errors in what it produces name the field as compiled', async () => {
+test('MJML: a {{variable}} in an HTML comment goes with it; handlebars errors are at the line and column of the MJML as written', async () => {
   const dropped = await compileTemplate({ subject: 's', html: '<mjml><mj-body><!-- {{lost}} --><mj-section><mj-column><mj-text>{{kept}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null });
   assert.equal(dropped.variables, ['kept'], 'MJML drops comments, so {{lost}} is never rendered');
-  const error = await rejection(compileTemplate({ subject: 's', html: '<mjml><mj-body><mj-section><mj-column><mj-text>{{#each xs}}{{/each}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null }));
+  const error = await rejection(compileTemplate({ subject: 's', html: '<mjml><mj-body><mj-section><mj-column>\n<mj-text>{{#each xs}}{{/each}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null }));
   assert.is(error.code, 'validation_error');
-  assert.match(error.message, /^body\.html \(as compiled from MJML\): line \d+, column \d+: only \{\{#if\}\}/);
+  assert.match(error.message, /^body\.html: line 2, column 10: only \{\{#if\}\}/);
+  const block = await rejection(compileTemplate({ subject: 's', html: '<mjml><mj-body><!-- {{#if a}} --><mj-section><mj-column><mj-text>x{{/if}}</mj-text></mj-column></mj-section></mj-body></mjml>', text: null }));
+  assert.match(block.message, /^body\.html: line 1, column 21: \{\{#if a\}\} would be lost: /, 'a block tag in an HTML comment is lost, unlike its end');
+});
+
+test('MJML: a mustache MJML would drop is refused where the author wrote it; in an MJML content element or <mj-raw> it is kept', async () => {
+  const section = '<mj-section><mj-column><mj-text>VIP</mj-text></mj-column></mj-section>';
+  const around = `<mjml><mj-body>\n  {{#if vip}}${section}{{/if}}\n</mj-body></mjml>`;
+  const error = await rejection(compileTemplate({ subject: 's', html: around, text: null }));
+  assert.is(error.code, 'validation_error');
+  assert.match(error.message, /^body\.html: line 2, column 3: \{\{#if vip\}\} would be lost: .*put it inside an MJML content element or <mj-raw>$/);
+  const inlined = await rejection(compileTemplate({
+    subject: 's', text: null,
+    html: '<mjml><mj-head>\n<mj-style inline="inline">.b { color: {{brand}}; }</mj-style></mj-head><mj-body><mj-section><mj-column><mj-text css-class="b">x</mj-text></mj-column></mj-section></mj-body></mjml>',
+  }));
+  assert.match(inlined.message, /^body\.html: line 2, column 39: \{\{brand\}\} would be lost/);
+
+  const raw = await compileTemplate({ subject: 's', html: `<mjml><mj-body><mj-raw>{{#if vip}}</mj-raw>${section}<mj-raw>{{/if}}</mj-raw></mj-body></mjml>`, text: null });
+  assert.equal(raw.variables, ['vip']);
+  assert.match(raw.render(vars({ vip: true })).html!, />VIP</);
+  assert.not.match(raw.render(vars({ vip: false })).html!, />VIP</);
+  // Handlebars comments never reach MJML: markup in one is no part of the document.
+  const commented = await compileTemplate({ subject: 's', html: `{{!-- v2 --}}\n<mjml><mj-body>{{!-- ${section} --}}<mj-section><mj-column><mj-text>{{name}}</mj-text></mj-column></mj-section></mj-body></mjml>`, text: null });
+  assert.ok(commented.mjml);
+  assert.equal(commented.variables, ['name']);
+  assert.not.match(commented.render(vars({ name: 'Ann' })).html!, />VIP</);
+});
+
+test('MJML: what MJML\'s validator refuses is a 400 at its line, but a type error on an attribute holding {{', async () => {
+  const error = await rejection(compileTemplate({ subject: 's', text: null, html: '<mjml>\n<mj-body>\n<mj-column><mj-text>{{x}}</mj-text></mj-column>\n<mj-sectoin></mj-sectoin></mj-body></mjml>' }));
+  assert.is(error.code, 'validation_error');
+  assert.is(error.message, 'body.html: line 3: invalid MJML: mj-column cannot be used inside mj-body, only inside: mj-attributes, mj-group, mj-section (and 1 more problem MJML reports)');
+  const illegal = await rejection(compileTemplate({ subject: 's', text: null, html: '<mjml><mj-body><mj-section><mj-column><mj-text padding="{{#if a}}x" title="y{{/if}}">z</mj-text></mj-column></mj-section></mj-body></mjml>' }));
+  assert.match(illegal.message, /^body\.html: line 1: invalid MJML: Attribute title is illegal$/);
+  const typed = await compileTemplate({
+    subject: 's', text: null,
+    html: '<mjml><mj-body background-color="{{bg}}"><mj-section><mj-column background-color="{{#if wide}}#ffffff{{else}}#eeeeee{{/if}}"><mj-text color="{{fg}}">x</mj-text></mj-column></mj-section></mj-body></mjml>',
+  });
+  assert.equal(typed.variables, ['bg', 'fg', 'wide']);
+  const rendered = typed.render(vars({ bg: '#123456', fg: 'red', wide: false })).html!;
+  for (const value of ['#123456', 'color:red', '#eeeeee']) assert.ok(rendered.includes(value), value);
+  assert.not.ok(rendered.includes('#ffffff'));
+  // MJML computes a column's width from the attribute and writes out no part of it as written.
+  const width = await rejection(compileTemplate({ subject: 's', text: null, html: '<mjml><mj-body><mj-section><mj-column width="{{w}}"><mj-text>x</mj-text></mj-column></mj-section></mj-body></mjml>' }));
+  assert.match(width.message, /^body\.html: line 1, column 46: \{\{w\}\} would be lost/);
+});
+
+test('a stored MJML template renders as it did when it was saved: the checks of a save are not applied to a send', async () => {
+  const section = '<mj-section><mj-column><mj-text>VIP {{name}}</mj-text></mj-column></mj-section>';
+  for (const html of [
+    `<mjml><mj-body>{{#if vip}}${section}{{/if}}</mj-body></mjml>`,
+    `<mjml><mj-body><mj-sectoin>${section}</mj-sectoin>${section}</mj-body></mjml>`,
+    // Its source does not parse as handlebars on its own (MJML drops the unclosed block).
+    `<mjml><mj-body><mj-section><mj-column>{{#if vip}}<mj-text>VIP {{name}}</mj-text></mj-column></mj-section></mj-body></mjml>`,
+  ]) {
+    await rejection(compileTemplate({ subject: 's', html, text: null }));
+    const stored = await compileTemplate({ subject: 's', html, text: null }, 'template', 'stored');
+    assert.equal(stored.variables, ['name'], html);
+    assert.match(stored.render(vars({ name: 'Ann' })).html!, /VIP Ann/, html);
+  }
 });
 
 test('compiled-template cache: one compilation per (id, revision), a new revision compiles again, bounded, failures not kept', async () => {

@@ -1,7 +1,7 @@
-// Compiles a template once (MJML first when html is an MJML document, then handlebars on each
-// field) and renders it many times: values merged (HTML-escaped in html, plain in text and
-// subject), html sanitized after the merge, so neither the template nor a value can put
-// active content into a message.
+// Compiles a template once (handlebars on each field; an MJML html is checked as written, then
+// compiled by MJML, its mustaches carried through: ./mjml-mustaches.ts) and renders it many
+// times: values merged (HTML-escaped in html, plain in text and subject), html sanitized after
+// the merge, so neither the template nor a value can put active content into a message.
 import { MAX_SUBJECT_LENGTH } from '../../domain/email/send-request.ts';
 import { RelayError } from '../../domain/errors.ts';
 import { characterCount } from '../../domain/text.ts';
@@ -9,7 +9,8 @@ import { deepestRendering } from '../../domain/templates/deepest-rendering.ts';
 import { analyzeTemplateAst, variablesOf, type FieldAnalysis, type TemplateNode } from '../../domain/templates/syntax.ts';
 import { checkVariableCount, invalidVariables, requireVariables, type TemplateVariables, type VariableValue } from '../../domain/templates/variables.ts';
 import { compileParsed, escapedLength, parseTemplate, type RenderFunction } from './handlebars-environment.ts';
-import { compileMjml, isMjmlDocument } from './mjml.ts';
+import { compileMjml, isMjmlDocument, type MjmlProblem } from './mjml.ts';
+import { markMustaches, type MarkedMjml, type MustacheRun } from './mjml-mustaches.ts';
 import { HtmlTooDeepError, sanitizeEmailHtml } from './sanitize.ts';
 
 /**
@@ -169,16 +170,79 @@ function sanitizeRendered(html: string, variablesField: string): string {
 }
 
 /**
- * Compiles a template. Template errors (syntax, constructs that are not allowed, MJML that
- * does not compile) are 400 validation_error naming `${prefix}.subject|html|text`.
+ * MJML's complaints that refuse a template: all but a type error on an attribute whose value
+ * holds `{{` (`background-color="{{brand}}"` is no Color until it is rendered).
  */
-export async function compileTemplate(source: TemplateSource, prefix = 'body'): Promise<CompiledTemplate> {
+function refusedMjmlProblems(problems: MjmlProblem[]): MjmlProblem[] {
+  return problems.filter((problem) => {
+    const typeError = /^Attribute \S+ has invalid value: ([\s\S]*) for type /.exec(problem.message);
+    return !(typeError && typeError[1].includes('{{'));
+  });
+}
+
+function invalidMjml(field: string, problems: MjmlProblem[], marks: MarkedMjml): RelayError {
+  const [first] = [...problems].sort((a, b) => a.line - b.line);
+  const more = problems.length > 1 ? ` (and ${problems.length - 1} more ${problems.length === 2 ? 'problem' : 'problems'} MJML reports)` : '';
+  const where = Number.isFinite(first.line) && first.line > 0 ? `line ${first.line}: ` : '';
+  return new RelayError('validation_error', `${field}: ${where}invalid MJML: ${marks.unmark(first.message)}${more}`);
+}
+
+function lostMustache(field: string, run: MustacheRun): RelayError {
+  return new RelayError('validation_error', `${field}: line ${run.line}, column ${run.column}: ${run.first} would be lost: MJML keeps text only inside its content elements (mj-text, mj-button, mj-title, mj-preview, mj-raw, …) and their attributes, and drops it between elements and in the rules of an inlined <mj-style>; put it inside an MJML content element or <mj-raw>`);
+}
+
+/**
+ * The html of an MJML template. Authoring (a save, a preview): the handlebars is parsed and
+ * checked on the source as written (errors at the author's line and column, the same rules as
+ * any html), MJML's validator's complaints refuse it (refusedMjmlProblems), and so does a
+ * mustache MJML would drop (./mjml-mustaches.ts), naming where it is. A stored template (a send)
+ * was checked when it was saved, perhaps under older rules: it renders as it did then, none of
+ * those refusals applied, and when its source does not parse as handlebars on its own (MJML
+ * dropped the part that does not), its mustaches are found in what MJML makes of it, as they
+ * were before they were checked on the source.
+ */
+async function compileMjmlHtml(source: string, field: string, authoring: boolean): Promise<CompiledField> {
+  const compiledField = `${field} (as compiled from MJML)`;
+  const asBefore = async () => compileField('html', (await compileMjml(source, field)).html, field, true, compiledField);
+  let ast: TemplateNode;
+  try {
+    ast = parseTemplate(source, field);
+    if (authoring) analyzeTemplateAst(ast, { field, escapedOnly: true });
+  } catch (error) {
+    if (authoring || !(error instanceof RelayError)) throw error;
+    return asBefore();
+  }
+  const marks = markMustaches(source, ast);
+  const compiled = await compileMjml(marks.marked, field);
+  if (authoring) {
+    const problems = refusedMjmlProblems(compiled.problems);
+    if (problems.length > 0) throw invalidMjml(field, problems, marks);
+  }
+  const { html, lost } = marks.restore(compiled.html);
+  if (authoring && lost.length > 0) throw lostMustache(field, lost[0]);
+  try {
+    return compileField('html', html, field, true, compiledField);
+  } catch (error) {
+    if (authoring || !(error instanceof RelayError)) throw error;
+    return asBefore();
+  }
+}
+
+/**
+ * Compiles a template. Template errors (syntax, constructs that are not allowed, MJML that
+ * does not compile, is invalid or would drop a mustache) are 400 validation_error naming
+ * `${prefix}.subject|html|text`. `use`: 'authoring' for a save or a preview, 'stored' for a
+ * send of a saved template, which MJML's rules added since it was saved do not refuse
+ * (compileMjmlHtml).
+ */
+export async function compileTemplate(source: TemplateSource, prefix = 'body', use: 'authoring' | 'stored' = 'authoring'): Promise<CompiledTemplate> {
   const subject = compileField('subject', source.subject, `${prefix}.subject`, false);
   const mjml = !!source.html && isMjmlDocument(source.html);
   let html: CompiledField | null = null;
   if (source.html) {
-    const markup = mjml ? await compileMjml(source.html, `${prefix}.html`) : source.html;
-    html = compileField('html', markup, `${prefix}.html`, true, mjml ? `${prefix}.html (as compiled from MJML)` : `${prefix}.html`);
+    html = mjml
+      ? await compileMjmlHtml(source.html, `${prefix}.html`, use === 'authoring')
+      : compileField('html', source.html, `${prefix}.html`, true);
   }
   const text = source.text ? compileField('text', source.text, `${prefix}.text`, false) : null;
   const variables = variablesOf([subject.analysis, html?.analysis ?? null, text?.analysis ?? null]);

@@ -40,7 +40,7 @@ async function handle(job: TemplateJob): Promise<TemplateReply> {
   if (job.op === 'render') {
     const { id, revision } = job.key;
     if (!cache.has(id, revision) && !job.source) return { missing: true };
-    compiled = await cache.get(id, revision, () => compileTemplate(job.source!, 'template'));
+    compiled = await cache.get(id, revision, () => compileTemplate(job.source!, 'template', 'stored'));
   } else {
     compiled = await compileTemplate(job.source, job.prefix);
     if (job.op === 'compile') compiled.rehearse();
