@@ -481,10 +481,10 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
     const committed = registry.gauge('relay_consumer_committed_offset', 'The consumer group\'s committed offset (the next record it will handle).', ['group', 'topic', 'partition']);
     const lag = registry.gauge('relay_consumer_lag', 'Records of the partition the consumer group has not handled yet.', ['group', 'topic', 'partition']);
     const parked = registry.gauge('relay_parked_events', 'Events parked by a processor or a rebuild (relay parked list).', ['processor']);
-    const siteRate = registry.gauge('relay_site_rate_per_minute', 'Messages per minute a sender instance allows a recipient site now (adaptive; relay sites). site="other": the sum over the instance\'s sites not named.', ['site', 'instance']);
-    const siteLimit = registry.gauge('relay_site_limit_per_minute', 'The most a site\'s rate reaches (RELAY_SHAPING_FILE or the default). site="other": the sum.', ['site', 'instance']);
-    const sitePaused = registry.gauge('relay_site_paused_seconds', 'Seconds until the site\'s pause after throttling ends; 0 when not paused. site="other": the longest.', ['site', 'instance']);
-    const siteThrottles = registry.gauge('relay_site_throttles', 'Throttling replies from the site since the sender instance started. site="other": the sum.', ['site', 'instance']);
+    const siteRate = registry.gauge('relay_site_rate_per_minute', 'Messages per minute a sender instance allows a recipient site now (adaptive; relay sites). site="other": the sum over the instance\'s sites not named.', ['site', 'sender_instance']);
+    const siteLimit = registry.gauge('relay_site_limit_per_minute', 'The most a site\'s rate reaches (RELAY_SHAPING_FILE or the default). site="other": the sum.', ['site', 'sender_instance']);
+    const sitePaused = registry.gauge('relay_site_paused_seconds', 'Seconds until the site\'s pause after throttling ends; 0 when not paused. site="other": the longest.', ['site', 'sender_instance']);
+    const siteThrottles = registry.gauge('relay_site_throttles', 'Throttling replies from the site since the sender instance started. site="other": the sum.', ['site', 'sender_instance']);
     const topic = eventsTopic(sources.namespace);
     const groups = PROCESSORS.map((p) => groupOf(sources.namespace, p.name));
     collector(registry, up, 'log_offsets', [endOffset, committed, lag], async () => {

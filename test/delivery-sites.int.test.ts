@@ -127,8 +127,8 @@ test('site A throttles every second transaction: B is all delivered at once, A b
   assert.match(table, /^SITE\s+INSTANCE\s+CONN\s+PER CONN\s+LIMIT\/MIN\s+RATE\/MIN/);
   assert.match(table, /mx\.site-a\.test .* 421 4\.7\.28 rate limited/);
   const metrics = await (await fetch(`${t.url!}/metrics`)).text();
-  assert.match(metrics, /relay_site_rate_per_minute\{site="mx\.site-a\.test",instance="[^"]+"\} \d+/);
-  assert.match(metrics, /relay_site_throttles\{site="mx\.site-a\.test",instance="[^"]+"\} [1-9]\d*/);
+  assert.match(metrics, /relay_site_rate_per_minute\{site="mx\.site-a\.test",sender_instance="[^"]+"\} \d+/);
+  assert.match(metrics, /relay_site_throttles\{site="mx\.site-a\.test",sender_instance="[^"]+"\} [1-9]\d*/);
 });
 
 test.run();
