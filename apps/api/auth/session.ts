@@ -69,28 +69,57 @@ export function requireSession(ctx: ApiContext) {
 
 export interface WorkspaceAccess { principal: SessionPrincipal; workspace: Workspace; membership: Membership }
 
-/** The caller's membership of the workspace, with at least `minimum` as role. */
-export async function requireWorkspaceRole(ctx: ApiContext, request: FastifyRequest, workspaceId: string, minimum: Role): Promise<WorkspaceAccess> {
+/**
+ * The message of the 403 for a caller who is no member of the workspace. The dashboard tells it
+ * from other 403s (apps/dashboard/client/api.ts, noLongerMember): a page left open after its
+ * reader was removed says so, and stops following.
+ */
+export const NOT_A_MEMBER = 'you are not a member of the workspace this belongs to';
+
+export type AccessMode = 'read' | 'write';
+
+/** What a role needs for a request: at least a role, and for writes one that canWrite allows (all but viewers). */
+type Needed = { minimum: Role; mode: AccessMode };
+
+/** The membership, if it grants what is needed; else the 403 that says why. */
+function requireGranted(membership: Membership | null, { minimum, mode }: Needed): Membership {
+  // Not naming the workspace: reached through a project, domain, key or endpoint of another
+  // tenant, the answer would tell which of the ids the caller holds belong to one customer.
+  if (!membership) throw forbidden(NOT_A_MEMBER);
+  if (!roleAtLeast(membership.role, minimum)) throw forbidden(`this needs the ${minimum} role or higher in the workspace; you are ${membership.role}`);
+  if (mode === 'write' && !canWrite(membership.role)) throw forbidden(`a ${membership.role} may read this workspace but not change it`);
+  return membership;
+}
+
+async function requireAccess(ctx: ApiContext, request: FastifyRequest, workspaceId: string, needed: Needed): Promise<WorkspaceAccess> {
   const principal = await authenticateSession(ctx, request);
   const [workspace, membership] = await Promise.all([
     workspacesOf(ctx.documents).get(workspaceId),
     getMembership(ctx.documents, workspaceId, principal.user._id),
   ]);
   if (!workspace) throw notFound(`workspace ${workspaceId} not found`);
-  // Not naming the workspace: reached through a project, domain, key or endpoint of another
-  // tenant, the answer would tell which of the ids the caller holds belong to one customer.
-  if (!membership) throw forbidden('you are not a member of the workspace this belongs to');
-  if (!roleAtLeast(membership.role, minimum)) throw forbidden(`this needs the ${minimum} role or higher in the workspace; you are ${membership.role}`);
-  return { principal, workspace, membership };
+  return { principal, workspace, membership: requireGranted(membership, needed) };
 }
 
-export type AccessMode = 'read' | 'write';
+/** The caller's membership of the workspace, with at least `minimum` as role. */
+export async function requireWorkspaceRole(ctx: ApiContext, request: FastifyRequest, workspaceId: string, minimum: Role): Promise<WorkspaceAccess> {
+  return requireAccess(ctx, request, workspaceId, { minimum, mode: 'read' });
+}
 
 /** Read: any member of the workspace; write: the roles domain/management.ts canWrite allows (all but viewers). */
 export async function requireWorkspaceAccess(ctx: ApiContext, request: FastifyRequest, workspaceId: string, mode: AccessMode): Promise<WorkspaceAccess> {
-  const access = await requireWorkspaceRole(ctx, request, workspaceId, 'viewer');
-  if (mode === 'write' && !canWrite(access.membership.role)) throw forbidden(`a ${access.membership.role} may read this workspace but not change it`);
-  return access;
+  return requireAccess(ctx, request, workspaceId, { minimum: 'viewer', mode });
+}
+
+/**
+ * Checks an access that requireWorkspaceAccess or requireProjectAccess granted for `mode` again,
+ * on the membership as it is now: for a write that took time after its first check (a
+ * template's compilation) or that is undone if the caller lost access meanwhile (a key just
+ * made), so that nothing is written, or left, for a member removed (or demoted to viewer) before
+ * it was done. The same 403 as the first check would give now; one read of the membership by its id.
+ */
+export async function requireAccessStill(ctx: ApiContext, access: WorkspaceAccess, mode: AccessMode): Promise<void> {
+  requireGranted(await getMembership(ctx.documents, access.workspace._id, access.principal.user._id), { minimum: 'viewer', mode });
 }
 
 export interface ProjectAccess extends WorkspaceAccess { project: Project }

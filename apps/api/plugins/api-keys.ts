@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { notFound } from '../../../domain/errors.ts';
 import { apiKeysOf, apiKeyView, createApiKey, listApiKeys, revokeApiKey } from '../../services/management/api-keys.ts';
-import { requireProjectAccess, requireSession } from '../auth/session.ts';
+import { requireAccessStill, requireProjectAccess, requireSession } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { showsSecret } from '../secret-answers.ts';
 import { ApiKey, ApiKeyList, CreatedApiKey, Id, Name, Permission } from './management-schemas.ts';
@@ -34,8 +34,18 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ApiContext): Promi
       config: { openapi: { responses: { 201: { description: 'Created, with its secret (shown this once).', schema: CreatedApiKey } } } },
     },
     async (request, reply) => {
-      const { project } = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
-      const { key, secret } = await createApiKey(ctx.documents, { project, ...request.body }, ctx.now());
+      const access = await requireProjectAccess(ctx, request, request.params.projectId, 'write');
+      const { key, secret } = await createApiKey(ctx.documents, { project: access.project, ...request.body }, ctx.now());
+      // A member removed (or made a viewer) while the key was being made gets no key: checked
+      // again once it is stored, it is revoked and its secret never leaves, so no key outlives a
+      // removal already answered. (Checked before the insert instead, a removal in between
+      // would leave a working key made for someone who is no member.)
+      try {
+        await requireAccessStill(ctx, access, 'write');
+      } catch (error) {
+        await revokeApiKey(ctx.documents, key._id, ctx.now());
+        throw error;
+      }
       return showsSecret(reply).status(201).send({ ...apiKeyView(key), secret });
     },
   );

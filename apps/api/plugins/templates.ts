@@ -7,7 +7,8 @@ import { PREVIEW_RATE } from '../../../domain/rate-limits.ts';
 import { sha256Hex } from '../../services/management/ids.ts';
 import { previewTemplate } from '../../services/templates/preview.ts';
 import { RelayError } from '../../../domain/errors.ts';
-import { requireProjectAccess, requireSession } from '../auth/session.ts';
+import { requireAccessStill, requireProjectAccess, requireSession, type ProjectAccess } from '../auth/session.ts';
+import type { WorkspaceTemplates } from '../../../infra/rendering/template-threads.ts';
 import { admitTemplateTest } from './emails.ts';
 import { SendResult } from './email-responses.schemas.ts';
 import type { ApiContext } from '../context.ts';
@@ -23,6 +24,24 @@ export const DEFAULT_TEMPLATE_PAGE = 50;
 export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   app.addHook('onRequest', requireSession(ctx));
 
+  /**
+   * The workspace's template threads for a save: its compilation (which may wait for the
+   * workspace's turn and run for seconds) is followed by a check of the caller's membership as
+   * it is then, right before the save writes (the same 403 as the first check): a member removed
+   * meanwhile saves nothing.
+   */
+  const checkedAfterCompiling = (access: ProjectAccess): WorkspaceTemplates => {
+    const threads = ctx.services.templates.of(access.project.workspaceId);
+    return {
+      ...threads,
+      async compile(source, prefix) {
+        const compiled = await threads.compile(source, prefix);
+        await requireAccessStill(ctx, access, 'write');
+        return compiled;
+      },
+    };
+  };
+
   app.get<{ Querystring: ListTemplatesQuery }>('/v1/templates', {
     schema: { querystring: ListTemplatesQuery },
     config: { openapi: { responses: { 200: { description: 'A page of the project\'s templates.', schema: TemplateList } } } },
@@ -36,8 +55,9 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     '/v1/templates',
     { schema: { querystring: ProjectQuery, body: TemplateContentBody }, config: { openapi: { body: DocumentedTemplateContentBody, responses: { 201: { description: 'Created.', schema: Template } } } } },
     async (request, reply) => {
-      const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return reply.status(201).send(templateView(await createTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.body, ctx.now())));
+      const access = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
+      const { project } = access;
+      return reply.status(201).send(templateView(await createTemplate(ctx.documents, checkedAfterCompiling(access), project._id, request.body, ctx.now())));
     },
   );
 
@@ -75,8 +95,9 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
     '/v1/templates/:id',
     { schema: { querystring: ProjectQuery, params: TemplateIdParams, body: TemplateUpdateBody }, config: { openapi: { body: DocumentedTemplateUpdateBody, responses: { 200: { description: 'Updated.', schema: Template } } } } },
     async (request) => {
-      const { project } = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
-      return templateView(await updateTemplate(ctx.documents, ctx.services.templates.of(project.workspaceId), project._id, request.params.id, request.body, ctx.now()));
+      const access = await requireProjectAccess(ctx, request, request.query.projectId, 'write');
+      const { project } = access;
+      return templateView(await updateTemplate(ctx.documents, checkedAfterCompiling(access), project._id, request.params.id, request.body, ctx.now()));
     },
   );
 

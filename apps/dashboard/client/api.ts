@@ -51,6 +51,31 @@ export function keepPageWhenSessionEnds(session: SessionListener): void {
   listener = session;
 }
 
+/** Told when a request of a drawn workspace or project page finds the reader no longer a member of its workspace. */
+export interface AccessListener {
+  removed(): void;
+}
+
+let access: AccessListener | null = null;
+
+/**
+ * From now on a request answered that the reader is no member of the workspace (removed while
+ * the page is open) is told to `listener` (a notice at the top), besides failing as it does; the
+ * page's live refreshes stop on it (live.ts). Until then (a page's first load) it fails the load.
+ */
+export function keepPageWhenAccessEnds(listener: AccessListener): void {
+  access = listener;
+}
+
+/**
+ * Whether an error is the API's answer to a reader who is no member of the workspace the request
+ * is about: 403 forbidden with the message of NOT_A_MEMBER (apps/api/auth/session.ts). Other 403s
+ * (a role too low for a write) leave the reader a member.
+ */
+export function noLongerMember(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 403 && error.code === 'forbidden' && /\bnot a member of the workspace\b/.test(error.message);
+}
+
 export const SESSION_ENDED = 'Your session has ended, so Relay did not do this. Sign in again with the link at the top of the page (it opens a new tab), then try again here.';
 
 let deadlineMs: number | null = null;
@@ -91,7 +116,8 @@ async function bodyOf(response: Response, progressed: () => void): Promise<Blob 
 
 /**
  * Sends a request. A 401 session_required anywhere but sign-in goes to the sign-in page while
- * the page is loading, and once it is drawn is told to the session listener instead. Without a
+ * the page is loading, and once it is drawn is told to the session listener instead; a 403 that
+ * the reader is no member of the workspace, once the page is drawn, to the access listener. Without a
  * deadline a connection gone silent (a proxy, a network change) would hold the form or button
  * that sent it for good, and with it what the reader typed.
  */
@@ -135,6 +161,7 @@ export async function request(method: Method, path: string, body?: unknown): Pro
       throw new ApiError(error.status, error.code, SESSION_ENDED, null);
     }
   }
+  if (noLongerMember(error)) access?.removed();
   throw error;
 }
 

@@ -1,6 +1,6 @@
 // Building the page: elements from plain values, text always as text (never parsed as HTML,
 // so nothing an email or a name holds can become markup), and the few widgets every page uses.
-import { ApiError, withQuery, type SessionListener } from './api.ts';
+import { ApiError, withQuery, type AccessListener, type SessionListener } from './api.ts';
 import { PAGES } from './route-table.ts';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
@@ -303,21 +303,37 @@ export function actionButton(label: string, attrs: Attrs, { status, confirm: que
 const SIGNED_IN_PATH = PAGES.find((page) => page.module === 'signed-in')!.path;
 
 /**
- * Said at the top of a drawn page when its session ends: a sign-in in a new tab, so that this
- * page and what is typed in it stay; gone once a request of the page works again.
+ * Said at the top of a drawn page (kept in view) when its session ends: a sign-in in a new tab,
+ * so that this page and what is typed in it stay; gone once a request of the page works again.
+ * And, on a page of a workspace (`workspaceName`), when a request finds the reader no longer a
+ * member of it (removed meanwhile): that access was removed, with a way to the workspaces the
+ * reader still has; it stays, since no request of this page can work again.
  */
-export function sessionNotice(): SessionListener & { element: HTMLElement } {
+export function sessionNotice(workspaceName: string | null = null): SessionListener & AccessListener & { element: HTMLElement } {
   const element = h('div', { class: 'session-status' });
+  // Each added and taken away on its own, so that one notice coming or going does not make
+  // assistive technology read the other one (an alert) out again.
+  let ended: HTMLElement | null = null;
+  let removed: HTMLElement | null = null;
   return {
     element,
     ended() {
-      if (element.firstChild) return;
-      fill(element, notice('error', h('strong', null, 'Your session has ended. '),
+      if (ended) return;
+      ended = notice('error', h('strong', null, 'Your session has ended. '),
         h('a', { href: withQuery('/sign-in', { next: SIGNED_IN_PATH }), target: '_blank' }, 'Sign in again (opens a new tab)'),
-        ', then come back to this tab and try again: what you typed here is kept.'));
+        ', then come back to this tab and try again: what you typed here is kept.');
+      element.append(ended);
     },
     resumed() {
-      fill(element);
+      ended?.remove();
+      ended = null;
+    },
+    removed() {
+      if (removed) return;
+      removed = notice('error', h('strong', null, `Your access to ${workspaceName === null ? 'this workspace' : `the workspace ${workspaceName}`} was removed. `),
+        'You are no longer a member of it, so this page is no longer updated and nothing on it can be changed. ',
+        h('a', { href: '/' }, 'Go to your workspaces'), '.');
+      element.prepend(removed);
     },
   };
 }

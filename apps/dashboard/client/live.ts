@@ -1,6 +1,8 @@
-// Pages that follow something as it happens (the email list, an email's timeline) read it
-// again every few seconds while the tab is visible, less often while nothing changes or the
-// reads fail.
+// Pages that follow something as it happens (the email list, an email's timeline, a webhook
+// endpoint's deliveries) read it again every few seconds while the tab is visible, less often
+// while nothing changes or the reads fail, and no more once a read finds the reader no longer a
+// member of the workspace.
+import { noLongerMember } from './api.ts';
 
 export const POLL_MS = 2000;
 
@@ -36,7 +38,10 @@ export function livePoll(load: () => Promise<Seen>, { intervalMs = POLL_MS, maxI
     let cap = maxIntervalMs;
     try {
       seen = await load();
-    } catch {
+    } catch (error) {
+      // Removed from the workspace: no later read can work (a notice at the top says so, api.ts),
+      // so the page stops following rather than asking again for good.
+      if (noLongerMember(error)) return;
       // A failed refresh leaves the last view; a later one tries again.
       seen = 'unchanged';
       cap = Math.max(maxIntervalMs, FAILED_MAX_MS);

@@ -1,7 +1,7 @@
 // The dashboard's entry: sends a browser that arrived on another address of this server to
 // the dashboard's origin (where its sign-in is allowed), finds the page of the address, checks
 // the session, and draws the layout and the page.
-import { ApiError, get, keepPageWhenSessionEnds } from './api.ts';
+import { ApiError, get, keepPageWhenAccessEnds, keepPageWhenSessionEnds } from './api.ts';
 import { lastProject, readSettings, type Capabilities, type Membership, type PageContext, type Project, type SessionInfo } from './context.ts';
 import { fill, h, notice, sessionNotice } from './dom.ts';
 import { layout } from './layout.ts';
@@ -58,11 +58,13 @@ async function start(): Promise<void> {
     ctx.project ??= ctx.projects.find((p) => p.id === lastProject.get(workspaceId)) ?? ctx.projects[0] ?? null;
     ctx.can = settings.roles[ctx.workspace.role];
   }
-  const sessionEnds = sessionNotice();
-  fill(app, sessionEnds.element, ...await layout(ctx, found.route));
+  const notices = sessionNotice(ctx.workspace?.workspaceName ?? null);
+  fill(app, notices.element, ...await layout(ctx, found.route));
   await (await found.route.load()).render(ctx);
   // Drawn: from here on the reader may have typed something, which going to sign-in would lose.
-  keepPageWhenSessionEnds(sessionEnds);
+  keepPageWhenSessionEnds(notices);
+  // And the page stays when the reader is removed from its workspace, saying so.
+  if (ctx.workspace) keepPageWhenAccessEnds(notices);
 }
 
 /** "/" and "/workspaces/:id": the emails of the project last used, else the first there is. */

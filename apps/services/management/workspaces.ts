@@ -16,11 +16,18 @@ import { DuplicateKeyError, type DocumentStore, type Stored } from '../../../inf
 import { COLLECTIONS } from '../collections.ts';
 import { ABANDONED_SLOT_MS, claimHeldSlot, claimSlot, insertHoldingSlot, type HeldSlot, type SlotHolder } from '../slots.ts';
 import { insertUnique, updateDocument } from './documents.ts';
+import { managementChanged } from './reused-reads.ts';
 import { newId, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
 import { findUserByEmail, normalizeUserEmail, usersOf } from './users.ts';
 
-export const workspacesOf = (documents: DocumentStore) => documents.collection<Workspace & SlotHolder>(COLLECTIONS.workspaces);
+/** A workspace as stored: its creator's slot, and the version owner changes commit by (see requireAnotherOwner). */
+type WorkspaceDocument = Workspace & SlotHolder & {
+  /** Moved by every demotion or removal of an owner (commitOwnerChange); absent: none yet. */
+  ownersVersion?: number;
+};
+
+export const workspacesOf = (documents: DocumentStore) => documents.collection<WorkspaceDocument>(COLLECTIONS.workspaces);
 export const membershipsOf = (documents: DocumentStore) => documents.collection<Membership>(COLLECTIONS.memberships);
 const workspaceSlotsOf = (documents: DocumentStore) => documents.collection<HeldSlot>(COLLECTIONS.workspaceSlots);
 
@@ -107,13 +114,79 @@ function requireManageable(actor: Role, target: Role, next: Role = target): void
 }
 
 /**
- * A workspace keeps an owner: the last one can be neither demoted nor removed. (No transaction
- * spans two memberships, so two owners demoting each other within the same few milliseconds
- * could both pass this check; the window is that of two requests, not of a process.)
+ * A workspace keeps an owner: the last one can be neither demoted nor removed, also when owners
+ * demote or remove each other (or leave) at the same moment, in any number of processes.
+ *
+ * No transaction spans two memberships, so a check of the owners alone would pass for two owners
+ * demoting each other at once: each reads the other still owner before either write. The
+ * workspace document is what they share: every demotion or removal of an owner reads it (its
+ * version) before it counts the owners, here, writes the membership, and then commits by a
+ * compare-and-set of the workspace (`ownersVersion` + 1) from the version it read
+ * (commitOwnerChange). Of changes checked on the same owners, one commits; each other one finds
+ * the workspace changed, counts the owners again on what is written now (its own write and the
+ * winner's included), and either commits from the fresh version (an owner is left) or puts its
+ * membership back as it was and answers 409. For the few milliseconds between its write and its
+ * undo the member it demoted is not an owner; a process that dies between a membership write and
+ * its commit or undo may leave the workspace as that write left it.
+ *
+ * Returns the workspace as read before the owners were counted: the version to commit from.
  */
-async function requireAnotherOwner(documents: DocumentStore, workspaceId: string, userId: string): Promise<void> {
-  const owners = await membershipsOf(documents).find({ where: { workspaceId, role: 'owner' } });
+async function requireAnotherOwner(documents: DocumentStore, workspaceId: string, userId: string): Promise<Stored<WorkspaceDocument>> {
+  const workspace = await workspacesOf(documents).get(workspaceId);
+  if (!workspace) throw notFound(`workspace ${workspaceId} not found`);
+  const owners = await membershipsOf(documents).find({ where: { workspaceId, role: 'owner' }, fields: ['userId'] });
   if (!owners.some((m) => m.userId !== userId)) throw conflict('a workspace keeps at least one owner: make another member owner first');
+  return workspace;
+}
+
+/**
+ * Commits a demotion or removal of an owner, written already and checked on the owners read
+ * after `checkedAt` (requireAnotherOwner): a compare-and-set of the workspace from that version.
+ * When another owner change (or any write of the workspace) came first, the owners are counted
+ * again from a fresh read; with none left `undo` puts the membership back and the answer is 409.
+ */
+async function commitOwnerChange(documents: DocumentStore, checkedAt: Stored<WorkspaceDocument>, undo: () => Promise<void>): Promise<void> {
+  const workspaces = workspacesOf(documents);
+  let base = checkedAt;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    if (attempt > 0 && (await membershipsOf(documents).count({ workspaceId: base._id, role: 'owner' })) === 0) {
+      await undo();
+      throw conflict('a workspace keeps at least one owner: another owner was demoted or removed at the same time, so this change was not made; try again');
+    }
+    const { _v: version, ...body } = base;
+    try {
+      if (await workspaces.replace({ ...body, ownersVersion: (base.ownersVersion ?? 0) + 1 }, version)) return;
+    } finally {
+      managementChanged();
+    }
+    const fresh = await workspaces.get(base._id);
+    if (!fresh) return; // workspaces are not deleted
+    base = fresh;
+  }
+  await undo();
+  throw conflict(`the owners of workspace ${checkedAt._id} are being changed by others; try again`);
+}
+
+/** Makes the member an owner again (as they were before a change that could not commit), however their membership changed since. */
+async function restoreOwner(documents: DocumentStore, before: Membership): Promise<void> {
+  const memberships = membershipsOf(documents);
+  const { _v: _ignored, ...owner } = before as Stored<Membership>;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const current = await memberships.get(owner._id);
+    if (current?.role === 'owner') return;
+    if (!current) {
+      try {
+        await memberships.insert({ ...owner, role: 'owner' });
+        return;
+      } catch (error) {
+        if (!(error instanceof DuplicateKeyError)) throw error;
+        continue;
+      }
+    }
+    const { _v: version, ...body } = current;
+    if (await memberships.replace({ ...body, role: 'owner' }, version)) return;
+  }
+  throw new Error(`could not make user ${owner.userId} owner of workspace ${owner.workspaceId} again`);
 }
 
 export async function changeMemberRole(documents: DocumentStore, input: { workspaceId: string; actorRole: Role; userId: string; role: Role }): Promise<MemberView> {
@@ -121,19 +194,24 @@ export async function changeMemberRole(documents: DocumentStore, input: { worksp
   const current = await membershipsOf(documents).get(id);
   if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
   requireManageable(input.actorRole, current.role, input.role);
-  if (current.role === 'owner' && input.role !== 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
+  const checkedAt = current.role === 'owner' && input.role !== 'owner' ? await requireAnotherOwner(documents, input.workspaceId, input.userId) : null;
   // The checks hold for the copy they read; the write is made against the copy it replaces.
   // updateDocument retries from a fresh read when the member changed in between (an owner
   // promoting them, say), so the rules are checked again on that copy: an admin who read a
   // developer must not write over an owner. (A demotion's other-owner check is async; when the
   // fresh copy is an owner the first read was not, the write is refused and the request retried.)
+  // The copy the write replaced, when it was an owner's: a demotion to commit.
+  const written: { demoted: Membership | null } = { demoted: null };
   const updated = await updateDocument(membershipsOf(documents), id, 'membership', (m) => {
     requireManageable(input.actorRole, m.role, input.role);
     if (m.role === 'owner' && input.role !== 'owner' && current.role !== 'owner') {
       throw conflict(`the role of user ${input.userId} changed meanwhile; try again`);
     }
+    written.demoted = m.role === 'owner' && input.role !== 'owner' ? m : null;
     return m.role === input.role ? null : { ...m, role: input.role };
   });
+  const { demoted } = written;
+  if (demoted !== null && checkedAt !== null) await commitOwnerChange(documents, checkedAt, () => restoreOwner(documents, demoted));
   const user = await usersOf(documents).get(input.userId);
   return { userId: updated.userId, email: user?.email ?? '', role: updated.role, createdAt: updated.createdAt };
 }
@@ -144,13 +222,14 @@ export async function removeMember(documents: DocumentStore, input: { workspaceI
   const current = await membershipsOf(documents).get(id);
   if (!current) throw notFound(`user ${input.userId} is not a member of this workspace`);
   if (input.actorUserId !== input.userId) requireManageable(input.actorRole, current.role);
-  if (current.role === 'owner') await requireAnotherOwner(documents, input.workspaceId, input.userId);
+  const checkedAt = current.role === 'owner' ? await requireAnotherOwner(documents, input.workspaceId, input.userId) : null;
   // Deleted only as checked: a membership changed since (promoted to owner, say) is not removed
   // on the strength of a check made on its old role; the caller tries again and is checked anew.
   if (!(await membershipsOf(documents).delete(id, current._v))) {
     if (!(await membershipsOf(documents).get(id))) throw notFound(`user ${input.userId} is not a member of this workspace`);
     throw conflict(`the membership of user ${input.userId} changed meanwhile; try again`);
   }
+  if (checkedAt !== null) await commitOwnerChange(documents, checkedAt, () => restoreOwner(documents, current));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -213,38 +292,75 @@ const invitationView = (invitation: Invitation, workspace: Pick<Workspace, 'name
 
 const pending = (now: Date) => (invitation: Invitation) => invitation.expiresAt > now.toISOString();
 
+/** Reads inviters' memberships, each once however many invitations name it: the role of a user in a workspace, or null. */
+type InviterRoles = (invitation: Pick<Invitation, 'workspaceId' | 'invitedBy'>) => Promise<Role | null>;
+
+function inviterRoles(documents: DocumentStore): InviterRoles {
+  const read = new Map<string, Promise<Role | null>>();
+  return (invitation) => {
+    const id = membershipIdOf(invitation.workspaceId, invitation.invitedBy);
+    let role = read.get(id);
+    if (role === undefined) {
+      role = membershipsOf(documents).get(id).then((m) => m?.role ?? null);
+      read.set(id, role);
+    }
+    return role;
+  };
+}
+
+/**
+ * Whether an invitation is live: an accept of it by its invitee would be taken, because it has
+ * not lapsed and its inviter is still a member whose role may grant its role (an admin removed,
+ * or demoted to developer, no longer may). The one rule of the accept, both lists of pending
+ * invitations and the workspace's invitation slots: an invitation no accept could take is
+ * neither listed nor counted, and its slot is freed.
+ */
+async function isLive(invitation: Invitation, roleOf: InviterRoles, now: Date): Promise<boolean> {
+  if (!pending(now)(invitation)) return false;
+  const inviter = await roleOf(invitation);
+  return inviter !== null && canGrantRole(inviter, invitation.role);
+}
+
+/** Those of `invitations` that are live (isLive), in the same order. */
+async function liveOnes<I extends Invitation>(invitations: I[], roleOf: InviterRoles, now: Date): Promise<I[]> {
+  const live = await Promise.all(invitations.map((invitation) => isLive(invitation, roleOf, now)));
+  return invitations.filter((_invitation, i) => live[i]);
+}
+
 const invitationNotFound = (id: string) => notFound(`invitation ${id} not found`);
 
 /**
  * Claims a free slot of the workspace for `invitationId`: its id, or null when the workspace has
- * MAX_PENDING_INVITATIONS pending. The first free slot is taken by inserting it; a taken one
- * (../slots.ts) is freed if its invitation is gone, lapsed or holds another (see
- * freeStaleSlot), else the claim moves to the next. Accepting, declining and revoking free the
- * slot at once; a lapsed invitation's slot is freed by the next claim that finds it.
+ * MAX_PENDING_INVITATIONS live (isLive). The first free slot is taken by inserting it; a taken one
+ * (../slots.ts) is freed if its invitation is gone, no longer live (lapsed, or its inviter may no
+ * longer grant it) or holds another (see freeStaleSlot), else the claim moves to the next.
+ * Accepting, declining and revoking free the slot at once; the slot of an invitation that is no
+ * longer live is freed by the next claim that finds it.
  *
- * Pending invitations made before slots existed hold none: they take as many slots off the end
- * of the range. Their number never grows (a renewal keeps a pending one as it is; a lapsed one
+ * Live invitations made before slots existed hold none: they take as many slots off the end of
+ * the range. Their number never grows (a renewal keeps a live one as it is; one no longer live
  * is renewed as a new invitation, which claims a slot), so slots taken plus those never pass
  * the limit.
  */
 async function claimInvitationSlot(documents: DocumentStore, workspaceId: string, invitationId: string, now: Date): Promise<string | null> {
-  const unslotted = (await invitationsOf(documents).find({ where: { workspaceId } })).filter((i) => i.slot === undefined && pending(now)(i)).length;
+  const roleOf = inviterRoles(documents);
+  const unslotted = (await liveOnes((await invitationsOf(documents).find({ where: { workspaceId } })).filter((i) => i.slot === undefined), roleOf, now)).length;
   return claimSlot(slotsOf(documents), workspaceId, MAX_PENDING_INVITATIONS - unslotted,
-    (id) => ({ _id: id, workspaceId, invitationId, claimedAt: now.toISOString() }), (id) => freeStaleSlot(documents, id, now));
+    (id) => ({ _id: id, workspaceId, invitationId, claimedAt: now.toISOString() }), (id) => freeStaleSlot(documents, id, roleOf, now));
 }
 
 /**
- * Frees a slot whose invitation no longer holds it: lapsed (the invitation is deleted first,
- * compare-and-delete, so a renewal racing this either wins and keeps its slot or finds its
- * invitation gone and claims anew), or, ABANDONED_SLOT_MS after the claim, gone or holding
+ * Frees a slot whose invitation no longer holds it: no longer live (the invitation is deleted
+ * first, compare-and-delete, so a renewal racing this either wins and keeps its slot or finds
+ * its invitation gone and claims anew), or, ABANDONED_SLOT_MS after the claim, gone or holding
  * another slot. Whether the slot may be free now.
  */
-async function freeStaleSlot(documents: DocumentStore, id: string, now: Date): Promise<boolean> {
+async function freeStaleSlot(documents: DocumentStore, id: string, roleOf: InviterRoles, now: Date): Promise<boolean> {
   const taken = await slotsOf(documents).get(id);
   if (!taken) return true;
   const invitation = await invitationsOf(documents).get(taken.invitationId);
   if (invitation?.slot === id) {
-    if (pending(now)(invitation)) return false;
+    if (await isLive(invitation, roleOf, now)) return false;
     if (!(await invitationsOf(documents).delete(invitation._id, invitation._v))) return false;
   } else if (Date.parse(taken.claimedAt) > now.getTime() - ABANDONED_SLOT_MS) {
     return false; // its claimer may be about to insert the invitation holding it
@@ -287,14 +403,15 @@ export async function inviteMember(
     _id: id, workspaceId: workspace._id, email, role: input.role, invitedBy: input.actorUserId,
     createdAt: now.toISOString(), expiresAt: new Date(now.getTime() + INVITATION_TTL_MS).toISOString(),
   };
-  // A pending invitation is renewed in place and keeps its slot (or its lack of one); a lapsed
-  // one is deleted (compare-and-delete) and made anew, claiming a slot like any new invitation.
+  // A live invitation is renewed in place and keeps its slot (or its lack of one); one no longer
+  // live (lapsed, or its inviter may no longer grant it) is deleted (compare-and-delete) and made
+  // anew, claiming a slot like any new invitation.
   const renew = (current: Stored<Invitation>): Invitation => ({
     ...fresh, createdAt: current.createdAt, ...(current.slot === undefined ? {} : { slot: current.slot }),
   });
   for (let attempt = 0; attempt < 20; attempt++) {
     const current = await invitations.get(id);
-    if (current && pending(now)(current)) {
+    if (current && (await isLive(current, inviterRoles(documents), now))) {
       const stored = await invitations.replace(renew(current), current._v);
       if (stored) return invitationView(stored, workspace);
       continue;
@@ -317,18 +434,17 @@ export async function inviteMember(
   throw conflict(`the invitation of ${email} is being changed by others; try again`);
 }
 
-/** The workspace's pending invitations, oldest first (for its members, next to the members). */
+/** The workspace's pending (live: isLive) invitations, oldest first (for its members, next to the members). */
 export async function listWorkspaceInvitations(documents: DocumentStore, workspace: Workspace, now: Date): Promise<InvitationView[]> {
-  const found = await invitationsOf(documents).find({ where: { workspaceId: workspace._id } });
+  const found = await liveOnes(await invitationsOf(documents).find({ where: { workspaceId: workspace._id } }), inviterRoles(documents), now);
   return found
-    .filter(pending(now))
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a._id.localeCompare(b._id))
     .map((i) => invitationView(i, workspace));
 }
 
-/** The pending invitations for the user's email, oldest first. */
+/** The pending (live: isLive) invitations for the user's email, oldest first. */
 export async function listInvitationsFor(documents: DocumentStore, user: User, now: Date): Promise<InvitationView[]> {
-  const found = (await invitationsOf(documents).find({ where: { email: user.email } })).filter(pending(now));
+  const found = await liveOnes(await invitationsOf(documents).find({ where: { email: user.email } }), inviterRoles(documents), now);
   const workspaces = await Promise.all(found.map((i) => workspacesOf(documents).get(i.workspaceId)));
   return found
     .flatMap((invitation, i) => (workspaces[i] ? [invitationView(invitation, workspaces[i])] : []))
@@ -337,8 +453,8 @@ export async function listInvitationsFor(documents: DocumentStore, user: User, n
 
 /**
  * The invited user joins the workspace with the invitation's role. An invitation that is not
- * for this user's email, has lapsed, or whose inviter may no longer grant the role is 404, like
- * one that does not exist.
+ * for this user's email or is not live (isLive: lapsed, or its inviter may no longer grant the
+ * role) is 404, like one that does not exist.
  *
  * The invitation is taken (deleted at the version the decision read) before the membership is
  * made: an admin's revocation or renewal in between makes the delete miss, and the accept is
@@ -350,13 +466,13 @@ export async function acceptInvitation(documents: DocumentStore, user: User, inv
   const invitations = invitationsOf(documents);
   for (let attempt = 0; attempt < 20; attempt++) {
     const invitation = await invitations.get(invitationId);
-    if (!invitation || invitation.email !== user.email || !pending(now)(invitation)) throw invitationNotFound(invitationId);
-    const [workspace, inviter, membership] = await Promise.all([
+    if (!invitation || invitation.email !== user.email) throw invitationNotFound(invitationId);
+    const [workspace, live, membership] = await Promise.all([
       workspacesOf(documents).get(invitation.workspaceId),
-      getMembership(documents, invitation.workspaceId, invitation.invitedBy),
+      isLive(invitation, inviterRoles(documents), now),
       getMembership(documents, invitation.workspaceId, user._id),
     ]);
-    if (!workspace || !inviter || !canGrantRole(inviter.role, invitation.role)) throw invitationNotFound(invitationId);
+    if (!workspace || !live) throw invitationNotFound(invitationId);
     const alreadyMember = `you are already a member of workspace ${workspace._id}`;
     // Checked before the invitation is taken, so that a member's accept is refused without spending it.
     if (membership) throw conflict(alreadyMember);
