@@ -1,13 +1,16 @@
 // The Kafka log on a real broker (RELAY_KAFKA_BROKERS, e.g. from infra/engines/engines.sh up):
 // the shared contract, plus what depends on the broker's group coordination (members in two
 // clients, a SIGKILLed member, hand-over while a handler runs, handlers slower than the session,
-// a member kafkajs gives up on).
+// a member kafkajs gives up on), and the topics it creates (every record kept) or finds (kept as
+// they are, what differs warned of).
 import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel, type ConfigResourceTypes } from 'kafkajs';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { LogRecord } from '../infra/ports/log.ts';
 import { KafkaLog } from '../infra/kafka/log.ts';
-import type { KafkaLogOptions } from '../infra/kafka/log.ts';
+import type { KafkaLogLine, KafkaLogOptions } from '../infra/kafka/log.ts';
+import { TOPIC_MAX_MESSAGE_BYTES } from '../infra/kafka/topic-config.ts';
 import { partitionForKey } from '../infra/sqlite/partitioner.ts';
 import { keysByPartition } from './support/log-keys.ts';
 import { logContract } from './contracts/log.contract.ts';
@@ -418,6 +421,70 @@ function kafkaSuite(): void {
       assert.is(gate.opened, openedByA, 'a opened no connection after stop()');
     } finally {
       await Promise.all([logA.close(), logB.close()]);
+    }
+  });
+
+  test('ensureTopic creates a topic that keeps every record; one that existed is kept as it is, and what differs is warned of with the commands that change it', async () => {
+    const admin = new Kafka({ clientId: 'relay-test-topics', brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const lines: KafkaLogLine[] = [];
+    const log = await open({ logLine: (line) => void lines.push(line) });
+    const TOPIC = 2 as ConfigResourceTypes; // kafkajs's ConfigResourceTypes.TOPIC (see infra/kafka/log.ts)
+    const names = ['retention.ms', 'retention.bytes', 'cleanup.policy', 'max.message.bytes'];
+    const configOf = async (topic: string) => {
+      const { resources } = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: TOPIC, name: topic, configNames: names }] });
+      return Object.fromEntries(resources[0].configEntries.map((e) => [e.configName, e.configValue]));
+    };
+    const partitionsOf = async (topic: string) => (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions.length;
+    const about = (topic: string) => lines.filter((l) => l.fields.topic === topic);
+    const made = (topic: string, numPartitions: number, config: Record<string, string>) =>
+      admin.createTopics({ topics: [{ topic, numPartitions, configEntries: Object.entries(config).map(([name, value]) => ({ name, value })) }], waitForLeaders: true });
+    const brokerList = brokers.join(',');
+    try {
+      // Relay's own: every record kept, large records taken; made again, nothing to say.
+      const own = unique('kafka-own');
+      await log.ensureTopic(own, 3);
+      assert.equal(await configOf(own), { 'retention.ms': '-1', 'retention.bytes': '-1', 'cleanup.policy': 'delete', 'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES) });
+      assert.is(await partitionsOf(own), 3);
+      await log.ensureTopic(own, 3);
+      assert.equal(about(own), []);
+
+      // Fewer partitions, a retention of a day, the broker's 1 MB record limit (a consumer's auto-creation).
+      const fewer = unique('kafka-fewer');
+      await made(fewer, 2, { 'retention.ms': '86400000' });
+      const before = await configOf(fewer);
+      await log.ensureTopic(fewer, 3);
+      const [partitions, limit, retention] = [about(fewer).find((l) => 'partitions' in l.fields), about(fewer).find((l) => 'maxMessageBytes' in l.fields), about(fewer).find((l) => 'retentionMs' in l.fields)];
+      assert.equal(about(fewer).length, 3, about(fewer).map((l) => l.message).join('\n'));
+      assert.equal(partitions!.fields, { topic: fewer, partitions: 2, expectedPartitions: 3 });
+      assert.is(partitions!.level, 'warn');
+      assert.match(partitions!.message, `topic ${fewer} has 2 partitions, not the 3 Relay creates it with`);
+      assert.match(partitions!.message, 'at most 2 of its instances handle records, the others none');
+      assert.match(partitions!.message, `kafka-topics.sh --bootstrap-server ${brokerList} --alter --topic ${fewer} --partitions 3`);
+      assert.is(limit!.level, 'warn');
+      assert.match(limit!.message, `kafka-configs.sh --bootstrap-server ${brokerList} --alter --entity-type topics --entity-name ${fewer} --add-config max.message.bytes=${TOPIC_MAX_MESSAGE_BYTES}`);
+      assert.is(retention!.level, 'warn');
+      assert.equal(retention!.fields, { topic: fewer, retentionMs: '86400000', retentionBytes: '-1', cleanupPolicy: 'delete' });
+      assert.match(retention!.message, 'retention.ms=86400000: records are deleted after 1 day');
+      assert.match(retention!.message, `kafka-configs.sh --bootstrap-server ${brokerList} --alter --entity-type topics --entity-name ${fewer} --add-config retention.ms=-1`);
+      assert.equal(await configOf(fewer), before, 'the topic is left as it was');
+      assert.is(await partitionsOf(fewer), 2);
+
+      // More partitions, no time bound but a size bound and compaction.
+      const more = unique('kafka-more');
+      await made(more, 4, { 'retention.ms': '-1', 'retention.bytes': '1048576', 'cleanup.policy': 'compact', 'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES) });
+      await log.ensureTopic(more, 3);
+      assert.equal(about(more).length, 2, about(more).map((l) => l.message).join('\n'));
+      const [wider, compacted] = [about(more).find((l) => 'partitions' in l.fields), about(more).find((l) => 'retentionMs' in l.fields)];
+      assert.equal(wider!.fields, { topic: more, partitions: 4, expectedPartitions: 3 });
+      assert.match(wider!.message, 'up to 4 instances of each consumer group share them');
+      assert.match(compacted!.message, 'retention.bytes=1048576');
+      assert.match(compacted!.message, 'compaction keeps only the last event of each stream');
+      assert.match(compacted!.message, `--entity-name ${more} --add-config retention.bytes=-1,cleanup.policy=delete`);
+      assert.not.match(compacted!.message, 'retention.ms=');
+    } finally {
+      await log.close();
+      await admin.disconnect();
     }
   });
 

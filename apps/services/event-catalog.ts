@@ -12,6 +12,7 @@ import { SUPPRESSION_EVENT_DATA, SUPPRESSION_SCHEMA_VERSIONS, SUPPRESSION_STREAM
 import { SUPPRESSION_UPCASTS } from '../../domain/suppressions/upcast.ts';
 import { RecipientsChargedDataSchema, USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { USAGE_SCHEMA_VERSIONS } from '../../domain/usage/upcast.ts';
+import { TOPIC_CLEANUP_POLICY, TOPIC_MAX_MESSAGE_BYTES, TOPIC_RETENTION_BYTES, TOPIC_RETENTION_MS } from '../../infra/kafka/topic-config.ts';
 import { EVENTS_TOPIC_PARTITIONS } from '../pipeline/topics.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -154,7 +155,9 @@ export function asyncApiDocument(): Record<string, unknown> {
         'Every event Relay appends to its event store, as the forwarder publishes it to the Kafka topic `<namespace>.events` ' +
         '(RELAY_LOG_NAMESPACE, default relay) and as `relay events` and `relay events export` print it. Records are keyed by stream id: ' +
         'the events of one email keep their order; delivery is at least once, so a consumer may see a record again (same event id, ' +
-        'same revision) and must apply it once. Generated from the event schemas; see docs/analysing-events.md.',
+        'same revision) and must apply it once. Relay creates the topic keeping every event (retention.ms and retention.bytes -1, ' +
+        'cleanup.policy delete: the channel\'s Kafka binding), so a consumer group of your own reads the whole history from the beginning. ' +
+        'Generated from the event schemas; see docs/analysing-events.md.',
     },
     defaultContentType: 'application/json',
     servers: {
@@ -166,7 +169,21 @@ export function asyncApiDocument(): Record<string, unknown> {
         title: 'Every event, in the order the forwarder read them',
         parameters: { namespace: { description: 'RELAY_LOG_NAMESPACE', default: 'relay' } },
         messages: Object.fromEntries(catalog.map((entry) => [entry.type, { $ref: `#/components/messages/${entry.type}` }])),
-        bindings: { kafka: { partitions: EVENTS_TOPIC_PARTITIONS, bindingVersion: '0.5.0' } },
+        // The topic as Relay creates it (infra/kafka/topic-config.ts): every event kept,
+        // so that a group of an analyst's own reads the whole history from the beginning. A topic
+        // that existed before keeps its own configuration, and Relay warns of what differs.
+        bindings: {
+          kafka: {
+            partitions: EVENTS_TOPIC_PARTITIONS,
+            topicConfiguration: {
+              'cleanup.policy': [TOPIC_CLEANUP_POLICY],
+              'retention.ms': TOPIC_RETENTION_MS,
+              'retention.bytes': TOPIC_RETENTION_BYTES,
+              'max.message.bytes': TOPIC_MAX_MESSAGE_BYTES,
+            },
+            bindingVersion: '0.5.0',
+          },
+        },
       },
     },
     operations: {

@@ -5,7 +5,10 @@
 #   bash infra/engines/engines.sh env            print the export lines of running engines
 #   bash infra/engines/engines.sh status         say what runs (exit 3 if something does not)
 #   bash infra/engines/engines.sh down           stop all of them (either backend) and delete their data
-#   bash infra/engines/engines.sh install        only fetch/build/install (e.g. to warm a cache)
+#   bash infra/engines/engines.sh install        only fetch/build/install (e.g. to warm a cache, or to add
+#                                                what a cache from an older checkout lacks, such as the
+#                                                kafka-tools jar of the console consumer; engines that
+#                                                run are left alone)
 #
 # stdout carries only `export ...` lines; progress and errors go to stderr.
 # `up` is idempotent: engines that already run are left alone.

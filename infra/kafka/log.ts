@@ -21,6 +21,7 @@ import { RecordsTooLargeError, type ConsumeOptions, type ConsumerState, type Gro
 import { MAX_EVENT_BYTES } from '../events-topic.ts';
 import { checkOutgoingRecords } from '../log-records.ts';
 import { defaultInstanceName } from './instance-name.ts';
+import { TOPIC_CLEANUP_POLICY, TOPIC_MAX_MESSAGE_BYTES, TOPIC_RETENTION_BYTES, TOPIC_RETENTION_MS, topicConfigEntries } from './topic-config.ts';
 // Stops kafkajs's idle request-queue timer loop and its TimeoutNegativeWarning (see there).
 import './request-queue-fix.ts';
 
@@ -69,9 +70,7 @@ export interface KafkaLogOptions {
   pingTimeoutMs?: number;
   /**
    * max.message.bytes of topics this adapter creates, and the least it accepts of an existing
-   * one without a warning. Default 16 MiB: an email's event may be up to MAX_EVENT_BYTES (15 MiB,
-   * infra/events-topic.ts), and a record adds its key, headers and framing; Kafka's 1 MB default
-   * would stop the forwarder at the first large email.
+   * one without a warning. Default TOPIC_MAX_MESSAGE_BYTES, 16 MiB (infra/kafka/topic-config.ts).
    */
   maxMessageBytes?: number;
   /** How the clients open their broker connections (kafkajs's socketFactory, e.g. through a proxy). Default: plain TCP. */
@@ -87,6 +86,8 @@ export interface KafkaLogLine {
 }
 
 interface Settings {
+  /** The bootstrap brokers, comma-separated, as the commands in warnings take them. */
+  brokers: string;
   logLine: (line: KafkaLogLine) => void;
   /** `relay/<instance>`: every client of this log says it, and each group member's description shows it. */
   clientId: string;
@@ -161,6 +162,12 @@ const EARLIER_SELF_MARGIN_MS = 3000;
  * one group in one process, as tests have). Process-wide: each KafkaLog has a client of its own.
  */
 const consumingHere = new Map<string, number>();
+
+/** A retention in days, as people read it (2 decimals at most). */
+function days(ms: number): string {
+  const d = Math.round((ms / 86_400_000) * 100) / 100;
+  return `${d} day${d === 1 ? '' : 's'}`;
+}
 
 function describe(error: Error): string {
   return `${error.name}: ${error.message}`;
@@ -250,7 +257,8 @@ export class KafkaLog implements Log {
       maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
       partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 8,
       pingTimeoutMs: options.pingTimeoutMs ?? 3000,
-      maxMessageBytes: options.maxMessageBytes ?? 16 * 1024 * 1024,
+      maxMessageBytes: options.maxMessageBytes ?? TOPIC_MAX_MESSAGE_BYTES,
+      brokers: brokers.join(','),
     };
     const kafka = new Kafka({
       clientId: settings.clientId,
@@ -283,43 +291,119 @@ export class KafkaLog implements Log {
     return new KafkaLog(kafka, producer, admin, settings);
   }
 
-  /** Like Kafka's createTopics, an existing topic is left as it is, whatever its partition count. */
+  /**
+   * Creates the topic with the configuration of infra/kafka/topic-config.ts: every record kept
+   * (retention.ms and retention.bytes -1, cleanup.policy delete) and records as large as Relay's
+   * events. Like Kafka's createTopics, an existing topic is left as it is: one that differs from
+   * what Relay would create (its partition count, a smaller record limit, records deleted after a
+   * time or size, compaction) is said at warn, with the command that changes it, and never changed:
+   * the topic is the operator's.
+   */
   async ensureTopic(topic: string, partitions: number): Promise<void> {
     this.#assertOpen();
     nonEmptyString('topic', topic);
     if (!Number.isInteger(partitions) || partitions < 1) throw new TypeError(`partitions must be an integer >= 1, got ${String(partitions)}`);
     // Resolves once the partitions have leaders; false (not an error) when the topic exists.
     const created = await this.#admin.createTopics({
-      topics: [{ topic, numPartitions: partitions, configEntries: [{ name: 'max.message.bytes', value: String(this.#settings.maxMessageBytes) }] }],
+      topics: [{ topic, numPartitions: partitions, configEntries: topicConfigEntries(this.#settings.maxMessageBytes) }],
       waitForLeaders: true,
     });
     this.#knownTopics.add(topic);
-    if (!created) await this.#warnIfRecordLimitBelow(topic, this.#settings.maxMessageBytes);
+    if (!created) {
+      await this.#warnIfPartitionsDiffer(topic, partitions);
+      await this.#warnIfConfigDiffers(topic, this.#settings.maxMessageBytes);
+    }
   }
 
   /**
-   * A topic created elsewhere (by hand, by an older Relay, or with the broker's 1 MB default)
-   * may take smaller records than Relay's events need: the forwarder would then be refused the
-   * large ones, and could not go past them. Only said, never changed: the topic is the operator's.
+   * A topic that existed before (made by hand, or by a consumer that subscribed to it before
+   * Relay first started: Kafka's clients ask brokers to create the topics they subscribe to,
+   * and brokers do by default, with their num.partitions) keeps its partition count, which bounds
+   * how many instances of each consumer group get records.
    */
-  async #warnIfRecordLimitBelow(topic: string, needed: number): Promise<void> {
-    let value: string | undefined;
+  async #warnIfPartitionsDiffer(topic: string, expected: number): Promise<void> {
+    const { logLine, brokers } = this.#settings;
+    let actual: number;
     try {
-      const { resources } = await this.#admin.describeConfigs({
-        includeSynonyms: false,
-        resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: ['max.message.bytes'] }],
-      });
-      value = resources[0]?.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue;
+      const { topics } = await this.#admin.fetchTopicMetadata({ topics: [topic] });
+      actual = topics.find((t) => t.name === topic)?.partitions.length ?? 0;
     } catch (error) {
-      this.#settings.logLine({ level: 'warn', source: 'kafka-log', message: `could not read max.message.bytes of topic ${topic} (${describe(errorOf(error))}); it must be at least ${needed}`, fields: { topic } });
+      logLine({ level: 'warn', source: 'kafka-log', message: `could not read the partitions of topic ${topic} (${describe(errorOf(error))}); it should have ${expected}`, fields: { topic, expectedPartitions: expected } });
       return;
     }
+    if (actual === expected || actual === 0) return;
+    const partitionsOf = (n: number) => `${n} partition${n === 1 ? '' : 's'}`;
+    const meaning = actual < expected
+      ? `each consumer group (each processor's, each analyst's) shares ${partitionsOf(actual)}: at most ${actual} of its instances handle records, the others none; ` +
+        `and a record whose handler keeps failing holds up, while it is retried, ${actual === 1 ? 'every record behind it' : `the records behind it in its partition (1/${actual} of all)`}. ` +
+        `While the topic holds no record, grow it: kafka-topics.sh --bootstrap-server ${brokers} --alter --topic ${topic} --partitions ${expected} ` +
+        '(with records in it, new partitions send the later events of a stream to another partition than its earlier ones, out of order)'
+      : `up to ${actual} instances of each consumer group share them, more than the ${expected} the documentation counts on; nothing else changes`;
+    logLine({
+      level: 'warn', source: 'kafka-log', fields: { topic, partitions: actual, expectedPartitions: expected },
+      message: `topic ${topic} has ${partitionsOf(actual)}, not the ${expected} Relay creates it with (it existed already: made by hand, or auto-created by a consumer ` +
+        `that subscribed before Relay first started, with the broker's num.partitions); Relay does not change it: ${meaning}`,
+    });
+  }
+
+  /**
+   * A topic created elsewhere (by hand, by an older Relay, by a consumer's auto-creation) has
+   * the broker's defaults: a 1 MB record limit, smaller than Relay's events may need (the
+   * forwarder would be refused the large ones, and could not go past them), and records deleted
+   * after 7 days, while analysts are told to read every event from the beginning. Only said,
+   * never changed: the topic is the operator's.
+   */
+  async #warnIfConfigDiffers(topic: string, needed: number): Promise<void> {
+    const { logLine, brokers } = this.#settings;
+    const names = ['max.message.bytes', 'retention.ms', 'retention.bytes', 'cleanup.policy'];
+    let config: Map<string, string>;
+    try {
+      const { resources } = await this.#admin.describeConfigs({ includeSynonyms: false, resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: names }] });
+      config = new Map((resources[0]?.configEntries ?? []).map((e) => [e.configName, e.configValue]));
+    } catch (error) {
+      logLine({
+        level: 'warn', source: 'kafka-log', fields: { topic },
+        message: `could not read the configuration of topic ${topic} (${describe(errorOf(error))}); it needs max.message.bytes of at least ${needed}, ` +
+          `and should keep every record (retention.ms=${TOPIC_RETENTION_MS}, retention.bytes=${TOPIC_RETENTION_BYTES}, cleanup.policy=${TOPIC_CLEANUP_POLICY})`,
+      });
+      return;
+    }
+    const alter = `kafka-configs.sh --bootstrap-server ${brokers} --alter --entity-type topics --entity-name ${topic} --add-config`;
+
+    const value = config.get('max.message.bytes');
     const limit = Number(value);
-    if (value !== undefined && Number.isFinite(limit) && limit >= needed) return;
-    this.#settings.logLine({
-      level: 'warn', source: 'kafka-log', fields: { topic },
-      message: `topic ${topic} has max.message.bytes ${value ?? 'unknown'}, below the ${needed} Relay needs (an email's event may be up to ${MAX_EVENT_BYTES} bytes): ` +
-        `larger records will be refused and the forwarder cannot go past them; raise it (kafka-configs.sh --alter --entity-type topics --entity-name ${topic} --add-config max.message.bytes=${needed})`,
+    if (value === undefined || !Number.isFinite(limit) || limit < needed) {
+      logLine({
+        level: 'warn', source: 'kafka-log', fields: { topic, maxMessageBytes: value ?? null },
+        message: `topic ${topic} has max.message.bytes ${value ?? 'unknown'}, below the ${needed} Relay needs (an email's event may be up to ${MAX_EVENT_BYTES} bytes): ` +
+          `larger records will be refused and the forwarder cannot go past them; raise it (${alter} max.message.bytes=${needed})`,
+      });
+    }
+
+    // What makes the topic lose records: a time bound, a size bound, compaction.
+    const bounds: string[] = [];
+    const lifts: string[] = [];
+    const retentionMs = config.get('retention.ms');
+    if (retentionMs !== undefined && Number(retentionMs) >= 0) {
+      bounds.push(`retention.ms=${retentionMs}: records are deleted after ${days(Number(retentionMs))}`);
+      lifts.push(`retention.ms=${TOPIC_RETENTION_MS}`);
+    }
+    const retentionBytes = config.get('retention.bytes');
+    if (retentionBytes !== undefined && Number(retentionBytes) >= 0) {
+      bounds.push(`retention.bytes=${retentionBytes}: a partition's oldest records are deleted past that size`);
+      lifts.push(`retention.bytes=${TOPIC_RETENTION_BYTES}`);
+    }
+    const policy = config.get('cleanup.policy');
+    if (policy !== undefined && policy.split(',').map((p) => p.trim()).includes('compact')) {
+      bounds.push(`cleanup.policy=${policy}: compaction keeps only the last event of each stream (the record key)`);
+      lifts.push(`cleanup.policy=${TOPIC_CLEANUP_POLICY}`);
+    }
+    if (bounds.length === 0) return;
+    logLine({
+      level: 'warn', source: 'kafka-log', fields: { topic, retentionMs: retentionMs ?? null, retentionBytes: retentionBytes ?? null, cleanupPolicy: policy ?? null },
+      message: `topic ${topic} does not keep every record (${bounds.join('; ')}), unlike the topic Relay creates and the event catalog describes: ` +
+        `a consumer group that starts from the beginning later, or is down for longer, silently misses what was deleted meanwhile; ` +
+        `Relay does not change it: lift it with ${alter} ${lifts.join(',')}`,
     });
   }
 
