@@ -329,6 +329,15 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     // The route's path parameters and query refuse the request whatever its body: before the
     // body is read, and before 100 Continue (after the key or session, which onRequest checked).
     checkRequestTarget(request);
+    // A body in a content coding Relay does not decode would be read as the JSON itself (gzip's
+    // bytes refused as "not UTF-8"): 415, naming the coding, with the codings accepted (RFC 9110
+    // 15.5.16); here, after the route's key, session and Origin checks, as every refusal of the
+    // request itself.
+    const coding = contentCodingProblem(request.raw);
+    if (coding !== null) {
+      reply.header('accept-encoding', 'identity');
+      throw new RelayError('unsupported_content_encoding', coding);
+    }
     if (arriving) stop.reading(request, reply);
     if (request.headers['transfer-encoding'] === undefined) {
       const declared = declaredLength(request);
@@ -379,13 +388,6 @@ export function installConnectionLimits(app: FastifyInstance, limits: Connection
     if (request.is404) {
       request.routeOptions.handler.call(app, request, reply);
       return reply;
-    }
-    // A body in a content coding Relay does not decode would be read as the JSON itself (gzip's
-    // bytes refused as "not UTF-8"): 415, naming the coding, with the codings accepted (RFC 9110 15.5.16).
-    const coding = contentCodingProblem(request.raw);
-    if (coding !== null) {
-      reply.header('accept-encoding', 'identity');
-      throw new RelayError('unsupported_content_encoding', coding);
     }
   });
 
