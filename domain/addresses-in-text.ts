@@ -140,6 +140,10 @@ function* literalAddresses(text: string): Generator<Found> {
   const lastAt = text.lastIndexOf('@');
   let dotAtomEnd = -1;
   let quoted = { close: -1, until: -1 };
+  // The domain after an @ is read once, whatever the number of local-part starts that reach that
+  // @ (every start of a long dot-atom does): an unclosed address literal is not read again from each.
+  let domainAt = -1;
+  let domainEnd = -1;
   for (let p = 0; p < lastAt; p++) {
     const code = text.charCodeAt(p);
     let at = -1;
@@ -151,9 +155,13 @@ function* literalAddresses(text: string): Generator<Found> {
       if (text.charCodeAt(dotAtomEnd) === AT) at = dotAtomEnd;
     }
     if (at < 0) continue;
-    DOMAIN.lastIndex = at + 1;
-    if (DOMAIN.exec(text) === null) continue;
-    const end = DOMAIN.lastIndex;
+    if (at !== domainAt) {
+      domainAt = at;
+      DOMAIN.lastIndex = at + 1;
+      domainEnd = DOMAIN.exec(text) === null ? -1 : DOMAIN.lastIndex;
+    }
+    if (domainEnd < 0) continue;
+    const end = domainEnd;
     yield { start: p, end, address: text.slice(p, end) };
     p = end - 1;
   }

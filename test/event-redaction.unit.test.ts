@@ -81,7 +81,7 @@ test('an address URL-encoded in the headers, metadata or text (its @ as %40, oth
   assert.equal(redactEvent(event('RecipientReported', { diagnosticCode: 'to user%40relay@example.org' })).data, { diagnosticCode: `to ${hashAddress('user%40relay@example.org')}` });
 });
 
-test('a value of 1 MB that a pattern would try again from each character (%40s and letters, dots, escaped quotes) is redacted without holding the process', async () => {
+test('a value of 1 MB that a pattern would try again from each character (%40s and letters, dots, escaped quotes, an unclosed address literal) is redacted without holding the process', async () => {
   const MB = 1 << 20;
   const a97 = 'a'.repeat(97);
   // Each with its addresses redacted: in the first, every other %40 joins the letters around it;
@@ -91,6 +91,8 @@ test('a value of 1 MB that a pattern would try again from each character (%40s a
     ['ann%2B'.repeat(MB / 6) + '%40', (redacted) => redacted.endsWith('ann%2B%40')],
     ['a.'.repeat(MB / 2) + '@', (redacted) => redacted.endsWith('a.@')],
     ['"' + '\\"'.repeat(MB / 2) + '@x', (redacted) => redacted.endsWith('\\"@x')],
+    // An address literal never closed, after a long local part: its domain is read once, not from each start.
+    ['a'.repeat(MB / 2) + '@[' + '1'.repeat(MB / 2), (redacted) => redacted === `${'a'.repeat(MB / 2)}@[${'1'.repeat(MB / 2)}`],
   ];
   for (const [value, redactedWell] of values) {
     const { result, stallMs } = await longestStall(async () => redactEvent(event('EmailAccepted', { metadata: { value } })));
