@@ -5,9 +5,9 @@
 // Invalid input throws SendingDomainInputError; `field` names the offending input so an
 // HTTP layer can map it to a 422 on that property.
 import { asciiDomainName, canonicalHost, labelProblem } from './dns-names.ts';
-import { isSpf, spfPassMechanisms, walkSpf, type SpfAt } from './spf.ts';
+import { isSpf, spfPassMechanisms, walkSpf, type SpfDns, type SpfEquivalents, type SpfQuestion } from './spf.ts';
 
-export { SPF_LOOKUP_LIMIT } from './spf.ts';
+export { SPF_LOOKUP_LIMIT, SPF_VOID_LOOKUP_LIMIT } from './spf.ts';
 
 export class SendingDomainInputError extends Error {
   readonly field: string;
@@ -187,17 +187,29 @@ export function splitTxtValue(value: string, size = 255): string[] {
 // ---------------------------------------------------------------------------------------
 // Verification
 
+/**
+ * What verification asks DNS about: the records' own types, and the addresses (A, AAAA) and MX
+ * records the a, mx and exists terms of an SPF record name (for the void lookup limit).
+ */
+export type DnsQuestionType = DnsRecordType | 'A' | 'AAAA';
+
+export interface DnsQuestion {
+  name: string;
+  type: DnsQuestionType;
+}
+
 /** What a resolver said for one name and type. */
 export type DnsAnswer =
   /** Each TXT record as the character-strings it was published in. */
   | { name: string; type: 'TXT'; kind: 'answer'; txt: string[][] }
   | { name: string; type: 'MX'; kind: 'answer'; mx: Array<{ exchange: string; priority: number }> }
+  | { name: string; type: 'A' | 'AAAA'; kind: 'answer'; addresses: string[] }
   /** The name does not exist at all. */
-  | { name: string; type: DnsRecordType; kind: 'nxdomain' }
+  | { name: string; type: DnsQuestionType; kind: 'nxdomain' }
   /** The name exists but has no record of this type. */
-  | { name: string; type: DnsRecordType; kind: 'nodata' }
+  | { name: string; type: DnsQuestionType; kind: 'nodata' }
   /** No usable answer (timeout, SERVFAIL, refused…): says nothing about the records. */
-  | { name: string; type: DnsRecordType; kind: 'error'; code: string; message: string };
+  | { name: string; type: DnsQuestionType; kind: 'error'; code: string; message: string };
 
 export type CheckStatus = 'ok' | 'missing' | 'mismatch' | 'error';
 
@@ -275,48 +287,99 @@ function judgeDkim(record: DnsRecord, txt: string[]): Judgement {
   return { status: 'mismatch', message: `DKIM record at ${record.name} does not hold the expected public key` };
 }
 
-/** What the answers say at each name, for the SPF walk. */
-function spfAtOf(answers: readonly DnsAnswer[]): SpfAt {
-  const byName = new Map<string, DnsAnswer>();
-  for (const answer of answers) if (answer.type === 'TXT') byName.set(canonicalHost(answer.name), answer);
-  return (name) => {
-    const answer = byName.get(canonicalHost(name));
-    if (answer === undefined) return undefined;
-    if (answer.kind === 'error') return { failed: { code: answer.code, message: answer.message } };
-    return { spf: answer.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')).filter(isSpf) : [] };
+/** The answers by `type name`. */
+type AnswersByKey = ReadonlyMap<string, DnsAnswer>;
+
+const answerKey = (type: DnsQuestionType, name: string) => `${type} ${canonicalHost(name)}`;
+
+function answersByKey(answers: readonly DnsAnswer[]): AnswersByKey {
+  const byKey = new Map<string, DnsAnswer>();
+  for (const answer of answers) byKey.set(answerKey(answer.type, answer.name), answer);
+  return byKey;
+}
+
+/** Whether an answer holds records of its type. */
+function holdsRecords(answer: DnsAnswer): boolean {
+  if (answer.kind !== 'answer') return false;
+  if (answer.type === 'TXT') return answer.txt.length > 0;
+  if (answer.type === 'MX') return answer.mx.length > 0;
+  return answer.addresses.length > 0;
+}
+
+/** What the answers say, for the SPF walk. */
+function spfDnsOf(byKey: AnswersByKey): SpfDns {
+  return {
+    spfAt: (name) => {
+      const answer = byKey.get(answerKey('TXT', name));
+      if (answer === undefined) return undefined;
+      if (answer.kind === 'error') return { failed: { code: answer.code, message: answer.message } };
+      return { spf: answer.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')).filter(isSpf) : [] };
+    },
+    hostAt: (name, type) => {
+      const answer = byKey.get(answerKey(type, name));
+      if (answer === undefined) return undefined;
+      if (answer.kind === 'error') return { failed: { code: answer.code, message: answer.message } };
+      return holdsRecords(answer) ? 'records' : 'void';
+    },
   };
 }
 
+/** The MX hosts DNS answered at `name` (canonical), none when it was not asked or has none. */
+function mxHostsAt(byKey: AnswersByKey, name: string): string[] {
+  const answer = byKey.get(answerKey('MX', name));
+  return answer?.kind === 'answer' && answer.type === 'MX' ? answer.mx.map((m) => canonicalHost(m.exchange)) : [];
+}
+
 /**
- * The TXT lookups verification needs beyond `answers` to follow the include: and redirect=
- * terms of the SPF records: the next record each walk reaches and has no answer for. Looking
- * them up and asking again ends within SPF_LOOKUP_LIMIT rounds: each round's names are new,
- * and a walk follows at most that many.
+ * The terms that authorise Relay as `required` does in the MAIL FROM record published at
+ * `name`. RFC 7208 5.4: `mx` there (or `mx:<name>` anywhere) authorises the addresses of the
+ * name's MX hosts; when Relay's mechanism is `a:<mail host>` (5.3: the mail host's addresses)
+ * and the MX that verification checks points to the mail host, it authorises them too. A
+ * receiver evaluates at most 10 MX hosts (4.6.4).
  */
-export function spfLookupsNeeded(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): Array<Pick<DnsRecord, 'name' | 'type'>> {
-  const spfAt = spfAtOf(answers);
-  const needed = new Map<string, Pick<DnsRecord, 'name' | 'type'>>();
+function spfEquivalents(name: string, required: string, byKey: AnswersByKey): SpfEquivalents | null {
+  if (!required.startsWith('a:')) return null;
+  const host = canonicalHost(required.slice('a:'.length));
+  const mx = mxHostsAt(byKey, name);
+  if (!mx.includes(host) || mx.length > 10) return null;
+  const at = canonicalHost(name);
+  return { anywhere: [`mx:${at}`], atTop: ['mx'], because: `the MX of ${at} is ${host}` };
+}
+
+/**
+ * The lookups verification needs beyond `answers` to evaluate the SPF records as receivers do:
+ * the records their include: and redirect= terms lead to, and the names their a, mx and exists
+ * terms ask about before Relay's mechanism (void lookups), as far as each walk gets. Looking
+ * them up and asking again ends within SPF_LOOKUP_LIMIT rounds: each round's questions are new,
+ * a round answers all a walk met up to the next record it has to open, and a walk opens at
+ * most that many.
+ */
+export function spfLookupsNeeded(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): DnsQuestion[] {
+  const byKey = answersByKey(answers);
+  const dns = spfDnsOf(byKey);
+  const needed = new Map<string, SpfQuestion>();
   for (const record of records) {
     if (record.type !== 'TXT' || record.purpose !== 'mail_from_spf') continue;
-    const answer = spfAt(record.name);
+    const answer = dns.spfAt(record.name);
     const spf = answer && 'spf' in answer ? answer.spf : [];
     if (spf.length !== 1) continue;
     for (const required of spfPassMechanisms(record.value)) {
-      const walk = walkSpf(record.name, spf[0], required, spfAt);
-      if (walk.kind === 'needs') needed.set(walk.name, { name: walk.name, type: 'TXT' });
+      const walk = walkSpf(record.name, spf[0], required, dns, spfEquivalents(record.name, required, byKey));
+      if (walk.kind === 'needs') for (const question of walk.questions) needed.set(`${question.type} ${question.name}`, question);
     }
   }
   return [...needed.values()];
 }
 
-function judgeSpf(record: DnsRecord, txt: string[], spfAt: SpfAt): Judgement {
+function judgeSpf(record: DnsRecord, txt: string[], byKey: AnswersByKey): Judgement {
   const spf = txt.filter(isSpf);
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) record at ${record.name}` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.name}; receivers treat that as a permanent error (RFC 7208 4.5): keep one` };
   const reached: string[] = [];
   const lacking: string[] = [];
+  const dns = spfDnsOf(byKey);
   for (const required of spfPassMechanisms(record.value)) {
-    const walk = walkSpf(record.name, spf[0], required, spfAt);
+    const walk = walkSpf(record.name, spf[0], required, dns, spfEquivalents(record.name, required, byKey));
     switch (walk.kind) {
       case 'pass':
         reached.push(walk.via.length === 0 ? required : `${required} through ${walk.via.join(', then ')}`);
@@ -330,20 +393,147 @@ function judgeSpf(record: DnsRecord, txt: string[], spfAt: SpfAt): Judgement {
         return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${required}: ${walk.reason}${why}` };
       }
       case 'failed':
-        return { status: 'error', message: `Looking up TXT ${walk.name} (for ${walk.term} in the SPF of ${record.name}) failed (${walk.code}): ${walk.message}` };
+        return { status: 'error', message: `Looking up ${walk.type} ${walk.name} (for ${walk.term} in the SPF of ${record.name}) failed (${walk.code}): ${walk.message}` };
       case 'needs':
-        return { status: 'error', message: `TXT ${walk.name} (in the SPF of ${record.name}) was not looked up` };
+        return { status: 'error', message: `${walk.questions.map((q) => `${q.type} ${q.name}`).join(', ')} (in the SPF of ${record.name}) not looked up` };
     }
   }
   if (lacking.length > 0) return { status: 'mismatch', message: `SPF record at ${record.name} does not authorise ${lacking.join(' ')} (before any "all", following include: and redirect=)` };
   return { status: 'ok', message: `SPF at ${record.name} authorises ${reached.join(' ')}` };
 }
 
-function judgeDmarc(record: DnsRecord, txt: string[]): Judgement {
-  const dmarc = txt.filter((t) => /^v\s*=\s*DMARC1\s*(;|$)/.test(t));
-  if (dmarc.length === 1) return { status: 'ok', message: `DMARC policy published at ${record.name}` };
+// ---------------------------------------------------------------------------------------
+// DMARC (RFC 7489)
+
+/**
+ * The organizational domain of a domain name (RFC 7489 3.2: the public suffix list's
+ * registrable domain), or null when it has none. Given by the caller: the list is data
+ * infra/ holds.
+ */
+export type OrganizationalDomainOf = (domain: string) => string | null;
+
+export interface VerificationOptions {
+  /** Without it, a domain without a DMARC record of its own is not looked up further. */
+  organizationalDomain?: OrganizationalDomainOf;
+}
+
+const DMARC_POLICIES = new Set(['none', 'quarantine', 'reject']);
+// RFC 7489 6.4: dmarc-version = "v" *WSP "=" *WSP %x44 %x4d %x41 %x52 %x43 %x31. A quoted ABNF
+// string matches in any case (RFC 5234 2.3), so "V=DMARC1" is a DMARC record; the hex "DMARC1"
+// only as written.
+const DMARC_VERSION = /^[vV][ \t]*=[ \t]*DMARC1[ \t]*(?:;|$)/;
+// RFC 7489 6.4 dmarc-uri: an RFC 3986 URI (a scheme, ":" and URI characters; "," and "!" are
+// separators there), with an optional "!" size.
+const REPORTING_URI = /^[a-z][a-z0-9+.-]*:(?:[a-z0-9\-._~:/?#[\]@$&'()*+;=]|%[0-9a-f]{2})*(?:![0-9]+[kmgt]?)?$/i;
+
+const isDmarcRecord = (text: string) => DMARC_VERSION.test(text.trim());
+
+/**
+ * What receivers do with one DMARC record (RFC 7489 6.3, 6.4, 6.6.3). policy: they apply its p=
+ * (for a subdomain, its sp= when it has one); reports: its p= is missing or invalid (or its sp=
+ * invalid) but its rua= holds a reporting URI, so they apply it as p=none; ignored: the same
+ * without a reporting URI, so they apply no policy; malformed: no tag-list (RFC 6376 3.2, whose
+ * syntax DMARC's follows), which receivers that keep to the RFC ignore. Tag names match in any
+ * case, as the ABNF's quoted strings do, and so do the policy values.
+ */
+type DmarcReading =
+  | { kind: 'policy'; policy: string; tag: 'p' | 'sp' }
+  | { kind: 'reports' | 'ignored' | 'malformed'; problem: string };
+
+function readDmarc(text: string, forSubdomain: boolean): DmarcReading {
+  const tags = new Map<string, string>();
+  for (const spec of text.trim().split(';')) {
+    if (spec.trim() === '') continue;
+    const eq = spec.indexOf('=');
+    const tag = spec.slice(0, Math.max(eq, 0)).trim().toLowerCase();
+    if (eq < 0 || tag === '') return { kind: 'malformed', problem: `"${spec.trim()}" is no tag=value` };
+    if (tags.has(tag)) return { kind: 'malformed', problem: `${tag}= is given twice` };
+    tags.set(tag, spec.slice(eq + 1).trim());
+  }
+  const p = tags.get('p');
+  const sp = tags.get('sp');
+  const valid = (value: string) => DMARC_POLICIES.has(value.toLowerCase());
+  let problem: string;
+  if (p === undefined) problem = 'has no p= tag';
+  else if (!valid(p)) problem = `has p=${p}, which is no policy`;
+  else if (sp !== undefined && !valid(sp)) problem = `has sp=${sp}, which is no policy`;
+  else return forSubdomain && sp !== undefined ? { kind: 'policy', policy: sp.toLowerCase(), tag: 'sp' } : { kind: 'policy', policy: p.toLowerCase(), tag: 'p' };
+  problem = `${problem} (none, quarantine or reject)`;
+  const rua = tags.get('rua');
+  const reports = rua !== undefined && rua.split(',').some((uri) => REPORTING_URI.test(uri.trim()));
+  return { kind: reports ? 'reports' : 'ignored', problem };
+}
+
+/** What receivers do with a DMARC record that holds no valid policy, as a message says it of the record. */
+function readingSaid(reading: Exclude<DmarcReading, { kind: 'policy' }>): string {
+  switch (reading.kind) {
+    case 'reports': return `${reading.problem}, and asks for aggregate reports (rua=), so receivers apply it as p=none (RFC 7489 6.6.3)`;
+    case 'ignored': return `${reading.problem}, so receivers apply no DMARC policy with it (RFC 7489 6.6.3)`;
+    case 'malformed': return `is malformed: ${reading.problem}; receivers that keep to RFC 7489 6.3 ignore it`;
+  }
+}
+
+/** The name of the organizational domain's DMARC record for the record `name` (`_dmarc.<domain>`), or null when it is the same name or there is none. */
+function organizationalDmarcName(name: string, options: VerificationOptions): string | null {
+  const domain = canonicalHost(name).replace(/^_dmarc\./, '');
+  const organizational = options.organizationalDomain?.(domain) ?? null;
+  if (organizational === null) return null;
+  const at = canonicalHost(organizational);
+  return at === domain ? null : `_dmarc.${at}`;
+}
+
+/** The DMARC records among the TXT records of an answer. */
+function dmarcRecordsIn(answer: DnsAnswer | undefined): string[] {
+  return answer?.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')).filter(isDmarcRecord) : [];
+}
+
+/**
+ * The TXT lookup of the organizational domain's DMARC record (RFC 7489 6.6.3) for each domain
+ * whose own name answered none (NXDOMAIN, no TXT, or no DMARC record among them), when not
+ * asked yet.
+ */
+export function dmarcLookupsNeeded(records: readonly DnsRecord[], answers: readonly DnsAnswer[], options: VerificationOptions): DnsQuestion[] {
+  const byKey = answersByKey(answers);
+  const needed: DnsQuestion[] = [];
+  for (const record of records) {
+    if (record.purpose !== 'dmarc') continue;
+    const own = byKey.get(answerKey('TXT', record.name));
+    if (own === undefined || own.kind === 'error' || dmarcRecordsIn(own).length > 0) continue;
+    const organizational = organizationalDmarcName(record.name, options);
+    if (organizational !== null && !byKey.has(answerKey('TXT', organizational))) needed.push({ name: organizational, type: 'TXT' });
+  }
+  return needed;
+}
+
+/** The DMARC policy the domain inherits from its organizational domain's record at `name`, when it has none of its own. */
+function judgeOrganizationalDmarc(record: DnsRecord, name: string, answer: DnsAnswer | undefined): Judgement {
+  const none = `No DMARC record at ${record.name}`;
+  const theirs = `the organizational domain's ${name}`;
+  if (answer === undefined) return { status: 'error', message: `${none}; TXT ${name} (the organizational domain's) was not looked up` };
+  if (answer.kind === 'error') return { status: 'error', message: `${none}; looking up TXT ${name} (the organizational domain's) failed (${answer.code}): ${answer.message}` };
+  const dmarc = dmarcRecordsIn(answer);
+  if (dmarc.length === 0) return { status: 'missing', message: `No DMARC policy at ${record.name}, nor at ${theirs} (recommended, not required): ${record.value}` };
+  if (dmarc.length > 1) return { status: 'missing', message: `${none}, and ${dmarc.length} at ${theirs}; receivers ignore them all. Recommended: ${record.value}` };
+  const reading = readDmarc(dmarc[0], true);
+  const domain = canonicalHost(record.name).replace(/^_dmarc\./, '');
+  const applied = `receivers apply it to ${domain}, which has no DMARC record of its own (RFC 7489 6.6.3). Nothing to publish at ${record.name}: a record there would replace it`;
+  if (reading.kind === 'policy') return { status: 'ok', message: `DMARC policy ${reading.tag}=${reading.policy} inherited from ${theirs}: ${applied}` };
+  if (reading.kind === 'reports') return { status: 'ok', message: `DMARC policy p=none inherited from ${theirs}, whose record ${readingSaid(reading)}: ${applied}` };
+  return { status: 'mismatch', message: `${none}, and the record at ${theirs}, which receivers would apply instead, ${readingSaid(reading)}: correct it there, or publish ${record.value} at ${record.name}` };
+}
+
+function judgeDmarc(record: DnsRecord, answer: DnsAnswer, byKey: AnswersByKey, options: VerificationOptions): Judgement {
+  const dmarc = dmarcRecordsIn(answer);
+  if (dmarc.length === 1) {
+    const reading = readDmarc(dmarc[0], false);
+    if (reading.kind === 'policy') return { status: 'ok', message: `DMARC policy p=${reading.policy} published at ${record.name}` };
+    if (reading.kind === 'reports') return { status: 'ok', message: `DMARC record at ${record.name} ${readingSaid(reading)}` };
+    return { status: 'mismatch', message: `DMARC record at ${record.name} ${readingSaid(reading)}. Recommended: ${record.value}` };
+  }
   // Receivers ignore every DMARC record when there are several (RFC 7489 6.6.3).
   if (dmarc.length > 1) return { status: 'missing', message: `${dmarc.length} DMARC records at ${record.name}; receivers ignore them all. Recommended: ${record.value}` };
+  const organizational = organizationalDmarcName(record.name, options);
+  if (organizational !== null) return judgeOrganizationalDmarc(record, organizational, byKey.get(answerKey('TXT', organizational)));
   return { status: 'missing', message: `No DMARC policy at ${record.name} (recommended, not required): ${record.value}` };
 }
 
@@ -354,15 +544,16 @@ function judgeMx(record: DnsRecord, mx: Array<{ exchange: string; priority: numb
   return { status: 'mismatch', message: `MX at ${record.name} does not point to ${want}` };
 }
 
-function judge(record: DnsRecord, answer: DnsAnswer | undefined, spfAt: SpfAt): Judgement & { found: string[] } {
+function judge(record: DnsRecord, byKey: AnswersByKey, options: VerificationOptions): Judgement & { found: string[] } {
   const what = `${record.type} ${record.name}`;
+  const answer = byKey.get(answerKey(record.type, record.name));
   if (!answer) return { status: 'error', found: [], message: `${what} was not looked up` };
   if (answer.kind === 'error') return { status: 'error', found: [], message: `Looking up ${what} failed (${answer.code}): ${answer.message}` };
-  const judged = judgeAnswer(record, answer, spfAt);
-  return answer.kind === 'nxdomain' ? { ...judged, message: `${judged.message} (the name does not exist in DNS)` } : judged;
+  const judged = judgeAnswer(record, answer, byKey, options);
+  return answer.kind === 'nxdomain' && judged.status !== 'ok' ? { ...judged, message: `${judged.message} (the name does not exist in DNS)` } : judged;
 }
 
-function judgeAnswer(record: DnsRecord, answer: DnsAnswer, spfAt: SpfAt): Judgement & { found: string[] } {
+function judgeAnswer(record: DnsRecord, answer: DnsAnswer, byKey: AnswersByKey, options: VerificationOptions): Judgement & { found: string[] } {
   if (record.type === 'MX') {
     const mx = answer.kind === 'answer' && answer.type === 'MX' ? answer.mx : [];
     return { ...judgeMx(record, mx), found: mx.map((m) => `${m.priority} ${canonicalHost(m.exchange)}`) };
@@ -371,21 +562,20 @@ function judgeAnswer(record: DnsRecord, answer: DnsAnswer, spfAt: SpfAt): Judgem
   const txt = answer.kind === 'answer' && answer.type === 'TXT' ? answer.txt.map((strings) => strings.join('')) : [];
   switch (record.purpose) {
     case 'dkim': return { ...judgeDkim(record, txt), found: txt };
-    case 'dmarc': return { ...judgeDmarc(record, txt), found: txt };
-    default: return { ...judgeSpf(record, txt, spfAt), found: txt };
+    case 'dmarc': return { ...judgeDmarc(record, answer, byKey, options), found: txt };
+    default: return { ...judgeSpf(record, txt, byKey), found: txt };
   }
 }
 
 /**
  * Compares the records a domain needs with what DNS returned for each of their names and types,
- * and for the names the SPF record's include: and redirect= lead to (spfLookupsNeeded).
+ * for the names the SPF record's terms lead to (spfLookupsNeeded), and for the organizational
+ * domain's DMARC record (dmarcLookupsNeeded, with the same options).
  */
-export function evaluateVerification(records: readonly DnsRecord[], answers: readonly DnsAnswer[]): VerificationResult {
-  const byKey = new Map<string, DnsAnswer>();
-  for (const answer of answers) byKey.set(`${answer.type} ${canonicalHost(answer.name)}`, answer);
-  const spfAt = spfAtOf(answers);
+export function evaluateVerification(records: readonly DnsRecord[], answers: readonly DnsAnswer[], options: VerificationOptions = {}): VerificationResult {
+  const byKey = answersByKey(answers);
   const checks = records.map((record): RecordCheck => {
-    const judgement = judge(record, byKey.get(`${record.type} ${canonicalHost(record.name)}`), spfAt);
+    const judgement = judge(record, byKey, options);
     return {
       purpose: record.purpose,
       name: record.name,

@@ -1,10 +1,11 @@
-// SPF verification follows include: and redirect= (domain/sending-domain.ts): the rule is pure,
-// so these tests play the lookups themselves, answering spfLookupsNeeded from a zone until it
-// needs nothing more, as infra/dns/verify-domain.ts does against DNS.
+// SPF verification follows include: and redirect=, and counts the void lookups of the a, mx and
+// exists terms before Relay's mechanism (domain/sending-domain.ts): the rule is pure, so these
+// tests play the lookups themselves, answering spfLookupsNeeded from a zone until it needs
+// nothing more, as infra/dns/verify-domain.ts does against DNS.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SPF_LOOKUP_LIMIT, evaluateVerification, requiredRecords, spfLookupsNeeded, splitTxtValue } from '../domain/sending-domain.ts';
-import type { DnsAnswer, DnsRecord, RecordCheck, SendingDomainSettings } from '../domain/sending-domain.ts';
+import type { DnsAnswer, DnsQuestion, DnsRecord, RecordCheck, SendingDomainSettings } from '../domain/sending-domain.ts';
 
 const KEY = `MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA${'q'.repeat(342)}IDAQAB`;
 const MAIL_FROM = 'bounce.example.com';
@@ -19,20 +20,38 @@ const SETTINGS: SendingDomainSettings = {
   spfInclude: 'spf.relay.test',
 };
 
-/** TXT records by name; 'servfail' answers as a failing resolver, an absent name is NXDOMAIN. */
-type Zone = Record<string, string[] | 'servfail'>;
+/**
+ * TXT records by name; 'servfail' answers every question as a failing resolver. A TXT question
+ * at an absent name is NXDOMAIN. A, AAAA and MX questions (the a, mx and exists terms') find a
+ * record at every name but those the zone says are 'gone' (NXDOMAIN), 'servfail', or, with
+ * 'ipv6-only', an A question (NODATA).
+ */
+type Zone = Record<string, string[] | 'servfail' | 'gone' | 'ipv6-only'>;
 
-function txtAnswer(name: string, zone: Zone): DnsAnswer {
+function answer(question: DnsQuestion, zone: Zone): DnsAnswer {
+  const { name, type } = question;
   const held = zone[name];
-  if (held === 'servfail') return { name, type: 'TXT', kind: 'error', code: 'ESERVFAIL', message: `queryTxt ESERVFAIL ${name}` };
-  if (held === undefined) return { name, type: 'TXT', kind: 'nxdomain' };
-  return { name, type: 'TXT', kind: 'answer', txt: held.map((text) => splitTxtValue(text)) };
+  if (held === 'servfail') return { name, type, kind: 'error', code: 'ESERVFAIL', message: `query${type} ESERVFAIL ${name}` };
+  if (held === 'gone') return { name, type, kind: 'nxdomain' };
+  switch (type) {
+    case 'TXT':
+      return Array.isArray(held) ? { name, type, kind: 'answer', txt: held.map((text) => splitTxtValue(text)) } : { name, type, kind: 'nxdomain' };
+    case 'MX':
+      return { name, type, kind: 'answer', mx: [{ exchange: `mail.${name}`, priority: 10 }] };
+    case 'A':
+      return held === 'ipv6-only' ? { name, type, kind: 'nodata' } : { name, type, kind: 'answer', addresses: ['198.51.100.9'] };
+    case 'AAAA':
+      return { name, type, kind: 'answer', addresses: ['2001:db8::9'] };
+  }
 }
+
+/** A question as the rounds show it: the name for TXT, else type and name. */
+const shown = (q: DnsQuestion) => (q.type === 'TXT' ? q.name : `${q.type} ${q.name}`);
 
 interface Settled {
   check: RecordCheck;
   verified: boolean;
-  /** The names spfLookupsNeeded asked for, round by round. */
+  /** The questions spfLookupsNeeded asked, round by round (`shown`). */
   rounds: string[][];
 }
 
@@ -48,9 +67,8 @@ function settle(spf: string, zone: Zone = {}, settings: SendingDomainSettings = 
   const rounds: string[][] = [];
   for (let needed = spfLookupsNeeded(records, answers); needed.length > 0; needed = spfLookupsNeeded(records, answers)) {
     assert.ok(rounds.length < 50, 'the rule keeps asking');
-    assert.ok(needed.every((n) => n.type === 'TXT'));
-    rounds.push(needed.map((n) => n.name));
-    answers.push(...needed.map((n) => txtAnswer(n.name, zone)));
+    rounds.push(needed.map(shown));
+    answers.push(...needed.map((n) => answer(n, zone)));
   }
   const result = evaluateVerification(records, answers);
   return { check: result.checks.find((c) => c.purpose === 'mail_from_spf')!, verified: result.verified, rounds };
@@ -83,7 +101,7 @@ reach('given Relay two includes deep, behind records that do not match, when ver
     '_nested.customer.example': [`v=spf1 mx +${RELAY} ?all`],
   });
   assert.is(check.status, 'ok', check.message);
-  assert.equal(rounds, [['_spf.mailer.example'], ['_spf.customer.example'], ['_nested.customer.example']]);
+  assert.equal(rounds, [['_spf.mailer.example'], ['_spf.customer.example'], ['_nested.customer.example'], ['MX _nested.customer.example']], 'the mx before Relay, for the void lookup limit');
 });
 
 reach('given Relay reached through redirect= of a record without "all", when verified, then SPF is ok', () => {
@@ -290,13 +308,130 @@ syntax('given every form of term the syntax allows, in any case, when verified, 
   ];
   const { check, rounds } = settle(`v=spf1 ${terms.join(' ')} ${RELAY} -all`);
   assert.is(check.status, 'ok', check.message);
-  assert.equal(rounds, []);
+  assert.equal(rounds, [[`A ${MAIL_FROM}`, `AAAA ${MAIL_FROM}`, 'A mail.customer.example', 'AAAA mail.customer.example', 'MX mx.customer.example']], 'the names of the a and mx terms; never one with a macro');
   const broken = settle(`v=spf1 ${terms.join(' ')} ip6:2001:db8::/130 ${RELAY} -all`).check;
   assert.is(broken.status, 'mismatch');
   assert.match(broken.message, 'syntax error: ip6:2001:db8::/130 has an invalid IPv6 prefix length');
 });
 
 syntax.run();
+
+// ---------------------------------------------------------------------------------------
+const voids = suite('SPF: more than two void lookups before Relay are a permanent error (RFC 7208 4.6.4)');
+
+const GONE: Zone = { 'old-crm.customer.example': 'gone', 'old-mail.customer.example': 'gone', 'old-desk.customer.example': 'gone' };
+const STALE = 'a:old-crm.customer.example mx:old-mail.customer.example exists:old-desk.customer.example';
+
+voids('given three a, mx and exists terms naming gone hosts before Relay, when verified, then SPF is a mismatch naming them, asked in one round', () => {
+  const { check, verified, rounds } = settle(`v=spf1 ${STALE} ${RELAY} ~all`, GONE);
+  assert.is(check.status, 'mismatch');
+  assert.match(check.message, `does not authorise ${RELAY}: evaluating it makes more than 2 void DNS lookups (names without records: ${STALE.split(' ').join(', ')})`);
+  assert.match(check.message, 'permanent error');
+  assert.is(verified, false);
+  assert.equal(rounds, [['A old-crm.customer.example', 'AAAA old-crm.customer.example', 'MX old-mail.customer.example', 'A old-desk.customer.example']]);
+});
+
+voids('given two void lookups, or three with the third after Relay or after an included record\'s "all", when verified, then SPF is ok', () => {
+  const cases = [
+    'v=spf1 a:old-crm.customer.example mx:old-mail.customer.example include:spf.relay.test ~all',
+    `v=spf1 a:old-crm.customer.example mx:old-mail.customer.example ${RELAY} exists:old-desk.customer.example ~all`,
+    `v=spf1 include:_spf.customer.example ${RELAY} ~all`,
+  ];
+  const zone: Zone = { ...GONE, '_spf.customer.example': [`v=spf1 ip4:192.0.2.1 ${STALE.split(' ')[0]} -all ${STALE}`] };
+  for (const spf of cases) assert.is(settle(spf, zone).check.status, 'ok', spf);
+});
+
+voids('given void lookups split between an included record and the MAIL FROM one, when verified, then they add up', () => {
+  const zone: Zone = { ...GONE, '_spf.customer.example': ['v=spf1 ip4:192.0.2.0/24 a:old-crm.customer.example mx:old-mail.customer.example -all'] };
+  const { check, rounds } = settle(`v=spf1 include:_spf.customer.example exists:old-desk.customer.example ${RELAY} ~all`, zone);
+  assert.is(check.status, 'mismatch');
+  assert.match(check.message, 'more than 2 void DNS lookups');
+  assert.equal(rounds, [['_spf.customer.example'], ['A old-crm.customer.example', 'AAAA old-crm.customer.example', 'MX old-mail.customer.example', 'A old-desk.customer.example']]);
+});
+
+voids('given a and mx terms without a domain, when verified, then they ask about the domain of the record they stand in', () => {
+  const zone: Zone = { '_spf.customer.example': ['v=spf1 a mx -all'] };
+  const { check, rounds } = settle(`v=spf1 a include:_spf.customer.example ${RELAY} ~all`, zone);
+  assert.is(check.status, 'ok', check.message);
+  assert.equal(rounds, [[`A ${MAIL_FROM}`, `AAAA ${MAIL_FROM}`, '_spf.customer.example'], ['A _spf.customer.example', 'AAAA _spf.customer.example', 'MX _spf.customer.example']]);
+});
+
+voids('given a host with only IPv6 addresses, when its a term is evaluated, then it is no void lookup; its exists term (A only) is one', () => {
+  const zone: Zone = { ...GONE, 'v6.customer.example': 'ipv6-only' };
+  assert.is(settle(`v=spf1 a:v6.customer.example a:old-crm.customer.example mx:old-mail.customer.example ${RELAY} ~all`, zone).check.status, 'ok');
+  assert.is(settle(`v=spf1 exists:v6.customer.example a:old-crm.customer.example mx:old-mail.customer.example ${RELAY} ~all`, zone).check.status, 'mismatch');
+});
+
+voids('given a host lookup that fails before Relay, when verified, then SPF is an error naming it (receivers answer a temporary error)', () => {
+  const { check, verified } = settle(`v=spf1 mx:broken.customer.example ${RELAY} ~all`, { 'broken.customer.example': 'servfail' });
+  assert.is(check.status, 'error');
+  assert.match(check.message, `Looking up MX broken.customer.example (for mx:broken.customer.example in the SPF of ${MAIL_FROM}) failed (ESERVFAIL)`);
+  assert.is(verified, false);
+});
+
+voids('given records that name hosts at every level of a chain of includes, when looked up, then each round asks for a record and the hosts before it, within the limit', () => {
+  const zone: Zone = { 'h4.customer.example': 'gone' };
+  for (let i = 1; i <= 4; i++) zone[`c${i}.customer.example`] = [`v=spf1 a:h${i}.customer.example ${i < 4 ? `include:c${i + 1}.customer.example ` : ''}-all`];
+  const { check, rounds } = settle(`v=spf1 include:c1.customer.example ${RELAY} ~all`, zone);
+  assert.is(check.status, 'ok', check.message);
+  assert.equal(rounds, [
+    ['c1.customer.example'],
+    ['A h1.customer.example', 'AAAA h1.customer.example', 'c2.customer.example'],
+    ['A h2.customer.example', 'AAAA h2.customer.example', 'c3.customer.example'],
+    ['A h3.customer.example', 'AAAA h3.customer.example', 'c4.customer.example'],
+    ['A h4.customer.example', 'AAAA h4.customer.example'],
+  ]);
+  assert.ok(rounds.length <= SPF_LOOKUP_LIMIT);
+});
+
+voids.run();
+
+// ---------------------------------------------------------------------------------------
+const mx = suite('SPF: mx at the MAIL FROM name authorises the mail host Relay asks for (RFC 7208 5.4)');
+
+/** Settings without an SPF include: Relay asks for a:<mail host>, the MAIL FROM MX's host. */
+const { spfInclude: _none, ...MAIL_HOST_SETTINGS } = SETTINGS;
+const MAIL_HOST = 'a:feedback.relay.test';
+
+mx('given mx or mx:<MAIL FROM domain> with a pass qualifier, the MAIL FROM MX being the mail host, when verified, then SPF is ok and says why', () => {
+  for (const spf of ['v=spf1 mx -all', 'v=spf1 +MX ~all', `v=spf1 ip4:192.0.2.1 mx:${MAIL_FROM}. -all`, 'v=spf1 mx/24//64 -all']) {
+    const { check, verified, rounds } = settle(spf, {}, MAIL_HOST_SETTINGS);
+    assert.is(check.status, 'ok', `${spf}: ${check.message}`);
+    assert.match(check.message, `authorises ${MAIL_HOST} through `, spf);
+    assert.match(check.message, `(the MX of ${MAIL_FROM} is feedback.relay.test)`, spf);
+    assert.is(verified, true, spf);
+    assert.equal(rounds, [], spf);
+  }
+});
+
+mx('given mx:<MAIL FROM domain> in an included record, when verified, then it authorises the mail host too; a bare mx there names the included domain\'s MX', () => {
+  assert.is(settle('v=spf1 include:_spf.customer.example -all', { '_spf.customer.example': [`v=spf1 mx:${MAIL_FROM} -all`] }, MAIL_HOST_SETTINGS).check.status, 'ok');
+  const { check } = settle('v=spf1 include:_spf.customer.example -all', { '_spf.customer.example': ['v=spf1 mx -all'] }, MAIL_HOST_SETTINGS);
+  assert.is(check.status, 'mismatch');
+  assert.match(check.message, `does not authorise ${MAIL_HOST}`);
+});
+
+mx('given mx with a qualifier other than pass, or after "all", when verified, then SPF is a mismatch', () => {
+  for (const spf of ['v=spf1 ~mx -all', 'v=spf1 -mx', 'v=spf1 ?all mx']) {
+    const { check } = settle(spf, {}, MAIL_HOST_SETTINGS);
+    assert.is(check.status, 'mismatch', spf);
+  }
+});
+
+mx('given mx at a MAIL FROM name whose MX is another host, or an SPF include Relay sends through, when verified, then mx does not stand for Relay', () => {
+  const records = requiredRecords(MAIL_HOST_SETTINGS);
+  const answers: DnsAnswer[] = [
+    { name: MAIL_FROM, type: 'MX', kind: 'answer', mx: [{ exchange: 'mx.elsewhere.example', priority: 10 }] },
+    { name: MAIL_FROM, type: 'TXT', kind: 'answer', txt: [['v=spf1 mx -all']] },
+  ];
+  const elsewhere = evaluateVerification(records, answers).checks.find((c) => c.purpose === 'mail_from_spf')!;
+  assert.is(elsewhere.status, 'mismatch', elsewhere.message);
+  const { check } = settle('v=spf1 mx -all');
+  assert.is(check.status, 'mismatch', 'the sending addresses are those of include:spf.relay.test, not the MX host\'s');
+  assert.match(check.message, `does not authorise ${RELAY}`);
+});
+
+mx.run();
 
 // ---------------------------------------------------------------------------------------
 const lookups = suite('SPF: lookups that fail or were not made');

@@ -2,7 +2,7 @@
 // point at a domain's authoritative servers or a known recursive resolver instead of whatever
 // the host uses; c-ares falls back to TCP by itself when an answer is truncated.
 import { Resolver } from 'node:dns/promises';
-import type { DnsAnswer, DnsRecordType } from '../../domain/sending-domain.ts';
+import type { DnsAnswer, DnsQuestionType } from '../../domain/sending-domain.ts';
 import type { DnsLookup } from '../ports/dns.ts';
 
 export interface DnsLookupOptions {
@@ -26,9 +26,11 @@ export function createDnsLookup(servers: string[], options: DnsLookupOptions = {
     }
   }
 
-  async function lookupOne(name: string, type: DnsRecordType): Promise<DnsAnswer> {
+  async function lookupOne(name: string, type: DnsQuestionType): Promise<DnsAnswer> {
     try {
       if (type === 'MX') return { name, type, kind: 'answer', mx: (await resolver.resolveMx(name)).map(({ exchange, priority }) => ({ exchange, priority })) };
+      if (type === 'A') return { name, type, kind: 'answer', addresses: await resolver.resolve4(name) };
+      if (type === 'AAAA') return { name, type, kind: 'answer', addresses: await resolver.resolve6(name) };
       return { name, type, kind: 'answer', txt: await resolver.resolveTxt(name) };
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'UNKNOWN';
@@ -42,7 +44,7 @@ export function createDnsLookup(servers: string[], options: DnsLookupOptions = {
 
   return {
     async lookupRecords(records) {
-      const unique = new Map<string, { name: string; type: DnsRecordType }>();
+      const unique = new Map<string, { name: string; type: DnsQuestionType }>();
       for (const { name, type } of records) unique.set(`${type} ${name.toLowerCase()}`, { name, type });
       return Promise.all([...unique.values()].map(({ name, type }) => lookupOne(name, type)));
     },
