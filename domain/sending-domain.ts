@@ -432,9 +432,10 @@ const isDmarcRecord = (text: string) => DMARC_VERSION.test(text.trim());
  * What receivers do with one DMARC record (RFC 7489 6.3, 6.4, 6.6.3). policy: they apply its p=
  * (for a subdomain, its sp= when it has one); reports: its p= is missing or invalid (or its sp=
  * invalid) but its rua= holds a reporting URI, so they apply it as p=none; ignored: the same
- * without a reporting URI, so they apply no policy; malformed: no tag-list (RFC 6376 3.2, whose
- * syntax DMARC's follows), which receivers that keep to the RFC ignore. Tag names match in any
- * case, as the ABNF's quoted strings do, and so do the policy values.
+ * without a reporting URI, so they apply no policy; malformed: a tag given twice (RFC 6376 3.2,
+ * whose tag-list DMARC's follows). A part that is no tag=value is skipped, as receivers skip it
+ * (RFC 7489 6.3). Tag names match in any case, as the ABNF's quoted strings do, and so do the
+ * policy values.
  */
 type DmarcReading =
   | { kind: 'policy'; policy: string; tag: 'p' | 'sp' }
@@ -446,7 +447,9 @@ function readDmarc(text: string, forSubdomain: boolean): DmarcReading {
     if (spec.trim() === '') continue;
     const eq = spec.indexOf('=');
     const tag = spec.slice(0, Math.max(eq, 0)).trim().toLowerCase();
-    if (eq < 0 || tag === '') return { kind: 'malformed', problem: `"${spec.trim()}" is no tag=value` };
+    // RFC 7489 6.3: syntax errors in the rest of the record are discarded; receivers (OpenDMARC,
+    // mailauth) skip a part that is no tag=value and apply the policy the record does give.
+    if (eq < 0 || tag === '') continue;
     if (tags.has(tag)) return { kind: 'malformed', problem: `${tag}= is given twice` };
     tags.set(tag, spec.slice(eq + 1).trim());
   }

@@ -77,13 +77,15 @@ policy('given a record without a valid p= that asks for aggregate reports with a
   assert.is(check.status, 'mismatch', 'an address is no reporting URI');
 });
 
-policy('given a record that is no tag-list (a tag twice, a term without "="), when verified, then DMARC is a mismatch naming the fault', () => {
-  const cases: Array<[string, string]> = [['v=DMARC1; p=none; p=reject', 'p= is given twice'], ['v=DMARC1; p=reject; strict', '"strict" is no tag=value']];
-  for (const [record, says] of cases) {
-    const { check } = dmarcCheck(ORGANIZATION, answersFor(ORGANIZATION, [record]));
-    assert.is(check.status, 'mismatch', record);
-    assert.match(check.message, `is malformed: ${says}`, record);
-  }
+policy('given a record with a tag given twice, when verified, then DMARC is a mismatch naming the fault', () => {
+  const { check } = dmarcCheck(ORGANIZATION, answersFor(ORGANIZATION, ['v=DMARC1; p=none; p=reject']));
+  assert.is(check.status, 'mismatch');
+  assert.match(check.message, 'is malformed: p= is given twice');
+});
+
+policy('given a record with a part that is no tag=value beside a valid policy, when verified, then the part is skipped and the policy applies (RFC 7489 6.3)', () => {
+  const { check } = dmarcCheck(ORGANIZATION, answersFor(ORGANIZATION, ['v=DMARC1; p=reject; strict']));
+  assert.is(check.status, 'ok');
 });
 
 policy('given TXT records whose version is not exactly "DMARC1" (v=dmarc1, DMARC2, text after it), when verified, then there is no DMARC record', () => {
