@@ -16,77 +16,32 @@
 //
 // Through the real API (POST /v1/workspaces/:id/domains, POST /v1/domains/:id/verify) against
 // a DNS server the test starts.
-import { Resolver } from 'node:dns/promises';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { dmarc as receiverDmarc } from 'mailauth/lib/dmarc/index.js';
 import type { DomainView } from '../apps/services/management/domains.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
-import { call, newCaller, workspaceWithProject, type Caller } from './support/management.ts';
+import { checkOf, createDomain, domainCheckSuite, publishDomain, receiverResolver, verifyDomain, type DomainCheckCtx } from './support/domain-checks.ts';
 
-const MAIL_HOST = 'mx.relay.test';
 const DOMAIN = 'acme.test';
 
-interface Ctx {
-  dns: TestDnsServer;
-  t: TestApp;
-  owner: Caller;
-  workspaceId: string;
-}
-
-const test = suite<Ctx>('a DMARC record without a valid policy');
-
-test.before(async (ctx) => {
-  ctx.dns = await startDnsServer([]);
-});
-
-test.after(async (ctx) => {
-  await ctx.dns.close();
-});
-
-test.before.each(async (ctx) => {
-  ctx.t = await startTestApp({ RELAY_DNS_SERVERS: ctx.dns.address, RELAY_MAIL_HOST: MAIL_HOST });
-  ctx.owner = await newCaller(ctx.t, 'owner@acme.test');
-  ({ workspaceId: ctx.workspaceId } = await workspaceWithProject(ctx.t, ctx.owner));
-});
-
-test.after.each(async (ctx) => {
-  await ctx.t.close();
-});
-
-/** The records as instructed, but the DMARC record is `dmarc`. */
-function publish(ctx: Ctx, domain: DomainView, dmarc: string): void {
-  ctx.dns.setZone([{ name: DOMAIN, type: 'A', data: '192.0.2.80' }, ...domain.records.map((r): ZoneRecord => {
-    if (r.type === 'MX') return { name: r.name, type: 'MX', data: { preference: r.priority ?? 10, exchange: r.value } };
-    return { name: r.name, type: 'TXT', data: r.purpose === 'dmarc' ? dmarc : r.txtStrings ?? r.value };
-  })]);
-}
+const test = domainCheckSuite('a DMARC record without a valid policy');
 
 /** The DMARC result of a receiver for mail whose From is at `domain` (`none`: no DMARC processing), with the policy it applies. */
-async function receiverPolicy(ctx: Ctx, domain: string): Promise<{ result?: string; policy?: string }> {
-  const resolver = new Resolver({ timeout: 1000, tries: 2 });
-  resolver.setServers([ctx.dns.address]);
-  const result = await receiverDmarc({ headerFrom: `hello@${domain}`, spfDomains: [], dkimDomains: [], resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT') });
+async function receiverPolicy(ctx: DomainCheckCtx, domain: string): Promise<{ result?: string; policy?: string }> {
+  const result = await receiverDmarc({ headerFrom: `hello@${domain}`, spfDomains: [], dkimDomains: [], resolver: receiverResolver(ctx) });
   return result ? { result: result.status.result, policy: result.policy } : {};
 }
 
-async function checked(ctx: Ctx, dmarc: string): Promise<DomainView> {
-  const created = await call(ctx.t, 'POST', `/v1/workspaces/${ctx.workspaceId}/domains`, { as: ctx.owner, body: { name: DOMAIN } });
-  assert.is(created.statusCode, 201, created.body);
-  const domain = created.json() as DomainView;
-  publish(ctx, domain, dmarc);
-  const verified = await call(ctx.t, 'POST', `/v1/domains/${domain.id}/verify`, { as: ctx.owner });
-  assert.is(verified.statusCode, 200, verified.body);
-  return verified.json() as DomainView;
+/** The domain verified with the instructed records, its DMARC record being `dmarc`. */
+async function checked(ctx: DomainCheckCtx, dmarc: string): Promise<DomainView> {
+  const domain = await createDomain(ctx, DOMAIN);
+  publishDomain(ctx, domain, { txtFor: { dmarc }, more: [{ name: DOMAIN, type: 'A', data: '192.0.2.80' }] });
+  return verifyDomain(ctx, domain);
 }
-
-const dmarcCheck = (domain: DomainView) => domain.checks!.find((c) => c.purpose === 'dmarc')!;
 
 test('control: the recommended record is ok and receivers apply it', async (ctx) => {
   const seen = await checked(ctx, 'v=DMARC1; p=none;');
   assert.equal(await receiverPolicy(ctx, DOMAIN), { result: 'fail', policy: 'none' }, 'receivers apply p=none (the mail here is unauthenticated)');
-  assert.is(dmarcCheck(seen).status, 'ok');
+  assert.is(checkOf(seen, 'dmarc').status, 'ok');
 });
 
 for (const record of ['v=DMARC1; p=rejct', 'v=DMARC1; p=block; pct=100', 'v=DMARC1; pct=100; adkim=s']) {
@@ -94,7 +49,7 @@ for (const record of ['v=DMARC1; p=rejct', 'v=DMARC1; p=block; pct=100', 'v=DMAR
     const seen = await checked(ctx, record);
     assert.equal(await receiverPolicy(ctx, DOMAIN), { result: 'none', policy: undefined }, 'receivers apply no DMARC processing');
     assert.is(seen.status, 'verified', 'DMARC is recommended only');
-    const dmarc = dmarcCheck(seen);
+    const dmarc = checkOf(seen, 'dmarc');
     assert.is.not(dmarc.status, 'ok', `Relay says DMARC ok: ${dmarc.message}`);
     assert.match(dmarc.message, /p=/);
   });

@@ -18,85 +18,34 @@
 //
 // Through the real API (POST /v1/workspaces/:id/domains, POST /v1/domains/:id/verify) against
 // a DNS server the test starts.
-import { Resolver } from 'node:dns/promises';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { dmarc as receiverDmarc } from 'mailauth/lib/dmarc/index.js';
-import type { DomainView } from '../apps/services/management/domains.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
-import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
-import { call, newCaller, workspaceWithProject, type Caller } from './support/management.ts';
+import { checkOf, createDomain, domainCheckSuite, publishDomain, receiverResolver, verifyDomain, type DomainCheckCtx } from './support/domain-checks.ts';
 
-const MAIL_HOST = 'mx.relay.test';
 const ORGANIZATION = 'acme.test';
 const SENDING_DOMAIN = `news.${ORGANIZATION}`;
 
-interface Ctx {
-  dns: TestDnsServer;
-  t: TestApp;
-  owner: Caller;
-  workspaceId: string;
-}
-
-const test = suite<Ctx>('DMARC of a subdomain sender, inherited from the organizational domain');
-
-test.before(async (ctx) => {
-  ctx.dns = await startDnsServer([]);
-});
-
-test.after(async (ctx) => {
-  await ctx.dns.close();
-});
-
-test.before.each(async (ctx) => {
-  ctx.t = await startTestApp({ RELAY_DNS_SERVERS: ctx.dns.address, RELAY_MAIL_HOST: MAIL_HOST });
-  ctx.owner = await newCaller(ctx.t, 'owner@acme.test');
-  ({ workspaceId: ctx.workspaceId } = await workspaceWithProject(ctx.t, ctx.owner));
-});
-
-test.after.each(async (ctx) => {
-  await ctx.t.close();
-});
-
-/** The required records as instructed (not the recommended DMARC one), and the organization's own records. */
-function publish(ctx: Ctx, domain: DomainView, organization: ZoneRecord[]): void {
-  const records = domain.records.filter((r) => r.required).map((r): ZoneRecord =>
-    r.type === 'MX'
-      ? { name: r.name, type: 'MX', data: { preference: r.priority ?? 10, exchange: r.value } }
-      : { name: r.name, type: 'TXT', data: r.txtStrings ?? r.value });
-  ctx.dns.setZone([...records, ...organization]);
-}
+const test = domainCheckSuite('DMARC of a subdomain sender, inherited from the organizational domain');
 
 /** The DMARC policy a receiver applies to mail whose From is at `domain`, and the domain it takes it from. */
-async function receiverPolicy(ctx: Ctx, domain: string): Promise<{ policy?: string; policyDomain?: string }> {
-  const resolver = new Resolver({ timeout: 1000, tries: 2 });
-  resolver.setServers([ctx.dns.address]);
-  const result = await receiverDmarc({ headerFrom: `hello@${domain}`, spfDomains: [], dkimDomains: [], resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT') });
+async function receiverPolicy(ctx: DomainCheckCtx, domain: string): Promise<{ policy?: string; policyDomain?: string }> {
+  const result = await receiverDmarc({ headerFrom: `hello@${domain}`, spfDomains: [], dkimDomains: [], resolver: receiverResolver(ctx) });
   return result ? { policy: result.policy, policyDomain: result.policyDomain } : {};
 }
 
-async function created(ctx: Ctx): Promise<DomainView> {
-  const response = await call(ctx.t, 'POST', `/v1/workspaces/${ctx.workspaceId}/domains`, { as: ctx.owner, body: { name: SENDING_DOMAIN } });
-  assert.is(response.statusCode, 201, response.body);
-  return response.json() as DomainView;
-}
-
-const dmarcCheck = (domain: DomainView) => domain.checks!.find((c) => c.purpose === 'dmarc')!;
-
 for (const orgRecord of ['v=DMARC1; p=reject', 'v=DMARC1; p=quarantine; sp=reject; rua=mailto:dmarc@acme.test']) {
   test(`given "${orgRecord}" at _dmarc.${ORGANIZATION} and none at _dmarc.${SENDING_DOMAIN}, when verified, then DMARC is ok: receivers apply the organization's policy`, async (ctx) => {
-    const domain = await created(ctx);
-    publish(ctx, domain, [
-      { name: ORGANIZATION, type: 'A', data: '192.0.2.80' },
-      { name: `_dmarc.${ORGANIZATION}`, type: 'TXT', data: orgRecord },
-    ]);
+    const domain = await createDomain(ctx, SENDING_DOMAIN);
+    // The required records as instructed (not the recommended DMARC one), and the organization's own.
+    publishDomain(ctx, domain, {
+      requiredOnly: true,
+      more: [{ name: ORGANIZATION, type: 'A', data: '192.0.2.80' }, { name: `_dmarc.${ORGANIZATION}`, type: 'TXT', data: orgRecord }],
+    });
     assert.equal(await receiverPolicy(ctx, SENDING_DOMAIN), { policy: 'reject', policyDomain: ORGANIZATION }, 'receivers apply the organization\'s policy to the subdomain');
 
-    const response = await call(ctx.t, 'POST', `/v1/domains/${domain.id}/verify`, { as: ctx.owner });
-    assert.is(response.statusCode, 200, response.body);
-    const seen = response.json() as DomainView;
+    const seen = await verifyDomain(ctx, domain);
     assert.is(seen.status, 'verified');
-    const dmarc = dmarcCheck(seen);
+    const dmarc = checkOf(seen, 'dmarc');
     assert.is(dmarc.status, 'ok', `Relay says DMARC ${dmarc.status}: ${dmarc.message}`);
   });
 }
