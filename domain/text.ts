@@ -28,3 +28,14 @@ export function hasCharacterCountWithin(value: string, min: number, max: number)
   const count = characterCount(value);
   return count >= min && count <= max;
 }
+
+/**
+ * `value` cut to at most `maxUnits` UTF-16 units, never between the two halves of a surrogate
+ * pair: a lone surrogate is no text a JSON receiver can store (RFC 7493 2.1; Python's sqlite3,
+ * PostgreSQL's jsonb refuse it), and a cut reply or reason goes into events, webhooks and reads.
+ */
+export function cutText(value: string, maxUnits: number): string {
+  if (value.length <= maxUnits) return value;
+  const cut = value.slice(0, maxUnits);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}

@@ -1,7 +1,7 @@
 // domain/text.ts: the spec's "characters" are code points (as in JSON Schema), not UTF-16 units.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { characterCount, hasCharacterCountWithin } from '../domain/text.ts';
+import { characterCount, cutText, hasCharacterCountWithin } from '../domain/text.ts';
 
 test('characterCount counts code points: an astral character is one, a lone surrogate one', () => {
   assert.is(characterCount(''), 0);
@@ -31,6 +31,15 @@ test('hasCharacterCountWithin agrees with characterCount at the bounds, fast pat
     const count = characterCount(value);
     assert.is(hasCharacterCountWithin(value, min, max), count >= min && count <= max, `${JSON.stringify(value.slice(0, 8))} (${count}) in ${min}..${max}`);
   }
+});
+
+test('cutText cuts to at most that many UTF-16 units, never between the halves of a pair', () => {
+  assert.is(cutText('abc', 5), 'abc');
+  assert.is(cutText('abcdef', 3), 'abc');
+  assert.is(cutText('ab📦', 3), 'ab', 'the pair would be cut: it goes whole');
+  assert.is(cutText('ab📦', 4), 'ab📦');
+  assert.is(cutText('a📦b', 3), 'a📦');
+  assert.is(cutText('\ude00\ude00x', 2), '\ude00\ude00', 'low surrogates alone are kept as written');
 });
 
 test.run();

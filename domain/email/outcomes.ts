@@ -13,6 +13,7 @@
 //   only To and CC recipients.
 import type { DeliveryAttempted, EmailSuppressed, RecordedEmailEvent, SuppressedRecipient } from './events.ts';
 import { isFinalDeliveryStatus, supersede, type Status } from './status.ts';
+import { cutText } from '../text.ts';
 
 export const OUTCOME_EVENT_TYPES = [
   'email.sent', 'email.delivered', 'email.bounced', 'email.complained', 'email.rejected', 'email.failed', 'email.delayed',
@@ -148,7 +149,7 @@ function grouped(recipients: RecipientOutcome[], complaintType: string | null): 
     const coded = isFailure(group.status) ? (group.shown.length > 0 ? group.shown : all) : [];
     const codes = [...new Set(coded.map((o) => o.failureCode).filter((code): code is string => Boolean(code)))];
     const reasons = [...new Set(group.shown.map((o) => o.reason).filter(Boolean))];
-    const reason = [...codes, ...reasons].join('; ').slice(0, REASON_LIMIT);
+    const reason = cutText([...codes, ...reasons].join('; '), REASON_LIMIT);
     return { ...group, failureCode: codes[0] ?? null, reason: reason || null };
   });
 }

@@ -28,6 +28,7 @@ import {
   type ReportOutcome,
 } from '../../domain/feedback/classify.ts';
 import { parseAddress } from '../../domain/mailbox.ts';
+import { cutText } from '../../domain/text.ts';
 
 export interface ParsedReportRecipient {
   /** Lower-cased bare address: Final-Recipient, else Original-Recipient; for texts, the address the text names. */
@@ -171,7 +172,7 @@ function first(fields: FieldMap | null | undefined, name: string): string | null
 
 function cleanField(value: string | null): string | null {
   const cleaned = value?.replace(/\s+/g, ' ').trim();
-  return cleaned ? cleaned.slice(0, MAX_FIELD_CHARS) : null;
+  return cleaned ? cutText(cleaned, MAX_FIELD_CHARS) : null;
 }
 
 /** Logical lines: continuation lines unfolded, at most MAX_FIELD_LINES, each bounded. */
@@ -182,9 +183,9 @@ function logicalLines(text: string): string[] {
     if (++physical > MAX_FIELD_LINES) break;
     if (/^[ \t]/.test(line) && line.trim() !== '' && lines.length > 0 && lines[lines.length - 1] !== '') {
       const previous = lines[lines.length - 1];
-      if (previous.length < MAX_FIELD_CHARS) lines[lines.length - 1] = `${previous} ${line.trim()}`.slice(0, MAX_FIELD_CHARS);
+      if (previous.length < MAX_FIELD_CHARS) lines[lines.length - 1] = cutText(`${previous} ${line.trim()}`, MAX_FIELD_CHARS);
     } else {
-      lines.push(line.trim() === '' ? '' : line.slice(0, MAX_FIELD_CHARS));
+      lines.push(line.trim() === '' ? '' : cutText(line, MAX_FIELD_CHARS));
     }
   }
   return lines;

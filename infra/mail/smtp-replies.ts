@@ -1,6 +1,7 @@
 // What the smtp and mx transports share: reading SMTP replies (codes, enhanced status codes,
 // queue ids) and turning nodemailer's errors into per-recipient outcomes.
 import type { RecipientOutcome, RecipientResult } from '../ports/mail-transport.ts';
+import { cutText } from '../../domain/text.ts';
 
 export interface SmtpReply {
   /** The three-digit reply code; null when the text does not start with one. */
@@ -57,9 +58,7 @@ const PEER_TEXT_LOG_CHARS = 300;
  * log message; give it a field.
  */
 export function peerTextForLog(text: string, maxChars = PEER_TEXT_LOG_CHARS): string {
-  let cut = text.length > maxChars ? text.slice(0, maxChars) : text;
-  // A pair cut in two would leave a lone surrogate.
-  if (cut.length < text.length && /[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  const cut = cutText(text, maxChars);
   const clean = cut.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, ' ');
   return cut.length < text.length ? `${clean}…` : clean;
 }

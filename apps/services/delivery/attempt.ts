@@ -20,6 +20,7 @@ import { pendingRecipients, type EmailState } from '../../../domain/email/state.
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
 import type { SendingDomain } from '../../../domain/management.ts';
 import { parseMailbox } from '../../../domain/mailbox.ts';
+import { cutText } from '../../../domain/text.ts';
 import { composeMessage, newMessageId, type ComposedMessage, type ComposeInput } from '../../../infra/mail/compose.ts';
 import { ComposeThreadLostError } from '../../../infra/mail/compose-pool.ts';
 import type { DocumentStore } from '../../../infra/ports/document-store.ts';
@@ -105,10 +106,10 @@ function report(target: Target, outcome: RecipientOutcome | undefined, providerM
   const base = outcome
     ? {
       result: outcome.result, smtpCode: outcome.smtpCode, enhancedCode: outcome.enhancedCode, response: outcome.response,
-      ...(outcome.stage ? { stage: outcome.stage } : {}), ...(accepted && providerMessageId ? { providerMessageId: providerMessageId.slice(0, 200) } : {}) }
+      ...(outcome.stage ? { stage: outcome.stage } : {}), ...(accepted && providerMessageId ? { providerMessageId: cutText(providerMessageId, 200) } : {}) }
     : { result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'the transport reported nothing for this recipient' };
   return [target.index, ...target.alsoIndexes].map((index) => ({
-    index, ...base, response: (index < visible ? base.response : maskAddresses(base.response)).slice(0, 1000),
+    index, ...base, response: cutText(index < visible ? base.response : maskAddresses(base.response), 1000),
   }));
 }
 
