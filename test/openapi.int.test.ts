@@ -102,7 +102,7 @@ test('it is OpenAPI 3.1 in structure: info, paths, unique operation ids, path pa
   for (const ref of new Set(refs)) assert.ok(resolve(served, ref), `${ref} resolves`);
 });
 
-test('every 4xx and 5xx answer is the error envelope, by reference', ({ served }) => {
+test('every 4xx and 5xx answer is the error envelope, by reference; a 503 names its Retry-After', ({ served }) => {
   const envelope = served.components.schemas.Error;
   assert.equal(envelope.required, ['error']);
   assert.equal(envelope.properties.error.required, ['code', 'message']);
@@ -111,7 +111,13 @@ test('every 4xx and 5xx answer is the error envelope, by reference', ({ served }
   for (const { path, method, operation } of operations(served)) {
     assert.is(operation.responses['4XX']?.$ref, '#/components/responses/Error', `${method.toUpperCase()} ${path}: 4XX`);
     assert.is(operation.responses['5XX']?.$ref, '#/components/responses/Error', `${method.toUpperCase()} ${path}: 5XX`);
+    // (GET /readyz documents a 503 of its own: not ready.)
+    const unavailableAnswer = operation.responses['503'];
+    assert.ok(unavailableAnswer?.$ref === '#/components/responses/Unavailable' || (path === '/readyz' && unavailableAnswer?.description), `${method.toUpperCase()} ${path}: 503`);
   }
+  const unavailable = served.components.responses.Unavailable as { headers: Record<string, { $ref: string }>; content: Record<string, { schema: { $ref: string } }> };
+  assert.is(unavailable.headers['Retry-After'].$ref, '#/components/headers/Retry-After');
+  assert.is(unavailable.content['application/json'].schema.$ref, '#/components/schemas/Error');
 });
 
 test('every route of the app is in the document with each of its methods, and nothing else is', ({ world, served }) => {

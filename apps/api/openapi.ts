@@ -139,6 +139,7 @@ const SECURITY_REQUIREMENTS: Record<Security, Array<Record<string, string[]>>> =
   apiKey: [{ apiKey: [] }], session: [{ session: [] }, { productionSession: [] }], none: [],
 };
 const ERROR_RESPONSE = { $ref: '#/components/responses/Error' };
+const UNAVAILABLE_RESPONSE = { $ref: '#/components/responses/Unavailable' };
 const SESSION_COOKIE = sessionCookieNameFor('development');
 const PRODUCTION_SESSION_COOKIE = sessionCookieNameFor('production');
 
@@ -175,6 +176,10 @@ function documentOf(routes: RecordedRoute[]): OpenApiDocument {
       schemas,
       responses: {
         Error: { description: 'The request failed: the error envelope, its code naming why.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+        Unavailable: {
+          description: 'The server stops, or is busy: try again, after Retry-After seconds when given (service_unavailable).',
+          ...headersOf(['Retry-After']), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
       },
       headers: RESPONSE_HEADERS,
       securitySchemes: {
@@ -231,6 +236,9 @@ function operationOf(route: RecordedRoute, security: Security, named: NamedSchem
   for (const [status, failure] of Object.entries(route.openapi.failures ?? {})) {
     responses[status] = { description: failure.description, ...headersOf(failure.headers), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
   }
+  // Any operation may be answered 503 while the server stops or a shared resource is busy, most
+  // with Retry-After (the body budget, a stop's drain, sign-in's hashing, DKIM key generation).
+  responses['503'] ??= UNAVAILABLE_RESPONSE;
   responses['4XX'] ??= ERROR_RESPONSE;
   responses['5XX'] ??= ERROR_RESPONSE;
   return {
