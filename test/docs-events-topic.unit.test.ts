@@ -16,16 +16,11 @@ const test = suite('the events topic as the docs and the catalog state it');
 
 const SECTION = 'Consuming the topic from Kafka';
 
-test('the catalog\'s Kafka binding is the configuration Relay creates the topic with', () => {
+test('the catalog\'s Kafka binding states the topic analysts are promised: 8 partitions, every event kept, records up to 16 MiB', () => {
   const doc = asyncApiDocument() as { channels: { events: { bindings: { kafka: Record<string, unknown> } } } };
   assert.equal(doc.channels.events.bindings.kafka, {
-    partitions: EVENTS_TOPIC_PARTITIONS,
-    topicConfiguration: {
-      'cleanup.policy': [TOPIC_CLEANUP_POLICY],
-      'retention.ms': TOPIC_RETENTION_MS,
-      'retention.bytes': TOPIC_RETENTION_BYTES,
-      'max.message.bytes': TOPIC_MAX_MESSAGE_BYTES,
-    },
+    partitions: 8,
+    topicConfiguration: { 'cleanup.policy': ['delete'], 'retention.ms': -1, 'retention.bytes': -1, 'max.message.bytes': 16 * 1024 * 1024 },
     bindingVersion: '0.5.0',
   });
 });
