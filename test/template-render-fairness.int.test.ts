@@ -66,9 +66,12 @@ test('behind 10 heavy sends of one key, another workspace\'s template send waits
 
   assert.is(victim.statusCode, 202, victim.body);
   // Its turn came right after the heavy send running when it arrived (at most one more: the
-  // one that started while its 202 was being committed). In one line, it waited for all 10.
-  const before = order.indexOf('other workspace');
-  assert.ok(before <= 2, `answered after ${before} heavy sends (${victimMs.toFixed(0)} ms, time limit ${LIMIT_MS} ms): ${order.join(', ')}`);
+  // one that started while its 202 was being committed). In one line, it waited for all 10 to
+  // be rendered. Only rendered sends (422, each holding the thread for the limit) count: a 503 is
+  // a send refused at its wait deadline without a turn, which on a slow machine (a thread
+  // restarted after each time limit) may come back first.
+  const rendered = order.slice(0, order.indexOf('other workspace')).filter((answer) => answer === 'heavy 422').length;
+  assert.ok(rendered <= 2, `answered after ${rendered} rendered heavy sends (${victimMs.toFixed(0)} ms, time limit ${LIMIT_MS} ms): ${order.join(', ')}`);
 
   const statuses = attacks.map((a) => a.statusCode);
   for (const a of attacks) {
