@@ -11,6 +11,8 @@ import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import { documentStoreContract } from './contracts/document-store.contract.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-docstore-'));
+// Removed at exit: the suites below run one after another, each making files in it.
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
 documentStoreContract('sqlite', async () => {
   const store = new SqliteDocumentStore(join(dir, 'contract.db'));
@@ -35,7 +37,6 @@ shared.before(() => {
 shared.after(async () => {
   await first.close();
   await second.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 shared('each sees the other\'s writes', async () => {
