@@ -42,6 +42,7 @@ import { DnsQueryError } from '../dns/stub-resolver.ts';
 import { classifyAddress } from '../http/address-ranges.ts';
 import { dnsIdIdentityError } from './certificate-dns-ids.ts';
 import { readStsRecords, type StsRecord } from './mta-sts-record.ts';
+import { cutText } from '../../domain/text.ts';
 
 export type MtaStsMode = 'enforce' | 'testing' | 'none';
 
@@ -106,6 +107,14 @@ const REFRESH_AFTER_MS = 86_400_000;
 const MAX_AGE_LIMIT_S = 31_557_600;
 /** More mx patterns than this make a policy invalid. */
 export const MAX_MX_PATTERNS = 100;
+/** A remembered fetch failure's detail, at most (UTF-16 units). */
+const MAX_FAILURE_DETAIL = 500;
+/** Addresses a failure names: a policy host's DNS may list a thousand. */
+const ADDRESSES_NAMED = 3;
+
+const someOf = (addresses: string[]): string => addresses.length <= ADDRESSES_NAMED
+  ? addresses.join(', ')
+  : `${addresses.slice(0, ADDRESSES_NAMED).join(', ')} and ${addresses.length - ADDRESSES_NAMED} more`;
 
 /** What the cache keeps of a policy: its lines joined by "\n". */
 interface CacheEntry extends Omit<MtaStsPolicy, 'lines'> {
@@ -290,7 +299,9 @@ export class MtaStsResolver {
 
   /** Remembers a failed fetch of policy `id` for FETCH_RETRY_MS; returns the failure. */
   #fetchFailed(domain: string, id: string, error: unknown, now: number): PolicyFailure {
-    const failure = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
+    const found = error instanceof FetchError ? error.failure : { resultType: 'sts-policy-fetch-error' as const, detail: (error as Error).message };
+    // Remembered for up to maxPolicies domains whose owners word their failures: bounded per entry.
+    const failure = { ...found, detail: cutText(found.detail, MAX_FAILURE_DETAIL) };
     this.#retryAfter.delete(domain);
     this.#retryAfter.set(domain, { at: now + FETCH_RETRY_MS, id, failure });
     if (this.#retryAfter.size > this.#maxPolicies) this.#retryAfter.delete(this.#retryAfter.keys().next().value!);
@@ -396,7 +407,7 @@ export class MtaStsResolver {
     }
     if (found.length === 0) throw new FetchError({ resultType: 'sts-policy-fetch-error', detail: `${host} has no address` });
     const usable = found.find((address) => classifyAddress(address).global || this.#allow.has(address.toLowerCase()));
-    if (!usable) throw new FetchError({ resultType: 'sts-policy-fetch-error', detail: `${host} resolves only to addresses Relay does not connect to: ${found.join(', ')}` });
+    if (!usable) throw new FetchError({ resultType: 'sts-policy-fetch-error', detail: `${host} resolves only to addresses Relay does not connect to: ${someOf(found)}` });
     return usable;
   }
 
@@ -453,7 +464,7 @@ export class MtaStsResolver {
         // Only text/plain (RFC 8461 3.3): an HTML page or other content users can place at that
         // path of the policy host must not become a policy, whose mx lines would choose the MX hosts.
         const mediaType = (response.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-        if (mediaType !== 'text/plain') return fail({ resultType: 'sts-policy-invalid', detail: `${url}: served as ${mediaType || 'no media type'}, not text/plain` });
+        if (mediaType !== 'text/plain') return fail({ resultType: 'sts-policy-invalid', detail: `${url}: served as ${cutText(mediaType, 100) || 'no media type'}, not text/plain` });
         const chunks: Buffer[] = [];
         let size = 0;
         response.on('data', (chunk: Buffer) => {

@@ -20,9 +20,15 @@ export function managementChanged(): void {
 
 interface Reused<V> { value: V; until: number; changes: number }
 
-/** One kind of read (e.g. workspaces by id), reused by key. */
+/**
+ * One kind of read (e.g. workspaces by id), reused by key. Entries past their REUSE_MS go within
+ * a quarter of it: a key may be as long as a send's recipient domains joined (12 KB), so what an
+ * idle process holds must not be what its last 10,000 sends read.
+ */
 export class ReusedReads<V> {
+  /** In the order they were last set: about the earliest deadlines first. */
   readonly #entries = new Map<string, Reused<V>>();
+  #sweep: NodeJS.Timeout | null = null;
 
   /**
    * The value `read` gives for `key`, reused when read within REUSE_MS and no change was made in
@@ -41,8 +47,26 @@ export class ReusedReads<V> {
     }
     if (this.#entries.size >= LIMIT) this.#entries.clear();
     // From when the read began: a change committed during it is still seen in time.
+    this.#entries.delete(key);
     this.#entries.set(key, { value, until: started + REUSE_MS, changes: seen });
+    this.#sweepLater(REUSE_MS);
     return value;
+  }
+
+  #sweepLater(delayMs: number): void {
+    if (this.#sweep !== null) return;
+    this.#sweep = setTimeout(() => {
+      this.#sweep = null;
+      const now = performance.now();
+      for (const [key, entry] of this.#entries) {
+        if (entry.until > now) {
+          this.#sweepLater(Math.max(REUSE_MS / 4, entry.until - now));
+          return;
+        }
+        this.#entries.delete(key);
+      }
+    }, delayMs);
+    this.#sweep.unref();
   }
 }
 
