@@ -31,9 +31,9 @@ export const MAX_ADDRESS_LENGTH = 254;
 const LOCAL_DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
 const LOCAL_QUOTED = /^"([\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$/;
 const NON_ASCII = /[^\x00-\x7f]/;
-// A bare address whose local part is a quoted string: its quotes may hold spaces and angle
-// brackets ("john doe"@example.org, RFC 5321 4.1.2), which parseAddress judges, not the
-// bare form's own refusal of them. The domain may hold neither.
+// A bare address whose local part is a quoted string: its quotes may hold spaces ("john
+// doe"@example.org, RFC 5321 4.1.2) and angle brackets, which parseAddress judges, not the bare
+// form's own refusal of them. The domain may hold neither.
 const BARE_QUOTED_LOCAL = /^"(?:[^"\\]|\\.)*"@[^<>\s"]+$/;
 
 export type MailboxResult = { ok: true; value: Mailbox } | { ok: false; reason: string };
@@ -52,6 +52,9 @@ export function parseAddress(address: string): { ok: true; address: string; doma
   if (local.length > 64) return { ok: false, reason: 'local part is longer than 64 characters' };
   if (NON_ASCII.test(local)) return { ok: false, reason: 'has non-ASCII characters before the @, which are not supported (Relay does not send SMTPUTF8)' };
   if (!LOCAL_DOT_ATOM.test(local) && !LOCAL_QUOTED.test(local)) return { ok: false, reason: 'is not an email address' };
+  // RFC 5321 allows them, but nodemailer refuses them in an envelope and turns them into spaces
+  // in a header: such an address would be a bounce no receiver gave, and suppressed.
+  if (/[<>]/.test(local)) return { ok: false, reason: 'has "<" or ">" in its quoted local part, which Relay does not send' };
   const unicode = NON_ASCII.test(written);
   const domain = unicode ? asciiDomainName(written) : written;
   if (domain === null) return { ok: false, reason: 'has an invalid domain: not a valid internationalised domain name' };

@@ -1,8 +1,9 @@
 // Spec, Mailbox: "A bare address (max 254 characters) or the form Name <address>". A quoted
-// local part may hold spaces and angle brackets ("john doe"@example.org, RFC 5321 4.1.2), and
-// Relay keeps such a local part quoted (INTERFACE-DECISIONS: "one that needs them keeps them").
-// Pins: that address is accepted bare as in either angle form, and kept as written; spaces or
-// angle brackets outside the quotes are still refused, naming the mailbox forms.
+// local part may hold spaces ("john doe"@example.org, RFC 5321 4.1.2), and Relay keeps such a
+// local part quoted (INTERFACE-DECISIONS: "one that needs them keeps them"). Pins: that address
+// is accepted bare as in either angle form, and kept as written; spaces or angle brackets outside
+// the quotes are still refused, naming the mailbox forms; angle brackets inside them are refused
+// for what they are (./quoted-local-part-angle-bracket-refused.int.test.ts).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
@@ -10,7 +11,7 @@ import { deliveryTenant, detail, type DeliveryTenant } from './support/delivery.
 import { errorCode } from './support/management.ts';
 
 interface Context { t: TestApp; tenant: DeliveryTenant }
-const test = suite<Context>('a quoted local part with spaces or angle brackets, written bare');
+const test = suite<Context>('a quoted local part with spaces, written bare');
 
 test.before(async (ctx) => {
   ctx.t = await startTestApp();
@@ -24,7 +25,7 @@ const post = (ctx: Context, to: string) => ctx.t.app.inject({
 });
 
 test('"john doe"@example.org is accepted bare as in the angle forms, and kept as written', async (ctx) => {
-  for (const to of ['"john doe"@example.org', '<"john doe"@example.org>', 'John <"john doe"@example.org>', '"a<b"@example.org']) {
+  for (const to of ['"john doe"@example.org', '<"john doe"@example.org>', 'John <"john doe"@example.org>']) {
     const response = await post(ctx, to);
     assert.is(response.statusCode, 202, `${to}: ${response.body}`);
     const email = await detail(ctx.t, ctx.tenant.key, response.json().id);
