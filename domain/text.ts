@@ -39,3 +39,9 @@ export function cutText(value: string, maxUnits: number): string {
   const cut = value.slice(0, maxUnits);
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
+
+/**
+ * Strings in the order of their UTF-16 units: the same answer on every machine, where
+ * `localeCompare` follows the process's locale (in Danish "aa" sorts after "z").
+ */
+export const compareText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);

@@ -7,6 +7,7 @@ import { siteSnapshots, type SiteSnapshot } from '../services/delivery/sites.ts'
 import { asksForHelp } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { printable, printableJson } from './printable.ts';
+import { compareText } from '../../domain/text.ts';
 
 const USAGE = [
   'usage: relay sites [--json]',
@@ -19,7 +20,7 @@ const USAGE = [
 // by whoever runs a recipient domain: shown printable.
 export function sitesTable(snapshots: SiteSnapshot[]): string {
   const rows = [['SITE', 'INSTANCE', 'CONN', 'PER CONN', 'LIMIT/MIN', 'RATE/MIN', 'PAUSED UNTIL', 'DELIVERED', 'DEFERRED', 'THROTTLES', 'LAST THROTTLING REPLY']];
-  for (const s of [...snapshots].sort((a, b) => a.site.localeCompare(b.site) || a.instance.localeCompare(b.instance))) {
+  for (const s of [...snapshots].sort((a, b) => compareText(a.site, b.site) || compareText(a.instance, b.instance))) {
     const site = printable(s.site);
     rows.push([
       site.length > 48 ? `${site.slice(0, 45)}...` : site, s.instance, String(s.limits.connections), String(s.limits.messagesPerConnection),

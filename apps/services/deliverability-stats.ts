@@ -7,6 +7,7 @@ import { FAILURES, LATENCIES, LATENCY_BOUNDS_MS, OUTCOMES, SPAN_BOUNDS_MS, count
 import { RATE_DEFINITIONS, RATE_NAMES, RATE_THRESHOLDS, rateLevel, type RateLevel, type RateName } from '../../domain/deliverability/rates.ts';
 import type { DocumentStore, IndexSpec, Scalar } from '../../infra/ports/document-store.ts';
 import { COLLECTIONS } from './collections.ts';
+import { compareText } from '../../domain/text.ts';
 
 export type Granularity = 'hour' | 'day';
 export type StatsGroup = 'sending_domain' | 'recipient_domain';
@@ -166,10 +167,10 @@ export function statsSum(query: StatsQuery): { add(email: Summed): void; result(
 
   function result(): ProjectStats {
     const recipientDomains = [...failing.values()]
-      .sort((a, b) => b.failures - a.failures || a.domain.localeCompare(b.domain))
+      .sort((a, b) => b.failures - a.failures || compareText(a.domain, b.domain))
       .slice(0, FAILING_DOMAINS_SHOWN)
       .map(({ replies, ...domain }) => {
-        const top = [...replies].sort((a, b) => b[1].count - a[1].count || a[0].localeCompare(b[0]))[0];
+        const top = [...replies].sort((a, b) => b[1].count - a[1].count || compareText(a[0], b[0]))[0];
         return { ...domain, top_reply: top ? { code: top[0], text: top[1].text, count: top[1].count } : null };
       });
     const rates = Object.fromEntries(RATE_NAMES.map((name) => [name, rate(totals[RATE_DEFINITIONS[name].counts], bases[name])])) as Record<RateName, number | null>;
@@ -179,7 +180,7 @@ export function statsSum(query: StatsQuery): { add(email: Summed): void; result(
       to: query.to.toISOString(),
       granularity: query.granularity,
       group_by: query.groupBy,
-      series: [...series.values()].sort((a, b) => a.period.localeCompare(b.period) || (a.group ?? '').localeCompare(b.group ?? '')),
+      series: [...series.values()].sort((a, b) => compareText(a.period, b.period) || compareText((a.group ?? ''), b.group ?? '')),
       totals: { ...totals, ...rates, bounce_rate_base: bases.bounce_rate, complaint_rate_base: bases.complaint_rate },
       thresholds: Object.fromEntries(RATE_NAMES.map((name) => [name, { ...RATE_THRESHOLDS[name], level: rateLevel(name, rates[name]) }])) as ProjectStats['thresholds'],
       latency: Object.fromEntries(LATENCIES.map((l) => [l, histogram(latency[l])])) as Record<Latency, LatencyHistogram>,

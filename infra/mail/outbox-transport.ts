@@ -34,6 +34,7 @@ import { Liveness } from '../liveness.ts';
 import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
 import { isAbandoned, isMissing, outboxTemps, readEnvelopes, removeTemp, type OutboxEnvelope, type OutboxTemp } from './outbox-files.ts';
 import type { OutboxWrite, OutboxWriteReply, OutboxWriteRequest, OutboxWriteResult } from './outbox-worker.ts';
+import { compareText } from '../../domain/text.ts';
 
 export type { OutboxEnvelope } from './outbox-files.ts';
 export { ABANDONED_TEMP_AFTER_MS } from './outbox-files.ts';
@@ -244,7 +245,7 @@ export async function listOutbox(dir: string): Promise<OutboxEntry[]> {
       if (!isMissing(error)) throw error; // removed while listing
     }
   }
-  return entries.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime() || a.emailId.localeCompare(b.emailId));
+  return entries.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime() || compareText(a.emailId, b.emailId));
 }
 
 /** The email ids that have a file in the outbox (.eml or .envelope.json). */

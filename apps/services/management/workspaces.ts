@@ -20,6 +20,7 @@ import { managementChanged } from './reused-reads.ts';
 import { newId, sha256Hex } from './ids.ts';
 import { normalizeName } from './names.ts';
 import { findUserByEmail, normalizeUserEmail, usersOf } from './users.ts';
+import { compareText } from '../../../domain/text.ts';
 
 /** A workspace as stored: its creator's slot, and the version owner changes commit by (see requireAnotherOwner). */
 type WorkspaceDocument = Workspace & SlotHolder & {
@@ -94,7 +95,7 @@ export async function listWorkspacesOf(documents: DocumentStore, userId: string)
       const workspace = workspaces.get(m.workspaceId);
       return workspace ? [workspaceView(workspace, m.role)] : [];
     })
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    .sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a.id, b.id));
 }
 
 export async function listMembers(documents: DocumentStore, workspaceId: string): Promise<MemberView[]> {
@@ -438,7 +439,7 @@ export async function inviteMember(
 export async function listWorkspaceInvitations(documents: DocumentStore, workspace: Workspace, now: Date): Promise<InvitationView[]> {
   const found = await liveOnes(await invitationsOf(documents).find({ where: { workspaceId: workspace._id } }), inviterRoles(documents), now);
   return found
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a._id.localeCompare(b._id))
+    .sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a._id, b._id))
     .map((i) => invitationView(i, workspace));
 }
 
@@ -448,7 +449,7 @@ export async function listInvitationsFor(documents: DocumentStore, user: User, n
   const workspaces = await Promise.all(found.map((i) => workspacesOf(documents).get(i.workspaceId)));
   return found
     .flatMap((invitation, i) => (workspaces[i] ? [invitationView(invitation, workspaces[i])] : []))
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    .sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a.id, b.id));
 }
 
 /**
