@@ -21,6 +21,32 @@ const toLocalInput = (iso: string | null) => {
 };
 const fromLocalInput = (local: string) => (local ? new Date(local).toISOString() : '');
 
+// The syntax the API takes for `after` and `before` (RFC 3339 §5.6, as apps/api/validation.ts
+// reads it): a bound of the address in another form is not kept, the field's value replaces it.
+const RFC3339_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/i;
+
+/**
+ * The bound to send for a "Sent after" / "Sent before" field. The field shows the address's
+ * bound to the minute, in the reader's zone, and a local time in the hour repeated when daylight
+ * saving time ends names two instants: reading it back would move a bound the reader never
+ * touched (seconds dropped, or 30–60 minutes earlier). So while the field still shows what the
+ * address's bound gave, that bound is sent on exactly as it was; only a field the reader changed
+ * is read as the browser's local time.
+ */
+function boundToSend(original: string | null, shown: string): string {
+  if (original && RFC3339_DATE_TIME.test(original) && shown !== '' && shown === toLocalInput(original)) return original;
+  return fromLocalInput(shown);
+}
+
+/** The reader's zone, named in the time fields' hint (the IANA name, or nothing if the browser gives none). */
+function localZone(): string {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone ?? '';
+  } catch {
+    return '';
+  }
+}
+
 export async function render(ctx: PageContext): Promise<void> {
   ctx.title('Emails');
   const projectId = ctx.project!.id;
@@ -31,24 +57,34 @@ export async function render(ctx: PageContext): Promise<void> {
   // A status the address names but Relay does not know stays chosen, so the reader sees what the refusal is about.
   const statuses = query.status && !ctx.settings.statuses.includes(query.status) ? [...ctx.settings.statuses, query.status] : ctx.settings.statuses;
   const refusal = h('div', { class: 'form-errors' });
+  const zone = localZone();
+  const timeField = (label: string, name: 'after' | 'before') => {
+    const control = h('input', { name, type: 'datetime-local', value: toLocalInput(query[name]) });
+    const wrapper = field(label, control, `Your browser's local time${zone ? ` (${zone})` : ''}.`);
+    // The hint between the label and the control: the filters' row lines its controls up at the bottom.
+    const hint = wrapper.querySelector('.hint');
+    if (hint) wrapper.insertBefore(hint, control);
+    return wrapper;
+  };
   const filters = h('form', { class: 'filters', method: 'get', action: here, 'aria-label': 'Filter emails' },
     field('Status', select('status', [['', 'Any status'], ...statuses.map((s): [string, string] => [s, s])], query.status ?? '')),
     field('Sender', h('input', { name: 'sender', type: 'text', value: query.sender ?? '', placeholder: 'app@example.com' })),
     field('Sender domain', h('input', { name: 'domain', type: 'text', value: query.domain ?? '', placeholder: 'example.com' })),
     field('Recipient', h('input', { name: 'recipient', type: 'text', value: query.recipient ?? '', placeholder: 'someone@example.org' })),
-    field('Sent after', h('input', { name: 'after', type: 'datetime-local', value: toLocalInput(query.after) })),
-    field('Sent before', h('input', { name: 'before', type: 'datetime-local', value: toLocalInput(query.before) })),
+    timeField('Sent after', 'after'),
+    timeField('Sent before', 'before'),
     field('Per page', select('limit', [['', '50'], ['10', '10'], ['25', '25'], ['100', '100']], query.limit ?? '')),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Apply filters'), h('a', { href: here, class: 'button secondary' }, 'Clear')),
     refusal);
-  // The form would work as a plain GET; the script only turns local times into RFC 3339 and drops empty fields.
+  // The form would work as a plain GET; the script only turns edited local times into RFC 3339
+  // (an untouched time field keeps the address's bound: boundToSend) and drops empty fields.
   filters.addEventListener('submit', (event) => {
     event.preventDefault();
     const data = new FormData(filters);
     const next: Record<string, string> = {};
     for (const name of FILTERS) {
       const raw = String(data.get(name) ?? '');
-      next[name] = name === 'after' || name === 'before' ? fromLocalInput(raw) : raw.trim();
+      next[name] = name === 'after' || name === 'before' ? boundToSend(query[name], raw) : raw.trim();
     }
     location.assign(withQuery(here, next));
   });
