@@ -367,6 +367,13 @@ function redactedOrigin(parsed: URL): string {
 }
 
 /** `terminal`: whether stdout is a TTY, where logs are for people rather than collectors. */
+/** Whether browsers treat pages of this origin as secure contexts (https, or a loopback host), where Secure cookies are set. */
+function secureContext(origin: URL): boolean {
+  if (origin.protocol === 'https:') return true;
+  const host = origin.hostname.toLowerCase();
+  return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(host) || host === '[::1]';
+}
+
 export function loadConfig(env: Env = process.env, terminal: boolean = process.stdout.isTTY === true): RelayConfig {
   const envName = text(env, 'RELAY_ENV') ?? text(env, 'NODE_ENV') ?? 'development';
   const variable = text(env, 'RELAY_ENV') ? 'RELAY_ENV' : 'NODE_ENV';
@@ -377,6 +384,9 @@ export function loadConfig(env: Env = process.env, terminal: boolean = process.s
   }
   const listenPort = port(env, 'PORT', 3000);
   const origin = url(env, 'RELAY_DASHBOARD_ORIGIN', ['http', 'https'], 'https://host[:port]');
+  if (relayEnv === 'production' && origin && !secureContext(new URL(origin))) {
+    throw new ConfigError('RELAY_DASHBOARD_ORIGIN', 'is an http origin, but production\'s session cookie (__Host-, Secure) is one browsers set only from https pages or localhost: give the https origin users open (the TLS proxy\'s), or set RELAY_ENV=development');
+  }
   const logLevel = text(env, 'RELAY_LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('RELAY_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);

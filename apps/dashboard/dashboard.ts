@@ -16,7 +16,21 @@ import type { RelayConfig } from '../../infra/config.ts';
 import { DEFAULT_LIMITS } from '../api/connection-limits.ts';
 import { PAGES } from './client/route-table.ts';
 
+/**
+ * If-None-Match compared as RFC 9110 13.1.2 asks, weakly: a proxy that compresses the asset (nginx
+ * `gzip_proxied`) hands the browser `W/"…"`, and a list or `*` may come too.
+ */
+function notModified(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  const opaque = etag.replace(/^W\//, '');
+  return header.split(',').some((tag) => {
+    const candidate = tag.trim();
+    return candidate === '*' || candidate.replace(/^W\//, '') === opaque;
+  });
+}
+
 /** Where the assets are read from: the browser modules' directory and the stylesheet. */
+
 export interface AssetSources { clientDir: string; stylesheet: string }
 
 const SOURCES: AssetSources = {
@@ -160,7 +174,7 @@ export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayCo
     if (!asset) return reply.callNotFound();
     // Revalidated on every load (a new release is picked up at once) but sent again only when changed.
     secured(reply).header('cache-control', 'no-cache').header('etag', asset.etag);
-    if (reply.request.headers['if-none-match'] === asset.etag) return reply.status(304).send();
+    if (notModified(reply.request.headers['if-none-match'], asset.etag)) return reply.status(304).send();
     return reply.type(asset.type).send(asset.body);
   };
   for (const path of ASSET_PATHS) {
