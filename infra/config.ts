@@ -222,6 +222,8 @@ function hostNameProblem(name: string): string | null {
  */
 function brokerAddress(variable: string, item: string): string {
   const match = /^([A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(item);
+  // A URL or user information (kafka://user:pass@host) is not quoted: it may hold a password.
+  if (!match && /[@/]/.test(item)) throw new ConfigError(variable, 'takes host or host:port entries, comma separated, with no URL scheme or user information (an entry with "@" or "/" is not repeated here: it may hold a password)');
   if (!match) throw new ConfigError(variable, `"${item}" is not a host or host:port (an IPv6 address needs a name: the Kafka client cannot connect to one)`);
   const brokerPort = Number(match[2] ?? 9092);
   if (brokerPort < 1 || brokerPort > 65535) throw new ConfigError(variable, `"${item}": the port must be from 1 to 65535`);
@@ -360,8 +362,16 @@ function storeUrl(env: Env, name: string, schemes: string[], example: string, pr
   return raw;
 }
 
-/** Scheme and host of a URL, user information replaced by ***: what an error may show of it. */
+/**
+ * Scheme and host of a URL, user information replaced by ***: what an error may show of it. With
+ * an "@" after the host, what the parser took for host and port is user information cut short
+ * by an unescaped "?", "#" or "/" (smtp://user:4711?rest@host reads as host "user", port 4711):
+ * only the scheme is shown then.
+ */
 function redactedOrigin(parsed: URL): string {
+  if (`${parsed.pathname}${parsed.search}${parsed.hash}`.includes('@')) {
+    return `"${parsed.protocol}" (with an "@" after its host: percent-encode "?", "#", "/" and "@" in a user name or password)`;
+  }
   const userinfo = parsed.username || parsed.password ? '***@' : '';
   return `"${parsed.protocol}${parsed.host ? `//${userinfo}${parsed.host}` : ''}"`;
 }

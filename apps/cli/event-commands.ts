@@ -1,10 +1,14 @@
 // `relay events`, `relay events export`, `relay events schema`: the event store for analysts.
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { EMAIL_STREAM_PREFIX, emailStreamId } from '../../domain/email/events.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
-import { loadConfig } from '../../infra/config.ts';
+import { loadConfig, type RelayConfig } from '../../infra/config.ts';
 import type { EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
 import { asyncApiDocument, eventCatalog } from '../services/event-catalog.ts';
-import { CSV_COLUMNS, TIME_FORMS, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type Bound } from '../services/event-reading.ts';
+import { KEY_FILE_NAME, parseKey, SecretBox } from '../../infra/secrets/secret-box.ts';
+import { CSV_COLUMNS, TIME_FORMS, addressTokens, csvRow, parseBound, readGlobalOrder, redactEvent, upcastStored, type AddressToken, type Bound } from '../services/event-reading.ts';
 import { asksForHelp, countProblem, EXIT_USAGE, parseOrExplain } from './command.ts';
 import { openExistingStores } from './existing-stores.ts';
 import { isOutputClosed, lineWriter } from './output.ts';
@@ -26,7 +30,8 @@ const EVENTS_USAGE = [
   '       relay events schema     the event catalog (AsyncAPI 3, as GET /v1/asyncapi.json serves it)',
   'Prints one JSON object per line: {id, streamId, revision, position, type, data, metadata, recordedAt}.',
   '  --type: the exact event type (relay events schema lists them); --upcast: the data as today\'s projections read it',
-  '  (older versions converted); --redact: no sealed content (bodies, BCC), every address a hash of it with its domain.',
+  '  (older versions converted); --redact: no sealed content (bodies, BCC), every address a token keyed by Relay\'s secret',
+  '  key (RELAY_SECRET_KEY, else the data directory\'s secret.key; refused without one) with its domain.',
   '  export: always upcast; --from is exclusive for a position, --to inclusive (and not before --from); progress on stderr.',
   '  --project: the events within the bounds of that project\'s emails, also of emails accepted before --from.',
   ...POSITION_FORMAT,
@@ -36,6 +41,30 @@ const refuse = (problem: string): number => {
   console.error(`relay: ${problem}\n\n${EVENTS_USAGE}`);
   return EXIT_USAGE;
 };
+
+/**
+ * What --redact puts in place of an address: a token keyed by the installation's current secret
+ * key (addressTokens), so it is the same in every export and testable by no one without the
+ * key. The key is RELAY_SECRET_KEY, else the data directory's key file; a command that only
+ * reads never makes one (a new key would give tokens that join with nothing), so without either
+ * (a backup made --without-secret-key, say) it says why on stderr and gives null (exit 1).
+ */
+async function redactionToken(config: RelayConfig): Promise<AddressToken | null> {
+  const refuseRedaction = (why: string) => {
+    console.error(`relay: --redact replaces every address by a token keyed by Relay's secret key, and ${why}: set RELAY_SECRET_KEY to this installation's key `
+      + '(the content of the secret.key file of its data directory), or leave out --redact (the export then holds the addresses in clear)');
+    return null;
+  };
+  try {
+    if (config.secretKey !== null) return addressTokens(new SecretBox({ current: parseKey(config.secretKey), previous: [] }));
+    const file = join(config.dataDir, KEY_FILE_NAME);
+    if (!existsSync(file)) return refuseRedaction(`RELAY_SECRET_KEY is not set and ${file} does not exist`);
+    return addressTokens(new SecretBox({ current: parseKey(await readFile(file, 'utf8'), `The key file ${file}`), previous: [] }));
+  } catch (error) {
+    // parseKey's message names the variable or the file, never the value.
+    return refuseRedaction(`the key cannot be read (${(error as Error).message})`);
+  }
+}
 
 /** Why `--stream GIVEN` found nothing, and which stream (or prefix) to ask for instead. */
 function noStreamHint(given: string, stream: string): string {
@@ -105,14 +134,17 @@ export async function events(args: string[]): Promise<number> {
     if (!known.has(type)) console.error(`relay: warning: ${type} is no event type of this version (relay events schema lists them); matching it exactly anyway`);
   }
   const limit = values.limit === undefined ? Infinity : Number(values.limit);
-  const stores = await openExistingStores(loadConfig(), ['events']);
+  const config = loadConfig();
+  const stores = await openExistingStores(config, ['events']);
   if (!stores) return 1;
-  const shape = (e: StoredEvent) => {
-    const read = values.upcast ? upcastStored(e) : e;
-    return printableJson(values.redact ? redactEvent(read) : read);
-  };
   const write = lineWriter(process.stdout);
   try {
+    const token = values.redact ? await redactionToken(config) : null;
+    if (values.redact && token === null) return 1;
+    const shape = (e: StoredEvent) => {
+      const read = values.upcast ? upcastStored(e) : e;
+      return printableJson(token ? redactEvent(read, token) : read);
+    };
     let printed = 0;
     if (values.stream) {
       // An email id names its stream: `relay events --stream em_…` reads `email-em_…`.
@@ -221,9 +253,12 @@ async function exportEvents(args: string[]): Promise<number> {
   if (from && to && 'time' in from && 'time' in to && to.time < from.time) {
     return refuse(`--to ${to.time.toISOString()} comes before --from ${from.time.toISOString()}`);
   }
-  const stores = await openExistingStores(loadConfig(), ['events']);
+  const config = loadConfig();
+  const stores = await openExistingStores(config, ['events']);
   if (!stores) return 1;
   try {
+    const token = values.redact ? await redactionToken(config) : null;
+    if (values.redact && token === null) return 1;
     const fromPosition = from && 'position' in from ? from.position : undefined;
     const toPosition = to && 'position' in to ? to.position : undefined;
     const fromProblem = fromPosition === undefined ? null : await refusedBounds(stores.events, { after: fromPosition });
@@ -249,7 +284,7 @@ async function exportEvents(args: string[]): Promise<number> {
     for await (const batch of readGlobalOrder(stores.events, { from, to, projectId: values.project })) {
       for (const stored of batch) {
         const event = upcastStored(stored);
-        const shaped = values.redact ? redactEvent(event) : event;
+        const shaped = token ? redactEvent(event, token) : event;
         await write(format === 'csv' ? printable(csvRow(shaped, printableJson)) : printableJson(shaped));
       }
       count += batch.length;

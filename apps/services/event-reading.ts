@@ -13,6 +13,7 @@ import { upcastSuppressionEvent } from '../../domain/suppressions/upcast.ts';
 import { USAGE_STREAM_PREFIX } from '../../domain/usage/quota.ts';
 import { upcastUsageEvent } from '../../domain/usage/upcast.ts';
 import type { EventFilter, EventStore, StoredEvent } from '../../infra/ports/event-store.ts';
+import { MIN_MAC_BYTES, type SecretBox } from '../../infra/secrets/secret-box.ts';
 import { addressesInText, firstAddress } from '../../domain/addresses-in-text.ts';
 
 /** Where reading starts or stops: a global position (exclusive start, inclusive end) or an instant (recordedAt). */
@@ -197,79 +198,91 @@ export function upcastStored(event: StoredEvent): StoredEvent {
   return read('UnrecognizedEvent', { type: event.type });
 }
 
-/** Every address in the text hashed, plain or URL-encoded. */
-function redactText(text: string): string {
+/** What redaction puts in place of an address: see addressTokens. */
+export type AddressToken = (address: string) => string;
+
+/** Every address in the text replaced by its token, plain or URL-encoded. */
+function redactText(text: string, token: AddressToken): string {
   const found = addressesInText(text);
   let out = '';
   let copied = 0;
   for (const { start, end, address } of found) {
-    out += text.slice(copied, start) + hashAddress(address);
+    out += text.slice(copied, start) + token(address);
     copied = end;
   }
   return copied === 0 ? text : out + text.slice(copied);
 }
 
+/** The purpose of the MAC that makes a redacted address's token (infra/secrets/secret-box.ts). */
+export const REDACTION_MAC_PURPOSE = 'redacted-address';
+
 /**
- * An address as redaction shows it: a hash of the whole address in the canonical form Relay keys
- * recipients by (domain/mailbox.ts: "john.doe"@… is john.doe@…), so one mailbox has one hash
- * however it was written, and its domain.
+ * An address as redaction shows it: `<token>@<domain>`, the token the first 80 bits (20 hex
+ * digits) of a MAC under RELAY_SECRET_KEY's current key, purpose REDACTION_MAC_PURPOSE, of the
+ * whole address in the canonical form Relay keys recipients by (domain/mailbox.ts:
+ * "john.doe"@… is john.doe@…). One mailbox has one token however it was written, in every
+ * export of the installation while its key stays; without the key a guessed address cannot be
+ * tested against a token (an unkeyed hash could be computed by anyone). Another installation,
+ * or this one after a key rotation, gives other tokens.
  */
-export const hashAddress = (address: string): string => {
-  const canonical = canonicalAddress(address.trim());
-  const at = canonical.lastIndexOf('@');
-  const domain = at < 0 ? '' : canonical.slice(at + 1);
-  return `${createHash('sha256').update(canonical).digest('hex').slice(0, 16)}@${domain}`;
-};
+export function addressTokens(secrets: Pick<SecretBox, 'mac'>): AddressToken {
+  return (address) => {
+    const canonical = canonicalAddress(address.trim());
+    const at = canonical.lastIndexOf('@');
+    const domain = at < 0 ? '' : canonical.slice(at + 1);
+    return `${secrets.mac(REDACTION_MAC_PURPOSE, canonical).subarray(0, MIN_MAC_BYTES).toString('hex')}@${domain}`;
+  };
+}
 
 /** Keys that hold content or addresses, and what redaction makes of them. */
 const SEALED = new Set(['content']);
 
 /**
- * Fields holding one address each (or null), hashed whole whatever it looks like: the
+ * Fields holding one address each (or null), replaced whole by its token whatever it looks like: the
  * normalized recipients, the sender, a recipient's or a suppression's address.
  */
 const ADDRESSES = new Set(['toAddresses', 'ccAddresses', 'fromAddress', 'address', 'originalAddress']);
 
-/** Recipients' mailboxes ("Name <address>"): the name goes with the address, the whole becomes its hash. */
+/** Recipients' mailboxes ("Name <address>"): the name goes with the address, the whole becomes its token. */
 const MAILBOXES = new Set(['to', 'cc', 'replyTo']);
 
-/** The sender's own mailbox: its name stays (as subjects do), its address becomes the hash. */
+/** The sender's own mailbox: its name stays (as subjects do), its address becomes its token. */
 const SENDER_MAILBOXES = new Set(['from']);
 
 /** The sender's own free-form data: its keys mean nothing to Relay (a `to` there is no recipient); addresses in it are redacted as text. */
 const FREE_FORM = new Set(['metadata', 'tags', 'headers']);
 
-function redactFreeForm(value: unknown): unknown {
-  if (typeof value === 'string') return redactText(value);
-  if (Array.isArray(value)) return value.map(redactFreeForm);
+function redactFreeForm(value: unknown, token: AddressToken): unknown {
+  if (typeof value === 'string') return redactText(value, token);
+  if (Array.isArray(value)) return value.map((v) => redactFreeForm(v, token));
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [redactText(k), redactFreeForm(v)]));
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [redactText(k, token), redactFreeForm(v, token)]));
   }
   return value;
 }
 
-function redactMailbox(value: string, keepName: boolean): string {
+function redactMailbox(value: string, keepName: boolean, token: AddressToken): string {
   const parsed = parseMailbox(value);
-  if (!parsed.ok) return keepName ? redactText(value) : hashAddress(firstAddress(value) ?? value);
-  const hashed = hashAddress(parsed.value.address);
-  if (!keepName || parsed.value.displayName === null) return hashed;
+  if (!parsed.ok) return keepName ? redactText(value, token) : token(firstAddress(value) ?? value);
+  const replaced = token(parsed.value.address);
+  if (!keepName || parsed.value.displayName === null) return replaced;
   // The name as written (before the angle brackets), its addresses redacted too.
   const name = parsed.value.mailbox.slice(0, parsed.value.mailbox.lastIndexOf('<')).trim();
-  return `${redactText(name)} <${hashed}>`;
+  return `${redactText(name, token)} <${replaced}>`;
 }
 
-function redactValue(key: string, value: unknown): unknown {
+function redactValue(key: string, value: unknown, token: AddressToken): unknown {
   if (SEALED.has(key)) return null;
-  if (FREE_FORM.has(key)) return redactFreeForm(value);
-  if (Array.isArray(value)) return value.map((v) => redactValue(ADDRESSES.has(key) || MAILBOXES.has(key) || SENDER_MAILBOXES.has(key) ? key : '', v));
+  if (FREE_FORM.has(key)) return redactFreeForm(value, token);
+  if (Array.isArray(value)) return value.map((v) => redactValue(ADDRESSES.has(key) || MAILBOXES.has(key) || SENDER_MAILBOXES.has(key) ? key : '', v, token));
   if (typeof value === 'string') {
-    if (ADDRESSES.has(key)) return hashAddress(value);
-    if (MAILBOXES.has(key)) return redactMailbox(value, false);
-    if (SENDER_MAILBOXES.has(key)) return redactMailbox(value, true);
-    return redactText(value);
+    if (ADDRESSES.has(key)) return token(value);
+    if (MAILBOXES.has(key)) return redactMailbox(value, false, token);
+    if (SENDER_MAILBOXES.has(key)) return redactMailbox(value, true, token);
+    return redactText(value, token);
   }
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redactValue(k, v)]));
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redactValue(k, v, token)]));
   }
   return value;
 }
@@ -277,14 +290,15 @@ function redactValue(key: string, value: unknown): unknown {
 /**
  * The event without what an analyst's copy should not hold: sealed content (bodies, BCC) is
  * dropped (null), and every address anywhere in the data (recipients, the sender, reply-to, in
- * replies and reasons) becomes a hash of it with its domain: the same address gives the same
- * hash, so counts and joins still work. Address fields are hashed whole, mailboxes parsed as
+ * replies and reasons) becomes its token with its domain (`token`: addressTokens, keyed): the
+ * same address gives the same token, so counts and joins still work. Address fields are
+ * replaced whole, mailboxes parsed as
  * admission parses them (a recipient's name goes with its address; the sender's name stays),
  * and free text by the rules above (plain and URL-encoded addresses). Subjects, tags and
  * metadata are the sender's own and stay, addresses in them redacted.
  */
-export function redactEvent(event: StoredEvent): StoredEvent {
-  return { ...event, data: redactValue('', event.data) as Record<string, unknown> };
+export function redactEvent(event: StoredEvent, token: AddressToken): StoredEvent {
+  return { ...event, data: redactValue('', event.data, token) as Record<string, unknown> };
 }
 
 /** CSV of events (RFC 4180): one row per event, the data as a JSON cell. */

@@ -112,7 +112,14 @@ const WHOLE_NUMBER_OPTIONS = new Map<string, WholeNumberOption>([
   ['maxDiscoverAttempts', { unit: 'attempts', min: 1 }],
 ]);
 
-/** A connection string the client would refuse or misread. The message never holds the string. */
+/** What a refusal says when the user information seems cut short: the characters to escape. */
+const PERCENT_ENCODE = 'a user name or password holding "/", "?", "#" or "@" must have them percent-encoded (%2F, %3F, %23, %40)';
+
+/**
+ * A connection string the client would refuse or misread. The message never holds the string,
+ * nor a part of it that could be user information: a query key is named only when it is a short
+ * word and no "@" follows the host.
+ */
 export class EventStoreUrlError extends Error {
   override name = 'EventStoreUrlError';
 }
@@ -135,6 +142,11 @@ function takeApart(url: string, { quiet }: { quiet: boolean }): EventStoreConnec
   if (!scheme) throw new EventStoreUrlError('expected esdb://host:2113 or esdb+discover://host:2113');
   const afterScheme = string.slice(scheme.length);
   const authorityEnd = afterScheme.search(/[/?#]/);
+  // An "@" after the host: user information cut short by an unescaped "/", "?" or "#" (what
+  // follows would be read as hosts or options and quoted in a refusal). Nothing of it is quoted.
+  if (authorityEnd !== -1 && afterScheme.slice(authorityEnd).includes('@')) {
+    throw new EventStoreUrlError(`has an "@" after its host; ${PERCENT_ENCODE}`);
+  }
   const at = afterScheme.slice(0, authorityEnd === -1 ? undefined : authorityEnd).lastIndexOf('@');
   const credentials = at === -1 ? undefined : userCredentials(afterScheme.slice(0, at));
   const rest = afterScheme.slice(at + 1);
@@ -193,7 +205,10 @@ function queryOption(pair: string): { key: string; option: string; value: string
   const value = equals === -1 ? '' : pair.slice(equals + 1);
   if (key.trim() === '') throw new EventStoreUrlError('the query holds an empty option (expected ?key=value&key=value)');
   const option = KNOWN_OPTIONS.get(flatCase(key));
-  if (!option) throw new EventStoreUrlError(`unknown option "${key}" (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
+  if (!option) {
+    const named = /^[a-z][a-z0-9_-]{0,31}$/i.test(key.trim()) ? `unknown option "${key.trim()}"` : 'an unknown option';
+    throw new EventStoreUrlError(`${named} (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
+  }
   if (value.trim() === '') throw new EventStoreUrlError(`${option}: expected a value (${option}=…)`);
   const whole = WHOLE_NUMBER_OPTIONS.get(option);
   const problem = whole ? wholeNumberProblem(option, value.trim(), whole, 'client') : null;

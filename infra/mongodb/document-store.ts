@@ -513,7 +513,9 @@ const NUMBER_OPTION_BY_KEY = new Map(WHOLE_NUMBER_OPTIONS.map(([option, spec]) =
 
 /** A number option of the URL's query the driver would misread (see WHOLE_NUMBER_OPTIONS), or null. */
 function urlNumberProblem(url: string): string | null {
-  const query = /\?([^#]*)/.exec(url)?.[1] ?? '';
+  // The query as the driver finds it: after the user information, which runs to the first "@"
+  // (a password cut short at an unescaped "?" is no query, and never quoted as one).
+  const query = /\?([^#]*)/.exec(withoutUserinfoPart(url))?.[1] ?? '';
   for (const [key, value] of new URLSearchParams(query)) {
     const known = NUMBER_OPTION_BY_KEY.get(key.toLowerCase());
     const problem = known ? wholeNumberProblem(known.option, value.trim(), known.spec, 'driver') : null;
@@ -544,10 +546,16 @@ function clientOf(url: string, options: MongoDocumentStoreOptions): { client: Mo
     if (error instanceof URIError) throw new MongoUrlError('the database name (the path) is not percent-encoded correctly');
     // The driver's own MongoParseError is a MongoError; the URL library under it throws one
     // that is a plain Error of that name (a password with an unescaped ":", a user name with "[").
-    if (error instanceof MongoError || (error as Error | null)?.name === 'MongoParseError') throw new MongoUrlError(withoutUserinfo((error as Error).message, url));
+    if (error instanceof MongoError || (error as Error | null)?.name === 'MongoParseError') {
+      const message = withoutUserinfo((error as Error).message, url);
+      throw new MongoUrlError(/unescaped characters/i.test(message) ? `${message}; ${PERCENT_ENCODE}` : message);
+    }
     throw error;
   }
 }
+
+/** What a refusal adds when the user information holds a character the URL must have escaped. */
+const PERCENT_ENCODE = 'a user name or password holding ":", "/", "?", "#" or "@" must have them percent-encoded (%3A, %2F, %3F, %23, %40)';
 
 /** Whether the URL's query names `option` (the driver reads option names in any case). */
 function urlSets(url: string, option: string): boolean {
@@ -555,9 +563,18 @@ function urlSets(url: string, option: string): boolean {
   return query.split('&').some((pair) => pair.split('=')[0].toLowerCase() === option.toLowerCase());
 }
 
+/**
+ * The user information as the driver reads it (mongodb-connection-string-url's HOSTS_REGEX):
+ * everything from "://" to the first "@", an unescaped "/", "?" or "#" in it included.
+ */
+const USERINFO = /^([^:/?#]+:\/\/)([^@]*)@/;
+
+/** The URL without its user information (and the "@" after it). */
+const withoutUserinfoPart = (url: string): string => url.replace(USERINFO, '$1');
+
 /** `message` with the URL's user name and password, as written and decoded, replaced by ***. */
 export function withoutUserinfo(message: string, url: string): string {
-  const userinfo = /^[^:/?#]+:\/\/([^/?#]*)@/.exec(url)?.[1];
+  const userinfo = USERINFO.exec(url)?.[2];
   if (!userinfo) return message;
   const decoded = (part: string) => {
     try {
