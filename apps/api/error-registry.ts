@@ -173,7 +173,9 @@ function bytesText(bytes: number): string {
 /**
  * `unrouted` answers first, when it has an answer, a request that reached no route because its
  * target is not one a route could serve (server.ts, requestTargets: `*`, a fragment, an
- * absolute-form URI's authority); it returns the reply it answered with.
+ * absolute-form URI's authority), or a browser's navigation to an address that is no dashboard
+ * page (the dashboard's "Page not found", apps/dashboard/dashboard.ts); it returns the reply it
+ * answered with. Every other request no route serves gets the `not_found` envelope.
  */
 export function registerErrorHandling(app: FastifyInstance, unrouted?: (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined): void {
   app.setErrorHandler((error: FastifyError | RelayError | Error, request, reply) => {

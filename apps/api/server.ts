@@ -29,7 +29,7 @@ import { recordRoutes, type Security } from './openapi.ts';
 import { asyncApiDocument } from '../services/event-catalog.ts';
 import { installTypeBoxValidation } from './validation.ts';
 import { UNMATCHED_ROUTE } from '../relay-metrics.ts';
-import { dashboardRoutes } from '../dashboard/dashboard.ts';
+import { dashboardRoutes, type UnknownAddressAnswer } from '../dashboard/dashboard.ts';
 import type { Logger } from '../../infra/logging.ts';
 
 /** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
@@ -106,7 +106,10 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
   // Before any route or scope: each copies the parsers it finds when it is made.
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
   installTypeBoxValidation(app);
-  registerErrorHandling(app, targets.answer);
+  // A browser's navigation to an address that is no page gets the dashboard's own "Page not
+  // found", once the dashboard is registered below (not in a process that serves health alone).
+  let unknownAddress: UnknownAddressAnswer | undefined;
+  registerErrorHandling(app, (request, reply) => targets.answer(request, reply) ?? unknownAddress?.(request, reply));
   // Before any route: the methods OPTIONS * names.
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) targets.methods.add(method);
@@ -150,7 +153,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     // The dashboard (apps/dashboard/): pages and browser modules, a client of the routes above.
     await app.register(async (scope) => {
       routes.omit(scope);
-      await dashboardRoutes(scope, ctx.config);
+      unknownAddress = await dashboardRoutes(scope, ctx.config);
     });
   }
   // Built once every route is declared: a route without a recorded authentication stops the

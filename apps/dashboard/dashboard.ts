@@ -7,7 +7,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { stripTypeScriptTypes } from 'node:module';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RATE_DEFINITIONS } from '../../domain/deliverability/rates.ts';
 import { STATUSES } from '../../domain/email/status.ts';
 import { canGrantRole, canManageSuppressions, canWrite, PERMISSIONS, ROLES } from '../../domain/management.ts';
@@ -66,6 +66,33 @@ export const PAGE_HEADERS: Record<string, string> = {
 export const ASSET_PATHS = ['/assets/:file', '/assets/pages/:file'];
 
 export const PAGE_PATHS = ['/', '/workspaces/:workspaceId', ...PAGES.map((page) => page.path)];
+
+/**
+ * The first path segments of Relay's machine interface, never a dashboard address: the API and
+ * its documents (/v1/openapi.json, /v1/asyncapi.json), health, readiness and metrics, and the
+ * root /openapi.json a client may guess.
+ */
+const MACHINE_SEGMENTS = new Set(['v1', 'healthz', 'readyz', 'metrics', 'openapi.json', 'asyncapi.json']);
+
+function firstSegment(url: string): string {
+  const segment = url.split('?')[0].split('/')[1] ?? '';
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/**
+ * Whether a request no route serves is a person's browser opening an address of the dashboard
+ * that is no page (a mistyped or outdated link): a navigation (Sec-Fetch-Dest: document) outside
+ * the machine interface. API clients, fetches and module loads send another destination or none.
+ */
+export const isPageNavigation = (request: FastifyRequest): boolean =>
+  request.method === 'GET' && request.headers['sec-fetch-dest'] === 'document' && !MACHINE_SEGMENTS.has(firstSegment(request.url));
+
+/** How the dashboard answers a request no route serves, when it answers it (else undefined). */
+export type UnknownAddressAnswer = (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined;
 
 /**
  * What the pages need to know of Relay's rules, decided here from domain/ so that each rule
@@ -151,8 +178,14 @@ async function loadAssets({ clientDir, stylesheet }: AssetSources): Promise<Map<
   return assets;
 }
 
-/** `sources`: where the assets are read from (tests serve a copy they can break and mend). */
-export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>, sources: AssetSources = SOURCES): Promise<void> {
+/**
+ * `sources`: where the assets are read from (tests serve a copy they can break and mend).
+ * Returns the answer to a browser's navigation to an address that is no page (isPageNavigation):
+ * 404 with the page shell, whose script draws the dashboard's "Page not found" with a link back,
+ * for the server's not-found handler to give (apps/api/error-registry.ts); every other request no
+ * route serves keeps the API's JSON envelope.
+ */
+export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayConfig, 'dashboardOrigin' | 'env'>, sources: AssetSources = SOURCES): Promise<UnknownAddressAnswer> {
   const shell = shellOf(config);
   // Loaded on first use: processes that never serve a page never read or strip the modules.
   let assets: Promise<Map<string, Asset>> | null = null;
@@ -164,9 +197,9 @@ export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayCo
   }));
   const secured = (reply: FastifyReply) => reply.headers(PAGE_HEADERS);
 
+  const sendShell = (reply: FastifyReply) => secured(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(shell);
   for (const path of PAGE_PATHS) {
-    app.get(path, async (_request, reply) =>
-      secured(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(shell));
+    app.get(path, async (_request, reply) => sendShell(reply));
   }
 
   const serveAsset = async (path: string, reply: FastifyReply) => {
@@ -180,4 +213,6 @@ export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayCo
   for (const path of ASSET_PATHS) {
     app.get<{ Params: { file: string } }>(path, async (request, reply) => serveAsset(path.replace(':file', request.params.file), reply));
   }
+  // The answer depends on Sec-Fetch-Dest: a cache must not give it to a request of another destination.
+  return (request, reply) => isPageNavigation(request) ? sendShell(reply.status(404).header('vary', 'Sec-Fetch-Dest')) : undefined;
 }

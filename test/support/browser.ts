@@ -81,6 +81,17 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
     .map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => ({ target: n.target })) }));
 }
 
+/**
+ * axe-core's violations of the WCAG 2.1 A and AA rules on the page as it is now, whatever their
+ * impact (a missing title or language is "serious", others less): "rule: element" each.
+ */
+export async function wcagViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate("'axe' in window"))) await page.evaluate(axeSource);
+  const result = (await page.evaluate("axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }, resultTypes: ['violations'] })")) as
+    { violations: Array<{ id: string; nodes: Array<{ target: string[] }> }> };
+  return result.violations.flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}`));
+}
+
 /** Whether the page scrolls sideways: at 375 px nothing should. */
 export const overflowsSideways = async (page: Page) => (await page.evaluate('document.documentElement.scrollWidth > window.innerWidth + 1')) as boolean;
 

@@ -121,7 +121,7 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
   test('a slug is unique within a project (409), free in another project', async ({ w }) => {
     const s = slug('unique');
     await createTemplateAs(w, { slug: s, subject: 's', text: 't' });
-    expectError(await templates(w.t, 'POST', '/v1/templates', { as: w.owner, projectId: w.projectId, body: { name: 'again', slug: s, subject: 's', text: 't' } }), 409, 'conflict', /slug/);
+    expectError(await templates(w.t, 'POST', '/v1/templates', { as: w.owner, projectId: w.projectId, body: { name: 'again', slug: s, subject: 's', text: 't' } }), 409, 'conflict', /^body\.slug: .* is already used by another template/);
     const elsewhere = await createTemplateAs(w, { slug: s, subject: 's', text: 't' }, w.owner, w.otherProjectId);
     assert.is(elsewhere.projectId, w.otherProjectId);
   });
@@ -255,7 +255,7 @@ export function templateApiSuite(mode: Mode, skipReason?: string): void {
     expectError(await patch('tpl_unknown', {}), 404, 'not_found');
     expectError(await patch(theirs.id, { slug: theirs.slug }), 404, 'not_found');
     expectError(await patch(t.id, {}, w.otherProjectId), 404, 'not_found');
-    expectError(await patch(t.id, { slug: other.slug }), 409, 'conflict', /slug/);
+    expectError(await patch(t.id, { slug: other.slug }), 409, 'conflict', /^body\.slug: .* is already used by another template/);
     const unchanged = (await templates(w.t, 'GET', `/v1/templates/${t.id}`, { as: w.owner, projectId: w.projectId })).json();
     assert.is(unchanged.revision, 1, 'no refused patch changed it');
   });

@@ -154,7 +154,7 @@ export function redrawKeepingFocus(container: HTMLElement, draw: () => void): vo
   refocus([...container.querySelectorAll<HTMLElement>('a[href], button, summary, [tabindex]')].find((element) => focusKey(element) === key));
 }
 
-/** The field a refusal is about: the API names it first ("body.name: …", "body.name is required"). */
+/** The field a refusal is about, whatever its code: the API names it first ("body.name: …", "body.name is required"). */
 const REFUSED_FIELD = /^body\.([A-Za-z0-9_]+)/;
 
 type Control = HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
@@ -204,7 +204,8 @@ export function form(attrs: Attrs, children: Child[], submit: (form: HTMLFormEle
       const refusal = notice('error', (error as Error).message);
       refusal.id = uniqueId('refusal');
       fill(errors, refusal);
-      const name = error instanceof ApiError && error.code === 'validation_error' ? REFUSED_FIELD.exec(error.message)?.[1] : undefined;
+      // Whatever the code (validation_error, unsafe_destination, conflict): a refusal that names a field of this form is about it.
+      const name = error instanceof ApiError ? REFUSED_FIELD.exec(error.message)?.[1] : undefined;
       const control = name === undefined ? null : element.elements.namedItem(name);
       if (isControl(control)) {
         markRefused(control, refusal);

@@ -76,7 +76,8 @@ export interface TemplateBody {
   text?: string | null;
 }
 
-const slugTaken = (slug: string) => conflict(`the slug "${slug}" is already used by another template of this project`);
+/** Names the field first, as the refusals of a template's other fields do, so that a form can tie it to its Slug field. */
+const slugTaken = (slug: string) => conflict(`body.slug: "${slug}" is already used by another template of this project`);
 
 /** Content checks and the variables it uses; 400 when the content is not a valid template or no send of it could render (CompiledTemplate.rehearse). */
 async function prepareContent(threads: WorkspaceTemplates, body: TemplateBody) {

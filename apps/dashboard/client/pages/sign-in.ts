@@ -3,7 +3,7 @@
 // with the button held until then; it is not an error of the reader's.
 import { ApiError, api } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { field, fill, form, h, maxCharacters, notice, refocus, value } from '../dom.ts';
+import { field, fill, form, h, maxCharacters, refocus, value } from '../dom.ts';
 
 /**
  * Only a path of this dashboard: `next` comes from the address and must not lead elsewhere. The
@@ -28,19 +28,31 @@ export async function render(ctx: PageContext): Promise<void> {
   const submit = h('button', { type: 'submit' }, 'Sign in');
   let timer: number | undefined;
 
+  /**
+   * Holds the button for the wait. Said twice, not every second: the status line tells the wait
+   * when it starts (Relay's message gives its length) and says when it is over; the count shown
+   * meanwhile is a timer outside that live region (aria-live off), since a screen reader reads out
+   * every change of a live region, and a wait lasts up to 15 minutes.
+   */
   function holdFor(seconds: number, message: string): void {
     clearInterval(timer);
     const until = Date.now() + seconds * 1000;
-    const line = h('p', null);
+    const said = h('div', { role: 'status' }, h('strong', null, 'Too many sign-in attempts. '), message);
+    const count = h('p', { role: 'timer', 'aria-live': 'off' });
     const tick = () => {
       const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
-      line.textContent = left > 0 ? `Try again in ${left} second${left === 1 ? '' : 's'}.` : 'You can try again now.';
       submit.disabled = left > 0;
-      if (left === 0) clearInterval(timer);
+      if (left > 0) {
+        count.textContent = `Try again in ${left} second${left === 1 ? '' : 's'}.`;
+        return;
+      }
+      clearInterval(timer);
+      count.remove();
+      said.append(h('p', null, 'You can try again now.'));
     };
-    const shown = notice('warning', h('strong', null, 'Too many sign-in attempts. '), message, line);
-    fill(wait, shown);
+    const shown = h('div', { class: 'notice notice-warning' }, said, count);
     tick();
+    fill(wait, shown);
     // The button pressed is held (disabled), which takes focus away: the wait is where the reader is now.
     refocus(shown);
     timer = window.setInterval(tick, 1000);
