@@ -272,7 +272,8 @@ function whereParts(where: Where | undefined, source: Source): Fragment[] {
  * Rows strictly after the cursor in the given order: the (a,b,c) > (x,y,z) expansion
  * a ⋗ x OR (a = x AND b ⋗ y) OR (a = x AND b = y AND c ⋗ z), where ⋗ follows each field's
  * direction. Comparisons are raw SQLite ones so they agree with ORDER BY, where NULL
- * (missing) sorts first ascending and last descending, as in MongoDB.
+ * (missing) sorts first ascending and last descending, as in MongoDB. The planner seeks on
+ * none of it (an OR): findTail adds the range it can seek on.
  */
 export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>, columns?: FieldColumns): Fragment {
   const fields = orderBy.map(([field, direction]) => {
@@ -290,13 +291,30 @@ export function keysetAfter(orderBy: Array<[string, Direction]>, after: Record<s
     }
     return and(parts);
   });
-  const expansion = or(terms.map((t) => ({ sql: `(${t.sql})`, params: t.params })));
-  const [first] = fields;
-  // Implied by the expansion; stated so the planner can seek an index on the first field.
-  if (first.direction === 'asc' && first.value !== null) {
-    return and([{ sql: `${first.f.value} >= ?`, params: [bindScalar(first.value)] }, expansion]);
+  return or(terms.map((t) => ({ sql: `(${t.sql})`, params: t.params })));
+}
+
+/** The non-null value `where` fixes `field` to by equality, if it does. */
+function pinned(where: Where | undefined, field: string): Exclude<Scalar, null> | undefined {
+  const value = where?.[field];
+  if (value === undefined || value === null) return undefined;
+  if (isScalar(value)) return value;
+  return value.eq ?? undefined;
+}
+
+/**
+ * How many leading fields of the order the where clause holds constant at the cursor's values:
+ * each fixed by equality to the very value the cursor has. Every row the where lets through
+ * ties with the cursor on them, so the order among those rows starts at the next field.
+ */
+function constantPrefix(where: Where | undefined, orderBy: Array<[string, Direction]>, after: Record<string, Scalar | undefined>): number {
+  let i = 0;
+  while (i < orderBy.length) {
+    const value = pinned(where, orderBy[i][0]);
+    if (value === undefined || after[orderBy[i][0]] !== value) break;
+    i++;
   }
-  return expansion;
+  return i;
 }
 
 export function orderBySql(orderBy: Array<[string, Direction]>, columns?: FieldColumns): string {
@@ -307,9 +325,13 @@ export function orderBySql(orderBy: Array<[string, Direction]>, columns?: FieldC
 export interface Tail extends Fragment {
   /** The quoted side table of an array index that the query reads through (fromSql). */
   through?: string;
+  /** The side table leads the join, whatever the planner would make of the collection's table's indexes. */
+  lead?: true;
+  /** The quoted index of the collection's table the query reads by (INDEXED BY). */
+  indexedBy?: string;
   /**
    * The rows that follow this tail's in the order, read by a query of their own: set for a
-   * cursor on a descending first field (see findTail). Read it only when this tail's rows fell
+   * cursor on a descending field (see findTail). Read it only when this tail's rows fell
    * short of the limit, and append what it gives.
    */
   then?: Tail;
@@ -317,23 +339,138 @@ export interface Tail extends Fragment {
 
 /** The FROM of a query over `table` (quoted) with this tail. */
 export function fromSql(table: string, tail: Tail): string {
+  if (tail.indexedBy !== undefined) return `${table} INDEXED BY ${tail.indexedBy}`;
   // Joined rather than tested row by row (EXISTS), so that its index can lead the read and
   // give the order.
-  return tail.through === undefined ? table : `${tail.through} JOIN ${table} ON ${table}.id = ${tail.through}.${SIDE_REF}`;
+  if (tail.through === undefined) return table;
+  return `${tail.through} ${tail.lead ? 'CROSS JOIN' : 'JOIN'} ${table} ON ${table}.id = ${tail.through}.${SIDE_REF}`;
+}
+
+/** An index of a collection's table or of one of its side tables, as a read finds it (./field-columns.ts). */
+export interface IndexLayout {
+  /** The quoted table it indexes: the collection's, or a side table's (ArrayIndex.table). */
+  table: string;
+  /** Quoted. */
+  name: string;
+  /** Its columns in order, as a query names them (null: an expression). */
+  columns: ReadonlyArray<string | null>;
+}
+
+/** The index a find reads by: one of the collection's table, or of the side table of `arrayField`'s array index. */
+export interface Access {
+  index: IndexLayout;
+  arrayField?: string;
+}
+
+/** A count of the index entries that `access`'s equalities select, at most PROBE_ROWS of them. */
+export interface Probe extends Fragment {
+  access: Access;
+}
+
+/**
+ * The entries a probe counts at most: an index-only read of them costs less than the page of
+ * documents a list reads (a tenth of a millisecond or so), and fewer than this many is a page
+ * read's whole walk, however the other filters go.
+ */
+export const PROBE_ROWS = 1_000;
+
+/**
+ * Without statistics (no ANALYZE), SQLite guesses every index that a filter's equalities seek
+ * equally selective and takes the first of the schema: a page of emails with two filters (or
+ * a send key's scope and a filter) walked every email the first filter matched, testing the
+ * other, however few matched both. So where several indexes each take a set of the filter's
+ * equalities that none of the others takes more of, each is probed (a count of the entries its
+ * equalities select, bounded by PROBE_ROWS) and the read goes by the one that selects fewest,
+ * when fewer than PROBE_ROWS (chooseAccess): that bounds its walk. None when the filter leaves
+ * the planner one choice, or fixes the id. The answer is the same whichever index is read.
+ */
+export function indexProbes(where: Where | undefined, table: string, columns: FieldColumns, arrays: ArrayIndexes, indexes: readonly IndexLayout[]): Probe[] {
+  if (!where || indexes.length < 2 || pinned(where, '_id') !== undefined) return [];
+  interface Equality { field: string; fragment: Fragment }
+  const equalities = new Map<string, Equality>();
+  const equalitiesOf = new Map<string, Map<string, Equality>>([[table, equalities]]);
+  const sides = new Map<string, string>();
+  for (const [field, value] of Object.entries(where)) {
+    const fixed = pinned(where, field);
+    const column = columns.get(field);
+    if (fixed !== undefined && column !== undefined) equalities.set(column, { field, fragment: { sql: `${column} = ?`, params: [bindScalar(fixed)] } });
+    const index = arrays.get(field);
+    if (index === undefined || isScalar(value) || value.contains === undefined || value.contains === null) continue;
+    const element = value.contains;
+    const side = new Map<string, Equality>();
+    for (const [other, sideColumn] of index.columns) {
+      const otherFixed = pinned(where, other);
+      if (otherFixed !== undefined) side.set(sideColumn, { field: other, fragment: { sql: `${sideColumn} = ?`, params: [bindScalar(otherFixed)] } });
+    }
+    const type = typeof element === 'string' ? 'text' : typeof element;
+    side.set(index.element, { field, fragment: { sql: `${index.element} = ?`, params: [bindScalar(element)] } });
+    side.set(index.elementType, { field, fragment: { sql: `${index.elementType} = '${type}'`, params: [] } });
+    if (!sides.has(index.table)) {
+      equalitiesOf.set(index.table, side);
+      sides.set(index.table, field);
+    }
+  }
+  const candidates: Array<{ access: Access; fields: Set<string>; conditions: Fragment[] }> = [];
+  for (const index of indexes) {
+    const known = equalitiesOf.get(index.table);
+    if (known === undefined) continue;
+    const conditions: Fragment[] = [];
+    const fields = new Set<string>();
+    for (const column of index.columns) {
+      const equality = column === null ? undefined : known.get(column);
+      if (equality === undefined) break;
+      conditions.push(equality.fragment);
+      fields.add(equality.field);
+    }
+    if (conditions.length === 0) continue;
+    const arrayField = sides.get(index.table);
+    candidates.push({ access: arrayField === undefined ? { index } : { index, arrayField }, fields, conditions });
+  }
+  // An index whose equalities another's include never selects fewer entries than that one.
+  const covers = (a: Set<string>, b: Set<string>) => [...b].every((field) => a.has(field));
+  const kept = candidates.filter((c, i) => !candidates.some((d, j) => j !== i && covers(d.fields, c.fields) && (j < i || !covers(c.fields, d.fields))));
+  if (kept.length < 2) return [];
+  return kept.map(({ access, conditions }) => {
+    const filter = and(conditions);
+    return {
+      access,
+      sql: `SELECT count(*) AS n FROM (SELECT 1 FROM ${access.index.table} INDEXED BY ${access.index.name} WHERE ${filter.sql} LIMIT ${PROBE_ROWS})`,
+      params: filter.params,
+    };
+  });
+}
+
+/** The access of the probe that counted fewest entries, if fewer than PROBE_ROWS (`counts` in the probes' order). */
+export function chooseAccess(probes: readonly Probe[], counts: readonly number[]): Access | undefined {
+  let chosen: Access | undefined;
+  let fewest = PROBE_ROWS;
+  probes.forEach((probe, i) => {
+    if (counts[i] < fewest) {
+      chosen = probe.access;
+      fewest = counts[i];
+    }
+  });
+  return chosen;
 }
 
 /**
  * WHERE/ORDER BY/LIMIT tail of a SELECT over the collection's table (FROM fromSql).
  *
- * After a cursor whose first field is descending and not null, the rows left are the field's
- * values up to the cursor's, then the rows without it (NULL sorts last descending). SQLite
- * seeks an index only on a range, and `f < ? OR f IS NULL` is none: it would walk the index
- * from its start to the cursor, about k pages of entries to reach page k. So the tail bounds
- * the field (`f <= ?`, a range, which leaves NULL out) and `then` reads the NULL rows, which
- * follow every other in this order.
+ * After a cursor, the keyset condition (keysetAfter) is exact but an OR, which SQLite does not
+ * seek on: alone, it would walk the index from the first row the where clause lets through up
+ * to the cursor, about k pages of entries to reach page k. So the tail also bounds the first
+ * field of the order that the where clause does not hold constant (constantPrefix: a page of a
+ * workspace's list in (workspaceId, _id) order bounds _id) with a plain range the index seeks
+ * to: `f >= ?` ascending; `f <= ?` descending, which leaves out the rows without the field
+ * (NULL sorts last descending), so `then` reads those, which follow every other in this order.
+ * A cursor without the field: descending, only rows without it follow (`f IS NULL`, an
+ * equality the index seeks); ascending, every row with it does, and nothing is bounded.
  */
-export function findTail(options: FindOptions, fieldColumns?: FieldColumns, arrays?: ArrayIndexes): Tail {
-  const source = sourceFor(options.where, fieldColumns, arrays);
+export function findTail(options: FindOptions, fieldColumns?: FieldColumns, arrays?: ArrayIndexes, access?: Access): Tail {
+  // By the chosen index (indexProbes): through its side table, or by the table's index, a
+  // `contains` then reading each document's array.
+  const readArrays = access === undefined ? arrays : access.arrayField === undefined ? undefined : onlyArray(arrays, access.arrayField);
+  const source = sourceFor(options.where, fieldColumns, readArrays);
   const { columns } = source;
   const filter = whereParts(options.where, source);
   const parts = [...filter];
@@ -341,19 +478,33 @@ export function findTail(options: FindOptions, fieldColumns?: FieldColumns, arra
   let nulls: Fragment | undefined;
   if (options.after) {
     if (!orderBy || orderBy.length === 0) orderBy = [['_id', 'asc']];
-    const [[firstField, firstDirection]] = orderBy;
-    const first = options.after[firstField];
-    if (firstDirection === 'desc' && first !== undefined && first !== null) {
-      const f = fieldOf(firstField, columns);
-      nulls = { sql: `${f.value} IS NULL`, params: [] };
-      parts.push({ sql: `${f.value} <= ?`, params: [bindScalar(first)] });
+    const start = constantPrefix(options.where, orderBy, options.after);
+    if (start < orderBy.length) {
+      const [field, direction] = orderBy[start];
+      const f = fieldOf(field, columns);
+      const value = options.after[field];
+      if (value === undefined || value === null) {
+        if (direction === 'desc') parts.push({ sql: `${f.value} IS NULL`, params: [] });
+      } else if (direction === 'asc') {
+        parts.push({ sql: `${f.value} >= ?`, params: [bindScalar(value)] });
+      } else {
+        nulls = { sql: `${f.value} IS NULL`, params: [] };
+        parts.push({ sql: `${f.value} <= ?`, params: [bindScalar(value)] });
+      }
     }
     parts.push(keysetAfter(orderBy, options.after, columns));
   }
-  const through = source.through?.index.table;
-  const tail = { ...tailOf(parts, orderBy, options.limit, columns), through };
+  const read: Pick<Tail, 'through' | 'lead' | 'indexedBy'> = { through: source.through?.index.table };
+  if (access !== undefined && read.through !== undefined) read.lead = true;
+  if (access !== undefined && access.arrayField === undefined) read.indexedBy = access.index.name;
+  const tail = { ...tailOf(parts, orderBy, options.limit, columns), ...read };
   if (!nulls) return tail;
-  return { ...tail, then: { ...tailOf([...filter, nulls], orderBy, options.limit, columns), through } };
+  return { ...tail, then: { ...tailOf([...filter, nulls], orderBy, options.limit, columns), ...read } };
+}
+
+function onlyArray(arrays: ArrayIndexes | undefined, field: string): ArrayIndexes | undefined {
+  const index = arrays?.get(field);
+  return index === undefined ? undefined : new Map([[field, index]]);
 }
 
 function tailOf(parts: Fragment[], orderBy: FindOptions['orderBy'], limit: number | undefined, columns: FieldColumns | undefined): Fragment {

@@ -26,7 +26,7 @@ import {
 import { connect, type ConnectOptions, type SqliteConnections } from './connections.ts';
 import { truncateWal } from './database.ts';
 import { dropArrayIndex, ensureArrayIndex, renameArrayIndexes, sideTablesOf, sideTableName } from './array-indexes.ts';
-import { fieldSql, findTail, fromSql, quoteIdent, whereSql, type ArrayIndexes, type FieldColumns, type Tail } from './document-query.ts';
+import { chooseAccess, fieldSql, findTail, fromSql, indexProbes, quoteIdent, whereSql, type Access, type ArrayIndexes, type FieldColumns, type IndexLayout, type Tail } from './document-query.ts';
 import { FIELD_COLUMN_PREFIX, fieldColumnsOf, filterColumnsOf, forgetFieldColumns, readLayoutOf } from './field-columns.ts';
 import { checkFormat, columnsFilling, dropFillMarkers, fillBatch, markFill, renameFillMarkers, tablesFilling, type FieldFillReport } from './field-fills.ts';
 
@@ -81,6 +81,11 @@ function isNoSuchTable(err: unknown): boolean {
 /** A column of a field column's or a side table's (./array-indexes.ts) that a read knew of. */
 function isNoSuchFieldColumn(err: unknown): boolean {
   return err instanceof Error && sqliteErrcode(err) === 1 && /^no such column: "?(field|key|each|type):/.test(err.message);
+}
+
+/** An index that a read knew of (and named, INDEXED BY) is gone. */
+function isNoSuchIndex(err: unknown): boolean {
+  return err instanceof Error && sqliteErrcode(err) === 1 && err.message.startsWith('no such index');
 }
 
 /** A table other than `table` is missing: a side table that a read knew of. */
@@ -229,16 +234,16 @@ class Engine {
   }
 
   /**
-   * A read that names `table`'s field columns and array indexes' side tables as the reader saw
-   * them lately (committed ones only); `absent` when the table does not exist. A column or
-   * side table that has gone since (the table was dropped and made again elsewhere, an index
-   * redefined) makes it look at the schema again, once.
+   * A read that names `table`'s field columns, array indexes' side tables and indexes as the
+   * reader saw them lately (committed ones only); `absent` when the table does not exist. A
+   * column, side table or index that has gone since (the table was dropped and made again
+   * elsewhere, an index redefined) makes it look at the schema again, once.
    */
-  readColumns<R>(table: string, fn: (columns: FieldColumns, arrays: ArrayIndexes) => R, absent: R): R {
+  readColumns<R>(table: string, fn: (columns: FieldColumns, arrays: ArrayIndexes, indexes: IndexLayout[]) => R, absent: R): R {
     const run = () => {
       try {
-        const { columns, arrays } = readLayoutOf(this.connections.reader, table);
-        return fn(columns, arrays);
+        const { columns, arrays, indexes } = readLayoutOf(this.connections.reader, table);
+        return fn(columns, arrays, indexes);
       } catch (err) {
         if (isNoSuchTable(err) && !isNoSuchSideTable(err, table)) return absent;
         throw err;
@@ -247,7 +252,7 @@ class Engine {
     try {
       return run();
     } catch (err) {
-      if (!isNoSuchFieldColumn(err) && !isNoSuchSideTable(err, table)) throw err;
+      if (!isNoSuchFieldColumn(err) && !isNoSuchSideTable(err, table) && !isNoSuchIndex(err)) throw err;
       forgetFieldColumns(this.connections.reader);
       return run();
     }
@@ -469,13 +474,32 @@ class SqliteCollection<T extends { _id: string }> implements Collection<T> {
   find(options?: FindOptions): Promise<Array<Stored<T>>>;
   async find(options: FindOptions = {}): Promise<Array<Stored<T>>> {
     const engine = this.#engine;
+    const tailOf = (columns: FieldColumns, arrays: ArrayIndexes, indexes: IndexLayout[]) =>
+      findTail(options, columns, arrays, this.#access(options.where, columns, arrays, indexes));
     if (options.fields !== undefined) {
       const fields = projectedFields(options.fields);
-      return engine.readColumns(this.#table, (columns, arrays) => readTails(findTail(options, columns, arrays), options.limit, (tail) => this.#findFields(fields, tail)), []);
+      return engine.readColumns(this.#table, (...layout) => readTails(tailOf(...layout), options.limit, (tail) => this.#findFields(fields, tail)), []);
     }
-    const rows = engine.readColumns(this.#table, (columns, arrays) => readTails(findTail(options, columns, arrays), options.limit, (tail) =>
+    const rows = engine.readColumns(this.#table, (...layout) => readTails(tailOf(...layout), options.limit, (tail) =>
       engine.readStatement(`SELECT id, v, doc FROM ${fromSql(this.#quoted, tail)}${tail.sql}`).all(...tail.params) as unknown as Row[]), []);
     return rows.map((row) => fromRow<T>(row));
+  }
+
+  /**
+   * The index to read a find by, when its filter's equalities leave SQLite a choice it would
+   * make blind: the one whose probe counts fewest entries (./document-query.ts, indexProbes).
+   * Each probe reads at most PROBE_ROWS index entries, and a probe that counts none ends them.
+   */
+  #access(where: Where | undefined, columns: FieldColumns, arrays: ArrayIndexes, indexes: IndexLayout[]): Access | undefined {
+    const probes = indexProbes(where, this.#quoted, columns, arrays, indexes);
+    if (probes.length === 0) return undefined;
+    const counts: number[] = [];
+    for (const probe of probes) {
+      const n = Number((this.#engine.readStatement(probe.sql).get(...probe.params) as { n: number }).n);
+      counts.push(n);
+      if (n === 0) break;
+    }
+    return chooseAccess(probes.slice(0, counts.length), counts);
   }
 
   /**

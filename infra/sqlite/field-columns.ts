@@ -14,7 +14,10 @@
 // (./document-store.ts). A look costs a statement, and most reads would pay it for nothing.
 // The side tables of a table's array indexes (./array-indexes.ts) are looked at likewise, by
 // reads only (triggers fill them): one unknown yet leaves a `contains` to read the documents'
-// arrays, the same answer without the index; one gone makes the read look again.
+// arrays, the same answer without the index; one gone makes the read look again. So are the
+// indexes of a table and of its side tables (their columns, in order), which a read with filters
+// that several indexes serve probes to steer the planner to the narrowest (./document-query.ts,
+// indexProbes); one gone since makes the read look again.
 //
 // A column whose fill from the documents is not finished (./field-fills.ts) has a marker, a view
 // named fillMarkerName(table, column): writes fill it as any other, but filters (reads, and a
@@ -24,7 +27,7 @@
 // the columns, so it never takes a column that was being filled for a finished one.
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { ARRAY_INDEX_COLUMNS_SQL, arrayIndexesFrom } from './array-indexes.ts';
-import { quoteIdent, type ArrayIndexes, type FieldColumns } from './document-query.ts';
+import { quoteIdent, SIDE_REF, type ArrayIndexes, type FieldColumns, type IndexLayout } from './document-query.ts';
 
 /** A column named `field:<path>` holds json_extract(doc, <path>). */
 export const FIELD_COLUMN_PREFIX = 'field:';
@@ -34,6 +37,16 @@ const TABLES_LIMIT = 1_000;
 export const READ_RECHECK_MS = 1_000;
 
 const FILL_MARKER_PREFIX = 'fill:';
+
+/** The plain indexes a table's columns make (not a primary key's, not partial ones), with their columns in order. */
+const INDEX_COLUMNS_SQL = `SELECT l.name AS "index", i.name AS "column" FROM pragma_index_list(?1) AS l JOIN pragma_index_info(l.name) AS i
+  WHERE l.origin = 'c' AND l.partial = 0 ORDER BY l.name, i.seqno`;
+
+/** A column of an index as the reads name it: id and a side table's ref bare, the others quoted; null for an expression. */
+function indexColumnSql(name: string | null): string | null {
+  if (name === null) return null;
+  return name === 'id' || name === SIDE_REF ? name : quoteIdent(name);
+}
 
 /** The marker of `column` of `table` while it is being filled: JSON, so that no table's name can be taken for another's. */
 export function fillMarkerName(table: string, column: string): string {
@@ -71,6 +84,7 @@ class ConnectionColumns {
   readonly #tableInfo: StatementSync;
   readonly #arrayIndexInfo: StatementSync;
   readonly #fillMarkers: StatementSync;
+  readonly #indexColumns: StatementSync;
   #seenVersion = -1;
   /** The write batch whose start was checked: a write of the same batch needs no check. */
   #checkedBatch = -1;
@@ -78,12 +92,14 @@ class ConnectionColumns {
   #readCheckAfter = 0;
   readonly #tables = new Map<string, TableColumns>();
   readonly #arrays = new Map<string, ArrayIndexes>();
+  readonly #indexes = new Map<string, IndexLayout[]>();
 
   constructor(db: DatabaseSync) {
     this.#version = db.prepare('PRAGMA schema_version');
     this.#tableInfo = db.prepare('SELECT name FROM pragma_table_info(?)');
     this.#arrayIndexInfo = db.prepare(ARRAY_INDEX_COLUMNS_SQL);
     this.#fillMarkers = db.prepare(FILL_MARKERS_SQL);
+    this.#indexColumns = db.prepare(INDEX_COLUMNS_SQL);
   }
 
   of(table: string, batch: number | undefined): TableColumns {
@@ -92,6 +108,7 @@ class ConnectionColumns {
       if (version !== this.#seenVersion || this.#tables.size >= TABLES_LIMIT || this.#arrays.size >= TABLES_LIMIT) {
         this.#tables.clear();
         this.#arrays.clear();
+        this.#indexes.clear();
         this.#seenVersion = version;
       }
       this.#checkedBatch = batch ?? -1;
@@ -127,9 +144,31 @@ class ConnectionColumns {
     return arrays;
   }
 
+  /** Call right after arraysOf(table): the indexes of the table and of its side tables. */
+  indexesOf(table: string, arrays: ArrayIndexes): IndexLayout[] {
+    let indexes = this.#indexes.get(table);
+    if (!indexes) {
+      indexes = [];
+      const quoted = quoteIdent(table);
+      const sides = [...arrays.values()].map((index) => index.table);
+      for (const owner of [quoted, ...sides]) {
+        // The unquoted name back from its quoted form (quoteIdent doubles quotes).
+        const name = owner.slice(1, -1).replaceAll('""', '"');
+        const byIndex = new Map<string, Array<string | null>>();
+        for (const row of this.#indexColumns.all(name) as Array<{ index: string; column: string | null }>) {
+          byIndex.set(row.index, [...(byIndex.get(row.index) ?? []), indexColumnSql(row.column)]);
+        }
+        for (const [index, columns] of byIndex) indexes.push({ table: owner, name: quoteIdent(index), columns });
+      }
+      this.#indexes.set(table, indexes);
+    }
+    return indexes;
+  }
+
   forget(): void {
     this.#tables.clear();
     this.#arrays.clear();
+    this.#indexes.clear();
     this.#seenVersion = -1;
     this.#checkedBatch = -1;
     this.#readCheckAfter = 0;
@@ -162,11 +201,15 @@ export function filterColumnsOf(db: DatabaseSync, table: string, batch?: number)
   return connectionColumns(db).of(table, batch).filled;
 }
 
-/** For a read: the field columns of `table` a filter may use, as filterColumnsOf gives them, and its array indexes' side tables. */
-export function readLayoutOf(db: DatabaseSync, table: string): { columns: FieldColumns; arrays: ArrayIndexes } {
+/**
+ * For a read: the field columns of `table` a filter may use, as filterColumnsOf gives them, its
+ * array indexes' side tables, and the indexes of the table and of those.
+ */
+export function readLayoutOf(db: DatabaseSync, table: string): { columns: FieldColumns; arrays: ArrayIndexes; indexes: IndexLayout[] } {
   const connection = connectionColumns(db);
   const columns = connection.of(table, undefined).filled;
-  return { columns, arrays: connection.arraysOf(table) };
+  const arrays = connection.arraysOf(table);
+  return { columns, arrays, indexes: connection.indexesOf(table, arrays) };
 }
 
 /** After a schema change made on `db` (a table created, dropped, renamed; a column added), or a read that found a column gone. */

@@ -658,6 +658,87 @@ export function documentStoreContract(adapterName: string, open: OpenDocumentSto
     assert.equal(ids(await coll.find({ orderBy: descending, after: { due: 10, _id: 'm3' } })), ['m2', 'm4', 'm6']);
   });
 
+  /** orderBy's comparison where missing and null sort as equal, before any value (after, descending). */
+  const compareWithMissing = (orderBy: Array<[string, Direction]>) => (a: object, b: object): number => {
+    for (const [field, direction] of orderBy) {
+      const x = (a as Record<string, string | number | null | undefined>)[field] ?? null;
+      const y = (b as Record<string, string | number | null | undefined>)[field] ?? null;
+      if (x === y) continue;
+      const sign = x === null ? -1 : y === null ? 1 : x < y ? -1 : 1;
+      return direction === 'asc' ? sign : -sign;
+    }
+    return 0;
+  };
+
+  test('paging with the first fields of the order fixed by the where clause, through a field some documents lack', async () => {
+    const coll = store.collection<{ _id: string; group: string; due?: number | null }>(collectionName('fixed_prefix'));
+    await coll.ensureIndexes([
+      { name: 'group_due_desc', fields: [['group', 'asc'], ['due', 'desc'], ['_id', 'desc']] },
+      { name: 'group_due_asc', fields: [['group', 'asc'], ['due', 'asc'], ['_id', 'asc']] },
+    ]);
+    const docs = ['a', 'b', 'c'].flatMap((group) => Array.from({ length: 12 }, (_, i) => {
+      const _id = `${group}${String(i).padStart(2, '0')}`;
+      if (i % 4 === 0) return { _id, group };
+      return { _id, group, due: i % 4 === 1 ? null : (i % 3) * 10 };
+    }));
+    for (const d of [...docs].reverse()) await coll.insert(d);
+    const inB = docs.filter((d) => d.group === 'b');
+    for (const orderBy of [
+      [['group', 'asc'], ['due', 'desc'], ['_id', 'desc']],
+      [['group', 'asc'], ['due', 'asc'], ['_id', 'asc']],
+      [['group', 'desc'], ['due', 'desc'], ['_id', 'asc']],
+    ] as Array<Array<[string, Direction]>>) {
+      const expected = ids([...inB].sort(compareWithMissing(orderBy)));
+      for (const pageSize of [1, 3, 5, 12]) {
+        assert.equal(ids(await readAllPages(coll, { where: { group: 'b' }, orderBy, pageSize })), expected, `${JSON.stringify(orderBy)} by ${pageSize}`);
+        assert.equal(ids(await readAllPages(coll, { where: { group: { eq: 'b' } }, orderBy, pageSize })), expected, `eq, ${JSON.stringify(orderBy)} by ${pageSize}`);
+      }
+    }
+    const orderBy: Array<[string, Direction]> = [['group', 'asc'], ['due', 'desc'], ['_id', 'desc']];
+    // A cursor whose first field is not the one the where clause fixes: every match is after it, or none.
+    assert.equal(ids(await coll.find({ where: { group: 'b' }, orderBy, after: { group: 'a', due: 0, _id: 'a00' } })), ids([...inB].sort(compareWithMissing(orderBy))));
+    assert.equal(ids(await coll.find({ where: { group: 'b' }, orderBy, after: { group: 'c', due: 20, _id: 'c99' } })), []);
+    // After a cursor without the field, descending: only those without it, further on.
+    assert.equal(ids(await coll.find({ where: { group: 'b' }, orderBy, after: { group: 'b', due: null, _id: 'b05' } })), ['b04', 'b01', 'b00']);
+  });
+
+  test('a find whose equalities several indexes serve answers the same whichever it reads by', async () => {
+    interface Sent { _id: string; project: string; key: string; status: string; created: number; to: string[] }
+    const coll = store.collection<Sent>(collectionName('several_indexes'));
+    const order: Array<[string, Direction]> = [['created', 'desc'], ['_id', 'desc']];
+    await coll.ensureIndexes([
+      { name: 'project_created', fields: [['project', 'asc'], ...order] },
+      { name: 'key_created', fields: [['project', 'asc'], ['key', 'asc'], ...order] },
+      { name: 'project_status', fields: [['project', 'asc'], ['status', 'asc'], ...order] },
+      { name: 'project_to', fields: [['project', 'asc'], ['to', 'asc'], ...order], arrayField: 'to' },
+    ]);
+    const docs: Sent[] = Array.from({ length: 60 }, (_, i) => ({
+      _id: `s${String(i).padStart(2, '0')}`,
+      project: i % 7 === 6 ? 'q' : 'p',
+      key: i % 10 === 0 ? 'k1' : 'k0',
+      status: i % 2 === 1 ? 'sent' : 'queued',
+      created: Math.floor(i / 3),
+      to: [`r${i % 3}`, 'all'],
+    }));
+    for (const d of [...docs].reverse()) await coll.insert(d);
+    const wheres: Array<{ where: Where; matches: (d: Sent) => boolean }> = [
+      { where: { project: 'p', key: 'k1', status: 'queued' }, matches: (d) => d.project === 'p' && d.key === 'k1' && d.status === 'queued' },
+      { where: { project: 'p', key: 'k0', status: 'none' }, matches: () => false },
+      { where: { project: 'p', key: 'k0', status: 'sent' }, matches: (d) => d.project === 'p' && d.key === 'k0' && d.status === 'sent' },
+      { where: { project: 'p', status: 'sent', to: { contains: 'r1' } }, matches: (d) => d.project === 'p' && d.status === 'sent' && d.to.includes('r1') },
+      { where: { project: 'p', status: 'queued', to: { contains: 'none' } }, matches: () => false },
+      { where: { project: 'p', key: 'k1', to: { contains: 'all' } }, matches: (d) => d.project === 'p' && d.key === 'k1' },
+      { where: { project: 'p', key: 'k0', status: 'sent', to: { contains: 'r2' }, created: { gte: 3, lt: 15 } }, matches: (d) => d.project === 'p' && d.key === 'k0' && d.status === 'sent' && d.to.includes('r2') && d.created >= 3 && d.created < 15 },
+    ];
+    for (const { where, matches } of wheres) {
+      const expected = ids(docs.filter(matches).sort(compareWithMissing(order)));
+      assert.equal(ids(await coll.find({ where, orderBy: order })), expected, JSON.stringify(where));
+      assert.is(await coll.count(where), expected.length, `count ${JSON.stringify(where)}`);
+      for (const pageSize of [1, 4]) assert.equal(ids(await readAllPages(coll, { where, orderBy: order, pageSize })), expected, `${JSON.stringify(where)} by ${pageSize}`);
+      assert.equal(ids(await coll.find({ where, orderBy: order, limit: 2, fields: ['created'] })), expected.slice(0, 2), `fields ${JSON.stringify(where)}`);
+    }
+  });
+
   // An index with arrayField holds each element of the array (MongoDB's multikey index; the
   // embedded store keeps a table of the elements). Whatever keeps it, finds must answer as the
   // documents do, through every write and paging, and it must move and go with its collection.
