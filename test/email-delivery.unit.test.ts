@@ -4,8 +4,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  DELIVERY_POLICY, claimDeadline, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, decideTransactionStart, nextAttemptAt, scaleDeliveryPolicy,
-  type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type StartTransaction, type TransportResult,
+  DELIVERY_POLICY, claimDeadline, decideAttemptOutcome, decideClaim, decideDelivery, decideFailure, decideRecovery, decideTransactionStart, nextAttemptAt, scaleDeliveryPolicy,
+  type ClaimDelivery, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type RecordAttempt, type SettledTransaction, type StartTransaction, type TransportResult,
 } from '../domain/email/delivery.ts';
 import type { DeliveryAttempted, EmailEvent, RecipientReported } from '../domain/email/events.ts';
 import { copyOf, evolveEmail, foldEmail, initialEmailState, pendingRecipients, reportsAbout, type EmailState } from '../domain/email/state.ts';
@@ -789,3 +789,125 @@ failures('given a claim whose holder gives up (content expired) after one transa
 });
 
 failures.run();
+
+// ── recovery settled by the transport ───────────────────────────────────────────
+
+const settledRecovery = suite('delivery decider: recovery the transport settles');
+
+const MESSAGE_ID = 'em_test1@example.test';
+const written = (index: number): SettledTransaction => ({ index, result: 'accepted', response: 'written to the outbox as em_test1.eml', providerMessageId: MESSAGE_ID });
+const notWritten = (index: number): SettledTransaction => ({ index, result: 'not_sent', response: 'not written to the outbox: the sender stopped before the write was complete' });
+/** The recovery of attempt 1 (claimedBy null) with the outbox's answer. */
+const recoverWith = (recipients: SettledTransaction[], overrides: Partial<FailDelivery> = {}): FailDelivery => fail({
+  claimedBy: null, failureCode: 'delivery_unknown', reason: 'the sender stopped during the transaction',
+  settled: { transport: 'outbox', messageId: MESSAGE_ID, recipients }, ...overrides,
+});
+/** Attempt 1 claimed for the outbox at T0, every transaction begun at +1 s and left open. */
+const leftOpen = (recipients = [TO_INDEX, CC_INDEX, BCC_INDEX]): EmailState => begun(recipients, claimedBy({ at: T0, transport: 'outbox' }), { at: after(SECOND) });
+const GRACE_END = after(SECOND + DELIVERY_CLAIM_GRACE_MS);
+
+settledRecovery('given transactions left open, when the outbox says what it holds, then nothing within the grace; from its end, the attempt\'s outcome: written ones sent, the others delayed and retried on the schedule', () => {
+  const given = leftOpen();
+  const command = recoverWith([written(TO_INDEX), notWritten(CC_INDEX), written(BCC_INDEX)], { at: GRACE_END });
+  assert.equal(decideRecovery({ ...command, at: after(DELIVERY_CLAIM_GRACE_MS) }, given, POLICY), [], 'the grace counts from the last start');
+  const events = decideRecovery(command, given, POLICY);
+  assert.equal(events, [{
+    type: 'DeliveryAttempted',
+    data: {
+      attempt: 1, transport: 'outbox', messageId: MESSAGE_ID, providerMessageId: MESSAGE_ID,
+      recipients: [
+        { index: TO_INDEX, address: TO, status: 'sent', smtpCode: null, enhancedCode: null, response: 'written to the outbox as em_test1.eml', providerMessageId: MESSAGE_ID },
+        { index: CC_INDEX, address: CC, status: 'delayed', smtpCode: null, enhancedCode: null, response: 'not written to the outbox: the sender stopped before the write was complete' },
+        { index: BCC_INDEX, address: null, status: 'sent', smtpCode: null, enhancedCode: null, response: 'written to the outbox as em_test1.eml', providerMessageId: MESSAGE_ID },
+      ],
+      nextAttemptAt: after(30 * SECOND, GRACE_END), failureCode: null, occurredAt: GRACE_END,
+    },
+  }]);
+  assert.equal(decideDelivery(command, given, POLICY), events, 'decideDelivery routes a recovery here');
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['sent', 'delayed', 'sent']);
+  assert.is(next.status, 'delayed');
+  assert.is(next.delivery.openClaim, null);
+  assert.is(next.delivery.finished, false);
+  assert.is(next.providerMessageId, MESSAGE_ID);
+  assert.equal(pendingRecipients(next.delivery), [CC_INDEX], 'only the one not written is sent again');
+  assert.is(decideClaim(claim({ attempt: 2, at: after(29 * SECOND, GRACE_END) }), next, POLICY).length, 0);
+  assert.is(decideClaim(claim({ attempt: 2, at: after(30 * SECOND, GRACE_END) }), next, POLICY).length, 1);
+});
+
+settledRecovery('given every open transaction written, when recovered, then every recipient sent and the delivery finished, no failure code', () => {
+  const events = decideRecovery(recoverWith([written(TO_INDEX), written(CC_INDEX), written(BCC_INDEX)], { at: GRACE_END }), leftOpen(), POLICY);
+  const [outcome] = events as DeliveryAttempted[];
+  assert.equal(statuses(outcome.data), ['sent', 'sent', 'sent']);
+  assert.is(outcome.data.failureCode, null);
+  assert.is(outcome.data.nextAttemptAt, null);
+  const next = foldEmail(events, leftOpen());
+  assert.is(next.status, 'sent');
+  assert.is(next.delivery.finished, true);
+});
+
+settledRecovery('given nothing written, when recovered, then no recipient failed: all delayed, retried on the schedule', () => {
+  const [outcome] = decideRecovery(recoverWith([notWritten(TO_INDEX), notWritten(CC_INDEX), notWritten(BCC_INDEX)], { at: GRACE_END }), leftOpen(), POLICY) as DeliveryAttempted[];
+  assert.equal(statuses(outcome.data), ['delayed', 'delayed', 'delayed']);
+  assert.equal(outcome.data.recipients.map((r) => r.failureCode), [undefined, undefined, undefined]);
+  assert.is(outcome.data.nextAttemptAt, after(30 * SECOND, GRACE_END));
+  assert.is(outcome.data.providerMessageId, null);
+});
+
+settledRecovery('given a begun recipient the answer leaves out (the transport cannot tell), then that one alone failed with delivery_unknown', () => {
+  const [outcome] = decideRecovery(recoverWith([written(TO_INDEX), notWritten(BCC_INDEX)], { at: GRACE_END }), leftOpen(), POLICY) as DeliveryAttempted[];
+  assert.equal(statuses(outcome.data), ['sent', 'failed', 'delayed']);
+  assert.equal(outcome.data.recipients[CC_INDEX], {
+    index: CC_INDEX, address: CC, status: 'failed', smtpCode: null, enhancedCode: null, response: 'the sender stopped during the transaction', failureCode: 'delivery_unknown',
+  });
+  assert.is(outcome.data.failureCode, 'delivery_unknown');
+});
+
+settledRecovery('given a recipient whose transaction had not begun, when recovered with the answer, then it is not attempted: delayed and retried with those not written', () => {
+  const given = leftOpen([TO_INDEX]);
+  const [outcome] = decideRecovery(recoverWith([written(TO_INDEX)], { at: GRACE_END }), given, POLICY) as DeliveryAttempted[];
+  assert.equal(statuses(outcome.data), ['sent', 'delayed', 'delayed']);
+  assert.match(outcome.data.recipients[CC_INDEX].response, /not attempted/);
+  assert.is(outcome.data.nextAttemptAt, after(30 * SECOND, GRACE_END));
+  assert.equal(pendingRecipients(foldEmail([outcome], given).delivery), [CC_INDEX, BCC_INDEX]);
+});
+
+settledRecovery('given a retry past the window, when what was not written is recovered, then failed with provider_unavailable, as any outbox deferral then', () => {
+  const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')], { transport: 'outbox' });
+  const late = after(DELIVERY_RETRY_WINDOW_MS + HOUR);
+  const given = begun([CC_INDEX], claimedBy({ attempt: 2, at: late, transport: 'outbox' }, first), { attempt: 2, at: late });
+  const [outcome] = decideRecovery(recoverWith([notWritten(CC_INDEX)], { attempt: 2, at: after(DELIVERY_CLAIM_GRACE_MS, late) }), given, POLICY) as DeliveryAttempted[];
+  assert.equal(outcome.data.recipients.map((r) => [r.index, r.status, r.failureCode]), [[CC_INDEX, 'failed', 'provider_unavailable']]);
+  assert.is(outcome.data.nextAttemptAt, null);
+});
+
+settledRecovery('given a claim none of whose transactions began, another attempt, or no open claim, when a settled recovery comes, then nothing', () => {
+  const late = after(DELIVERY_CLAIM_GRACE_MS + HOUR);
+  assert.equal(decideRecovery(recoverWith([written(TO_INDEX)], { at: late }), claimedBy({ at: T0 }), POLICY), [], 'taken over instead');
+  assert.equal(decideRecovery(recoverWith([written(TO_INDEX)], { attempt: 2, at: late }), leftOpen(), POLICY), []);
+  assert.equal(decideRecovery(recoverWith([written(TO_INDEX)], { at: late }), queued(), POLICY), []);
+  assert.equal(decideRecovery(recoverWith([written(TO_INDEX)], { at: late }), attemptedWith(all('accepted')), POLICY), []);
+});
+
+settledRecovery('given a delay reported under the open claim, when the written recipient is recorded sent, then it is marked reportedFirst and shows the delay', () => {
+  const given = foldEmail([reportedDelay(TO_INDEX, after(2 * SECOND))], leftOpen([TO_INDEX]));
+  const [outcome] = decideRecovery(recoverWith([written(TO_INDEX)], { at: GRACE_END }), given, POLICY) as DeliveryAttempted[];
+  assert.is(outcome.data.recipients[0].reportedFirst, true);
+  assert.is(foldEmail([outcome], given).delivery.recipients[TO_INDEX], 'delayed');
+});
+
+settledRecovery('given an answer, when the holder itself fails the claim (claimedBy set), then the answer is no part of it: every pending recipient fails with its code', () => {
+  const given = leftOpen();
+  const events = decideRecovery(recoverWith([written(TO_INDEX)], { claimedBy: 'sender-a', failureCode: 'content_expired' }), given, POLICY);
+  assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
+  assert.equal(foldEmail(events, given).delivery.recipients, ['failed', 'failed', 'failed']);
+});
+
+settledRecovery('given no answer (a transport that cannot tell), when recovered, then every begun recipient delivery_unknown, as before', () => {
+  const { settled: _, ...unsettled } = recoverWith([], { at: GRACE_END });
+  const events = decideRecovery(unsettled, leftOpen([CC_INDEX]), POLICY);
+  assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
+  assert.equal((events[0] as { data: { failureCode: string } }).data.failureCode, 'delivery_unknown');
+});
+
+settledRecovery.run();

@@ -541,7 +541,7 @@ function logUnopenableDkimKeys(deps: ProcessorDeps, unopenable: UnopenableDkimKe
  * Says what this sender finds open at start: claims of other instances (or of one that
  * stopped) and when their grace ends: those whose transaction never began are taken over then
  * and sent, those with a transaction begun become delivery_unknown unless their holder records
- * an outcome first.
+ * an outcome first (or, for the outbox, are settled by what it holds: attempt.ts, recover).
  */
 async function logOpenClaims(deps: ProcessorDeps): Promise<void> {
   const items = await openClaimItems(deps.documents, INHERITED_CLAIMS_READ + 1);
@@ -561,7 +561,8 @@ async function logOpenClaims(deps: ProcessorDeps): Promise<void> {
     ...(items.length > INHERITED_CLAIMS_READ ? { read: INHERITED_CLAIMS_READ, more: true } : {}),
     // Never began a transaction: taken over and sent once their start grace ends.
     beforeTransaction: span(due.takeover),
-    // Began one: delivery_unknown once their grace ends, unless their holder records an outcome.
+    // Began one: delivery_unknown once their grace ends, unless their holder records an outcome
+    // (the outbox settles them by what it holds).
     inTransaction: span(due.unknown),
     startGraceMs: policy.claimStartGraceMs,
     graceMs: policy.claimGraceMs,

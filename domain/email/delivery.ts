@@ -9,7 +9,9 @@
 // when its start grace ends, another sender takes it over (a new claim of the same attempt),
 // and the old holder, if it still runs, finds its transaction start refused and sends nothing.
 // Only recipients whose transaction began can end as delivery_unknown, once the claim grace
-// after that start ends without an outcome.
+// after that start ends without an outcome, and only those whose transport cannot say what
+// became of them: a transport that knows (the outbox, its own provider) settles the claim, and
+// its answer is recorded as the attempt's outcome (decideRecovery).
 import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, DeliveryTransactionStarted, EmailEvent, RecipientAttempt } from './events.ts';
 import { pendingRecipients, reportedUnderClaim, type EmailState } from './state.ts';
 import { nextHopOf, refusalStatus } from './refusals.ts';
@@ -104,6 +106,30 @@ export interface StartTransaction {
   at: string;
 }
 
+/**
+ * What the claim's own transport says became of one recipient whose transaction began
+ * (MailTransport.settle): `accepted`, as a send would have answered; `not_sent`, nothing of it
+ * went out, so it may be sent again.
+ */
+export interface SettledTransaction {
+  index: number;
+  result: 'accepted' | 'not_sent';
+  /** As a send's response (a BCC recipient's with its addresses masked: RecipientResultReport). */
+  response: string;
+  /** The provider's id of the accepted message, as a send would have reported it. */
+  providerMessageId?: string | null;
+}
+
+/** A transport's answer about a claim left open: what it knows, by recipient index. */
+export interface Settlement {
+  /** The transport that answered: the one the claim sent with. */
+  transport: string;
+  /** The Message-ID of the message the claim sent (the same on every attempt). */
+  messageId: string;
+  /** The recipients it can tell about; a begun one missing here is delivery_unknown. */
+  recipients: SettledTransaction[];
+}
+
 export interface FailDelivery {
   type: 'FailDelivery';
   attempt: number;
@@ -112,6 +138,12 @@ export interface FailDelivery {
   failureCode: string;
   reason: string;
   at: string;
+  /**
+   * Recovery only (claimedBy null): what the claim's transport knows became of the transactions
+   * that began (decideRecovery). Absent: it cannot tell (smtp, mx), and they fail with
+   * `failureCode`. Only the transport the claim sent with may answer.
+   */
+  settled?: Settlement;
 }
 
 export type DeliveryCommand = ClaimDelivery | StartTransaction | RecordAttempt | FailDelivery;
@@ -191,9 +223,15 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
   const claim = state.delivery.openClaim;
   if (!claim || claim.attempt !== command.attempt || claim.claimedBy !== command.claimedBy) return [];
   const reported = new Map(command.results.map((r) => [r.index, r]));
-  const pending = pendingRecipients(state.delivery);
   // A recipient the transport said nothing about was not tried: a temporary failure.
-  const results = pending.map((index) => reported.get(index) ?? { index, result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'not attempted' });
+  const results = pendingRecipients(state.delivery).map((index) => reported.get(index) ?? { index, result: 'deferred' as const, smtpCode: null, enhancedCode: null, response: 'not attempted' });
+  return [attemptOutcome(command, results, state, policy)];
+}
+
+/** The outcome of the open claim's attempt from a result for every pending recipient. */
+function attemptOutcome(
+  command: Pick<RecordAttempt, 'attempt' | 'transport' | 'messageId' | 'providerMessageId' | 'at'>, results: RecipientResultReport[], state: EmailState, policy: DeliveryPolicy,
+): DeliveryAttempted {
   const retryAt = results.some((r) => r.result === 'deferred')
     ? nextAttemptAt(command.attempt, state.delivery.firstAttemptAt ?? command.at, command.at, policy)
     : null;
@@ -216,7 +254,7 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
   // the gravest of the recipients' (BCC included). Readers take each recipient's own.
   const codes = new Set(recipients.map((r) => r.failureCode));
   const failureCode = (['delivery_unknown', 'provider_unavailable', 'provider_rejected'] as const).find((code) => codes.has(code)) ?? null;
-  return [{
+  return {
     type: 'DeliveryAttempted',
     data: {
       attempt: command.attempt,
@@ -228,7 +266,13 @@ export function decideAttemptOutcome(command: RecordAttempt, state: EmailState, 
       failureCode,
       occurredAt: command.at,
     },
-  }];
+  };
+}
+
+/** Whether a recovery (claimedBy null) of the open claim may be decided at `at`: its transactions began, and the grace after the last start is over. */
+function recoverable(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): boolean {
+  const deadline = claimDeadline(state, policy);
+  return deadline?.kind === 'unknown' && deadline.at <= command.at;
 }
 
 export function decideFailure(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryFailed[] {
@@ -238,8 +282,7 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
   if (command.claimedBy === null) {
     // Recovery: only recipients whose transaction began, once nobody finished it within the
     // grace period; a claim that never began is taken over instead (decideClaim).
-    const deadline = claimDeadline(state, policy);
-    if (deadline?.kind !== 'unknown' || deadline.at > command.at) return [];
+    if (!recoverable(command, state, policy)) return [];
     failing = failing.filter((index) => claim.begun.includes(index));
   } else if (claim.claimedBy !== command.claimedBy) {
     return [];
@@ -256,19 +299,59 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
   }];
 }
 
+/**
+ * Recovery of a claim left open past its grace (FailDelivery, claimedBy null). When the
+ * claim's transport settled it, its answer is the attempt's outcome, recorded as the holder
+ * would have recorded the transport's answer (decideAttemptOutcome): an accepted recipient is
+ * `sent`; one not sent is a temporary failure (`delayed`, retried on the schedule, like a
+ * recipient whose transaction had not begun: `not attempted`); a begun one the answer leaves
+ * out is `unknown`: failed, delivery_unknown, never sent again. Without an answer, every begun
+ * recipient fails with the command's code (decideFailure) and the others are sent at once by
+ * the next attempt.
+ */
+export function decideRecovery(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): Array<DeliveryAttempted | DeliveryFailed> {
+  const { settled } = command;
+  if (command.claimedBy !== null || !settled) return decideFailure(command, state, policy);
+  const claim = state.delivery.openClaim;
+  if (!claim || claim.attempt !== command.attempt || !recoverable(command, state, policy)) return [];
+  const results = settledResults(settled, command.reason, state);
+  // As the sender does: the email's provider id is its first visible recipient's.
+  const providerMessageId = results.find((r) => r.index < state.visibleAddresses.length && r.providerMessageId)?.providerMessageId ?? null;
+  return [attemptOutcome({ attempt: command.attempt, transport: settled.transport, messageId: settled.messageId, providerMessageId, at: command.at }, results, state, policy)];
+}
+
+/**
+ * The result of every pending recipient of the open claim, as its transport settled it (see
+ * decideRecovery); `reason`: the response of a begun recipient it could not tell about.
+ */
+export function settledResults(settled: Settlement, reason: string, state: EmailState): RecipientResultReport[] {
+  const begun = state.delivery.openClaim?.begun ?? [];
+  const known = new Map(settled.recipients.map((r) => [r.index, r]));
+  return pendingRecipients(state.delivery).map((index): RecipientResultReport => {
+    const none = { index, smtpCode: null, enhancedCode: null };
+    if (!begun.includes(index)) return { ...none, result: 'deferred', response: 'not attempted: the sender stopped before this transaction began', stage: 'not_begun' };
+    const answer = known.get(index);
+    if (!answer) return { ...none, result: 'unknown', response: reason };
+    return answer.result === 'accepted'
+      ? { ...none, result: 'accepted', response: answer.response, ...(answer.providerMessageId ? { providerMessageId: answer.providerMessageId } : {}) }
+      : { ...none, result: 'deferred', response: answer.response };
+  });
+}
+
 export function decideDelivery(command: DeliveryCommand, state: EmailState, policy: DeliveryPolicy): EmailEvent[] {
   switch (command.type) {
     case 'ClaimDelivery': return decideClaim(command, state, policy);
     case 'StartTransaction': return decideTransactionStart(command, state);
     case 'RecordAttempt': return decideAttemptOutcome(command, state, policy);
-    case 'FailDelivery': return decideFailure(command, state, policy);
+    case 'FailDelivery': return decideRecovery(command, state, policy);
   }
 }
 
 /**
  * What becomes of the open claim of `state` if its holder records nothing, and from when:
- * `takeover` (no transaction began: another sender may claim the attempt) or `unknown` (the
- * recipients whose transaction began become delivery_unknown). Null without an open claim.
+ * `takeover` (no transaction began: another sender may claim the attempt) or `unknown` (it is
+ * recovered: the recipients whose transaction began become delivery_unknown, unless the
+ * transport settles them: decideRecovery). Null without an open claim.
  */
 export function claimDeadline(state: EmailState, policy: DeliveryPolicy): { kind: 'takeover' | 'unknown'; at: string } | null {
   const claim = state.delivery.openClaim;

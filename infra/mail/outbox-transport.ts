@@ -23,15 +23,22 @@
 // A write that fails (disk full, the outbox path not a directory, the thread lost) is an
 // outcome, as the port wants, not a throw: `deferred` (retried on the delivery schedule) while
 // nothing of it can have appeared, `unknown` once the .eml may have (a reader may have taken
-// the message as sent). A throw would leave the begun transaction open, to become
-// delivery_unknown at the claim's grace with nothing written.
+// the message as sent). A throw would leave the begun transaction open until the claim's grace.
+//
+// After a crash, recovery asks what became of the transactions left open (settle): the outbox
+// is its own provider, so it knows exactly. A write places the .eml first and the envelope
+// entry last, each by link or rename: a recipient named in `<emailId>.envelope.json` was
+// written whole, any other was not (nothing, only temporary copies, or an .eml whose envelope
+// entry never came), and writing it again gives the outbox the same files once (the entry is
+// added once, the .eml left or replaced whole). Temporary copies are left to the next thread's
+// start and to retention, as any a write that died leaves: another process may be writing.
 // Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
 // `recovering` until the next answer; work waits while a write is outstanding.
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
-import { notBegunOutcome, type MailTransport, type OutgoingMessage, type RecipientOutcome, type SendOptions, type TransportOutcome } from '../ports/mail-transport.ts';
+import { notBegunOutcome, type MailTransport, type OpenTransaction, type OutgoingMessage, type RecipientOutcome, type SendOptions, type SettledRecipient, type TransportOutcome } from '../ports/mail-transport.ts';
 import { isAbandoned, isMissing, outboxTemps, readEnvelopes, removeTemp, type OutboxEnvelope, type OutboxTemp } from './outbox-files.ts';
 import type { OutboxWrite, OutboxWriteReply, OutboxWriteRequest, OutboxWriteResult } from './outbox-worker.ts';
 import { compareText } from '../../domain/text.ts';
@@ -118,6 +125,37 @@ export class OutboxTransport implements MailTransport {
       providerMessageId: message.messageId,
       recipients: addresses.map((address) => ({ address, result: 'accepted' as const, smtpCode: null, enhancedCode: null, response })),
     };
+  }
+
+  /**
+   * What the outbox holds of an open transaction: `accepted` for each recipient its envelope
+   * file names (placed after the .eml, so the message was written whole, as send answers it),
+   * `not_sent` for the others. A write of the email still under way in this process is waited
+   * for first. An envelope file that cannot be read as one says nothing (no recipient answered);
+   * an I/O error rejects.
+   */
+  async settle(transaction: OpenTransaction): Promise<SettledRecipient[]> {
+    const { emailId, messageId } = transaction;
+    if (!EMAIL_ID.test(emailId)) return [];
+    await this.#pending.get(emailId)?.catch(() => undefined);
+    let envelopes: unknown;
+    try {
+      envelopes = await readEnvelopes(join(this.dir, `${emailId}.envelope.json`));
+    } catch (error) {
+      // Not a directory: nothing was ever written there. Not JSON: it cannot tell.
+      if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') envelopes = [];
+      else if (error instanceof SyntaxError) return [];
+      else throw error;
+    }
+    if (!Array.isArray(envelopes)) return [];
+    const written = new Set<string>();
+    for (const envelope of envelopes as Array<Partial<OutboxEnvelope> | null>) {
+      if (!Array.isArray(envelope?.recipients)) return [];
+      for (const recipient of envelope.recipients) if (typeof recipient === 'string') written.add(recipient.toLowerCase());
+    }
+    return [...new Set(transaction.recipients)].map((address): SettledRecipient => written.has(address.toLowerCase())
+      ? { address, result: 'accepted', providerMessageId: messageId, response: `written to the outbox as ${emailId}.eml` }
+      : { address, result: 'not_sent', providerMessageId: null, response: 'not written to the outbox: the sender stopped before the write was complete' });
   }
 
   /** Settles with what came of the write; never rejects. */

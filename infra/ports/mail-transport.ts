@@ -92,6 +92,33 @@ export const notBegunOutcome = (address: string): RecipientOutcome => ({
   address, result: 'deferred', smtpCode: null, enhancedCode: null, response: 'not sent: the transaction was not begun', stage: 'not_begun',
 });
 
+/**
+ * A transaction begun whose sender stopped before recording what it came to (the claim's grace
+ * ended), as recovery asks its transport about it (MailTransport.settle).
+ */
+export interface OpenTransaction {
+  emailId: string;
+  /** The Message-ID the message carries, without angle brackets (what a send reports when the provider names no id of its own). */
+  messageId: string;
+  /** The recipients of the transactions that began, each as the sender put it in the envelope. */
+  recipients: string[];
+}
+
+/**
+ * What a transport knows became of one recipient of an open transaction:
+ * - `accepted`: it took the message, as a send would have answered `accepted` (with the same
+ *   `providerMessageId` and `response`);
+ * - `not_sent`: nothing of it went out, nor can it any more: sending it again gives the
+ *   recipient one copy.
+ */
+export interface SettledRecipient {
+  address: string;
+  result: 'accepted' | 'not_sent';
+  providerMessageId: string | null;
+  /** For the timeline, as a send's response; never holds message content or a server path. */
+  response: string;
+}
+
 export interface MailTransport {
   /** `outbox`, `smtp` or `mx`. */
   readonly name: string;
@@ -106,6 +133,16 @@ export interface MailTransport {
    * claim does not wait for it: a claim older than its grace period is taken for a dead sender's.
    */
   warm?(): Promise<void>;
+  /**
+   * After a crash: what became of an open transaction, per recipient, for a transport that can
+   * know it exactly (the outbox, which is its own provider). A recipient left out of the answer
+   * is one it cannot tell about: its fate stays unknown (delivery_unknown), as for every
+   * recipient of a transport without this (smtp, mx: the server may have taken the message
+   * while the answer was lost). Asked only about transactions this transport began (the
+   * claim's), once their sender is taken for dead; rejects when it could not look (an I/O
+   * error): the recovery is tried again later.
+   */
+  settle?(transaction: OpenTransaction): Promise<SettledRecipient[]>;
   /** A transport with a thread of its own (the outbox) reports the thread's liveness. */
   readonly liveness?: Liveness;
   close(): Promise<void>;

@@ -7,14 +7,17 @@
 //             stuck before the wire): the new claim replaces it, and the old holder's
 //             transaction start is refused, so it sends nothing;
 //   recover:  a claim still open past its grace after a transaction began means its sender
-//             stopped mid-transaction: those recipients become delivery_unknown and are never
+//             stopped mid-transaction. A transport that knows what became of those transactions
+//             (MailTransport.settle: the outbox) is asked, if the claim sent with it, and its
+//             answer is recorded as the attempt's outcome (sent, or retried when nothing went
+//             out); the recipients it cannot tell about become delivery_unknown and are never
 //             sent again; the others are sent by the next attempt.
 // The window between a transaction's start and the attempt's outcome is the one place where a
 // crash leaves the fate of a message unknown; it holds at most the transactions in flight.
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
-import type { DeliveryPolicy, RecipientResultReport } from '../../../domain/email/delivery.ts';
+import { claimDeadline, settledResults, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type Settlement, type SettledTransaction } from '../../../domain/email/delivery.ts';
 import type { AdmittedMessage, DeliveryAttempted, DeliveryFailed, EmailContent } from '../../../domain/email/events.ts';
 import { pendingRecipients, type EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
@@ -32,7 +35,7 @@ import { maskAddresses } from '../../../domain/addresses-in-text.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
 import type { Handled, Loaded } from '../command-handler.ts';
-import type { Emails } from '../email-stream.ts';
+import { readEmailStream, type Emails } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
 import { reusedReads } from '../management/reused-reads.ts';
 import type { SendRateGate } from '../send-rate.ts';
@@ -143,17 +146,74 @@ export function runDeliveryStep(deps: DeliveryDeps, item: WorkItem): Promise<Ste
 }
 
 async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> {
-  const handled = await deps.emails.handle(item._id, {
+  const loaded = await deps.emails.load(item._id);
+  const settled = await settle(deps, item, loaded.state);
+  const command: FailDelivery = {
     type: 'FailDelivery',
     attempt: item.attempt,
     claimedBy: null,
     failureCode: 'delivery_unknown',
     reason: 'the sender stopped during the SMTP transaction; the message may have been accepted, so it is not sent again',
     at: deps.now().toISOString(),
-  }, { origin: item.origin });
+    ...(settled ? { settled } : {}),
+  };
+  const handled = await deps.emails.handle(item._id, command, { origin: item.origin, loaded });
   await syncWorkItem(deps.documents, deps.events, item._id, item.origin, deps.policy, handled);
-  reportFailure(deps, handled);
+  const [recovered] = handled.events;
+  if (recovered?.type === 'DeliveryAttempted' && settled && handled.state.message) {
+    // The state the decision was made on: the one just before the outcome.
+    const before = await deps.emails.load(item._id, { upTo: handled.revision - 1 });
+    const message = handled.state.message;
+    const addresses = [...message.toAddresses, ...message.ccAddresses];
+    deps.observe?.attempted(message, recovered.data, settledResults(settled, command.reason, before.state), (index) => {
+      const address = addresses[index];
+      return address === undefined ? null : address.slice(address.lastIndexOf('@') + 1);
+    });
+  } else {
+    reportFailure(deps, handled);
+  }
   return handled.events.length > 0 ? 'recovered' : 'nothing_to_do';
+}
+
+/**
+ * What the transport knows became of the open claim's begun transactions, when it can tell
+ * (MailTransport.settle) and the claim sent with it (another transport's transactions, say a
+ * claim made before a restart with another RELAY_DELIVERY, are none of its knowledge); only
+ * once the claim's grace is over, when the decider may recover it. Undefined: it cannot tell.
+ */
+async function settle(deps: DeliveryDeps, item: WorkItem, state: EmailState): Promise<Settlement | undefined> {
+  const { transport } = deps;
+  const claim = state.delivery.openClaim;
+  const message = state.message;
+  if (!transport.settle || !claim || !message || claim.attempt !== item.attempt) return undefined;
+  const deadline = claimDeadline(state, deps.policy);
+  if (deadline?.kind !== 'unknown' || deadline.at > deps.now().toISOString()) return undefined;
+  const stream = await readEmailStream(deps.events, item._id);
+  let claimTransport: string | null = null;
+  for (let i = stream.length - 1; i >= 0 && claimTransport === null; i--) {
+    const event = stream[i];
+    if (event.type === 'DeliveryClaimed' && event.data.attempt === claim.attempt && event.data.claimedBy === claim.claimedBy) claimTransport = event.data.transport;
+  }
+  if (claimTransport !== transport.name) return undefined;
+  const begun = pendingRecipients(state.delivery).filter((index) => claim.begun.includes(index));
+  const visible = message.toAddresses.length + message.ccAddresses.length;
+  // BCC addresses are only in the sealed content: without it (expired), those are not asked about.
+  const content = begun.some((index) => index >= visible) ? await openContent(deps.documents, deps.secrets, message.content, deps.now()) : null;
+  const targets = targetsOf(message, content?.bcc ?? [], begun);
+  const messageId = newMessageId(message.emailId, message.fromDomain);
+  const answers = await transport.settle({ emailId: message.emailId, messageId, recipients: targets.map((t) => t.address) });
+  const recipients: SettledTransaction[] = targets.flatMap((target) => {
+    const answer = answers.find((a) => a.address.toLowerCase() === target.address.toLowerCase());
+    if (!answer) return [];
+    return [target.index, ...target.alsoIndexes].map((index) => ({
+      index,
+      result: answer.result,
+      // As report() words a send's answer: a BCC recipient's addresses masked, the text bounded.
+      response: cutText(index < visible ? answer.response : maskAddresses(answer.response), 1000),
+      ...(answer.result === 'accepted' && answer.providerMessageId ? { providerMessageId: cutText(answer.providerMessageId, 200) } : {}),
+    }));
+  });
+  return { transport: transport.name, messageId, recipients };
 }
 
 function reportFailure(deps: DeliveryDeps, handled: Handled<EmailState, unknown>): void {

@@ -368,6 +368,8 @@ export function observedBySites(transport: MailTransport, sites: SiteRegistry): 
     name: transport.name,
     capacity: transport.capacity,
     warm: transport.warm?.bind(transport),
+    // Recovery's question about a dead sender's transactions: nothing a site said.
+    settle: transport.settle?.bind(transport),
     close: () => transport.close(),
     async send(message: OutgoingMessage, options?: SendOptions): Promise<TransportOutcome> {
       const keys = await Promise.all(message.envelope.recipients.map(async (r) => (domainOf(r) ? sites.resolve(domainOf(r)!) : null)));
