@@ -6,15 +6,12 @@
 // (test_recipient_not_allowed) and give their rate slot back, so one development key sends them
 // without end. A read is reused for 250 ms: past that nothing needs it, and it goes, rather than
 // staying until 10,000 entries (some 120 MiB of keys) are held.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from './support/app.ts';
 import { deliveryTenant, type DeliveryTenant } from './support/delivery.ts';
+import { settledHeapUsed } from './support/heap.ts';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 const MiB = 1024 * 1024;
 const SENDS = 600;
@@ -35,17 +32,6 @@ test.after(async (f) => {
   await f.t.close();
 });
 
-/** The heap in use once collections free nothing more. */
-const heapUsed = (): number => {
-  let used = Infinity;
-  for (let i = 0; i < 10; i++) {
-    gc();
-    const now = process.memoryUsage().heapUsed;
-    if (used - now < 1024) return Math.min(used, now);
-    used = now;
-  }
-  return used;
-};
 
 // Labels of 63 characters: a recipient domain of 249 characters, a send's 50 of them distinct.
 const label = (seed: string) => seed.padEnd(63, 'x');
@@ -68,11 +54,11 @@ test(`${SENDS} refused development sends to 50 long domains each: what stays on 
   assert.is(domainOf(0, 0).length, 249);
   // Warm up: every code path compiled, every first-use structure made.
   for (let i = 0; i < 50; i++) await refusedSend(f, -1 - i);
-  const before = heapUsed();
+  const before = await settledHeapUsed();
   for (let i = 0; i < SENDS; i++) await refusedSend(f, i);
   // Long past the 250 ms a read is reused for: nothing needs these entries any more.
   await new Promise((resolve) => setTimeout(resolve, 500));
-  const after = heapUsed();
+  const after = await settledHeapUsed();
   const perSend = (after - before) / SENDS;
   const atBound = perSend * LIMIT;
   assert.ok(atBound < BUDGET,

@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DatabaseSync, StatementSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { COLLECTIONS } from '../apps/services/collections.ts';
@@ -17,16 +17,12 @@ import type { IndexSpec } from '../infra/ports/document-store.ts';
 import { SqliteDocumentStore } from '../infra/sqlite/document-store.ts';
 import type { EmailView } from '../projections/email-view.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { listStatementsOf, planOf, type RanStatement } from './support/query-plans.ts';
 import { waitUntil } from './support/eventually.ts';
 import { DASHBOARD_ORIGIN, populateTemplateWorld, sendEmail, type TemplateWorld } from './support/templates.ts';
 
 const EMAILS = 300;
 const EMAILS_TABLE = 'doc_emails';
-
-interface Ran {
-  sql: string;
-  params: SQLInputValue[];
-}
 
 const test = suite<{ t: TestApp; w: TemplateWorld; real: EmailView; file: DatabaseSync }>('email list filters: the plans of their reads');
 
@@ -58,28 +54,15 @@ test.after(async ({ t, file }) => {
 });
 
 /** The statements over the emails table that a list read runs, as it runs them. */
-async function listStatements(ctx: { t: TestApp; w: TemplateWorld }, query: string): Promise<{ ran: Ran[]; body: { emails: Array<{ id: string }>; next_cursor: string | null } }> {
-  const ran: Ran[] = [];
-  const proto = StatementSync.prototype as unknown as Record<'all' | 'get' | 'iterate', (...args: unknown[]) => unknown>;
-  const originals = { all: proto.all, get: proto.get, iterate: proto.iterate };
-  for (const method of ['all', 'get', 'iterate'] as const) {
-    proto[method] = function recorded(this: StatementSync, ...params: unknown[]) {
-      if (this.sourceSQL.includes(`"${EMAILS_TABLE}"`) && /\bORDER BY\b/.test(this.sourceSQL)) ran.push({ sql: this.sourceSQL, params: params as SQLInputValue[] });
-      return originals[method].apply(this, params);
-    };
-  }
-  try {
+async function listStatements(ctx: { t: TestApp; w: TemplateWorld }, query: string): Promise<{ ran: RanStatement[]; body: { emails: Array<{ id: string }>; next_cursor: string | null } }> {
+  const { result, ran } = await listStatementsOf(EMAILS_TABLE, async () => {
     const response = await ctx.t.app.inject({ method: 'GET', url: `/v1/emails${query}`, headers: { authorization: `Bearer ${ctx.w.apiKey}` } });
     assert.is(response.statusCode, 200, response.body);
-    return { ran, body: response.json() };
-  } finally {
-    Object.assign(proto, originals);
-  }
+    return { body: response.json() };
+  });
+  return { ran, ...result };
 }
 
-function planOf(file: DatabaseSync, { sql, params }: Ran): string[] {
-  return (file.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((row) => row.detail);
-}
 
 const FILTERS: Array<{ query: string; index: string; seek: RegExp }> = [
   { query: 'status=complained', index: `${EMAILS_TABLE}__project_status`, seek: /\(field:projectId=\? AND field:status=\?/ },

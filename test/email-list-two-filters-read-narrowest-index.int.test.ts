@@ -15,7 +15,7 @@
 // The plan SQLite makes for the very statement a list read runs (captured as it runs, then explained
 // on the same file) says which index leads whatever the machine: here, with one filter matching every
 // email of the project and the other none, the index of the one that matches none.
-import { DatabaseSync, StatementSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -23,6 +23,7 @@ import { COLLECTIONS } from '../apps/services/collections.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
 import type { EmailView } from '../projections/email-view.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { listStatementsOf, planOf, type RanStatement } from './support/query-plans.ts';
 import { waitUntil } from './support/eventually.ts';
 import { DASHBOARD_ORIGIN, populateTemplateWorld, sendEmail, type TemplateWorld } from './support/templates.ts';
 
@@ -30,7 +31,6 @@ import { DASHBOARD_ORIGIN, populateTemplateWorld, sendEmail, type TemplateWorld 
 const EMAILS = 20_000;
 const EMAILS_TABLE = 'doc_emails';
 
-interface Ran { sql: string; params: SQLInputValue[] }
 interface Ctx { t: TestApp; w: TemplateWorld; real: EmailView; file: DatabaseSync }
 
 const test = suite<Ctx>('email list: two filters');
@@ -70,30 +70,17 @@ test.after(async ({ t, file }) => {
 });
 
 /** A list read with the project's email:read key, the statements over the emails table it ran, and how long it took. */
-async function list(ctx: Ctx, query: string): Promise<{ ran: Ran[]; ids: string[]; ms: number }> {
-  const ran: Ran[] = [];
-  const proto = StatementSync.prototype as unknown as Record<'all' | 'get' | 'iterate', (...args: unknown[]) => unknown>;
-  const originals = { all: proto.all, get: proto.get, iterate: proto.iterate };
-  for (const method of ['all', 'get', 'iterate'] as const) {
-    proto[method] = function recorded(this: StatementSync, ...params: unknown[]) {
-      if (this.sourceSQL.includes(`"${EMAILS_TABLE}"`) && /\bORDER BY\b/.test(this.sourceSQL)) ran.push({ sql: this.sourceSQL, params: params as SQLInputValue[] });
-      return originals[method].apply(this, params);
-    };
-  }
-  try {
+async function list(ctx: Ctx, query: string): Promise<{ ran: RanStatement[]; ids: string[]; ms: number }> {
+  const { result, ran } = await listStatementsOf(EMAILS_TABLE, async () => {
     const began = performance.now();
     const response = await ctx.t.app.inject({ method: 'GET', url: `/v1/emails${query}`, headers: { authorization: `Bearer ${ctx.w.apiKey}` } });
     const ms = performance.now() - began;
     assert.is(response.statusCode, 200, response.body);
-    return { ran, ids: (response.json() as { emails: Array<{ id: string }> }).emails.map((e) => e.id), ms };
-  } finally {
-    Object.assign(proto, originals);
-  }
+    return { ids: (response.json() as { emails: Array<{ id: string }> }).emails.map((e) => e.id), ms };
+  });
+  return { ran, ...result };
 }
 
-function planOf(file: DatabaseSync, { sql, params }: Ran): string[] {
-  return (file.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((row) => row.detail);
-}
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 

@@ -8,8 +8,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mtaStsPolicyStore } from '../apps/services/mta-sts-policies.ts';
@@ -21,9 +19,8 @@ import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/d
 import { waitUntil } from './support/eventually.ts';
 import { makeTestCa, type TestCa } from './support/https-receiver.ts';
 import { startPolicyServer, type PolicyServer } from './support/mta-sts-server.ts';
+import { settledHeapUsed } from './support/heap.ts';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 const DOMAINS = 30;
 const KiB = 1024;
@@ -65,13 +62,6 @@ test.after(async (ctx) => {
   ctx.ca.remove();
 });
 
-/** After a turn of the event loop: until then the microtasks of settled lookups still refer to the resolver. */
-async function heapUsed(): Promise<number> {
-  await new Promise((resolve) => setImmediate(resolve));
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 function resolverFor(ctx: Context, options: Partial<MtaStsOptions> = {}): MtaStsResolver {
   const dns = new DnsCache(new StubResolver({ servers: [ctx.dns.address], timeoutMs: 1000, tries: 1 }));
@@ -94,10 +84,10 @@ async function heldBy(fill: (box: { resolver?: MtaStsResolver }) => Promise<void
   await fill(box);
   // A fetch's socket refers to the resolver (its handlers) until it has closed.
   await waitUntil(() => !process.getActiveResourcesInfo().includes('TCPSocketWrap'), 'every connection to the policy host closed');
-  const held = await heapUsed();
+  const held = await settledHeapUsed();
   const dropped = new WeakRef(box.resolver!);
   delete box.resolver;
-  const freed = held - (await heapUsed());
+  const freed = held - (await settledHeapUsed());
   assert.is(dropped.deref(), undefined, 'the resolver was collected (measurement check)');
   return freed;
 }

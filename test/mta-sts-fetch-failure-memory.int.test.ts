@@ -6,17 +6,14 @@
 // So a failure names a few addresses and how many more, and its detail is cut: the failures
 // remembered at their bound stay within what the cached policies are held to (8 MiB), not the
 // ~200 MiB of failures that listed every address.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { MtaStsResolver } from '../infra/mail/mta-sts.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
+import { settledHeapUsed } from './support/heap.ts';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -46,18 +43,6 @@ test.after(async (ctx) => {
   await ctx.dns.close();
 });
 
-/** After a turn of the event loop: until then the microtasks of settled lookups still refer to the resolver. */
-async function heapUsed(): Promise<number> {
-  await new Promise((resolve) => setImmediate(resolve));
-  let used = Infinity;
-  for (let i = 0; i < 10; i++) {
-    gc();
-    const now = process.memoryUsage().heapUsed;
-    if (used - now < 1024) return Math.min(used, now);
-    used = now;
-  }
-  return used;
-}
 
 /** Asks for `domain`'s policy and keeps nothing of the answer (only the resolver may hold it). */
 async function ask(resolver: MtaStsResolver, domain: string): Promise<void> {
@@ -79,10 +64,10 @@ test(`${DOMAINS} recipient domains whose policy host has ${ADDRESSES} private ad
   await ask(box.resolver, domains[0]);
   assert.ok(!ctx.dns.queries.slice(queriesBefore).some((q) => q.name === `mta-sts.${domains[0]}`), 'the failure is remembered, not fetched again');
 
-  const held = await heapUsed();
+  const held = await settledHeapUsed();
   const dropped = new WeakRef(box.resolver);
   delete box.resolver;
-  const freed = held - (await heapUsed());
+  const freed = held - (await settledHeapUsed());
   assert.is(dropped.deref(), undefined, 'the resolver was collected (measurement check)');
   const perFailure = freed / DOMAINS;
   const atBound = perFailure * MAX_REMEMBERED;

@@ -7,17 +7,14 @@
 // domain/delivery/sites.ts), whether the set is shared or each domain answers its own. Shown
 // with a real DNS server and the real DNS cache: the heap the registry holds, by what is freed
 // once it is dropped, times its bounds.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { SiteRegistry } from '../apps/services/delivery/sites.ts';
 import { DnsCache } from '../infra/dns/dns-cache.ts';
 import { StubResolver } from '../infra/dns/stub-resolver.ts';
 import { startDnsServer, type TestDnsServer, type ZoneRecord } from './support/dns-server.ts';
+import { settledHeapUsed } from './support/heap.ts';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 const DOMAINS = 100;
 const MX_HOSTS = 200;
@@ -45,17 +42,6 @@ test.after(async (ctx) => {
   await ctx.dns.close();
 });
 
-/** The heap in use once collections free nothing more (the DNS answers' garbage takes more than one). */
-const heapUsed = (): number => {
-  let used = Infinity;
-  for (let i = 0; i < 10; i++) {
-    gc();
-    const now = process.memoryUsage().heapUsed;
-    if (used - now < 1024) return Math.min(used, now);
-    used = now;
-  }
-  return used;
-};
 
 /** The heap a registry holds once `domains` are resolved, per domain; and how many sites they make. */
 async function heldPerDomain(ctx: Context, domains: string[]): Promise<{ perDomain: number; sites: number }> {
@@ -69,9 +55,9 @@ async function heldPerDomain(ctx: Context, domains: string[]): Promise<{ perDoma
   const sites = keys.size;
   // Not held here: the keys are the registry's to account for.
   keys.clear();
-  const withDomains = heapUsed();
+  const withDomains = await settledHeapUsed();
   registry = null;
-  return { perDomain: (withDomains - heapUsed()) / domains.length, sites };
+  return { perDomain: (withDomains - await settledHeapUsed()) / domains.length, sites };
 }
 
 test('domains sharing one large MX set hold little each: 100,000 of them within a few MiB', async (ctx) => {

@@ -14,7 +14,7 @@
 //
 // The plan SQLite makes for the very statement the route runs (captured as it runs, then explained
 // on the same file) says which it is whatever the machine: its first step seeks by `id>?`.
-import { DatabaseSync, StatementSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -22,12 +22,12 @@ import { COLLECTIONS } from '../apps/services/collections.ts';
 import type { SuppressionEntry } from '../domain/management.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { listStatementsOf, planOf, type RanStatement } from './support/query-plans.ts';
 import { call, newCaller, workspaceWithProject, type Caller } from './support/management.ts';
 
 const ENTRIES = 100_000;
 const TABLE = 'doc_suppressions';
 
-interface Ran { sql: string; params: SQLInputValue[] }
 interface Ctx { t: TestApp; member: Caller; workspaceId: string; file: DatabaseSync }
 
 const test = suite<Ctx>('suppression list: a later page');
@@ -58,26 +58,16 @@ test.after(async ({ t, file }) => {
 });
 
 /** A page read by a member, the statements over the suppressions table it ran, and how long it took. */
-async function page(ctx: Ctx, query: string): Promise<{ ran: Ran[]; addresses: string[]; next: string | null; ms: number }> {
-  const ran: Ran[] = [];
-  const proto = StatementSync.prototype as unknown as Record<'all' | 'get' | 'iterate', (...args: unknown[]) => unknown>;
-  const originals = { all: proto.all, get: proto.get, iterate: proto.iterate };
-  for (const method of ['all', 'get', 'iterate'] as const) {
-    proto[method] = function recorded(this: StatementSync, ...params: unknown[]) {
-      if (this.sourceSQL.includes(`"${TABLE}"`) && /\bORDER BY\b/.test(this.sourceSQL)) ran.push({ sql: this.sourceSQL, params: params as SQLInputValue[] });
-      return originals[method].apply(this, params);
-    };
-  }
-  try {
+async function page(ctx: Ctx, query: string): Promise<{ ran: RanStatement[]; addresses: string[]; next: string | null; ms: number }> {
+  const { result, ran } = await listStatementsOf(TABLE, async () => {
     const began = performance.now();
     const response = await call(ctx.t, 'GET', `/v1/workspaces/${ctx.workspaceId}/suppressions${query}`, { as: ctx.member });
     const ms = performance.now() - began;
     assert.is(response.statusCode, 200, response.body);
     const body = response.json() as { suppressions: Array<{ address: string }>; next_cursor: string | null };
-    return { ran, addresses: body.suppressions.map((s) => s.address), next: body.next_cursor, ms };
-  } finally {
-    Object.assign(proto, originals);
-  }
+    return { addresses: body.suppressions.map((s) => s.address), next: body.next_cursor, ms };
+  });
+  return { ran, ...result };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -90,7 +80,7 @@ test('a page near the end of the list starts its read at the cursor', async (ctx
   const later = await page(ctx, `?limit=10&cursor=${encodeURIComponent(cursor)}`);
   assert.equal(later.addresses, Array.from({ length: 10 }, (_, i) => addressOf(ENTRIES - 19 + i)), 'the page after the cursor');
   assert.is(later.ran.length, 1, `one read of the list: ${later.ran.map((r) => r.sql).join('\n')}`);
-  const plan = (ctx.file.prepare(`EXPLAIN QUERY PLAN ${later.ran[0].sql}`).all(...later.ran[0].params) as Array<{ detail: string }>).map((row) => row.detail);
+  const plan = planOf(ctx.file, later.ran[0]);
   const times = { first: [] as number[], later: [] as number[] };
   for (let i = 0; i < 5; i++) {
     times.first.push((await page(ctx, '?limit=10')).ms);

@@ -14,7 +14,7 @@
 //
 // The plan SQLite makes for the very statement the route runs (captured as it runs, then explained
 // on the same file) says which it is whatever the machine: its first step seeks by `createdAt<?`.
-import { DatabaseSync, StatementSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -22,12 +22,12 @@ import { COLLECTIONS } from '../apps/services/collections.ts';
 import type { WebhookDelivery } from '../apps/services/webhooks/deliveries.ts';
 import { deferDurability } from '../infra/ports/durability.ts';
 import { startTestApp, type TestApp } from './support/app.ts';
+import { listStatementsOf, planOf, type RanStatement } from './support/query-plans.ts';
 import { call, newCaller, workspaceWithProject, type Caller } from './support/management.ts';
 
 const DELIVERIES = 100_000;
 const TABLE = 'doc_webhook_deliveries';
 
-interface Ran { sql: string; params: SQLInputValue[] }
 interface Ctx { t: TestApp; member: Caller; endpointId: string; file: DatabaseSync }
 
 const test = suite<Ctx>('webhook deliveries: a later page');
@@ -64,25 +64,15 @@ test.after(async ({ t, file }) => {
 });
 
 /** A page read by a member, the statements over the deliveries table it ran, and how long it took. */
-async function page(ctx: Ctx, query: string): Promise<{ ran: Ran[]; ids: string[]; ms: number }> {
-  const ran: Ran[] = [];
-  const proto = StatementSync.prototype as unknown as Record<'all' | 'get' | 'iterate', (...args: unknown[]) => unknown>;
-  const originals = { all: proto.all, get: proto.get, iterate: proto.iterate };
-  for (const method of ['all', 'get', 'iterate'] as const) {
-    proto[method] = function recorded(this: StatementSync, ...params: unknown[]) {
-      if (this.sourceSQL.includes(`"${TABLE}"`) && /\bORDER BY\b/.test(this.sourceSQL)) ran.push({ sql: this.sourceSQL, params: params as SQLInputValue[] });
-      return originals[method].apply(this, params);
-    };
-  }
-  try {
+async function page(ctx: Ctx, query: string): Promise<{ ran: RanStatement[]; ids: string[]; ms: number }> {
+  const { result, ran } = await listStatementsOf(TABLE, async () => {
     const began = performance.now();
     const response = await call(ctx.t, 'GET', `/v1/webhook-endpoints/${ctx.endpointId}/deliveries${query}`, { as: ctx.member });
     const ms = performance.now() - began;
     assert.is(response.statusCode, 200, response.body);
-    return { ran, ids: (response.json() as { deliveries: Array<{ id: string }> }).deliveries.map((d) => d.id), ms };
-  } finally {
-    Object.assign(proto, originals);
-  }
+    return { ids: (response.json() as { deliveries: Array<{ id: string }> }).deliveries.map((d) => d.id), ms };
+  });
+  return { ran, ...result };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -95,7 +85,7 @@ test('a page near the oldest delivery starts its read at the cursor', async (ctx
   const later = await page(ctx, `?limit=10&cursor=${cursor}`);
   assert.equal(later.ids, Array.from({ length: 10 }, (_, i) => deliveryId(29 - i)), 'the page after the cursor');
   assert.is(later.ran.length, 1, `one read of the page: ${later.ran.map((r) => r.sql).join('\n')}`);
-  const plan = (ctx.file.prepare(`EXPLAIN QUERY PLAN ${later.ran[0].sql}`).all(...later.ran[0].params) as Array<{ detail: string }>).map((row) => row.detail);
+  const plan = planOf(ctx.file, later.ran[0]);
   const times = { first: [] as number[], later: [] as number[] };
   for (let i = 0; i < 5; i++) {
     times.first.push((await page(ctx, '?limit=10')).ms);
