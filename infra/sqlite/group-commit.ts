@@ -19,6 +19,17 @@
 // durable wait for durable() (the event store's stream reads and subscriptions do), whichever
 // thread committed it. A sync that fails stops the file's writes for good (#failed).
 //
+// So does a file that is no longer the one at its path: relay.db or relay.db-wal deleted or
+// replaced while the process runs (an operator's rm, a cleanup script, a restore moved into
+// place). SQLite goes on writing to the unlinked files it holds open and notices nothing, but
+// no start of Relay reads what they hold. After each sync, before anyone is answered, the WAL
+// and the database file are looked up by their paths (two stats per batch, never per write) and
+// compared with the files the connection opened (the WAL's descriptor, fstat'd once when it is
+// opened; the database as openDatabase found it: ./database.ts). SQLite never replaces either
+// file while a connection is open: a checkpoint, a WAL reset or truncation keep the same -wal
+// file, which is deleted only when the last connection closes. A ping checks the same way
+// (writable()), so that readiness tells it without traffic.
+//
 // Work must be synchronous (node:sqlite is), and nothing else may write on the connection
 // while a batch is open: every writer of a connection goes through its GroupCommit
 // (commitsFor), and every process opens one writing connection per file (./connections.ts).
@@ -38,12 +49,12 @@
 // of its own (writable()), so that readiness comes back even when no traffic reaches a process
 // that is not ready.
 import { basename } from 'node:path';
-import { closeSync, fdatasync, openSync } from 'node:fs';
+import { closeSync, fdatasync, fstatSync, openSync } from 'node:fs';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { currentDurabilityScope, reportLostWrites, type DurabilityBarrier, type DurabilityScope } from '../ports/durability.ts';
 import { changeSignal, type ChangeSignal } from './change-signal.ts';
 import { CommitCounters } from './commit-counters.ts';
-import { BUSY_TIMEOUT_MS } from './database.ts';
+import { BUSY_TIMEOUT_MS, identityAt, openedFile, sameFile, type FileIdentity } from './database.ts';
 
 export interface GroupCommitLimits {
   /** Writes per batch before it commits without waiting for the turn to end. Default 512. */
@@ -102,6 +113,8 @@ export class GroupCommit implements DurabilityBarrier {
   #lockWait: NodeJS.Timeout | null = null;
   /** The WAL file, opened at the first commit; null for a database without one (in memory). */
   #walFd: number | null | undefined;
+  /** The file #walFd is open on (fstat once, when it is opened). */
+  #walIdentity: FileIdentity | null = null;
   /** Committed writes waiting for the next sync. */
   #unsynced: Settled[] = [];
   #syncing: Promise<void> | null = null;
@@ -111,7 +124,7 @@ export class GroupCommit implements DurabilityBarrier {
   /** Settles once the open batch is durable, or lost: what a deferred-durability scope waits for. */
   #batchDurable: DurabilityBarrier | null = null;
   #batchNumber = 0;
-  /** Set for good when a sync of the WAL failed (#sync): no more writes, and no durable reads. */
+  /** Set for good when a sync of the WAL failed (#sync), or the files are no longer the ones at their paths (#replaced): no more writes, and no durable reads. */
   #failure: Error | null = null;
   /** The last write that failed on the file itself (full disk, I/O error) or on a lock held past the busy timeout, until a commit that wrote succeeds. */
   #writeFailure: Error | null = null;
@@ -243,12 +256,17 @@ export class GroupCommit implements DurabilityBarrier {
   }
 
   /**
-   * False once a sync has failed; while the last write failed (writeFailure), the answer
+   * False once a sync has failed, or once the database or its WAL is found deleted or replaced
+   * (checked here too: two stats); while the last write failed (writeFailure), the answer
    * of a write of its own (the database header's user_version set to what it holds: one page
    * appended to the WAL, no data changed), which clears the failure when it commits. True
    * otherwise, without writing.
    */
   writable(): Promise<boolean> {
+    if (!this.#failure) {
+      const replaced = this.#replaced();
+      if (replaced) this.#stop(replaced, []);
+    }
     if (this.#failure) return Promise.resolve(false);
     if (!this.#writeFailure) return Promise.resolve(true);
     this.#probe ??= this.runStatement(() => {
@@ -335,18 +353,21 @@ export class GroupCommit implements DurabilityBarrier {
           settled = { ok: true, value, resolve: entry.resolve, reject: entry.reject };
         }
       } catch (error) {
+        // The statement's error ended the transaction (SQLite does so on a full disk, an I/O
+        // error, out of memory, and rolls back all of it when a large row had spilled pages):
+        // the batch's writes are gone, and so is the savepoint, whose ROLLBACK TO would fail
+        // with "no such savepoint" in place of the error that says why.
+        if (!this.#db.isTransaction) throw error;
         if (!entry.oneStatement) {
           this.#rollbackTo.run();
           this.#release.run();
-        } else if (!this.#db.isTransaction) {
-          // The statement's error ended the transaction (SQLite does so on a full disk, an I/O
-          // error, out of memory): the batch's writes are gone.
-          throw error;
         }
         settled = { ok: false, value: error, resolve: entry.resolve, reject: entry.reject };
       }
     } catch (error) {
-      // The savepoint failed, or the transaction is gone (I/O error): the batch can no longer be trusted.
+      // The savepoint failed, or the transaction is gone (a full disk, an I/O error): the batch
+      // can no longer be trusted. Its writes all fail with this error (#abort), which is
+      // remembered when it is one of the file (writeFailure); the next write begins a new batch.
       this.#inWork = false;
       entry.reject(error);
       this.#abort(error);
@@ -506,7 +527,13 @@ export class GroupCommit implements DurabilityBarrier {
       if (batch.some((entry) => entry.early)) reportLostWrites(failure);
       return;
     }
-    const fd = this.#wal();
+    let fd: number | null;
+    try {
+      fd = this.#wal();
+    } catch (error) {
+      this.#stop(error as Error, batch);
+      return;
+    }
     if (fd === null) {
       settle(batch);
       return;
@@ -526,6 +553,14 @@ export class GroupCommit implements DurabilityBarrier {
         this.#inSync = null;
         if (error) {
           this.#failed(error, batch);
+          resolve();
+          return;
+        }
+        // Synced, but to the files a start of Relay reads? (Once per batch, not per write.) A
+        // failure found meanwhile (a ping's check, a readers' sync) fails the batch too.
+        const replaced = this.#failure ?? this.#replaced();
+        if (replaced) {
+          this.#stop(replaced, batch);
           resolve();
           return;
         }
@@ -556,7 +591,12 @@ export class GroupCommit implements DurabilityBarrier {
   #failed(error: unknown, batch: Settled[]): void {
     const reason = error instanceof Error ? error.message : String(error);
     // The file by its name only: the message is shown by /readyz, which names no path of the machine.
-    this.#failure ??= Object.assign(new Error(`the write-ahead log of ${basename(this.#db.location() ?? 'the database')} could not be synced (${reason}): this process takes no more writes on it; restart it`, { cause: error }), { code: 'ERR_RELAY_WAL_SYNC' });
+    this.#stop(Object.assign(new Error(`the write-ahead log of ${basename(this.#db.location() ?? 'the database')} could not be synced (${reason}): this process takes no more writes on it; restart it`, { cause: error }), { code: 'ERR_RELAY_WAL_SYNC' }), batch);
+  }
+
+  /** Stops the connection's writes for good (#failure), failing `batch` and every write committed behind it. */
+  #stop(failure: Error, batch: Settled[]): void {
+    this.#failure ??= failure;
     const lost = [...batch, ...this.#unsynced];
     this.#unsynced = [];
     settle(lost, this.#failure);
@@ -590,7 +630,14 @@ export class GroupCommit implements DurabilityBarrier {
   /** One sync of the WAL at a time for readers: fdatasync covers the file, whoever wrote it. */
   #syncForReaders(counters: CommitCounters): Promise<void> {
     this.#readersSync ??= new Promise<void>((resolve, reject) => {
-      const fd = this.#wal();
+      let fd: number | null;
+      try {
+        fd = this.#wal();
+      } catch (error) {
+        this.#stop(error as Error, []);
+        reject(this.#failure);
+        return;
+      }
       const covers = counters.finished;
       if (fd === null) {
         // No WAL: each COMMIT synced its own writes.
@@ -599,8 +646,12 @@ export class GroupCommit implements DurabilityBarrier {
         return;
       }
       const done = (error: unknown) => {
+        const replaced = error ? null : this.#replaced();
         if (error) {
           this.#failed(error, []);
+          reject(this.#failure);
+        } else if (replaced) {
+          this.#stop(replaced, []);
           reject(this.#failure);
         } else {
           counters.synced(covers);
@@ -612,17 +663,56 @@ export class GroupCommit implements DurabilityBarrier {
     return this.#readersSync;
   }
 
+  /**
+   * The WAL's descriptor, opened (and fstat'd) the first time; null without a WAL. Throws when
+   * the database is in WAL mode and its WAL is missing: deleted since a connection opened it.
+   */
   #wal(): number | null {
     if (this.#walFd === undefined) {
       const file = this.#db.location();
+      let fd: number | null = null;
       try {
-        this.#walFd = file ? openSync(`${file}-wal`, 'r') : null;
-      } catch {
-        // Not in WAL mode: COMMIT did its own syncing (or there is nothing to sync).
-        this.#walFd = null;
+        fd = file ? openSync(`${file}-wal`, 'r') : null;
+      } catch (error) {
+        // Not in WAL mode: COMMIT did its own syncing (or there is nothing to sync). In WAL mode
+        // the WAL exists as long as a connection is open (this one just committed to it).
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && this.#inWalMode()) throw replacedFile(`${file}-wal`);
       }
+      if (fd !== null) {
+        try {
+          const stats = fstatSync(fd, { bigint: true });
+          this.#walIdentity = { dev: stats.dev, ino: stats.ino };
+        } catch {
+          // Unknown: the WAL is synced all the same, only not compared with its path.
+        }
+      }
+      this.#walFd = fd;
     }
     return this.#walFd;
+  }
+
+  #inWalMode(): boolean {
+    try {
+      return (this.#db.prepare('PRAGMA journal_mode').get() as { journal_mode: string }).journal_mode === 'wal';
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The failure to report when the WAL this connection synced, or the database file it opened,
+   * is no longer the file at its path (deleted, or another file moved there); null when both
+   * still are, or when that cannot be told. Two stats, no fstat: a descriptor's file never changes,
+   * and a file held open keeps its inode number, so the path naming the same device and inode
+   * means the same file, still linked there.
+   */
+  #replaced(): Error | null {
+    const file = this.#db.location();
+    if (!file) return null;
+    if (this.#walIdentity && !stillAt(`${file}-wal`, this.#walIdentity)) return replacedFile(`${file}-wal`);
+    const database = openedFile(this.#db);
+    if (database && !stillAt(file, database)) return replacedFile(file);
+    return null;
   }
 
   #abort(error: unknown): void {
@@ -638,6 +728,7 @@ export class GroupCommit implements DurabilityBarrier {
 }
 
 const SQLITE_BUSY = 5;
+
 /** Primary result codes of a file that cannot be written: read-only, I/O error, full. */
 const FILE_FAILURES = new Set([8, 10, 13]);
 /** A write that failed on the file itself, not on what it wrote (a conflict, a constraint). */
@@ -645,6 +736,23 @@ const failsOnFile = (error: unknown) => {
   const code = (error as { errcode?: unknown } | null)?.errcode;
   return typeof code === 'number' && FILE_FAILURES.has(code & 0xff);
 };
+
+/** Whether `path` still names the file `identity` is; true when that cannot be told (stat failed otherwise than ENOENT). */
+function stillAt(path: string, identity: FileIdentity): boolean {
+  try {
+    return sameFile(identity, identityAt(path));
+  } catch {
+    return true;
+  }
+}
+
+function replacedFile(path: string): Error {
+  // The file by its name only: /readyz shows this.
+  return Object.assign(new Error(
+    `${basename(path)} was deleted or replaced while Relay ran: what this process writes to it is in no file a start of Relay reads, so it takes no more writes on it; restart it`,
+  ), { code: 'ERR_RELAY_FILE_REPLACED' });
+}
+
 const noop = () => {};
 const writesIn = (batch: Settled[]) => batch.filter((entry) => !entry.handle).length;
 
