@@ -72,7 +72,7 @@ test('given a day of counts, when the report is built, then successes and failur
 });
 
 test('the report file name follows RFC 8460 5.3', () => {
-  assert.is(reportFileName(identity, 'example.com', '2026-11-26', 'r1@example.net'), 'example.net!example.com!1795651200!1795737599!r1_example.net.json.gz');
+  assert.is(reportFileName(identity, 'example.com', '2026-11-26', 'r1@example.net'), 'example.net!example.com!1795651200!1795737599!r1examplenet.json.gz');
 });
 
 test.run();

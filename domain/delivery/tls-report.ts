@@ -154,8 +154,8 @@ export function buildTlsReport(day: string, domain: string, counts: TlsSessionCo
   };
 }
 
-/** RFC 8460 5.3: `submitter!policy-domain!begin!end!id.json.gz`, times in epoch seconds. */
+/** RFC 8460 5.3: `submitter!policy-domain!begin!end!id.json.gz`, times in epoch seconds, the unique id letters and digits only (`1*(ALPHA / DIGIT)`: the report id without its punctuation). */
 export function reportFileName(identity: ReportIdentity, domain: string, day: string, reportId: string): string {
   const begin = Date.parse(`${day}T00:00:00Z`) / 1000;
-  return `${identity.submitter}!${domain}!${begin}!${begin + 86_399}!${reportId.replace(/[^A-Za-z0-9._-]/g, '_')}.json.gz`;
+  return `${identity.submitter}!${domain}!${begin}!${begin + 86_399}!${reportId.replace(/[^A-Za-z0-9]/g, '')}.json.gz`;
 }
