@@ -208,7 +208,7 @@ async function startHarness(setup: HarnessSetup): Promise<Harness> {
       sibling: (siblingEnvironment = environment) => makeTenant({ environment: siblingEnvironment, workspaceId }),
       activate: async (activated = true) => void (await setWorkspaceActivation(own.documents, workspaceId, activated, clock.now())),
       suppress: async (address) => void (await addSuppression(own, workspaceId, address, clock.now(), { kind: 'user', userId: 'usr_conformance' })),
-      unsuppress: (address) => removeSuppression(own, workspaceId, address, clock.now(), { kind: 'user', userId: 'usr_conformance' }),
+      unsuppress: async (address) => void (await removeSuppression(own, workspaceId, address, clock.now(), { kind: 'user', userId: 'usr_conformance' })),
       charge: (recipients, chargeOptions = {}) => {
         const key = chargeOptions.key ?? tenant.key;
         return ledger.charge({

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { originOfRequest } from '../../../domain/events/metadata.ts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { SuppressionEntry } from '../../../domain/management.ts';
-import { addSuppression, listSuppressions, normalizeSuppressedAddress, removeSuppression, suppressionPages, suppressionView } from '../../services/management/suppressions.ts';
+import { addSuppression, listSuppressions, removeSuppression, suppressionCursor, suppressionPages, suppressionView } from '../../services/management/suppressions.ts';
 import { requireSession, requireWorkspaceAccess, requireWorkspaceRole } from '../auth/session.ts';
 import type { ApiContext } from '../context.ts';
 import { NoQuery } from './query.schemas.ts';
@@ -76,7 +76,7 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     },
     async (request) => {
       const { workspace } = await requireWorkspaceAccess(ctx, request, request.params.workspaceId, 'read');
-      const cursor = request.query.cursor === undefined ? undefined : normalizeSuppressedAddress(request.query.cursor, 'query.cursor');
+      const cursor = request.query.cursor === undefined ? undefined : suppressionCursor(request.query.cursor);
       const page = await listSuppressions(ctx.documents, workspace._id, { limit: request.query.limit ?? 50, cursor, prefix: request.query.prefix });
       return { suppressions: page.entries.map(suppressionView), next_cursor: page.nextCursor };
     },
@@ -125,8 +125,8 @@ export async function suppressionRoutes(app: FastifyInstance, ctx: ApiContext): 
     },
     async (request) => {
       const { workspace, principal } = await requireWorkspaceRole(ctx, request, request.params.workspaceId, 'admin');
-      await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
-      return { deleted: true, address: normalizeSuppressedAddress(request.params.address, 'path.address') };
+      const address = await removeSuppression(ctx, workspace._id, request.params.address, ctx.now(), { kind: 'user', userId: principal.user._id }, originOfRequest(request.id));
+      return { deleted: true, address };
     },
   );
 }

@@ -26,7 +26,7 @@
 import { conflict, notFound, validationError } from '../../../domain/errors.ts';
 import { isPlainAddress, normalizeAddress, suppressionIdOf, type SuppressionEntry } from '../../../domain/management.ts';
 import { asciiDomainName } from '../../../domain/dns-names.ts';
-import { canonicalAddress, parseAddress } from '../../../domain/mailbox.ts';
+import { canonicalAddress, MAX_MAILBOX_LENGTH, parseAddress } from '../../../domain/mailbox.ts';
 import { randomUUID } from 'node:crypto';
 import { originOfRequest, type CommandOrigin } from '../../../domain/events/metadata.ts';
 import { suppressionStreamId, SUPPRESSION_SCHEMA_VERSIONS, type RecipientSuppressed, type SuppressionCause, type SuppressionEvent } from '../../../domain/suppressions/events.ts';
@@ -121,8 +121,41 @@ export async function addSuppression(stores: SuppressionStores, workspaceId: str
   return entry;
 }
 
-export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<void> {
-  const address = normalizeSuppressedAddress(input, 'path.address');
+/**
+ * A list cursor (the last address of a page, as the list keys it): as normalizeSuppressedAddress
+ * names an address, or the text lower-cased when today's rules refuse it, since an entry an older
+ * rule made (a quoted local part holding "<") may end a page.
+ */
+export function suppressionCursor(input: string): string {
+  try {
+    return normalizeSuppressedAddress(input, 'query.cursor');
+  } catch (refusal) {
+    const trimmed = input.trim();
+    if (CONTROL_CHARACTERS.test(trimmed) || trimmed.length > MAX_MAILBOX_LENGTH) throw refusal;
+    return normalizeAddress(trimmed);
+  }
+}
+
+/**
+ * The address of an entry to remove: as normalizeSuppressedAddress names it, or, for text today's
+ * rules refuse, the entry an older rule keyed by its lower-cased text (a quoted local part holding
+ * "<", blocked before such addresses were refused at admission), so that no block outlives the
+ * rules that made it. Still a 400 when no such entry exists.
+ */
+async function addressToRemove(documents: DocumentStore, workspaceId: string, input: string): Promise<string> {
+  try {
+    return normalizeSuppressedAddress(input, 'path.address');
+  } catch (refusal) {
+    const trimmed = input.trim();
+    const legacy = normalizeAddress(trimmed);
+    if (!CONTROL_CHARACTERS.test(trimmed) && legacy.length <= MAX_MAILBOX_LENGTH && await suppressionsOf(documents).get(suppressionIdOf(workspaceId, legacy))) return legacy;
+    throw refusal;
+  }
+}
+
+/** Removes the entry; resolves with its address as the list keys it. */
+export async function removeSuppression(stores: SuppressionStores, workspaceId: string, input: string, now: Date, by: SuppressionCause, origin: CommandOrigin = originOfRequest(randomUUID())): Promise<string> {
+  const address = await addressToRemove(stores.documents, workspaceId, input);
   const entries = suppressionsOf(stores.documents);
   for (;;) {
     const entry = await entries.get(suppressionIdOf(workspaceId, address));
@@ -132,7 +165,7 @@ export async function removeSuppression(stores: SuppressionStores, workspaceId: 
     if (entry.lastEventId !== null) await markHandled(stores.documents, { workspaceId, eventId: entry.lastEventId, address: entry.address }, now);
     // Changed or gone since it was read: an addition settled it after its own event, which may
     // come after this removal's, so the removal is recorded again (or another removal took it).
-    if (await entries.delete(entry._id, entry._v)) return;
+    if (await entries.delete(entry._id, entry._v)) return address;
   }
 }
 
