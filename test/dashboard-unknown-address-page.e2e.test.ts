@@ -81,6 +81,8 @@ test('over HTTP: only a navigation outside the machine interface gets the page; 
     const response = await get(path, dest);
     assert.is(response.status, 404, `${path} (${dest ?? 'no destination'})`);
     assert.match(response.headers.get('content-type') ?? '', /^application\/json/, `${path} (${dest ?? 'no destination'})`);
+    // A cache keyed on the address alone must not hand this answer to a navigation, nor the page to this.
+    assert.match(response.headers.get('vary') ?? '', /Sec-Fetch-Dest/i, `${path} (${dest ?? 'no destination'})`);
     assert.equal(await response.json(), { error: { code: 'not_found', message: `no route for GET ${path}` } }, `${path} (${dest ?? 'no destination'})`);
   }
 });

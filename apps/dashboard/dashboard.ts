@@ -213,6 +213,9 @@ export async function dashboardRoutes(app: FastifyInstance, config: Pick<RelayCo
   for (const path of ASSET_PATHS) {
     app.get<{ Params: { file: string } }>(path, async (request, reply) => serveAsset(path.replace(':file', request.params.file), reply));
   }
-  // The answer depends on Sec-Fetch-Dest: a cache must not give it to a request of another destination.
-  return (request, reply) => isPageNavigation(request) ? sendShell(reply.status(404).header('vary', 'Sec-Fetch-Dest')) : undefined;
+  // Either answer depends on Sec-Fetch-Dest: a cache must not give one to a request of another destination.
+  return (request, reply) => {
+    reply.header('vary', 'Sec-Fetch-Dest');
+    return isPageNavigation(request) ? sendShell(reply.status(404)) : undefined;
+  };
 }
