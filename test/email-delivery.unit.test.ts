@@ -135,7 +135,7 @@ state('given a claim, then pending recipients are processing and final ones stay
   assert.equal(given.delivery.recipients, ['sent', 'processing', 'processing'], 'a retry’s claim ends the delay');
   assert.is(given.status, 'sent', 'the highest of sent and processing');
   assert.equal(pendingRecipients(given.delivery), [1, 2]);
-  assert.equal(given.delivery.openClaim, { attempt: 2, claimedBy: 'sender-a', claimedAt: retry.delivery.nextAttemptAt!, begun: [], begunAt: null });
+  assert.equal(given.delivery.openClaim, { attempt: 2, claimedBy: 'sender-a', claimedAt: retry.delivery.nextAttemptAt!, transport: 'smtp', transportInstance: null, begun: [], begunAt: null });
   assert.is(given.delivery.firstAttemptAt, after(SECOND), 'the first attempt’s time stays');
 });
 
@@ -364,7 +364,7 @@ claims('given a claim none of whose transactions began, when another instance cl
   const events = takeover(after(START_GRACE_MS));
   assert.equal(events, [{ type: 'DeliveryClaimed', data: { attempt: 1, claimedBy: 'sender-b', transport: 'smtp', occurredAt: after(START_GRACE_MS) } }]);
   const next = foldEmail(events, given);
-  assert.equal(next.delivery.openClaim, { attempt: 1, claimedBy: 'sender-b', claimedAt: after(START_GRACE_MS), begun: [], begunAt: null });
+  assert.equal(next.delivery.openClaim, { attempt: 1, claimedBy: 'sender-b', claimedAt: after(START_GRACE_MS), transport: 'smtp', transportInstance: null, begun: [], begunAt: null });
   assert.is(next.delivery.attempts, 1, 'still attempt 1: nothing went out');
   assert.is(next.delivery.firstAttemptAt, T0, 'the retry window still counts from the first claim');
   assert.is(next.status, 'processing');
@@ -795,15 +795,18 @@ failures.run();
 const settledRecovery = suite('delivery decider: recovery the transport settles');
 
 const MESSAGE_ID = 'em_test1@example.test';
+/** The outbox directory the claims below wrote to (MailTransport.instance). */
+const OUTBOX_A = 'outbox-a-0123456789abcdef';
 const written = (index: number): SettledTransaction => ({ index, result: 'accepted', response: 'written to the outbox as em_test1.eml', providerMessageId: MESSAGE_ID });
 const notWritten = (index: number): SettledTransaction => ({ index, result: 'not_sent', response: 'not written to the outbox: the sender stopped before the write was complete' });
 /** The recovery of attempt 1 (claimedBy null) with the outbox's answer. */
 const recoverWith = (recipients: SettledTransaction[], overrides: Partial<FailDelivery> = {}): FailDelivery => fail({
   claimedBy: null, failureCode: 'delivery_unknown', reason: 'the sender stopped during the transaction',
-  settled: { transport: 'outbox', messageId: MESSAGE_ID, recipients }, ...overrides,
+  settled: { transport: 'outbox', transportInstance: OUTBOX_A, messageId: MESSAGE_ID, recipients }, ...overrides,
 });
 /** Attempt 1 claimed for the outbox at T0, every transaction begun at +1 s and left open. */
-const leftOpen = (recipients = [TO_INDEX, CC_INDEX, BCC_INDEX]): EmailState => begun(recipients, claimedBy({ at: T0, transport: 'outbox' }), { at: after(SECOND) });
+const leftOpen = (recipients = [TO_INDEX, CC_INDEX, BCC_INDEX], claimOverrides: Partial<ClaimDelivery> = {}): EmailState =>
+  begun(recipients, claimedBy({ at: T0, transport: 'outbox', transportInstance: OUTBOX_A, ...claimOverrides }), { at: after(SECOND) });
 const GRACE_END = after(SECOND + DELIVERY_CLAIM_GRACE_MS);
 
 settledRecovery('given transactions left open, when the outbox says what it holds, then nothing within the grace; from its end, the attempt\'s outcome: written ones sent, the others delayed and retried on the schedule', () => {
@@ -875,7 +878,7 @@ settledRecovery('given a recipient whose transaction had not begun, when recover
 settledRecovery('given a retry past the window, when what was not written is recovered, then failed with provider_unavailable, as any outbox deferral then', () => {
   const first = attemptedWith([result(TO_INDEX, 'accepted'), result(CC_INDEX, 'deferred'), result(BCC_INDEX, 'accepted')], { transport: 'outbox' });
   const late = after(DELIVERY_RETRY_WINDOW_MS + HOUR);
-  const given = begun([CC_INDEX], claimedBy({ attempt: 2, at: late, transport: 'outbox' }, first), { attempt: 2, at: late });
+  const given = begun([CC_INDEX], claimedBy({ attempt: 2, at: late, transport: 'outbox', transportInstance: OUTBOX_A }, first), { attempt: 2, at: late });
   const [outcome] = decideRecovery(recoverWith([notWritten(CC_INDEX)], { attempt: 2, at: after(DELIVERY_CLAIM_GRACE_MS, late) }), given, POLICY) as DeliveryAttempted[];
   assert.equal(outcome.data.recipients.map((r) => [r.index, r.status, r.failureCode]), [[CC_INDEX, 'failed', 'provider_unavailable']]);
   assert.is(outcome.data.nextAttemptAt, null);
@@ -908,6 +911,43 @@ settledRecovery('given no answer (a transport that cannot tell), when recovered,
   const events = decideRecovery(unsettled, leftOpen([CC_INDEX]), POLICY);
   assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
   assert.equal((events[0] as { data: { failureCode: string } }).data.failureCode, 'delivery_unknown');
+});
+
+settledRecovery('given a claim that names its outbox, then the claim event and the open claim keep it; a claim that names none keeps null', () => {
+  const given = queued();
+  const [claimed] = decideClaim(claim({ transport: 'outbox', transportInstance: OUTBOX_A }), given, POLICY);
+  assert.equal(claimed.data, { attempt: 1, claimedBy: 'sender-a', transport: 'outbox', transportInstance: OUTBOX_A, occurredAt: after(SECOND) });
+  const open = foldEmail([claimed], given).delivery.openClaim;
+  assert.equal([open?.transport, open?.transportInstance], ['outbox', OUTBOX_A]);
+  const [unnamed] = decideClaim(claim({ transport: 'outbox' }), given, POLICY);
+  assert.not.ok('transportInstance' in unnamed.data, 'no field when the transport has no instance');
+  assert.is(foldEmail([unnamed], given).delivery.openClaim?.transportInstance, null);
+});
+
+settledRecovery('given a claim written to one outbox, when another outbox answers (another directory: another host, another data directory), then its answer is none: every begun recipient delivery_unknown, none sent again', () => {
+  const given = leftOpen([TO_INDEX, CC_INDEX]);
+  const other = recoverWith([notWritten(TO_INDEX), notWritten(CC_INDEX)], { at: GRACE_END });
+  const events = decideRecovery({ ...other, settled: { ...other.settled!, transportInstance: 'outbox-b-0123456789abcdef' } }, given, POLICY);
+  assert.equal(events, decideRecovery({ ...other, settled: undefined }, given, POLICY), 'as without an answer');
+  assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
+  const [failed] = events as Array<{ data: { failureCode: string; recipients: Array<{ index: number }> } }>;
+  assert.is(failed.data.failureCode, 'delivery_unknown');
+  assert.equal(failed.data.recipients.map((r) => r.index), [TO_INDEX, CC_INDEX]);
+  const next = foldEmail(events, given);
+  assert.equal(next.delivery.recipients, ['failed', 'failed', 'processing']);
+  assert.equal(pendingRecipients(next.delivery), [BCC_INDEX], 'only the one never begun is sent again');
+});
+
+settledRecovery('given a claim that names no outbox (recorded before claims did), when an outbox answers, then its answer is none: delivery_unknown', () => {
+  const given = begun([TO_INDEX], claimedBy({ at: T0, transport: 'outbox' }), { at: after(SECOND) });
+  const events = decideRecovery(recoverWith([written(TO_INDEX)], { at: GRACE_END }), given, POLICY);
+  assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
+  assert.is((events[0] as { data: { failureCode: string } }).data.failureCode, 'delivery_unknown');
+});
+
+settledRecovery('given a claim made with another transport (smtp) under the same instance, when the outbox answers, then its answer is none: the name counts too', () => {
+  const events = decideRecovery(recoverWith([written(TO_INDEX)], { at: GRACE_END }), leftOpen([TO_INDEX], { transport: 'smtp' }), POLICY);
+  assert.equal(events.map((e) => e.type), ['DeliveryFailed']);
 });
 
 settledRecovery.run();

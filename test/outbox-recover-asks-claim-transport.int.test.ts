@@ -1,9 +1,11 @@
 // The sender's recovery step (apps/services/delivery/attempt.ts, runDeliveryStep 'recover') on a
 // real event store, document store and outbox directory: a claim left open past its grace with
-// its transactions begun is settled by the transport when the claim sent with it (the outbox
-// writes what it holds as the attempt's outcome, the same observer calls a send makes), and is
-// declared delivery_unknown, without asking, when the claim sent with another transport (a
-// restart with another RELAY_DELIVERY: the outbox knows nothing of a smarthost's transactions).
+// its transactions begun is settled by the transport when the claim sent with it, that very
+// outbox directory (the claim's transportInstance: the outbox writes what it holds as the
+// attempt's outcome, the same observer calls a send makes), and is declared delivery_unknown,
+// without asking, when the claim sent with another transport (a restart with another
+// RELAY_DELIVERY: the outbox knows nothing of a smarthost's transactions). Another outbox
+// directory's claims: outbox-recover-asks-only-its-own-outbox.int.test.ts.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,11 +39,14 @@ const RECOVERY_AT = new Date(Date.parse(BEGUN_AT) + DELIVERY_POLICY.claimGraceMs
 
 const test = suite<Context>('recovery asks the transport the claim sent with');
 
-test.before.each((ctx) => {
+test.before.each(async (ctx) => {
   ctx.root = mkdtempSync(join(tmpdir(), 'relay-recover-settle-'));
   ctx.events = new SqliteEventStore(join(ctx.root, 'events.db'));
   ctx.documents = new SqliteDocumentStore(join(ctx.root, 'documents.db'));
   ctx.outbox = new OutboxTransport(join(ctx.root, 'outbox'));
+  // As the sender does at start: the outbox reads (here makes) its directory's id.
+  await ctx.outbox.warm();
+  assert.type(ctx.outbox.instance, 'string');
   ctx.asked = [];
   ctx.observed = { attempted: [], failed: [] };
 });
@@ -53,11 +58,11 @@ test.after.each(async (ctx) => {
   rmSync(ctx.root, { recursive: true, force: true });
 });
 
-/** The email admitted, claimed with `transport`, its To and CC transactions begun, nothing recorded since. */
+/** The email admitted, claimed with `transport` (the outbox: this one's directory), its To and CC transactions begun, nothing recorded since. */
 async function leftOpen(ctx: Context, transport: string): Promise<WorkItem> {
   await ctx.events.append(emailStreamId(EMAIL), [
     accepted(),
-    claimed({ transport, occurredAt: after(1_000) }),
+    claimed({ transport, ...(transport === 'outbox' ? { transportInstance: ctx.outbox.instance } : {}), occurredAt: after(1_000) }),
     { type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients: [TO_INDEX], occurredAt: BEGUN_AT } },
     { type: 'DeliveryTransactionStarted', data: { attempt: 1, recipients: [CC_INDEX], occurredAt: BEGUN_AT } },
   ].map(toNewEvent), { expectedRevision: 'no_stream' });
@@ -68,6 +73,7 @@ function deps(ctx: Context): DeliveryDeps {
   const outbox = ctx.outbox;
   const transport: MailTransport = {
     name: outbox.name,
+    instance: outbox.instance,
     send: (message, options) => outbox.send(message, options),
     settle: (transaction) => {
       ctx.asked.push(transaction);

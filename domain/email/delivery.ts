@@ -11,9 +11,10 @@
 // Only recipients whose transaction began can end as delivery_unknown, once the claim grace
 // after that start ends without an outcome, and only those whose transport cannot say what
 // became of them: a transport that knows (the outbox, its own provider) settles the claim, and
-// its answer is recorded as the attempt's outcome (decideRecovery).
+// its answer is recorded as the attempt's outcome (decideRecovery), only when it is the very
+// transport the claim sent with (its name and instance: the outbox directory written to).
 import type { DeliveryAttempted, DeliveryClaimed, DeliveryFailed, DeliveryTransactionStarted, EmailEvent, RecipientAttempt } from './events.ts';
-import { pendingRecipients, reportedUnderClaim, type EmailState } from './state.ts';
+import { pendingRecipients, reportedUnderClaim, type EmailState, type OpenClaim } from './state.ts';
 import { nextHopOf, refusalStatus } from './refusals.ts';
 import type { Status } from './status.ts';
 
@@ -83,6 +84,8 @@ export interface ClaimDelivery {
   attempt: number;
   claimedBy: string;
   transport: string;
+  /** Which transport of that name (MailTransport.instance: an outbox's directory), when it has one. */
+  transportInstance?: string;
   at: string;
 }
 
@@ -124,6 +127,8 @@ export interface SettledTransaction {
 export interface Settlement {
   /** The transport that answered: the one the claim sent with. */
   transport: string;
+  /** Which one of that name answered (the outbox directory): the claim's transportInstance. */
+  transportInstance: string;
   /** The Message-ID of the message the claim sent (the same on every attempt). */
   messageId: string;
   /** The recipients it can tell about; a begun one missing here is delivery_unknown. */
@@ -141,7 +146,8 @@ export interface FailDelivery {
   /**
    * Recovery only (claimedBy null): what the claim's transport knows became of the transactions
    * that began (decideRecovery). Absent: it cannot tell (smtp, mx), and they fail with
-   * `failureCode`. Only the transport the claim sent with may answer.
+   * `failureCode`. Only the transport the claim sent with may answer: an answer of another
+   * (another name, another instance, or a claim that names no instance) counts as none.
    */
   settled?: Settlement;
 }
@@ -193,7 +199,13 @@ const reportedFirst = (state: EmailState, index: number): { reportedFirst?: true
 export function decideClaim(command: ClaimDelivery, state: EmailState, policy: DeliveryPolicy): DeliveryClaimed[] {
   const d = state.delivery;
   if (state.admission?.status !== 'queued' || d.finished) return [];
-  const claimed: DeliveryClaimed = { type: 'DeliveryClaimed', data: { attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport, occurredAt: command.at } };
+  const claimed: DeliveryClaimed = {
+    type: 'DeliveryClaimed',
+    data: {
+      attempt: command.attempt, claimedBy: command.claimedBy, transport: command.transport,
+      ...(command.transportInstance ? { transportInstance: command.transportInstance } : {}), occurredAt: command.at,
+    },
+  };
   const open = d.openClaim;
   if (open) {
     // Taken over: only the open attempt, only before any of its transactions began, only once
@@ -300,19 +312,30 @@ export function decideFailure(command: FailDelivery, state: EmailState, policy: 
 }
 
 /**
+ * Whether `settled` comes from the transport the open claim sent with: the same name and the
+ * same instance (the outbox directory it wrote to). A claim that names no instance (smtp, mx,
+ * one recorded before claims named theirs) has no transport that may answer for it: which
+ * outbox it wrote to is unknown, and another outbox's "not there" would have them sent twice.
+ */
+export function answersForClaim(settled: Pick<Settlement, 'transport' | 'transportInstance'>, claim: Pick<OpenClaim, 'transport' | 'transportInstance'>): boolean {
+  // A claim that names none (null) is never matched: an answer always names its instance.
+  return settled.transport === claim.transport && settled.transportInstance === claim.transportInstance;
+}
+
+/**
  * Recovery of a claim left open past its grace (FailDelivery, claimedBy null). When the
- * claim's transport settled it, its answer is the attempt's outcome, recorded as the holder
- * would have recorded the transport's answer (decideAttemptOutcome): an accepted recipient is
- * `sent`; one not sent is a temporary failure (`delayed`, retried on the schedule, like a
- * recipient whose transaction had not begun: `not attempted`); a begun one the answer leaves
- * out is `unknown`: failed, delivery_unknown, never sent again. Without an answer, every begun
- * recipient fails with the command's code (decideFailure) and the others are sent at once by
- * the next attempt.
+ * claim's own transport settled it (answersForClaim), its answer is the attempt's outcome,
+ * recorded as the holder would have recorded the transport's answer (decideAttemptOutcome): an
+ * accepted recipient is `sent`; one not sent is a temporary failure (`delayed`, retried on the
+ * schedule, like a recipient whose transaction had not begun: `not attempted`); a begun one the
+ * answer leaves out is `unknown`: failed, delivery_unknown, never sent again. Without an answer,
+ * or with another transport's, every begun recipient fails with the command's code
+ * (decideFailure) and the others are sent at once by the next attempt.
  */
 export function decideRecovery(command: FailDelivery, state: EmailState, policy: DeliveryPolicy): Array<DeliveryAttempted | DeliveryFailed> {
   const { settled } = command;
-  if (command.claimedBy !== null || !settled) return decideFailure(command, state, policy);
   const claim = state.delivery.openClaim;
+  if (command.claimedBy !== null || !settled || (claim && !answersForClaim(settled, claim))) return decideFailure(command, state, policy);
   if (!claim || claim.attempt !== command.attempt || !recoverable(command, state, policy)) return [];
   const results = settledResults(settled, command.reason, state);
   // As the sender does: the email's provider id is its first visible recipient's.

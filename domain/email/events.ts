@@ -98,6 +98,11 @@ export const DeliveryClaimedDataSchema = Type.Object({
   attempt: Type.Integer({ minimum: 1 }),
   claimedBy: Type.String({ description: 'The sender instance.' }),
   transport: Type.String({ description: 'outbox, smtp or mx.' }),
+  transportInstance: Type.Optional(Type.String({
+    description: 'Which transport of that name the claim sends with, when it can be told apart from another: for outbox, the id of the outbox directory written to. ' +
+      'After a crash, only that one outbox is asked what became of the claim\'s transactions. Absent for smtp and mx, and in events from before it was kept ' +
+      '(the recipients of such a claim whose transaction began, left open, end delivery_unknown).',
+  })),
   occurredAt: Instant,
 });
 export type DeliveryClaimed = { type: 'DeliveryClaimed'; data: Static<typeof DeliveryClaimedDataSchema> };

@@ -9,6 +9,10 @@ export interface OpenClaim {
   attempt: number;
   claimedBy: string;
   claimedAt: string;
+  /** The transport it sends with (DeliveryClaimed.transport). */
+  transport: string;
+  /** Which one of that name (DeliveryClaimed.transportInstance: an outbox's directory); null when the claim names none. */
+  transportInstance: string | null;
   /** Recipients whose transaction began under this claim (DeliveryTransactionStarted): only they may have been delivered. */
   begun: number[];
   /** When the last of those transactions began; null while none has. */
@@ -172,7 +176,10 @@ export function evolveEmail(state: EmailState, event: EmailStreamEvent): EmailSt
         ...d,
         attempts: Math.max(d.attempts, e.data.attempt),
         // A claim of the attempt already open takes it over: the new holder's, with nothing begun.
-        openClaim: { attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt, begun: [], begunAt: null },
+        openClaim: {
+          attempt: e.data.attempt, claimedBy: e.data.claimedBy, claimedAt: e.data.occurredAt,
+          transport: e.data.transport, transportInstance: e.data.transportInstance ?? null, begun: [], begunAt: null,
+        },
         firstAttemptAt: d.firstAttemptAt ?? e.data.occurredAt,
         recipients: d.recipients.map((status, index) => statusOnClaim(status, isDoneSending(d, index))),
       });

@@ -3,8 +3,9 @@
 //
 //   <dir>/<emailId>.eml            the raw bytes exactly as they would go on the wire
 //   <dir>/<emailId>.envelope.json  [{ mailFrom, recipients }, …] every transaction of that email
+//   <dir>/.relay-outbox-id         the directory's id (below: which outbox a claim wrote to)
 //
-// Both hold the body or the BCC: the retention sweep deletes them with the content key
+// The first two hold the body or the BCC: the retention sweep deletes them with the content key
 // (apps/services/outbox.ts), and with them the temporary copies (`.<emailId>.eml.<hex>.tmp`,
 // `.<emailId>.envelope.json.<hex>.tmp`) that a write which died left; those older than any
 // write lasts go sooner (removeLeftTemps; a starting thread deletes those too).
@@ -32,9 +33,19 @@
 // entry never came), and writing it again gives the outbox the same files once (the entry is
 // added once, the .eml left or replaced whole). Temporary copies are left to the next thread's
 // start and to retention, as any a write that died leaves: another process may be writing.
+// Only the outbox a transaction was written to can say what became of it: another directory
+// (another host's over shared stores, a restart with another RELAY_DATA_DIR) holds none of it,
+// and its "not there" would have the message written a second time. So each outbox directory
+// has an id of its own (`<dir>/.relay-outbox-id`, made once, atomically, by the first transport
+// that warms there; every later one, in any process, reads the same), the transport's
+// `instance`: a claim records it, and recovery asks only a transport of the same instance. A
+// copy of the directory (a backup restored in its place) keeps the id with the messages it
+// holds; a directory made anew gets a new one (a copy made for another sender must lose the
+// file: docs/delivery.md).
 // Liveness (infra/liveness.ts): each answer of the thread is progress; a thread lost makes it
 // `recovering` until the next answer; work waits while a write is outstanding.
-import { readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { link, mkdir, open, readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Liveness } from '../liveness.ts';
@@ -47,6 +58,9 @@ export type { OutboxEnvelope } from './outbox-files.ts';
 export { ABANDONED_TEMP_AFTER_MS } from './outbox-files.ts';
 
 const EMAIL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** The outbox directory's id (outboxInstance): not a name any message or temporary copy takes. */
+export const OUTBOX_ID_FILE = '.relay-outbox-id';
+const OUTBOX_ID = /^[A-Za-z0-9_-]{16,64}$/;
 const WORKER_URL = new URL('./outbox-worker.ts', import.meta.url);
 
 export interface OutboxEntry {
@@ -71,6 +85,8 @@ export class OutboxTransport implements MailTransport {
   readonly name = 'outbox';
   readonly dir: string;
   readonly liveness = new Liveness();
+  /** The directory's id, once warm() has read it (MailTransport.instance). */
+  #instance: string | undefined;
   /** Per email id: envelope updates are read-modify-write, so one at a time within this process. */
   readonly #pending = new Map<string, Promise<unknown>>();
   /** Posted to the thread, by id, until it answers. */
@@ -90,6 +106,15 @@ export class OutboxTransport implements MailTransport {
     this.dir = dir;
     this.#workerUrl = options.workerUrl ?? WORKER_URL;
     this.liveness.probeWaiting(async () => this.#writes.size > 0 || this.#queued.length > 0);
+  }
+
+  /**
+   * The outbox directory's id (outboxInstance), read by warm(); unset before, and when it could
+   * not be read or made (the path not a directory, a file that holds no id): claims then record
+   * none, and a recovery asks no outbox about them (delivery_unknown).
+   */
+  get instance(): string | undefined {
+    return this.#instance;
   }
 
   async send(message: OutgoingMessage, options: SendOptions = {}): Promise<TransportOutcome> {
@@ -184,11 +209,18 @@ export class OutboxTransport implements MailTransport {
     worker.postMessage({ dir: this.dir, writes: queued.map(({ request }) => request) } satisfies OutboxWriteRequest);
   }
 
-  /** Starts the thread now and resolves once it has loaded (or died trying). */
+  /**
+   * Starts the thread now and resolves once it has loaded (or died trying), and reads the
+   * directory's id (making it the first time), once: a failure leaves `instance` unset, as a
+   * write's failure is an outcome, not a reason to stop the sender.
+   */
   async warm(): Promise<void> {
     if (this.#closed) return;
     if (!this.#worker) this.#start();
-    await this.#ready;
+    const identified = this.#instance === undefined ? outboxInstance(this.dir).then((id) => {
+      this.#instance = id;
+    }, () => undefined) : undefined;
+    await Promise.all([this.#ready, identified]);
   }
 
   #start(): Worker {
@@ -244,6 +276,46 @@ export class OutboxTransport implements MailTransport {
     this.#worker = null;
     await worker?.terminate();
   }
+}
+
+/**
+ * The id of the outbox directory `dir`: read from its OUTBOX_ID_FILE, or, when it has none, made
+ * there (with the directory, 0700, if need be) by a hard link of a complete, synced temporary
+ * copy, which fails when the name is taken: of several transports making it at once, in any
+ * process, one id wins and every one reads that. Rejects on an I/O error, or when the file
+ * holds no id (it is left as it is: another process may be reading it).
+ */
+export async function outboxInstance(dir: string): Promise<string> {
+  const path = join(dir, OUTBOX_ID_FILE);
+  const read = async (): Promise<string> => {
+    const id = (await readFile(path, 'utf8')).trim();
+    if (!OUTBOX_ID.test(id)) throw new Error(`the outbox's ${OUTBOX_ID_FILE} holds no outbox id`);
+    return id;
+  };
+  try {
+    return await read();
+  } catch (error) {
+    if (!isMissing(error)) throw error;
+  }
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temp = join(dir, `${OUTBOX_ID_FILE}.${randomBytes(6).toString('hex')}.tmp`);
+  const file = await open(temp, 'wx', 0o600);
+  try {
+    await file.writeFile(`${randomBytes(18).toString('base64url')}\n`);
+    await file.datasync();
+  } finally {
+    await file.close();
+  }
+  try {
+    await link(temp, path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    await unlink(temp).catch(() => undefined);
+  }
+  // The link is not synced: lost to a power cut, the next start makes another id, and the claims
+  // that recorded this one are answered by no outbox (delivery_unknown), which is safe.
+  return read();
 }
 
 /** Whether the file holds exactly `bytes`; false when it is not there (nor its directory). */

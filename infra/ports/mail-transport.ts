@@ -123,6 +123,15 @@ export interface MailTransport {
   /** `outbox`, `smtp` or `mx`. */
   readonly name: string;
   /**
+   * Which transport of its name this one is, for a transport whose knowledge is its own (the
+   * outbox: the id of its directory, the same for every process writing there, another for
+   * another directory). Known once warm() has settled (read once, no I/O per send); unset
+   * before, when it could not be read, and for a transport without one (smtp, mx). A claim
+   * records it (DeliveryClaimed.transportInstance), and only a transport of the claim's name and
+   * instance is asked to settle its transactions: another outbox does not hold them.
+   */
+  readonly instance?: string;
+  /**
    * Transactions it runs at once, when it has such a bound (the smarthost's pooled
    * connections): the sender claims about twice as many, so no claim waits long for the wire.
    */
@@ -139,8 +148,8 @@ export interface MailTransport {
    * is one it cannot tell about: its fate stays unknown (delivery_unknown), as for every
    * recipient of a transport without this (smtp, mx: the server may have taken the message
    * while the answer was lost). Asked only about transactions this transport began (the
-   * claim's), once their sender is taken for dead; rejects when it could not look (an I/O
-   * error): the recovery is tried again later.
+   * claim's: made with its name and its `instance`), once their sender is taken for dead;
+   * rejects when it could not look (an I/O error): the recovery is tried again later.
    */
   settle?(transaction: OpenTransaction): Promise<SettledRecipient[]>;
   /** A transport with a thread of its own (the outbox) reports the thread's liveness. */

@@ -8,7 +8,8 @@
 //             transaction start is refused, so it sends nothing;
 //   recover:  a claim still open past its grace after a transaction began means its sender
 //             stopped mid-transaction. A transport that knows what became of those transactions
-//             (MailTransport.settle: the outbox) is asked, if the claim sent with it, and its
+//             (MailTransport.settle: the outbox) is asked, if the claim sent with that very
+//             transport (its name and instance: the outbox directory written to), and its
 //             answer is recorded as the attempt's outcome (sent, or retried when nothing went
 //             out); the recipients it cannot tell about become delivery_unknown and are never
 //             sent again; the others are sent by the next attempt.
@@ -17,7 +18,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { verpAddress, VERP_MAC_PURPOSE } from '../../../domain/delivery/verp.ts';
-import { claimDeadline, settledResults, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type Settlement, type SettledTransaction } from '../../../domain/email/delivery.ts';
+import { answersForClaim, claimDeadline, settledResults, type DeliveryPolicy, type FailDelivery, type RecipientResultReport, type Settlement, type SettledTransaction } from '../../../domain/email/delivery.ts';
 import type { AdmittedMessage, DeliveryAttempted, DeliveryFailed, EmailContent } from '../../../domain/email/events.ts';
 import { pendingRecipients, type EmailState } from '../../../domain/email/state.ts';
 import type { CommandOrigin } from '../../../domain/events/metadata.ts';
@@ -35,7 +36,7 @@ import { maskAddresses } from '../../../domain/addresses-in-text.ts';
 import { openContent } from '../content-vault.ts';
 import { dkimPrivateKeyOf } from '../dkim-key-vault.ts';
 import type { Handled, Loaded } from '../command-handler.ts';
-import { readEmailStream, type Emails } from '../email-stream.ts';
+import type { Emails } from '../email-stream.ts';
 import { findDomainByName } from '../management/domains.ts';
 import { reusedReads } from '../management/reused-reads.ts';
 import type { SendRateGate } from '../send-rate.ts';
@@ -177,24 +178,22 @@ async function recover(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
 
 /**
  * What the transport knows became of the open claim's begun transactions, when it can tell
- * (MailTransport.settle) and the claim sent with it (another transport's transactions, say a
- * claim made before a restart with another RELAY_DELIVERY, are none of its knowledge); only
- * once the claim's grace is over, when the decider may recover it. Undefined: it cannot tell.
+ * (MailTransport.settle) and the claim sent with it: its name and its instance (another
+ * transport's transactions, say a claim made before a restart with another RELAY_DELIVERY, are
+ * none of its knowledge, nor are another outbox directory's: another host's, or this one's
+ * before a restart with another RELAY_DATA_DIR; a claim that names no instance has no transport
+ * that may answer); only once the claim's grace is over, when the decider may recover it.
+ * Undefined: it cannot tell.
  */
 async function settle(deps: DeliveryDeps, item: WorkItem, state: EmailState): Promise<Settlement | undefined> {
   const { transport } = deps;
   const claim = state.delivery.openClaim;
   const message = state.message;
   if (!transport.settle || !claim || !message || claim.attempt !== item.attempt) return undefined;
+  const transportInstance = transport.instance;
+  if (transportInstance === undefined || !answersForClaim({ transport: transport.name, transportInstance }, claim)) return undefined;
   const deadline = claimDeadline(state, deps.policy);
   if (deadline?.kind !== 'unknown' || deadline.at > deps.now().toISOString()) return undefined;
-  const stream = await readEmailStream(deps.events, item._id);
-  let claimTransport: string | null = null;
-  for (let i = stream.length - 1; i >= 0 && claimTransport === null; i--) {
-    const event = stream[i];
-    if (event.type === 'DeliveryClaimed' && event.data.attempt === claim.attempt && event.data.claimedBy === claim.claimedBy) claimTransport = event.data.transport;
-  }
-  if (claimTransport !== transport.name) return undefined;
   const begun = pendingRecipients(state.delivery).filter((index) => claim.begun.includes(index));
   const visible = message.toAddresses.length + message.ccAddresses.length;
   // BCC addresses are only in the sealed content: without it (expired), those are not asked about.
@@ -213,7 +212,7 @@ async function settle(deps: DeliveryDeps, item: WorkItem, state: EmailState): Pr
       ...(answer.result === 'accepted' && answer.providerMessageId ? { providerMessageId: cutText(answer.providerMessageId, 200) } : {}),
     }));
   });
-  return { transport: transport.name, messageId, recipients };
+  return { transport: transport.name, transportInstance, messageId, recipients };
 }
 
 function reportFailure(deps: DeliveryDeps, handled: Handled<EmailState, unknown>): void {
@@ -235,7 +234,8 @@ async function attempt(deps: DeliveryDeps, item: WorkItem): Promise<StepResult> 
   for (let i = 0; i < pending.length; i++) await deps.sendRate.acquire();
 
   const claim = await emails.handle(item._id, {
-    type: 'ClaimDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, transport: deps.transport.name, at: deps.now().toISOString(),
+    type: 'ClaimDelivery', attempt: item.attempt, claimedBy: SENDER_INSTANCE, transport: deps.transport.name,
+    ...(deps.transport.instance !== undefined ? { transportInstance: deps.transport.instance } : {}), at: deps.now().toISOString(),
   }, { origin: item.origin, loaded });
   if (claim.events.length === 0) {
     // Another instance claimed it, or the item was stale: the stream says what is due now.

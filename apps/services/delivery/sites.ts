@@ -367,6 +367,10 @@ export function observedBySites(transport: MailTransport, sites: SiteRegistry): 
   return {
     name: transport.name,
     capacity: transport.capacity,
+    // Read when used: the outbox knows its directory's id once warmed, which may come after this.
+    get instance() {
+      return transport.instance;
+    },
     warm: transport.warm?.bind(transport),
     // Recovery's question about a dead sender's transactions: nothing a site said.
     settle: transport.settle?.bind(transport),
