@@ -13,7 +13,8 @@
 //                                   sends held while the pipeline was behind (apps/services/admission-flow.ts)
 //   relay_events_appended_total     events this process appended to the event store, by type
 //   relay_feedback_reports_total    findings of reports received by the inbound server, by kind and effect
-//   relay_inbound_refused_total     sessions and reports the inbound server refused for want of room, by reason
+//   relay_inbound_refused_total     sessions and reports the inbound server refused, by reason: for want of room,
+//                                   or at RCPT as their return path does not verify
 //   relay_retention_runs_total, relay_retention_last_success_timestamp_seconds, relay_retention_removed_total
 //   relay_domain_rechecks_total, relay_domains_failed_total, relay_domain_recheck_runs_total
 //                                   the periodic DNS re-check of verified sending domains (apps/services/domain-recheck.ts)
@@ -208,7 +209,22 @@ export type StoreLabel = 'event_store' | 'document_store' | 'log';
  * 421 4.7.0), parser_busy (reports waiting for a parser: 451 4.3.2), no_room (the bytes of the
  * reports in flight: 452 4.3.1, at MAIL FROM or at the end of DATA).
  */
-export const INBOUND_REFUSAL_REASONS = ['too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room'] as const;
+export const INBOUND_ROOM_REFUSAL_REASONS = ['too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room'] as const;
+export type InboundRoomRefusalReason = (typeof INBOUND_ROOM_REFUSAL_REASONS)[number];
+
+/**
+ * Why the inbound server refused a report at RCPT, for good (550 5.1.1): its address is not in
+ * the form of Relay's return paths (not_a_return_path: mail to made-up addresses, which the
+ * internet sends any bounce domain); it is, but its MAC verifies under no key Relay holds
+ * (unknown_return_path: a previous secret key dropped too early, a forgery, another domain's);
+ * it names an email Relay did not accept (unknown_email) or a recipient the email does not have
+ * (unknown_recipient). The last three lose a genuine report when Relay lost what verifies it.
+ */
+export const RETURN_PATH_REFUSAL_REASONS = ['not_a_return_path', 'unknown_return_path', 'unknown_email', 'unknown_recipient'] as const;
+export type ReturnPathRefusalReason = (typeof RETURN_PATH_REFUSAL_REASONS)[number];
+
+/** Every reason of relay_inbound_refused_total: for want of room (retried), then of the return path (final). */
+export const INBOUND_REFUSAL_REASONS = [...INBOUND_ROOM_REFUSAL_REASONS, ...RETURN_PATH_REFUSAL_REASONS] as const;
 export type InboundRefusalReason = (typeof INBOUND_REFUSAL_REASONS)[number];
 
 /** The inbound server's load: its refusals, counted as they happen, and its connections, set at each scrape. */
@@ -375,7 +391,8 @@ export function createRelayMetrics(sources?: MetricsSources, options: { process?
   const storeReady = registry.gauge('relay_store_ready',
     '1 while /readyz counts the store (event_store, document_store, log) ready; 0 while it does not answer or takes no writes (a full disk, a failed sync, its write lock held by another process): /readyz\'s stores.<store>.reason says why.', ['store']);
   const inboundRefused = registry.counter('relay_inbound_refused_total',
-    'Sessions and reports the inbound SMTP server refused for want of room, by reason (too_many_connections, too_many_from_client, parser_busy, no_room): the sender may retry, or give up and lose its report.', ['reason']);
+    'Sessions and reports the inbound SMTP server refused, by reason: for want of room (too_many_connections, too_many_from_client, parser_busy, no_room), which the sender may retry, or give up and lose its report; ' +
+    'or at RCPT for good, as their return path does not verify (not_a_return_path, unknown_return_path, unknown_email, unknown_recipient).', ['reason']);
   const inboundConnections = registry.gauge('relay_inbound_connections', 'Open connections to the inbound SMTP server.');
   const deliveryAttempts = registry.counter('relay_delivery_attempts_total',
     'Delivery attempts per recipient, by transport (outbox, smtp, mx) and outcome (sent, delivered, deferred, hard_bounced, soft_bounced, failed, unknown).', ['transport', 'outcome']);

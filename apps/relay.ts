@@ -368,6 +368,9 @@ async function startParts(config: RelayConfig, parts: readonly Part[], options: 
         onThreadStart: threadStartReport('report_parsing', logger, metrics.workerThreads),
         onRefusing: (reason, count) => logger.warn({ part, reason, refused: count },
           `the feedback SMTP server refused ${count} session(s) or report(s) for want of room (${reason}) since its last such line; senders retry later, and a sender that gives up loses its bounce or complaint report`),
+        onReturnPathRefused: (reason, named) => logger.debug({ part, reason, ...named }, 'report refused at RCPT: its return path does not verify'),
+        onReturnPathsRefusing: (reason, count, named) => logger.warn({ part, reason, refused: count, ...named },
+          `the feedback SMTP server refused ${count} report(s) at RCPT whose return path does not verify (${reason}) since its last such line; their bounces and complaints are lost. Many unknown_return_path after a secret key rotation: put the previous key back in RELAY_SECRET_KEY_PREVIOUS (docs/operations.md, "The secret key")`),
       })));
       const server = inbound;
       metrics.registry.collect(() => metrics.inbound.connections.set(server.connections()));

@@ -18,7 +18,10 @@ test('a webhook attempt\'s result: the status class when a status came back, els
 });
 
 test('the inbound server\'s refusal reasons and the stores /readyz checks: fixed sets, each its own series', async () => {
-  assert.equal([...INBOUND_REFUSAL_REASONS], ['too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room']);
+  assert.equal([...INBOUND_REFUSAL_REASONS], [
+    'too_many_connections', 'too_many_from_client', 'parser_busy', 'no_room',
+    'not_a_return_path', 'unknown_return_path', 'unknown_email', 'unknown_recipient',
+  ]);
   const metrics = createRelayMetrics(undefined, { process: false });
   for (const reason of INBOUND_REFUSAL_REASONS) metrics.inbound.refused(reason);
   metrics.inbound.refused('no_room').inc();
@@ -31,6 +34,8 @@ test('the inbound server\'s refusal reasons and the stores /readyz checks: fixed
     'relay_store_ready{store="event_store"} 0', 'relay_store_ready{store="document_store"} 1', 'relay_store_ready{store="log"} 1',
     'relay_inbound_refused_total{reason="too_many_connections"} 0', 'relay_inbound_refused_total{reason="too_many_from_client"} 0',
     'relay_inbound_refused_total{reason="parser_busy"} 0', 'relay_inbound_refused_total{reason="no_room"} 1',
+    'relay_inbound_refused_total{reason="not_a_return_path"} 0', 'relay_inbound_refused_total{reason="unknown_return_path"} 0',
+    'relay_inbound_refused_total{reason="unknown_email"} 0', 'relay_inbound_refused_total{reason="unknown_recipient"} 0',
     'relay_inbound_connections 3',
   ]);
 });

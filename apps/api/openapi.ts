@@ -16,9 +16,14 @@ export type Security = 'apiKey' | 'session' | 'none';
 
 /**
  * Response headers some answers carry, each documented once (components.headers) and named by
- * the answers that send it.
+ * the answers that send it; X-Request-Id by every answer (REQUEST_ID_HEADER, apps/api/server.ts).
  */
 const RESPONSE_HEADERS = {
+  'X-Request-Id': {
+    description: 'The id of the request, on every answer: the `requestId` of its line in Relay\'s log and the `correlationId` of the events it ' +
+      'appended. Quote it when reporting a failure (a 500 above all).',
+    schema: { type: 'string', format: 'uuid' },
+  },
   'Retry-After': {
     description: 'Whole seconds to wait before trying again (at least 1).',
     schema: { type: 'integer', minimum: 1 },
@@ -175,7 +180,7 @@ function documentOf(routes: RecordedRoute[]): OpenApiDocument {
     components: {
       schemas,
       responses: {
-        Error: { description: 'The request failed: the error envelope, its code naming why.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+        Error: { description: 'The request failed: the error envelope, its code naming why.', ...headersOf(undefined), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
         Unavailable: {
           description: 'The server stops, or is busy: try again, after Retry-After seconds when given (service_unavailable).',
           ...headersOf(['Retry-After']), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
@@ -209,9 +214,9 @@ function operationIdOf(method: string, url: string): string {
   return method.toLowerCase() + words.join('');
 }
 
-/** The `headers` of a response: references to components.headers. */
+/** The `headers` of a response: references to components.headers, X-Request-Id first (every answer carries it). */
 const headersOf = (names: ResponseHeader[] | undefined) =>
-  names?.length ? { headers: Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } : {};
+  ({ headers: Object.fromEntries(['X-Request-Id', ...(names ?? [])].map((name) => [name, { $ref: `#/components/headers/${name}` }])) });
 
 function operationOf(route: RecordedRoute, security: Security, named: NamedSchemas): Record<string, unknown> {
   const json = (schema: TSchema) => jsonSchemaOf(schema, named);
@@ -225,7 +230,7 @@ function operationOf(route: RecordedRoute, security: Security, named: NamedSchem
   const body = route.openapi.body ?? (route.schema.body as TSchema | undefined);
   const responses: Record<string, unknown> = {};
   const declared = { ...(route.schema.response as Record<string, TSchema> | undefined) };
-  for (const [status, schema] of Object.entries(declared)) responses[status] = { description: 'Success.', content: { 'application/json': { schema: json(schema) } } };
+  for (const [status, schema] of Object.entries(declared)) responses[status] = { description: 'Success.', ...headersOf(undefined), content: { 'application/json': { schema: json(schema) } } };
   for (const [status, answer] of Object.entries(route.openapi.responses ?? {})) {
     responses[status] = {
       description: answer.description,

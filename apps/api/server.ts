@@ -32,6 +32,9 @@ import { UNMATCHED_ROUTE } from '../relay-metrics.ts';
 import { dashboardRoutes, type UnknownAddressAnswer } from '../dashboard/dashboard.ts';
 import type { Logger } from '../../infra/logging.ts';
 
+/** The answer's header holding the request's id (the `requestId` of its request line). */
+export const REQUEST_ID_HEADER = 'x-request-id';
+
 /** The spec's limit on a complete JSON request; fastify refuses larger bodies while streaming them. */
 export const MAX_REQUEST_BYTES = 10 * 1024 * 1024;
 
@@ -48,22 +51,44 @@ export interface ApiOptions {
   metricsRoute?: boolean;
 }
 
+/** The tenant of an admitted email, as the send's principal holds it (apps/services/admission.ts Sender). */
+export interface AdmittedFor {
+  workspaceId: string;
+  projectId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * The email a send answered (202, a replay included), and whose it is: its request line names
+     * them, the one line every email gets at the default level. Two fields set by the send's
+     * handler (apps/api/plugins/emails.ts), null on every other request: a child logger would cost
+     * admission a logger and its serialized bindings.
+     */
+    admittedEmailId: string | null;
+    admittedFor: AdmittedFor | null;
+  }
+}
+
 /**
  * One line per request, when it is answered: method, route pattern (`unmatched` when no route
  * matched: the raw URL can carry ids and query strings), status, duration, and the request id
- * the logger's child already carries. fastify's own pair of lines (arrival, completion) cost
- * 5-8 % of an admission's CPU and named neither the method nor the route.
+ * the logger's child already carries; a send's names the email it admitted. fastify's own pair
+ * of lines (arrival, completion) cost 5-8 % of an admission's CPU and named neither the method
+ * nor the route.
  */
 class OneLinePerRequest extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = {
-      method: request.method,
-      route: request.is404 ? UNMATCHED_ROUTE : request.routeOptions.url ?? UNMATCHED_ROUTE,
-      status: reply.statusCode,
-      durationMs: Math.round(reply.elapsedTime * 10) / 10,
-    };
+    const method = request.method;
+    const route = request.is404 ? UNMATCHED_ROUTE : request.routeOptions.url ?? UNMATCHED_ROUTE;
+    const status = reply.statusCode;
+    const durationMs = Math.round(reply.elapsedTime * 10) / 10;
+    const emailId = request.admittedEmailId;
+    const line = emailId === null || request.admittedFor === null
+      ? { method, route, status, durationMs }
+      : { method, route, status, durationMs, emailId, workspaceId: request.admittedFor.workspaceId, projectId: request.admittedFor.projectId };
     if (error) reply.log.error({ ...line, err: error }, 'request failed');
     else reply.log.info(line, 'request');
   }
@@ -98,13 +123,22 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions = {}): Promi
     return503OnClosing: false,
     // The router's own refusals (an undecodable %-escape, a path parameter over its length
     // limit) happen before any hook; they are bad identifiers, in the envelope like the rest.
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
       const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'path: a path parameter is too long' : 'path: the URL is not valid percent-encoded UTF-8';
-      return (reply as unknown as FastifyReply).status(400).send(envelope('validation_error', message));
+      // Before any hook: the request id is set here as the first hook sets it for the rest.
+      return (reply as unknown as FastifyReply).header(REQUEST_ID_HEADER, request.id).status(400).send(envelope('validation_error', message));
     },
   });
   // Before any route or scope: each copies the parsers it finds when it is made.
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
+  app.decorateRequest('admittedEmailId', null);
+  app.decorateRequest('admittedFor', null);
+  // The first hook of every request, so that a refusal by any later hook carries it too: a client
+  // that got a 500 can quote the id its request line and its events' correlationId hold.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+    done();
+  });
   installTypeBoxValidation(app);
   // A browser's navigation to an address that is no page gets the dashboard's own "Page not
   // found", once the dashboard is registered below (not in a process that serves health alone).

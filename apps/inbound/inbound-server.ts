@@ -22,7 +22,12 @@
 // A refusal for want of room (every connection taken, the client's share taken, the parsers
 // busy, no room for the report's bytes) loses nothing at once, but a flood that lasts makes
 // senders give up on their reports: each one is told (onRefused: relay_inbound_refused_total),
-// and at most once a minute per reason with how many (onRefusing: a warn line).
+// and at most once a minute per reason with how many (onRefusing: a warn line). A return path
+// refused at RCPT loses its report for good, and a wave of them is how a secret key dropped too
+// early shows (docs/operations.md, "The secret key"): each is counted by reason too, told with
+// the email it names (onReturnPathRefused: a debug line), and, but for addresses that are not
+// return paths at all (mail to made-up addresses, which every bounce domain gets), at most once
+// a minute per reason (onReturnPathsRefusing: a warn line).
 import { randomUUID } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
 import type { Socket } from 'node:net';
@@ -30,6 +35,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMT
 import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { clientNetworkOf } from '../../infra/http/address-ranges.ts';
 import { INBOUND_LIMITS, type InboundLimits } from '../../infra/mail/inbound-limits.ts';
+import { parseVerpAddress } from '../../domain/delivery/verp.ts';
 import { ReportOverBudgetError, ReportParsePool, ReportParserBusyError, ReportParserUnavailableError } from '../../infra/mail/report-parse-pool.ts';
 import type { ThreadStartReport } from '../../infra/threads/thread-starts.ts';
 import { MAX_REPORT_BYTES } from '../../infra/mail/report-parser.ts';
@@ -40,7 +46,7 @@ import type { SecretBox } from '../../infra/secrets/secret-box.ts';
 import { Liveness } from '../../infra/liveness.ts';
 import { Backoff, type RetryPolicy } from '../../infra/retry.ts';
 import { answerWithin, PING_TIMEOUT_MS } from '../liveness.ts';
-import type { InboundRefusalReason } from '../relay-metrics.ts';
+import type { InboundRefusalReason, InboundRoomRefusalReason, ReturnPathRefusalReason } from '../relay-metrics.ts';
 import type { Emails } from '../services/email-stream.ts';
 import { ingestReport, type IngestResult } from '../services/feedback/ingest-report.ts';
 import { ReportTargets, withBccAddresses, type ReportTarget } from '../services/feedback/report-targets.ts';
@@ -87,13 +93,20 @@ export interface InboundOptions {
    */
   onSessionError?: (error: Error & { code?: string }) => void;
   onReport?: (result: IngestResult) => void;
-  /** Each session or report refused for want of room (the client is told 4xx), by reason. */
+  /** Each session or report refused, by reason: for want of room (the client is told 4xx), or its return path at RCPT (550). */
   onRefused?: (reason: InboundRefusalReason) => void;
   /**
-   * The first refusal of a reason, then every REFUSALS_TOLD_EVERY_MS while they go on: how many
-   * there were since it was last told (the caller logs it at warn).
+   * The first refusal for want of room of a reason, then every REFUSALS_TOLD_EVERY_MS while they
+   * go on: how many there were since it was last told (the caller logs it at warn).
    */
-  onRefusing?: (reason: InboundRefusalReason, count: number) => void;
+  onRefusing?: (reason: InboundRoomRefusalReason, count: number) => void;
+  /** Each return path refused at RCPT, with the email and recipient it names when it is in Relay's form (the caller logs it at debug). */
+  onReturnPathRefused?: (reason: ReturnPathRefusalReason, named: NamedRecipient | null) => void;
+  /**
+   * As onRefusing, for return paths refused at RCPT other than not_a_return_path, with the email
+   * the last of them named (the caller logs it at warn).
+   */
+  onReturnPathsRefusing?: (reason: ReturnPathRefusalReason, count: number, named: NamedRecipient | null) => void;
   /** Tests: how often refusals of one reason are told (default REFUSALS_TOLD_EVERY_MS). */
   refusalsToldEveryMs?: number;
   /** The back-off of the stores' pings while recovering from a store failure (default STORE_PROBE). */
@@ -103,6 +116,12 @@ export interface InboundOptions {
   parserWorkerUrl?: URL;
   /** Told when the report parser's threads fail to start, and when one starts again. */
   onThreadStart?: ThreadStartReport;
+}
+
+/** The email and recipient a return path names, read without its MAC: what a refused one claims to be. */
+export interface NamedRecipient {
+  emailId: string;
+  recipientIndex: number;
 }
 
 export interface InboundServer {
@@ -178,18 +197,18 @@ class FeedbackSmtpServer extends SMTPServer {
 }
 
 /** Refusals by reason, told at most once per reason and interval: the first at once, the ones after it summed at the interval's end. */
-class RefusalTally {
-  readonly #tell: (reason: InboundRefusalReason, count: number) => void;
+class RefusalTally<Reason extends string> {
+  readonly #tell: (reason: Reason, count: number) => void;
   readonly #everyMs: number;
   /** Reasons told within the interval, with the refusals since. */
-  readonly #window = new Map<InboundRefusalReason, { count: number; timer: NodeJS.Timeout }>();
+  readonly #window = new Map<Reason, { count: number; timer: NodeJS.Timeout }>();
 
-  constructor(everyMs: number, tell: (reason: InboundRefusalReason, count: number) => void) {
+  constructor(everyMs: number, tell: (reason: Reason, count: number) => void) {
     this.#everyMs = everyMs;
     this.#tell = tell;
   }
 
-  add(reason: InboundRefusalReason): void {
+  add(reason: Reason): void {
     const open = this.#window.get(reason);
     if (open) open.count++;
     else this.#told(reason, 1);
@@ -204,7 +223,7 @@ class RefusalTally {
     this.#window.clear();
   }
 
-  #told(reason: InboundRefusalReason, count: number): void {
+  #told(reason: Reason, count: number): void {
     this.#tell(reason, count);
     const timer = setTimeout(() => {
       const { count: since } = this.#window.get(reason)!;
@@ -238,10 +257,24 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
     onThreadStart: options.onThreadStart,
   });
   const lanes = new SerialByKey();
-  const tally = new RefusalTally(options.refusalsToldEveryMs ?? REFUSALS_TOLD_EVERY_MS, (reason, count) => options.onRefusing?.(reason, count));
-  const refused = (reason: InboundRefusalReason) => {
+  const tally = new RefusalTally<InboundRoomRefusalReason>(options.refusalsToldEveryMs ?? REFUSALS_TOLD_EVERY_MS, (reason, count) => options.onRefusing?.(reason, count));
+  const refused = (reason: InboundRoomRefusalReason) => {
     options.onRefused?.(reason);
     tally.add(reason);
+  };
+  /** The recipient each reason's last refused return path named, for its next warn line. */
+  const lastNamed = new Map<ReturnPathRefusalReason, NamedRecipient | null>();
+  const returnPathTally = new RefusalTally<ReturnPathRefusalReason>(options.refusalsToldEveryMs ?? REFUSALS_TOLD_EVERY_MS,
+    (reason, count) => options.onReturnPathsRefusing?.(reason, count, lastNamed.get(reason) ?? null));
+  const returnPathRefused = (lookup: ReturnPathRefusalReason, address: string) => {
+    const named = namedRecipientOf(address);
+    // The lookup does not tell a MAC that fails from an address in another form.
+    const reason = lookup === 'not_a_return_path' && named !== null ? 'unknown_return_path' : lookup;
+    options.onRefused?.(reason);
+    options.onReturnPathRefused?.(reason, named);
+    if (reason === 'not_a_return_path') return;
+    lastNamed.set(reason, named);
+    returnPathTally.add(reason);
   };
 
   // The stores' failures and successes, and the probe that looks for their recovery while no
@@ -344,7 +377,10 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       // its answer waits for the next turn, so a pipeline of RCPTs cannot run as one block.
       reportTargets.find(address.address).finally(nextTurn).then((found) => {
         if (found.read) storeSucceeded(false);
-        if (!found.ok) return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
+        if (!found.ok) {
+          returnPathRefused(found.reason, address.address);
+          return callback(smtpError(550, `5.1.1 <${address.address.slice(0, 100)}>: no such mailbox here (this server takes only Relay's return paths)`));
+        }
         // A return path given twice is one recipient (smtp-server keeps one too): one ingest each.
         const { emailId, recipientIndex } = found.target;
         if (!transaction.targets.some((t) => t.emailId === emailId && t.recipientIndex === recipientIndex)) transaction.targets.push(found.target);
@@ -467,12 +503,19 @@ export async function startInbound(options: InboundOptions): Promise<InboundServ
       stopProbe();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       tally.stop();
+      returnPathTally.stop();
       // A ping under way ends before the stores may be closed.
       await probing;
       await parser.close();
       liveness.stopped();
     },
   };
+}
+
+/** What a return path in Relay's form names, its MAC unchecked; null for any other address. */
+function namedRecipientOf(address: string): NamedRecipient | null {
+  const parsed = parseVerpAddress(address, () => true);
+  return 'error' in parsed ? null : parsed;
 }
 
 const seconds = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1000} s`);

@@ -55,6 +55,8 @@ export const webhooks = defineProcessor({
       dnsServers: deps.config.dnsServers, allow: deps.config.webhookAllow, policy: deps.services.policies.webhooks,
       onResult: (httpStatus: number | null, errorCode: string | null) => deps.metrics?.webhookAttempts(webhookResultOf(httpStatus, errorCode)).inc(),
       onRequest: (endpointId: string, result: AttemptResult) => slow.requestEnded(endpointId, result),
+      warn: (message: string, fields: Record<string, unknown>) => (deps.onWarning ?? deps.onInfo)?.(message, fields),
+      debug: deps.onDebug,
     };
     return startDispatcher<Stored<WebhookDelivery>>({
       // Endpoints at their bound are left out of the read, so their backlog cannot hide another's

@@ -257,6 +257,9 @@ export async function emailRoutes(app: FastifyInstance, ctx: ApiContext): Promis
     const result = admission.replayed ? 'replayed' : admission.status === 'suppressed' ? 'suppressed' : 'accepted';
     admissions[result].inc();
     admissionDurations[result].observe(reply.elapsedTime / 1000);
+    // Named on the request line (apps/api/server.ts): where the id the client holds meets the request id.
+    request.admittedEmailId = admission.id;
+    request.admittedFor = sender;
     return reply.status(202).send({
       id: admission.id,
       status: admission.status,

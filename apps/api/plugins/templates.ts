@@ -128,6 +128,9 @@ export async function templateRoutes(app: FastifyInstance, ctx: ApiContext): Pro
         keyId: principal.user._id, projectId: project._id, workspaceId: project.workspaceId, environment: project.environment,
         allowances: allowancesOf(workspace.allowances),
       }, { from, to, template: template.slug, ...(variables === undefined ? {} : { variables }) }, request.id);
+      // Named on the request line, as a send's is (apps/api/server.ts).
+      request.admittedEmailId = admission.id;
+      request.admittedFor = { workspaceId: project.workspaceId, projectId: project._id };
       return reply.status(202).send({
         id: admission.id, status: admission.status, test_mode: admission.testMode, ...(admission.reason !== null ? { reason: admission.reason } : {}),
       });

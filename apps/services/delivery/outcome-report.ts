@@ -1,5 +1,6 @@
 // What the sender tells operators of the outcomes it appends, outside the API: every outcome
-// other than sent/delivered is a log line at warn (email id, the recipient's domain, never the
+// other than sent/delivered is a log line at warn (email id, its workspace and project, so a
+// bounce wave can be grouped by tenant from the log alone; the recipient's domain, never the
 // address; transport, attempt, the SMTP reply without the addresses it echoes); a transport
 // that cannot be used at all (the smarthost refuses the connection, TLS or the credentials) is
 // one line at error per distinct cause and minute, however many emails it holds up; and every
@@ -111,6 +112,8 @@ export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver
         }
         deps.warn(`delivery ${recipient.status}`, {
           emailId: message.emailId,
+          workspaceId: message.workspaceId,
+          projectId: message.projectId,
           recipientDomain: domainOf(recipient.index) ?? domainOfAddress(recipient.address),
           transport,
           attempt,
@@ -140,6 +143,8 @@ export function deliveryOutcomeReport(deps: OutcomeReportDeps): DeliveryObserver
         count(transport, label);
         deps.warn(failure.failureCode === 'delivery_unknown' ? 'delivery unknown' : 'delivery failed', {
           emailId: message.emailId,
+          workspaceId: message.workspaceId,
+          projectId: message.projectId,
           recipientDomain: domainOfAddress(recipient.address),
           transport,
           attempt: failure.attempt,

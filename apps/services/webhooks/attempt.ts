@@ -13,11 +13,14 @@
 // (endpoint_unsubscribed): shortly after the change by the background run, or, where that did not
 // reach it, as it falls due or once its request in flight is recorded. The types are the
 // endpoint's at each attempt, as its URL is. Once ended it stays so, whatever the types become.
+// The counter of results (onResult) names no email or endpoint, so each attempt without a 2xx is
+// also a log line naming them (reportAttempt).
 import type { WebhookPolicy } from '../../../domain/webhooks/delivery.ts';
 import { DEFAULT_USER_AGENT } from '../../../infra/http/webhook-egress.ts';
 import type { DocumentStore, Stored } from '../../../infra/ports/document-store.ts';
 import type { AttemptResult, HttpEgress } from '../../../infra/ports/http-egress.ts';
 import type { SecretBox } from '../../../infra/secrets/secret-box.ts';
+import { webhookResultOf } from './attempt-result.ts';
 import { abandon, closedReason, recordAttempt, takeAttempt, type WebhookDelivery } from './deliveries.ts';
 import { endpointsOf, signingSecretOf, type WebhookEndpoint } from './endpoints.ts';
 import { signatureHeaders } from './signature.ts';
@@ -37,6 +40,10 @@ export interface WebhookAttemptDeps {
   onResult?: (httpStatus: number | null, errorCode: string | null) => void;
   /** Told how each request made to an endpoint went (the processor's slow endpoints). */
   onRequest?: (endpointId: string, result: AttemptResult) => void;
+  /** A delivery that ended without a 2xx after its attempts (logged at warn). */
+  warn?: (message: string, fields: Record<string, unknown>) => void;
+  /** A failed attempt that will be retried, and a delivery ended without a request (logged at debug). */
+  debug?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 /** The whole of one attempt's request, DNS included (the egress's deadline). */
@@ -55,8 +62,9 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
     // Sealed under a key Relay no longer has (dropped from RELAY_SECRET_KEY_PREVIOUS before the
     // re-seal at start): the attempt is recorded and counted, and retried on the schedule (the
     // key may come back), rather than taken again and again without a trace but a log line.
-    await recordAttempt(deps.documents, taken, { httpStatus: null, errorCode: 'signing_failed', durationMs: 0, createdAt: startedAt.toISOString() }, deps.now(), deps.policy);
+    const recorded = await recordAttempt(deps.documents, taken, { httpStatus: null, errorCode: 'signing_failed', durationMs: 0, createdAt: startedAt.toISOString() }, deps.now(), deps.policy);
     deps.onResult?.(null, 'signing_failed');
+    if (recorded) reportAttempt(deps, endpoint, recorded, null, 'signing_failed');
     throw new Error(`the signing secret of webhook endpoint ${endpoint._id} does not open: ${(error as Error).message}`, { cause: error });
   }
   const result = await deps.egress.post({
@@ -77,6 +85,7 @@ export async function attemptWebhookDelivery(deps: WebhookAttemptDeps, delivery:
     httpStatus: result.httpStatus, errorCode: result.errorCode, durationMs: Math.round(result.durationMs), createdAt: startedAt.toISOString(),
   }, deps.now(), deps.policy);
   deps.onResult?.(result.httpStatus, result.errorCode);
+  if (recorded) reportAttempt(deps, endpoint, recorded, result.httpStatus, result.errorCode);
   // Disabled, deleted or unsubscribed while the request was in flight: the change left this delivery to this attempt.
   if (recorded?.status === 'pending') await openEndpoint(deps, recorded);
 }
@@ -90,6 +99,44 @@ async function openEndpoint(deps: WebhookAttemptDeps, delivery: Stored<WebhookDe
   const reason = closedReason(endpoint, delivery);
   if (reason === null) return endpoint;
   // Not written when the delivery changed meanwhile (endPendingDeliveries ended it, or an attempt took it).
-  if (await abandon(deps.documents, delivery, reason, deps.now())) deps.onResult?.(null, reason);
+  if (await abandon(deps.documents, delivery, reason, deps.now())) {
+    deps.onResult?.(null, reason);
+    // The customer's own doing (a disable, a deletion, an event type dropped), which the API
+    // process ends most such deliveries for without a line: debug, not warn.
+    deps.debug?.('webhook delivery ended without a request', { ...deliveryFields(delivery, endpoint), attempts: delivery.attempts, result: reason, retried: false });
+  }
   return null;
+}
+
+/**
+ * A delivery in the log: what names it to an operator asked about one email's webhook, never
+ * its body (the customer's data), its URL (a path or query may hold a token) or the secret.
+ */
+const deliveryFields = (delivery: WebhookDelivery, endpoint: WebhookEndpoint | null) => ({
+  emailId: delivery.emailId,
+  ...(endpoint ? { workspaceId: endpoint.workspaceId } : {}),
+  projectId: delivery.projectId,
+  endpointId: delivery.endpointId,
+  deliveryId: delivery._id,
+  eventId: delivery.eventId,
+  eventType: delivery.type,
+});
+
+/**
+ * An attempt without a 2xx: at warn when it was the delivery's last (retries used up, or an
+ * unsafe destination), the line an operator looks for when a customer misses a webhook, as
+ * email delivery's outcomes are (outcome-report.ts); at debug when another follows, so that an
+ * endpoint that is down for a day writes one warn line per delivery, not seven.
+ */
+function reportAttempt(deps: WebhookAttemptDeps, endpoint: WebhookEndpoint, recorded: WebhookDelivery, httpStatus: number | null, errorCode: string | null): void {
+  if (recorded.status === 'succeeded') return;
+  const fields = {
+    ...deliveryFields(recorded, endpoint),
+    attempts: recorded.attempts,
+    result: webhookResultOf(httpStatus, errorCode),
+    httpStatus,
+    errorCode,
+  };
+  if (recorded.status === 'failed') deps.warn?.('webhook delivery failed: not retried', { ...fields, retried: false });
+  else deps.debug?.('webhook attempt failed: retried', { ...fields, nextAttemptAt: recorded.nextAttemptAt });
 }
