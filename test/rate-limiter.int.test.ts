@@ -150,11 +150,14 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     assert.is(held.length, 15);
 
     let first: RateReservation | RelayError | undefined;
+    calls.length = 0;
     const firstDone = attempt(a, subject, at(100), false).then((r) => (first = r));
-    // It walked the window's numbers and looked at its slots for any given back: none.
-    await waitUntil(() => calls.includes(`${RATE_SLOTS}.find`), 'the full window is looked at');
+    // It checked its window; this process holds every slot of it, so there is nothing given back
+    // by another process to look for: it waits.
+    await waitUntil(() => calls.includes(`${RATE_WINDOWS}.get`), 'the window is checked');
     await settle(50);
     assert.is(first, undefined, 'not refused while undecided slots fill the window');
+    assert.not.ok(calls.includes(`${RATE_SLOTS}.find`), 'no look at a window whose every slot this process holds');
     await held[3].release(); // a rejection
     await firstDone;
     assert.not.instance(first, RelayError, 'the slot given back is taken by the waiting request');
@@ -163,8 +166,8 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     // the last of them is kept.
     calls.length = 0;
     const waitStarted = performance.now();
-    const second = attempt(a, subject, at(30_000)); // late enough to look at the slots again
-    await waitUntil(() => calls.includes(`${RATE_SLOTS}.find`), 'the full window is looked at again');
+    const second = attempt(a, subject, at(30_000));
+    await waitUntil(() => calls.includes(`${RATE_WINDOWS}.get`), 'the window is checked again');
     await settle(50);
     for (const [i, reservation] of held.entries()) if (i !== 3) reservation.keep();
     (first as RateReservation).keep();
@@ -210,6 +213,44 @@ function register(label: string, open: () => Promise<TwoProcesses>): void {
     const refused = (await attempt(a, subject, at(70_000))) as RelayError;
     assert.instance(refused, RelayError);
     assert.is(refused.details.retryAfterSeconds, 40, 'the window runs from 50 s, not from 0 s');
+  });
+
+  test('a window whose opener is given back while other requests hold slots in it is deleted by the last release, in whichever process', async () => {
+    const a = limiter(docsA);
+    const b = limiter(docsB);
+    const subject = dev();
+    const windows = () => docsA.collection(RATE_WINDOWS).count({ scope: `key:${subject.keyId}` });
+    const opener = await a.reserve(subject, at(0));
+    const others = [await b.reserve(subject, at(10)), await b.reserve(subject, at(20)), await a.reserve(subject, at(30))];
+    await opener.release();
+    assert.is(await windows(), 1, 'requests still undecided in it: it may yet start');
+    await others[0].release();
+    await others[2].release();
+    assert.is(await windows(), 1, 'a request still undecided in it, in the other process');
+    await others[1].release();
+    assert.is(await windows(), 0, 'every request in it was rejected: it never started');
+    await admitted(b, subject, at(50_000));
+    for (let i = 0; i < 14; i++) await admitted(a, subject, at(70_000));
+    const refused = (await attempt(a, subject, at(70_000))) as RelayError;
+    assert.instance(refused, RelayError);
+    assert.is(refused.details.retryAfterSeconds, 40, 'the window runs from the first kept request, 50 s, not from 0 s');
+  });
+
+  test('a window in which a request is kept stays when the others are given back', async () => {
+    const a = limiter(docsA);
+    const b = limiter(docsB);
+    const subject = dev();
+    const opener = await a.reserve(subject, at(0));
+    const kept = await b.reserve(subject, at(10));
+    const last = await a.reserve(subject, at(20));
+    kept.keep();
+    await opener.release();
+    await last.release();
+    assert.is(await docsA.collection(RATE_WINDOWS).count({ scope: `key:${subject.keyId}` }), 1);
+    for (let i = 0; i < 14; i++) await admitted(a, subject, at(30_000));
+    const refused = (await attempt(b, subject, at(30_000))) as RelayError;
+    assert.instance(refused, RelayError, 'the kept request counts in its window');
+    assert.is(refused.details.retryAfterSeconds, 30);
   });
 
   test('a request refused by the workspace gives back its key slot', async () => {

@@ -22,8 +22,9 @@
 // a window rarely try the same number; a taken one costs a failed insert and the walk goes on)
 // and remembers what it tried, so a full window is refused from memory. Only then does it look
 // at the window's slots, for numbers given back by other processes, at most every so often
-// (doubling while it finds none). On FerretDB every read scans the collection; on MongoDB and
-// sqlite the look is an _id range.
+// (doubling while it finds none), and never while it holds every number itself; the numbers it
+// holds are not taken for free (a look may not see its slots not committed yet). On FerretDB
+// every read scans the collection; on MongoDB and sqlite the look is an _id range.
 //
 // Expired slots are deleted by a timer (every SWEEP_EVERY_MS, started by the first request,
 // unref'd, stopped by close()), in one deleteWhere, never on a request's path. Its clock is
@@ -33,7 +34,13 @@
 // Clock windows (production key, workspace) are whole seconds of the API clock. A development
 // key's window opens with its first accepted request and lasts 60 s; windows are numbered and
 // opening number n+1 is again a unique insert, so processes agree on when a window started.
-// A process remembers the running window of each scope and checks by _id that it still exists.
+// The request that opens a window is still undecided: a window whose requests are all rejected
+// never started, and the release that leaves it without slots deletes it, whichever request's
+// (of several releases, the latest to read the window's slots finds none; #dropIfUnused). A
+// window in which a request is kept keeps the time of the request that opened it, which the
+// kept one may follow, when the opener is rejected, by at most the time a request takes to be
+// decided. A process remembers the running window of each scope and checks by _id that it
+// still exists.
 // A clock set back before a window's start, by more than processes' clocks differ, opens the
 // next window (domain/rate-limits.ts, windowRuns).
 import { RelayError } from '../../domain/errors.ts';
@@ -43,6 +50,7 @@ import {
   type RatePolicy, type RateStanding, type RateWindow,
 } from '../../domain/rate-limits.ts';
 import { DuplicateKeyError, type DocumentStore } from '../../infra/ports/document-store.ts';
+import { durableSoFar } from '../../infra/ports/durability.ts';
 import { COLLECTIONS } from './collections.ts';
 
 export const RATE_SLOTS = COLLECTIONS.rateLimitSlots;
@@ -84,8 +92,11 @@ interface Claimed {
   scope: string;
   window: RateWindow;
   slot: number;
-  /** This claim opened a first-request window: if it is given back, the window never started. */
-  opened: WindowDoc | null;
+  /**
+   * The first-request window the slot is in (null in a clock window). Whichever release leaves
+   * it without slots deletes it, whoever opened it: no accepted request started it.
+   */
+  windowDoc: WindowDoc | null;
   hint: Hint;
   /** Its request is still being decided: it will be kept or given back. */
   undecided: boolean;
@@ -98,6 +109,12 @@ interface Hint {
   tried: number;
   /** Slots known to be free: given back in this process, or found free by a look. */
   free: number[];
+  /**
+   * Slot numbers this process holds (or is inserting), not given back: a look leaves them out,
+   * since it may not see them yet (an insert inside an admission's durability scope takes
+   * effect before it is committed, and reads see committed data).
+   */
+  held: Set<number>;
   endMs: number;
   /** When (request clock) this process may look for slots given back by others again. */
   lookAfterMs: number;
@@ -198,13 +215,13 @@ export class RateLimiter {
     const claimed: Claimed[] = [];
     const standings: RateStanding[] = [];
     for (const { policy, scope } of limits) {
-      let current: { window: RateWindow; opened: WindowDoc | null } | null = null;
+      let current: { window: RateWindow; doc: WindowDoc | null; opened: boolean } | null = null;
       let hint: Hint;
       let slot: number | null;
       try {
         for (;;) {
           // Again after a wait: a first-request window whose slots were all given back meanwhile never started.
-          current = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), opened: null } : await this.#currentWindow(policy, scope, nowMs);
+          current = policy.start === 'clock' ? { window: clockWindowAt(policy, nowMs), doc: null, opened: false } : await this.#currentWindow(policy, scope, nowMs);
           hint = this.#hint(scope, current.window, policy.limit);
           slot = await this.#claim(hint, scope, current.window, policy.limit, nowMs, undecided);
           if (slot !== null || !(await this.#decidedMeanwhile(hint, waitUntil))) break;
@@ -212,10 +229,10 @@ export class RateLimiter {
       } catch (error) {
         // The request fails, which is a rejection: it keeps no slot, and a window it opened never started.
         await this.#giveBack(claimed);
-        if (current?.opened) await this.#dropIfUnused(scope, current.window, current.opened).catch(() => {});
+        if (current?.opened && current.doc) await this.#dropIfUnused(scope, current.window, current.doc).catch(() => {});
         throw error;
       }
-      const { window, opened } = current;
+      const { window, doc } = current;
       if (slot === null) {
         await this.#giveBack(claimed);
         const wait = retryAfterSeconds(window, nowMs);
@@ -224,7 +241,7 @@ export class RateLimiter {
           standing: { policy, remaining: 0, reset: resetSeconds(window, nowMs) } satisfies RateStanding,
         });
       }
-      claimed.push({ policy, scope, window, slot, opened, hint, undecided });
+      claimed.push({ policy, scope, window, slot, windowDoc: doc, hint, undecided });
       standings.push({ policy, remaining: this.#remaining(scope, window, policy.limit), reset: resetSeconds(window, nowMs) });
     }
     let released = false;
@@ -274,18 +291,18 @@ export class RateLimiter {
   }
 
   /** The scope's running first-request window, or a new one opened now. */
-  async #currentWindow(policy: RatePolicy, scope: string, nowMs: number): Promise<{ window: RateWindow; opened: WindowDoc | null }> {
+  async #currentWindow(policy: RatePolicy, scope: string, nowMs: number): Promise<{ window: RateWindow; doc: WindowDoc; opened: boolean }> {
     const known = this.#openWindows.get(scope);
-    // A window is deleted while it runs only when the request that opened it was rejected; check it is still there.
+    // A window is deleted while it runs only when every request in it was rejected; check it is still there.
     if (known && windowRuns(known, nowMs) && (await this.#windows.get(known._id))?.startMs === known.startMs) {
-      return { window: openedWindow(policy, known.seq, known.startMs), opened: null };
+      return { window: openedWindow(policy, known.seq, known.startMs), doc: known, opened: false };
     }
     this.#openWindows.delete(scope);
     for (;;) {
       const [latest] = await this.#windows.find({ where: { scope }, orderBy: [['scope', 'asc'], ['seq', 'desc']], limit: 1 });
       if (latest && windowRuns(latest, nowMs)) {
         this.#openWindows.set(scope, latest);
-        return { window: openedWindow(policy, latest.seq, latest.startMs), opened: null };
+        return { window: openedWindow(policy, latest.seq, latest.startMs), doc: latest, opened: false };
       }
       const seq = latest ? latest.seq + 1 : 0;
       const window = openedWindow(policy, seq, nowMs);
@@ -299,7 +316,7 @@ export class RateLimiter {
       // Only the latest two windows are ever looked at; older ones are garbage.
       if (seq >= 2) void this.#windows.delete(windowId(scope, seq - 2)).catch(() => false);
       this.#openWindows.set(scope, doc);
-      return { window, opened: doc };
+      return { window, doc, opened: true };
     }
   }
 
@@ -308,7 +325,7 @@ export class RateLimiter {
     let hint = this.#hints.get(key);
     if (!hint) {
       hint = {
-        start: Math.floor(Math.random() * limit), tried: 0, free: [], endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS,
+        start: Math.floor(Math.random() * limit), tried: 0, free: [], held: new Set(), endMs: window.endMs, lookAfterMs: 0, lookGapMs: FIRST_LOOK_GAP_MS,
         undecided: 0, waiting: new Set(),
       };
       this.#hints.set(key, hint);
@@ -322,22 +339,25 @@ export class RateLimiter {
       let slot = hint.free.shift();
       if (slot === undefined && hint.tried < limit) slot = (hint.start + hint.tried++) % limit;
       if (slot === undefined) {
-        // Every number was tried: only slots given back by other processes are left.
-        if (looked || nowMs < hint.lookAfterMs) return null;
+        // Every number was tried: only slots given back by other processes are left (none while
+        // this process holds every number: the request waits for its own, in turn, at once).
+        if (looked || nowMs < hint.lookAfterMs || hint.held.size >= limit) return null;
         looked = true;
         hint.lookAfterMs = nowMs + hint.lookGapMs;
         const taken = new Set((await this.#slots.find({ where: slotsOf(scope, window), limit })).map((s) => s.slot));
-        hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i) && !hint.free.includes(i)).concat(hint.free);
+        hint.free = Array.from({ length: limit }, (_, i) => i).filter((i) => !taken.has(i) && !hint.held.has(i) && !hint.free.includes(i)).concat(hint.free);
         hint.lookGapMs = hint.free.length > 0 ? FIRST_LOOK_GAP_MS : hint.lookGapMs * 2;
         continue;
       }
       // Counted from the moment the number is taken, not once inserted: a request that finds the
       // window full while this insert is on its way must wait for it rather than be refused.
       if (undecided) hint.undecided++;
+      hint.held.add(slot);
       try {
         await this.#slots.insert({ _id: slotId(scope, window, slot), scope, window: window.key, slot, expiresAt: window.endMs + SLOT_GRACE_MS });
         return slot;
       } catch (error) {
+        hint.held.delete(slot);
         if (undecided) this.#settled(hint);
         if (!(error instanceof DuplicateKeyError)) throw error;
       }
@@ -394,26 +414,41 @@ export class RateLimiter {
     for (const claim of [...claimed].reverse()) {
       try {
         await this.#slots.delete(slotId(claim.scope, claim.window, claim.slot));
+        claim.hint.held.delete(claim.slot);
         if (!claim.hint.free.includes(claim.slot)) claim.hint.free.push(claim.slot);
       } catch {
         this.#decided(claim); // counted until the window ends
         continue;
       }
       // Its waiters wake once the slot is free, and the window gone if it never started: they look for the window again.
-      if (claim.opened) await this.#dropIfUnused(claim.scope, claim.window, claim.opened).catch(() => {});
+      if (claim.windowDoc) await this.#dropIfUnused(claim.scope, claim.window, claim.windowDoc).catch(() => {});
       this.#decided(claim);
     }
   }
 
   /**
-   * Deletes a first-request window that holds no request: it was opened by a request that was
-   * then rejected, so it never started. (A request racing into it right now keeps its slot in a
-   * window nobody sees any more; that lets at most the racing requests through beyond the
+   * Deletes a first-request window that holds no request, after a request in it was given back
+   * (or its opener failed to take a slot): every request it held was rejected, so it never
+   * started, and the next request opens the scope's window anew. Every release looks, not only
+   * the opener's: of several releases, the latest to read the slots finds none unless a request
+   * in the window is kept or still undecided. This process's own slots in it are known without
+   * a read (`held`), and asked again after it: one kept means the window started, one undecided
+   * will look when it is given back, and either may have been taken while this one read, not
+   * committed yet. What this request gave back is made durable first: inside an admission's
+   * durability scope a delete takes effect before it is committed, and reads see committed data
+   * only, so the read would find the slot itself. Deleted only as opened (its start): a window
+   * opened again under the same number meanwhile is not this one. (A request racing into it
+   * right now keeps its slot in a window nobody sees any more, as does one of another process
+   * whose slot is not committed yet; that lets at most the racing requests through beyond the
    * limit, once.)
    */
-  async #dropIfUnused(scope: string, window: RateWindow, opened: WindowDoc): Promise<void> {
-    if ((await this.#slots.find({ where: slotsOf(scope, window), limit: 1 })).length > 0) return;
-    await this.#windows.delete(opened._id);
-    if (this.#openWindows.get(scope)?._id === opened._id) this.#openWindows.delete(scope);
+  async #dropIfUnused(scope: string, window: RateWindow, doc: WindowDoc): Promise<void> {
+    const heldHere = () => (this.#hints.get(`${scope}|${window.key}`)?.held.size ?? 0) > 0;
+    if (heldHere()) return;
+    await durableSoFar();
+    if ((await this.#slots.find({ where: slotsOf(scope, window), limit: 1 })).length > 0 || heldHere()) return;
+    await this.#windows.deleteWhere({ _id: doc._id, startMs: doc.startMs });
+    const known = this.#openWindows.get(scope);
+    if (known?._id === doc._id && known.startMs === doc.startMs) this.#openWindows.delete(scope);
   }
 }
