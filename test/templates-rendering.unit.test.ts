@@ -102,6 +102,21 @@ test('a rendering that would exceed 2,000,000 characters is refused before it is
   assert.match(refusal(() => heavy.render(vars({ a: '<&>"\''.repeat(240) }))).message, /^body\.variables\.a: the rendered html would exceed 2,000,000 characters/);
 });
 
+test('comments render nothing and are not kept: whitespace control and standalone lines as handlebars has them, text around them joined, none counted in the estimate of what the template keeps', async () => {
+  const source = 'a{{! one }}b {{~! strip ~}}  c\n  {{!-- standalone --}}\nd{{#if x}}e{{! in a block }}f{{else}}g{{!}}h{{/if}}{{v}}{{!}}i';
+  const values = vars({ x: true, v: '<v>' });
+  const compiled = await compileTemplate({ subject: 's{{! s }}', html: null, text: source });
+  const expected = Handlebars.compile(source, { noEscape: true })({ x: true, v: '<v>' });
+  assert.is(compiled.render(values).text, expected);
+  assert.is(expected, 'abc\nde' + 'f<v>i');
+  assert.is(compiled.render(vars({ x: false, v: '' })).text, 'abc\ndghi');
+  // Only the comments' characters count (their nodes are dropped: 199,000 `{{!}}` kept about 50 MB of them).
+  const commented = await compileTemplate({ subject: 's', html: `${'a{{!}}'.repeat(1_000)}x`, text: null });
+  const plain = await compileTemplate({ subject: 's', html: `${'a'.repeat(1_000)}x`, text: null });
+  assert.is(commented.render(vars({})).html, plain.render(vars({})).html);
+  assert.ok(commented.estimatedBytes - plain.estimatedBytes === 5 * 5_000, `${commented.estimatedBytes} against ${plain.estimatedBytes}: the comments' characters only`);
+});
+
 test('sanitizer: no script, no event handlers, no javascript: URLs in any spelling', () => {
   const dirty = [
     '<script>alert(1)</script>',

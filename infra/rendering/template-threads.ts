@@ -7,11 +7,13 @@
 // is replaced) and refused with a clear error.
 //
 // Each thread is shared by every workspace, so each job names its workspace (the tenant) and
-// the workspaces take turns on the thread, one job each (infra/threads/worker-queue.ts): a
-// workspace's backlog, of heavy sends or of previews, waits behind at most one job of each
-// other workspace with work waiting. Beyond a few waiting jobs of one workspace, or many in all,
-// the next is refused at once, and a job that could not start within about the time limit is
-// refused then (503, retry), so no one waits without a deadline.
+// the workspaces take turns on the thread by the thread time their jobs use
+// (infra/threads/worker-queue.ts): a workspace whose jobs just held the thread for the time
+// limit (and ended it) waits while other workspaces' quick sends or previews run, and a
+// workspace's backlog never waits in front of another workspace's job. Beyond a few waiting jobs
+// of one workspace, or many in all, the next is refused at once, and a job that could not start
+// within about the time limit (a replacement thread's start-up not counted) is refused then
+// (503, retry), so no one waits without a deadline.
 //
 // A send costs one round trip to the rendering thread: the values go there and the rendered
 // subject and bodies come back (test/bench/render.bench.ts measures it).

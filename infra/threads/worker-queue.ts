@@ -1,12 +1,26 @@
 // One worker thread (piscina) and the queue in front of it, for work that must run neither on
 // the event loop nor on libuv's thread pool (password hashing; template compiling and
 // rendering; bounce and complaint reports). Jobs run one at a time. Each job belongs to a
-// tenant (one line when none is named): the tenants take turns, one job each, in the order
-// their turn came up, and the tenant whose job just ran goes behind every tenant that was
-// waiting meanwhile, so one tenant's backlog never sits in front of another tenant's job. At most `maxWaiting` jobs wait
+// tenant (one line when none is named), and each tenant's jobs run in the order they came.
+//
+// Tenants share the thread by the time they use it, not by their number of jobs (start-time
+// fair queuing): each tenant has a clock of the thread time its jobs took (from the thread's
+// "started" to the answer; a job that ended its thread is charged the replacement thread's
+// start-up too), and the next job is the oldest of the tenant whose clock is the lowest, ties
+// going to the tenant whose turn came up first. So a tenant whose job just held the thread for
+// its whole budget waits while other tenants' jobs of a millisecond run, until they have used
+// as much; between tenants whose jobs cost the same, turns alternate one job each. A tenant
+// that comes (back) with nothing owed starts at the queue's virtual time (the clock of the
+// last job picked): idling banks no credit, and a newcomer's job runs before the backlog of a
+// tenant that has used the thread meanwhile. A tenant with nothing waiting keeps its clock only
+// while it is ahead of that time (it owes), and when nothing waits or runs the clocks start
+// again from zero. At most `maxWaiting` jobs wait
 // in all and `maxWaitingPerTenant` of one tenant; the next one is refused at once
 // (WorkerQueueFullError), and so is a job still waiting after `maxWaitMs` (WorkerWaitError, a
-// WorkerQueueFullError). A job that outlasts `budgetMs`, counted from when its thread starts
+// WorkerQueueFullError); the time a replacement thread takes to start (after a job ended the
+// one before) does not count against a job's wait, and no job is handed to the thread until the
+// replacement has loaded, so the first job it runs is chosen among all those waiting by then.
+// A job that outlasts `budgetMs`, counted from when its thread starts
 // on it (not from its wait, nor from a new thread's start-up), is aborted: piscina stops the
 // thread (JavaScript cannot be interrupted otherwise) and the job fails with
 // WorkerBudgetError; one that takes the thread past its heap limit (`maxHeapMb`) ends it the
@@ -113,6 +127,8 @@ interface Waiting<In, Out> {
   resolve: (value: Out) => void;
   reject: (error: unknown) => void;
   deadline: ReturnType<typeof setTimeout> | null;
+  /** When it is refused for waiting (performance.now()), pushed back by replacement threads' start-ups. */
+  dueAt: number;
 }
 
 interface Running<In, Out> {
@@ -122,6 +138,22 @@ interface Running<In, Out> {
   overBudget: boolean;
   /** Its thread ended before it loaded. */
   startFailed: boolean;
+  /** When it was handed to the thread, and when the thread said it started it (performance.now()). */
+  handedAt: number;
+  startedAt: number | null;
+}
+
+/** A tenant's place in the turns: the thread time it used, on the queue's virtual clock (ms). */
+interface Clock {
+  used: number;
+  /** When its turn came up (a counter): the earlier goes first between equal clocks. */
+  since: number;
+}
+
+/** A thread being replaced after a loaded one was lost, and by whose job (charged its start-up). */
+interface Replacement {
+  since: number;
+  tenant: string | null;
 }
 
 export class WorkerQueue<In, Out> {
@@ -130,8 +162,13 @@ export class WorkerQueue<In, Out> {
   #pool: Piscina<WorkerTask<In>, Out> | null = null;
   /** Jobs not started yet, each tenant's in order. */
   readonly #lines = new Map<string, Array<Waiting<In, Out>>>();
-  /** Tenants with a job waiting, in the order their turn comes; the running job's tenant is not among them. */
-  readonly #turns = new Set<string>();
+  /** The clocks of the tenants waiting or running, and of those idle that still owe thread time. */
+  readonly #clocks = new Map<string, Clock>();
+  /** The queue's virtual time: the clock of the tenant last picked (never goes back while jobs wait or run). */
+  #virtualNow = 0;
+  #turnCount = 0;
+  /** Set while a replacement thread starts: no job is handed to it, and no wait runs out, until it has loaded. */
+  #replacing: Replacement | null = null;
   #waiting = 0;
   #running: Running<In, Out> | null = null;
   #nextId = 1;
@@ -184,17 +221,29 @@ export class WorkerQueue<In, Out> {
     if (this.#closed) throw new Error(`${name}: the worker queue is closed`);
     if (this.starts.failing && !this.#startBroken) throw this.#startError();
     const tenant = options.tenant ?? '';
-    if (this.#running) {
+    // (Nothing runs while a replacement thread starts: the jobs wait all the same.)
+    if (this.#running || this.#replacing) {
       if (this.#waiting >= maxWaiting) throw new WorkerQueueFullError(`${name}: ${maxWaiting} jobs are already waiting`);
       if ((this.#lines.get(tenant)?.length ?? 0) >= this.#perTenant) throw new WorkerQueueFullError(`${name}: ${this.#perTenant} jobs of this tenant are already waiting`);
     }
     return new Promise<Out>((resolve, reject) => {
-      const entry: Waiting<In, Out> = { id: this.#nextId++, tenant, prepare, transferList: options.transferList ?? [], resolve, reject, deadline: null };
+      const now = performance.now();
+      const entry: Waiting<In, Out> = {
+        id: this.#nextId++, tenant, prepare, transferList: options.transferList ?? [], resolve, reject, deadline: null, dueAt: now + (maxWaitMs ?? Infinity),
+      };
       const line = this.#lines.get(tenant);
       if (line) line.push(entry);
-      else this.#lines.set(tenant, [entry]);
+      else {
+        this.#lines.set(tenant, [entry]);
+        // Its turn comes up now (the running tenant's, when its job ends). Nothing owed: from the virtual time.
+        const clock = this.#clocks.get(tenant);
+        if (!clock) this.#clocks.set(tenant, { used: this.#virtualNow, since: this.#turnCount++ });
+        else if (this.#running?.entry.tenant !== tenant) {
+          clock.used = Math.max(clock.used, this.#virtualNow);
+          clock.since = this.#turnCount++;
+        }
+      }
       this.#waiting++;
-      if (this.#running?.entry.tenant !== tenant) this.#turns.add(tenant);
       if (maxWaitMs !== undefined) entry.deadline = setTimeout(() => this.#expire(entry), maxWaitMs);
       this.#next();
     });
@@ -212,69 +261,117 @@ export class WorkerQueue<In, Out> {
       }
     }
     this.#lines.clear();
-    this.#turns.clear();
+    this.#clocks.clear();
+    this.#replacing = null;
     this.#waiting = 0;
     await this.#pool?.destroy();
     this.#pool = null;
   }
 
-  /** Drops a job that waited too long: it never started, so no thread time was spent on it. */
+  /**
+   * Drops a job that waited too long: it never started, so no thread time was spent on it. Not
+   * while a replacement thread starts: its wait is then pushed back by the start-up (#replaced).
+   */
   #expire(entry: Waiting<In, Out>): void {
+    entry.deadline = null;
+    if (this.#replacing) return;
     const line = this.#lines.get(entry.tenant);
     const at = line?.indexOf(entry) ?? -1;
     if (!line || at < 0) return;
     line.splice(at, 1);
+    this.#waiting--;
     if (line.length === 0) {
       this.#lines.delete(entry.tenant);
-      this.#turns.delete(entry.tenant);
+      this.#forget(entry.tenant);
     }
-    this.#waiting--;
     this.waitExpiries++;
     const { name, maxWaitMs } = this.#options;
     entry.reject(new WorkerWaitError(`${name}: waited ${maxWaitMs} ms without starting`, maxWaitMs!));
   }
 
+  /** Drops the clock of a tenant with nothing waiting or running once it owes nothing (all of them when the queue is empty). */
+  #forget(tenant: string): void {
+    if (this.#waiting === 0 && !this.#running) {
+      this.#clocks.clear();
+      this.#virtualNow = 0;
+      return;
+    }
+    if (this.#lines.has(tenant) || this.#running?.entry.tenant === tenant) return;
+    const clock = this.#clocks.get(tenant);
+    if (clock && clock.used <= this.#virtualNow) this.#clocks.delete(tenant);
+  }
+
+  /** The tenant whose job runs next: the lowest clock among those waiting, the earliest turn between equals. */
+  #nextTenant(): string | null {
+    let chosen: string | null = null;
+    let best: Clock | null = null;
+    for (const tenant of this.#lines.keys()) {
+      const clock = this.#clocks.get(tenant)!;
+      if (!best || clock.used < best.used || (clock.used === best.used && clock.since < best.since)) {
+        chosen = tenant;
+        best = clock;
+      }
+    }
+    return chosen;
+  }
+
   /** Starts the next tenant's oldest job when the thread is free. */
   #next(): void {
     if (this.#running || this.#closed || this.#startBroken || this.starts.failing) return;
-    if (this.#turns.size === 0) return;
+    if (this.#lines.size === 0) return;
     const pool = this.#poolOf();
     // Its thread could not be made: the jobs were refused.
     if (!pool) return;
-    const tenant = this.#turns.values().next();
-    if (tenant.done) return;
-    this.#turns.delete(tenant.value);
-    const line = this.#lines.get(tenant.value)!;
+    // A replacement thread is starting: the job is chosen once it has loaded (piscina starts
+    // one for a job only when it has no thread at all).
+    if (this.#replacing && pool.threads.length > 0) return;
+    const tenant = this.#nextTenant();
+    if (tenant === null) return;
+    const clock = this.#clocks.get(tenant)!;
+    this.#virtualNow = Math.max(this.#virtualNow, clock.used);
+    // Idle tenants it has caught up with owe nothing any more.
+    for (const [other, { used }] of this.#clocks) {
+      if (used <= this.#virtualNow && other !== tenant && !this.#lines.has(other)) this.#clocks.delete(other);
+    }
+    const line = this.#lines.get(tenant)!;
     const entry = line.shift()!;
-    if (line.length === 0) this.#lines.delete(tenant.value);
+    if (line.length === 0) this.#lines.delete(tenant);
     this.#waiting--;
     if (entry.deadline) clearTimeout(entry.deadline);
-    const running: Running<In, Out> = { entry, abort: new AbortController(), timer: null, overBudget: false, startFailed: false };
+    const running: Running<In, Out> = {
+      entry, abort: new AbortController(), timer: null, overBudget: false, startFailed: false, handedAt: performance.now(), startedAt: null,
+    };
     this.#running = running;
-    const finish = () => {
+    const finish = (ranMs: number) => {
       if (running.timer) clearTimeout(running.timer);
       this.#running = null;
-      // Behind every tenant that came up meanwhile.
-      if (this.#lines.has(entry.tenant)) this.#turns.add(entry.tenant);
+      const own = this.#clocks.get(tenant);
+      if (own) {
+        own.used += ranMs;
+        // Behind every tenant that came up meanwhile, between equal clocks.
+        if (this.#lines.has(tenant)) own.since = this.#turnCount++;
+      }
+      this.#forget(tenant);
       this.#next();
     };
+    const ran = () => performance.now() - (running.startedAt ?? running.handedAt);
     let job: In;
     try {
       job = entry.prepare();
     } catch (error) {
-      finish();
+      finish(0);
       entry.reject(error);
       return;
     }
     pool.run({ id: entry.id, job }, { signal: running.abort.signal, transferList: entry.transferList }).then(
       (value) => {
-        finish();
+        finish(ran());
         entry.resolve(value);
       },
       (error: unknown) => {
         // Before the next job is prepared: it may need to know the thread was replaced.
         const failure = this.#failure(running, error);
-        finish();
+        finish(running.startFailed ? 0 : ran());
         entry.reject(failure);
       },
     );
@@ -320,16 +417,19 @@ export class WorkerQueue<In, Out> {
       return null;
     }
     this.#loaded = false;
+    this.#replacing = null;
     this.#lastThreadError = null;
     pool.on('message', (message: { started?: number; loaded?: true }) => {
       if (pool !== this.#pool) return;
       if (message.loaded) {
         this.#loaded = true;
         this.starts.started();
+        if (this.#replacing) this.#replaced(this.#replacing);
         return;
       }
       const running = this.#running;
       if (message.started === undefined || running?.entry.id !== message.started) return;
+      running.startedAt = performance.now();
       const budgetMs = this.#options.budgetMs;
       if (budgetMs === undefined) return;
       running.timer = setTimeout(() => {
@@ -348,10 +448,13 @@ export class WorkerQueue<In, Out> {
       if (pool !== this.#pool || this.#closed) return;
       if (this.#loaded) {
         // A thread that ran was lost (its budget, its heap, a crash): its replacement must load.
+        // (piscina tells this before it fails the job that was running.)
         this.#loaded = false;
+        this.#replacing = { since: performance.now(), tenant: this.#running?.entry.tenant ?? null };
         return;
       }
       this.#pool = null;
+      this.#replacing = null;
       this.#startBroken = true;
       this.threadGeneration++;
       if (this.#running) this.#running.startFailed = true;
@@ -361,6 +464,29 @@ export class WorkerQueue<In, Out> {
     });
     this.#pool = pool;
     return pool;
+  }
+
+  /**
+   * A replacement thread loaded: the tenant whose job ended the one before is charged its
+   * start-up, the waits under way are pushed back by it, and the next job is chosen.
+   */
+  #replaced(replacement: Replacement): void {
+    this.#replacing = null;
+    const now = performance.now();
+    const clock = replacement.tenant === null ? undefined : this.#clocks.get(replacement.tenant);
+    if (clock) clock.used += now - replacement.since;
+    const maxWaitMs = this.#options.maxWaitMs;
+    if (maxWaitMs !== undefined) {
+      for (const line of this.#lines.values()) {
+        for (const entry of line) {
+          // Only the part of the start-up it waited through.
+          entry.dueAt += now - Math.max(replacement.since, entry.dueAt - maxWaitMs);
+          if (entry.deadline) clearTimeout(entry.deadline);
+          entry.deadline = setTimeout(() => this.#expire(entry), Math.max(0, entry.dueAt - now));
+        }
+      }
+    }
+    this.#next();
   }
 
   /** A thread failed to start: every job fails now, and a new pool is tried after the back-off. */
@@ -376,7 +502,8 @@ export class WorkerQueue<In, Out> {
       }
     }
     this.#lines.clear();
-    this.#turns.clear();
+    this.#clocks.clear();
+    this.#virtualNow = 0;
     this.#waiting = 0;
     this.#retry = setTimeout(() => {
       this.#retry = null;
