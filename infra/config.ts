@@ -12,6 +12,7 @@ import { parseAddress } from '../domain/mailbox.ts';
 import { INBOUND_LIMITS } from './mail/inbound-limits.ts';
 import { defaultInstanceName, INSTANCE_NAME, INSTANCE_NAME_RULE } from './kafka/instance-name.ts';
 import { isLoopbackHost, parseSmtpUrl } from './mail/smtp-transport.ts';
+import { PERCENT_ENCODE_USERINFO, userinfoCutShort } from './url-refusals.ts';
 
 export type RelayEnv = 'development' | 'production';
 
@@ -369,9 +370,7 @@ function storeUrl(env: Env, name: string, schemes: string[], example: string, pr
  * only the scheme is shown then.
  */
 function redactedOrigin(parsed: URL): string {
-  if (`${parsed.pathname}${parsed.search}${parsed.hash}`.includes('@')) {
-    return `"${parsed.protocol}" (with an "@" after its host: percent-encode "?", "#", "/" and "@" in a user name or password)`;
-  }
+  if (userinfoCutShort(parsed)) return `"${parsed.protocol}" (with an "@" after its host: ${PERCENT_ENCODE_USERINFO})`;
   const userinfo = parsed.username || parsed.password ? '***@' : '';
   return `"${parsed.protocol}${parsed.host ? `//${userinfo}${parsed.host}` : ''}"`;
 }

@@ -48,6 +48,7 @@ import {
 } from './mapping.ts';
 import type { ResolvedLike } from './mapping.ts';
 import { retryUntilDone, sleep } from '../retry.ts';
+import { PERCENT_ENCODE_USERINFO, quotableUrlToken } from '../url-refusals.ts';
 
 export interface EsdbEventStoreOptions {
   /** Events fetched per request while readAll pages through $all. Default 500. */
@@ -112,9 +113,6 @@ const WHOLE_NUMBER_OPTIONS = new Map<string, WholeNumberOption>([
   ['maxDiscoverAttempts', { unit: 'attempts', min: 1 }],
 ]);
 
-/** What a refusal says when the user information seems cut short: the characters to escape. */
-const PERCENT_ENCODE = 'a user name or password holding "/", "?", "#" or "@" must have them percent-encoded (%2F, %3F, %23, %40)';
-
 /**
  * A connection string the client would refuse or misread. The message never holds the string,
  * nor a part of it that could be user information: a query key is named only when it is a short
@@ -145,7 +143,7 @@ function takeApart(url: string, { quiet }: { quiet: boolean }): EventStoreConnec
   // An "@" after the host: user information cut short by an unescaped "/", "?" or "#" (what
   // follows would be read as hosts or options and quoted in a refusal). Nothing of it is quoted.
   if (authorityEnd !== -1 && afterScheme.slice(authorityEnd).includes('@')) {
-    throw new EventStoreUrlError(`has an "@" after its host; ${PERCENT_ENCODE}`);
+    throw new EventStoreUrlError(`has an "@" after its host; ${PERCENT_ENCODE_USERINFO}`);
   }
   const at = afterScheme.slice(0, authorityEnd === -1 ? undefined : authorityEnd).lastIndexOf('@');
   const credentials = at === -1 ? undefined : userCredentials(afterScheme.slice(0, at));
@@ -206,7 +204,7 @@ function queryOption(pair: string): { key: string; option: string; value: string
   if (key.trim() === '') throw new EventStoreUrlError('the query holds an empty option (expected ?key=value&key=value)');
   const option = KNOWN_OPTIONS.get(flatCase(key));
   if (!option) {
-    const named = /^[a-z][a-z0-9_-]{0,31}$/i.test(key.trim()) ? `unknown option "${key.trim()}"` : 'an unknown option';
+    const named = quotableUrlToken(key.trim()) ? `unknown option "${key.trim()}"` : 'an unknown option';
     throw new EventStoreUrlError(`${named} (the client reads ${CLIENT_QUERY_OPTIONS.join(', ')})`);
   }
   if (value.trim() === '') throw new EventStoreUrlError(`${option}: expected a value (${option}=…)`);

@@ -22,6 +22,7 @@ import { notBegunOutcome, type MailTransport, type OutgoingMessage, type Recipie
 import { asNodemailerError, envelopeOutcomes, errorOutcome, isConnectionLevel, MAX_REPLY_BYTES, parseQueueId, peerTextForLog, replyOutcome } from './smtp-replies.ts';
 import type { NodemailerError } from './smtp-replies.ts';
 import { afterPendingReplies, MIN_BODY_BYTES_PER_SECOND, quit, reset, setupDeadline, transact, type SessionLog } from './pooled-sessions.ts';
+import { PERCENT_ENCODE_USERINFO, quotableUrlToken, userinfoCutShort } from '../url-refusals.ts';
 
 export type SmtpTlsMode = 'starttls' | 'implicit' | 'none';
 
@@ -49,15 +50,6 @@ export function isLoopbackHost(host: string): boolean {
   return /^7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(mapped);
 }
 
-/** What a refusal says when the user information seems cut short: the characters to escape. */
-const PERCENT_ENCODE = 'a user name or password holding "?", "#", "/" or "@" must have them percent-encoded (%3F, %23, %2F, %40)';
-
-/**
- * Whether a query key or value may be quoted in a refusal: a short word, which a password cut
- * short at an unescaped "?" would rarely be (callers also refuse any "@" after the host first).
- */
-const isQuotableToken = (text: string): boolean => /^[a-z][a-z0-9_-]{0,31}$/i.test(text);
-
 /** Reads RELAY_SMTP_URL. Throws with a message naming RELAY_SMTP_URL and the rule it breaks; never echoes the user information, nor any part of the URL that could be some of it. */
 export function parseSmtpUrl(value: string): SmtpUrlSettings {
   const refuse = (rule: string) => new Error(`RELAY_SMTP_URL ${rule}; expected ${URL_FORMS}`);
@@ -74,16 +66,16 @@ export function parseSmtpUrl(value: string): SmtpUrlSettings {
   // An "@" after the host: user information cut short by an unescaped "?", "#" or "/", which the
   // parser then reads as host and port, the rest as query, fragment or path. Nothing after the
   // host is quoted then: it is the rest of the user name or password.
-  if (`${url.pathname}${url.search}${url.hash}`.includes('@')) throw refuse(`has an "@" after its host; ${PERCENT_ENCODE}`);
+  if (userinfoCutShort(url)) throw refuse(`has an "@" after its host; ${PERCENT_ENCODE_USERINFO}`);
   if (url.pathname !== '' && url.pathname !== '/') throw refuse('must not have a path');
   if (url.hash !== '') throw refuse('must not have a fragment ("#…")');
   for (const key of url.searchParams.keys()) {
-    if (key !== 'tls') throw refuse(`${isQuotableToken(key) ? `has unknown parameter "${key}"` : 'has an unknown parameter'} (only tls=none is known)`);
+    if (key !== 'tls') throw refuse(`${quotableUrlToken(key) ? `has unknown parameter "${key}"` : 'has an unknown parameter'} (only tls=none is known)`);
   }
   const tlsParam = url.searchParams.get('tls');
   let tls: SmtpTlsMode = scheme === 'smtps' ? 'implicit' : 'starttls';
   if (tlsParam !== null) {
-    if (tlsParam !== 'none') throw refuse(`${isQuotableToken(tlsParam) ? `has tls=${tlsParam}` : 'has an unknown tls value'}; the only value is tls=none`);
+    if (tlsParam !== 'none') throw refuse(`${quotableUrlToken(tlsParam) ? `has tls=${tlsParam}` : 'has an unknown tls value'}; the only value is tls=none`);
     if (scheme === 'smtps') throw refuse('combines smtps:// with tls=none');
     if (!isLoopbackHost(host)) {
       throw refuse(`asks for plain text (tls=none) to ${host}: plain text is only allowed to a loopback host (127.0.0.0/8, ::1, localhost), so credentials and messages never cross a network unencrypted`);

@@ -68,6 +68,7 @@ import {
 import { and, checkField, compileFind, uniquePartialFilter, whereClauses } from './document-query.ts';
 import { fromStored, storedKey, storedString, toStored } from './storable.ts';
 import { wholeNumberProblem, type WholeNumberOption } from '../url-whole-numbers.ts';
+import { PERCENT_ENCODE_USERINFO } from '../url-refusals.ts';
 
 const DEFAULT_DATABASE = 'relay';
 const PING_TIMEOUT_MS = 2000;
@@ -548,14 +549,11 @@ function clientOf(url: string, options: MongoDocumentStoreOptions): { client: Mo
     // that is a plain Error of that name (a password with an unescaped ":", a user name with "[").
     if (error instanceof MongoError || (error as Error | null)?.name === 'MongoParseError') {
       const message = withoutUserinfo((error as Error).message, url);
-      throw new MongoUrlError(/unescaped characters/i.test(message) ? `${message}; ${PERCENT_ENCODE}` : message);
+      throw new MongoUrlError(/unescaped characters/i.test(message) ? `${message}; ${PERCENT_ENCODE_USERINFO}` : message);
     }
     throw error;
   }
 }
-
-/** What a refusal adds when the user information holds a character the URL must have escaped. */
-const PERCENT_ENCODE = 'a user name or password holding ":", "/", "?", "#" or "@" must have them percent-encoded (%3A, %2F, %3F, %23, %40)';
 
 /** Whether the URL's query names `option` (the driver reads option names in any case). */
 function urlSets(url: string, option: string): boolean {

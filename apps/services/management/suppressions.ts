@@ -122,35 +122,29 @@ export async function addSuppression(stores: SuppressionStores, workspaceId: str
 }
 
 /**
- * A list cursor (the last address of a page, as the list keys it): as normalizeSuppressedAddress
- * names an address, or the text lower-cased when today's rules refuse it, since an entry an older
- * rule made (a quoted local part holding "<") may end a page.
+ * An address as the list keys it (normalizeSuppressedAddress), or, for text today's rules refuse,
+ * as an older rule keyed it: lower-cased (a quoted local part holding "<", blocked before
+ * admission refused such addresses), with today's refusal beside it. So no block outlives the
+ * rules that made it: it can end a page (the cursor) and be removed.
  */
-export function suppressionCursor(input: string): string {
+function keyedAddress(input: string, field: string): { address: string; refusal: unknown } {
   try {
-    return normalizeSuppressedAddress(input, 'query.cursor');
+    return { address: normalizeSuppressedAddress(input, field), refusal: null };
   } catch (refusal) {
     const trimmed = input.trim();
     if (CONTROL_CHARACTERS.test(trimmed) || trimmed.length > MAX_MAILBOX_LENGTH) throw refusal;
-    return normalizeAddress(trimmed);
+    return { address: normalizeAddress(trimmed), refusal };
   }
 }
 
-/**
- * The address of an entry to remove: as normalizeSuppressedAddress names it, or, for text today's
- * rules refuse, the entry an older rule keyed by its lower-cased text (a quoted local part holding
- * "<", blocked before such addresses were refused at admission), so that no block outlives the
- * rules that made it. Still a 400 when no such entry exists.
- */
+/** A list cursor: the last address of a page, as the list keys it. */
+export const suppressionCursor = (input: string): string => keyedAddress(input, 'query.cursor').address;
+
+/** The address of an entry to remove; text today's rules refuse names only an entry that exists (else its 400 stands). */
 async function addressToRemove(documents: DocumentStore, workspaceId: string, input: string): Promise<string> {
-  try {
-    return normalizeSuppressedAddress(input, 'path.address');
-  } catch (refusal) {
-    const trimmed = input.trim();
-    const legacy = normalizeAddress(trimmed);
-    if (!CONTROL_CHARACTERS.test(trimmed) && legacy.length <= MAX_MAILBOX_LENGTH && await suppressionsOf(documents).get(suppressionIdOf(workspaceId, legacy))) return legacy;
-    throw refusal;
-  }
+  const { address, refusal } = keyedAddress(input, 'path.address');
+  if (refusal !== null && !(await suppressionsOf(documents).get(suppressionIdOf(workspaceId, address)))) throw refusal;
+  return address;
 }
 
 /** Removes the entry; resolves with its address as the list keys it. */
